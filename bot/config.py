@@ -1,0 +1,240 @@
+"""Settings: one frozen object built from the environment (and a .env file), validated up front.
+
+This is the only module that reads environment variables. Every problem is collected and reported
+together, each naming its variable and what to set, so a misconfigured deployment fails at start-up
+with one readable message instead of at the first analyst's question.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlparse
+
+from dotenv import dotenv_values
+
+APP_TYPES = ("MultiTenant", "SingleTenant", "UserAssignedMSI")
+DEFAULT_STATE_STORE = "sqlite:///.data/state.db"
+DEFAULT_AZURE_OPENAI_API_VERSION = "2024-10-21"
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """Invalid settings; ``problems`` holds one line per variable."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("Configuration problems:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class StateStore:
+    kind: str  # memory, sqlite, blob, cosmos
+    path: str | None = None  # for sqlite
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Language model: Azure OpenAI, else OpenAI or an OpenAI-compatible server.
+    azure_openai_endpoint: str | None = None
+    azure_openai_deployment: str | None = None
+    azure_openai_api_version: str = DEFAULT_AZURE_OPENAI_API_VERSION
+    azure_openai_api_key: str | None = field(default=None, repr=False)
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    # Sentinel: unset workspace id means the embedded demo workspace.
+    sentinel_workspace_id: str | None = None
+    logs_endpoint: str | None = None
+    query_timeout_seconds: int = 60
+    sentinel_subscription_id: str | None = None
+    sentinel_resource_group: str | None = None
+    sentinel_workspace_name: str | None = None
+    arm_endpoint: str = "https://management.azure.com"
+    demo_data_seed: int = 42
+    # Bot identity and web server.
+    microsoft_app_id: str | None = None
+    microsoft_app_password: str | None = field(default=None, repr=False)
+    microsoft_app_type: str = "MultiTenant"
+    microsoft_app_tenant_id: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 3978
+    # Conversation state and the tool loop.
+    state_store: StateStore = StateStore("sqlite", ".data/state.db")
+    max_tool_rounds: int = 5
+    max_turns: int = 30
+    log_level: str = "INFO"
+
+    @property
+    def uses_demo_workspace(self) -> bool:
+        return self.sentinel_workspace_id is None
+
+    @property
+    def llm_provider(self) -> str | None:
+        """"azure", "openai", or None when no language model is configured."""
+        if self.azure_openai_endpoint:
+            return "azure"
+        if self.openai_api_key or self.openai_base_url:
+            return "openai"
+        return None
+
+    @property
+    def authenticates_requests(self) -> bool:
+        return bool(self.microsoft_app_id)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, dotenv_path: str | Path | None = ".env") -> Settings:
+        """Settings from ``environ`` (default: the process environment) over the values in ``dotenv_path``."""
+        values: dict[str, str] = {}
+        if dotenv_path and Path(dotenv_path).is_file():
+            values.update({k: v for k, v in dotenv_values(dotenv_path).items() if v is not None})
+        values.update(os.environ if environ is None else environ)
+        return _Reader(values).settings()
+
+
+LLM_HELP = (
+    "Natural-language answers need a language model. Set AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_DEPLOYMENT "
+    "(plus AZURE_OPENAI_API_KEY, or sign in for Entra ID), or OPENAI_API_KEY (with OPENAI_BASE_URL and "
+    "OPENAI_MODEL for an OpenAI-compatible server such as vLLM, Ollama or LM Studio)."
+)
+
+
+class _Reader:
+    """Reads and checks each variable, collecting every problem before failing."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self._values = values
+        self.problems: list[str] = []
+
+    def text(self, name: str) -> str | None:
+        value = self._values.get(name)
+        if value is None:
+            return None
+        value = value.strip()
+        return value or None
+
+    def number(self, name: str, default: int, low: int, high: int) -> int:
+        raw = self.text(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            self.problems.append(f"{name}={raw!r} is not a whole number: set it to a number from {low} to {high}.")
+            return default
+        if not low <= value <= high:
+            self.problems.append(f"{name}={value} is out of range: set it to a number from {low} to {high}.")
+            return default
+        return value
+
+    def checked(self, name: str, check: Callable[[str], bool], advice: str) -> str | None:
+        value = self.text(name)
+        if value is not None and not check(value):
+            self.problems.append(f"{name}={_shown(name, value)} {advice}")
+            return None
+        return value
+
+    def url(self, name: str, *, https_only: bool) -> str | None:
+        schemes = ("https",) if https_only else ("https", "http")
+        value = self.checked(
+            name,
+            lambda v: urlparse(v).scheme in schemes and bool(urlparse(v).netloc),
+            f"is not a valid {'https://' if https_only else 'http(s)://'} URL: set it to the service's base URL.",
+        )
+        return value.rstrip("/") if value else None
+
+    def guid(self, name: str, what: str) -> str | None:
+        return self.checked(name, lambda v: bool(_GUID.match(v)), f"is not a GUID: set it to {what}.")
+
+    def settings(self) -> Settings:
+        azure_endpoint = self.url("AZURE_OPENAI_ENDPOINT", https_only=True)
+        azure_deployment = self.text("AZURE_OPENAI_DEPLOYMENT")
+        if azure_endpoint and not azure_deployment:
+            self.problems.append(
+                "AZURE_OPENAI_DEPLOYMENT is not set: set it to the name of your model deployment "
+                "(AZURE_OPENAI_ENDPOINT is set)."
+            )
+        openai_base_url = self.url("OPENAI_BASE_URL", https_only=False)
+        app_type = self._app_type()
+        app_id = self.text("MICROSOFT_APP_ID")
+        tenant_id = self.guid("MICROSOFT_APP_TENANT_ID", "your Entra tenant id")
+        password = self.text("MICROSOFT_APP_PASSWORD")
+        if app_id and app_type in ("SingleTenant", "UserAssignedMSI") and not tenant_id:
+            self.problems.append(f"MICROSOFT_APP_TENANT_ID is not set: {app_type} bots need the tenant id.")
+        if app_id and app_type != "UserAssignedMSI" and not password:
+            self.problems.append(
+                f"MICROSOFT_APP_PASSWORD is not set: a {app_type} bot needs its client secret "
+                "(or use MICROSOFT_APP_TYPE=UserAssignedMSI with a managed identity)."
+            )
+        settings = Settings(
+            azure_openai_endpoint=azure_endpoint,
+            azure_openai_deployment=azure_deployment,
+            azure_openai_api_version=self.text("AZURE_OPENAI_API_VERSION") or DEFAULT_AZURE_OPENAI_API_VERSION,
+            azure_openai_api_key=self.text("AZURE_OPENAI_API_KEY"),
+            openai_api_key=self.text("OPENAI_API_KEY"),
+            openai_base_url=openai_base_url,
+            openai_model=self.text("OPENAI_MODEL"),
+            sentinel_workspace_id=self.guid(
+                "SENTINEL_WORKSPACE_ID", "the Workspace ID from the Log Analytics workspace's Overview page"
+            ),
+            logs_endpoint=self.url("LOGS_ENDPOINT", https_only=True),
+            query_timeout_seconds=self.number("QUERY_TIMEOUT_SECONDS", 60, 5, 600),
+            sentinel_subscription_id=self.guid("SENTINEL_SUBSCRIPTION_ID", "the workspace's subscription id"),
+            sentinel_resource_group=self.text("SENTINEL_RESOURCE_GROUP"),
+            sentinel_workspace_name=self.text("SENTINEL_WORKSPACE_NAME"),
+            arm_endpoint=self.url("ARM_ENDPOINT", https_only=True) or "https://management.azure.com",
+            demo_data_seed=self.number("DEMO_DATA_SEED", 42, 0, 2**31 - 1),
+            microsoft_app_id=app_id,
+            microsoft_app_password=password,
+            microsoft_app_type=app_type,
+            microsoft_app_tenant_id=tenant_id,
+            host=self.text("HOST") or "127.0.0.1",
+            port=self.number("PORT", 3978, 1, 65535),
+            state_store=self._state_store(),
+            max_tool_rounds=self.number("MAX_TOOL_ROUNDS", 5, 1, 20),
+            max_turns=self.number("MAX_TURNS", 30, 2, 500),
+            log_level=self._log_level(),
+        )
+        if self.problems:
+            raise ConfigError(self.problems)
+        return settings
+
+    def _app_type(self) -> str:
+        raw = self.text("MICROSOFT_APP_TYPE")
+        if raw is None:
+            return "MultiTenant"
+        for app_type in APP_TYPES:
+            if raw.lower() == app_type.lower():
+                return app_type
+        self.problems.append(f"MICROSOFT_APP_TYPE={raw!r} is not one of {', '.join(APP_TYPES)}.")
+        return "MultiTenant"
+
+    def _state_store(self) -> StateStore:
+        raw = self.text("STATE_STORE") or DEFAULT_STATE_STORE
+        if raw in ("memory", "blob", "cosmos"):
+            return StateStore(raw)
+        if raw.startswith("sqlite:///") and len(raw) > len("sqlite:///"):
+            return StateStore("sqlite", raw.removeprefix("sqlite:///"))
+        self.problems.append(
+            f"STATE_STORE={raw!r} is not understood: use memory, sqlite:///path/to/state.db, blob or cosmos."
+        )
+        return StateStore("memory")
+
+    def _log_level(self) -> str:
+        raw = (self.text("LOG_LEVEL") or "INFO").upper()
+        if raw not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            self.problems.append(f"LOG_LEVEL={raw!r} is not one of DEBUG, INFO, WARNING, ERROR.")
+            return "INFO"
+        return raw
+
+
+def _shown(name: str, value: str) -> str:
+    """A rejected value as shown in an error; secrets are never echoed."""
+    if any(word in name for word in ("KEY", "PASSWORD", "SECRET")):
+        return "(hidden)"
+    return repr(value if len(value) <= 80 else value[:77] + "...")

@@ -1,0 +1,90 @@
+"""Keeps the dependency rules of DESIGN.md section 2 true as the code grows.
+
+teams -> orchestrator -> tools -> sentinel; cards -> sentinel.models only; botbuilder only in teams,
+openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
+which builds the one credential every client shares); only config reads the environment.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+BOT = Path(__file__).resolve().parent.parent / "bot"
+
+# package -> bot packages it must not import
+FORBIDDEN_INTERNAL = {
+    "sentinel": {"tools", "orchestrator", "teams", "cards", "terminal", "app"},
+    "tools": {"orchestrator", "teams", "cards", "terminal", "app"},
+    "orchestrator": {"teams", "cards", "terminal", "app"},
+    "cards": {"tools", "orchestrator", "teams", "terminal", "app"},
+    "teams": {"terminal"},
+    "terminal": {"teams"},
+}
+# third-party prefix -> the only places allowed to import it
+EXTERNAL_OWNERS = {
+    "botbuilder": {"teams"},
+    "botframework": {"teams"},
+    "openai": {"orchestrator"},
+    "azure.monitor": {"sentinel"},
+    "azure.core": {"sentinel"},
+    "azure.identity": {"sentinel", "orchestrator", "app"},
+    "azure.storage": {"teams"},
+    "azure.cosmos": {"teams"},
+}
+
+
+def _modules() -> list[tuple[str, Path]]:
+    return [(".".join(p.relative_to(BOT.parent).with_suffix("").parts), p) for p in sorted(BOT.rglob("*.py"))]
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_layers_point_one_way() -> None:
+    problems = []
+    for module, path in _modules():
+        banned = FORBIDDEN_INTERNAL.get(_area(module), set())
+        for name in _imports(path):
+            if name.startswith("bot.") and _area(name) in banned:
+                problems.append(f"{module} imports {name}")
+            if _area(module) == "cards" and name.startswith("bot.") and name not in ("bot.cards", "bot.sentinel.models") \
+                    and not name.startswith("bot.cards."):
+                problems.append(f"{module} imports {name} (cards may use only sentinel.models)")
+    assert not problems, problems
+
+
+def test_sdks_are_imported_only_by_their_owner() -> None:
+    problems = []
+    for module, path in _modules():
+        for name in _imports(path):
+            for prefix, owners in EXTERNAL_OWNERS.items():
+                if (name == prefix or name.startswith(prefix + ".")) and _area(module) not in owners:
+                    problems.append(f"{module} imports {name} (only {sorted(owners)} may)")
+    assert not problems, problems
+
+
+def test_only_config_reads_the_environment() -> None:
+    offenders = [
+        module for module, path in _modules()
+        if module != "bot.config" and ("os.environ" in (text := path.read_text(encoding="utf-8")) or "getenv(" in text)
+    ]
+    assert not offenders, offenders
+
+
+def test_the_rules_can_fail() -> None:
+    """A guard against a vacuous walk: the scanner does see imports."""
+    assert "bot.sentinel.models" in _imports(BOT / "sentinel" / "client.py")
+    assert "azure.monitor.query.aio" in _imports(BOT / "sentinel" / "loganalytics.py")

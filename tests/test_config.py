@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import pytest
+
+from bot.config import ConfigError, Settings, StateStore
+
+
+def settings(**env: str) -> Settings:
+    return Settings.from_env(env, dotenv_path=None)
+
+
+def test_defaults_run_the_demo_locally_without_a_model() -> None:
+    s = settings()
+    assert s.uses_demo_workspace and s.llm_provider is None and not s.authenticates_requests
+    assert (s.host, s.port, s.max_tool_rounds, s.max_turns) == ("127.0.0.1", 3978, 5, 30)
+    assert s.state_store == StateStore("sqlite", ".data/state.db")
+
+
+def test_model_providers() -> None:
+    azure = settings(AZURE_OPENAI_ENDPOINT="https://soc.openai.azure.com/", AZURE_OPENAI_DEPLOYMENT="gpt-4o")
+    assert azure.llm_provider == "azure" and azure.azure_openai_endpoint == "https://soc.openai.azure.com"
+    local = settings(OPENAI_BASE_URL="http://127.0.0.1:11434/v1", OPENAI_MODEL="llama3.1")
+    assert local.llm_provider == "openai"
+
+
+def test_every_problem_is_reported_at_once_and_names_its_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings(
+            AZURE_OPENAI_ENDPOINT="http://not-https.example",
+            SENTINEL_WORKSPACE_ID="my-workspace",
+            PORT="eighty",
+            MAX_TOOL_ROUNDS="0",
+            STATE_STORE="redis://x",
+            MICROSOFT_APP_TYPE="SomethingElse",
+        )
+    text = str(caught.value)
+    for name in ("AZURE_OPENAI_ENDPOINT", "SENTINEL_WORKSPACE_ID", "PORT", "MAX_TOOL_ROUNDS", "STATE_STORE",
+                 "MICROSOFT_APP_TYPE"):
+        assert name in text
+    assert len(caught.value.problems) == 6
+    assert "Workspace ID" in text  # says what to set, not only what is wrong
+
+
+def test_bot_identity_rules() -> None:
+    with pytest.raises(ConfigError, match="MICROSOFT_APP_PASSWORD"):
+        settings(MICROSOFT_APP_ID="11111111-1111-1111-1111-111111111111")
+    with pytest.raises(ConfigError, match="MICROSOFT_APP_TENANT_ID"):
+        settings(MICROSOFT_APP_ID="11111111-1111-1111-1111-111111111111", MICROSOFT_APP_TYPE="userassignedmsi")
+    msi = settings(
+        MICROSOFT_APP_ID="11111111-1111-1111-1111-111111111111",
+        MICROSOFT_APP_TYPE="UserAssignedMSI",
+        MICROSOFT_APP_TENANT_ID="22222222-2222-2222-2222-222222222222",
+    )
+    assert msi.authenticates_requests and msi.microsoft_app_type == "UserAssignedMSI"
+
+
+def test_secrets_are_neither_echoed_nor_shown_in_repr() -> None:
+    s = settings(AZURE_OPENAI_API_KEY="sk-secret-value", MICROSOFT_APP_PASSWORD="hunter2")
+    assert "sk-secret-value" not in repr(s) and "hunter2" not in repr(s)
+
+
+def test_dotenv_file_is_read_and_the_environment_wins(tmp_path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("PORT=4000\nMAX_TURNS=12\n")
+    s = Settings.from_env({"PORT": "5000"}, dotenv_path=dotenv)
+    assert (s.port, s.max_turns) == (5000, 12)
+
+
+def test_state_store_forms() -> None:
+    assert settings(STATE_STORE="memory").state_store == StateStore("memory")
+    assert settings(STATE_STORE="sqlite:////var/lib/bot/state.db").state_store == StateStore("sqlite", "/var/lib/bot/state.db")
