@@ -1,0 +1,144 @@
+"""SentinelClient: the five read methods, the same over every backend.
+
+Each method validates its parameters, builds the query (as data and as KQL), lets the backend run
+it, times it, and turns the rows into typed records with their metadata (total before the limit,
+truncation, warnings for partial results). It returns ``QueryResult`` or ``QueryError`` and never
+raises for bad input or a failing service.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from bot.sentinel import kql, rows
+from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
+from bot.sentinel.params import InvalidParameter
+from bot.sentinel.queries import (
+    MAX_DETAIL_ALERTS,
+    AlertsQuery,
+    AlertTrendQuery,
+    IncidentDetailQuery,
+    IncidentsQuery,
+    Query,
+    TopEntitiesQuery,
+    make_query,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """What a backend returns: rows keyed by the query's COLUMNS, plus any partial-result warnings."""
+
+    rows: list[dict[str, Any]]
+    warnings: tuple[str, ...] = field(default=())
+
+
+class SentinelBackend(Protocol):
+    source: str  # "demo" or "log_analytics"
+
+    async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError: ...
+
+    async def close(self) -> None: ...
+
+
+_DECODERS: dict[str, Callable[[rows.Row], Any]] = {
+    IncidentsQuery.tool: rows.incident,
+    IncidentDetailQuery.tool: rows.incident_detail,
+    AlertsQuery.tool: rows.alert,
+    AlertTrendQuery.tool: rows.trend_bin,
+    TopEntitiesQuery.tool: rows.entity_count,
+}
+
+
+class SentinelClient:
+    def __init__(self, backend: SentinelBackend) -> None:
+        self._backend = backend
+
+    @property
+    def source(self) -> str:
+        return self._backend.source
+
+    @property
+    def is_demo(self) -> bool:
+        return self._backend.source == "demo"
+
+    async def query_incidents(
+        self, time_window: object = None, min_severity: object = None, limit: object = None
+    ) -> QueryResult | QueryError:
+        return await self.run("query_incidents", time_window=time_window, min_severity=min_severity, limit=limit)
+
+    async def get_incident_detail(self, incident_ref: object) -> QueryResult | QueryError:
+        return await self.run("get_incident_detail", incident_ref=incident_ref)
+
+    async def query_alerts(
+        self, time_window: object = None, min_severity: object = None, limit: object = None
+    ) -> QueryResult | QueryError:
+        return await self.run("query_alerts", time_window=time_window, min_severity=min_severity, limit=limit)
+
+    async def get_alert_trend(
+        self, time_window: object = None, min_severity: object = None, bin_size: object = None
+    ) -> QueryResult | QueryError:
+        return await self.run("get_alert_trend", time_window=time_window, min_severity=min_severity, bin_size=bin_size)
+
+    async def get_top_entities(
+        self, time_window: object = None, min_severity: object = None, limit: object = None
+    ) -> QueryResult | QueryError:
+        return await self.run("get_top_entities", time_window=time_window, min_severity=min_severity, limit=limit)
+
+    async def run(self, tool: str, **arguments: object) -> QueryResult | QueryError:
+        """Run a read query by its tool name; missing (None) arguments take their defaults."""
+        try:
+            query = make_query(tool, {k: v for k, v in arguments.items() if v is not None})
+        except InvalidParameter as exc:
+            return QueryError("invalid_argument", str(exc), retry_possible=False, tool=tool)
+        return await self._execute(query)
+
+    async def close(self) -> None:
+        await self._backend.close()
+
+    async def _execute(self, query: Query) -> QueryResult | QueryError:
+        tool = query.tool
+        text = kql.build(query)
+        started = time.perf_counter()
+        raw = await self._backend.execute(query, text)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if isinstance(raw, QueryError):
+            log.info("query %s failed: %s (status %s)", tool, raw.code, raw.status)
+            return QueryError(
+                raw.code, raw.message, raw.retry_possible, tool=tool, kql=text, status=raw.status, detail=raw.detail
+            )
+        records, skipped = rows.decode_rows(raw.rows, _DECODERS[tool])
+        warnings = list(raw.warnings)
+        if skipped:
+            warnings.append(f"{skipped} result row(s) could not be read and were left out.")
+        total = max((rows.as_int(r.get("TotalMatched"), -1) for r in raw.rows), default=0)
+        total = max(total, len(records))
+        truncated = total > len(records)
+        if tool == IncidentDetailQuery.tool and records:
+            detail = records[0]
+            if detail.incident.alert_count > len(detail.alerts) and len(detail.alerts) >= MAX_DETAIL_ALERTS:
+                truncated = True
+                warnings.append(f"Showing {len(detail.alerts)} of {detail.incident.alert_count} alerts.")
+        metadata = QueryMetadata(
+            tool=tool,
+            parameters=query.parameters(),
+            total=total,
+            returned=len(records),
+            truncated=truncated,
+            elapsed_ms=round(elapsed_ms, 1),
+            kql=text,
+            timespan=iso_duration(query.timespan.total_seconds()),
+            source=self._backend.source,
+            warnings=tuple(warnings),
+        )
+        return QueryResult(records=tuple(records), metadata=metadata)
+
+
+def iso_duration(seconds: float) -> str:
+    """ISO-8601 duration as the Log Analytics API expects it, e.g. PT86400S."""
+    return f"PT{int(seconds)}S"

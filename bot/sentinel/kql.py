@@ -1,0 +1,239 @@
+"""KQL for the five read queries, following Microsoft's own idioms (docs/sentinel-kql-idioms.md).
+
+- SecurityIncident has one row per update: take the latest row per IncidentNumber (arg_max).
+- SecurityAlert rows are re-emitted on updates: dedupe by SystemAlertId (arg_max).
+- Incidents reach their alerts through the AlertIds array (mv-expand, join on SystemAlertId).
+- Entities is a JSON *string*: parse_json, expand, drop `$ref`-only items (no Type).
+- Only the needed columns leave the service, and every list is capped server-side.
+
+Values reach the text only as validated enums and ints, or through ``string_literal``.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
+from bot.sentinel.queries import (
+    ENTITY_VALUE_RULES,
+    MAX_ALERT_ENTITY_LABELS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_DETAIL_ALERTS,
+    MAX_DETAIL_ENTITIES,
+    MAX_OTHER_MATCHES,
+    AlertsQuery,
+    AlertTrendQuery,
+    IncidentDetailQuery,
+    IncidentsQuery,
+    Query,
+    TopEntitiesQuery,
+)
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def string_literal(value: str) -> str:
+    """``value`` as one double-quoted KQL string literal.
+
+    Backslash, quote and the common whitespace controls are escaped; other control characters and
+    unpaired surrogates cannot be written in a literal and become U+FFFD, so nothing a user types can
+    end the literal or change the query around it.
+    """
+    out = ['"']
+    for ch in value:
+        escaped = _ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif _unwritable(ch):
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _unwritable(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF
+
+
+def severity_list(min_severity: Severity) -> str:
+    """``("High", "Medium")`` for Medium: the severities at or above the minimum."""
+    return "(" + ", ".join(string_literal(s.value) for s in min_severity.at_least()) + ")"
+
+
+def _ago(window: TimeWindow) -> str:
+    return f"ago({window.kql_timespan})"
+
+
+_SEVERITY_RANK = 'case(Severity == "High", 0, Severity == "Medium", 1, Severity == "Low", 2, 3)'
+_OWNER = "coalesce(tostring(Owner.assignedTo), tostring(Owner.email), tostring(Owner.userPrincipalName))"
+_ALERT_COUNT = "coalesce(toint(AdditionalData.alertsCount), toint(array_length(AlertIds)))"
+
+
+def entity_value_expression(var: str = "Entity", type_column: str = "EntityType") -> str:
+    """A KQL expression giving an Entities item's identifying value (ENTITY_VALUE_RULES), or ""."""
+
+    def field(name: str) -> str:
+        return f"tostring({var}[{string_literal(name)}])"
+
+    branches = []
+    for entity_type, alternatives in ENTITY_VALUE_RULES.items():
+        expression = '""'
+        for fields, separator in reversed(alternatives):
+            present = " and ".join(f"isnotempty({field(f)})" for f in fields)
+            parts = f", {string_literal(separator)}, ".join(field(f) for f in fields) if separator else None
+            value = f"strcat({parts})" if parts else field(fields[0])
+            expression = f"iff({present}, {value}, {expression})"
+        branches.append(f"{type_column} == {string_literal(entity_type)}, {expression}")
+    return "case(" + ",\n        ".join(branches) + ',\n        "")'
+
+
+def _expand_entities(alerts: str, indent: str = "    ") -> str:
+    """Rows of ``alerts`` expanded to one row per identifiable entity (EntityType, EntityValue)."""
+    return (
+        f"{alerts}\n"
+        f"{indent}| mv-expand Entity = parse_json(Entities)\n"
+        f"{indent}| extend EntityType = tostring(Entity.Type)\n"
+        f"{indent}| where isnotempty(EntityType)\n"
+        f"{indent}| extend EntityValue = {entity_value_expression()}\n"
+        f"{indent}| where isnotempty(EntityValue)"
+    )
+
+
+@singledispatch
+def build(query: Query) -> str:
+    """The KQL text for a query."""
+    raise TypeError(f"no KQL for {type(query).__name__}")
+
+
+@build.register
+def _incidents(query: IncidentsQuery) -> str:
+    ago = _ago(query.window)
+    return f"""// query_incidents: incidents created in the {query.window.label}, latest state of each
+let matched = materialize(SecurityIncident
+    | where TimeGenerated > {ago}
+    | where CreatedTime > {ago}
+    | summarize arg_max(TimeGenerated, Title, Severity, Status, Owner, CreatedTime, LastModifiedTime,
+        AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber
+    | where Severity in {severity_list(query.min_severity)});
+matched
+| extend SeverityRank = {_SEVERITY_RANK}
+| sort by SeverityRank asc, CreatedTime desc, IncidentNumber desc
+| take {query.limit}
+| extend TotalMatched = toscalar(matched | count)
+| project IncidentNumber, Title, Severity, Status, Owner = {_OWNER},
+    CreatedTime, LastModifiedTime, AlertCount = {_ALERT_COUNT},
+    Tactics = AdditionalData.tactics, Products = AdditionalData.alertProductNames,
+    IncidentUrl, Classification, TotalMatched"""
+
+
+@build.register
+def _incident_detail(query: IncidentDetailQuery) -> str:
+    lookback = f"ago({DETAIL_LOOKBACK.days}d)"
+    if query.ref.number is not None:
+        by_number, by_title = f"\n    | where IncidentNumber == {int(query.ref.number)}", ""
+        header = f"incident {int(query.ref.number)}"
+    else:
+        by_number = ""
+        by_title = f"\n    | where Title contains {string_literal(query.ref.title_search or '')}"
+        header = "the most recent incident whose title contains the search text"
+    return f"""// get_incident_detail: {header}, with its alerts and entities
+let matches = materialize(SecurityIncident
+    | where TimeGenerated > {lookback}{by_number}
+    | summarize arg_max(TimeGenerated, IncidentName, Title, Description, Severity, Status, Owner,
+        CreatedTime, LastModifiedTime, ClosedTime, FirstActivityTime, LastActivityTime, Classification,
+        ClassificationReason, ClassificationComment, AdditionalData, AlertIds, Labels, IncidentUrl)
+        by IncidentNumber{by_title});
+let best = toscalar(matches | sort by CreatedTime desc, IncidentNumber desc | take 1 | project IncidentNumber);
+let incident = matches | where IncidentNumber == best;
+let alerts = materialize(incident
+    | mv-expand AlertId = AlertIds to typeof(string)
+    | join kind=inner (SecurityAlert
+        | where TimeGenerated > {lookback}
+        | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName,
+            Tactics, Entities) by SystemAlertId
+        ) on $left.AlertId == $right.SystemAlertId);
+let alert_list = toscalar(alerts
+    | sort by TimeGenerated desc, SystemAlertId asc
+    | take {MAX_DETAIL_ALERTS}
+    | summarize make_list(bag_pack("id", SystemAlertId, "name", AlertName, "severity", AlertSeverity,
+        "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
+        "tactics", Tactics)));
+let entity_list = toscalar({_expand_entities("alerts", "    ")}
+    | summarize by EntityType, EntityValue
+    | sort by EntityType asc, EntityValue asc
+    | take {MAX_DETAIL_ENTITIES}
+    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue)));
+let other_matches = toscalar(matches
+    | where IncidentNumber != best
+    | sort by CreatedTime desc, IncidentNumber desc
+    | take {MAX_OTHER_MATCHES}
+    | summarize make_list(bag_pack("number", IncidentNumber, "title", Title)));
+incident
+| project IncidentNumber, IncidentName, Title, Description = substring(Description, 0, {MAX_DESCRIPTION_CHARS}),
+    Severity, Status, Owner = {_OWNER}, CreatedTime, LastModifiedTime, ClosedTime,
+    FirstActivityTime, LastActivityTime, Classification, ClassificationReason, ClassificationComment,
+    AlertCount = {_ALERT_COUNT}, Tactics = AdditionalData.tactics,
+    Products = AdditionalData.alertProductNames, CommentCount = toint(AdditionalData.commentsCount),
+    Labels, IncidentUrl, Alerts = alert_list, Entities = entity_list, OtherMatches = other_matches"""
+
+
+@build.register
+def _alerts(query: AlertsQuery) -> str:
+    ago = _ago(query.window)
+    return f"""// query_alerts: alerts in the {query.window.label}, latest state of each
+let matched = materialize(SecurityAlert
+    | where TimeGenerated > {ago}
+    | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName, Tactics,
+        Entities) by SystemAlertId
+    | where AlertSeverity in {severity_list(query.min_severity)});
+matched
+| extend SeverityRank = {_SEVERITY_RANK.replace("Severity", "AlertSeverity")}
+| sort by SeverityRank asc, TimeGenerated desc, SystemAlertId asc
+| take {query.limit}
+| extend TotalMatched = toscalar(matched | count)
+| mv-apply Entity = parse_json(Entities) on (
+    extend EntityType = tostring(Entity.Type)
+    | where isnotempty(EntityType)
+    | extend EntityValue = {entity_value_expression()}
+    | where isnotempty(EntityValue)
+    | summarize EntityLabels = make_set(strcat(EntityType, ": ", EntityValue), {MAX_ALERT_ENTITY_LABELS})
+    )
+| project SystemAlertId, AlertName, AlertSeverity, Status, ProductName = coalesce(ProductName, ProviderName),
+    TimeGenerated, Tactics, EntityLabels, TotalMatched"""
+
+
+@build.register
+def _alert_trend(query: AlertTrendQuery) -> str:
+    ago = _ago(query.window)
+    step = "1h" if query.bin_size is BinSize.HOUR else "1d"
+    return f"""// get_alert_trend: alerts per {step} bin and severity over the {query.window.label}, zero-filled
+SecurityAlert
+| where TimeGenerated > {ago}
+| summarize arg_max(TimeGenerated, AlertSeverity) by SystemAlertId
+| where AlertSeverity in {severity_list(query.min_severity)}
+| make-series AlertCount = count() default = 0 on TimeGenerated from bin({ago}, {step}) to now() step {step}
+    by AlertSeverity
+| mv-expand BinStart = TimeGenerated to typeof(datetime), AlertCount to typeof(long)
+| project BinStart, AlertSeverity, AlertCount
+| order by BinStart asc, AlertSeverity asc"""
+
+
+@build.register
+def _top_entities(query: TopEntitiesQuery) -> str:
+    ago = _ago(query.window)
+    alerts = f"""SecurityAlert
+    | where TimeGenerated > {ago}
+    | summarize arg_max(TimeGenerated, AlertSeverity, Entities) by SystemAlertId
+    | where AlertSeverity in {severity_list(query.min_severity)}"""
+    return f"""// get_top_entities: entities seen in the most alerts over the {query.window.label}
+let entities = materialize({_expand_entities(alerts)}
+    | summarize by SystemAlertId, AlertSeverity, TimeGenerated, EntityType, EntityValue
+    | summarize AlertCount = count(), HighSeverityCount = countif(AlertSeverity == "High"),
+        LastSeen = max(TimeGenerated) by EntityType, EntityValue);
+entities
+| sort by AlertCount desc, HighSeverityCount desc, LastSeen desc, EntityType asc, EntityValue asc
+| take {query.limit}
+| extend TotalMatched = toscalar(entities | count)
+| project EntityType, EntityValue, AlertCount, HighSeverityCount, LastSeen, TotalMatched"""

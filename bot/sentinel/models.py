@@ -1,0 +1,172 @@
+"""What the data layer returns: typed records inside a QueryResult, or a QueryError.
+
+Records are frozen dataclasses; ``QueryResult.columns``/``rows`` are derived from them so there is one
+source of truth. ``to_dict()`` gives plain JSON-ready data for logs, state and the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+DEMO_NOTICE = "Demo workspace: generated sample data, not from a real Sentinel workspace."
+
+
+@dataclass(frozen=True)
+class Incident:
+    number: int
+    title: str
+    severity: str
+    status: str
+    owner: str | None
+    created: datetime | None
+    last_modified: datetime | None
+    alert_count: int
+    tactics: tuple[str, ...]
+    products: tuple[str, ...]
+    url: str
+    classification: str | None
+
+
+@dataclass(frozen=True)
+class AlertSummary:
+    """An alert as listed on its own or inside an incident."""
+
+    alert_id: str
+    name: str
+    severity: str
+    status: str
+    product: str
+    time: datetime | None
+    tactics: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()  # "account: alice@contoso.com", at most a few per alert
+    entity_count: int = 0
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    type: str
+    value: str
+
+
+@dataclass(frozen=True)
+class IncidentMatch:
+    number: int
+    title: str
+
+
+@dataclass(frozen=True)
+class IncidentDetail:
+    incident: Incident
+    incident_id: str  # the GUID name Sentinel's REST API uses
+    description: str
+    classification_reason: str | None
+    classification_comment: str | None
+    closed: datetime | None
+    first_activity: datetime | None
+    last_activity: datetime | None
+    comment_count: int
+    labels: tuple[str, ...]
+    alerts: tuple[AlertSummary, ...]
+    entities: tuple[EntityRef, ...]
+    other_matches: tuple[IncidentMatch, ...] = ()  # other incidents a title search also matched
+
+
+@dataclass(frozen=True)
+class EntityCount:
+    type: str
+    value: str
+    alert_count: int
+    high_severity_count: int
+    last_seen: datetime | None
+
+
+@dataclass(frozen=True)
+class TrendBin:
+    start: datetime
+    severity: str
+    count: int
+
+
+Record = TypeVar("Record", Incident, IncidentDetail, AlertSummary, EntityCount, TrendBin)
+
+
+@dataclass(frozen=True)
+class QueryMetadata:
+    tool: str
+    parameters: dict[str, Any]
+    total: int  # rows that matched before the limit
+    returned: int
+    truncated: bool
+    elapsed_ms: float
+    kql: str
+    timespan: str  # ISO-8601 duration given to the API
+    source: str  # "demo" or "log_analytics"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def is_demo(self) -> bool:
+        return self.source == "demo"
+
+
+@dataclass(frozen=True)
+class QueryResult(Generic[Record]):
+    records: tuple[Record, ...]
+    metadata: QueryMetadata
+
+    @property
+    def columns(self) -> list[str]:
+        if not self.records:
+            return []
+        return [f.name for f in dataclasses.fields(self.records[0])]
+
+    @property
+    def rows(self) -> list[list[Any]]:
+        return [[_plain(getattr(r, name)) for name in self.columns] for r in self.records]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.metadata.warnings)
+
+    def to_dict(self) -> dict[str, Any]:
+        meta = dataclasses.asdict(self.metadata)
+        meta["warnings"] = list(self.metadata.warnings)
+        out: dict[str, Any] = {"columns": self.columns, "rows": self.rows, "metadata": meta}
+        if self.metadata.is_demo:
+            out["demo_data"] = True
+            out["notice"] = DEMO_NOTICE
+        return out
+
+
+@dataclass(frozen=True)
+class QueryError:
+    """A query that could not run. ``message`` is safe to show to an analyst and says what to do."""
+
+    code: str  # invalid_argument, throttled, timeout, server_error, unauthorized, forbidden, bad_query, ...
+    message: str
+    retry_possible: bool
+    tool: str = ""
+    kql: str = ""
+    status: int | None = None
+    detail: str = field(default="", repr=False)  # service text for logs; not for users
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "error": self.code,
+            "message": self.message,
+            "retry_possible": self.retry_possible,
+            "tool": self.tool,
+        }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready form of a record field."""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,266 @@
+"""The five read queries as typed data, independent of the backend that runs them.
+
+A query object holds validated parameters only (see ``params``). ``kql.build`` turns one into KQL for
+Log Analytics; the demo backend runs the same query in SQLite with the same semantics. ``COLUMNS``
+is the result contract both backends honour: the KQL projects exactly these columns (a test checks
+it with Microsoft's Kusto parser) and the demo SQL returns exactly these keys.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Union
+
+from bot.sentinel.params import (
+    DEFAULT_ENTITY_LIMIT,
+    DEFAULT_LIMIT,
+    DETAIL_LOOKBACK,
+    MAX_ENTITY_LIMIT,
+    MAX_LIMIT,
+    MAX_TREND_BINS,
+    BinSize,
+    IncidentRef,
+    InvalidParameter,
+    Severity,
+    TimeWindow,
+    parse_bin_size,
+    parse_incident_ref,
+    parse_limit,
+    parse_severity,
+    parse_time_window,
+)
+
+# Caps on nested lists inside one result row.
+MAX_DETAIL_ALERTS = 50
+MAX_DETAIL_ENTITIES = 50
+MAX_ALERT_ENTITY_LABELS = 50
+MAX_OTHER_MATCHES = 5
+MAX_DESCRIPTION_CHARS = 4000
+# Log Analytics' mv-expand default; the demo applies the same cap so both backends agree.
+MV_EXPAND_LIMIT = 128
+
+
+@dataclass(frozen=True)
+class IncidentsQuery:
+    window: TimeWindow
+    min_severity: Severity
+    limit: int
+    tool = "query_incidents"
+
+    @property
+    def timespan(self) -> timedelta:
+        return self.window.duration
+
+    def parameters(self) -> dict[str, Any]:
+        return {"time_window": self.window.value, "min_severity": self.min_severity.value, "limit": self.limit}
+
+
+@dataclass(frozen=True)
+class IncidentDetailQuery:
+    ref: IncidentRef
+    tool = "get_incident_detail"
+
+    @property
+    def timespan(self) -> timedelta:
+        return DETAIL_LOOKBACK
+
+    def parameters(self) -> dict[str, Any]:
+        value: Any = self.ref.number if self.ref.number is not None else self.ref.title_search
+        return {"incident_ref": value}
+
+
+@dataclass(frozen=True)
+class AlertsQuery:
+    window: TimeWindow
+    min_severity: Severity
+    limit: int
+    tool = "query_alerts"
+
+    @property
+    def timespan(self) -> timedelta:
+        return self.window.duration
+
+    def parameters(self) -> dict[str, Any]:
+        return {"time_window": self.window.value, "min_severity": self.min_severity.value, "limit": self.limit}
+
+
+@dataclass(frozen=True)
+class AlertTrendQuery:
+    window: TimeWindow
+    min_severity: Severity
+    bin_size: BinSize  # resolved: never AUTO
+
+    tool = "get_alert_trend"
+
+    def __post_init__(self) -> None:
+        if self.bin_size is BinSize.AUTO:
+            object.__setattr__(self, "bin_size", self.bin_size.resolve(self.window))
+        bins = self.window.duration / self.bin_size.duration
+        if bins > MAX_TREND_BINS:
+            raise InvalidParameter(
+                "bin_size",
+                f"{self.bin_size.value} bins over {self.window.value} would be {int(bins)} bins "
+                f"(at most {MAX_TREND_BINS}): use bin_size 1d or auto",
+            )
+
+    @property
+    def timespan(self) -> timedelta:
+        return self.window.duration
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "time_window": self.window.value,
+            "min_severity": self.min_severity.value,
+            "bin_size": self.bin_size.value,
+        }
+
+
+@dataclass(frozen=True)
+class TopEntitiesQuery:
+    window: TimeWindow
+    min_severity: Severity
+    limit: int
+    tool = "get_top_entities"
+
+    @property
+    def timespan(self) -> timedelta:
+        return self.window.duration
+
+    def parameters(self) -> dict[str, Any]:
+        return {"time_window": self.window.value, "min_severity": self.min_severity.value, "limit": self.limit}
+
+
+Query = Union[IncidentsQuery, IncidentDetailQuery, AlertsQuery, AlertTrendQuery, TopEntitiesQuery]
+
+# The result columns of each query, in order. Both backends return rows with exactly these keys.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    IncidentsQuery.tool: (
+        "IncidentNumber", "Title", "Severity", "Status", "Owner", "CreatedTime", "LastModifiedTime",
+        "AlertCount", "Tactics", "Products", "IncidentUrl", "Classification", "TotalMatched",
+    ),
+    IncidentDetailQuery.tool: (
+        "IncidentNumber", "IncidentName", "Title", "Description", "Severity", "Status", "Owner",
+        "CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime", "LastActivityTime",
+        "Classification", "ClassificationReason", "ClassificationComment", "AlertCount", "Tactics",
+        "Products", "CommentCount", "Labels", "IncidentUrl", "Alerts", "Entities", "OtherMatches",
+    ),
+    AlertsQuery.tool: (
+        "SystemAlertId", "AlertName", "AlertSeverity", "Status", "ProductName", "TimeGenerated",
+        "Tactics", "EntityLabels", "TotalMatched",
+    ),
+    AlertTrendQuery.tool: ("BinStart", "AlertSeverity", "AlertCount"),
+    TopEntitiesQuery.tool: (
+        "EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "LastSeen", "TotalMatched",
+    ),
+}
+
+
+# How an entity of each type is identified, for "top entities" and entity lists. Each rule is a list
+# of alternatives tried in order: (fields that must all be non-empty, separator to join them with).
+# Types without a rule (process, registry-value, ...) are not counted as entities on their own.
+# Sources: Sentinel entities reference (identifying fields per type), docs/sentinel-kql-idioms.md.
+ENTITY_VALUE_RULES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    "account": ((("Name", "UPNSuffix"), "@"), (("Name",), ""), (("AadUserId",), "")),
+    "host": ((("HostName",), ""), (("NetBiosName",), ""), (("AzureID",), "")),
+    "ip": ((("Address",), ""),),
+    "url": ((("Url",), ""),),
+    "file": ((("Name",), ""),),
+    "filehash": ((("Value",), ""),),
+    "mailbox": ((("MailboxPrimaryAddress",), ""), (("Upn",), "")),
+    "dns": ((("DomainName",), ""),),
+    "cloud-application": ((("Name",), ""), (("AppId",), "")),
+    "azure-resource": ((("ResourceId",), ""),),
+    "registry-key": ((("Hive", "Key"), "\\"),),
+    "malware": ((("Name",), ""),),
+}
+
+
+def entity_value(entity: object) -> str | None:
+    """The identifying value of one Entities item, by ENTITY_VALUE_RULES; None when it has none.
+
+    Mirrors the KQL built by ``kql.entity_value_expression`` so both backends agree.
+    """
+    if not isinstance(entity, dict):
+        return None
+    rules = ENTITY_VALUE_RULES.get(_kql_tostring(entity.get("Type")))
+    if not rules:
+        return None
+    for fields, separator in rules:
+        values = [_kql_tostring(entity.get(f)) for f in fields]
+        if all(values):
+            return separator.join(values)
+    return None
+
+
+def _kql_tostring(value: object) -> str:
+    """KQL's tostring() for JSON values: null -> "", booleans lower case, containers as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+# Parameters of each query and how each is parsed (defaults live in the parsers).
+_PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
+    IncidentsQuery.tool: {
+        "time_window": parse_time_window,
+        "min_severity": parse_severity,
+        "limit": lambda v: parse_limit(v, DEFAULT_LIMIT, MAX_LIMIT),
+    },
+    IncidentDetailQuery.tool: {"incident_ref": parse_incident_ref},
+    AlertsQuery.tool: {
+        "time_window": parse_time_window,
+        "min_severity": parse_severity,
+        "limit": lambda v: parse_limit(v, DEFAULT_LIMIT, MAX_LIMIT),
+    },
+    AlertTrendQuery.tool: {
+        "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
+        "min_severity": parse_severity,
+        "bin_size": parse_bin_size,
+    },
+    TopEntitiesQuery.tool: {
+        "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
+        "min_severity": parse_severity,
+        "limit": lambda v: parse_limit(v, DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT),
+    },
+}
+
+_CONSTRUCTORS: dict[str, Callable[..., Query]] = {
+    IncidentsQuery.tool: lambda time_window, min_severity, limit: IncidentsQuery(time_window, min_severity, limit),
+    IncidentDetailQuery.tool: lambda incident_ref: IncidentDetailQuery(incident_ref),
+    AlertsQuery.tool: lambda time_window, min_severity, limit: AlertsQuery(time_window, min_severity, limit),
+    AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(time_window, min_severity, bin_size),
+    TopEntitiesQuery.tool: lambda time_window, min_severity, limit: TopEntitiesQuery(time_window, min_severity, limit),
+}
+
+QUERY_NAMES: tuple[str, ...] = tuple(_PARAMETERS)
+
+
+def parameter_names(tool: str) -> tuple[str, ...]:
+    return tuple(_PARAMETERS[tool])
+
+
+def make_query(tool: str, arguments: Mapping[str, object] | None = None) -> Query:
+    """A validated query from a tool name and loosely typed arguments (model output, a command, JSON).
+
+    Raises ``InvalidParameter`` for unknown names or bad values; missing values take their defaults.
+    """
+    if tool not in _PARAMETERS:
+        raise InvalidParameter("tool", f"{tool!r} is not one of: {', '.join(QUERY_NAMES)}")
+    arguments = dict(arguments or {})
+    parsers = _PARAMETERS[tool]
+    unknown = sorted(set(arguments) - set(parsers))
+    if unknown:
+        raise InvalidParameter(
+            unknown[0], f"{tool} has no parameter {unknown[0]!r}; its parameters are: {', '.join(parsers)}"
+        )
+    if tool == IncidentDetailQuery.tool and "incident_ref" not in arguments:
+        raise InvalidParameter("incident_ref", "is required: an incident number (e.g. 42) or words from its title")
+    values = {name: parse(arguments.get(name)) for name, parse in parsers.items()}
+    return _CONSTRUCTORS[tool](**values)

@@ -1,0 +1,47 @@
+"""Runs KQL through Microsoft's Kusto parser (tests/kql/kusto_check.js) in one Node process per batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+KQL_DIR = Path(__file__).resolve().parent.parent / "kql"
+SCHEMA = Path(__file__).resolve().parents[2] / "bot" / "sentinel" / "tables.json"
+
+
+def parser_available() -> str | None:
+    """None when the parser can run, else the reason it cannot."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (KQL_DIR / "node_modules" / "@kusto" / "language-service-next").is_dir():
+        return "the Kusto parser is not installed: run `./run tests` (it runs npm ci --prefix tests/kql)"
+    return None
+
+
+def require_parser() -> None:
+    reason = parser_available()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"Kusto parser unavailable in CI: {reason}")
+    pytest.skip(reason)
+
+
+def check(queries: list[str]) -> list[dict[str, Any]]:
+    """One result per query: ok, errors, result_columns, string_literals (see kusto_check.js)."""
+    require_parser()
+    lines = "".join(json.dumps({"id": i, "query": q}) + "\n" for i, q in enumerate(queries))
+    done = subprocess.run(
+        ["node", str(KQL_DIR / "kusto_check.js"), "--schema", str(SCHEMA)],
+        input=lines, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode in (0, 1), f"kusto_check failed to run: {done.stderr[-2000:]}"
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert [r["id"] for r in results] == list(range(len(queries)))
+    return results

@@ -1,0 +1,173 @@
+"""A fake Log Analytics query endpoint that the real LogsQueryClient talks to over HTTPS.
+
+It speaks the service's wire format (POST /v1/workspaces/{id}/query; tables with typed columns;
+dynamic values as JSON strings, datetimes with 7 fractional digits; OneAPI error bodies; partial
+errors), records every request, and answers either from a script of responses or from a table of
+known queries. TLS comes from a throwaway CA (trustme): the SDK refuses bearer tokens over plain HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import trustme
+from aiohttp import web
+from azure.core.credentials import AccessToken
+
+# Result column types of each query's KQL (checked against Microsoft's parser in test_kql_parser).
+RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
+    "query_incidents": (
+        ("IncidentNumber", "int"), ("Title", "string"), ("Severity", "string"), ("Status", "string"),
+        ("Owner", "string"), ("CreatedTime", "datetime"), ("LastModifiedTime", "datetime"), ("AlertCount", "int"),
+        ("Tactics", "dynamic"), ("Products", "dynamic"), ("IncidentUrl", "string"), ("Classification", "string"),
+        ("TotalMatched", "long"),
+    ),
+    "get_incident_detail": (
+        ("IncidentNumber", "int"), ("IncidentName", "string"), ("Title", "string"), ("Description", "string"),
+        ("Severity", "string"), ("Status", "string"), ("Owner", "string"), ("CreatedTime", "datetime"),
+        ("LastModifiedTime", "datetime"), ("ClosedTime", "datetime"), ("FirstActivityTime", "datetime"),
+        ("LastActivityTime", "datetime"), ("Classification", "string"), ("ClassificationReason", "string"),
+        ("ClassificationComment", "string"), ("AlertCount", "int"), ("Tactics", "dynamic"), ("Products", "dynamic"),
+        ("CommentCount", "int"), ("Labels", "dynamic"), ("IncidentUrl", "string"), ("Alerts", "dynamic"),
+        ("Entities", "dynamic"), ("OtherMatches", "dynamic"),
+    ),
+    "query_alerts": (
+        ("SystemAlertId", "string"), ("AlertName", "string"), ("AlertSeverity", "string"), ("Status", "string"),
+        ("ProductName", "string"), ("TimeGenerated", "datetime"), ("Tactics", "string"), ("EntityLabels", "dynamic"),
+        ("TotalMatched", "long"),
+    ),
+    "get_alert_trend": (("BinStart", "datetime"), ("AlertSeverity", "string"), ("AlertCount", "long")),
+    "get_top_entities": (
+        ("EntityType", "string"), ("EntityValue", "string"), ("AlertCount", "long"), ("HighSeverityCount", "long"),
+        ("LastSeen", "datetime"), ("TotalMatched", "long"),
+    ),
+}
+
+TOKEN = "fake-token-for-tests"
+
+
+class FakeCredential:
+    """An AsyncTokenCredential that hands out a fixed token (what a managed identity would do)."""
+
+    def __init__(self) -> None:
+        self.scopes: list[tuple[str, ...]] = []
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        self.scopes.append(scopes)
+        return AccessToken(TOKEN, int(datetime.now(timezone.utc).timestamp()) + 3600)
+
+    async def close(self) -> None:
+        pass
+
+    async def __aenter__(self) -> "FakeCredential":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
+def encode_value(value: Any, kind: str, dynamic_as_text: bool = True) -> Any:
+    """A Python value as the service puts it on the wire."""
+    if value is None:
+        return None
+    if kind == "datetime":
+        text = value.isoformat() if isinstance(value, datetime) else str(value)
+        # 2026-11-21T14:03:07.123456Z -> 2026-11-21T14:03:07.1234560Z
+        return text.replace("+00:00", "Z").replace("Z", "0Z") if "." in text else text
+    if kind == "dynamic":
+        parsed = json.loads(value) if isinstance(value, str) else value
+        return json.dumps(parsed, separators=(",", ":")) if dynamic_as_text else parsed
+    return value
+
+
+def table_body(tool: str, rows: Sequence[Mapping[str, Any]], *, dynamic_as_text: bool = True) -> dict[str, Any]:
+    columns = RESULT_TYPES[tool]
+    return {
+        "tables": [
+            {
+                "name": "PrimaryResult",
+                "columns": [{"name": n, "type": t} for n, t in columns],
+                "rows": [[encode_value(row.get(n), t, dynamic_as_text) for n, t in columns] for row in rows],
+            }
+        ]
+    }
+
+
+def error_body(code: str, message: str, inner_code: str | None = None, inner_message: str | None = None) -> dict:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if inner_code:
+        error["innererror"] = {"code": inner_code, "message": inner_message or message}
+    return {"error": error}
+
+
+@dataclass
+class Scripted:
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class FakeLogAnalytics:
+    def __init__(self, tmp_path: Path) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.script: list[Scripted] = []  # answered first, in order
+        self.known: dict[str, dict[str, Any]] = {}  # query text -> 200 body
+        ca = trustme.CA()
+        self.ca_file = tmp_path / "fake-ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        self._server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1", "localhost").configure_cert(self._server_ssl)
+        self._runner: web.AppRunner | None = None
+        self.endpoint = ""
+
+    async def start(self) -> "FakeLogAnalytics":
+        app = web.Application()
+        app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._server_ssl)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.endpoint = f"https://127.0.0.1:{port}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def respond(self, status: int, body: Any, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> None:
+        self.script.append(Scripted(status, body, headers or {}, delay_s))
+
+    async def _query(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response(error_body("AuthorizationRequiredError", "Valid authentication was not provided"),
+                                     status=401)
+        if self.script:
+            step = self.script.pop(0)
+            if step.delay_s:
+                await asyncio.sleep(step.delay_s)
+            return web.json_response(step.body, status=step.status, headers=step.headers)
+        if body.get("query") in self.known:
+            return web.json_response(self.known[body["query"]])
+        return web.json_response(
+            error_body("BadArgumentError", "The request had some invalid properties", "SemanticError",
+                       "The fake has no answer scripted for this query"),
+            status=400,
+        )

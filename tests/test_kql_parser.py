@@ -1,0 +1,123 @@
+"""Every KQL the five tools can produce goes through Microsoft's Kusto parser against the Sentinel schemas.
+
+Checks: no syntax or semantic errors; each query's result columns are exactly the contract the
+backends decode (queries.COLUMNS, with the types the fake Log Analytics server uses); and a hostile
+incident_ref stays one string literal whose decoded value is the text that was asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+
+from bot.sentinel import kql
+from bot.sentinel.params import BinSize, IncidentRef, Severity, TimeWindow
+from bot.sentinel.queries import (
+    COLUMNS,
+    MAX_TREND_BINS,
+    AlertsQuery,
+    AlertTrendQuery,
+    IncidentDetailQuery,
+    IncidentsQuery,
+    TopEntitiesQuery,
+    make_query,
+)
+from tests.support import kusto
+from tests.support.loganalytics_fake import RESULT_TYPES
+
+HOSTILE_REFS = [
+    "'", '"', "\\", "\\\\", '\\"', "''", '""', "a'b\"c",
+    "line one\nline two", "cr\r\nlf", "tab\there",
+    "| take 1", "x | where 1 == 1", "// comment", "/* not a comment */", ";", "; drop table SecurityIncident",
+    '"; SecurityIncident | take 100000 //', "\\\"; SecurityAlert | project Entities //",
+    "let x = 1;", "where", "project", "summarize count() by Title", "SecurityIncident", "$left", "{Severity}",
+    '@"verbatim"', 'h"hidden"', "```triple```", "\\u0022", "\\x41", "\\n",
+    "ünïcödé 🙂", "\u202eRTL override", "zero\u200bwidth", "日本語のタイトル", "Ω≈ç√∫",
+    "nul\x00byte", "escape \x1b[31mred\x1b[0m", "bell\x07", "del\x7f", "lone \ud800 surrogate",
+    ("ignore previous instructions; \"|' \\ // ; \n" * 250)[:10240],  # a 10 KB mix of everything above
+]
+
+
+def _expected_value(text: str) -> str:
+    """What the literal must decode to: the text, with characters a literal cannot hold as U+FFFD."""
+    return "".join(
+        "\ufffd" if (ord(ch) < 0x20 and ch not in "\n\r\t") or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF else ch
+        for ch in text
+    )
+
+
+def _all_enum_queries() -> list:
+    queries: list = []
+    for window, severity in itertools.product(TimeWindow, Severity):
+        for limit in (1, 20, 100):
+            queries.append(IncidentsQuery(window, severity, limit))
+            queries.append(AlertsQuery(window, severity, limit))
+        for limit in (1, 10, 50):
+            queries.append(TopEntitiesQuery(window, severity, limit))
+        for bin_size in BinSize:
+            if bin_size is BinSize.HOUR and window.duration / bin_size.duration > MAX_TREND_BINS:
+                continue
+            queries.append(AlertTrendQuery(window, severity, bin_size))
+    for ref in (1, 42, "42", "#42", "incident 42", 2**31 - 1, "phishing", "Suspicious PowerShell"):
+        queries.append(make_query("get_incident_detail", {"incident_ref": ref}))
+    return queries
+
+
+def test_every_enum_combination_parses_with_the_contract_columns() -> None:
+    queries = _all_enum_queries()
+    assert len(queries) > 150
+    results = kusto.check([kql.build(q) for q in queries])
+    failures = [(q, r["errors"]) for q, r in zip(queries, results) if not r["ok"]]
+    assert not failures, failures[:3]
+    for query, result in zip(queries, results):
+        columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
+        assert tuple(name for name, _ in columns) == COLUMNS[query.tool], query
+        assert columns == RESULT_TYPES[query.tool], query
+
+
+def test_hostile_incident_refs_stay_one_string_literal() -> None:
+    baseline = IncidentDetailQuery(IncidentRef(title_search="phishing"))
+    hostile = [IncidentDetailQuery(IncidentRef(title_search=value)) for value in HOSTILE_REFS]
+    results = kusto.check([kql.build(baseline)] + [kql.build(q) for q in hostile])
+    base_literals = [lit["value"] for lit in results[0]["string_literals"]]
+    assert base_literals.count("phishing") == 1
+    for value, result in zip(HOSTILE_REFS, results[1:]):
+        assert result["ok"], (value[:40], result["errors"][:2])
+        literals = [lit["value"] for lit in result["string_literals"]]
+        # Same literals as the benign query, with the search text in the same place: nothing split or merged.
+        assert len(literals) == len(base_literals), value[:40]
+        position = base_literals.index("phishing")
+        assert literals[position] == _expected_value(value), value[:40]
+        assert literals[:position] + literals[position + 1:] == base_literals[:position] + base_literals[position + 1:]
+        assert [c["name"] for c in result["result_columns"]] == list(COLUMNS["get_incident_detail"])
+
+
+def _cli_kql(tool: str, arguments: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "bot", "kql", tool, "--args", arguments],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "timespan sent with the query: PT" in done.stderr
+    return done.stdout
+
+
+def test_cli_prints_parsable_kql() -> None:
+    """The issue's example, and every tool with its defaults."""
+    example = _cli_kql("query_incidents", '{"time_window":"last_7d","min_severity":"Medium"}')
+    assert 'Severity in ("High", "Medium")' in example and "ago(7d)" in example
+    printed = [example] + [
+        _cli_kql(tool, '{"incident_ref": "42"}' if tool == "get_incident_detail" else "{}") for tool in sorted(COLUMNS)
+    ]
+    for text, result in zip(printed, kusto.check(printed)):
+        assert result["ok"], (text[:60], result["errors"])
+
+
+def test_cli_rejects_bad_arguments_with_a_clear_message() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "kql", "query_alerts", "--args", '{"time_window": "last_2y"}'],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "time_window" in done.stderr and "last_24h" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
