@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.demo.backend import DemoBackend
+from tests.support.loganalytics_fake import FakeLogAnalytics
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+# tiktoken cannot download its encodings here; use the shared offline copy when present.
+if "TIKTOKEN_CACHE_DIR" not in os.environ and (SHARED / "tiktoken").is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED / "tiktoken")
+
+# A fixed clock in the middle of a UTC day, so windows and bins are the same on every run.
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+SEED = 7
+
+
+@pytest.fixture
+def now() -> datetime:
+    return NOW
+
+
+@pytest.fixture
+def demo_backend() -> DemoBackend:
+    return DemoBackend(seed=SEED, clock=lambda: NOW)
+
+
+@pytest.fixture
+def demo_client(demo_backend: DemoBackend) -> SentinelClient:
+    return SentinelClient(demo_backend)
+
+
+@pytest.fixture
+async def fake_logs(tmp_path: Path) -> AsyncIterator[FakeLogAnalytics]:
+    server = await FakeLogAnalytics(tmp_path).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
