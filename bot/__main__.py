@@ -1,0 +1,75 @@
+"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+
+from bot.config import ConfigError, Settings
+from bot.sentinel import kql
+from bot.sentinel.client import iso_duration
+from bot.sentinel.params import InvalidParameter
+from bot.sentinel.queries import QUERY_NAMES, make_query
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot", description="Sentinel assistant for Microsoft Teams")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
+    kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
+    kql_parser.add_argument("tool", choices=QUERY_NAMES)
+    kql_parser.add_argument("--args", default="{}", help='tool arguments as JSON, e.g. \'{"time_window": "last_7d"}\'')
+    args = parser.parse_args(argv)
+
+    if args.command == "kql":
+        return _print_kql(args.tool, args.args)
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "chat":
+        logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+        return _run(_chat(settings))
+    return 2
+
+
+def _print_kql(tool: str, raw_arguments: str) -> int:
+    try:
+        arguments = json.loads(raw_arguments)
+        if not isinstance(arguments, dict):
+            raise ValueError("the arguments must be a JSON object")
+        query = make_query(tool, arguments)
+    except (ValueError, InvalidParameter) as exc:
+        print(f"Invalid arguments for {tool}: {exc}", file=sys.stderr)
+        return 2
+    print(kql.build(query))
+    print(f"// timespan sent with the query: {iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
+    return 0
+
+
+async def _chat(settings: Settings) -> int:
+    from bot.app import build_sentinel_client
+    from bot.terminal.chat import TerminalChat
+
+    sentinel = build_sentinel_client(settings)
+    try:
+        return await TerminalChat(sentinel).run()
+    finally:
+        await sentinel.close()
+
+
+def _run(coroutine) -> int:  # type: ignore[no-untyped-def]
+    try:
+        return asyncio.run(coroutine)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

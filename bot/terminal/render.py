@@ -1,0 +1,169 @@
+"""Query results as plain-text tables for the terminal, with [n] references.
+
+Incident and alert text is attacker-controlled, so every value is cleaned of control characters
+(a crafted title could otherwise carry terminal escape sequences) and cut to the column width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from bot.sentinel.models import (
+    DEMO_NOTICE,
+    AlertSummary,
+    EntityCount,
+    Incident,
+    IncidentDetail,
+    QueryError,
+    QueryResult,
+    TrendBin,
+)
+
+SEVERITY_SHORT = {"High": "HIGH", "Medium": "MED", "Low": "LOW", "Informational": "INFO"}
+
+
+def clean(value: object, width: int | None = None) -> str:
+    """One line of printable text, at most ``width`` characters."""
+    text = "" if value is None else str(value)
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.split())
+    if width is not None and len(text) > width:
+        text = text[: max(width - 1, 0)] + "…"
+    return text
+
+
+def age(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return "-"
+    seconds = ((now or datetime.now(timezone.utc)) - moment).total_seconds()
+    if seconds < 3600:
+        return f"{max(int(seconds // 60), 0)}m ago"
+    if seconds < 86400 * 2:
+        return f"{int(seconds // 3600)}h ago"
+    return f"{int(seconds // 86400)}d ago"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def render(result: QueryResult | QueryError, now: datetime | None = None) -> str:
+    if isinstance(result, QueryError):
+        return f"Sorry, that query failed: {result.message}"
+    tool = result.metadata.tool
+    if not result.records:
+        body = _empty(result)
+    elif tool == "query_incidents":
+        body = incidents(result.records, now)
+    elif tool == "get_incident_detail":
+        body = incident_detail(result.records[0], now)
+    elif tool == "query_alerts":
+        body = alerts(result.records, now)
+    elif tool == "get_alert_trend":
+        body = trend(result.records)
+    else:
+        body = entities(result.records, now)
+    return "\n".join(part for part in (body, footer(result)) if part)
+
+
+def incidents(records: Sequence[Incident], now: datetime | None = None) -> str:
+    rows = [
+        [f"[{n}]", f"#{i.number}", SEVERITY_SHORT.get(i.severity, clean(i.severity, 6)), clean(i.status, 8),
+         clean(i.owner or "Unassigned", 18), age(i.created, now), clean(i.title, 60)]
+        for n, i in enumerate(records, start=1)
+    ]
+    return table(["", "Incident", "Sev", "Status", "Owner", "Created", "Title"], rows)
+
+
+def incident_detail(detail: IncidentDetail, now: datetime | None = None) -> str:
+    i = detail.incident
+    lines = [
+        f"Incident #{i.number}: {clean(i.title, 120)}",
+        f"  Severity {i.severity} | Status {i.status} | Owner {clean(i.owner or 'Unassigned', 40)}",
+        f"  Created {age(i.created, now)} | Last update {age(i.last_modified, now)}"
+        + (f" | Closed as {i.classification}" + (f" ({detail.classification_reason})" if detail.classification_reason else "")
+           if i.classification else ""),
+    ]
+    if i.tactics:
+        lines.append(f"  Tactics: {clean(', '.join(i.tactics), 120)}")
+    if i.products:
+        lines.append(f"  Products: {clean(', '.join(i.products), 120)}")
+    if detail.description:
+        lines.append(f"  Description: {clean(detail.description, 300)}")
+    if detail.alerts:
+        lines.append(f"\nAlerts ({len(detail.alerts)} of {i.alert_count}):")
+        lines.append(alerts(detail.alerts, now))
+    if detail.entities:
+        lines.append("\nEntities:")
+        lines += [f"  {clean(e.type, 18)}: {clean(e.value, 80)}" for e in detail.entities[:20]]
+        if len(detail.entities) > 20:
+            lines.append(f"  ... and {len(detail.entities) - 20} more")
+    if detail.other_matches:
+        others = ", ".join(f"#{m.number} {clean(m.title, 40)}" for m in detail.other_matches)
+        lines.append(f"\nThe title search also matched: {others}")
+    if i.url:
+        lines.append(f"\nOpen in Sentinel: {clean(i.url)}")
+    return "\n".join(lines)
+
+
+def alerts(records: Sequence[AlertSummary], now: datetime | None = None) -> str:
+    rows = [
+        [f"[{n}]", SEVERITY_SHORT.get(a.severity, clean(a.severity, 6)), age(a.time, now), clean(a.status, 10),
+         clean(a.name, 48), clean(a.product, 30), clean(", ".join(a.entities[:2]), 40)]
+        for n, a in enumerate(records, start=1)
+    ]
+    return table(["", "Sev", "Time", "Status", "Alert", "Product", "Entities"], rows)
+
+
+def trend(records: Sequence[TrendBin]) -> str:
+    severities = [s for s in SEVERITY_SHORT if any(b.severity == s for b in records)]
+    by_bin: dict[datetime, dict[str, int]] = {}
+    for b in records:
+        by_bin.setdefault(b.start, {})[b.severity] = b.count
+    daily = len(by_bin) > 1 and all(t.hour == 0 for t in by_bin)
+    peak = max((sum(c.values()) for c in by_bin.values()), default=0) or 1
+    rows = []
+    for start, counts in sorted(by_bin.items()):
+        total = sum(counts.values())
+        label = start.strftime("%a %d %b" if daily else "%d %b %H:00")
+        bar = "#" * round(20 * total / peak)
+        rows.append([label, *(str(counts.get(s, 0)) for s in severities), str(total), bar])
+    return table(["Bin (UTC)", *(SEVERITY_SHORT[s] for s in severities), "Total", ""], rows)
+
+
+def entities(records: Sequence[EntityCount], now: datetime | None = None) -> str:
+    rows = [
+        [f"[{n}]", clean(e.type, 18), clean(e.value, 50), str(e.alert_count), str(e.high_severity_count),
+         age(e.last_seen, now)]
+        for n, e in enumerate(records, start=1)
+    ]
+    return table(["", "Type", "Entity", "Alerts", "High", "Last seen"], rows)
+
+
+def footer(result: QueryResult) -> str:
+    meta = result.metadata
+    arguments = ", ".join(f"{k}={v}" for k, v in meta.parameters.items())
+    shown = f"{meta.returned} of {meta.total} rows" if meta.truncated else f"{meta.returned} rows"
+    source = "demo workspace" if meta.is_demo else "Log Analytics"
+    lines = [f"Source: {meta.tool}({clean(arguments, 200)}) on {source}, {shown}, {meta.elapsed_ms:.0f} ms"]
+    lines += [f"Warning: {clean(w, 300)}" for w in meta.warnings]
+    if meta.is_demo:
+        lines.append(DEMO_NOTICE)
+    return "\n".join(lines)
+
+
+def _empty(result: QueryResult) -> str:
+    meta = result.metadata
+    if meta.tool == "get_incident_detail":
+        return "No incident matches that reference in the last 90 days. Check the number, or try words from its title."
+    window = meta.parameters.get("time_window", "")
+    severity = meta.parameters.get("min_severity", "")
+    return (
+        f"Nothing found for {window.replace('_', ' ')} at severity {severity} or above. "
+        "Try a wider time window (e.g. 7d) or a lower minimum severity."
+    )

@@ -1,0 +1,101 @@
+"""Deterministic commands: typed text that maps straight to a read query, no language model involved.
+
+"incidents 24h high", "incident 42", "alerts 1h", "trend 30d medium", "entities". They answer fast,
+cost nothing, and keep working when the model is down or not configured. Anything that is not a
+command is left for the model (``parse`` returns None).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.sentinel.params import Severity, TimeWindow
+
+_WINDOWS = {w.kql_timespan: w for w in TimeWindow} | {w.value: w for w in TimeWindow}
+_WINDOWS |= {"today": TimeWindow.LAST_24H, "day": TimeWindow.LAST_24H, "week": TimeWindow.LAST_7D,
+             "month": TimeWindow.LAST_30D, "hour": TimeWindow.LAST_1H}
+_SEVERITIES = {s.value.lower(): s for s in Severity} | {"info": Severity.INFORMATIONAL, "med": Severity.MEDIUM}
+_LIST_COMMANDS = {
+    "incidents": "query_incidents",
+    "alerts": "query_alerts",
+    "trend": "get_alert_trend",
+    "entities": "get_top_entities",
+}
+_ALIASES = {"incident list": "incidents", "top entities": "entities", "alert trend": "trend"}
+_DETAIL = re.compile(r"^(?:incident|details?|show)\s+(?:#|number\s+)?(\d{1,10})$")
+_REFERENCE = re.compile(r"^(?:incident|details?|show)\s+\[(\d{1,3})\]$")
+
+HELP_TEXT = """\
+Ask in plain language, or use these commands:
+  incidents [window] [severity]   incidents created in a window, most severe first
+  incident N                      one incident with its alerts and entities (also: incident [2])
+  alerts [window] [severity]      recent alerts
+  trend [window] [severity]       alert counts over time, per severity
+  entities [window] [severity]    the accounts, hosts and IPs in the most alerts
+  help                            this list
+  clear                           forget this conversation (preferences are kept)
+window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
+Examples: "incidents 24h high", "incident 42", "trend 7d medium", "entities 30d"."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed command. ``tool`` is a read query name; ``name`` is help/clear for the others."""
+
+    name: str
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    reference: int | None = None  # "incident [2]": the caller resolves [2] from its reference table
+
+
+class CommandError(ValueError):
+    """Text that is clearly a command but has a part we cannot read; the message shows the usage."""
+
+
+def parse(text: str) -> Command | None:
+    """The command in ``text``, or None when it is a free-form question for the model."""
+    words = " ".join(text.strip().lower().lstrip("/").split())
+    words = _ALIASES.get(words, words)
+    if not words:
+        return None
+    if words in ("help", "?", "commands"):
+        return Command("help")
+    if words in ("clear", "reset", "new"):
+        return Command("clear")
+    detail = _DETAIL.match(words)
+    if detail:
+        return Command("incident", "get_incident_detail", {"incident_ref": int(detail.group(1))})
+    reference = _REFERENCE.match(words)
+    if reference:
+        return Command("incident", "get_incident_detail", reference=int(reference.group(1)))
+    head, *rest = words.split(" ")
+    if head not in _LIST_COMMANDS:
+        return None
+    if len(rest) > 3:
+        return None  # a sentence that starts with "alerts ..." is a question, not a command
+    arguments: dict[str, Any] = {}
+    for word in rest:
+        if word in _WINDOWS and "time_window" not in arguments:
+            arguments["time_window"] = _WINDOWS[word].value
+        elif word in _SEVERITIES and "min_severity" not in arguments:
+            arguments["min_severity"] = _SEVERITIES[word].value
+        elif word.isdigit() and head != "trend" and "limit" not in arguments:
+            arguments["limit"] = int(word)
+        elif _looks_like_option(word):
+            raise CommandError(f'I could not read "{word}" in "{text.strip()}".\n{usage(head)}')
+        else:
+            return None  # "alerts from yesterday" reads as a question for the model
+    return Command(head, _LIST_COMMANDS[head], arguments)
+
+
+def usage(command: str) -> str:
+    return (
+        f"Usage: {command} [window] [severity]. window: 1h, 24h, 3d, 7d, 14d, 30d; "
+        "severity: high, medium, low, informational."
+    )
+
+
+def _looks_like_option(word: str) -> bool:
+    return word in ("critical", "severe") or bool(re.fullmatch(r"\d+[a-z]{0,3}|last_\w+", word))
