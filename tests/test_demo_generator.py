@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sentinel.demo import generator
+from bot.sentinel.demo import catalog, generator
 from bot.sentinel.demo.generator import DEMO_SUFFIX, DemoData, generate
 
 TABLES = json.loads((Path(__file__).resolve().parent.parent / "bot/sentinel/tables.json").read_text())
@@ -359,7 +359,7 @@ def test_histories_have_the_expected_kinds_of_updates() -> None:
     rows = [r for seed in SEEDS for r in data(seed).incident_rows]
     modified_by = Counter(r["ModifiedBy"] for r in rows)
     assert modified_by["Incident created from alert"] > 1000
-    assert sum(modified_by[name] for name in generator._ANALYSTS) > 1500
+    assert sum(modified_by[name] for name in catalog.ANALYSTS) > 1500
     assert any(name.startswith("Automation rule - ") for name in modified_by)
     histories = [h for seed in SEEDS for h in by_incident(data(seed).incident_rows).values()]
     escalated = [h for h in histories if len({r["Severity"] for r in h}) > 1]
@@ -574,9 +574,9 @@ def entity_counts(result: DemoData, now: datetime, span: timedelta) -> Counter:
 def test_noisy_entities_lead_the_top_entities(seed: int) -> None:
     counts = entity_counts(data(seed), NOW, timedelta(days=7))
     top = [key for key, _ in counts.most_common(10)]
-    assert ("ip", generator._SCANNER_IP) in top[:3]
+    assert ("ip", catalog.SCANNER_IP) in top[:3]
     assert ("account", "svc-backup@contoso.com") in top[:3]
-    assert ("host", generator._KIOSK_HOST) in top
+    assert ("host", catalog.KIOSK_HOST) in top
     # Clear leaders: the top two stand well above the typical entity.
     typical = sorted(counts.values())[len(counts) // 2]
     assert counts.most_common(2)[1][1] >= 5 * typical
@@ -595,7 +595,7 @@ def test_a_user_and_a_host_recur_in_high_incidents() -> None:
         users.update({name for kind, name, _ in names if kind == "account"})
         hosts.update({host for kind, _, host in names if kind == "host"})
     assert users["lena.fischer"] >= 4
-    assert hosts[generator._HOT_HOST] >= 3
+    assert hosts[catalog.HOT_HOST] >= 3
 
 
 # --- untrusted text -------------------------------------------------------------------------------
