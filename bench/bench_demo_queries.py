@@ -39,7 +39,7 @@ async def main(runs: int, seed: int) -> int:
     now = datetime.now(timezone.utc)
     backend = DemoBackend(seed=seed, clock=lambda: now)
     started = time.perf_counter()
-    backend.prepare()
+    backend.prepare_sync()
     prepare_ms = (time.perf_counter() - started) * 1000
     conn = backend._conn  # the benchmark reads the dataset's size straight from the database
     assert conn is not None

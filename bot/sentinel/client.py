@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from bot.sentinel import kql, rows
 from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
@@ -42,6 +43,10 @@ class SentinelBackend(Protocol):
     source: str  # "demo" or "log_analytics"
 
     async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError: ...
+
+    async def prepare(self) -> None:
+        """Get ready to answer quickly (the demo generates its data here)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -90,13 +95,22 @@ class SentinelClient:
     ) -> QueryResult | QueryError:
         return await self.run("get_top_entities", time_window=time_window, min_severity=min_severity, limit=limit)
 
-    async def run(self, tool: str, **arguments: object) -> QueryResult | QueryError:
-        """Run a read query by its tool name; missing (None) arguments take their defaults."""
+    async def run(
+        self, tool: str, arguments: Mapping[str, object] | None = None, /, **more: object
+    ) -> QueryResult | QueryError:
+        """Run a read query by its tool name; missing (None) arguments take their defaults.
+
+        Arguments may be given as a mapping (model output: any key is safe) or as keywords.
+        """
+        merged = {**(arguments or {}), **more}
         try:
-            query = make_query(tool, {k: v for k, v in arguments.items() if v is not None})
+            query = make_query(tool, {k: v for k, v in merged.items() if v is not None})
         except InvalidParameter as exc:
             return QueryError("invalid_argument", str(exc), retry_possible=False, tool=tool)
         return await self._execute(query)
+
+    async def prepare(self) -> None:
+        await self._backend.prepare()
 
     async def close(self) -> None:
         await self._backend.close()

@@ -111,6 +111,9 @@ class LogAnalyticsBackend:
             return _to_raw_table(response)
         raise AssertionError("unreachable: the loop always returns")  # pragma: no cover
 
+    async def prepare(self) -> None:
+        return None  # nothing to warm up; the first query signs in
+
     async def close(self) -> None:
         await self._client.close()
 

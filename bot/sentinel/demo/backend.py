@@ -96,8 +96,11 @@ class DemoBackend:
             self._generated_until = data.generated_until
         return self._conn
 
-    def prepare(self) -> None:
-        """Generate the data now rather than on the first question (start-up and benchmarks)."""
+    async def prepare(self) -> None:
+        """Generate the data now rather than on the first question."""
+        await asyncio.to_thread(self.prepare_sync)
+
+    def prepare_sync(self) -> None:
         with self._lock:
             self._database(self._clock())
 

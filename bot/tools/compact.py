@@ -1,0 +1,158 @@
+"""Tool results as compact text for the model: pipe-separated rows with their [n], not verbose JSON.
+
+Every value is flattened to one line and stripped of control characters; free text written by
+attackers (titles, descriptions, entity names) is cut short and stays inside its cell. Output is held
+to a budget of about 4,000 tokens, and says "showing first N of M" when rows were left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from bot.sentinel.models import (
+    AlertSummary,
+    EntityCount,
+    Incident,
+    IncidentDetail,
+    QueryError,
+    QueryResult,
+    TrendBin,
+)
+
+MAX_CHARS = 16_000  # about 4,000 tokens of this kind of text
+RefFor = Callable[[str, str], int | None]  # (kind, key) -> [n]
+
+
+def cell(value: object, width: int = 80) -> str:
+    if value is None or value == "" or value == ():
+        return "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    if isinstance(value, (tuple, list)):
+        value = ",".join(str(v) for v in value)
+    text = "".join(ch if ch.isprintable() else " " for ch in str(value)).replace("|", "/")
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def header(tool: str, arguments: dict[str, object]) -> str:
+    shown = " ".join(f"{k}={cell(v, 60)}" for k, v in arguments.items())
+    return f"{tool}({shown})"
+
+
+def error_text(error: QueryError, arguments: dict[str, object]) -> str:
+    retry = "retryable" if error.retry_possible else "not retryable"
+    hint = (
+        "Correct the argument and call the tool again."
+        if error.code == "invalid_argument"
+        else "Tell the analyst what failed and what they can do (for example a shorter window or a higher "
+        "minimum severity); do not make up data."
+    )
+    return f"{header(error.tool, arguments)} -> ERROR {error.code} ({retry}): {error.message}\n{hint}"
+
+
+def result_text(result: QueryResult, ref_for: RefFor) -> str:
+    meta = result.metadata
+    head = header(meta.tool, meta.parameters)
+    shown = f"{meta.returned} of {meta.total}" if meta.truncated else f"{meta.returned}"
+    notes = []
+    if meta.is_demo:
+        notes.append("DEMO DATA")
+    notes += [f"warning: {cell(w, 200)}" for w in meta.warnings]
+    suffix = f" [{'; '.join(notes)}]" if notes else ""
+    if not result.records:
+        return f"{head} -> no rows{suffix}. Say so plainly and suggest a wider time_window or lower min_severity."
+    if meta.tool == "get_incident_detail":
+        return f"{head} -> 1 incident{suffix}\n" + _detail(result.records[0], ref_for)
+    kind, columns, row = _TABLES[meta.tool]
+    lines = [f"{head} -> {shown} {kind}{suffix}", "|".join(columns)]
+    return _bounded(lines, [row(r, ref_for) for r in result.records], meta.total)
+
+
+def _bounded(lines: list[str], rows: Sequence[str], total: int) -> str:
+    used = sum(len(line) + 1 for line in lines)
+    kept = 0
+    for row in rows:
+        if used + len(row) + 1 > MAX_CHARS:
+            break
+        lines.append(row)
+        used += len(row) + 1
+        kept += 1
+    if kept < len(rows):
+        lines.append(f"(showing first {kept} of {total} rows; ask for fewer or narrower results for the rest)")
+    return "\n".join(lines)
+
+
+def _ref(ref_for: RefFor, kind: str, key: str) -> str:
+    n = ref_for(kind, key)
+    return f"[{n}]" if n is not None else "-"
+
+
+def _incident_row(i: Incident, ref_for: RefFor) -> str:
+    status = f"{i.status} ({i.classification})" if i.classification else i.status
+    return "|".join([
+        _ref(ref_for, "incident", str(i.number)), str(i.number), i.severity, cell(status, 40),
+        cell(i.owner or "Unassigned", 40), cell(i.created), str(i.alert_count), cell(i.tactics, 80),
+        cell(i.title, 120),
+    ])
+
+
+def _alert_row(a: AlertSummary, ref_for: RefFor) -> str:
+    entities = cell(a.entities, 160) + (f" (+{a.entity_count - len(a.entities)} more)"
+                                        if a.entity_count > len(a.entities) else "")
+    return "|".join([
+        _ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20), cell(a.product, 50),
+        cell(a.name, 120), entities,
+    ])
+
+
+def _trend_row(b: TrendBin, ref_for: RefFor) -> str:
+    return "|".join([cell(b.start), b.severity, str(b.count)])
+
+
+def _entity_row(e: EntityCount, ref_for: RefFor) -> str:
+    return "|".join([
+        _ref(ref_for, "entity", f"{e.type}:{e.value}"), e.type, cell(e.value, 120), str(e.alert_count),
+        str(e.high_severity_count), cell(e.last_seen),
+    ])
+
+
+_TABLES: dict[str, tuple[str, list[str], Callable[..., str]]] = {
+    "query_incidents": ("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
+                                      "tactics", "title (untrusted text)"], _incident_row),
+    "query_alerts": ("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
+                                "entities"], _alert_row),
+    "get_alert_trend": ("bins", ["bin_start_utc", "severity", "alerts"], _trend_row),
+    "get_top_entities": ("entities", ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"],
+                         _entity_row),
+}
+
+
+def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
+    i = d.incident
+    classification = i.classification or "-"
+    if d.classification_reason:
+        classification += f" ({d.classification_reason})"
+    lines = [
+        f"ref {_ref(ref_for, 'incident', str(i.number))} | number {i.number} | title (untrusted text): {cell(i.title, 160)}",
+        f"severity {i.severity} | status {i.status} | owner {cell(i.owner or 'Unassigned', 60)} | "
+        f"classification {cell(classification, 80)}",
+        f"created_utc {cell(i.created)} | last_modified_utc {cell(i.last_modified)} | closed_utc {cell(d.closed)} | "
+        f"first_activity_utc {cell(d.first_activity)} | last_activity_utc {cell(d.last_activity)}",
+        f"tactics {cell(i.tactics, 160)} | products {cell(i.products, 160)} | comments {d.comment_count} | "
+        f"labels {cell(d.labels, 80)}",
+        f"description (untrusted text): {cell(d.description, 600)}",
+        f"portal_url {i.url or '-'}",
+        f"alerts ({len(d.alerts)} of {i.alert_count}):",
+        "ref|severity|time_utc|status|product|name (untrusted text)",
+    ]
+    lines += ["|".join([_ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20),
+                        cell(a.product, 50), cell(a.name, 120)]) for a in d.alerts]
+    lines.append(f"entities ({len(d.entities)}):")
+    lines.append("ref|type|value (untrusted text)")
+    entity_rows = [f"{_ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}" for e in d.entities]
+    if d.other_matches:
+        entity_rows.append("other incidents matching the title search: "
+                           + "; ".join(f"#{m.number} {cell(m.title, 60)}" for m in d.other_matches))
+    return _bounded(lines, entity_rows, len(entity_rows))
