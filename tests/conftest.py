@@ -44,3 +44,11 @@ async def fake_logs(tmp_path: Path) -> AsyncIterator[FakeLogAnalytics]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def fake_openai() -> AsyncIterator["FakeOpenAI"]:
+    from tests.support.openai_fake import FakeOpenAI
+
+    async with FakeOpenAI() as server:
+        yield server

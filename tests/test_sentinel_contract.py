@@ -14,32 +14,15 @@ from datetime import timedelta
 
 import pytest
 
-from bot.sentinel import kql
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter, Severity
-from bot.sentinel.queries import make_query
-from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body
+from tests.support.loganalytics_fake import FakeLogAnalytics
+from tests.support.workspaces import make_la_client, prime
 
-WORKSPACE = "11111111-2222-3333-4444-555555555555"
 Run = Callable[..., Awaitable[QueryResult | QueryError]]
 RANK = {s.value: s.rank for s in Severity}
-
-
-def make_la_client(fake: FakeLogAnalytics, **backend_options) -> SentinelClient:
-    logs = create_logs_client(FakeCredential(), endpoint=fake.endpoint, connection_verify=str(fake.ca_file),
-                              retry_backoff_factor=0.01)
-    return SentinelClient(LogAnalyticsBackend(logs, WORKSPACE, **backend_options))
-
-
-async def prime(fake: FakeLogAnalytics, demo: DemoBackend, tool: str, arguments: dict, dynamic_as_text: bool = True):
-    """Teach the fake the demo's answer to this exact query."""
-    query = make_query(tool, {k: v for k, v in arguments.items() if v is not None})
-    text = kql.build(query)
-    raw = await demo.execute(query, text)
-    fake.known[text] = table_body(tool, raw.rows, dynamic_as_text=dynamic_as_text)
 
 
 @pytest.fixture(params=["demo", "log_analytics"])

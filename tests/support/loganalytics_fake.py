@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -120,6 +121,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    received_at: float = 0.0  # time.monotonic()
 
 
 class FakeLogAnalytics:
@@ -127,6 +129,7 @@ class FakeLogAnalytics:
         self.requests: list[RecordedRequest] = []
         self.script: list[Scripted] = []  # answered first, in order
         self.known: dict[str, dict[str, Any]] = {}  # query text -> 200 body
+        self.latency_s = 0.0  # added to every answer (concurrency tests, benchmarks)
         ca = trustme.CA()
         self.ca_file = tmp_path / "fake-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
@@ -155,7 +158,9 @@ class FakeLogAnalytics:
 
     async def _query(self, request: web.Request) -> web.Response:
         body = await request.json()
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, time.monotonic()))
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response(error_body("AuthorizationRequiredError", "Valid authentication was not provided"),
                                      status=401)

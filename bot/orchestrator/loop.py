@@ -1,0 +1,207 @@
+"""The tool-calling loop: one analyst question in, one grounded answer out.
+
+Small typed steps in a bounded loop: call the model with the tools; run the tool calls of a round
+concurrently; append the assistant message with its tool_calls before the tool results (each with its
+tool_call_id); stop at a text answer, or after ``max_rounds`` make one last call without tools and say
+so. Then check the answer's identifiers against the conversation's results, and hand back typed data
+(text, artifacts, tool log, notices) for the caller to render. Model failures become a friendly reply;
+the conversation is never left with a half-written turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.orchestrator import grounding, prompts
+from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.llm import ChatModel, Completion, LLMError
+from bot.orchestrator.memory import Memory, for_api
+from bot.sentinel.models import QueryResult
+from bot.tools import compact
+from bot.tools.toolbox import ToolBox, ToolRun
+
+log = logging.getLogger(__name__)
+MAX_TOOL_CALLS_PER_ROUND = 8
+MAX_USER_TEXT = 4000
+
+Progress = Callable[[str], Awaitable[None]]
+
+
+async def _no_progress(_: str) -> None:
+    return None
+
+
+@dataclass
+class TurnResult:
+    text: str
+    runs: list[ToolRun] = field(default_factory=list)  # the tool log, in call order
+    notices: list[str] = field(default_factory=list)  # trimming, unverified identifiers, round limit
+    disclaimer: bool = False
+    failed: bool = False  # the model could not answer; text says why
+    rounds: int = 0  # model calls made
+    hit_round_limit: bool = False  # the answer is the synthesis after max_rounds of tool calls
+
+    @property
+    def artifacts(self) -> list[Any]:
+        return [run.artifact for run in self.runs]
+
+
+class Orchestrator:
+    def __init__(self, model: ChatModel, tools: ToolBox, memory: Memory, *, max_rounds: int = 5,
+                 demo: bool = False) -> None:
+        self.model = model
+        self.tools = tools
+        self.memory = memory
+        self.max_rounds = max_rounds
+        self.demo = demo
+        self._schemas = tools.schemas()
+        self.tool_tokens = memory.counter.tools(self._schemas)
+
+    async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress) -> TurnResult:
+        notices = self.memory.before_turn(conversation)
+        user_text = text.strip()[:MAX_USER_TEXT]
+        turn: list[dict[str, Any]] = [{"role": "user", "content": user_text}]
+        wants_examples = prompts.asks_for_example_data(user_text)
+        result = TurnResult(text="", notices=notices)
+        try:
+            completion = await self._run_rounds(conversation, turn, result, wants_examples, progress)
+        except LLMError as error:
+            log.warning("model call failed: %s (%s)", error.kind, error.detail)
+            result.text, result.failed = error.message, True
+            # Keep the question (and any tool work already done) so the analyst can simply ask again.
+            turn.append({"role": "assistant", "content": f"(No answer: {error.message})"})
+            self._finish(conversation, turn, result)
+            return result
+        answer = (completion.text or "").strip()
+        if result.hit_round_limit:
+            answer = f"{prompts.ROUNDS_EXHAUSTED_PREFIX}\n\n{answer}".strip()
+        if wants_examples and not answer.startswith(prompts.EXAMPLE_DATA_REFUSAL):
+            answer = f"{prompts.EXAMPLE_DATA_REFUSAL}\n\n{answer}".strip()
+        if not answer:
+            answer = "I could not put an answer together from these results. Please rephrase the question."
+        turn.append({"role": "assistant", "content": answer})
+        tool_texts = [m["content"] for m in conversation.history + turn if m.get("role") == "tool"]
+        unverified = grounding.check(answer, conversation, tool_texts)
+        if unverified:
+            log.info("answer cites %d unverifiable identifier(s)", len(unverified))
+            result.notices.append(grounding.flag(unverified))
+        result.text = answer
+        result.disclaimer = prompts.contains_analysis(answer)
+        self._finish(conversation, turn, result)
+        return result
+
+    async def summarise_and_clear(self, conversation: Conversation) -> str:
+        """/clear: keep preferences and a short model-written summary of the discussion."""
+        summary = None
+        if conversation.history:
+            messages = self._preamble(conversation) + for_api(conversation.history)
+            messages.append({"role": "system", "content": prompts.SUMMARY_INSTRUCTION})
+            try:
+                summary = (await self.model.complete(messages, tools=None)).text
+            except LLMError as error:
+                log.warning("summary before /clear failed: %s", error.kind)
+        conversation.clear((summary or "").strip()[:2000] or conversation.summary)
+        if summary:
+            return "Conversation cleared. I kept your preferences and a short summary of what we discussed."
+        return "Conversation cleared. Your preferences are kept."
+
+    async def _run_rounds(self, conversation: Conversation, turn: list[dict[str, Any]], result: TurnResult,
+                          wants_examples: bool, progress: Progress) -> Completion:
+        retried_context = False
+        while True:
+            tools = self._schemas if result.rounds < self.max_rounds else None
+            messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None)
+            try:
+                completion = await self.model.complete(messages, tools)
+            except LLMError as error:
+                if error.kind == "context_length" and not retried_context and conversation.history:
+                    retried_context = True
+                    dropped = self.memory.drop_half(conversation)
+                    log.info("context length exceeded; dropped %d old turn(s) and retrying", dropped)
+                    result.notices.append("The conversation was too long for the model, so older messages were "
+                                          "trimmed.")
+                    continue
+                raise
+            result.rounds += 1
+            result.hit_round_limit = tools is None
+            if tools is None or not completion.tool_calls:
+                return completion
+            await self._run_tools(conversation, completion, turn, result, progress)
+
+    async def _run_tools(self, conversation: Conversation, completion: Completion, turn: list[dict[str, Any]],
+                         result: TurnResult, progress: Progress) -> None:
+        calls = completion.tool_calls[:MAX_TOOL_CALLS_PER_ROUND]
+        turn.append({
+            "role": "assistant",
+            "content": completion.text or None,
+            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                           for c in calls],
+        })
+        for status in dict.fromkeys(self.tools.status_text(c.name) for c in calls):
+            await progress(status)
+        runs = await asyncio.gather(*(self.tools.run(call) for call in calls))
+        for run in runs:
+            if isinstance(run.artifact, QueryResult):
+                conversation.remember(run.artifact)
+                content = compact.result_text(run.artifact, conversation.references.ref_for)
+            else:
+                content = compact.error_text(run.artifact, run.arguments)
+            turn.append({"role": "tool", "tool_call_id": run.call.id, "content": content})
+            result.runs.append(run)
+        dropped = completion.tool_calls[MAX_TOOL_CALLS_PER_ROUND:]
+        if dropped:
+            # Every tool_call id needs an answer, or the next request is rejected.
+            turn[-len(runs) - 1]["tool_calls"] += [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in dropped
+            ]
+            turn += [{"role": "tool", "tool_call_id": c.id,
+                      "content": f"Not run: at most {MAX_TOOL_CALLS_PER_ROUND} tool calls per round."}
+                     for c in dropped]
+
+    def _preamble(self, conversation: Conversation) -> list[dict[str, Any]]:
+        system = [prompts.SYSTEM_PROMPT]
+        if self.demo:
+            system.append(prompts.DEMO_NOTE)
+        if conversation.preferences:
+            system.append(prompts.preferences_context(conversation.preferences))
+        if conversation.summary:
+            system.append(prompts.summary_context(conversation.summary))
+        listing = conversation.references.context()
+        if listing:
+            system.append(prompts.references_context(listing))
+        return [{"role": "system", "content": "\n\n".join(system)}]
+
+    def _messages(self, conversation: Conversation, turn: list[dict[str, Any]], wants_examples: bool,
+                  synthesis: bool) -> list[dict[str, Any]]:
+        messages = self._preamble(conversation) + for_api(conversation.history) + list(turn)
+        if wants_examples:
+            messages.append({"role": "system", "content": prompts.EXAMPLE_DATA_INSTRUCTION})
+        if synthesis:
+            messages.append({"role": "system", "content": prompts.SYNTHESIS_INSTRUCTION})
+        return messages
+
+    def _finish(self, conversation: Conversation, turn: list[dict[str, Any]], result: TurnResult) -> None:
+        self.memory.append(conversation, turn)
+        conversation.turns += 1
+        result.notices += self.memory.after_turn(conversation)
+
+
+def tool_call_ids_answered(messages: list[dict[str, Any]]) -> bool:
+    """True when every assistant tool_call has a tool message after it (what the API requires)."""
+    pending: set[str] = set()
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            if pending:
+                return False
+            pending = {c["id"] for c in message["tool_calls"]}
+        elif message.get("role") == "tool":
+            pending.discard(message.get("tool_call_id", ""))
+        elif pending:
+            return False
+    return not pending
+

@@ -1,0 +1,156 @@
+"""Conversation memory: token counting, compaction of old tool results, warning, trimming.
+
+Tokens are counted with tiktoken (o200k_base for gpt-4o class models), including the system prompt and
+the tool definitions, and cached per message. History is trimmed a whole turn at a time (a turn runs
+from one user message to the next), so an assistant message with tool_calls is never separated from
+its tool results. The analyst is warned before the first trim.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tiktoken
+
+from bot.orchestrator.conversation import Conversation
+
+TRIM_WARNING = "Context getting long, older messages will be trimmed."
+TRIMMED_NOTICE = "Older messages were trimmed to make room; ask again if you need something from earlier."
+# Per-message overhead of the chat format (role, separators), as OpenAI documents for gpt-4 class models.
+MESSAGE_OVERHEAD = 4
+DIGEST_LINES = 6
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    max_turns: int = 30
+    history_tokens: int = 24_000  # history budget, on top of the system prompt and tools
+    warn_ratio: float = 0.8
+    compact_old_tool_results: bool = True
+
+
+class TokenCounter:
+    """tiktoken counts, with the time spent counting kept for the benchmarks."""
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        self._encoding = tiktoken.get_encoding(encoding)
+        self.seconds = 0.0
+
+    def text(self, text: str) -> int:
+        started = time.perf_counter()
+        try:
+            return len(self._encoding.encode(text, disallowed_special=()))
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def message(self, message: dict[str, Any]) -> int:
+        total = MESSAGE_OVERHEAD
+        content = message.get("content")
+        if isinstance(content, str):
+            total += self.text(content)
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            total += self.text(function.get("name", "")) + self.text(function.get("arguments", "")) + 3
+        return total
+
+    def messages(self, messages: Sequence[dict[str, Any]]) -> int:
+        return sum(self.message(m) for m in messages)
+
+    def tools(self, schemas: Sequence[dict[str, Any]]) -> int:
+        return self.text(json.dumps(list(schemas), separators=(",", ":")))
+
+
+class Memory:
+    def __init__(self, counter: TokenCounter, policy: MemoryPolicy = MemoryPolicy()) -> None:
+        self.counter = counter
+        self.policy = policy
+
+    def append(self, conversation: Conversation, messages: Sequence[dict[str, Any]]) -> None:
+        self._sync_counts(conversation)
+        for message in messages:
+            conversation.history.append(message)
+            conversation.token_counts.append(self.counter.message(message))
+
+    def history_tokens(self, conversation: Conversation) -> int:
+        self._sync_counts(conversation)
+        return sum(conversation.token_counts)
+
+    def turn_starts(self, conversation: Conversation) -> list[int]:
+        return [i for i, m in enumerate(conversation.history) if m.get("role") == "user"]
+
+    def before_turn(self, conversation: Conversation) -> list[str]:
+        """Make room for the next turn; the notices to show the analyst."""
+        self._sync_counts(conversation)
+        # The new user message will start one more turn.
+        removed = self.trim(conversation, max_turns=self.policy.max_turns - 1,
+                            max_tokens=self.policy.history_tokens)
+        if removed and not conversation.trim_warned:
+            conversation.trim_warned = True
+            return [TRIMMED_NOTICE]
+        return []
+
+    def after_turn(self, conversation: Conversation) -> list[str]:
+        """Shorten this turn's predecessors' tool results; warn once when trimming is near."""
+        if self.policy.compact_old_tool_results:
+            self._compact_old_tool_results(conversation)
+        turns = len(self.turn_starts(conversation))
+        near = (turns >= self.policy.max_turns - 2
+                or self.history_tokens(conversation) >= self.policy.warn_ratio * self.policy.history_tokens)
+        if near and not conversation.trim_warned:
+            conversation.trim_warned = True
+            return [TRIM_WARNING]
+        return []
+
+    def trim(self, conversation: Conversation, *, max_turns: int, max_tokens: int) -> int:
+        """Drop the oldest whole turns until both limits hold (the newest turn always stays). Turns removed."""
+        removed = 0
+        while True:
+            starts = self.turn_starts(conversation)
+            over = len(starts) > max_turns or sum(conversation.token_counts) > max_tokens
+            if not over or len(starts) <= 1:
+                break
+            cut = starts[1]
+            del conversation.history[:cut]
+            del conversation.token_counts[:cut]
+            removed += 1
+        # History must start at a user message: drop any leading orphans (e.g. from old, damaged state).
+        while conversation.history and conversation.history[0].get("role") != "user":
+            conversation.history.pop(0)
+            conversation.token_counts.pop(0)
+        return removed
+
+    def drop_half(self, conversation: Conversation) -> int:
+        """After a context-length error: keep only the newest half of the turns."""
+        turns = len(self.turn_starts(conversation))
+        return self.trim(conversation, max_turns=max(1, turns // 2), max_tokens=10**9)
+
+    def _compact_old_tool_results(self, conversation: Conversation) -> None:
+        starts = self.turn_starts(conversation)
+        if len(starts) < 2:
+            return
+        for i in range(starts[-1]):
+            message = conversation.history[i]
+            if message.get("role") != "tool" or message.get("compacted"):
+                continue
+            lines = str(message.get("content", "")).splitlines()
+            if len(lines) <= DIGEST_LINES:
+                continue
+            digest = lines[:DIGEST_LINES] + [
+                f"(older result shortened: {len(lines) - DIGEST_LINES} more lines; "
+                "call the tool again if those rows are needed)"
+            ]
+            conversation.history[i] = {**message, "content": "\n".join(digest), "compacted": True}
+            conversation.token_counts[i] = self.counter.message(conversation.history[i])
+
+    def _sync_counts(self, conversation: Conversation) -> None:
+        if len(conversation.token_counts) != len(conversation.history):
+            conversation.token_counts[:] = [self.counter.message(m) for m in conversation.history]
+
+
+def for_api(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History messages as the API takes them (without our bookkeeping keys)."""
+    return [{k: v for k, v in m.items() if k != "compacted"} for m in messages]

@@ -1,0 +1,114 @@
+"""The [n] references of one conversation: what "[2]" and "that incident" point at.
+
+Numbers are stable for the whole conversation: an incident shown as [2] stays [2] when it appears in a
+later table, and a new item gets the next free number. In a war-room thread three analysts can say
+"[2]" and mean the same thing. The registry is bounded; the oldest entries are forgotten first and
+their numbers are never reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.sentinel.models import AlertSummary, EntityCount, EntityRef, Incident, IncidentDetail, QueryResult
+
+MAX_REFERENCES = 300
+CONTEXT_REFERENCES = 40  # how many of the most recent references the model sees each turn
+
+
+@dataclass
+class Reference:
+    n: int
+    kind: str  # incident, alert, entity
+    key: str  # incident number, SystemAlertId, "type:value"
+    label: str  # short description for the model and for "[n] is ..."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "kind": self.kind, "key": self.key, "label": self.label}
+
+
+@dataclass
+class References:
+    items: list[Reference] = field(default_factory=list)
+    next_n: int = 1
+    last_incident: str | None = None  # the incident most recently looked at ("that incident")
+
+    def ref_for(self, kind: str, key: str) -> int | None:
+        for item in self.items:
+            if item.kind == kind and item.key == key:
+                return item.n
+        return None
+
+    def get(self, n: int) -> Reference | None:
+        return next((item for item in self.items if item.n == n), None)
+
+    def assign(self, kind: str, key: str, label: str) -> int:
+        for item in self.items:
+            if item.kind == kind and item.key == key:
+                item.label = label
+                # Recently used items move to the end, so trimming forgets the stalest first.
+                self.items.remove(item)
+                self.items.append(item)
+                return item.n
+        reference = Reference(self.next_n, kind, key, label)
+        self.next_n += 1
+        self.items.append(reference)
+        del self.items[:-MAX_REFERENCES]
+        return reference.n
+
+    def register(self, result: QueryResult) -> None:
+        """Give every row of a result its [n]."""
+        for record in result.records:
+            if isinstance(record, Incident):
+                self._incident(record)
+            elif isinstance(record, IncidentDetail):
+                self._incident(record.incident)
+                self.last_incident = str(record.incident.number)
+                for alert in record.alerts:
+                    self._alert(alert)
+                for entity in record.entities:
+                    self._entity(entity.type, entity.value)
+            elif isinstance(record, AlertSummary):
+                self._alert(record)
+            elif isinstance(record, EntityCount):
+                self._entity(record.type, record.value, f"{record.alert_count} alerts")
+
+    def context(self) -> str:
+        """The compact reference list the model sees each turn."""
+        if not self.items:
+            return ""
+        recent = self.items[-CONTEXT_REFERENCES:]
+        lines = [f"[{r.n}] {r.kind} {r.label}" for r in sorted(recent, key=lambda r: r.n)]
+        if self.last_incident:
+            lines.append(f'"that incident" most likely means incident {self.last_incident} (the last one looked at).')
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": [r.to_dict() for r in self.items], "next_n": self.next_n, "last_incident": self.last_incident}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> References:
+        data = data or {}
+        items = [Reference(int(r["n"]), str(r["kind"]), str(r["key"]), str(r["label"])) for r in data.get("items", [])]
+        return cls(items=items, next_n=int(data.get("next_n", len(items) + 1)), last_incident=data.get("last_incident"))
+
+    def _incident(self, incident: Incident) -> int:
+        label = f"#{incident.number} {_short(incident.title)} ({incident.severity}, {incident.status})"
+        return self.assign("incident", str(incident.number), label)
+
+    def _alert(self, alert: AlertSummary) -> int:
+        return self.assign("alert", alert.alert_id, f"{_short(alert.name)} ({alert.severity})")
+
+    def _entity(self, entity_type: str, value: str, note: str = "") -> int:
+        label = f"{entity_type} {_short(value)}" + (f" ({note})" if note else "")
+        return self.assign("entity", f"{entity_type}:{value}", label)
+
+
+def entity_key(entity: EntityRef) -> str:
+    return f"{entity.type}:{entity.value}"
+
+
+def _short(text: str, width: int = 70) -> str:
+    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -1,0 +1,64 @@
+"""The "Data sources" footnote, built from the tool log (never from the model's text)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.sentinel.models import QueryResult
+from bot.tools.toolbox import ToolRun
+
+
+@dataclass(frozen=True)
+class Source:
+    tool: str
+    arguments: str
+    rows: int
+    total: int
+    elapsed_ms: float
+    kql: str
+    error: str | None
+    demo: bool
+
+    def line(self) -> str:
+        if self.error:
+            outcome = f"failed ({self.error})"
+        elif self.total > self.rows:
+            outcome = f"{self.rows} of {self.total} rows"
+        else:
+            outcome = f"{self.rows} row{'s' if self.rows != 1 else ''}"
+        return f"{self.tool}({self.arguments}): {outcome}, {self.elapsed_ms:.0f} ms"
+
+
+def sources(runs: Sequence[ToolRun]) -> list[Source]:
+    out = []
+    for run in runs:
+        artifact = run.artifact
+        ok = isinstance(artifact, QueryResult)
+        shown_arguments = artifact.metadata.parameters if ok else run.arguments
+        out.append(Source(
+            tool=run.tool,
+            arguments=", ".join(f"{k}={v}" for k, v in shown_arguments.items()),
+            rows=run.rows,
+            total=artifact.metadata.total if ok else 0,
+            elapsed_ms=run.elapsed_ms,
+            kql=run.kql,
+            error=None if ok else artifact.code,
+            demo=ok and artifact.metadata.is_demo,
+        ))
+    return out
+
+
+def footnote(runs: Sequence[ToolRun]) -> str:
+    """One line per query that ran; empty when the answer used no data."""
+    items = sources(runs)
+    if not items:
+        return ""
+    where = " (demo workspace: generated data)" if any(s.demo for s in items) else ""
+    return "Data sources" + where + ":\n" + "\n".join(f"  - {s.line()}" for s in items)
+
+
+def queries_text(runs: Sequence[ToolRun]) -> str:
+    """The exact KQL behind an answer, for "show query"."""
+    parts = [f"// {s.line()}\n{s.kql}" for s in sources(runs) if s.kql]
+    return "\n\n".join(parts) if parts else "The last answer did not run any query."

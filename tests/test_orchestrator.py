@@ -1,0 +1,383 @@
+"""The tool loop driven through the real openai client against a fake Chat Completions server.
+
+Sentinel data comes from the demo workspace (real queries, real rows) or, where the test is about
+the service's behaviour (latency, throttling), from the fake Log Analytics endpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from functools import lru_cache
+
+import pytest
+
+from bot.orchestrator import prompts
+from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.llm import ChatModel, create_client
+from bot.orchestrator.loop import Orchestrator, tool_call_ids_answered
+from bot.orchestrator.memory import TRIM_WARNING, Memory, MemoryPolicy, TokenCounter
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.models import IncidentDetail, QueryResult
+from bot.tools.toolbox import ToolBox
+from tests.support import openai_fake as oa
+from tests.support.loganalytics_fake import error_body, table_body
+from tests.support.workspaces import make_la_client, prime
+
+
+@lru_cache(maxsize=1)
+def counter() -> TokenCounter:
+    return TokenCounter()
+
+
+def make(fake: oa.FakeOpenAI, sentinel: SentinelClient, *, shape: str = "openai", max_rounds: int = 5,
+         policy: MemoryPolicy = MemoryPolicy(), max_retries: int = 2) -> Orchestrator:
+    if shape == "azure":
+        client = create_client(azure_endpoint=fake.endpoint, azure_deployment="gpt-4o-soc", api_version="2024-10-21",
+                               azure_api_key="azure-test-key", max_retries=max_retries)
+        model = ChatModel(client, "gpt-4o-soc")
+    else:
+        client = create_client(openai_api_key="sk-test", base_url=f"{fake.endpoint}/v1", max_retries=max_retries)
+        model = ChatModel(client, "gpt-4o")
+    return Orchestrator(model, ToolBox(sentinel), Memory(counter(), policy), max_rounds=max_rounds,
+                        demo=sentinel.is_demo)
+
+
+def data_rows(message: dict) -> list[list[str]]:
+    """Rows of a compact tool result that start with a reference, split into cells."""
+    return [line.split("|") for line in message["content"].splitlines() if re.match(r"^\[\d+\]\|", line)]
+
+
+def last_tool_message(body: dict) -> dict:
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]
+
+
+def cite_first_row(body: dict) -> oa.Step:
+    """A model that answers by citing the first row of the last tool result (grounded)."""
+    first = data_rows(last_tool_message(body))[0]
+    return oa.text(f"The most severe one is {first[0]} #{first[1]} ({first[2]}).")
+
+
+async def test_one_tool_round_trip_in_both_url_shapes(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    for shape in ("openai", "azure"):
+        fake_openai.requests.clear()
+        orchestrator = make(fake_openai, demo_client, shape=shape)
+        fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_24h", "min_severity": "High"})))
+        fake_openai.brain = cite_first_row
+        conversation = Conversation()
+        result = await orchestrator.answer(conversation, "What high-severity incidents came in overnight?")
+        assert not result.failed and result.notices == [], result.notices
+        assert result.text.startswith("The most severe one is [1] #")
+        [run] = result.runs
+        assert run.tool == "query_incidents" and isinstance(run.artifact, QueryResult) and run.artifact.records
+        first, second = fake_openai.chat_requests
+        if shape == "azure":
+            assert first.path == "/openai/deployments/gpt-4o-soc/chat/completions"
+            assert first.query["api-version"] == "2024-10-21" and first.headers["api-key"] == "azure-test-key"
+        else:
+            assert first.path == "/v1/chat/completions" and first.headers["authorization"] == "Bearer sk-test"
+        assert first.json["tool_choice"] == "auto" and "parallel_tool_calls" not in first.json
+        assert {t["function"]["name"] for t in first.json["tools"]} == {
+            "query_incidents", "get_incident_detail", "query_alerts", "get_alert_trend", "get_top_entities"}
+        assert all("strict" not in t["function"] for t in first.json["tools"])
+        assert second.json["tools"], "tools are sent on every round"
+        # The assistant message with tool_calls comes first, then its tool result with the matching id.
+        roles = [m["role"] for m in conversation.history]
+        assert roles == ["user", "assistant", "tool", "assistant"]
+        call_id = conversation.history[1]["tool_calls"][0]["id"]
+        assert conversation.history[2]["tool_call_id"] == call_id
+        assert "{" not in conversation.history[2]["content"].splitlines()[1], "compact rows, not JSON"
+
+
+async def test_parallel_tools_run_concurrently(fake_openai: oa.FakeOpenAI, demo_backend, fake_logs) -> None:
+    calls = [("query_incidents", {"time_window": "last_24h"}), ("query_alerts", {"time_window": "last_24h"}),
+             ("get_top_entities", {"time_window": "last_7d"})]
+    for tool, arguments in calls:
+        await prime(fake_logs, demo_backend, tool, arguments)
+    fake_logs.latency_s = 0.5
+    sentinel = make_la_client(fake_logs)
+    orchestrator = make(fake_openai, sentinel)
+    fake_openai.script(oa.tool_calls(*calls), oa.text("Three views of the last day, see the tables."))
+    started = time.monotonic()
+    result = await orchestrator.answer(Conversation(), "Give me the overview of the last day")
+    elapsed = time.monotonic() - started
+    assert [run.tool for run in result.runs] == [c[0] for c in calls] and all(run.ok for run in result.runs)
+    arrivals = [r.received_at for r in fake_logs.requests]
+    assert len(arrivals) == 3 and max(arrivals) - min(arrivals) < 0.25, "all three queries were in flight together"
+    assert elapsed < 1.2, f"3 x 0.5 s queries took {elapsed:.2f} s: not concurrent"
+    await sentinel.close()
+
+
+async def test_several_rounds(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        tool_messages = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(tool_messages) == 1:
+            number = data_rows(tool_messages[0])[0][1]
+            return oa.tool_calls(("get_incident_detail", {"incident_ref": number}))
+        return oa.text("Its alerts are listed above.")
+
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_7d", "min_severity": "High"})))
+    fake_openai.brain = brain
+    result = await make(fake_openai, demo_client).answer(Conversation(), "Worst incident this week, in detail?")
+    assert result.rounds == 3 and [r.tool for r in result.runs] == ["query_incidents", "get_incident_detail"]
+    listed = result.runs[0].artifact.records[0]
+    assert result.runs[1].artifact.records[0].incident.number == listed.number
+
+
+async def test_a_model_that_never_stops_calling_tools_gets_a_synthesis(fake_openai: oa.FakeOpenAI,
+                                                                        demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        if not body.get("tools"):
+            return oa.text("Alerts kept coming in; here is the summary.")
+        return oa.tool_calls(("query_alerts", {"time_window": "last_1h"}))
+
+    fake_openai.brain = brain
+    conversation = Conversation()
+    result = await make(fake_openai, demo_client, max_rounds=5).answer(conversation, "Keep digging")
+    assert len(result.runs) == 5 and result.rounds == 6 and result.hit_round_limit
+    requests = fake_openai.chat_requests
+    assert [bool(r.json.get("tools")) for r in requests] == [True] * 5 + [False]
+    assert requests[-1].messages[-1]["content"] == prompts.SYNTHESIS_INSTRUCTION
+    assert result.text.startswith(prompts.ROUNDS_EXHAUSTED_PREFIX)
+    assert tool_call_ids_answered(conversation.history)
+
+
+async def test_malformed_arguments_become_a_correctable_tool_error(fake_openai: oa.FakeOpenAI,
+                                                                   demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        tool_messages = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(tool_messages) == 1:
+            assert "ERROR invalid_argument" in tool_messages[0]["content"]
+            return oa.tool_calls(("query_incidents", {"time_window": "last_24h"}))
+        return cite_first_row(body)
+
+    fake_openai.script(oa.tool_calls(("query_incidents", '{"time_window": "last_24h"')))  # truncated JSON
+    fake_openai.brain = brain
+    result = await make(fake_openai, demo_client).answer(Conversation(), "incidents today?")
+    bad, good = result.runs
+    assert not bad.ok and bad.artifact.code == "invalid_argument" and "not valid JSON" in bad.artifact.message
+    assert good.ok and not result.failed
+
+
+async def test_unknown_tool_and_bad_values(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    fake_openai.script(
+        oa.tool_calls(("close_all_incidents", {}), ("query_alerts", {"time_window": "last_year", "limit": 5000})),
+        oa.text("I can only read data, and that window is not available."),
+    )
+    conversation = Conversation()
+    result = await make(fake_openai, demo_client).answer(conversation, "close everything")
+    unknown, bad = result.runs
+    assert unknown.artifact.code == "unknown_tool" and "query_incidents" in unknown.artifact.message
+    assert bad.artifact.code == "invalid_argument" and "last_24h" in bad.artifact.message
+    tool_texts = [m["content"] for m in conversation.history if m["role"] == "tool"]
+    assert "Correct the argument" in tool_texts[1]
+
+
+async def test_retryable_tool_error_is_retried_once_silently(fake_openai: oa.FakeOpenAI, demo_backend,
+                                                             fake_logs) -> None:
+    await prime(fake_logs, demo_backend, "query_incidents", {"time_window": "last_24h"})
+    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
+    sentinel = make_la_client(fake_logs, sdk_retries=0, throttle_retries=0)
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_24h"})))
+    fake_openai.brain = cite_first_row
+    result = await make(fake_openai, sentinel).answer(Conversation(), "incidents today")
+    [run] = result.runs
+    assert run.ok and run.retried and len(fake_logs.requests) == 2
+    # If it fails again, the model gets an explainable error instead of data.
+    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
+    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_24h"})),
+                       oa.text("Log Analytics is throttling right now; try again in a few seconds."))
+    conversation = Conversation()
+    again = await make(fake_openai, sentinel).answer(conversation, "incidents today")
+    assert not again.runs[0].ok and again.runs[0].retried
+    tool_text = [m for m in conversation.history if m["role"] == "tool"][0]["content"]
+    assert "ERROR throttled (retryable)" in tool_text and "do not make up data" in tool_text
+    await sentinel.close()
+
+
+async def test_made_up_incident_numbers_are_flagged(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        real = data_rows(last_tool_message(body))[0][1]
+        return oa.text(f"Incident #{real} is real, but incident 999999 and IP 203.0.113.254 are invented, as is [77].")
+
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_7d"})))
+    fake_openai.brain = brain
+    result = await make(fake_openai, demo_client).answer(Conversation(), "anything?")
+    [flag] = result.notices
+    assert "incident #999999" in flag and "IP 203.0.113.254" in flag and "[77]" in flag
+    real = result.runs[0].artifact.records[0].number
+    assert f"#{real}" not in flag
+
+
+async def test_empty_results_are_stated_with_alternatives(fake_openai: oa.FakeOpenAI, fake_logs) -> None:
+    fake_logs.respond(200, table_body("query_incidents", []))
+    sentinel = make_la_client(fake_logs)
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_1h", "min_severity": "High"})),
+                       oa.text("No high-severity incidents in the last hour. Try the last 24 hours?"))
+    conversation = Conversation()
+    result = await make(fake_openai, sentinel).answer(conversation, "anything high in the last hour?")
+    tool_text = [m for m in conversation.history if m["role"] == "tool"][0]["content"]
+    assert "no rows" in tool_text and "wider time_window" in tool_text
+    assert result.runs[0].ok and result.runs[0].rows == 0
+    await sentinel.close()
+
+
+async def test_rate_limit_with_retry_after_is_waited_out(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    fake_openai.script(oa.rate_limited(retry_after=0.3), oa.text("Nothing needed a query."))
+    started = time.monotonic()
+    result = await make(fake_openai, demo_client).answer(Conversation(), "hello")
+    assert not result.failed and len(fake_openai.chat_requests) == 2 and time.monotonic() - started >= 0.3
+
+
+async def test_persistent_rate_limit_is_a_friendly_reply_and_loses_nothing(fake_openai: oa.FakeOpenAI,
+                                                                          demo_client: SentinelClient) -> None:
+    fake_openai.script(oa.rate_limited(retry_after=0), oa.rate_limited(retry_after=0))
+    conversation = Conversation()
+    result = await make(fake_openai, demo_client, max_retries=1).answer(conversation, "what came in overnight?")
+    assert result.failed and "busy" in result.text and "Traceback" not in result.text
+    assert conversation.history[0] == {"role": "user", "content": "what came in overnight?"}
+    assert tool_call_ids_answered(conversation.history)
+
+
+@pytest.mark.parametrize("step", [oa.azure_content_filter(), oa.content_filtered_completion()])
+async def test_azure_content_filter_gets_a_clear_message(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient,
+                                                         step: oa.Step) -> None:
+    fake_openai.script(step)
+    result = await make(fake_openai, demo_client, shape="azure").answer(Conversation(), "summarise incident 1")
+    assert result.failed and "content filter" in result.text and "help" in result.text
+    assert len(fake_openai.chat_requests) == 1, "a content filter refusal is not retried"
+
+
+async def test_context_length_exceeded_trims_and_retries_once(fake_openai: oa.FakeOpenAI,
+                                                              demo_client: SentinelClient) -> None:
+    conversation = Conversation()
+    orchestrator = make(fake_openai, demo_client)
+    for i in range(6):
+        fake_openai.script(oa.text(f"answer {i}"))
+        await orchestrator.answer(conversation, f"question {i}")
+    fake_openai.script(oa.context_length_exceeded(), oa.text("Fine now."))
+    result = await orchestrator.answer(conversation, "one more")
+    assert result.text == "Fine now." and any("too long" in n for n in result.notices)
+    before, after = fake_openai.chat_requests[-2:]
+    assert len(after.messages) < len(before.messages)
+    fake_openai.script(oa.context_length_exceeded(), oa.context_length_exceeded())
+    failed = await orchestrator.answer(conversation, "and again")
+    assert failed.failed and "too long" in failed.text
+
+
+async def test_clear_keeps_preferences_and_a_summary(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    orchestrator = make(fake_openai, demo_client)
+    conversation = Conversation(preferences={"time_window": "last_7d"})
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_7d"})))
+    fake_openai.brain = cite_first_row
+    await orchestrator.answer(conversation, "worst incident this week?")
+    number = conversation.known_incidents[0]
+    fake_openai.brain = None
+    fake_openai.script(oa.text(f"- Looked at the week's incidents; #{number} was the most severe."))
+    reply = await orchestrator.summarise_and_clear(conversation)
+    assert "summary" in reply
+    summary_request = fake_openai.chat_requests[-1]
+    assert "tools" not in summary_request.json and summary_request.messages[-1]["content"] == prompts.SUMMARY_INSTRUCTION
+    assert conversation.history == [] and conversation.references.items == []
+    assert conversation.preferences == {"time_window": "last_7d"} and f"#{number}" in conversation.summary
+    fake_openai.script(oa.text(f"We discussed #{number} before."))
+    after = await orchestrator.answer(conversation, "what did we talk about?")
+    system = fake_openai.chat_requests[-1].messages[0]["content"]
+    assert f"#{number}" in system and "time window last_7d" in system
+    assert after.notices == [], "numbers from the summary count as verified"
+
+
+async def test_trimming_at_max_turns_warns_first_and_never_orphans_tool_messages(
+        fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        assert tool_call_ids_answered(body["messages"]), "a request with an orphaned tool message"
+        if body["messages"][-1]["role"] == "user":
+            return oa.tool_calls(("query_alerts", {"time_window": "last_1h", "limit": 3}))
+        return oa.text("Noted.")
+
+    fake_openai.brain = brain
+    orchestrator = make(fake_openai, demo_client, policy=MemoryPolicy(max_turns=30, history_tokens=10**6))
+    conversation = Conversation()
+    warned_at = None
+    for turn in range(1, 34):
+        result = await orchestrator.answer(conversation, f"question {turn}")
+        if TRIM_WARNING in result.notices:
+            warned_at = warned_at or turn
+        user_turns = [m for m in conversation.history if m["role"] == "user"]
+        assert len(user_turns) <= 30
+        assert conversation.history[0]["role"] == "user" and tool_call_ids_answered(conversation.history)
+        assert len(conversation.token_counts) == len(conversation.history)
+    assert warned_at is not None and warned_at < 30, "the analyst is warned before the first trim"
+    assert conversation.history[0]["content"] == "question 4"
+
+
+async def test_token_budget_trims_whole_turns(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    fake_openai.brain = lambda body: (oa.tool_calls(("query_incidents", {"time_window": "last_30d", "limit": 50}))
+                                      if body["messages"][-1]["role"] == "user" else oa.text("ok"))
+    orchestrator = make(fake_openai, demo_client, policy=MemoryPolicy(history_tokens=3000))
+    conversation = Conversation()
+    for turn in range(8):
+        result = await orchestrator.answer(conversation, f"q{turn}")
+        newest_turn = sum(conversation.token_counts[-3:])  # user, tool call, tool result (+ answer below)
+        assert sum(conversation.token_counts[:-4]) <= 3000 or len(conversation.history) == 4
+        assert tool_call_ids_answered(conversation.history)
+        assert newest_turn > 0 and result.runs[0].rows == 50
+    assert conversation.history[0]["content"] != "q0", "old turns were trimmed to fit the budget"
+    # Older tool results were shortened to a digest before being trimmed.
+    older = [m for m in conversation.history[:-4] if m["role"] == "tool"]
+    assert older and all(m.get("compacted") for m in older)
+
+
+async def test_tell_me_more_about_2_reaches_the_right_incident(fake_openai: oa.FakeOpenAI,
+                                                               demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        last = body["messages"][-1]
+        if last["role"] == "user" and "[2]" in last["content"]:
+            listing = body["messages"][0]["content"]
+            number = re.search(r"^\[2\] incident #(\d+)", listing, re.MULTILINE).group(1)
+            return oa.tool_calls(("get_incident_detail", {"incident_ref": number}))
+        if last["role"] == "tool":
+            return oa.text("Here it is.")
+        return oa.tool_calls(("query_incidents", {"time_window": "last_7d"}))
+
+    fake_openai.brain = brain
+    orchestrator = make(fake_openai, demo_client)
+    conversation = Conversation()
+    first = await orchestrator.answer(conversation, "incidents this week")
+    second_row = first.runs[0].artifact.records[1]
+    assert conversation.references.ref_for("incident", str(second_row.number)) == 2
+    follow_up = await orchestrator.answer(conversation, "tell me more about [2]")
+    detail = follow_up.runs[0].artifact.records[0]
+    assert isinstance(detail, IncidentDetail) and detail.incident.number == second_row.number
+    assert conversation.references.ref_for("incident", str(second_row.number)) == 2, "[2] stays [2]"
+    assert conversation.references.last_incident == str(second_row.number)
+
+
+async def test_example_data_is_refused_and_real_data_queried(fake_openai: oa.FakeOpenAI,
+                                                             demo_client: SentinelClient) -> None:
+    def brain(body: dict) -> oa.Step:
+        assert body["messages"][-1]["content"] == prompts.EXAMPLE_DATA_INSTRUCTION  # on every round
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return oa.text("Here are real incidents from the last day instead.")  # forgets the refusal
+        return oa.tool_calls(("query_incidents", {"time_window": "last_24h"}))
+
+    fake_openai.brain = brain
+    result = await make(fake_openai, demo_client).answer(Conversation(), "Can you show me some example incidents?")
+    assert result.text.startswith(prompts.EXAMPLE_DATA_REFUSAL)
+    assert result.runs and result.runs[0].ok
+    assert prompts.EXAMPLE_DATA_REFUSAL in prompts.SYSTEM_PROMPT
+
+
+async def test_entra_id_token_reaches_azure_openai(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    from tests.support.loganalytics_fake import TOKEN, FakeCredential
+
+    credential = FakeCredential()
+    client = create_client(azure_endpoint=fake_openai.endpoint, azure_deployment="gpt-4o-soc",
+                           api_version="2024-10-21", credential=credential)
+    orchestrator = Orchestrator(ChatModel(client, "gpt-4o-soc"), ToolBox(demo_client), Memory(counter()))
+    fake_openai.script(oa.text("hi"))
+    await orchestrator.answer(Conversation(), "hello")
+    request = fake_openai.chat_requests[0]
+    assert request.headers["authorization"] == f"Bearer {TOKEN}" and "api-key" not in request.headers
+    assert credential.scopes == [("https://cognitiveservices.azure.com/.default",)]
