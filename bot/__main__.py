@@ -54,14 +54,14 @@ def _print_kql(tool: str, raw_arguments: str) -> int:
 
 
 async def _chat(settings: Settings) -> int:
-    from bot.app import build_sentinel_client
+    from bot.app import build
     from bot.terminal.chat import TerminalChat
 
-    sentinel = build_sentinel_client(settings)
+    components = await build(settings)
     try:
-        return await TerminalChat(sentinel).run()
+        return await TerminalChat(components.sentinel, components.orchestrator).run()
     finally:
-        await sentinel.close()
+        await components.close()
 
 
 def _run(coroutine) -> int:  # type: ignore[no-untyped-def]

@@ -1,20 +1,68 @@
 """Composition root: reads Settings, builds every client, and wires them together.
 
 Nothing else constructs SDK clients or credentials; everything below receives what it needs, which is
-how tests put fakes at the process boundary without patching.
+how tests put fakes at the process boundary without patching. One Azure credential is shared by every
+Azure client (Log Analytics, Azure OpenAI with Entra ID) and created only when something needs it.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from typing import Any
 
 from bot.config import Settings
+from bot.orchestrator.llm import ChatModel, create_client
+from bot.orchestrator.loop import Orchestrator
+from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
+from bot.tools.toolbox import ToolBox
 
 log = logging.getLogger(__name__)
 
 
-def build_sentinel_client(settings: Settings) -> SentinelClient:
+@dataclass
+class Components:
+    settings: Settings
+    sentinel: SentinelClient
+    orchestrator: Orchestrator | None  # None when no language model is configured
+    _closers: list[Any] = field(default_factory=list)
+
+    async def close(self) -> None:
+        if self.orchestrator is not None:
+            await self.orchestrator.model.close()
+        await self.sentinel.close()
+        for closer in self._closers:
+            await closer.close()
+
+
+class _LazyCredential:
+    """DefaultAzureCredential, created on first use (the demo without Azure never needs one)."""
+
+    def __init__(self) -> None:
+        self.credential: Any = None
+
+    def get(self) -> Any:
+        if self.credential is None:
+            from azure.identity.aio import DefaultAzureCredential
+
+            self.credential = DefaultAzureCredential()
+        return self.credential
+
+    async def close(self) -> None:
+        if self.credential is not None:
+            await self.credential.close()
+
+
+async def build(settings: Settings) -> Components:
+    credential = _LazyCredential()
+    sentinel = build_sentinel_client(settings, credential)
+    await sentinel.prepare()
+    orchestrator = build_orchestrator(settings, sentinel, credential)
+    return Components(settings, sentinel, orchestrator, [credential])
+
+
+def build_sentinel_client(settings: Settings, credential: _LazyCredential | None = None) -> SentinelClient:
     """The workspace client: Log Analytics when SENTINEL_WORKSPACE_ID is set, else the demo workspace."""
     if settings.uses_demo_workspace:
         from bot.sentinel.demo.backend import DemoBackend
@@ -23,12 +71,31 @@ def build_sentinel_client(settings: Settings) -> SentinelClient:
                  settings.demo_data_seed)
         return SentinelClient(DemoBackend(seed=settings.demo_data_seed))
 
-    from azure.identity.aio import DefaultAzureCredential
-
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 
     assert settings.sentinel_workspace_id is not None
-    client = create_logs_client(DefaultAzureCredential(), endpoint=settings.logs_endpoint)
+    client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.logs_endpoint)
     backend = LogAnalyticsBackend(client, settings.sentinel_workspace_id,
                                   server_timeout_s=settings.query_timeout_seconds)
     return SentinelClient(backend)
+
+
+def build_orchestrator(settings: Settings, sentinel: SentinelClient,
+                       credential: _LazyCredential | None = None) -> Orchestrator | None:
+    if settings.llm_provider is None:
+        log.warning("No language model configured: only commands will be answered")
+        return None
+    needs_credential = settings.llm_provider == "azure" and not settings.azure_openai_api_key
+    client = create_client(
+        azure_endpoint=settings.azure_openai_endpoint,
+        azure_deployment=settings.azure_openai_deployment,
+        api_version=settings.azure_openai_api_version,
+        azure_api_key=settings.azure_openai_api_key,
+        credential=(credential or _LazyCredential()).get() if needs_credential else None,
+        openai_api_key=settings.openai_api_key,
+        base_url=settings.openai_base_url,
+    )
+    memory = Memory(TokenCounter(), MemoryPolicy(max_turns=settings.max_turns,
+                                                 history_tokens=settings.max_history_tokens))
+    return Orchestrator(ChatModel(client, settings.model_name), ToolBox(sentinel), memory,
+                        max_rounds=settings.max_tool_rounds, demo=sentinel.is_demo)

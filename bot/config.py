@@ -68,6 +68,7 @@ class Settings:
     state_store: StateStore = StateStore("sqlite", ".data/state.db")
     max_tool_rounds: int = 5
     max_turns: int = 30
+    max_history_tokens: int = 24_000
     log_level: str = "INFO"
 
     @property
@@ -82,6 +83,13 @@ class Settings:
         if self.openai_api_key or self.openai_base_url:
             return "openai"
         return None
+
+    @property
+    def model_name(self) -> str:
+        """The model (OpenAI) or deployment (Azure OpenAI) the bot asks."""
+        if self.llm_provider == "azure":
+            return self.azure_openai_deployment or ""
+        return self.openai_model or "gpt-4o"
 
     @property
     def authenticates_requests(self) -> bool:
@@ -198,6 +206,7 @@ class _Reader:
             state_store=self._state_store(),
             max_tool_rounds=self.number("MAX_TOOL_ROUNDS", 5, 1, 20),
             max_turns=self.number("MAX_TURNS", 30, 2, 500),
+            max_history_tokens=self.number("MAX_HISTORY_TOKENS", 24_000, 2_000, 500_000),
             log_level=self._log_level(),
         )
         if self.problems:

@@ -1,8 +1,9 @@
-"""``python -m bot chat``: the terminal chat.
+"""``python -m bot chat``: the terminal chat over the same orchestrator the Teams bot uses.
 
-Commands are answered from the workspace (demo or real) without a language model. Status lines go to
-stderr so stdout holds only answers. Free-text questions need a model; until one is configured the
-chat says which variables turn them on.
+Commands are answered from the workspace (demo or real) without the language model; free text goes to
+the model when one is configured, otherwise the chat says which variables turn it on. Commands and
+answers share one conversation, so [n] references work across both. Status lines go to stderr, so
+stdout holds only answers.
 """
 
 from __future__ import annotations
@@ -14,59 +15,97 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bot.config import LLM_HELP
+from bot.orchestrator import sources
+from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.loop import Orchestrator, TurnResult
+from bot.orchestrator.prompts import DISCLAIMER
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 from bot.terminal import render
 from bot.tools.commands import HELP_TEXT, CommandError, parse
+from bot.tools.definitions import TOOLS_BY_NAME
 
-STATUS_TEXT = {
-    "query_incidents": "Querying incidents...",
-    "get_incident_detail": "Looking up incident details...",
-    "query_alerts": "Querying alerts...",
-    "get_alert_trend": "Analyzing alert trends...",
-    "get_top_entities": "Finding top targeted entities...",
-}
 QUIT = ("/quit", "/exit", "quit", "exit")
 
 
 class TerminalChat:
-    def __init__(self, sentinel: SentinelClient, *, out: TextIO = sys.stdout, status: TextIO = sys.stderr) -> None:
+    def __init__(self, sentinel: SentinelClient, orchestrator: Orchestrator | None = None, *,
+                 out: TextIO = sys.stdout, status: TextIO = sys.stderr) -> None:
         self._sentinel = sentinel
+        self._orchestrator = orchestrator
         self._out = out
         self._status = status
-        self._last_incidents: list[int] = []  # [n] -> incident number, from the last incident table
+        self.conversation = Conversation()
+        self._last_runs: list = []
 
     def banner(self) -> str:
         source = "the demo workspace (generated data)" if self._sentinel.is_demo else "your Sentinel workspace"
-        return (
-            f"Sentinel assistant, connected to {source}.\n"
-            'Type "help" for commands, /quit to leave.\n'
-            "Natural-language questions are not available: " + LLM_HELP
-        )
+        lines = [f"Sentinel assistant, connected to {source}.",
+                 'Ask a question, or type "help" for commands. /sources shows the queries behind the last answer; '
+                 "/clear starts over; /quit leaves."]
+        if self._orchestrator is None:
+            lines.append("Natural-language questions are off: " + LLM_HELP)
+        return "\n".join(lines)
 
     async def answer(self, text: str) -> str:
         """The reply to one line of input."""
+        if text.strip().lower() in ("/sources", "sources", "/kql", "show query"):
+            return sources.queries_text(self._last_runs)
         try:
             command = parse(text)
         except CommandError as exc:
             return str(exc)
         if command is None:
-            return "I can only answer commands right now.\n" + LLM_HELP + '\nType "help" for the commands.'
+            return await self._free_text(text)
         if command.name == "help":
             return HELP_TEXT
         if command.name == "clear":
-            self._last_incidents = []
+            self._last_runs = []
+            if self._orchestrator is not None:
+                return await self._orchestrator.summarise_and_clear(self.conversation)
+            self.conversation.clear(None)
             return "Conversation cleared."
         arguments = dict(command.arguments)
         if command.reference is not None:
-            if not 1 <= command.reference <= len(self._last_incidents):
-                return f"There is no [{command.reference}] in the last incident list. List incidents first."
-            arguments["incident_ref"] = self._last_incidents[command.reference - 1]
-        self._say_status(STATUS_TEXT[command.tool or ""])
-        result = await self._sentinel.run(command.tool or "", **arguments)
-        if isinstance(result, QueryResult) and result.metadata.tool == "query_incidents":
-            self._last_incidents = [i.number for i in result.records]
-        return render.render(result)
+            reference = self.conversation.references.get(command.reference)
+            if reference is None:
+                return f"There is no [{command.reference}] in this conversation yet."
+            if reference.kind != "incident":
+                return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
+            arguments["incident_ref"] = int(reference.key)
+        tool = command.tool or ""
+        self._say_status(TOOLS_BY_NAME[tool].status_text)
+        result = await self._sentinel.run(tool, arguments)
+        if isinstance(result, QueryResult):
+            self.conversation.remember(result)
+        self._last_runs = []
+        return render.render(result, self.conversation.references.ref_for)
+
+    async def _free_text(self, text: str) -> str:
+        if self._orchestrator is None:
+            return "I can only answer commands right now.\n" + LLM_HELP + '\nType "help" for the commands.'
+        self._say_status("Thinking...")
+
+        async def progress(status: str) -> None:
+            self._say_status(status)
+
+        turn = await self._orchestrator.answer(self.conversation, text, progress)
+        self._last_runs = turn.runs
+        return self._format_turn(turn)
+
+    def _format_turn(self, turn: TurnResult) -> str:
+        parts = [turn.text]
+        tables = [render.render(run.artifact, self.conversation.references.ref_for)
+                  for run in turn.runs if isinstance(run.artifact, QueryResult) and run.artifact.records]
+        if tables:
+            parts.append("\n\n".join(tables))
+        if turn.disclaimer:
+            parts.append(DISCLAIMER)
+        parts += [f"Note: {notice}" for notice in turn.notices]
+        footnote = sources.footnote(turn.runs)
+        if footnote:
+            parts.append(footnote + "\n  (/sources shows the exact queries)")
+        return "\n\n".join(part for part in parts if part)
 
     async def run(self, read_line: Callable[[str], str] = input) -> int:
         print(self.banner(), file=self._out)
@@ -81,8 +120,6 @@ class TerminalChat:
                 continue
             if text.lower() in QUIT:
                 return 0
-            if text.lower() == "/clear":
-                text = "clear"
             print(await self.answer(text), file=self._out, flush=True)
 
     def _say_status(self, text: str) -> None:

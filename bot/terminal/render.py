@@ -6,7 +6,7 @@ Incident and alert text is attacker-controlled, so every value is cleaned of con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from bot.sentinel.models import (
@@ -21,6 +21,12 @@ from bot.sentinel.models import (
 )
 
 SEVERITY_SHORT = {"High": "HIGH", "Medium": "MED", "Low": "LOW", "Informational": "INFO"}
+RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's [n]
+
+
+def _ref(ref_for: RefFor, kind: str, key: str) -> str:
+    n = ref_for(kind, key)
+    return f"[{n}]" if n is not None else ""
 
 
 def clean(value: object, width: int | None = None) -> str:
@@ -52,38 +58,38 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def render(result: QueryResult | QueryError, now: datetime | None = None) -> str:
+def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | None = None) -> str:
     if isinstance(result, QueryError):
         return f"Sorry, that query failed: {result.message}"
     tool = result.metadata.tool
     if not result.records:
         body = _empty(result)
     elif tool == "query_incidents":
-        body = incidents(result.records, now)
+        body = incidents(result.records, ref_for, now)
     elif tool == "get_incident_detail":
-        body = incident_detail(result.records[0], now)
+        body = incident_detail(result.records[0], ref_for, now)
     elif tool == "query_alerts":
-        body = alerts(result.records, now)
+        body = alerts(result.records, ref_for, now)
     elif tool == "get_alert_trend":
         body = trend(result.records)
     else:
-        body = entities(result.records, now)
+        body = entities(result.records, ref_for, now)
     return "\n".join(part for part in (body, footer(result)) if part)
 
 
-def incidents(records: Sequence[Incident], now: datetime | None = None) -> str:
+def incidents(records: Sequence[Incident], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
-        [f"[{n}]", f"#{i.number}", SEVERITY_SHORT.get(i.severity, clean(i.severity, 6)), clean(i.status, 8),
+        [_ref(ref_for, "incident", str(i.number)), f"#{i.number}", SEVERITY_SHORT.get(i.severity, clean(i.severity, 6)), clean(i.status, 8),
          clean(i.owner or "Unassigned", 18), age(i.created, now), clean(i.title, 60)]
-        for n, i in enumerate(records, start=1)
+        for i in records
     ]
     return table(["", "Incident", "Sev", "Status", "Owner", "Created", "Title"], rows)
 
 
-def incident_detail(detail: IncidentDetail, now: datetime | None = None) -> str:
+def incident_detail(detail: IncidentDetail, ref_for: RefFor, now: datetime | None = None) -> str:
     i = detail.incident
     lines = [
-        f"Incident #{i.number}: {clean(i.title, 120)}",
+        f"{_ref(ref_for, 'incident', str(i.number))} Incident #{i.number}: {clean(i.title, 120)}".strip(),
         f"  Severity {i.severity} | Status {i.status} | Owner {clean(i.owner or 'Unassigned', 40)}",
         f"  Created {age(i.created, now)} | Last update {age(i.last_modified, now)}"
         + (f" | Closed as {i.classification}" + (f" ({detail.classification_reason})" if detail.classification_reason else "")
@@ -97,10 +103,11 @@ def incident_detail(detail: IncidentDetail, now: datetime | None = None) -> str:
         lines.append(f"  Description: {clean(detail.description, 300)}")
     if detail.alerts:
         lines.append(f"\nAlerts ({len(detail.alerts)} of {i.alert_count}):")
-        lines.append(alerts(detail.alerts, now))
+        lines.append(alerts(detail.alerts, ref_for, now))
     if detail.entities:
         lines.append("\nEntities:")
-        lines += [f"  {clean(e.type, 18)}: {clean(e.value, 80)}" for e in detail.entities[:20]]
+        lines += [f"  {_ref(ref_for, 'entity', f'{e.type}:{e.value}'):>5} {clean(e.type, 18)}: {clean(e.value, 80)}"
+                  for e in detail.entities[:20]]
         if len(detail.entities) > 20:
             lines.append(f"  ... and {len(detail.entities) - 20} more")
     if detail.other_matches:
@@ -111,11 +118,11 @@ def incident_detail(detail: IncidentDetail, now: datetime | None = None) -> str:
     return "\n".join(lines)
 
 
-def alerts(records: Sequence[AlertSummary], now: datetime | None = None) -> str:
+def alerts(records: Sequence[AlertSummary], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
-        [f"[{n}]", SEVERITY_SHORT.get(a.severity, clean(a.severity, 6)), age(a.time, now), clean(a.status, 10),
+        [_ref(ref_for, "alert", a.alert_id), SEVERITY_SHORT.get(a.severity, clean(a.severity, 6)), age(a.time, now), clean(a.status, 10),
          clean(a.name, 48), clean(a.product, 30), clean(", ".join(a.entities[:2]), 40)]
-        for n, a in enumerate(records, start=1)
+        for a in records
     ]
     return table(["", "Sev", "Time", "Status", "Alert", "Product", "Entities"], rows)
 
@@ -136,11 +143,11 @@ def trend(records: Sequence[TrendBin]) -> str:
     return table(["Bin (UTC)", *(SEVERITY_SHORT[s] for s in severities), "Total", ""], rows)
 
 
-def entities(records: Sequence[EntityCount], now: datetime | None = None) -> str:
+def entities(records: Sequence[EntityCount], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
-        [f"[{n}]", clean(e.type, 18), clean(e.value, 50), str(e.alert_count), str(e.high_severity_count),
+        [_ref(ref_for, "entity", f"{e.type}:{e.value}"), clean(e.type, 18), clean(e.value, 50), str(e.alert_count), str(e.high_severity_count),
          age(e.last_seen, now)]
-        for n, e in enumerate(records, start=1)
+        for e in records
     ]
     return table(["", "Type", "Entity", "Alerts", "High", "Last seen"], rows)
 
@@ -148,7 +155,7 @@ def entities(records: Sequence[EntityCount], now: datetime | None = None) -> str
 def footer(result: QueryResult) -> str:
     meta = result.metadata
     arguments = ", ".join(f"{k}={v}" for k, v in meta.parameters.items())
-    shown = f"{meta.returned} of {meta.total} rows" if meta.truncated else f"{meta.returned} rows"
+    shown = f"{meta.returned} of {meta.total} rows" if meta.truncated else f"{meta.returned} row{'s' * (meta.returned != 1)}"
     source = "demo workspace" if meta.is_demo else "Log Analytics"
     lines = [f"Source: {meta.tool}({clean(arguments, 200)}) on {source}, {shown}, {meta.elapsed_ms:.0f} ms"]
     lines += [f"Warning: {clean(w, 300)}" for w in meta.warnings]
