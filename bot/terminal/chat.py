@@ -9,8 +9,10 @@ stdout holds only answers.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -24,6 +26,7 @@ from bot.sentinel.models import QueryResult
 from bot.terminal import render
 from bot.tools.commands import HELP_TEXT, CommandError, parse
 from bot.tools.definitions import TOOLS_BY_NAME
+from bot.tools.toolbox import ToolCall, ToolRun
 
 QUIT = ("/quit", "/exit", "quit", "exit")
 
@@ -75,10 +78,12 @@ class TerminalChat:
             arguments["incident_ref"] = int(reference.key)
         tool = command.tool or ""
         self._say_status(TOOLS_BY_NAME[tool].status_text)
+        started = time.perf_counter()
         result = await self._sentinel.run(tool, arguments)
+        call = ToolCall(id="command", name=tool, arguments=json.dumps(arguments))
+        self._last_runs = [ToolRun(call, arguments, result, (time.perf_counter() - started) * 1000)]
         if isinstance(result, QueryResult):
             self.conversation.remember(result)
-        self._last_runs = []
         return render.render(result, self.conversation.references.ref_for)
 
     async def _free_text(self, text: str) -> str:

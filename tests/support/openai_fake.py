@@ -307,7 +307,8 @@ class FakeOpenAI:
 
     # lifecycle
 
-    async def start(self) -> FakeOpenAI:
+    async def start(self, port: int = 0) -> FakeOpenAI:
+        """Listen on 127.0.0.1 (a free port unless one is given)."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._chat_completions)
@@ -315,10 +316,10 @@ class FakeOpenAI:
         # A short shutdown timeout: a test that fails mid-latency must not hang teardown for a minute.
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.endpoint = f"http://127.0.0.1:{port}"
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.endpoint = f"http://127.0.0.1:{bound}"
         return self
 
     async def stop(self) -> None:

@@ -1,0 +1,88 @@
+"""The terminal chat: in-process with the rule-based model, and `python -m bot chat` as a user runs it."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bot.orchestrator.llm import ChatModel, create_client
+from bot.orchestrator.loop import Orchestrator
+from bot.orchestrator.memory import Memory, TokenCounter
+from bot.orchestrator.prompts import EXAMPLE_DATA_REFUSAL
+from bot.terminal.chat import TerminalChat
+from bot.tools.toolbox import ToolBox
+from tests.support import rule_model
+from tests.support.openai_fake import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def chat_with_model(fake: FakeOpenAI, sentinel) -> tuple[TerminalChat, io.StringIO]:
+    client = create_client(openai_api_key="sk-test", base_url=f"{fake.endpoint}/v1")
+    orchestrator = Orchestrator(ChatModel(client, "rule-model"), ToolBox(sentinel), Memory(TokenCounter()),
+                                demo=True)
+    status = io.StringIO()
+    return TerminalChat(sentinel, orchestrator, out=io.StringIO(), status=status), status
+
+
+async def test_commands_work_without_a_model_and_say_how_to_enable_questions(demo_client) -> None:
+    chat = TerminalChat(demo_client, None, out=io.StringIO(), status=io.StringIO())
+    assert "AZURE_OPENAI_ENDPOINT" in chat.banner() and "OPENAI_API_KEY" in chat.banner()
+    listing = await chat.answer("incidents 7d high")
+    assert "[1]" in listing and "HIGH" in listing and "Demo workspace" in listing
+    number = chat.conversation.references.get(1).key
+    detail = await chat.answer("incident [1]")
+    assert f"Incident #{number}" in detail and "Open in Sentinel" in detail
+    assert "get_incident_detail(incident_ref=" in await chat.answer("/sources")
+    question = await chat.answer("what happened overnight?")
+    assert "OPENAI_BASE_URL" in question and "help" in question
+    assert "no [99]" in await chat.answer("incident [99]")
+    assert "Usage" in await chat.answer("alerts 90d")
+
+
+async def test_questions_go_through_the_model_with_status_on_stderr(fake_openai: FakeOpenAI, demo_client) -> None:
+    fake_openai.brain = rule_model.brain
+    chat, status = chat_with_model(fake_openai, demo_client)
+    answer = await chat.answer("what high-severity incidents came in this week?")
+    assert "most severe first: [1] #" in answer
+    assert "Data sources (demo workspace" in answer and "query_incidents(time_window=last_7d" in answer
+    assert status.getvalue().splitlines() == ["Thinking...", "Querying incidents..."]
+    detail = await chat.answer("tell me more about [1]")
+    number = chat.conversation.references.get(1).key
+    assert f"#{number}" in detail and "Open in Sentinel" in detail
+    assert "SecurityIncident" in await chat.answer("/sources")
+    refusal = await chat.answer("give me some example alerts")
+    assert refusal.startswith(EXAMPLE_DATA_REFUSAL)
+    cleared = await chat.answer("/clear")
+    assert "cleared" in cleared and chat.conversation.history == [] and chat.conversation.summary
+
+
+async def test_python_m_bot_chat_as_a_user_runs_it(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.brain = rule_model.brain
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "OPENAI_", "SENTINEL_"))}
+    env |= {"OPENAI_BASE_URL": f"{fake_openai.endpoint}/v1", "OPENAI_MODEL": "rule-model"}
+    lines = "which hosts were hit most this week?\nincidents 24h\n/quit\n"
+    done = await _run_chat(env, lines, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Most targeted: [1]" in done.stdout and "Finding top targeted entities..." in done.stderr
+    assert "Querying incidents..." in done.stderr and "Traceback" not in done.stderr + done.stdout
+    assert "Finding top targeted" not in done.stdout, "status lines stay on stderr"
+
+
+async def test_chat_reports_bad_configuration_clearly(tmp_path: Path) -> None:
+    env = dict(os.environ, SENTINEL_WORKSPACE_ID="not-a-guid")
+    done = await _run_chat(env, "/quit\n", tmp_path)
+    assert done.returncode == 2 and "SENTINEL_WORKSPACE_ID" in done.stderr and "Traceback" not in done.stderr
+
+
+async def _run_chat(env: dict[str, str], stdin: str, cwd: Path) -> subprocess.CompletedProcess:
+    import asyncio
+
+    env = dict(env, PYTHONPATH=str(ROOT))
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "bot", "chat"], input=stdin, capture_output=True, text=True,
+        timeout=120, env=env, cwd=cwd,
+    )
