@@ -44,18 +44,38 @@ MV_EXPAND_LIMIT = 128
 
 
 @dataclass(frozen=True)
-class IncidentsQuery:
+class _WindowQuery:
+    """A query over a time window ending now, at or above a minimum severity."""
+
     window: TimeWindow
     min_severity: Severity
-    limit: int
-    tool = "query_incidents"
 
     @property
     def timespan(self) -> timedelta:
         return self.window.duration
 
     def parameters(self) -> dict[str, Any]:
-        return {"time_window": self.window.value, "min_severity": self.min_severity.value, "limit": self.limit}
+        return {"time_window": self.window.value, "min_severity": self.min_severity.value}
+
+
+@dataclass(frozen=True)
+class _ListQuery(_WindowQuery):
+    limit: int
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | {"limit": self.limit}
+
+
+class IncidentsQuery(_ListQuery):
+    tool = "query_incidents"
+
+
+class AlertsQuery(_ListQuery):
+    tool = "query_alerts"
+
+
+class TopEntitiesQuery(_ListQuery):
+    tool = "get_top_entities"
 
 
 @dataclass(frozen=True)
@@ -73,25 +93,8 @@ class IncidentDetailQuery:
 
 
 @dataclass(frozen=True)
-class AlertsQuery:
-    window: TimeWindow
-    min_severity: Severity
-    limit: int
-    tool = "query_alerts"
-
-    @property
-    def timespan(self) -> timedelta:
-        return self.window.duration
-
-    def parameters(self) -> dict[str, Any]:
-        return {"time_window": self.window.value, "min_severity": self.min_severity.value, "limit": self.limit}
-
-
-@dataclass(frozen=True)
-class AlertTrendQuery:
-    window: TimeWindow
-    min_severity: Severity
-    bin_size: BinSize  # resolved: never AUTO
+class AlertTrendQuery(_WindowQuery):
+    bin_size: BinSize  # resolved on construction: never AUTO
 
     tool = "get_alert_trend"
 
@@ -106,31 +109,8 @@ class AlertTrendQuery:
                 f"(at most {MAX_TREND_BINS}): use bin_size 1d or auto",
             )
 
-    @property
-    def timespan(self) -> timedelta:
-        return self.window.duration
-
     def parameters(self) -> dict[str, Any]:
-        return {
-            "time_window": self.window.value,
-            "min_severity": self.min_severity.value,
-            "bin_size": self.bin_size.value,
-        }
-
-
-@dataclass(frozen=True)
-class TopEntitiesQuery:
-    window: TimeWindow
-    min_severity: Severity
-    limit: int
-    tool = "get_top_entities"
-
-    @property
-    def timespan(self) -> timedelta:
-        return self.window.duration
-
-    def parameters(self) -> dict[str, Any]:
-        return {"time_window": self.window.value, "min_severity": self.min_severity.value, "limit": self.limit}
+        return super().parameters() | {"bin_size": self.bin_size.value}
 
 
 Query = Union[IncidentsQuery, IncidentDetailQuery, AlertsQuery, AlertTrendQuery, TopEntitiesQuery]
