@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.tools.commands import Command, CommandError, parse
+from bot.tools.commands import Command, CommandError, apply_preferences, parse, with_preferences
 
 
 @pytest.mark.parametrize(
@@ -39,3 +39,16 @@ def test_questions_are_left_for_the_model(text: str) -> None:
 def test_malformed_commands_show_usage(text: str) -> None:
     with pytest.raises(CommandError, match="Usage"):
         parse(text)
+
+
+def test_preferences_fill_in_what_a_command_leaves_out() -> None:
+    preferences: dict[str, str] = {}
+    assert "prefer 7d" in apply_preferences(parse("prefer"), preferences)
+    assert "time window last_7d" in apply_preferences(parse("prefer 7d medium"), preferences)
+    assert preferences == {"time_window": "last_7d", "min_severity": "Medium"}
+    assert with_preferences(parse("incidents"), preferences) == preferences
+    assert with_preferences(parse("incidents 1h"), preferences) == {"time_window": "last_1h", "min_severity": "Medium"}
+    assert with_preferences(parse("incident 42"), preferences) == {"incident_ref": 42}
+    assert apply_preferences(parse("prefer reset"), preferences) == "Preferences cleared." and preferences == {}
+    with pytest.raises(CommandError):
+        parse("prefer 90d")

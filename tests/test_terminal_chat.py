@@ -41,6 +41,10 @@ async def test_commands_work_without_a_model_and_say_how_to_enable_questions(dem
     assert "OPENAI_BASE_URL" in question and "help" in question
     assert "no [99]" in await chat.answer("incident [99]")
     assert "Usage" in await chat.answer("alerts 90d")
+    await chat.answer("prefer 7d high")
+    assert "time_window=last_7d, min_severity=High" in await chat.answer("incidents")
+    await chat.answer("clear")
+    assert chat.conversation.preferences == {"time_window": "last_7d", "min_severity": "High"}
 
 
 async def test_questions_go_through_the_model_with_status_on_stderr(fake_openai: FakeOpenAI, demo_client) -> None:

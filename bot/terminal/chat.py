@@ -24,7 +24,7 @@ from bot.orchestrator.prompts import DISCLAIMER
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 from bot.terminal import render
-from bot.tools.commands import HELP_TEXT, CommandError, parse
+from bot.tools.commands import HELP_TEXT, CommandError, apply_preferences, parse, with_preferences
 from bot.tools.definitions import TOOLS_BY_NAME
 from bot.tools.toolbox import ToolCall, ToolRun
 
@@ -68,7 +68,9 @@ class TerminalChat:
                 return await self._orchestrator.summarise_and_clear(self.conversation)
             self.conversation.clear(None)
             return "Conversation cleared."
-        arguments = dict(command.arguments)
+        if command.name == "prefer":
+            return apply_preferences(command, self.conversation.preferences)
+        arguments = with_preferences(command, self.conversation.preferences)
         if command.reference is not None:
             reference = self.conversation.references.get(command.reference)
             if reference is None:

@@ -34,6 +34,7 @@ Ask in plain language, or use these commands:
   alerts [window] [severity]      recent alerts
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
+  prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   help                            this list
   clear                           forget this conversation (preferences are kept)
 window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
@@ -64,6 +65,10 @@ def parse(text: str) -> Command | None:
         return Command("help")
     if words in ("clear", "reset", "new"):
         return Command("clear")
+    if words in ("prefer reset", "prefer none", "preferences reset"):
+        return Command("prefer", arguments={"reset": True})
+    if words in ("prefer", "preferences"):
+        return Command("prefer")
     detail = _DETAIL.match(words)
     if detail:
         return Command("incident", "get_incident_detail", {"incident_ref": int(detail.group(1))})
@@ -71,7 +76,7 @@ def parse(text: str) -> Command | None:
     if reference:
         return Command("incident", "get_incident_detail", reference=int(reference.group(1)))
     head, *rest = words.split(" ")
-    if head not in _LIST_COMMANDS:
+    if head not in _LIST_COMMANDS and head != "prefer":
         return None
     if len(rest) > 3:
         return None  # a sentence that starts with "alerts ..." is a question, not a command
@@ -81,13 +86,37 @@ def parse(text: str) -> Command | None:
             arguments["time_window"] = _WINDOWS[word].value
         elif word in _SEVERITIES and "min_severity" not in arguments:
             arguments["min_severity"] = _SEVERITIES[word].value
-        elif word.isdigit() and head != "trend" and "limit" not in arguments:
+        elif word.isdigit() and head not in ("trend", "prefer") and "limit" not in arguments:
             arguments["limit"] = int(word)
         elif _looks_like_option(word):
             raise CommandError(f'I could not read "{word}" in "{text.strip()}".\n{usage(head)}')
         else:
             return None  # "alerts from yesterday" reads as a question for the model
+    if head == "prefer":
+        return Command("prefer", arguments=arguments)
     return Command(head, _LIST_COMMANDS[head], arguments)
+
+
+def with_preferences(command: Command, preferences: dict[str, str]) -> dict[str, Any]:
+    """The command's arguments, with the analyst's preferred window and severity where it gave none."""
+    arguments = dict(command.arguments)
+    if command.tool and command.tool != "get_incident_detail":
+        for name in ("time_window", "min_severity"):
+            if name in preferences and name not in arguments:
+                arguments[name] = preferences[name]
+    return arguments
+
+
+def apply_preferences(command: Command, preferences: dict[str, str]) -> str:
+    """Update ``preferences`` from a prefer command; the reply to show."""
+    if command.arguments.get("reset"):
+        preferences.clear()
+        return "Preferences cleared."
+    preferences.update({k: str(v) for k, v in command.arguments.items() if k in ("time_window", "min_severity")})
+    if not preferences:
+        return 'No preferences set. Example: "prefer 7d medium".'
+    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(preferences.items()))
+    return f"Preferences: {shown}. They are used when a question or command does not say otherwise."
 
 
 def usage(command: str) -> str:
