@@ -24,7 +24,6 @@ import json
 import os
 import random
 import re
-import ssl
 import statistics
 import string
 import sys
@@ -42,9 +41,7 @@ sys.path.insert(0, str(ROOT))
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(ROOT.parent / "shared" / "tiktoken")
 
-import aiohttp  # noqa: E402
 import tiktoken  # noqa: E402
-from azure.core.pipeline.transport import AioHttpTransport  # noqa: E402
 
 from bot.orchestrator.conversation import Conversation  # noqa: E402
 from bot.orchestrator.llm import ChatModel, Completion, create_client  # noqa: E402
@@ -52,11 +49,10 @@ from bot.orchestrator.loop import Orchestrator, Progress, TurnResult  # noqa: E4
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
-from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402
 from tests.support import openai_fake as oa  # noqa: E402
-from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics  # noqa: E402
-from tests.support.workspaces import WORKSPACE, make_la_client, prime  # noqa: E402
+from tests.support.loganalytics_fake import FakeLogAnalytics  # noqa: E402
+from tests.support.workspaces import make_la_client, prime  # noqa: E402
 
 # A fixed clock and seed, so the demo rows, and with them the token counts, are the same on every run.
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
@@ -113,19 +109,6 @@ async def timed_turn(orchestrator: Orchestrator, fake_llm: oa.FakeOpenAI, fake_l
     return TurnTiming(ended - started, gaps)
 
 
-def pooled_la_client(fake: FakeLogAnalytics, session: aiohttp.ClientSession) -> SentinelClient:
-    """The real LogsQueryClient with one SSL context for all requests, so aiohttp reuses its connections.
-
-    ``make_la_client`` trusts the fake's CA by passing ``connection_verify=<CA file>``; azure-core then builds a
-    new SSLContext for every request, and aiohttp pools connections per SSL context, so every query opens a
-    new TCP + TLS connection. Production verifies with the default (``True``) and reuses connections; this
-    client gets the same behaviour against the fake.
-    """
-    transport = AioHttpTransport(session=session, session_owner=False)
-    logs = create_logs_client(FakeCredential(), endpoint=fake.endpoint, transport=transport, retry_backoff_factor=0.01)
-    return SentinelClient(LogAnalyticsBackend(logs, WORKSPACE))
-
-
 async def bench_turn_time(runs: int, seed: int) -> bool:
     print(f"== 1. Turn time: 2-round turn with 3 parallel tools vs the fakes' critical path 2 x LLM + 1 x LA "
           f"(goal median/path <= {TURN_TIME_GOAL:.2f}) ==")
@@ -135,9 +118,7 @@ async def bench_turn_time(runs: int, seed: int) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         fake_la = await FakeLogAnalytics(Path(tmp)).start()
         fake_llm = await oa.FakeOpenAI().start()
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=str(fake_la.ca_file))))
-        clients = {"make_la_client": make_la_client(fake_la), "pooled TLS": pooled_la_client(fake_la, session)}
+        clients = {"LogsQueryClient": make_la_client(fake_la)}
         try:
             for tool, arguments in PARALLEL_CALLS:
                 await prime(fake_la, demo, tool, arguments)
@@ -164,7 +145,6 @@ async def bench_turn_time(runs: int, seed: int) -> bool:
         finally:
             for sentinel in clients.values():
                 await sentinel.close()
-            await session.close()
             await fake_llm.stop()
             await fake_la.stop()
     print("Where the time off the critical path goes (medians, ms):")

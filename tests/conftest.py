@@ -10,6 +10,7 @@ import pytest
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from tests.support.loganalytics_fake import FakeLogAnalytics
+from tests.support.openai_fake import FakeOpenAI
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -47,8 +48,6 @@ async def fake_logs(tmp_path: Path) -> AsyncIterator[FakeLogAnalytics]:
 
 
 @pytest.fixture
-async def fake_openai() -> AsyncIterator["FakeOpenAI"]:
-    from tests.support.openai_fake import FakeOpenAI
-
+async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI() as server:
         yield server

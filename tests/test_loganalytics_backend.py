@@ -27,8 +27,8 @@ INCIDENT_ROW = {
 
 
 def client_for(fake: FakeLogAnalytics, credential=None, sleeps: list[float] | None = None, **options) -> SentinelClient:
-    logs = create_logs_client(credential or FakeCredential(), endpoint=fake.endpoint,
-                              connection_verify=str(fake.ca_file), retry_backoff_factor=0.01)
+    logs = create_logs_client(credential or FakeCredential(), endpoint=fake.endpoint, transport=fake.transport(),
+                              retry_backoff_factor=0.01)
 
     async def record_sleep(seconds: float) -> None:
         if sleeps is not None:

@@ -59,7 +59,6 @@ class Orchestrator:
         self.max_rounds = max_rounds
         self.demo = demo
         self._schemas = tools.schemas()
-        self.tool_tokens = memory.counter.tools(self._schemas)
 
     async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress) -> TurnResult:
         notices = self.memory.before_turn(conversation)
@@ -98,7 +97,7 @@ class Orchestrator:
         """/clear: keep preferences and a short model-written summary of the discussion."""
         summary = None
         if conversation.history:
-            messages = self._preamble(conversation) + for_api(conversation.history)
+            messages = self._system() + for_api(conversation.history) + self._context(conversation)
             messages.append({"role": "system", "content": prompts.SUMMARY_INSTRUCTION})
             try:
                 summary = (await self.model.complete(messages, tools=None)).text
@@ -163,22 +162,28 @@ class Orchestrator:
                       "content": f"Not run: at most {MAX_TOOL_CALLS_PER_ROUND} tool calls per round."}
                      for c in dropped]
 
-    def _preamble(self, conversation: Conversation) -> list[dict[str, Any]]:
-        system = [prompts.SYSTEM_PROMPT]
-        if self.demo:
-            system.append(prompts.DEMO_NOTE)
+    def _system(self) -> list[dict[str, Any]]:
+        """The stable prefix of every request (providers cache it): role, rules, demo note."""
+        text = prompts.SYSTEM_PROMPT + (f"\n\n{prompts.DEMO_NOTE}" if self.demo else "")
+        return [{"role": "system", "content": text}]
+
+    def _context(self, conversation: Conversation) -> list[dict[str, Any]]:
+        """What changes from turn to turn (preferences, summary, references), placed after the history
+        so the prefix stays cacheable."""
+        parts = []
         if conversation.preferences:
-            system.append(prompts.preferences_context(conversation.preferences))
+            parts.append(prompts.preferences_context(conversation.preferences))
         if conversation.summary:
-            system.append(prompts.summary_context(conversation.summary))
+            parts.append(prompts.summary_context(conversation.summary))
         listing = conversation.references.context()
         if listing:
-            system.append(prompts.references_context(listing))
-        return [{"role": "system", "content": "\n\n".join(system)}]
+            parts.append(prompts.references_context(listing))
+        return [{"role": "system", "content": "\n\n".join(parts)}] if parts else []
 
     def _messages(self, conversation: Conversation, turn: list[dict[str, Any]], wants_examples: bool,
                   synthesis: bool) -> list[dict[str, Any]]:
-        messages = self._preamble(conversation) + for_api(conversation.history) + list(turn)
+        # The context goes just before this turn's question, and reflects references made during the turn.
+        messages = self._system() + for_api(conversation.history) + self._context(conversation) + list(turn)
         if wants_examples:
             messages.append({"role": "system", "content": prompts.EXAMPLE_DATA_INSTRUCTION})
         if synthesis:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.sentinel.models import AlertSummary, EntityCount, EntityRef, Incident, IncidentDetail, QueryResult
+from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult
 
 MAX_REFERENCES = 300
-CONTEXT_REFERENCES = 40  # how many of the most recent references the model sees each turn
+CONTEXT_REFERENCES = 30  # how many of the most recent references the model sees each turn
 
 
 @dataclass
@@ -30,30 +30,34 @@ class Reference:
 
 @dataclass
 class References:
-    items: list[Reference] = field(default_factory=list)
+    items: list[Reference] = field(default_factory=list)  # least recently used first
     next_n: int = 1
     last_incident: str | None = None  # the incident most recently looked at ("that incident")
 
+    def __post_init__(self) -> None:
+        self._by_key = {(r.kind, r.key): r for r in self.items}
+
     def ref_for(self, kind: str, key: str) -> int | None:
-        for item in self.items:
-            if item.kind == kind and item.key == key:
-                return item.n
-        return None
+        item = self._by_key.get((kind, key))
+        return item.n if item else None
 
     def get(self, n: int) -> Reference | None:
         return next((item for item in self.items if item.n == n), None)
 
     def assign(self, kind: str, key: str, label: str) -> int:
-        for item in self.items:
-            if item.kind == kind and item.key == key:
-                item.label = label
-                # Recently used items move to the end, so trimming forgets the stalest first.
-                self.items.remove(item)
-                self.items.append(item)
-                return item.n
+        item = self._by_key.get((kind, key))
+        if item is not None:
+            item.label = label
+            # Recently used items move to the end, so trimming forgets the stalest first.
+            self.items.remove(item)
+            self.items.append(item)
+            return item.n
         reference = Reference(self.next_n, kind, key, label)
         self.next_n += 1
         self.items.append(reference)
+        self._by_key[(kind, key)] = reference
+        for forgotten in self.items[:-MAX_REFERENCES]:
+            del self._by_key[(forgotten.kind, forgotten.key)]
         del self.items[:-MAX_REFERENCES]
         return reference.n
 
@@ -105,10 +109,8 @@ class References:
         return self.assign("entity", f"{entity_type}:{value}", label)
 
 
-def entity_key(entity: EntityRef) -> str:
-    return f"{entity.type}:{entity.value}"
-
-
-def _short(text: str, width: int = 70) -> str:
-    flat = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+def _short(text: str, width: int = 50) -> str:
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -11,7 +11,7 @@ Values reach the text only as validated enums and ints, or through ``string_lite
 
 from __future__ import annotations
 
-from functools import singledispatch
+from functools import cache, singledispatch
 
 from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
 from bot.sentinel.queries import (
@@ -71,6 +71,7 @@ _OWNER = "coalesce(tostring(Owner.assignedTo), tostring(Owner.email), tostring(O
 _ALERT_COUNT = "coalesce(toint(AdditionalData.alertsCount), toint(array_length(AlertIds)))"
 
 
+@cache
 def entity_value_expression(var: str = "Entity", type_column: str = "EntityType") -> str:
     """A KQL expression giving an Entities item's identifying value (ENTITY_VALUE_RULES), or ""."""
 

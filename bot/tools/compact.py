@@ -31,8 +31,10 @@ def cell(value: object, width: int = 80) -> str:
         return value.strftime("%Y-%m-%d %H:%M")
     if isinstance(value, (tuple, list)):
         value = ",".join(str(v) for v in value)
-    text = "".join(ch if ch.isprintable() else " " for ch in str(value)).replace("|", "/")
-    text = " ".join(text.split())
+    text = str(value)
+    if not text.isprintable():  # rare: control characters in attacker-written text
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.replace("|", "/").split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -72,8 +72,7 @@ class ToolDefinition:
 def _window(default: TimeWindow) -> Parameter:
     return Parameter(
         "time_window",
-        "How far back to look, ending now. Pick the narrowest window that answers the question "
-        "(\"overnight\" or \"today\" = last_24h, \"this week\" = last_7d).",
+        "How far back, ending now (\"overnight\"/\"today\" = last_24h, \"this week\" = last_7d).",
         enum=tuple(w.value for w in TimeWindow),
         default=default.value,
     )
@@ -81,38 +80,33 @@ def _window(default: TimeWindow) -> Parameter:
 
 _SEVERITY = Parameter(
     "min_severity",
-    "Lowest severity to include; more severe ones are always included (Medium = Medium and High).",
+    "Lowest severity to include (Medium = Medium and High).",
     enum=tuple(s.value for s in Severity),
     default=Severity.INFORMATIONAL.value,
 )
 
 
 def _limit(default: int, maximum: int, what: str) -> Parameter:
-    return Parameter("limit", f"Maximum number of {what} to return.", kind="integer", default=default,
+    return Parameter("limit", f"Max {what}.", kind="integer", default=default,
                      minimum=1, maximum=maximum)
 
 
 READ_TOOLS: tuple[ToolDefinition, ...] = (
     ToolDefinition(
         "query_incidents",
-        "List Microsoft Sentinel incidents created in a time window (latest state of each: severity, status, "
-        "owner, alert count, tactics, products), most severe first. Use for questions about incidents, the "
-        "queue, what came in, who is working on what. Not for single alerts (query_alerts) or counts over "
-        "time (get_alert_trend).",
+        "Incidents created in a window, most severe first (severity, status, owner, alerts, tactics). For "
+        "the queue, what came in, who is on what.",
         (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "incidents")),
         "Querying incidents...",
     ),
     ToolDefinition(
         "get_incident_detail",
-        "Full detail of ONE incident: description, alerts, entities (accounts, hosts, IPs, files...), tactics, "
-        "owner, classification, comment count, portal link. Use for follow-ups such as \"tell me more about "
-        "[2]\" or \"that incident\" (look up its number in the reference list), or when the analyst names an "
-        "incident by number or title.",
+        "One incident in depth: description, alerts, entities, owner, classification, portal link. For "
+        "follow-ups like \"tell me more about [2]\" or \"that incident\" (take its number from the references).",
         (
             Parameter(
                 "incident_ref",
-                "The incident number (e.g. \"42\"), or words from its title to search for. Use the number when "
-                "you know it.",
+                "Incident number (e.g. \"42\"), or words from its title.",
                 required=True,
             ),
         ),
@@ -120,22 +114,20 @@ READ_TOOLS: tuple[ToolDefinition, ...] = (
     ),
     ToolDefinition(
         "query_alerts",
-        "List individual security alerts (deduplicated) in a time window, most severe first, with their main "
-        "entities and the product that raised them. Use for questions about alerts or detections, including "
-        "ones not (yet) grouped into incidents.",
+        "Individual alerts in a window, most severe first, with product and main entities. For alerts and "
+        "detections, including ones not in an incident.",
         (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "alerts")),
         "Querying alerts...",
     ),
     ToolDefinition(
         "get_alert_trend",
-        "Alert counts per time bin and severity (zero-filled) over a window. Use for volume questions: "
-        "\"is the alert volume unusual?\", spikes, bursts, comparisons between days or hours.",
+        "Alert counts per time bin and severity, zero-filled. For volume, spikes and \"is this unusual?\".",
         (
             _window(TimeWindow.LAST_7D),
             _SEVERITY,
             Parameter(
                 "bin_size",
-                "Bin width: auto (hourly up to 3 days, daily beyond), 1h or 1d.",
+                "auto = hourly up to 3 days, else daily.",
                 enum=tuple(b.value for b in BinSize),
                 default=BinSize.AUTO.value,
             ),
@@ -144,9 +136,8 @@ READ_TOOLS: tuple[ToolDefinition, ...] = (
     ),
     ToolDefinition(
         "get_top_entities",
-        "The entities (accounts, hosts, IP addresses, URLs, files, ...) that appear in the most alerts in a "
-        "window, with how many of those alerts were High severity. Use for \"which hosts/users were hit most\", "
-        "\"most targeted\", noisy or suspicious entities.",
+        "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High-severity counts. For "
+        "\"which hosts/users were hit most\".",
         (_window(TimeWindow.LAST_7D), _SEVERITY, _limit(DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT, "entities")),
         "Finding top targeted entities...",
     ),

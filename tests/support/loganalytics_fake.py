@@ -18,9 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import trustme
 from aiohttp import web
 from azure.core.credentials import AccessToken
+from azure.core.pipeline.transport import AioHttpTransport
 
 # Result column types of each query's KQL (checked against Microsoft's parser in test_kql_parser).
 RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -152,6 +154,16 @@ class FakeLogAnalytics:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def transport(self) -> AioHttpTransport:
+        """An azure-core transport that trusts the fake's CA with one SSL context, so connections are reused.
+
+        (``connection_verify=<CA file>`` would build a new SSL context, and so a new TLS connection, per
+        request; production verifies with the default context and reuses connections.)
+        """
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+        return AioHttpTransport(session=session, session_owner=True)
 
     def respond(self, status: int, body: Any, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> None:
         self.script.append(Scripted(status, body, headers or {}, delay_s))

@@ -37,7 +37,8 @@ def brain(body: dict[str, Any]) -> oa.Step:
     results = [m for m in messages[last_user + 1:] if m.get("role") == "tool"]
     if not body.get("tools") or results:
         return oa.text(_answer(question, results))
-    calls = _plan(question, str(messages[0].get("content", "")) if messages else "")
+    system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    calls = _plan(question, system)
     if not calls:
         return oa.text("I'm your Sentinel assistant, so that one is outside my beat. I can list incidents, explain "
                        "one in detail, show alerts, alert trends and the most targeted accounts, hosts and IPs.")

@@ -17,7 +17,7 @@ WORKSPACE = "11111111-2222-3333-4444-555555555555"
 def make_la_client(fake: FakeLogAnalytics, *, sdk_retries: int | None = None, **backend_options: Any) -> SentinelClient:
     """A SentinelClient over the real LogsQueryClient, pointed at the fake service."""
     extra = {"retry_total": sdk_retries} if sdk_retries is not None else {}
-    logs = create_logs_client(FakeCredential(), endpoint=fake.endpoint, connection_verify=str(fake.ca_file),
+    logs = create_logs_client(FakeCredential(), endpoint=fake.endpoint, transport=fake.transport(),
                               retry_backoff_factor=0.01, **extra)
     return SentinelClient(LogAnalyticsBackend(logs, WORKSPACE, **backend_options))
 
