@@ -22,7 +22,7 @@ from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator, TurnResult
 from bot.orchestrator.prompts import DISCLAIMER
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryResult
+from bot.sentinel.models import DEMO_NOTICE, QueryResult
 from bot.terminal import render
 from bot.tools.commands import HELP_TEXT, CommandError, apply_preferences, parse, with_preferences
 from bot.tools.definitions import TOOLS_BY_NAME
@@ -102,8 +102,9 @@ class TerminalChat:
 
     def _format_turn(self, turn: TurnResult) -> str:
         parts = [turn.text]
-        tables = [render.render(run.artifact, self.conversation.references.ref_for)
-                  for run in turn.runs if isinstance(run.artifact, QueryResult) and run.artifact.records]
+        shown = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult) and run.artifact.records]
+        # One Data sources footnote below replaces the per-table source lines.
+        tables = [render.render(result, self.conversation.references.ref_for, with_footer=False) for result in shown]
         if tables:
             parts.append("\n\n".join(tables))
         if turn.disclaimer:
@@ -112,6 +113,8 @@ class TerminalChat:
         footnote = sources.footnote(turn.runs)
         if footnote:
             parts.append(footnote + "\n  (/sources shows the exact queries)")
+        if any(result.metadata.is_demo for result in shown):
+            parts.append(DEMO_NOTICE)
         return "\n\n".join(part for part in parts if part)
 
     async def run(self, read_line: Callable[[str], str] = input) -> int:

@@ -58,7 +58,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | None = None) -> str:
+def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | None = None, *,
+           with_footer: bool = True) -> str:
     if isinstance(result, QueryError):
         return f"Sorry, that query failed: {result.message}"
     tool = result.metadata.tool
@@ -74,7 +75,7 @@ def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | No
         body = trend(result.records)
     else:
         body = entities(result.records, ref_for, now)
-    return "\n".join(part for part in (body, footer(result)) if part)
+    return "\n".join(part for part in (body, footer(result) if with_footer else "") if part)
 
 
 def incidents(records: Sequence[Incident], ref_for: RefFor, now: datetime | None = None) -> str:
