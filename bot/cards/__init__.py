@@ -1,0 +1,31 @@
+"""Adaptive Cards (1.5) built from typed query results: pure functions, no I/O, no SDKs.
+
+Cards depend only on ``bot.sentinel.models``. Every card stays under ``MAX_CARD_BYTES``; text from
+the workspace is shown as inert plain text (see ``common.plain``).
+"""
+
+from bot.cards.alerts import alert_list
+from bot.cards.common import MAX_CARD_BYTES, card_size, plain
+from bot.cards.entities import top_entities
+from bot.cards.footer import SourceLine, footer
+from bot.cards.incidents import incident_detail, incident_table
+from bot.cards.messages import error, help_card, welcome
+from bot.cards.results import result_card
+from bot.cards.trend import alert_trend
+
+__all__ = [
+    "MAX_CARD_BYTES",
+    "SourceLine",
+    "alert_list",
+    "alert_trend",
+    "card_size",
+    "error",
+    "footer",
+    "help_card",
+    "incident_detail",
+    "incident_table",
+    "plain",
+    "result_card",
+    "top_entities",
+    "welcome",
+]

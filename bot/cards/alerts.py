@@ -1,0 +1,41 @@
+"""The alert list card, and the alert table the incident detail card shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from bot.cards.common import Element, RefFor, age, cell, count_label, list_card, plain, ref, severity_text, subtle, \
+    table, text
+from bot.sentinel.models import AlertSummary, QueryResult
+
+
+def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
+    """[n] | Alert (name, product and age) | Severity | Entities."""
+    return list_card(result, lambda total: count_label(total, "alert"), "alerts",
+                     "Ask for a shorter window or a higher severity to see the rest.",
+                     lambda shown: alert_table(shown, ref_for, now, with_entities=True))
+
+
+def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, *, with_entities: bool) -> Element:
+    headers = ["", "Alert", "Severity"] + (["Entities"] if with_entities else [])
+    widths = [2, 9, 3] + ([5] if with_entities else [])
+    rows = []
+    for alert in alerts:
+        row = [
+            cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")),
+            cell(text(plain(alert.name, 90), maxLines=2),
+                 subtle(f"{plain(alert.product, 40)} · {age(alert.time, now)}")),
+            cell(severity_text(alert.severity)),
+        ]
+        if with_entities:
+            row.append(cell(text(_entities(alert), size="small")))
+        rows.append(row)
+    return table(headers, widths, rows)
+
+
+def _entities(alert: AlertSummary) -> str:
+    """The first two entity values, short: "alice@contoso.com, 10.0.0.4 +3"."""
+    values = [plain(entity.partition(": ")[2] or entity, 28) for entity in alert.entities[:2]]
+    more = max(alert.entity_count, len(alert.entities)) - len(values)
+    return (", ".join(values) or "-") + (f" +{more}" if more > 0 else "")

@@ -1,0 +1,243 @@
+"""Shared pieces of every card: safe text, ages, severity styles, tables, buttons, headers and size.
+
+Titles, descriptions, alert names, entity values and owners are written by whoever triggered the
+alert, so they are data, never markup: ``plain`` flattens them to one printable line, breaks the
+markdown Teams renders in TextBlocks and FactSets, and cuts them to a width. Text the cards write
+themselves never contains markdown either, so a hostile value cannot pair up with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from bot.sentinel.models import QueryResult
+
+MAX_CARD_BYTES = 28_000  # the "generally 28 KB" card limit; Teams' message limit is higher (docs/teams-limits.md)
+MAX_TABLE_ROWS = 25
+RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's [n]
+Element = dict[str, Any]
+
+SEVERITIES = ("High", "Medium", "Low", "Informational")
+SEVERITY_COLOR = {"High": "attention", "Medium": "warning", "Low": "accent", "Informational": "default"}
+SEVERITY_SHORT = {"Informational": "Info"}
+
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")  # <at>, <a href>, </at>: shown, never parsed as a tag or mention
+_HTML_ENTITY = re.compile(r"&(?=#?\w{1,10};)")  # &lt;at&gt; must not turn back into <at>
+_EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")  # _italic_ (snake_case stays)
+_NUMBERED = re.compile(r"^(\d{1,9}[.)]) ")  # "1. " would start a numbered list
+_LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "＝"})  # heading, quote, list, rule
+
+
+def plain(value: object, width: int = 80) -> str:
+    """``value`` as inert text: one printable line, no markdown Teams would render, at most ``width`` chars."""
+    text = "" if value is None else str(value)
+    text = text[: width * 8 + 256]  # bounds the work on a 10 MB field; whitespace collapsing needs the slack
+    if not text.isprintable():  # newlines, tabs, escapes, bidi overrides and zero-width characters
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.split())
+    text = unlink(text).replace("*", "∗")  # **bold**
+    text = _HTML_ENTITY.sub("＆", text)
+    text = _EDGE_UNDERSCORE.sub("＿", text)
+    text = _NUMBERED.sub("\\1\u00a0", text)
+    if text and text[0] in "#>-+=":
+        text = text[0].translate(_LEADING) + text[1:]
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def unlink(text: str) -> str:
+    """``text`` with [text](url) links and <tags> (including <at> mentions) broken, everything else as is."""
+    return _TAG.sub("‹", text.replace("](", "] ("))
+
+
+def as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def age(moment: datetime | None, now: datetime) -> str:
+    """A short age: "5m ago", "14h ago", "3d ago"."""
+    if moment is None:
+        return "-"
+    seconds = (as_utc(now) - as_utc(moment)).total_seconds()
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m ago"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)}h ago"
+    return f"{int(seconds // 86400)}d ago"
+
+
+def when(moment: datetime | None, now: datetime) -> str:
+    """Age plus the UTC time: "14h ago (20 Nov 01:30 UTC)"."""
+    if moment is None:
+        return "-"
+    moment = as_utc(moment)
+    stamp = moment.strftime("%d %b %H:%M" if moment.year == as_utc(now).year else "%d %b %Y %H:%M")
+    return f"{age(moment, now)} ({stamp} UTC)"
+
+
+def severity_label(severity: str) -> str:
+    return SEVERITY_SHORT.get(severity, plain(severity, 13))
+
+
+def severity_text(severity: str, suffix: str = "", **style: Any) -> Element:
+    """Severity as coloured text, so colour is never the only signal."""
+    if severity not in ("High", "Medium", "Low"):
+        style = {"isSubtle": True, **style}
+    return text(severity_label(severity) + suffix, color=SEVERITY_COLOR.get(severity, "default"), weight="bolder",
+                **style)
+
+
+def text(value: str, **style: Any) -> Element:
+    """A wrapping TextBlock. ``value`` must already be safe: cards' own words plus ``plain`` pieces."""
+    return {"type": "TextBlock", "text": value, "wrap": True, **style}
+
+
+def subtle(value: str, **style: Any) -> Element:
+    return text(value, **{"isSubtle": True, "size": "small", "spacing": "none", **style})
+
+
+def ref(ref_for: RefFor, kind: str, key: str) -> str:
+    n = ref_for(kind, key)
+    return f"[{n}]" if n is not None else ""
+
+
+def cell(*items: Element) -> Element:
+    return {"type": "TableCell", "items": list(items)}
+
+
+def table(headers: Sequence[str], widths: Sequence[int], rows: Sequence[Sequence[Element]]) -> Element:
+    """A Table with a bold header row; each row is a list of TableCells."""
+    head = {"type": "TableRow", "cells": [cell(text(h, weight="bolder", size="small")) for h in headers]}
+    return {
+        "type": "Table",
+        "columns": [{"width": w} for w in widths],
+        "firstRowAsHeader": True,
+        "showGridLines": False,
+        "rows": [head, *({"type": "TableRow", "cells": list(r)} for r in rows)],
+    }
+
+
+def message_back(title: str, command: str, display: str, data: dict[str, Any] | None = None) -> Element:
+    """A button that posts ``command`` as if typed: Teams shows ``display`` and the bot reads the text."""
+    payload = {**(data or {}), "msteams": {"type": "messageBack", "displayText": display, "text": command}}
+    return {"type": "Action.Submit", "title": title, "data": payload}
+
+
+def details_action(number: int, title: str = "Details") -> Element:
+    return message_back(title, f"incident {number}", f"Details of incident #{number}",
+                        {"action": "incident_detail", "incident": number})
+
+
+def actions(*buttons: Element, **style: Any) -> Element:
+    return {"type": "ActionSet", "actions": list(buttons), **style}
+
+
+def card(body: Sequence[Element], buttons: Sequence[Element] = ()) -> Element:
+    out: Element = {"type": "AdaptiveCard", "version": "1.5", "body": list(body)}
+    if buttons:
+        out["actions"] = list(buttons)
+    return out
+
+
+def header(title: str, *, demo: bool, subtitle: str | None = None) -> list[Element]:
+    """The heading of a result card, with a DEMO DATA label when the data is generated."""
+    heading = text(title, weight="bolder", size="medium", style="heading")
+    if demo:
+        label = text("DEMO DATA", color="warning", weight="bolder", size="small", wrap=False)
+        heading = {"type": "ColumnSet", "columns": [
+            {"type": "Column", "width": "stretch", "items": [heading]},
+            {"type": "Column", "width": "auto", "verticalContentAlignment": "center", "items": [label]},
+        ]}
+    return [heading] + ([subtle(subtitle)] if subtitle else [])
+
+
+def warnings(lines: Sequence[str], limit: int = 3) -> list[Element]:
+    return [text(f"Note: {plain(line, 200)}", color="warning", size="small") for line in lines[:limit]]
+
+
+def window_label(value: object) -> str:
+    match = re.fullmatch(r"last_(\d{1,4})([hd])", str(value or ""))
+    if not match:
+        return plain(str(value or "selected window").replace("_", " "), 30)
+    n, unit = int(match.group(1)), "hour" if match.group(2) == "h" else "day"
+    return f"last {unit}" if n == 1 else f"last {n} {unit}s"
+
+
+def scope_label(parameters: dict[str, Any]) -> str:
+    """ "last 24 hours, High and above" from a query's parameters."""
+    severity = str(parameters.get("min_severity") or "Informational")
+    if severity == "Informational":
+        shown = "all severities"
+    elif severity == "High":
+        shown = "High only"
+    else:
+        shown = f"{plain(severity, 13)} and above"
+    return f"{window_label(parameters.get('time_window'))}, {shown}"
+
+
+def count_label(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def shown_note(shown: int, total: int, plural: str, hint: str) -> str | None:
+    """ "Showing 25 of 80 incidents; 55 not shown. <hint>" when rows were left out."""
+    if shown >= total:
+        return None
+    return f"Showing {shown} of {total} {plural}; {total - shown} not shown. {hint}"
+
+
+def list_card(result: QueryResult, title: Callable[[int], str], plural: str, hint: str,
+              make_table: Callable[[Sequence[Any]], Element]) -> Element:
+    """Header, warnings and one table of a list result, with as many rows as the size limit allows."""
+    meta = result.metadata
+    if not result.records:
+        return nothing_matched(result)
+    total = max(meta.total, len(result.records))
+
+    def build(limit: int) -> Element:
+        shown = result.records[:limit]
+        body = header(f"{title(total)} ({scope_label(meta.parameters)})", demo=meta.is_demo,
+                      subtitle=shown_note(len(shown), total, plural, hint))
+        return card([*body, *warnings(meta.warnings), make_table(shown)])
+
+    return fit(build, MAX_TABLE_ROWS)
+
+
+_NOTHING = {"query_incidents": "No incidents", "query_alerts": "No alerts", "get_alert_trend": "No alerts",
+            "get_top_entities": "No entities", "get_incident_detail": "No incident found"}
+
+
+def nothing_matched(result: QueryResult) -> Element:
+    """The small card for an empty result: what was searched and what to try next."""
+    meta = result.metadata
+    if meta.tool == "get_incident_detail":
+        wanted = meta.parameters.get("incident_ref", "")
+        if isinstance(wanted, int):
+            what = f"No incident #{wanted} in the last 90 days."
+        else:
+            what = f'No incident title matched "{plain(wanted, 80)}" in the last 90 days.'
+        hint = "Check the incident number, or try other words from its title."
+    else:
+        what = f"Nothing matched in the {scope_label(meta.parameters)}."
+        hint = "Try a wider time window (for example 7d or 30d) or a lower minimum severity."
+    return card([*header(_NOTHING.get(meta.tool, "No results"), demo=meta.is_demo), text(what),
+                 subtle(hint, spacing="small"), *warnings(meta.warnings)])
+
+
+def card_size(value: Element) -> int:
+    """Bytes of the card as compact UTF-8 JSON, the way it goes over the wire."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def fit(build: Callable[[int], Element], limit: int) -> Element:
+    """``build(limit)``, or ``build`` with fewer rows while the card is over MAX_CARD_BYTES."""
+    result = build(limit)
+    while card_size(result) > MAX_CARD_BYTES and limit > 1:
+        limit = limit * 2 // 3
+        result = build(limit)
+    return result

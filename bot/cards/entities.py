@@ -1,0 +1,31 @@
+"""The top entities card: the accounts, hosts and addresses that appear in the most alerts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from bot.cards.common import Element, RefFor, age, cell, list_card, plain, ref, subtle, table, text
+from bot.sentinel.models import EntityCount, QueryResult
+
+
+def top_entities(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
+    """[n] | Entity (value, type and last seen) | Alerts | High."""
+    return list_card(result, lambda total: "Entities in the most alerts", "entities",
+                     "Ask for more entities (up to 50) or a shorter window.", lambda shown: _table(shown, ref_for, now))
+
+
+def _table(entities: Sequence[EntityCount], ref_for: RefFor, now: datetime) -> Element:
+    rows = [
+        [
+            cell(text(ref(ref_for, "entity", f"{e.type}:{e.value}"), weight="bolder")),
+            cell(text(plain(e.value, 60), maxLines=2),
+                 subtle(f"{plain(e.type, 24)} · last seen {age(e.last_seen, now)}")),
+            cell(text(str(e.alert_count), horizontalAlignment="right")),
+            cell(text(str(e.high_severity_count), horizontalAlignment="right",
+                      color="attention" if e.high_severity_count else "default",
+                      weight="bolder" if e.high_severity_count else "default")),
+        ]
+        for e in entities
+    ]
+    return table(["", "Entity", "Alerts", "High"], [2, 10, 3, 3], rows)

@@ -1,0 +1,76 @@
+"""The "Data sources" footnote: one line per query, the KQL behind a toggle, notices, disclaimer, demo banner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.cards.common import Element, actions, card, fit, plain, subtle, text, unlink
+from bot.sentinel.models import DEMO_NOTICE
+
+MAX_SOURCES = 8
+MAX_NOTICES = 5
+MAX_KQL_CHARS = 3_000  # per query; fewer when the footnote would not fit the card size limit
+MAX_KQL_LINES = 60
+DISCLAIMER = "AI-generated analysis: verify it against the source data before you act on it."
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One query behind an answer: a readable line ("query_incidents(...) on Log Analytics, 12 rows, 340 ms")
+    and the exact KQL."""
+
+    text: str
+    kql: str = ""
+
+
+def footer(sources: Sequence[SourceLine], *, demo: bool, disclaimer: bool, notices: Sequence[str]) -> Element | None:
+    """The footnote card, or None when there is nothing to show."""
+    if not (sources or demo or disclaimer or notices):
+        return None
+    return fit(lambda kql_chars: _footer(sources[:MAX_SOURCES], demo, disclaimer, notices, kql_chars), MAX_KQL_CHARS)
+
+
+def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices: Sequence[str],
+            kql_chars: int) -> Element:
+    body: list[Element] = []
+    if demo:
+        body.append({"type": "Container", "style": "warning", "items": [text(DEMO_NOTICE, weight="bolder")]})
+    body += [text(plain(notice, 300), color="warning", size="small") for notice in notices[:MAX_NOTICES]]
+    if len(notices) > MAX_NOTICES:
+        body.append(subtle(f"{len(notices) - MAX_NOTICES} more notices not shown."))
+    if disclaimer:
+        body.append(text(DISCLAIMER, size="small", isSubtle=True))
+    if sources:
+        body.append(text("Data sources", size="small", weight="bolder", separator=bool(body)))
+    targets = []
+    for index, source in enumerate(sources, start=1):
+        body.append(subtle(plain(source.text, 300)))
+        if source.kql.strip():
+            targets.append(f"kql-{index}")
+            body.append({"type": "Container", "id": targets[-1], "isVisible": False,
+                         "items": _kql(source.kql, kql_chars)})
+    if targets:
+        toggle = {"type": "Action.ToggleVisibility", "title": "Show query" if len(targets) == 1 else "Show queries",
+                  "targetElements": targets}
+        body.append(actions(toggle, spacing="small"))
+    return card(body)
+
+
+def _kql(kql: str, limit: int) -> list[Element]:
+    """The query in monospace, one line per block. TextRuns are not read as markdown, so `*`, `_` and `[`
+    stay as typed and the query can be copied; links and tags are still broken in case a client does."""
+    shown = kql if len(kql) <= limit else kql[: max(limit - 1, 0)] + "…"
+    lines = [line for line in shown.splitlines() if line.strip()]
+    if len(lines) > MAX_KQL_LINES:
+        lines = lines[: MAX_KQL_LINES - 1] + ["…"]
+    return [{"type": "RichTextBlock", "inlines": [
+        {"type": "TextRun", "text": _code(line), "fontType": "monospace", "size": "small"}]} for line in lines]
+
+
+def _code(line: str) -> str:
+    if not line.isprintable():
+        line = "".join(ch if ch.isprintable() else " " for ch in line)
+    body = line.lstrip(" ")
+    indent = "\u00a0" * (len(line) - len(body))  # kept: plain spaces at the start of a block are dropped
+    return indent + unlink(body)

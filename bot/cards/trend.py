@@ -1,0 +1,149 @@
+"""The alert trend card: a Teams line chart, one series per severity, with a table fallback.
+
+``Chart.*`` elements are a Teams extension outside the Adaptive Cards 1.5 schema. Clients that do not
+know them render the element's ``fallback``: a small table of the same counts in at most 14 rows. The
+summary line (total, per severity, peak) sits outside the chart so every client shows it.
+Many bins (30 days of hours) are summed into fewer, wider buckets so the card stays small.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+from bot.cards.common import (
+    SEVERITIES,
+    Element,
+    as_utc,
+    card,
+    cell,
+    header,
+    nothing_matched,
+    scope_label,
+    severity_label,
+    table,
+    text,
+    warnings,
+)
+from bot.sentinel.models import QueryResult, TrendBin
+
+MAX_CHART_POINTS = 48
+MAX_TABLE_ROWS = 14
+MAX_SERIES = 6
+CHART_COLOR = {"High": "attention", "Medium": "warning", "Low": "categoricalBlue", "Informational": "neutral"}
+_HOUR, _DAY = timedelta(hours=1), timedelta(days=1)
+_STEPS = tuple(_HOUR * h for h in (1, 2, 3, 4, 6, 12)) + tuple(_DAY * d for d in (1, 2, 3, 7, 14, 30, 91, 365))
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+Buckets = dict[datetime, dict[str, int]]  # bucket start -> severity -> alerts
+
+
+def alert_trend(result: QueryResult) -> Element:
+    meta = result.metadata
+    bins = [b for b in result.records if isinstance(b, TrendBin)]
+    if not bins:
+        return nothing_matched(result)
+    base = _HOUR if meta.parameters.get("bin_size") == "1h" else _DAY if meta.parameters.get("bin_size") == "1d" \
+        else _infer_step(bins)
+    severities = _severities(bins)
+    chart_step = _step(bins, base, MAX_CHART_POINTS)
+    chart_buckets = _buckets(bins, chart_step)
+    chart = {
+        "type": "Chart.Line",
+        "title": f"Alerts per {_step_name(chart_step)} (UTC)",
+        "xAxisTitle": "Time (UTC)",
+        "yAxisTitle": "Alerts",
+        "data": [
+            {"legend": severity_label(s), "color": CHART_COLOR.get(s, "neutral"),
+             "values": [{"x": _label(start, chart_step), "y": counts.get(s, 0)}
+                        for start, counts in chart_buckets.items()]}
+            for s in severities
+        ],
+        "fallback": _fallback(bins, base, severities),
+    }
+    body = header(f"Alert trend ({scope_label(meta.parameters)})", demo=meta.is_demo)
+    return card([*body, text(_summary(bins, base, severities), size="small"), *warnings(meta.warnings), chart])
+
+
+def _fallback(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str]) -> Element:
+    step = _step(bins, base, MAX_TABLE_ROWS)
+    rows = [
+        [cell(text(_label(start, step), size="small")), cell(text(str(sum(counts.values())), weight="bolder")),
+         *(cell(text(str(counts.get(s, 0)))) for s in severities)]
+        for start, counts in _buckets(bins, step).items()
+    ]
+    headers = ["Time (UTC)" if step < _DAY else "Day (UTC)", "Total", *(severity_label(s) for s in severities)]
+    return {"type": "Container", "items": [
+        text(f"Alerts per {_step_name(step)} (UTC)", size="small", weight="bolder"),
+        table(headers, [4, 2, *([2] * len(severities))], rows),
+    ]}
+
+
+def _summary(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str]) -> str:
+    per_severity: dict[str, int] = defaultdict(int)
+    per_bin: dict[datetime, int] = defaultdict(int)
+    for b in bins:
+        per_severity[b.severity] += b.count
+        per_bin[as_utc(b.start)] += b.count
+    total = sum(per_severity.values())
+    parts = " · ".join(f"{severity_label(s)} {per_severity[s]}" for s in severities)
+    peak_start, peak = max(per_bin.items(), key=lambda item: (item[1], item[0]))
+    span = f"the hour from {peak_start:%d %b %H:%M}" if base < _DAY else f"the day {peak_start:%a %d %b}"
+    return f"{total} alerts: {parts}. Peak: {peak} in {span} UTC."
+
+
+def _severities(bins: Sequence[TrendBin]) -> list[str]:
+    present = {b.severity for b in bins}
+    known = [s for s in SEVERITIES if s in present]
+    return (known + sorted(present - set(SEVERITIES)))[:MAX_SERIES]
+
+
+def _infer_step(bins: Sequence[TrendBin]) -> timedelta:
+    starts = sorted({as_utc(b.start) for b in bins})
+    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    return _HOUR if not gaps or min(gaps) < _DAY else _DAY
+
+
+def _step(bins: Sequence[TrendBin], base: timedelta, limit: int) -> timedelta:
+    """The narrowest bucket, at least ``base`` wide, that covers the bins in at most ``limit`` buckets."""
+    first, last = min(as_utc(b.start) for b in bins), max(as_utc(b.start) for b in bins)
+    for step in _STEPS:
+        if step >= base and (_floor(last, step) - _floor(first, step)) // step + 1 <= limit:
+            return step
+    return _STEPS[-1]
+
+
+def _buckets(bins: Sequence[TrendBin], step: timedelta) -> Buckets:
+    """Counts summed per bucket, every bucket from the first to the last present (empty ones as zero)."""
+    buckets: Buckets = {}
+    first, last = min(_floor(as_utc(b.start), step) for b in bins), max(_floor(as_utc(b.start), step) for b in bins)
+    start = first
+    while start <= last:
+        buckets[start] = {}
+        start += step
+    for b in bins:
+        counts = buckets[_floor(as_utc(b.start), step)]
+        counts[b.severity] = counts.get(b.severity, 0) + b.count
+    return buckets
+
+
+def _floor(moment: datetime, step: timedelta) -> datetime:
+    return _EPOCH + ((moment - _EPOCH) // step) * step
+
+
+def _label(start: datetime, step: timedelta) -> str:
+    if step < _DAY:
+        return f"{start:%d %b %H:%M}"
+    if step == _DAY:
+        return f"{start:%a %d %b}"
+    end = start + step - _DAY
+    return f"{start:%d %b}–{end:%d %b}"
+
+
+def _step_name(step: timedelta) -> str:
+    if step < _DAY:
+        hours = step // _HOUR
+        return "hour" if hours == 1 else f"{hours} hours"
+    days = step // _DAY
+    return "day" if days == 1 else f"{days} days"
