@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+// Screenshot of the Microsoft 365 Agents Playground page, driven the way a person would use it.
+// Not part of the test suite (it needs a Chromium: apt-get install chromium; playwright-core downloads none).
+//
+//   .venv/bin/python -m tests.support.playground            # prints "Agents Playground: http://127.0.0.1:PORT/ ..."
+//   node tests/e2e/screenshot.js --url http://127.0.0.1:PORT/ --say card --wait-text "Echo bot card" --out card.png
+//
+// Options
+//   --url URL             the Playground page (required)
+//   --out FILE.png        where to write the screenshot (default playground.png)
+//   --conversation C      personal (default) | group | general | announcements: selected in the left rail
+//   --say TEXT            (repeatable) typed into the conversation and sent. In the group chat and channels
+//                         the bot is @mentioned first (picked from the "@" typeahead), as a person must for the
+//                         bot to hear it. In a channel the first --say starts a new post ("Start a new post",
+//                         then "Post"); later ones reply inside that thread (its "Type a message..." box).
+//   --press TITLE         after the messages, click the last card button with this title (Action.Submit/Execute)
+//   --wait-text TEXT      (repeatable) wait until this text is visible before the screenshot
+//   --hide-log            close the log panel on the right
+//   --full-page           capture the whole scrollable page
+//   --width N --height N  viewport (default 1400 x 900); --timeout MS for each wait (default 15000)
+//   --chromium PATH       browser binary (default $CHROMIUM or /usr/bin/chromium)
+//
+// What the page does by itself: loading it sends installationUpdate + conversationUpdate (the app "installed")
+// for each conversation the first time it is shown in that page, so a bot's welcome message appears; and it
+// only shows bot messages that arrive while it is open (it has no history), plus the user's messages it sent.
+
+const path = require('path');
+const { chromium } = require('playwright-core');
+
+const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync'];
+const CONVERSATIONS = {
+  personal: { tree: 'Personal Chat', channel: false, mention: false },
+  group: { tree: 'Group Chat', channel: false, mention: true },
+  general: { tree: 'My Team - General', channel: true, mention: true },
+  announcements: { tree: 'My Team - Announcements', channel: true, mention: true },
+};
+
+function parseArgs(argv) {
+  const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], width: 1400, height: 900,
+    timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false, fullPage: false };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) throw new Error(`${flag} needs a value`);
+      return argv[++i];
+    };
+    switch (flag) {
+      case '--url': options.url = next(); break;
+      case '--out': options.out = next(); break;
+      case '--conversation': options.conversation = next(); break;
+      case '--say': options.say.push(next()); break;
+      case '--press': options.press = next(); break;
+      case '--wait-text': options.waitText.push(next()); break;
+      case '--hide-log': options.hideLog = true; break;
+      case '--full-page': options.fullPage = true; break;
+      case '--width': options.width = Number(next()); break;
+      case '--height': options.height = Number(next()); break;
+      case '--timeout': options.timeout = Number(next()); break;
+      case '--chromium': options.chromium = next(); break;
+      default: throw new Error(`unknown option ${flag}`);
+    }
+  }
+  if (!options.url) throw new Error('--url is required');
+  if (!CONVERSATIONS[options.conversation]) {
+    throw new Error(`--conversation must be one of ${Object.keys(CONVERSATIONS).join(', ')}`);
+  }
+  return options;
+}
+
+async function typeMessage(page, box, text, mention, timeout) {
+  await box.click();
+  if (mention) {
+    await page.keyboard.type('@Test');
+    const item = page.getByRole('listbox', { name: 'Typeahead menu' }).getByRole('menuitem').first();
+    await item.waitFor({ timeout });
+    await item.click();
+    await page.keyboard.type(' ');
+  }
+  await page.keyboard.type(text);
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  const conversation = CONVERSATIONS[options.conversation];
+  const browser = await chromium.launch({ executablePath: options.chromium, headless: true, args: CHROMIUM_FLAGS });
+  try {
+    const page = await browser.newPage({ viewport: { width: options.width, height: options.height } });
+    page.setDefaultTimeout(options.timeout);
+    await page.goto(options.url, { waitUntil: 'networkidle', timeout: options.timeout });
+    const item = page.getByRole('treeitem', { name: conversation.tree });
+    try {
+      await item.click({ timeout: 2000 });
+    } catch {
+      // Playwright finds the Group Chat item (its avatar group) "outside of the viewport" and never clicks it,
+      // and narrow viewports hide the rail; a DOM click event on the item selects it all the same.
+      await item.dispatchEvent('click');
+    }
+    if (conversation.channel) await page.getByRole('button', { name: 'Post', exact: true }).waitFor();
+    await page.waitForTimeout(500);
+
+    let thread = null; // the channel post the later messages reply in
+    for (const text of options.say) {
+      if (!conversation.channel) {
+        await typeMessage(page, page.getByRole('textbox').last(), text, conversation.mention, options.timeout);
+        await page.getByRole('button', { name: 'Send Message' }).last().click();
+      } else if (thread === null) {
+        const newPost = page.getByRole('group').filter({ has: page.getByRole('button', { name: 'Post', exact: true }) });
+        await typeMessage(page, newPost.getByRole('textbox'), text, true, options.timeout);
+        await newPost.getByRole('button', { name: 'Post', exact: true }).click();
+        // Posts are listed newest first, after the new-post editor.
+        thread = page.getByRole('group').filter({ hasText: text }).filter({
+          has: page.getByRole('button', { name: 'Send Message' }) }).first();
+        await thread.waitFor();
+      } else {
+        await typeMessage(page, thread.getByRole('textbox'), text, true, options.timeout);
+        await thread.getByRole('button', { name: 'Send Message' }).click();
+      }
+      await page.waitForTimeout(700); // the bot answers in well under a second; --wait-text to be sure
+    }
+    if (options.press) {
+      await page.getByRole('button', { name: options.press, exact: true }).last().click();
+      await page.waitForTimeout(700);
+    }
+    for (const text of options.waitText) {
+      await page.getByText(text).last().waitFor({ state: 'visible' });
+    }
+    if (options.hideLog) await page.getByRole('button', { name: 'Hide log panel' }).click();
+    await page.waitForTimeout(300); // let the card renderer finish layout
+    await page.screenshot({ path: path.resolve(options.out), fullPage: options.fullPage });
+    console.log(path.resolve(options.out));
+  } finally {
+    await browser.close();
+  }
+}
+
+main().catch((error) => {
+  console.error(error.message || error);
+  process.exit(1);
+});
