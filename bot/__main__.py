@@ -18,6 +18,7 @@ from bot.sentinel.queries import QUERY_NAMES, make_query
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="Sentinel assistant for Microsoft Teams")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="serve the Teams bot endpoint (POST /api/messages, /healthz, /readyz)")
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "chat":
         logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
         return _run(_chat(settings))
+    if args.command == "serve":
+        from bot.app import serve
+
+        _run(serve(settings))
+        return 0
     return 2
 
 

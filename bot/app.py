@@ -99,3 +99,42 @@ def build_orchestrator(settings: Settings, sentinel: SentinelClient,
                                                  history_tokens=settings.max_history_tokens))
     return Orchestrator(ChatModel(client, settings.model_name), ToolBox(sentinel), memory,
                         max_rounds=settings.max_tool_rounds, demo=sentinel.is_demo)
+
+
+async def serve(settings: Settings) -> None:
+    """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
+    import asyncio
+    import signal
+
+    from aiohttp import web
+
+    from bot.teams.server import create_app
+    from bot.teams.storage import create_storage
+
+    components = await build(settings)
+    storage = create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
+                             blob_connection_string=settings.state_blob_connection_string,
+                             blob_container=settings.state_blob_container)
+    app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage)
+
+    async def close_clients(_: web.Application) -> None:
+        await components.close()
+        closer = getattr(storage, "close", None)
+        if closer is not None:
+            await closer()
+
+    app.on_cleanup.append(close_clients)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, settings.host, settings.port).start()
+    where = "the demo workspace" if components.sentinel.is_demo else "Log Analytics"
+    log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s)",
+             settings.host, settings.port, where, settings.state_store.kind,
+             settings.llm_provider or "none, commands only")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await runner.cleanup()

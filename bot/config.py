@@ -66,6 +66,8 @@ class Settings:
     port: int = 3978
     # Conversation state and the tool loop.
     state_store: StateStore = StateStore("sqlite", ".data/state.db")
+    state_blob_connection_string: str | None = field(default=None, repr=False)
+    state_blob_container: str = "bot-state"
     max_tool_rounds: int = 5
     max_turns: int = 30
     max_history_tokens: int = 24_000
@@ -204,6 +206,8 @@ class _Reader:
             host=self.text("HOST") or "127.0.0.1",
             port=self.number("PORT", 3978, 1, 65535),
             state_store=self._state_store(),
+            state_blob_connection_string=self.text("STATE_BLOB_CONNECTION_STRING"),
+            state_blob_container=self.text("STATE_BLOB_CONTAINER") or "bot-state",
             max_tool_rounds=self.number("MAX_TOOL_ROUNDS", 5, 1, 20),
             max_turns=self.number("MAX_TURNS", 30, 2, 500),
             max_history_tokens=self.number("MAX_HISTORY_TOKENS", 24_000, 2_000, 500_000),
@@ -225,6 +229,11 @@ class _Reader:
 
     def _state_store(self) -> StateStore:
         raw = self.text("STATE_STORE") or DEFAULT_STATE_STORE
+        if raw == "blob" and not self.text("STATE_BLOB_CONNECTION_STRING"):
+            self.problems.append("STATE_STORE=blob needs STATE_BLOB_CONNECTION_STRING (the storage account's "
+                                 "connection string) and optionally STATE_BLOB_CONTAINER (default bot-state).")
+        if raw == "cosmos":
+            self.problems.append("STATE_STORE=cosmos is not supported yet: use blob (several instances) or sqlite.")
         if raw in ("memory", "blob", "cosmos"):
             return StateStore(raw)
         if raw.startswith("sqlite:///") and len(raw) > len("sqlite:///"):

@@ -1,0 +1,253 @@
+"""The Teams activity handler: decides what an activity asks for, and runs it in the background.
+
+Within the HTTP request it only: checks the activity is for the bot (in channels and group chats the bot
+answers only when @mentioned, or when one of its cards is pressed), strips the mention, drops Teams'
+retries, and queues the turn. The turn then continues through the conversation reference: progress,
+state loaded once, the answer (a command without the model, or the model's tool loop), state saved
+once. Failures become a message that says what happened and gives a reference id for the logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
+from msrest.serialization import Model
+from botbuilder.core.teams import TeamsActivityHandler
+from botbuilder.schema.teams import TeamInfo
+from botbuilder.schema import (
+    Activity,
+    ActivityTypes,
+    ChannelAccount,
+    ConversationReference,
+)
+
+from bot import cards
+from bot.config import LLM_HELP
+from bot.orchestrator.loop import Orchestrator
+from bot.orchestrator.memory import Memory
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.models import QueryResult
+from bot.teams import replies
+from bot.teams.progress import Progress, progress_for, send_with_retry
+from bot.teams.runner import TurnRunner
+from bot.teams.state import ConversationData, StateStore, bound
+from bot.tools.commands import Command, CommandError, apply_preferences, parse, with_preferences
+from bot.tools.definitions import TOOLS_BY_NAME
+from bot.tools.toolbox import ToolCall, ToolRun
+
+log = logging.getLogger(__name__)
+MAX_TEXT_CHARS = 4000
+Clock = Callable[[], datetime]
+
+
+class _MessageInvokeResponse(Model):
+    """adaptiveCard/action response of type message (its value is a string, which the SDK's model forbids)."""
+
+    _attribute_map = {
+        "status_code": {"key": "statusCode", "type": "int"},
+        "type": {"key": "type", "type": "str"},
+        "value": {"key": "value", "type": "str"},
+    }
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.status_code = 200
+        self.type = "application/vnd.microsoft.activity.message"
+        self.value = text
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What one activity asks for, captured inside the HTTP request."""
+
+    text: str
+    value: dict[str, Any] | None
+    activity_id: str | None
+    conversation_id: str
+    conversation_type: str  # personal, groupChat, channel
+    user_id: str
+    user_aad_id: str | None
+    user_name: str | None
+    reference: ConversationReference
+    correlation_id: str
+
+
+class SentinelBot(TeamsActivityHandler):
+    def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
+                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(timezone.utc)) -> None:
+        self.sentinel = sentinel
+        self.orchestrator = orchestrator
+        self.state = state
+        self.runner = runner
+        self.memory = memory
+        self.clock = clock
+        self.feedback_latencies: list[float] = []  # request received -> first feedback sent (benchmarks)
+
+    # ---- inside the HTTP request: decide and queue ------------------------------------------------------
+
+    async def on_message_activity(self, turn_context: TurnContext) -> None:
+        activity = turn_context.activity
+        conversation_type = activity.conversation.conversation_type or "personal"
+        value = activity.value if isinstance(activity.value, dict) else None
+        if conversation_type in ("channel", "groupChat") and not (self._mentions_bot(activity) or value):
+            return  # not addressed to the bot
+        text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
+        await self._queue(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value)
+
+    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
+        """Universal Actions (Action.Execute, adaptiveCard/action): queue the action and acknowledge it."""
+        activity = turn_context.activity
+        if activity.name != "adaptiveCard/action":
+            return await super().on_invoke_activity(turn_context)
+        value = activity.value if isinstance(activity.value, dict) else {}
+        action = value.get("action") if isinstance(value.get("action"), dict) else {}
+        data = dict(action.get("data") or {})
+        if action.get("verb"):
+            data.setdefault("action", action["verb"])
+        await self._queue(turn_context, "", data)
+        # A message response leaves the card as it is and tells the user the action was received.
+        return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
+
+    async def on_teams_members_added(self, teams_members_added: list[ChannelAccount], team_info: TeamInfo,
+                                     turn_context: TurnContext) -> None:
+        bot_id = turn_context.activity.recipient.id if turn_context.activity.recipient else None
+        if any(member.id == bot_id for member in teams_members_added):
+            card = cards.welcome(demo=self.sentinel.is_demo, model_enabled=self.orchestrator is not None)
+            await self._queue(turn_context, "", None, welcome=card)
+
+    async def _queue(self, turn_context: TurnContext, text: str, value: dict[str, Any] | None, *,
+                     welcome: dict | None = None) -> None:
+        received = time.monotonic()
+        activity = turn_context.activity
+        if self.runner.is_duplicate(activity.id):
+            log.info("dropping a repeated delivery of activity %s", activity.id)
+            return
+        request = TurnRequest(
+            text=text, value=value, activity_id=activity.id,
+            conversation_id=activity.conversation.id,
+            conversation_type=activity.conversation.conversation_type or "personal",
+            user_id=activity.from_property.id if activity.from_property else "",
+            user_aad_id=getattr(activity.from_property, "aad_object_id", None),
+            user_name=getattr(activity.from_property, "name", None),
+            reference=TurnContext.get_conversation_reference(activity),
+            correlation_id=uuid.uuid4().hex[:12],
+        )
+        adapter = turn_context.adapter
+        claims = turn_context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
+        audience = turn_context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
+
+        async def continue_turn(logic: Callable[[TurnContext], Any]) -> None:
+            await adapter.continue_conversation_with_claims(claims, request.reference, audience, logic)
+
+        async def work() -> None:
+            await continue_turn(lambda context: self._run_turn(context, request, received, welcome))
+
+        async def abandoned() -> None:
+            await continue_turn(lambda context: context.send_activity(
+                "I was restarted while answering. Please ask again."))
+
+        if not self.runner.submit(request.conversation_id, work, on_abandon=abandoned):
+            await turn_context.send_activity("I'm very busy or restarting right now. Please try again in a minute.")
+
+    @staticmethod
+    def _mentions_bot(activity: Activity) -> bool:
+        bot_id = activity.recipient.id if activity.recipient else None
+        for entity in activity.entities or []:
+            if getattr(entity, "type", None) == "mention":
+                mentioned = (entity.additional_properties or {}).get("mentioned") or {}
+                if getattr(entity, "mentioned", None) is not None:
+                    mentioned = {"id": entity.mentioned.id}
+                if mentioned.get("id") == bot_id:
+                    return True
+        return False
+
+    # ---- in the background: one turn ---------------------------------------------------------------------
+
+    async def _run_turn(self, context: TurnContext, request: TurnRequest, received: float,
+                        welcome: dict | None) -> None:
+        if welcome is not None:
+            await send_with_retry(lambda: context.send_activity(replies.message(card_list=[welcome])))
+            return
+        data = await self.state.load(context)
+        if data.seen(request.activity_id):
+            log.info("[%s] activity %s already answered", request.correlation_id, request.activity_id)
+            return
+        progress = progress_for(context, request.conversation_type)
+        await progress.start()
+        if progress.first_feedback_at is not None:
+            self.feedback_latencies.append(progress.first_feedback_at - received)
+        try:
+            activities = await self._respond(data, request, progress)
+        except Exception:  # noqa: BLE001 - the user gets a clear message, the log gets the detail
+            log.exception("[%s] turn failed", request.correlation_id)
+            activities = [replies.error(
+                "Something went wrong",
+                "I could not finish that request. Your conversation is kept; please try again.",
+                f"If it keeps happening, give your administrator this reference: {request.correlation_id}.")]
+        finally:
+            data.mark_seen(request.activity_id)
+            bound(data, self.memory)
+        try:
+            await progress.finish(activities[0])
+            for extra in activities[1:]:
+                await send_with_retry(lambda extra=extra: context.send_activity(extra))
+        except Exception:  # noqa: BLE001 - the connector failed; keep the conversation's state anyway
+            log.exception("[%s] could not deliver the answer", request.correlation_id)
+        await self.state.save(context, data)
+
+    async def _respond(self, data: ConversationData, request: TurnRequest, progress: Progress) -> list[Activity]:
+        conversation = data.conversation
+        if request.value and request.value.get("action") == "incident_detail":
+            return await self._command(data, Command("incident", "get_incident_detail",
+                                                     {"incident_ref": request.value.get("incident")}), progress)
+        text = request.text or str((request.value or {}).get("text") or "")
+        try:
+            command = parse(text)
+        except CommandError as error:
+            return [replies.error("I could not read that command", str(error))]
+        if not text or (command is not None and command.name == "help"):
+            return [replies.message(card_list=[cards.help_card()])]
+        if command is not None:
+            if command.name == "clear":
+                if self.orchestrator is not None:
+                    return [replies.message(await self.orchestrator.summarise_and_clear(conversation))]
+                conversation.clear(None)
+                return [replies.message("Conversation cleared. Your preferences are kept.")]
+            if command.name == "prefer":
+                return [replies.message(apply_preferences(command, conversation.preferences))]
+            return await self._command(data, command, progress)
+        if self.orchestrator is None:
+            return [replies.error("Plain-language questions are not enabled", LLM_HELP,
+                                  'Commands work now: type "help".')]
+        turn = await self.orchestrator.answer(conversation, text, progress.update)
+        log.info("[%s] answered in %d round(s), %d tool call(s)%s", request.correlation_id, turn.rounds,
+                 len(turn.runs), " (failed)" if turn.failed else "")
+        return replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo)
+
+    async def _command(self, data: ConversationData, command: Command, progress: Progress) -> list[Activity]:
+        conversation = data.conversation
+        arguments = with_preferences(command, conversation.preferences)
+        if command.reference is not None:
+            reference = conversation.references.get(command.reference)
+            if reference is None or reference.kind != "incident":
+                what = f"[{command.reference}] is {reference.kind} {reference.label}" if reference else \
+                    f"There is no [{command.reference}] in this conversation yet"
+                return [replies.message(f"{what}; ask about an incident's number instead.")]
+            arguments["incident_ref"] = int(reference.key)
+        tool = command.tool or ""
+        await progress.update(TOOLS_BY_NAME[tool].status_text)
+        started = time.perf_counter()
+        result = await self.sentinel.run(tool, arguments)
+        run = ToolRun(ToolCall("command", tool, json.dumps(arguments, default=str)), arguments, result,
+                      (time.perf_counter() - started) * 1000)
+        if isinstance(result, QueryResult):
+            conversation.remember(result)
+        return replies.command_result(result, run, conversation.references, self.clock())

@@ -1,0 +1,107 @@
+"""Results -> Teams activities: the model's text, cards built from the tool artifacts, the footnote.
+
+Cards come from typed data (``bot.cards``), never from card JSON written by the model. The model's text
+is rendered by Teams as markdown, and it may echo attacker-written incident text, so links to anything
+but the Microsoft security portals are shown as plain text and mention/HTML tags are removed.
+A message is kept under Teams' size limit; extra cards follow as further messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from urllib.parse import urlparse
+
+from botbuilder.core import CardFactory
+from botbuilder.schema import Activity, ActivityTypes, Attachment
+
+from bot import cards
+from bot.orchestrator import sources
+from bot.orchestrator.loop import TurnResult
+from bot.orchestrator.references import References
+from bot.sentinel.models import QueryError, QueryResult
+from bot.tools.toolbox import ToolRun
+
+MAX_MESSAGE_BYTES = 80_000  # Teams allows ~100 KB; stay well below
+MAX_TEXT_CHARS = 8_000
+TRUSTED_LINK_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com")
+_LINK = re.compile(r"!?\[([^\]\n]{0,300})\]\(([^)\s]{1,2000})\)")
+_TAGS = re.compile(r"</?(?:at|script|iframe|img|a|style)\b[^>]*>", re.IGNORECASE)
+
+
+def safe_markdown(text: str) -> str:
+    """Model text for Teams: untrusted links become plain text; mention and HTML tags are removed."""
+
+    def link(match: re.Match[str]) -> str:
+        label, url = match.group(1), match.group(2)
+        host = (urlparse(url).hostname or "").lower()
+        if urlparse(url).scheme == "https" and any(host == h or host.endswith("." + h) for h in TRUSTED_LINK_HOSTS):
+            return f"[{label}]({url})"
+        return f"{label} ({url.replace('://', ' :// ')})"
+
+    cleaned = _TAGS.sub("", _LINK.sub(link, text))
+    return cleaned if len(cleaned) <= MAX_TEXT_CHARS else cleaned[: MAX_TEXT_CHARS - 1] + "…"
+
+
+def adaptive(card: dict) -> Attachment:
+    return CardFactory.adaptive_card(card)
+
+
+def message(text: str | None = None, card_list: Sequence[dict] = ()) -> Activity:
+    return Activity(type=ActivityTypes.message, text=text or None,
+                    attachments=[adaptive(c) for c in card_list] or None,
+                    attachment_layout="list" if len(card_list) > 1 else None)
+
+
+def source_lines(runs: Sequence[ToolRun]) -> list[cards.SourceLine]:
+    return [cards.SourceLine(text=s.line(), kql=s.kql) for s in sources.sources(runs)]
+
+
+def answer(turn: TurnResult, references: References, now: datetime, *, demo: bool) -> list[Activity]:
+    """The activities for a model answer; the first replaces the progress indicator."""
+    results = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult)]
+    body = [cards.result_card(r, references.ref_for, now) for r in _worth_a_card(results)]
+    footer = cards.footer(source_lines(turn.runs), demo=demo or any(r.metadata.is_demo for r in results),
+                          disclaimer=turn.disclaimer, notices=list(turn.notices))
+    return _pack(safe_markdown(turn.text), body + ([footer] if footer else []))
+
+
+def command_result(result: QueryResult | QueryError, run: ToolRun, references: References,
+                   now: datetime) -> list[Activity]:
+    """The activities for a command (no model): the result card and its data sources."""
+    if isinstance(result, QueryError):
+        hint = "Try again in a moment." if result.retry_possible else None
+        return [message(card_list=[cards.error("That query failed", result.message, hint)])]
+    footer = cards.footer(source_lines([run]), demo=result.metadata.is_demo, disclaimer=False, notices=[])
+    return _pack(None, [cards.result_card(result, references.ref_for, now)] + ([footer] if footer else []))
+
+
+def error(title: str, text: str, hint: str | None = None) -> Activity:
+    return message(card_list=[cards.error(title, text, hint)])
+
+
+def _worth_a_card(results: list[QueryResult]) -> list[QueryResult]:
+    """One card per distinct query; a repeated identical query shows once (the last one)."""
+    seen: dict[str, QueryResult] = {}
+    for result in results:
+        seen[json.dumps([result.metadata.tool, result.metadata.parameters], sort_keys=True, default=str)] = result
+    return list(seen.values())
+
+
+def _pack(text: str | None, card_list: list[dict]) -> list[Activity]:
+    """Split cards over as few messages as fit the size limit; the text goes with the first."""
+    activities: list[Activity] = []
+    batch: list[dict] = []
+    size = len((text or "").encode("utf-8"))
+    for card in card_list:
+        card_bytes = cards.card_size(card)
+        if batch and size + card_bytes > MAX_MESSAGE_BYTES:
+            activities.append(message(text if not activities else None, batch))
+            batch, size = [], 0
+        batch.append(card)
+        size += card_bytes
+    if batch or text or not activities:
+        activities.append(message(text if not activities else None, batch))
+    return activities

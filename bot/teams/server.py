@@ -1,0 +1,128 @@
+"""The web app: POST /api/messages (Bot Framework), GET /healthz and /readyz, graceful shutdown.
+
+Requests are checked before the adapter sees them, so a malformed request gets a 4xx with a short
+JSON reason and never a 500 with a traceback. The adapter authenticates real traffic (JWT) when an app
+id is configured; with none, the bot runs in local mode without authentication, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from botbuilder.core import ConversationState, Storage
+from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
+from botbuilder.schema import Activity
+
+from bot.config import Settings
+from bot.orchestrator.loop import Orchestrator
+from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
+from bot.sentinel.client import SentinelClient
+from bot.teams.handler import SentinelBot
+from bot.teams.runner import TurnRunner
+from bot.teams.state import StateStore
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 1_000_000
+SHUTDOWN_GRACE_S = 20.0
+BOT_KEY = web.AppKey("bot", SentinelBot)
+RUNNER_KEY = web.AppKey("runner", TurnRunner)
+
+
+@dataclass
+class _AuthConfig:
+    """The attribute names ConfigurationBotFrameworkAuthentication reads."""
+
+    APP_ID: str
+    APP_PASSWORD: str
+    APP_TYPE: str
+    APP_TENANTID: str
+
+
+def create_adapter(settings: Settings) -> CloudAdapter:
+    if not settings.microsoft_app_id:
+        log.warning("MICROSOFT_APP_ID is empty: LOCAL MODE, requests are NOT authenticated. "
+                    "Never expose this endpoint; set the bot identity for Teams.")
+    app_type = settings.microsoft_app_type if settings.microsoft_app_id else "MultiTenant"
+    config = _AuthConfig(settings.microsoft_app_id or "", settings.microsoft_app_password or "",
+                         app_type, settings.microsoft_app_tenant_id or "")
+    adapter = CloudAdapter(ConfigurationBotFrameworkAuthentication(config))
+
+    async def on_error(context: Any, error: Exception) -> None:
+        # Errors inside a turn are handled there; this catches adapter-level failures.
+        log.error("adapter error: %s", type(error).__name__, exc_info=error)
+
+    adapter.on_turn_error = on_error
+    return adapter
+
+
+def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
+               storage: Storage, runner: TurnRunner | None = None) -> web.Application:
+    runner = runner or TurnRunner()
+    memory = orchestrator.memory if orchestrator is not None else Memory(
+        TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
+    bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
+                      runner=runner, memory=memory)
+    adapter = create_adapter(settings)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations
+
+    async def messages(request: web.Request) -> web.StreamResponse:
+        if "application/json" not in request.headers.get("Content-Type", ""):
+            return _problem(415, "Send the activity as application/json.")
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return _problem(400, "The body is not valid JSON.")
+        if not isinstance(body, dict) or not isinstance(body.get("type"), str) or not body["type"]:
+            return _problem(400, "The body is not a Bot Framework activity (no type).")
+        try:
+            activity = Activity().deserialize(body)
+        except Exception:  # noqa: BLE001 - msrest raises several types for malformed fields
+            return _problem(400, "The activity could not be read.")
+        if activity.type in ("message", "invoke") and (not activity.conversation or not activity.conversation.id
+                                                       or not activity.service_url):
+            return _problem(400, "The activity has no conversation or serviceUrl.")
+        try:
+            response = await adapter.process(request, bot)
+        except web.HTTPException:
+            raise  # 401 from authentication and the like
+        except Exception:  # noqa: BLE001 - never a traceback to the caller
+            log.exception("could not process an activity")
+            return _problem(500, "The bot could not process the activity.")
+        return response or web.Response(status=201)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        checks: dict[str, str] = {}
+        try:
+            await storage.read(["readyz-probe"])
+            checks["state"] = "ok"
+        except Exception as error:  # noqa: BLE001
+            checks["state"] = f"failed: {type(error).__name__}"
+        checks["workspace"] = "demo" if sentinel.is_demo else "log_analytics"
+        checks["language_model"] = "configured" if orchestrator is not None else "not configured (commands only)"
+        checks["accepting_turns"] = "yes" if runner.can_accept() else "no"
+        ready = checks["state"] == "ok" and runner.can_accept()
+        return web.json_response({"status": "ready" if ready else "not ready", "checks": checks},
+                                 status=200 if ready else 503)
+
+    async def drain(_: web.Application) -> None:
+        cancelled = await runner.drain(SHUTDOWN_GRACE_S)
+        log.info("shutdown: running turns finished%s",
+                 f"; {cancelled} abandoned after {SHUTDOWN_GRACE_S:.0f} s" if cancelled else "")
+
+    app.router.add_post("/api/messages", messages)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.on_shutdown.append(drain)
+    return app
+
+
+def _problem(status: int, detail: str) -> web.Response:
+    return web.Response(status=status, text=json.dumps({"error": detail}), content_type="application/json")

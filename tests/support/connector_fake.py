@@ -1,0 +1,189 @@
+"""A fake Bot Connector service: the serviceUrl the bot sends its replies to, recording everything.
+
+Speaks the Bot Framework REST API the botbuilder ConnectorClient uses:
+POST /v3/conversations/{id}/activities (send), POST /v3/conversations/{id}/activities/{replyTo} (reply),
+PUT /v3/conversations/{id}/activities/{activityId} (update), DELETE the same (delete).
+It can refuse Teams streaming (403 ContentStreamNotAllowed) and throttle (429 with Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Sent:
+    method: str  # POST (send/reply), PUT (update), DELETE
+    conversation_id: str
+    activity_id: str  # the id the connector gave (POST) or the id updated (PUT/DELETE)
+    body: dict[str, Any]
+    at: float  # time.monotonic()
+
+    @property
+    def type(self) -> str:
+        return str(self.body.get("type", ""))
+
+    @property
+    def text(self) -> str:
+        return str(self.body.get("text") or "")
+
+    @property
+    def cards(self) -> list[dict[str, Any]]:
+        return [a.get("content", {}) for a in self.body.get("attachments") or []
+                if a.get("contentType") == "application/vnd.microsoft.card.adaptive"]
+
+    @property
+    def stream_info(self) -> dict[str, Any] | None:
+        return next((e for e in self.body.get("entities") or [] if e.get("type") == "streaminfo"), None)
+
+
+@dataclass
+class FakeConnector:
+    refuse_streaming: bool = False
+    throttle: list[float] = field(default_factory=list)  # Retry-After values of the next 429 answers
+    latency_s: float = 0.0
+    sent: list[Sent] = field(default_factory=list)
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._changed = asyncio.Event()
+
+    async def start(self) -> FakeConnector:
+        app = web.Application()
+        app.router.add_post("/v3/conversations/{cid}/activities", self._post)
+        app.router.add_post("/v3/conversations/{cid}/activities/{aid}", self._post)
+        app.router.add_put("/v3/conversations/{cid}/activities/{aid}", self._put)
+        app.router.add_delete("/v3/conversations/{cid}/activities/{aid}", self._delete)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/"  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def messages(self, conversation_id: str | None = None) -> list[Sent]:
+        return [s for s in self.sent if (conversation_id is None or s.conversation_id == conversation_id)]
+
+    def final_view(self, conversation_id: str) -> list[dict[str, Any]]:
+        """What a user sees: message activities in order, each in its latest (updated) form."""
+        view: dict[str, dict[str, Any]] = {}
+        for s in self.messages(conversation_id):
+            if s.method == "DELETE":
+                view.pop(s.activity_id, None)
+            elif s.type == "message":
+                view[s.activity_id] = s.body
+        return list(view.values())
+
+    async def wait_for(self, predicate, timeout: float = 10.0) -> list[Sent]:
+        deadline = time.monotonic() + timeout
+        while not predicate(self.sent):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"timed out; the connector got: {[(s.method, s.type, s.text[:60]) for s in self.sent]}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.2))
+            except asyncio.TimeoutError:
+                pass
+        return self.sent
+
+    async def _answer(self, request: web.Request, method: str, activity_id: str) -> web.Response:
+        body = await request.json() if method != "DELETE" else {}
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if self.throttle:
+            retry_after = self.throttle.pop(0)
+            return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
+                                     status=429, headers={"Retry-After": str(retry_after)})
+        streaming = any(e.get("type") == "streaminfo" for e in body.get("entities") or [])
+        if self.refuse_streaming and streaming and body.get("type") == "typing":
+            return web.json_response({"error": {"code": "ContentStreamNotAllowed",
+                                                "message": "Content stream is not allowed"}}, status=403)
+        self.sent.append(Sent(method, request.match_info["cid"], activity_id, body, time.monotonic()))
+        self._changed.set()
+        return web.json_response({"id": activity_id}, status=200 if method == "PUT" else 201)
+
+    async def _post(self, request: web.Request) -> web.Response:
+        return await self._answer(request, "POST", f"activity-{next(self._ids)}")
+
+    async def _put(self, request: web.Request) -> web.Response:
+        return await self._answer(request, "PUT", request.match_info["aid"])
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        return await self._answer(request, "DELETE", request.match_info["aid"])
+
+
+BOT_ID = "28:sentinel-bot"
+TENANT = "tenant-contoso"
+
+
+def personal(text: str, *, activity_id: str, service_url: str, user: str = "alice",
+             conversation_id: str = "a:1personal-chat-alice", value: dict | None = None) -> dict[str, Any]:
+    return _activity(text, activity_id, service_url, user, {"id": conversation_id, "conversationType": "personal",
+                                                             "tenantId": TENANT}, value=value)
+
+
+def channel_mention(text: str, *, activity_id: str, service_url: str, user: str = "alice",
+                    thread: str = "1700000000000") -> dict[str, Any]:
+    """An @mention in a channel thread, as Teams sends it (mention entity, ;messageid=, channelData)."""
+    conversation = {"id": f"19:war-room@thread.tacv2;messageid={thread}", "conversationType": "channel",
+                    "isGroup": True, "tenantId": TENANT}
+    body = _activity(f"<at>Sentinel</at> {text}", activity_id, service_url, user, conversation)
+    body["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>", "mentioned": {"id": BOT_ID, "name": "Sentinel"}}]
+    body["channelData"] = {"teamsChannelId": "19:war-room@thread.tacv2", "teamsTeamId": "19:soc@thread.tacv2",
+                           "channel": {"id": "19:war-room@thread.tacv2"}, "team": {"id": "19:soc@thread.tacv2"},
+                           "tenant": {"id": TENANT}}
+    return body
+
+
+def group_chat(text: str, *, activity_id: str, service_url: str, mention: bool = True,
+               user: str = "alice") -> dict[str, Any]:
+    conversation = {"id": "19:group-chat-soc@thread.v2", "conversationType": "groupChat", "isGroup": True,
+                    "tenantId": TENANT}
+    body = _activity(f"<at>Sentinel</at> {text}" if mention else text, activity_id, service_url, user, conversation)
+    if mention:
+        body["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>", "mentioned": {"id": BOT_ID, "name": "Sentinel"}}]
+    return body
+
+
+def invoke(data: dict[str, Any], *, activity_id: str, service_url: str, verb: str = "incident_detail",
+           conversation_id: str = "a:1personal-chat-alice") -> dict[str, Any]:
+    body = _activity("", activity_id, service_url, "alice", {"id": conversation_id, "conversationType": "personal",
+                                                            "tenantId": TENANT})
+    body.update(type="invoke", name="adaptiveCard/action",
+                value={"action": {"type": "Action.Execute", "verb": verb, "data": data}, "trigger": "manual"})
+    body.pop("text", None)
+    return body
+
+
+def bot_added(*, activity_id: str, service_url: str, conversation_id: str = "a:1personal-chat-alice") -> dict[str, Any]:
+    body = _activity("", activity_id, service_url, "alice", {"id": conversation_id, "conversationType": "personal",
+                                                            "tenantId": TENANT})
+    body.update(type="conversationUpdate", membersAdded=[{"id": BOT_ID}])
+    body.pop("text", None)
+    return body
+
+
+def _activity(text: str, activity_id: str, service_url: str, user: str, conversation: dict[str, Any], *,
+              value: dict | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": "message", "id": activity_id, "timestamp": "2026-11-20T15:30:00.000Z", "serviceUrl": service_url,
+        "channelId": "msteams", "from": {"id": f"29:{user}", "name": user.title(), "aadObjectId": f"aad-{user}"},
+        "conversation": conversation, "recipient": {"id": BOT_ID, "name": "Sentinel"}, "text": text,
+        "textFormat": "plain", "locale": "en-US", "channelData": {"tenant": {"id": TENANT}},
+    }
+    if value is not None:
+        body["value"] = value
+    return body

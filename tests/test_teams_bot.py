@@ -1,0 +1,295 @@
+"""The Teams bot as a component: real CloudAdapter and handler over HTTP, a fake Bot Connector, the demo
+workspace, and the rule-based model behind the fake Chat Completions server.
+
+Activities are shaped as Teams sends them (mention entities, `;messageid=` thread ids, channelData).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from botbuilder.core import MemoryStorage, Storage
+
+from bot.config import Settings
+from bot.orchestrator.llm import ChatModel, create_client
+from bot.orchestrator.loop import Orchestrator
+from bot.orchestrator.memory import Memory, TokenCounter
+from bot.sentinel.client import SentinelClient
+from bot.teams.server import create_app
+from bot.teams.state import STATE_PROPERTY
+from bot.tools.toolbox import ToolBox
+from tests.support import connector_fake as teams
+from tests.support import rule_model
+from tests.support.connector_fake import FakeConnector
+from tests.support.openai_fake import FakeOpenAI
+
+_ids = itertools.count(1)
+
+
+def next_id() -> str:
+    return f"1700000{next(_ids):06d}"
+
+
+@dataclass
+class Bot:
+    url: str
+    connector: FakeConnector
+    storage: Storage
+    app: object
+
+    async def post(self, activity: dict, *, raw: bytes | None = None, content_type: str = "application/json"):
+        async with aiohttp.ClientSession() as session:
+            started = time.monotonic()
+            async with session.post(self.url, data=raw if raw is not None else None,
+                                    json=None if raw is not None else activity,
+                                    headers={"Content-Type": content_type} if raw is not None else None) as response:
+                body = await response.text()
+                return response.status, body, time.monotonic() - started
+
+
+async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm: FakeOpenAI | None,
+                    storage: Storage) -> tuple[Bot, TestServer]:
+    orchestrator = None
+    if fake_llm is not None:
+        fake_llm.brain = rule_model.brain
+        client = create_client(openai_api_key="sk-test", base_url=f"{fake_llm.endpoint}/v1")
+        orchestrator = Orchestrator(ChatModel(client, "rule-model"), ToolBox(sentinel), Memory(TokenCounter()),
+                                    demo=sentinel.is_demo)
+    app = create_app(Settings.from_env({}, dotenv_path=None), sentinel=sentinel, orchestrator=orchestrator,
+                     storage=storage)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return Bot(str(server.make_url("/api/messages")), connector, storage, app), server
+
+
+@pytest.fixture
+async def connector() -> AsyncIterator[FakeConnector]:
+    fake = await FakeConnector().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def bot(connector: FakeConnector, demo_client: SentinelClient, fake_openai: FakeOpenAI) -> AsyncIterator[Bot]:
+    running, server = await start_bot(connector, demo_client, fake_openai, MemoryStorage())
+    yield running
+    await server.close()
+
+
+def final_messages(sent: list[teams.Sent]) -> list[teams.Sent]:
+    return [s for s in sent if s.type == "message" and (s.stream_info or {}).get("streamType") != "informative"]
+
+
+def card_text(card: dict) -> str:
+    import json
+
+    return json.dumps(card)
+
+
+async def test_personal_question_streams_progress_then_answers_with_cards(bot: Bot) -> None:
+    status, _, elapsed = await bot.post(teams.personal("what high-severity incidents came in this week?",
+                                                       activity_id=next_id(), service_url=bot.connector.url))
+    assert status in (200, 201, 202) and elapsed < 1.0, "the request is answered at once"
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    typing = [s for s in sent if s.type == "typing"]
+    assert typing and not typing[0].stream_info, "a plain typing indicator first"
+    informative = [s for s in typing if s.stream_info and s.stream_info["streamType"] == "informative"]
+    assert informative[0].text == "Working on it..." and informative[0].stream_info["streamSequence"] == 1
+    stream_id = informative[0].activity_id
+    assert all(s.stream_info.get("streamId") == stream_id for s in informative[1:])
+    [answer] = [s for s in sent if s.type == "message"]
+    assert answer.stream_info == {"type": "streaminfo", "streamId": stream_id, "streamType": "final"}
+    assert "most severe first: [1] #" in answer.text
+    table, footer = answer.cards[0], answer.cards[-1]
+    assert "[1]" in card_text(table) and "incident_detail" in card_text(table)
+    assert "Data sources" in card_text(footer) and "query_incidents" in card_text(footer)
+    assert "Demo" in card_text(footer) or "DEMO" in card_text(footer)
+
+
+async def test_channel_mention_is_answered_in_its_thread(bot: Bot, fake_openai: FakeOpenAI) -> None:
+    activity = teams.channel_mention("which hosts were hit most this week?", activity_id=next_id(),
+                                     service_url=bot.connector.url)
+    await bot.post(activity)
+    thread = activity["conversation"]["id"]
+    sent = await bot.connector.wait_for(lambda s: any(x.method == "PUT" and x.cards for x in s))
+    assert {s.conversation_id for s in sent} == {thread}, "everything goes into the thread"
+    status_message = next(s for s in sent if s.type == "message" and s.method == "POST")
+    assert status_message.text == "Working on it..."
+    final = [s for s in sent if s.method == "PUT"][-1]
+    assert final.activity_id == status_message.activity_id, "the status message is replaced by the answer"
+    assert "Most targeted" in final.body["text"] and final.cards
+    asked = [m["content"] for m in fake_openai.chat_requests[0].messages if m["role"] == "user"]
+    assert asked == ["which hosts were hit most this week?"], "the @mention is stripped"
+
+
+async def test_channel_message_without_mention_is_ignored(bot: Bot) -> None:
+    activity = teams.channel_mention("incidents 24h", activity_id=next_id(), service_url=bot.connector.url)
+    activity["entities"] = []
+    activity["text"] = "incidents 24h"
+    status, _, _ = await bot.post(activity)
+    await asyncio.sleep(0.5)
+    assert status in (200, 201) and bot.connector.sent == []
+
+
+async def test_group_chat_command_with_mention(bot: Bot) -> None:
+    activity = teams.group_chat("incidents 24h high", activity_id=next_id(), service_url=bot.connector.url)
+    await bot.post(activity)
+    sent = await bot.connector.wait_for(lambda s: any(x.method == "PUT" and x.cards for x in s))
+    final = [s for s in sent if s.method == "PUT"][-1]
+    assert "Data sources" in card_text(final.cards[-1]) and "min_severity=High" in card_text(final.cards[-1])
+
+
+async def test_card_submit_and_invoke_show_incident_detail(bot: Bot, demo_client: SentinelClient) -> None:
+    listed = await demo_client.query_incidents(time_window="last_7d", limit=1)
+    number = listed.records[0].number
+    await bot.post(teams.personal("", activity_id=next_id(), service_url=bot.connector.url,
+                                  value={"action": "incident_detail", "incident": number}))
+    await bot.connector.wait_for(lambda s: any(f"#{number}" in card_text(c) for x in s for c in x.cards))
+    bot.connector.sent.clear()
+    status, body, _ = await bot.post(teams.invoke({"action": "incident_detail", "incident": number},
+                                                  activity_id=next_id(), service_url=bot.connector.url))
+    assert status == 200 and '"statusCode": 200' in body.replace('"statusCode":200', '"statusCode": 200')
+    sent = await bot.connector.wait_for(lambda s: any(f"#{number}" in card_text(c) for x in s for c in x.cards))
+    detail = next(c for x in sent for c in x.cards if f"#{number}" in card_text(c))
+    assert "Open in Sentinel" in card_text(detail)
+
+
+async def test_installation_sends_a_welcome_card(bot: Bot) -> None:
+    await bot.post(teams.bot_added(activity_id=next_id(), service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(x.cards for x in s))
+    welcome = card_text(sent[-1].cards[0])
+    assert "incidents" in welcome.lower() and "Action.Submit" in welcome
+
+
+async def test_the_same_activity_twice_is_processed_once(bot: Bot, fake_openai: FakeOpenAI) -> None:
+    activity = teams.personal("incidents 24h", activity_id=next_id(), service_url=bot.connector.url)
+    await bot.post(activity)
+    await bot.post(activity)
+    await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 1)
+    await asyncio.sleep(0.5)
+    assert len(final_messages(bot.connector.sent)) == 1
+
+
+async def test_two_messages_at_once_are_answered_in_order(bot: Bot, fake_openai: FakeOpenAI) -> None:
+    fake_openai.latency_s = 0.2
+    first = teams.personal("what incidents came in this week?", activity_id=next_id(), service_url=bot.connector.url)
+    second = teams.personal("which hosts were hit most this week?", activity_id=next_id(),
+                            service_url=bot.connector.url)
+    await asyncio.gather(bot.post(first), bot.post(second))
+    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 2, timeout=20)
+    answers = final_messages(sent)
+    assert "incidents" in answers[0].text and "Most targeted" in answers[1].text
+    users = await _saved_user_messages(bot.storage, first["conversation"]["id"], 2)
+    assert users == ["what incidents came in this week?", "which hosts were hit most this week?"]
+
+
+async def test_streaming_refused_falls_back_to_typing(bot: Bot) -> None:
+    bot.connector.refuse_streaming = True
+    await bot.post(teams.personal("incidents 24h", activity_id=next_id(), service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    [answer] = [s for s in sent if s.type == "message"]
+    assert answer.stream_info is None and answer.cards and any(s.type == "typing" for s in sent)
+
+
+async def test_connector_429_is_retried_after_retry_after(bot: Bot) -> None:
+    bot.connector.throttle = [0.6]
+    started = time.monotonic()
+    await bot.post(teams.personal("help", activity_id=next_id(), service_url=bot.connector.url))
+    await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    assert time.monotonic() - started >= 0.6
+
+
+async def test_a_failing_turn_tells_the_user_and_keeps_the_conversation(connector: FakeConnector) -> None:
+    class Broken:
+        source = "demo"
+
+        async def execute(self, query, kql_text):
+            raise RuntimeError("disk on fire")
+
+        async def prepare(self):
+            return None
+
+        async def close(self):
+            return None
+
+    running, server = await start_bot(connector, SentinelClient(Broken()), None, MemoryStorage())
+    try:
+        await running.post(teams.personal("incidents 24h", activity_id=next_id(), service_url=connector.url))
+        sent = await connector.wait_for(lambda s: any(x.cards for x in s if x.type == "message"))
+        error = card_text(next(x for x in sent if x.type == "message").cards[0])
+        assert "Something went wrong" in error and "reference" in error and "disk on fire" not in error
+        history = await _history(running.storage, "a:1personal-chat-alice")
+        assert history == [] or history[0]["role"] == "user"
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("raw, content_type, status", [
+    (b"{not json", "application/json", 400),
+    (b'{"text": "no type"}', "application/json", 400),
+    (b'["a list"]', "application/json", 400),
+    (b'{"type": "message", "text": "hi"}', "application/json", 400),
+    (b"type=message", "application/x-www-form-urlencoded", 415),
+])
+async def test_malformed_requests_get_a_4xx(bot: Bot, raw: bytes, content_type: str, status: int) -> None:
+    got, body, _ = await bot.post({}, raw=raw, content_type=content_type)
+    assert got == status and "Traceback" not in body and "error" in body
+
+
+async def test_health_and_readiness(bot: Bot) -> None:
+    base = bot.url.removesuffix("/api/messages")
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base + "/healthz") as alive:
+            assert alive.status == 200
+        async with session.get(base + "/readyz") as ready:
+            report = await ready.json()
+            assert ready.status == 200 and report["checks"]["state"] == "ok"
+            assert report["checks"]["workspace"] == "demo"
+
+
+async def test_restart_with_sqlite_state_keeps_the_conversation(connector: FakeConnector, demo_client: SentinelClient,
+                                                                 fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    from bot.teams.storage import SqliteStorage
+
+    path = str(tmp_path / "state.db")
+    first, server = await start_bot(connector, demo_client, fake_openai, SqliteStorage(path))
+    await first.post(teams.personal("what incidents came in this week?", activity_id=next_id(),
+                                    service_url=connector.url))
+    await connector.wait_for(lambda s: len(final_messages(s)) >= 1)
+    await server.close()
+    second, server = await start_bot(connector, demo_client, fake_openai, SqliteStorage(path))
+    try:
+        await second.post(teams.personal("tell me more about [1]", activity_id=next_id(), service_url=connector.url))
+        sent = await connector.wait_for(lambda s: len(final_messages(s)) >= 2)
+        assert "Open in Sentinel" in card_text(final_messages(sent)[-1].cards[0])
+        users = await _saved_user_messages(second.storage, "a:1personal-chat-alice", 2)
+        assert users == ["what incidents came in this week?", "tell me more about [1]"]
+    finally:
+        await server.close()
+
+
+async def _saved_user_messages(storage: Storage, conversation_id: str, count: int, timeout: float = 5.0) -> list[str]:
+    """The user messages in the saved state, once ``count`` are there (state is saved after the answer)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        users = [m["content"] for m in await _history(storage, conversation_id) if m["role"] == "user"]
+        if len(users) >= count or time.monotonic() > deadline:
+            return users
+        await asyncio.sleep(0.05)
+
+
+async def _history(storage: Storage, conversation_id: str) -> list[dict]:
+    key = f"msteams/conversations/{conversation_id}"
+    stored = (await storage.read([key])).get(key)
+    if stored is None:
+        return []
+    data = stored.get(STATE_PROPERTY) if isinstance(stored, dict) else getattr(stored, STATE_PROPERTY, None)
+    return (data or {}).get("conversation", {}).get("history", [])
