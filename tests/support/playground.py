@@ -235,7 +235,8 @@ def _collect_actions(node: Any, found: list[dict[str, Any]]) -> None:
         if isinstance(node.get("type"), str) and node["type"].startswith("Action."):
             found.append(node)
         for key, value in node.items():
-            if key in ("actions", "body", "items", "columns", "card", "selectAction", "inlineAction"):
+            if key in ("actions", "body", "items", "columns", "card", "selectAction", "inlineAction", "rows",
+                       "cells"):
                 _collect_actions(value, found)
     elif isinstance(node, list):
         for item in node:

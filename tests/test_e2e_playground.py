@@ -1,0 +1,126 @@
+"""End to end in the Microsoft 365 Agents Playground (a real Teams emulator), as an analyst would use it.
+
+The bot runs as `python -m bot serve` on the demo workspace; the language model is the rule-based
+stand-in behind the fake Chat Completions server. Skipped locally without node or the npm package; a
+failure when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from tests.support import rule_model
+from tests.support.openai_fake import FakeOpenAI
+from tests.support.playground import (
+    BotMessage,
+    ManagedProcess,
+    Playground,
+    free_port,
+    repo_root,
+    require_playground,
+    start_bot,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+WAIT = 30.0
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def model() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(brain=rule_model.brain) as server:
+        yield server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def bot(model: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ManagedProcess]:
+    require_playground()
+    workdir = tmp_path_factory.mktemp("bot")
+    env = {
+        "PORT": str(free_port()), "HOST": "127.0.0.1", "STATE_STORE": f"sqlite:///{workdir}/state.db",
+        "OPENAI_BASE_URL": f"{model.endpoint}/v1", "OPENAI_MODEL": "rule-model", "OPENAI_API_KEY": "sk-e2e",
+        "MICROSOFT_APP_ID": "", "SENTINEL_WORKSPACE_ID": "", "AZURE_OPENAI_ENDPOINT": "", "LOG_LEVEL": "INFO",
+        "PYTHONPATH": str(repo_root()),
+    }
+    process = await start_bot([sys.executable, "-m", "bot", "serve"], workdir, name="sentinel-bot", env=env,
+                              cwd=workdir)
+    try:
+        yield process
+    finally:
+        await process.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pg(bot: ManagedProcess, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Playground]:
+    async with Playground(f"http://127.0.0.1:{bot.port}/api/messages",
+                          tmp_path_factory.mktemp("playground")) as playground:
+        yield playground
+
+
+def text_of(message: BotMessage) -> str:
+    return json.dumps({"text": message.text, "cards": message.cards})
+
+
+def has_card(predicate) -> callable:
+    return lambda m: any(predicate(json.dumps(card)) for card in m.cards)
+
+
+async def test_one_to_one_question_shows_progress_then_an_incident_table(pg: Playground) -> None:
+    sent = await pg.send_personal("What high-severity incidents came in this week?")
+    table = await pg.wait_for(has_card(lambda c: "incident_detail" in c), timeout=WAIT, since=sent)
+    progress = [m for m in pg.bot_messages(pg.personal_chat_id, include_typing=True, since=sent)
+                if m.kind == "typing" or m.stream_type == "informative"]
+    assert progress, "the analyst saw progress before the answer"
+    await pg.wait_received(sent)
+    # The Playground shows a message's text and each card as separate messages.
+    everything = " ".join(text_of(m) for m in pg.bot_messages(pg.personal_chat_id, since=sent))
+    assert "most severe first: [1] #" in everything and '"[1]"' in text_of(table)
+    assert "Data sources" in everything and "query_incidents" in everything
+    assert pg.rejected() == [], pg.describe()
+
+
+async def test_channel_mention_is_answered_in_the_thread(pg: Playground) -> None:
+    post = await pg.post_in_channel("which hosts were hit most this week?")
+    answer = await pg.wait_for(lambda m: "Most targeted" in (m.text or ""), timeout=WAIT, since=post)
+    assert answer.conversation_id == post.conversation_id, "the answer stays in the war-room thread"
+    status = pg.bot_messages(post.conversation_id, since=post)[0]
+    assert status.text == "Working on it..." and answer.activity_id == status.activity_id, \
+        "the status message is replaced by the answer"
+    follow = await pg.reply_in_thread(post.conversation_id, "incidents 24h")
+    cards = await pg.wait_for(has_card(lambda c: "incident" in c.lower()), timeout=WAIT, since=follow)
+    assert cards.conversation_id == post.conversation_id
+
+
+async def test_tell_me_more_about_2_and_the_details_button(pg: Playground) -> None:
+    listed = await pg.send_personal("incidents this week")
+    table = await pg.wait_for(has_card(lambda c: "incident_detail" in c), timeout=WAIT, since=listed)
+    table_card = next(c for c in table.cards if "incident_detail" in json.dumps(c))
+    buttons = [a for a in table.card_actions() if (a.get("data") or {}).get("action") == "incident_detail"]
+    assert len(buttons) >= 2
+    # The [2] in the table is the incident the model must fetch for "tell me more about [2]".
+    row_two = re.search(r'"\[2\]".{0,2000}?"incident": (\d+)', json.dumps(table_card))
+    second_number = row_two.group(1) if row_two else str(buttons[1]["data"]["incident"])
+
+    asked = await pg.send_personal("tell me more about [2]")
+    detail = await pg.wait_for(has_card(lambda c: "Open in Sentinel" in c), timeout=WAIT, since=asked)
+    assert f"#{second_number}" in text_of(detail)
+
+    pressed = await pg.submit(table, value=buttons[0]["data"])  # the first row's Details button
+    first_detail = await pg.wait_for(has_card(lambda c: "Open in Sentinel" in c), timeout=WAIT, since=pressed)
+    assert f"#{buttons[0]['data']['incident']}" in text_of(first_detail)
+
+
+async def test_clear(pg: Playground) -> None:
+    sent = await pg.send_personal("/clear")
+    cleared = await pg.wait_for(lambda m: "cleared" in (m.text or "").lower(), timeout=WAIT, since=sent)
+    assert "preferences" in cleared.text
+    again = await pg.send_personal("tell me more about [1]")
+    await pg.wait_received(again, timeout=WAIT)
+    await pg.settle()
+    replies = " ".join(text_of(m) for m in pg.bot_messages(pg.personal_chat_id, since=again))
+    assert replies and "Open in Sentinel" not in replies, "[1] no longer refers to anything after /clear"
