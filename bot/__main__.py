@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=settings.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # SDK request logs carry URLs and are noise at INFO; our own log lines say what happened.
+    for noisy in ("httpx", "httpx2", "openai", "azure", "msrest", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
     if args.command == "chat":
         logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
         return _run(_chat(settings))

@@ -118,12 +118,20 @@ def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> lis
     facts = []
     for kind, members in groups.items():
         for index, entity in enumerate(members):
-            label = f"{ref(ref_for, 'entity', f'{entity.type}:{entity.value}')} {plain(entity.value, 60)}".strip()
+            label = f"{ref(ref_for, 'entity', f'{entity.type}:{entity.value}')} {_unbroken(plain(entity.value, 60))}".strip()
             title = _TYPE_LABELS.get(kind) or plain(kind, 24).capitalize()
             facts.append({"title": title if index == 0 else "", "value": label})
     shown = min(len(entities), limit)
     heading = f"Entities ({shown} of {len(entities)})" if shown < len(entities) else f"Entities ({shown})"
     return [text(heading, weight="bolder", separator=True, spacing="medium"), {"type": "FactSet", "facts": facts}]
+
+
+def _unbroken(value: str, longest: int = 36) -> str:
+    """A long value without spaces (a hash, a token) cannot wrap on a phone: show its ends, as analysts
+    compare hashes anyway. The full value is in Sentinel."""
+    if len(value) <= longest or any(ch.isspace() for ch in value):
+        return value
+    return f"{value[:20]}…{value[-8:]}"
 
 
 def _other_matches(d: IncidentDetail) -> list[Element]:
