@@ -7,15 +7,10 @@ installed by ./run tests), started once per module on a port the OS picks.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import shutil
-import socket
 import sqlite3
-import subprocess
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +22,7 @@ from botbuilder.core import ConversationState, MemoryStorage, Storage, TurnConte
 from botbuilder.core.adapters import TestAdapter
 from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, ConversationAccount
 
+from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, azurite  # noqa: F401 - a fixture
 from bot.teams.storage import (
     MAX_BLOB_NAME,
     EscapedBlobStorage,
@@ -38,14 +34,6 @@ from bot.teams.storage import (
     create_storage,
 )
 
-# botbuilder-azure's BlobStorage reads with a method azure-storage-blob deprecates; not ours to change.
-pytestmark = pytest.mark.filterwarnings("ignore:content_as_text is deprecated:DeprecationWarning")
-
-AZURITE_BLOB = Path(__file__).resolve().parent / "azurite" / "node_modules" / ".bin" / "azurite-blob"
-# Azurite's well-known development account and key, published in Microsoft's Azurite documentation.
-DEV_ACCOUNT = "devstoreaccount1"
-DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-AZURITE_START_SECONDS = 60
 
 TEAMS_CHANNEL_KEY = "msteams/conversations/19:abc@thread.tacv2;messageid=1700000000000/"
 # Keys as Teams and botbuilder make them, plus pairs that a careless escaping would merge.
@@ -72,60 +60,6 @@ STATE = {
     "preferences": {"window": "24h", "severity": None, "verbose": False, "score": 3.5, "turns": 7},
     "empty": {"list": [], "dict": {}, "text": ""},
 }
-
-
-def require_azurite() -> None:
-    """Skip locally, fail in CI, when Azurite cannot run (the pattern of tests/support/kusto.py)."""
-    if shutil.which("node") is None:
-        reason = "node is not installed"
-    elif not AZURITE_BLOB.exists():
-        reason = "Azurite is not installed: run `./run tests` (it runs npm ci --prefix tests/azurite)"
-    else:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"Azurite unavailable in CI: {reason}")
-    pytest.skip(reason)
-
-
-def _wait_until_listening(process: subprocess.Popen, log: Path) -> int:
-    """Azurite's port (it was started on port 0) once it accepts connections."""
-    deadline = time.monotonic() + AZURITE_START_SECONDS
-    while time.monotonic() < deadline:
-        found = re.search(r"listens on https?://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
-        if found:
-            try:
-                socket.create_connection(("127.0.0.1", int(found[1])), timeout=1).close()
-                return int(found[1])
-            except OSError:
-                pass
-        if process.poll() is not None:
-            pytest.fail(f"Azurite exited with {process.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.05)
-    pytest.fail(f"Azurite did not listen within {AZURITE_START_SECONDS} s: {log.read_text(errors='replace')[-2000:]}")
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running Azurite blob service; yields its connection string."""
-    require_azurite()
-    workdir = tmp_path_factory.mktemp("azurite")
-    log = workdir / "azurite.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [str(AZURITE_BLOB), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
-             "--extentMemoryLimit", "64", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--silent"],
-            cwd=workdir, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        port = _wait_until_listening(process, log)
-        yield (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
-               f"BlobEndpoint=http://127.0.0.1:{port}/{DEV_ACCOUNT};")
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(params=["memory", "sqlite", "blob"])

@@ -28,6 +28,7 @@ from bot.teams.state import STATE_PROPERTY
 from bot.tools.toolbox import ToolBox
 from tests.support import connector_fake as teams
 from tests.support import rule_model
+from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.support.connector_fake import FakeConnector
 from tests.support.openai_fake import FakeOpenAI
 
@@ -293,3 +294,32 @@ async def _history(storage: Storage, conversation_id: str) -> list[dict]:
         return []
     data = stored.get(STATE_PROPERTY) if isinstance(stored, dict) else getattr(stored, STATE_PROPERTY, None)
     return (data or {}).get("conversation", {}).get("history", [])
+
+
+async def test_blob_state_against_azurite(azurite: str, connector: FakeConnector, demo_client: SentinelClient,
+                                          fake_openai: FakeOpenAI) -> None:
+    """Several instances share Blob state: an answer given by one instance is remembered by the next."""
+    from bot.teams.storage import create_storage
+
+    first, server = await start_bot(connector, demo_client, fake_openai,
+                                    create_storage("blob", blob_connection_string=azurite, blob_container="bot-state"))
+    await first.post(teams.channel_mention("what incidents came in this week?", activity_id=next_id(),
+                                           service_url=connector.url))
+    await connector.wait_for(lambda s: any(x.method == "PUT" and x.cards for x in s))
+    thread = "19:war-room@thread.tacv2;messageid=1700000000000"
+    await _saved_user_messages(first.storage, thread, 1)
+    await server.close()
+    await first.storage.close()
+    other = create_storage("blob", blob_connection_string=azurite, blob_container="bot-state")
+    second, server = await start_bot(connector, demo_client, fake_openai, other)
+    try:
+        await second.post(teams.channel_mention("tell me more about [1]", activity_id=next_id(),
+                                                service_url=connector.url))
+        sent = await connector.wait_for(
+            lambda s: any("Open in Sentinel" in card_text(c) for x in s for c in x.cards))
+        assert all(s.conversation_id == thread for s in sent)
+        users = await _saved_user_messages(other, thread, 2)
+        assert users == ["what incidents came in this week?", "tell me more about [1]"]
+    finally:
+        await server.close()
+        await other.close()

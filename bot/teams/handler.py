@@ -24,7 +24,6 @@ from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.schema.teams import TeamInfo
 from botbuilder.schema import (
     Activity,
-    ActivityTypes,
     ChannelAccount,
     ConversationReference,
 )

@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.support.tooling import require_tool
 
 KQL_DIR = Path(__file__).resolve().parent.parent / "kql"
 SCHEMA = Path(__file__).resolve().parents[2] / "bot" / "sentinel" / "tables.json"
 
 
-def parser_available() -> str | None:
-    """None when the parser can run, else the reason it cannot."""
-    if shutil.which("node") is None:
-        return "node is not installed"
-    if not (KQL_DIR / "node_modules" / "@kusto" / "language-service-next").is_dir():
-        return "the Kusto parser is not installed: run `./run tests` (it runs npm ci --prefix tests/kql)"
-    return None
-
-
 def require_parser() -> None:
-    reason = parser_available()
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"Kusto parser unavailable in CI: {reason}")
-    pytest.skip(reason)
+    require_tool("Kusto parser", KQL_DIR / "node_modules" / "@kusto" / "language-service-next",
+                 "npm ci --prefix tests/kql")
 
 
 def check(queries: list[str]) -> list[dict[str, Any]]:

@@ -128,7 +128,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
-import pytest
+
+from tests.support.tooling import missing, require_tool
 
 E2E_DIR = Path(__file__).resolve().parent.parent / "e2e"
 PACKAGE = "@microsoft/m365agentsplayground"
@@ -140,23 +141,9 @@ DEFAULT_WAIT = 10.0
 MAX_EVENTS = 10_000  # per kind; a test that produces more is broken, and hitting it says so
 
 
-def playground_available() -> str | None:
-    """None when the Playground can run, else the reason it cannot."""
-    if shutil.which("node") is None:
-        return "node is not installed (the Agents Playground needs Node.js 18+)"
-    if not CLI.is_file():
-        return "the Agents Playground is not installed: run `./run tests` (it runs npm ci --prefix tests/e2e)"
-    return None
-
-
 def require_playground() -> None:
     """Skip the test when the Playground cannot run, except in CI (``CI`` set), where that is a failure."""
-    reason = playground_available()
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"Agents Playground unavailable in CI: {reason}")
-    pytest.skip(reason)
+    require_tool("Agents Playground", CLI, "npm ci --prefix tests/e2e")
 
 
 class PlaygroundError(RuntimeError):
@@ -970,7 +957,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bot-endpoint", help="e.g. http://127.0.0.1:3978/api/messages (default: start the echo bot)")
     parser.add_argument("--workdir", type=Path, help="logs and working directory (default: a new temp dir)")
     args = parser.parse_args(argv)
-    reason = playground_available()
+    reason = missing(CLI, "npm ci --prefix tests/e2e")
     if reason:
         print(reason, file=sys.stderr)
         return 2
