@@ -34,7 +34,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class StateStore:
-    kind: str  # memory, sqlite, blob, cosmos
+    kind: str  # memory, sqlite, blob
     path: str | None = None  # for sqlite
 
 
@@ -239,7 +239,7 @@ class _Reader:
         if raw.startswith("sqlite:///") and len(raw) > len("sqlite:///"):
             return StateStore("sqlite", raw.removeprefix("sqlite:///"))
         self.problems.append(
-            f"STATE_STORE={raw!r} is not understood: use memory, sqlite:///path/to/state.db, blob or cosmos."
+            f"STATE_STORE={raw!r} is not understood: use memory, sqlite:///path/to/state.db or blob."
         )
         return StateStore("memory")
 

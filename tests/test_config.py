@@ -69,3 +69,13 @@ def test_dotenv_file_is_read_and_the_environment_wins(tmp_path) -> None:
 def test_state_store_forms() -> None:
     assert settings(STATE_STORE="memory").state_store == StateStore("memory")
     assert settings(STATE_STORE="sqlite:////var/lib/bot/state.db").state_store == StateStore("sqlite", "/var/lib/bot/state.db")
+
+
+def test_blob_state_needs_its_connection_string() -> None:
+    with pytest.raises(ConfigError, match="STATE_BLOB_CONNECTION_STRING"):
+        settings(STATE_STORE="blob")
+    blob = settings(STATE_STORE="blob", STATE_BLOB_CONNECTION_STRING="UseDevelopmentStorage=true")
+    assert blob.state_store == StateStore("blob") and blob.state_blob_container == "bot-state"
+    assert "UseDevelopmentStorage" not in repr(blob)
+    with pytest.raises(ConfigError, match="cosmos is not supported"):
+        settings(STATE_STORE="cosmos")

@@ -76,7 +76,9 @@ async def test_one_to_one_question_shows_progress_then_an_incident_table(pg: Pla
     progress = [m for m in pg.bot_messages(pg.personal_chat_id, include_typing=True, since=sent)
                 if m.kind == "typing" or m.stream_type == "informative"]
     assert progress, "the analyst saw progress before the answer"
-    await pg.wait_received(sent)
+    # The bot acknowledges at once and answers later; the Data sources footnote is the last card sent.
+    await pg.wait_for(has_card(lambda c: "Data sources" in c), timeout=WAIT, since=sent)
+    await pg.wait_for(lambda m: "most severe first" in (m.text or ""), timeout=WAIT, since=sent)
     # The Playground shows a message's text and each card as separate messages.
     everything = " ".join(text_of(m) for m in pg.bot_messages(pg.personal_chat_id, since=sent))
     assert "most severe first: [1] #" in everything and '"[1]"' in text_of(table)
@@ -120,7 +122,9 @@ async def test_clear(pg: Playground) -> None:
     cleared = await pg.wait_for(lambda m: "cleared" in (m.text or "").lower(), timeout=WAIT, since=sent)
     assert "preferences" in cleared.text
     again = await pg.send_personal("tell me more about [1]")
-    await pg.wait_received(again, timeout=WAIT)
+    # With no [1] left, the model finds nothing to look up: a text answer, no incident card.
+    reply = await pg.wait_for(lambda m: m.kind != "typing" and m.stream_type != "informative" and bool(m.text),
+                              timeout=WAIT, since=again)
     await pg.settle()
     replies = " ".join(text_of(m) for m in pg.bot_messages(pg.personal_chat_id, since=again))
-    assert replies and "Open in Sentinel" not in replies, "[1] no longer refers to anything after /clear"
+    assert reply and "Open in Sentinel" not in replies, "[1] no longer refers to anything after /clear"

@@ -9,6 +9,7 @@ its tool results. The analyst is warned before the first trim.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import tiktoken
 
 from bot.orchestrator.conversation import Conversation
 
+log = logging.getLogger(__name__)
 TRIM_WARNING = "Context getting long, older messages will be trimmed."
 TRIMMED_NOTICE = "Older messages were trimmed to make room; ask again if you need something from earlier."
 # Per-message overhead of the chat format (role, separators), as OpenAI documents for gpt-4 class models.
@@ -37,12 +39,19 @@ class TokenCounter:
     """tiktoken counts, with the time spent counting kept for the benchmarks."""
 
     def __init__(self, encoding: str = "o200k_base") -> None:
-        self._encoding = tiktoken.get_encoding(encoding)
         self.seconds = 0.0
+        try:
+            self._encoding: Any = tiktoken.get_encoding(encoding)
+        except Exception as error:  # noqa: BLE001 - offline without a pre-seeded TIKTOKEN_CACHE_DIR
+            log.warning("tiktoken encoding %s unavailable (%s): estimating tokens as characters / 4. Pre-seed "
+                        "TIKTOKEN_CACHE_DIR for exact counts.", encoding, type(error).__name__)
+            self._encoding = None
 
     def text(self, text: str) -> int:
         started = time.perf_counter()
         try:
+            if self._encoding is None:
+                return len(text) // 4 + 1
             return len(self._encoding.encode(text, disallowed_special=()))
         finally:
             self.seconds += time.perf_counter() - started
