@@ -1,26 +1,38 @@
-"""The turn runner: answer the HTTP request at once, do the work in the background.
+"""The turn runner: the HTTP request is answered at once, the turn runs on a worker event loop.
 
 Teams re-sends an activity whose request takes more than ~15 s, and a tool loop can take longer. So a
-request only registers the turn here and returns. The runner then:
-- drops an activity id it has already seen (Teams' retries; state keeps ids too, across instances);
+request only registers the turn here and returns. Turns run on their own event loop in a worker
+thread: however busy they keep it, the web server's loop stays free to acknowledge new requests (the
+GIL hands over every few milliseconds). The runner also:
+- drops an activity id it has already accepted (Teams' retries; state keeps ids too, across instances);
+- runs an optional ``first`` step at once (the typing indicator), before the turn waits for anything;
 - runs the turns of one conversation one at a time, in arrival order (one FIFO lock per conversation);
-- bounds the number of turns running at once, and the number waiting;
+- bounds the turns running at once, and the number waiting;
 - on shutdown, lets running turns finish for a grace period, then cancels the rest cleanly.
+
+Every client a turn uses (model, Log Analytics, Bot Connector, Blob state) lives on the worker loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import sys
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 MAX_SEEN_IDS = 10_000
 SEEN_TTL_S = 15 * 60
+SWITCH_INTERVAL_S = 0.001
+T = TypeVar("T")
+Work = Callable[[], Awaitable[None]]
 
 
 @dataclass
@@ -33,48 +45,126 @@ class _Lane:
 
 class TurnRunner:
     def __init__(self, *, max_concurrent: int = 32, max_pending: int = 500) -> None:
-        self._slots = asyncio.Semaphore(max_concurrent)
+        self._max_concurrent = max_concurrent
         self._max_pending = max_pending
-        self._lanes: dict[str, _Lane] = {}
+        self._guard = threading.Lock()  # for what the web server's thread touches
         self._seen: OrderedDict[str, float] = OrderedDict()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending = 0
         self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        # Worker-loop state, created on the worker loop.
+        self._slots: asyncio.Semaphore | None = None
+        self._lanes: dict[str, _Lane] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cleanups: list[Work] = []
+
+    def add_cleanup(self, cleanup: Work) -> None:
+        """Run ``cleanup`` on the worker loop at stop: clients used by turns are closed where they live."""
+        self._cleanups.append(cleanup)
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        # With turns busy on another thread, the web server's thread waits for the GIL at every wake-up;
+        # a 1 ms switch interval (Python's default is 5 ms) keeps acknowledgements prompt.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            self._slots = asyncio.Semaphore(self._max_concurrent)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, name="turns", daemon=True)
+        self._thread.start()
+        ready.wait(timeout=10)
+
+    async def stop(self, grace_s: float) -> int:
+        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled."""
+        with self._guard:
+            self._closing = True
+        if self._loop is None or self._thread is None:
+            return 0
+        cancelled = await self.call(self._drain(grace_s))
+        for cleanup in reversed(self._cleanups):
+            try:
+                await self.call(cleanup())
+            except Exception:  # noqa: BLE001 - shutting down: log and go on
+                log.warning("a cleanup step failed at shutdown", exc_info=True)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
+        self._thread = None
+        return cancelled
+
+    # ---- from the web server's loop -----------------------------------------------------------------------
 
     @property
     def pending(self) -> int:
-        return len(self._tasks)
+        return self._pending
 
     def is_duplicate(self, activity_id: str | None) -> bool:
         """True when this activity id was already accepted recently (and remembers it otherwise)."""
         if not activity_id:
             return False
         now = time.monotonic()
-        while self._seen and (len(self._seen) > MAX_SEEN_IDS or next(iter(self._seen.values())) < now - SEEN_TTL_S):
-            self._seen.popitem(last=False)
-        if activity_id in self._seen:
-            return True
-        self._seen[activity_id] = now
-        return False
+        with self._guard:
+            while self._seen and (len(self._seen) > MAX_SEEN_IDS
+                                  or next(iter(self._seen.values())) < now - SEEN_TTL_S):
+                self._seen.popitem(last=False)
+            if activity_id in self._seen:
+                return True
+            self._seen[activity_id] = now
+            return False
 
     def can_accept(self) -> bool:
-        return not self._closing and len(self._tasks) < self._max_pending
+        return not self._closing and self._pending < self._max_pending and self._loop is not None
 
-    def submit(self, conversation_key: str, work: Callable[[], Awaitable[None]], *,
-               on_abandon: Callable[[], Awaitable[None]] | None = None) -> bool:
-        """Queue ``work`` for the conversation; False when the bot is shutting down or overloaded."""
-        if not self.can_accept():
-            return False
-        lane = self._lanes.setdefault(conversation_key, _Lane())
-        lane.users += 1
-        task = asyncio.create_task(self._run(conversation_key, lane, work, on_abandon))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def submit(self, conversation_key: str, work: Work, *, first: Work | None = None,
+               on_abandon: Work | None = None) -> bool:
+        """Queue ``work`` for the conversation (``first`` runs at once); False when shutting down or overloaded.
+
+        Safe to call from any thread, including the worker loop itself.
+        """
+        with self._guard:
+            if not self.can_accept():
+                return False
+            self._pending += 1
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._start(conversation_key, work, first, on_abandon), self._loop)
         return True
 
-    async def _run(self, key: str, lane: _Lane, work: Callable[[], Awaitable[None]],
-                   on_abandon: Callable[[], Awaitable[None]] | None) -> None:
+    async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the worker loop and await its result from another loop."""
+        if self._loop is None:
+            return await coroutine
+        if asyncio.get_running_loop() is self._loop:
+            return await coroutine
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return await asyncio.wrap_future(future)
+
+    # ---- on the worker loop -------------------------------------------------------------------------------
+
+    async def _start(self, key: str, work: Work, first: Work | None, on_abandon: Work | None) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        lane = self._lanes.setdefault(key, _Lane())
+        lane.users += 1
         try:
+            if first is not None:
+                try:
+                    await first()
+                except Exception:  # noqa: BLE001 - feedback is best effort; the turn still runs
+                    log.info("early feedback not delivered", exc_info=True)
             async with lane.lock:
+                assert self._slots is not None
                 async with self._slots:
                     await work()
         except asyncio.CancelledError:
@@ -91,13 +181,15 @@ class TurnRunner:
             lane.users -= 1
             if lane.users == 0 and self._lanes.get(key) is lane:
                 del self._lanes[key]
+            self._tasks.discard(task)
+            with self._guard:
+                self._pending -= 1
 
-    async def drain(self, grace_s: float) -> int:
-        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled."""
-        self._closing = True
-        if not self._tasks:
+    async def _drain(self, grace_s: float) -> int:
+        tasks = set(self._tasks)
+        if not tasks:
             return 0
-        _, unfinished = await asyncio.wait(set(self._tasks), timeout=grace_s)
+        _, unfinished = await asyncio.wait(tasks, timeout=grace_s)
         for task in unfinished:
             task.cancel()
         if unfinished:

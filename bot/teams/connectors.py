@@ -1,0 +1,98 @@
+"""Bot Framework authentication that reuses its outbound clients.
+
+botbuilder's CloudAdapter builds a new ConnectorClient and UserTokenClient for every activity; with
+msrest each costs several milliseconds of CPU (its retry policy setup alone), which dominated the
+bot's per-turn CPU. Both are stateless apart from credentials, and the adapter never closes them, so
+this wrapper keeps one per (service URL, audience, app id) and per app id, in bounded caches.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from botbuilder.schema import Activity
+from botframework.connector.auth import (
+    AuthenticateRequestResult,
+    BotFrameworkAuthentication,
+    ClaimsIdentity,
+    ConnectorFactory,
+)
+
+MAX_CACHED_CLIENTS = 64
+
+
+class _Cache:
+    def __init__(self, limit: int = MAX_CACHED_CLIENTS) -> None:
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+        self._limit = limit
+
+    def get(self, key: tuple) -> Any:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: tuple, value: Any) -> Any:
+        self._items[key] = value
+        while len(self._items) > self._limit:
+            self._items.popitem(last=False)
+        return value
+
+
+def _app_id(claims: ClaimsIdentity | None) -> str:
+    claims_map = getattr(claims, "claims", None) or {}
+    return str(claims_map.get("appid") or claims_map.get("azp") or claims_map.get("aud") or "")
+
+
+class _CachingConnectorFactory(ConnectorFactory):
+    def __init__(self, inner: ConnectorFactory, cache: _Cache, app_id: str) -> None:
+        self._inner = inner
+        self._cache = cache
+        self._app_id = app_id
+
+    async def create(self, service_url: str, audience: str | None = None) -> Any:
+        key = (service_url, audience, self._app_id)
+        client = self._cache.get(key)
+        if client is None:
+            client = self._cache.put(key, await self._inner.create(service_url, audience))
+        return client
+
+
+class CachingAuthentication(BotFrameworkAuthentication):
+    """Delegates everything to ``inner``, reusing the clients it creates."""
+
+    def __init__(self, inner: BotFrameworkAuthentication) -> None:
+        self._inner = inner
+        self._connectors = _Cache()
+        self._user_token_clients = _Cache()
+
+    async def authenticate_request(self, activity: Activity, auth_header: str) -> AuthenticateRequestResult:
+        result = await self._inner.authenticate_request(activity, auth_header)
+        if result.connector_factory is not None:
+            result.connector_factory = _CachingConnectorFactory(
+                result.connector_factory, self._connectors, _app_id(result.claims_identity))
+        return result
+
+    async def authenticate_streaming_request(self, auth_header: str, channel_id_header: str) -> AuthenticateRequestResult:
+        return await self._inner.authenticate_streaming_request(auth_header, channel_id_header)
+
+    def create_connector_factory(self, claims_identity: ClaimsIdentity) -> ConnectorFactory:
+        return _CachingConnectorFactory(self._inner.create_connector_factory(claims_identity), self._connectors,
+                                        _app_id(claims_identity))
+
+    async def create_user_token_client(self, claims_identity: ClaimsIdentity) -> Any:
+        key = (_app_id(claims_identity),)
+        client = self._user_token_clients.get(key)
+        if client is None:
+            client = self._user_token_clients.put(key, await self._inner.create_user_token_client(claims_identity))
+        return client
+
+    def create_bot_framework_client(self) -> Any:
+        return self._inner.create_bot_framework_client()
+
+    def get_originating_audience(self) -> str:
+        return self._inner.get_originating_audience()
+
+    async def authenticate_channel_request(self, auth_header: str) -> ClaimsIdentity:
+        return await self._inner.authenticate_channel_request(auth_header)
