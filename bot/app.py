@@ -108,6 +108,7 @@ async def serve(settings: Settings) -> None:
 
     from aiohttp import web
 
+    from bot.teams.runner import TurnRunner
     from bot.teams.server import create_app
     from bot.teams.storage import create_storage
 
@@ -115,15 +116,10 @@ async def serve(settings: Settings) -> None:
     storage = create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
                              blob_connection_string=settings.state_blob_connection_string,
                              blob_container=settings.state_blob_container)
-    app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage)
-
-    async def close_clients(_: web.Application) -> None:
-        await components.close()
-        closer = getattr(storage, "close", None)
-        if closer is not None:
-            await closer()
-
-    app.on_cleanup.append(close_clients)
+    turns = TurnRunner()
+    turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
+    app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
+                     runner=turns)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()

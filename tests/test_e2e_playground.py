@@ -86,12 +86,14 @@ async def test_one_to_one_question_shows_progress_then_an_incident_table(pg: Pla
     assert pg.rejected() == [], pg.describe()
 
 
-async def test_channel_mention_is_answered_in_the_thread(pg: Playground) -> None:
+async def test_channel_mention_is_answered_in_the_thread(pg: Playground, model: FakeOpenAI) -> None:
+    model.latency_s = 0.3  # a turn long enough for the status message to appear
     post = await pg.post_in_channel("which hosts were hit most this week?")
     answer = await pg.wait_for(lambda m: "Most targeted" in (m.text or ""), timeout=WAIT, since=post)
     assert answer.conversation_id == post.conversation_id, "the answer stays in the war-room thread"
+    model.latency_s = 0.0
     status = pg.bot_messages(post.conversation_id, since=post)[0]
-    assert status.text == "Working on it..." and answer.activity_id == status.activity_id, \
+    assert status.text.startswith("Working on it: ") and answer.activity_id == status.activity_id, \
         "the status message is replaced by the answer"
     follow = await pg.reply_in_thread(post.conversation_id, "incidents 24h")
     cards = await pg.wait_for(has_card(lambda c: "incident" in c.lower()), timeout=WAIT, since=follow)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 from botbuilder.core import MemoryStorage, Storage
 
@@ -23,7 +24,7 @@ from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.teams.server import create_app
+from bot.teams.server import RUNNER_KEY, create_app
 from bot.teams.state import STATE_PROPERTY
 from bot.tools.toolbox import ToolBox
 from tests.support import connector_fake as teams
@@ -44,7 +45,11 @@ class Bot:
     url: str
     connector: FakeConnector
     storage: Storage
-    app: object
+    app: web.Application
+
+    async def read(self, keys: list[str]) -> dict:
+        """Read state as the bot does: on its turn loop, where the store's clients live."""
+        return await self.app[RUNNER_KEY].call(self.storage.read(keys))
 
     async def post(self, activity: dict, *, raw: bytes | None = None, content_type: str = "application/json"):
         async with aiohttp.ClientSession() as session:
@@ -58,6 +63,7 @@ class Bot:
 
 async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm: FakeOpenAI | None,
                     storage: Storage) -> tuple[Bot, TestServer]:
+    await sentinel.prepare()  # as `serve` does at start-up
     orchestrator = None
     if fake_llm is not None:
         fake_llm.brain = rule_model.brain
@@ -95,7 +101,8 @@ def card_text(card: dict) -> str:
     return json.dumps(card)
 
 
-async def test_personal_question_streams_progress_then_answers_with_cards(bot: Bot) -> None:
+async def test_personal_question_streams_progress_then_answers_with_cards(bot: Bot, fake_openai: FakeOpenAI) -> None:
+    fake_openai.latency_s = 0.3  # a model call takes time, so the turn outlasts the progress grace period
     status, _, elapsed = await bot.post(teams.personal("what high-severity incidents came in this week?",
                                                        activity_id=next_id(), service_url=bot.connector.url))
     assert status in (200, 201, 202) and elapsed < 1.0, "the request is answered at once"
@@ -103,7 +110,7 @@ async def test_personal_question_streams_progress_then_answers_with_cards(bot: B
     typing = [s for s in sent if s.type == "typing"]
     assert typing and not typing[0].stream_info, "a plain typing indicator first"
     informative = [s for s in typing if s.stream_info and s.stream_info["streamType"] == "informative"]
-    assert informative[0].text == "Working on it..." and informative[0].stream_info["streamSequence"] == 1
+    assert informative[0].text == "Querying incidents..." and informative[0].stream_info["streamSequence"] == 1
     stream_id = informative[0].activity_id
     assert all(s.stream_info.get("streamId") == stream_id for s in informative[1:])
     [answer] = [s for s in sent if s.type == "message"]
@@ -115,7 +122,16 @@ async def test_personal_question_streams_progress_then_answers_with_cards(bot: B
     assert "Demo" in card_text(footer) or "DEMO" in card_text(footer)
 
 
+async def test_a_fast_command_gets_typing_then_the_answer_without_progress_chatter(bot: Bot) -> None:
+    started = time.monotonic()
+    await bot.post(teams.personal("incidents 24h", activity_id=next_id(), service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    assert [s.type for s in sent] == ["typing", "message"] and not sent[1].stream_info
+    assert time.monotonic() - started < 0.9, "not held back by the one-update-per-second pacing"
+
+
 async def test_channel_mention_is_answered_in_its_thread(bot: Bot, fake_openai: FakeOpenAI) -> None:
+    fake_openai.latency_s = 0.3
     activity = teams.channel_mention("which hosts were hit most this week?", activity_id=next_id(),
                                      service_url=bot.connector.url)
     await bot.post(activity)
@@ -123,7 +139,7 @@ async def test_channel_mention_is_answered_in_its_thread(bot: Bot, fake_openai: 
     sent = await bot.connector.wait_for(lambda s: any(x.method == "PUT" and x.cards for x in s))
     assert {s.conversation_id for s in sent} == {thread}, "everything goes into the thread"
     status_message = next(s for s in sent if s.type == "message" and s.method == "POST")
-    assert status_message.text == "Working on it..."
+    assert status_message.text.startswith("Working on it: ")
     final = [s for s in sent if s.method == "PUT"][-1]
     assert final.activity_id == status_message.activity_id, "the status message is replaced by the answer"
     assert "Most targeted" in final.body["text"] and final.cards
@@ -143,8 +159,9 @@ async def test_channel_message_without_mention_is_ignored(bot: Bot) -> None:
 async def test_group_chat_command_with_mention(bot: Bot) -> None:
     activity = teams.group_chat("incidents 24h high", activity_id=next_id(), service_url=bot.connector.url)
     await bot.post(activity)
-    sent = await bot.connector.wait_for(lambda s: any(x.method == "PUT" and x.cards for x in s))
-    final = [s for s in sent if s.method == "PUT"][-1]
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" and x.cards for x in s))
+    final = [s for s in sent if s.type == "message"][-1]
+    assert {s.conversation_id for s in sent} == {activity["conversation"]["id"]}
     assert "Data sources" in card_text(final.cards[-1]) and "min_severity=High" in card_text(final.cards[-1])
 
 
@@ -188,7 +205,7 @@ async def test_two_messages_at_once_are_answered_in_order(bot: Bot, fake_openai:
     sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 2, timeout=20)
     answers = final_messages(sent)
     assert "incidents" in answers[0].text and "Most targeted" in answers[1].text
-    users = await _saved_user_messages(bot.storage, first["conversation"]["id"], 2)
+    users = await _saved_user_messages(bot, first["conversation"]["id"], 2)
     assert users == ["what incidents came in this week?", "which hosts were hit most this week?"]
 
 
@@ -227,7 +244,7 @@ async def test_a_failing_turn_tells_the_user_and_keeps_the_conversation(connecto
         sent = await connector.wait_for(lambda s: any(x.cards for x in s if x.type == "message"))
         error = card_text(next(x for x in sent if x.type == "message").cards[0])
         assert "Something went wrong" in error and "reference" in error and "disk on fire" not in error
-        history = await _history(running.storage, "a:1personal-chat-alice")
+        history = await _history(running, "a:1personal-chat-alice")
         assert history == [] or history[0]["role"] == "user"
     finally:
         await server.close()
@@ -271,25 +288,25 @@ async def test_restart_with_sqlite_state_keeps_the_conversation(connector: FakeC
         await second.post(teams.personal("tell me more about [1]", activity_id=next_id(), service_url=connector.url))
         sent = await connector.wait_for(lambda s: len(final_messages(s)) >= 2)
         assert "Open in Sentinel" in card_text(final_messages(sent)[-1].cards[0])
-        users = await _saved_user_messages(second.storage, "a:1personal-chat-alice", 2)
+        users = await _saved_user_messages(second, "a:1personal-chat-alice", 2)
         assert users == ["what incidents came in this week?", "tell me more about [1]"]
     finally:
         await server.close()
 
 
-async def _saved_user_messages(storage: Storage, conversation_id: str, count: int, timeout: float = 5.0) -> list[str]:
+async def _saved_user_messages(bot: Bot, conversation_id: str, count: int, timeout: float = 5.0) -> list[str]:
     """The user messages in the saved state, once ``count`` are there (state is saved after the answer)."""
     deadline = time.monotonic() + timeout
     while True:
-        users = [m["content"] for m in await _history(storage, conversation_id) if m["role"] == "user"]
+        users = [m["content"] for m in await _history(bot, conversation_id) if m["role"] == "user"]
         if len(users) >= count or time.monotonic() > deadline:
             return users
         await asyncio.sleep(0.05)
 
 
-async def _history(storage: Storage, conversation_id: str) -> list[dict]:
+async def _history(bot: Bot, conversation_id: str) -> list[dict]:
     key = f"msteams/conversations/{conversation_id}"
-    stored = (await storage.read([key])).get(key)
+    stored = (await bot.read([key])).get(key)
     if stored is None:
         return []
     data = stored.get(STATE_PROPERTY) if isinstance(stored, dict) else getattr(stored, STATE_PROPERTY, None)
@@ -305,11 +322,10 @@ async def test_blob_state_against_azurite(azurite: str, connector: FakeConnector
                                     create_storage("blob", blob_connection_string=azurite, blob_container="bot-state"))
     await first.post(teams.channel_mention("what incidents came in this week?", activity_id=next_id(),
                                            service_url=connector.url))
-    await connector.wait_for(lambda s: any(x.method == "PUT" and x.cards for x in s))
+    await connector.wait_for(lambda s: any(x.type == "message" and x.cards for x in s))
     thread = "19:war-room@thread.tacv2;messageid=1700000000000"
-    await _saved_user_messages(first.storage, thread, 1)
-    await server.close()
-    await first.storage.close()
+    await _saved_user_messages(first, thread, 1)
+    await server.close()  # stops its turn loop, closing its Blob client there
     other = create_storage("blob", blob_connection_string=azurite, blob_container="bot-state")
     second, server = await start_bot(connector, demo_client, fake_openai, other)
     try:
@@ -318,8 +334,7 @@ async def test_blob_state_against_azurite(azurite: str, connector: FakeConnector
         sent = await connector.wait_for(
             lambda s: any("Open in Sentinel" in card_text(c) for x in s for c in x.cards))
         assert all(s.conversation_id == thread for s in sent)
-        users = await _saved_user_messages(other, thread, 2)
+        users = await _saved_user_messages(second, thread, 2)
         assert users == ["what incidents came in this week?", "tell me more about [1]"]
     finally:
         await server.close()
-        await other.close()

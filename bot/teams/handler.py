@@ -1,9 +1,9 @@
 """The Teams activity handler: decides what an activity asks for, and runs it in the background.
 
-Within the HTTP request it only: checks the activity is for the bot (in channels and group chats the bot
-answers only when @mentioned, or when one of its cards is pressed), strips the mention, drops Teams'
-retries, and queues the turn. The turn then continues through the conversation reference: progress,
-state loaded once, the answer (a command without the model, or the model's tool loop), state saved
+The server acknowledges each activity at once and runs its turn on the runner's worker loop (see
+server.py and runner.py). A turn: checks the activity is for the bot (in channels and group chats the
+bot answers only when @mentioned, or when one of its cards is pressed), strips the mention, loads state
+once, shows progress, answers (a command without the model, or the model's tool loop), and saves state
 once. Failures become a message that says what happened and gives a reference id for the logs.
 """
 
@@ -88,76 +88,21 @@ class SentinelBot(TeamsActivityHandler):
         self.runner = runner
         self.memory = memory
         self.clock = clock
-        self.feedback_latencies: list[float] = []  # request received -> first feedback sent (benchmarks)
+        # Activity ids whose typing indicator the server already sent (popped when their turn starts).
+        self.early_typing: dict[str, bool] = {}
 
-    # ---- inside the HTTP request: decide and queue ------------------------------------------------------
-
-    async def on_message_activity(self, turn_context: TurnContext) -> None:
-        activity = turn_context.activity
-        conversation_type = activity.conversation.conversation_type or "personal"
-        value = activity.value if isinstance(activity.value, dict) else None
-        if conversation_type in ("channel", "groupChat") and not (self._mentions_bot(activity) or value):
-            return  # not addressed to the bot
-        text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
-        await self._queue(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value)
-
-    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
-        """Universal Actions (Action.Execute, adaptiveCard/action): queue the action and acknowledge it."""
-        activity = turn_context.activity
-        if activity.name != "adaptiveCard/action":
-            return await super().on_invoke_activity(turn_context)
-        value = activity.value if isinstance(activity.value, dict) else {}
-        action = value.get("action") if isinstance(value.get("action"), dict) else {}
-        data = dict(action.get("data") or {})
-        if action.get("verb"):
-            data.setdefault("action", action["verb"])
-        await self._queue(turn_context, "", data)
-        # A message response leaves the card as it is and tells the user the action was received.
-        return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
-
-    async def on_teams_members_added(self, teams_members_added: list[ChannelAccount], team_info: TeamInfo,
-                                     turn_context: TurnContext) -> None:
-        bot_id = turn_context.activity.recipient.id if turn_context.activity.recipient else None
-        if any(member.id == bot_id for member in teams_members_added):
-            card = cards.welcome(demo=self.sentinel.is_demo, model_enabled=self.orchestrator is not None)
-            await self._queue(turn_context, "", None, welcome=card)
-
-    async def _queue(self, turn_context: TurnContext, text: str, value: dict[str, Any] | None, *,
-                     welcome: dict | None = None) -> None:
-        received = time.monotonic()
-        activity = turn_context.activity
-        if self.runner.is_duplicate(activity.id):
-            log.info("dropping a repeated delivery of activity %s", activity.id)
-            return
-        request = TurnRequest(
-            text=text, value=value, activity_id=activity.id,
-            conversation_id=activity.conversation.id,
-            conversation_type=activity.conversation.conversation_type or "personal",
-            user_id=activity.from_property.id if activity.from_property else "",
-            user_aad_id=getattr(activity.from_property, "aad_object_id", None),
-            user_name=getattr(activity.from_property, "name", None),
-            reference=TurnContext.get_conversation_reference(activity),
-            correlation_id=uuid.uuid4().hex[:12],
-        )
-        adapter = turn_context.adapter
-        claims = turn_context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
-        audience = turn_context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
-
-        async def continue_turn(logic: Callable[[TurnContext], Any]) -> None:
-            await adapter.continue_conversation_with_claims(claims, request.reference, audience, logic)
-
-        async def work() -> None:
-            await continue_turn(lambda context: self._run_turn(context, request, received, welcome))
-
-        async def abandoned() -> None:
-            await continue_turn(lambda context: context.send_activity(
-                "I was restarted while answering. Please ask again."))
-
-        if not self.runner.submit(request.conversation_id, work, on_abandon=abandoned):
-            await turn_context.send_activity("I'm very busy or restarting right now. Please try again in a minute.")
+    # ---- routing ------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _mentions_bot(activity: Activity) -> bool:
+    def addressed_to_bot(activity: Activity) -> bool:
+        """In channels and group chats only @mentions and presses of the bot's own cards are for the bot."""
+        if activity.type != "message":
+            return False
+        conversation_type = (activity.conversation.conversation_type if activity.conversation else None) or "personal"
+        if conversation_type not in ("channel", "groupChat"):
+            return True
+        if isinstance(activity.value, dict):
+            return True
         bot_id = activity.recipient.id if activity.recipient else None
         for entity in activity.entities or []:
             if getattr(entity, "type", None) == "mention":
@@ -168,21 +113,69 @@ class SentinelBot(TeamsActivityHandler):
                     return True
         return False
 
-    # ---- in the background: one turn ---------------------------------------------------------------------
+    # ---- a turn (on the runner's worker loop, after the HTTP request was answered) --------------------------
 
-    async def _run_turn(self, context: TurnContext, request: TurnRequest, received: float,
-                        welcome: dict | None) -> None:
-        if welcome is not None:
-            await send_with_retry(lambda: context.send_activity(replies.message(card_list=[welcome])))
+    async def on_message_activity(self, turn_context: TurnContext) -> None:
+        activity = turn_context.activity
+        if not self.addressed_to_bot(activity):
             return
+        value = activity.value if isinstance(activity.value, dict) else None
+        text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
+        typing_sent = self.early_typing.pop(activity.id or "", False)
+        await self._run_turn(turn_context, self._request(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value),
+                             typing_sent)
+
+    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
+        """Universal Actions (Action.Execute, adaptiveCard/action): acknowledge now, answer in a new turn."""
+        activity = turn_context.activity
+        if activity.name != "adaptiveCard/action":
+            return await super().on_invoke_activity(turn_context)
+        value = activity.value if isinstance(activity.value, dict) else {}
+        action = value.get("action") if isinstance(value.get("action"), dict) else {}
+        data = dict(action.get("data") or {})
+        if action.get("verb"):
+            data.setdefault("action", action["verb"])
+        request = self._request(turn_context, "", data)
+        adapter = turn_context.adapter
+        claims = turn_context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
+        audience = turn_context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
+
+        async def work() -> None:
+            await adapter.continue_conversation_with_claims(
+                claims, request.reference, audience, lambda context: self._run_turn(context, request, False))
+
+        if not self.runner.submit(request.conversation_id, work):
+            return InvokeResponse(status=200, body=_MessageInvokeResponse("I'm busy or restarting; try again soon."))
+        # A message response leaves the card as it is and tells the user the action was received.
+        return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
+
+    async def on_teams_members_added(self, teams_members_added: list[ChannelAccount], team_info: TeamInfo,
+                                     turn_context: TurnContext) -> None:
+        bot_id = turn_context.activity.recipient.id if turn_context.activity.recipient else None
+        if any(member.id == bot_id for member in teams_members_added):
+            card = cards.welcome(demo=self.sentinel.is_demo, model_enabled=self.orchestrator is not None)
+            await send_with_retry(lambda: turn_context.send_activity(replies.message(card_list=[card])))
+
+    def _request(self, turn_context: TurnContext, text: str, value: dict[str, Any] | None) -> TurnRequest:
+        activity = turn_context.activity
+        return TurnRequest(
+            text=text, value=value, activity_id=activity.id,
+            conversation_id=activity.conversation.id,
+            conversation_type=activity.conversation.conversation_type or "personal",
+            user_id=activity.from_property.id if activity.from_property else "",
+            user_aad_id=getattr(activity.from_property, "aad_object_id", None),
+            user_name=getattr(activity.from_property, "name", None),
+            reference=TurnContext.get_conversation_reference(activity),
+            correlation_id=uuid.uuid4().hex[:12],
+        )
+
+    async def _run_turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool) -> None:
         data = await self.state.load(context)
         if data.seen(request.activity_id):
             log.info("[%s] activity %s already answered", request.correlation_id, request.activity_id)
             return
-        progress = progress_for(context, request.conversation_type)
+        progress = progress_for(context, request.conversation_type, typing_sent=typing_sent)
         await progress.start()
-        if progress.first_feedback_at is not None:
-            self.feedback_latencies.append(progress.first_feedback_at - received)
         try:
             activities = await self._respond(data, request, progress)
         except Exception:  # noqa: BLE001 - the user gets a clear message, the log gets the detail

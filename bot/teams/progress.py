@@ -1,10 +1,11 @@
 """Live progress while a turn runs (docs/teams-streaming.md, docs/teams-limits.md).
 
-- Always a typing indicator at once.
-- 1:1 chats: Teams streaming. Informative updates ("Querying incidents...") are typing activities with a
-  ``streaminfo`` entity; the first one's id is the stream id; the answer closes the stream as a message
-  with ``streamType: final``. If Teams refuses to stream, progress falls back to the typing indicator.
-- Group chats and channel threads: one status message, updated in place, finally replaced by the answer.
+- Always a typing indicator at once (sent by the server before the turn even starts).
+- When the turn outlasts a short grace period (a tool loop, a slow query):
+  - 1:1 chats: Teams streaming. Informative updates ("Querying incidents...") are typing activities with
+    a ``streaminfo`` entity; the first one's id is the stream id; the answer closes the stream as a
+    message with ``streamType: final``. If Teams refuses to stream, progress falls back to typing.
+  - Group chats and channel threads: one status message, updated in place, replaced by the answer.
 - At most one update per second per conversation (intermediate statuses are coalesced), and a 429 from
   the connector is retried after its Retry-After.
 """
@@ -23,6 +24,7 @@ from botbuilder.schema import Activity, ActivityTypes, Entity
 log = logging.getLogger(__name__)
 
 MIN_UPDATE_INTERVAL_S = 1.0
+PROGRESS_GRACE_S = 0.4  # a turn that takes longer gets streamed / status-message progress
 MAX_INFORMATIVE_CHARS = 1000
 STREAM_TIME_LIMIT_S = 100.0  # Teams ends a stream after 2 minutes; stop informative updates well before
 MAX_RETRY_AFTER_S = 10.0
@@ -44,10 +46,6 @@ class StreamInfo(Entity):
         self.stream_type = stream_type
         self.stream_sequence = stream_sequence
         self.stream_id = stream_id
-
-
-class ConnectorRefused(Exception):
-    """The connector rejected a send for a reason other than throttling."""
 
 
 def _status_of(error: BaseException) -> tuple[int | None, float | None]:
@@ -80,59 +78,71 @@ async def send_with_retry(call: Callable[[], Awaitable[Any]], *, retries: int = 
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _Throttled:
-    """Coalesces status updates to at most one per interval; the latest status always gets out."""
+class _Paced:
+    """Status updates at most one per interval, the first only after a grace period, the latest always last.
 
-    def __init__(self, send: Callable[[str], Awaitable[None]], interval_s: float) -> None:
+    The grace keeps fast answers free of progress chatter: a command answered in 100 ms needs only the
+    typing indicator. ``stop`` waits out the interval after a sent update, so the answer respects the
+    rate too.
+    """
+
+    def __init__(self, send: Callable[[str], Awaitable[None]], interval_s: float, first_after_s: float) -> None:
         self._send = send
         self._interval = interval_s
-        self._last = 0.0
+        self._next = time.monotonic() + first_after_s
         self._pending: str | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self.sent = False
 
     async def push(self, status: str) -> None:
-        wait = self._last + self._interval - time.monotonic()
-        if wait <= 0 and self._flusher is None:
-            await self._emit(status)
-            return
         self._pending = status
         if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush_after(max(wait, 0.0)))
+            wait = self._next - time.monotonic()
+            if wait <= 0:
+                await self._flush()
+            else:
+                self._flusher = asyncio.create_task(self._flush_after(wait))
 
     async def _flush_after(self, delay: float) -> None:
         await asyncio.sleep(delay)
-        status, self._pending = self._pending, None
         self._flusher = None
-        if status is not None:
-            await self._emit(status)
+        await self._flush()
 
-    async def _emit(self, status: str) -> None:
-        self._last = time.monotonic()
+    async def _flush(self) -> None:
+        status, self._pending = self._pending, None
+        if status is None:
+            return
+        self._next = time.monotonic() + self._interval
         try:
             await self._send(status)
+            self.sent = True
         except Exception as error:  # noqa: BLE001 - progress is best effort; the answer still goes out
             log.info("progress update not delivered: %s", type(error).__name__)
 
     async def stop(self) -> None:
-        """Cancel a pending update and wait out the interval, so the next send respects the rate."""
+        """No more updates: drop a pending one; after a sent update, wait out the interval."""
         if self._flusher is not None:
             self._flusher.cancel()
             self._flusher = None
-        wait = self._last + self._interval - time.monotonic()
-        if self._last and wait > 0:
+        self._pending = None
+        wait = self._next - time.monotonic()
+        if self.sent and wait > 0:
             await asyncio.sleep(wait)
 
 
 class Progress:
-    """Base: a typing indicator, then the answer as a new message."""
+    """Base: a typing indicator (unless one was already sent for this turn), then the answer."""
 
-    def __init__(self, context: TurnContext, interval_s: float = MIN_UPDATE_INTERVAL_S) -> None:
+    def __init__(self, context: TurnContext, *, typing_sent: bool = False,
+                 interval_s: float = MIN_UPDATE_INTERVAL_S, grace_s: float = PROGRESS_GRACE_S) -> None:
         self.context = context
+        self.typing_sent = typing_sent
         self.interval_s = interval_s
-        self.first_feedback_at: float | None = None
+        self.grace_s = grace_s
 
     async def start(self) -> None:
-        await self._typing()
+        if not self.typing_sent:
+            await self._typing()
 
     async def update(self, status: str) -> None:
         return None
@@ -143,33 +153,25 @@ class Progress:
     async def _typing(self) -> None:
         try:
             await send_with_retry(lambda: self.context.send_activity(Activity(type=ActivityTypes.typing)))
-            self.first_feedback_at = self.first_feedback_at or time.monotonic()
+            self.typing_sent = True
         except Exception as error:  # noqa: BLE001
             log.info("typing indicator not delivered: %s", type(error).__name__)
 
 
 class StreamingProgress(Progress):
-    """1:1 chats: Teams streaming with informative updates."""
+    """1:1 chats: Teams streaming, informative updates once the turn outlasts the grace period."""
 
-    def __init__(self, context: TurnContext, interval_s: float = MIN_UPDATE_INTERVAL_S) -> None:
-        super().__init__(context, interval_s)
+    def __init__(self, context: TurnContext, **options: Any) -> None:
+        super().__init__(context, **options)
         self.stream_id: str | None = None
+        self.refused = False
         self._sequence = 0
-        self._started_at = 0.0
-        self._updates = _Throttled(self._informative, interval_s)
-
-    async def start(self) -> None:
-        await self._typing()
         self._started_at = time.monotonic()
-        try:
-            await self._informative("Working on it...")
-        except Exception as error:  # noqa: BLE001 - e.g. 403 ContentStreamNotAllowed
-            log.info("streaming refused (%s); falling back to typing", type(error).__name__)
-            self.stream_id = None
+        self._updates = _Paced(self._informative, self.interval_s, self.grace_s)
 
     async def update(self, status: str) -> None:
-        if self.stream_id is None or time.monotonic() - self._started_at > STREAM_TIME_LIMIT_S:
-            await self._typing()
+        if self.refused or time.monotonic() - self._started_at > STREAM_TIME_LIMIT_S:
+            await self._typing()  # keeps the indicator alive where streaming is not possible
             return
         await self._updates.push(status)
 
@@ -184,36 +186,32 @@ class StreamingProgress(Progress):
         self._sequence += 1
         info = StreamInfo(stream_type="informative", stream_sequence=self._sequence, stream_id=self.stream_id)
         activity = Activity(type=ActivityTypes.typing, text=status[:MAX_INFORMATIVE_CHARS], entities=[info])
-        response = await send_with_retry(lambda: self.context.send_activity(activity))
+        try:
+            response = await send_with_retry(lambda: self.context.send_activity(activity))
+        except Exception as error:  # noqa: BLE001 - e.g. 403 ContentStreamNotAllowed
+            if self.stream_id is None:
+                log.info("streaming refused (%s); falling back to typing", type(error).__name__)
+                self.refused = True
+                await self._typing()
+                return
+            raise
         if self.stream_id is None:
-            stream_id = getattr(response, "id", None)
-            if not stream_id:
-                raise ConnectorRefused("no stream id in the response")
-            self.stream_id = stream_id
-        self.first_feedback_at = self.first_feedback_at or time.monotonic()
+            self.stream_id = getattr(response, "id", None)
+            if not self.stream_id:
+                self.refused = True
 
 
 class StatusMessageProgress(Progress):
-    """Group chats and channel threads: one status message, updated in place, replaced by the answer."""
+    """Group chats and channel threads: one status message (once the turn outlasts the grace period),
+    updated in place and finally replaced by the answer."""
 
-    def __init__(self, context: TurnContext, interval_s: float = MIN_UPDATE_INTERVAL_S) -> None:
-        super().__init__(context, interval_s)
+    def __init__(self, context: TurnContext, **options: Any) -> None:
+        super().__init__(context, **options)
         self.status_id: str | None = None
-        self._updates = _Throttled(self._edit, interval_s)
-
-    async def start(self) -> None:
-        await self._typing()
-        try:
-            response = await send_with_retry(lambda: self.context.send_activity(Activity(
-                type=ActivityTypes.message, text="Working on it...")))
-            self.status_id = getattr(response, "id", None)
-            self._updates._last = time.monotonic()
-        except Exception as error:  # noqa: BLE001
-            log.info("status message not delivered: %s", type(error).__name__)
+        self._updates = _Paced(self._show, self.interval_s, self.grace_s)
 
     async def update(self, status: str) -> None:
-        if self.status_id is not None:
-            await self._updates.push(status)
+        await self._updates.push(status)
 
     async def finish(self, reply: Activity) -> None:
         await self._updates.stop()
@@ -240,14 +238,19 @@ class StatusMessageProgress(Progress):
             follow_up = Activity(type=ActivityTypes.message, attachments=cards, attachment_layout=reply.attachment_layout)
             await send_with_retry(lambda: self.context.send_activity(follow_up))
 
-    async def _edit(self, status: str) -> None:
-        activity = Activity(type=ActivityTypes.message, id=self.status_id, text=status)
+    async def _show(self, status: str) -> None:
+        if self.status_id is None:
+            response = await send_with_retry(lambda: self.context.send_activity(
+                Activity(type=ActivityTypes.message, text=f"Working on it: {status}")))
+            self.status_id = getattr(response, "id", None)
+            return
+        activity = Activity(type=ActivityTypes.message, id=self.status_id, text=f"Working on it: {status}")
         await send_with_retry(lambda: self.context.update_activity(activity))
 
 
-def progress_for(context: TurnContext, conversation_type: str | None) -> Progress:
+def progress_for(context: TurnContext, conversation_type: str | None, *, typing_sent: bool = False) -> Progress:
     if conversation_type == "personal" and context.activity.channel_id == "msteams":
-        return StreamingProgress(context)
+        return StreamingProgress(context, typing_sent=typing_sent)
     if conversation_type in ("channel", "groupChat"):
-        return StatusMessageProgress(context)
-    return Progress(context)
+        return StatusMessageProgress(context, typing_sent=typing_sent)
+    return Progress(context, typing_sent=typing_sent)
