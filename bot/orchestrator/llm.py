@@ -18,6 +18,7 @@ from typing import Any
 
 import openai
 from openai import AsyncAzureOpenAI, AsyncOpenAI
+from openai.types.chat import ChatCompletion
 
 from bot.tools.toolbox import ToolCall
 
@@ -91,7 +92,10 @@ class ChatModel:
             request["tools"] = tools
             request["tool_choice"] = "auto"
         try:
-            response = await self._client.chat.completions.create(**request)
+            # The request is already plain JSON; the SDK's documented low-level post skips its per-field
+            # TypedDict transform, which was most of the bot's CPU per model call. Azure OpenAI's
+            # deployment routing applies to this path as it does to chat.completions.create.
+            response = await self._client.post("/chat/completions", body=request, cast_to=ChatCompletion)
         except openai.APIError as exc:
             raise _llm_error(exc) from exc
         if not getattr(response, "choices", None):
