@@ -47,25 +47,27 @@ _OWNER = (
     "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
 )
 _ALERT_COUNT = "COALESCE(json_extract(AdditionalData, '$.alertsCount'), json_array_length(AlertIds))"
-# Latest row per alert inside (:start, :now], as `summarize arg_max(TimeGenerated, ...) by SystemAlertId`.
-# SQLite documents that with a single MAX() the bare columns (here rowid) come from the row holding the
-# maximum: the cheapest arg_max, over narrow columns, joined back to the full row by rowid.
-_LATEST_ALERTS = """
-    latest_alert_rows AS MATERIALIZED (
-        SELECT rowid AS AlertRowId, MAX(TimeGenerated) FROM SecurityAlert
-        WHERE TimeGenerated > :start AND TimeGenerated <= :now {extra}
-        GROUP BY SystemAlertId),
-    latest_alerts AS MATERIALIZED (
-        SELECT r.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status, a.ProductName,
-               a.ProviderName, a.TimeGenerated, a.Tactics
-        FROM latest_alert_rows AS r JOIN SecurityAlert AS a ON a.rowid = r.AlertRowId)"""
-_LATEST_INCIDENTS = """
-    latest_incident_rows AS MATERIALIZED (
-        SELECT rowid AS IncidentRowId, MAX(TimeGenerated) FROM SecurityIncident
-        WHERE TimeGenerated > :start AND TimeGenerated <= :now {extra}
-        GROUP BY IncidentNumber),
-    latest_incidents AS MATERIALIZED (
-        SELECT i.* FROM latest_incident_rows AS r JOIN SecurityIncident AS i ON i.rowid = r.IncidentRowId)"""
+
+
+def _latest(name: str, table: str, key: str, row_id: str, columns: str) -> str:
+    """CTEs ``<name>_rows`` and ``<name>``: the latest row per ``key`` inside (:start, :now], as KQL's
+    ``summarize arg_max(TimeGenerated, ...) by key``. SQLite documents that with a single MAX() the bare
+    columns (here rowid) come from the row holding the maximum: the cheapest arg_max, over narrow
+    columns, joined back to the full row by rowid. ``{extra}`` is left for further WHERE conditions."""
+    return f"""
+    {name}_rows AS MATERIALIZED (
+        SELECT rowid AS {row_id}, MAX(TimeGenerated) FROM {table}
+        WHERE TimeGenerated > :start AND TimeGenerated <= :now {{extra}}
+        GROUP BY {key}),
+    {name} AS MATERIALIZED (
+        SELECT r.{row_id}, {columns} FROM {name}_rows AS r JOIN {table} AS t ON t.rowid = r.{row_id})"""
+
+
+_LATEST_ALERTS = _latest(
+    "latest_alerts", "SecurityAlert", "SystemAlertId", "AlertRowId",
+    "t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status, t.ProductName, t.ProviderName, t.TimeGenerated, "
+    "t.Tactics")
+_LATEST_INCIDENTS = _latest("latest_incidents", "SecurityIncident", "IncidentNumber", "IncidentRowId", "t.*")
 
 
 class DemoBackend:
