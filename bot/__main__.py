@@ -1,4 +1,4 @@
-"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve."""
+"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve | package --app-id GUID --domain HOST."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 
+from bot import package
 from bot.config import ConfigError, Settings
 from bot.sentinel import kql
 from bot.sentinel.client import iso_duration
@@ -23,10 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
     kql_parser.add_argument("--args", default="{}", help='tool arguments as JSON, e.g. \'{"time_window": "last_7d"}\'')
+    package.add_arguments(commands.add_parser("package", help="build the Teams app package (zip) to upload to Teams"))
     args = parser.parse_args(argv)
 
     if args.command == "kql":
         return _print_kql(args.tool, args.args)
+    if args.command == "package":
+        return package.run(args)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
