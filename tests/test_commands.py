@@ -35,7 +35,7 @@ def test_questions_are_left_for_the_model(text: str) -> None:
     assert parse(text) is None
 
 
-@pytest.mark.parametrize("text", ["incidents 90d", "alerts critical", "trend last_2y"])
+@pytest.mark.parametrize("text", ["incidents 90d", "alerts critical", "trend last_2y", "incident"])
 def test_malformed_commands_show_usage(text: str) -> None:
     with pytest.raises(CommandError, match="Usage"):
         parse(text)

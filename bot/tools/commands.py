@@ -69,6 +69,10 @@ def parse(text: str) -> Command | None:
         return Command("prefer", arguments={"reset": True})
     if words in ("prefer", "preferences"):
         return Command("prefer")
+    if words in ("incident", "details", "detail"):
+        # What Teams inserts from the command menu, before the analyst types a number.
+        raise CommandError("Which incident? Usage: incident N (its number), or incident [n] for a row shown "
+                           'earlier, e.g. "incident 42" or "incident [2]".')
     detail = _DETAIL.match(words)
     if detail:
         return Command("incident", "get_incident_detail", {"incident_ref": int(detail.group(1))})
