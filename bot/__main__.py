@@ -9,6 +9,7 @@ import logging
 import sys
 
 from bot import package
+from bot import telemetry
 from bot.config import ConfigError, Settings
 from bot.sentinel import kql
 from bot.sentinel.client import iso_duration
@@ -36,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings.log_level, handlers=[telemetry.log_handler(settings.log_format)])
     # SDK request logs carry URLs and are noise at INFO; our own log lines say what happened.
     for noisy in ("httpx", "httpx2", "openai", "azure", "msrest", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))

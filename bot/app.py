@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import telemetry
 from bot.config import Settings
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
@@ -101,6 +102,37 @@ def build_orchestrator(settings: Settings, sentinel: SentinelClient,
                         max_rounds=settings.max_tool_rounds, demo=sentinel.is_demo)
 
 
+# Automatic instrumentations left off: web frameworks the bot does not use, and database drivers whose spans
+# carry SQL text. The ones kept (Azure SDK, httpx, requests, urllib, urllib3) record method, sanitised URL and
+# status, never request or response bodies, so prompts and query text stay out of the exported telemetry.
+DISABLED_INSTRUMENTATIONS = ("django", "fastapi", "flask", "psycopg2")
+SERVICE_NAME = "sentinel-teams-assistant"
+
+
+def configure_telemetry(settings: Settings) -> bool:
+    """Export traces, metrics and the bot's own logs to Application Insights when its connection string is set.
+
+    Without it nothing is installed: the OpenTelemetry API's no-op tracer and meter take the spans and
+    measurements the code makes. Once per process (OpenTelemetry's global providers are set once).
+    """
+    if not settings.applicationinsights_connection_string:
+        log.info("APPLICATIONINSIGHTS_CONNECTION_STRING is not set: no traces or metrics are exported")
+        return False
+    from azure.monitor.opentelemetry import configure_azure_monitor
+    from opentelemetry.sdk.resources import Resource
+
+    configure_azure_monitor(
+        connection_string=settings.applicationinsights_connection_string,
+        resource=Resource.create({"service.name": SERVICE_NAME}),
+        logger_name="bot",  # our log lines only: they are written to carry no content; SDKs' lines may not be
+        instrumentation_options={name: {"enabled": False} for name in DISABLED_INSTRUMENTATIONS},
+    )
+    telemetry.add_correlation(logging.getLogger("bot"))  # the exported log records carry the correlation id
+    log.info("Exporting traces, metrics and logs to Application Insights%s",
+             " (with question text: TELEMETRY_CAPTURE_CONTENT=true)" if settings.telemetry_capture_content else "")
+    return True
+
+
 async def serve(settings: Settings) -> None:
     """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
     import asyncio
@@ -112,6 +144,7 @@ async def serve(settings: Settings) -> None:
     from bot.teams.server import create_app
     from bot.teams.storage import create_storage
 
+    configure_telemetry(settings)
     components = await build(settings)
     storage = create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
                              blob_connection_string=settings.state_blob_connection_string,

@@ -20,6 +20,7 @@ from dotenv import dotenv_values
 APP_TYPES = ("MultiTenant", "SingleTenant", "UserAssignedMSI")
 DEFAULT_STATE_STORE = "sqlite:///.data/state.db"
 DEFAULT_AZURE_OPENAI_API_VERSION = "2024-10-21"
+LOG_FORMATS = ("text", "json")
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 T = TypeVar("T")
 
@@ -72,6 +73,10 @@ class Settings:
     max_turns: int = 30
     max_history_tokens: int = 24_000
     log_level: str = "INFO"
+    log_format: str = "text"  # text, or json (one object per line) for log collectors
+    # Observability: OpenTelemetry to Application Insights when its connection string is set.
+    applicationinsights_connection_string: str | None = field(default=None, repr=False)
+    telemetry_capture_content: bool = False  # adds the question text to the turn span; off by default
 
     @property
     def uses_demo_workspace(self) -> bool:
@@ -141,6 +146,24 @@ class _Reader:
             self.problems.append(f"{name}={value} is out of range: set it to a number from {low} to {high}.")
             return default
         return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self.text(name)
+        if raw is None:
+            return default
+        if raw.lower() in ("true", "1", "yes", "on"):
+            return True
+        if raw.lower() in ("false", "0", "no", "off"):
+            return False
+        self.problems.append(f"{name}={raw!r} is not a boolean: set it to true or false.")
+        return default
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        raw = (self.text(name) or default).lower()
+        if raw not in choices:
+            self.problems.append(f"{name}={raw!r} is not one of {', '.join(choices)}.")
+            return default
+        return raw
 
     def checked(self, name: str, check: Callable[[str], bool], advice: str) -> str | None:
         value = self.text(name)
@@ -212,6 +235,12 @@ class _Reader:
             max_turns=self.number("MAX_TURNS", 30, 2, 500),
             max_history_tokens=self.number("MAX_HISTORY_TOKENS", 24_000, 2_000, 500_000),
             log_level=self._log_level(),
+            log_format=self.choice("LOG_FORMAT", LOG_FORMATS, "text"),
+            applicationinsights_connection_string=self.checked(
+                "APPLICATIONINSIGHTS_CONNECTION_STRING", lambda v: "InstrumentationKey=" in v,
+                "is not an Application Insights connection string: copy it from the resource's Overview page "
+                "(it starts with InstrumentationKey=)."),
+            telemetry_capture_content=self.flag("TELEMETRY_CAPTURE_CONTENT", False),
         )
         if self.problems:
             raise ConfigError(self.problems)
@@ -253,6 +282,6 @@ class _Reader:
 
 def _shown(name: str, value: str) -> str:
     """A rejected value as shown in an error; secrets are never echoed."""
-    if any(word in name for word in ("KEY", "PASSWORD", "SECRET")):
+    if any(word in name for word in ("KEY", "PASSWORD", "SECRET", "CONNECTION_STRING")):
         return "(hidden)"
     return repr(value if len(value) <= 80 else value[:77] + "...")

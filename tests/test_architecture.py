@@ -2,7 +2,9 @@
 
 teams -> orchestrator -> tools -> sentinel; cards -> sentinel.models only; botbuilder only in teams,
 openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
-which builds the one credential every client shares); only config reads the environment.
+which builds the one credential every client shares); only config reads the environment. Telemetry:
+every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
+(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ EXTERNAL_OWNERS = {
     "botframework": {"teams"},
     "openai": {"orchestrator"},
     "azure.monitor": {"sentinel"},
+    "azure.monitor.opentelemetry": {"app"},
+    "opentelemetry.sdk": {"app"},
     "azure.core": {"sentinel"},
     "azure.identity": {"sentinel", "orchestrator", "app"},
     "azure.storage": {"teams"},
@@ -66,14 +70,27 @@ def test_layers_point_one_way() -> None:
     assert not problems, problems
 
 
+def _owners(name: str) -> set[str] | None:
+    """The owners of the most specific prefix of ``name`` in EXTERNAL_OWNERS (None: anyone may import it)."""
+    matches = [prefix for prefix in EXTERNAL_OWNERS if name == prefix or name.startswith(prefix + ".")]
+    return EXTERNAL_OWNERS[max(matches, key=len)] if matches else None
+
+
 def test_sdks_are_imported_only_by_their_owner() -> None:
     problems = []
     for module, path in _modules():
         for name in _imports(path):
-            for prefix, owners in EXTERNAL_OWNERS.items():
-                if (name == prefix or name.startswith(prefix + ".")) and _area(module) not in owners:
-                    problems.append(f"{module} imports {name} (only {sorted(owners)} may)")
+            owners = _owners(name)
+            if owners is not None and _area(module) not in owners:
+                problems.append(f"{module} imports {name} (only {sorted(owners)} may)")
     assert not problems, problems
+
+
+def test_only_the_composition_root_installs_telemetry() -> None:
+    assert _owners("azure.monitor.opentelemetry") == {"app"} and _owners("azure.monitor.query.aio") == {"sentinel"}
+    assert "azure.monitor.opentelemetry" in _imports(BOT / "app.py")
+    internal = sorted(name for name in _imports(BOT / "telemetry.py") if name == "bot" or name.startswith("bot."))
+    assert internal == [], f"bot.telemetry must stay a leaf: it imports {internal}"
 
 
 def test_only_config_reads_the_environment() -> None:

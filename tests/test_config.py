@@ -79,3 +79,22 @@ def test_blob_state_needs_its_connection_string() -> None:
     assert "UseDevelopmentStorage" not in repr(blob)
     with pytest.raises(ConfigError, match="cosmos is not supported"):
         settings(STATE_STORE="cosmos")
+
+
+def test_observability_settings() -> None:
+    defaults = settings()
+    assert (defaults.log_format, defaults.applicationinsights_connection_string,
+            defaults.telemetry_capture_content) == ("text", None, False)
+    connection = "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://x.example/"
+    on = settings(LOG_FORMAT="JSON", APPLICATIONINSIGHTS_CONNECTION_STRING=connection,
+                  TELEMETRY_CAPTURE_CONTENT="true")
+    assert (on.log_format, on.applicationinsights_connection_string, on.telemetry_capture_content) == (
+        "json", connection, True)
+    assert "InstrumentationKey" not in repr(on)
+    with pytest.raises(ConfigError) as caught:
+        settings(LOG_FORMAT="xml", APPLICATIONINSIGHTS_CONNECTION_STRING="not-a-connection-string",
+                 TELEMETRY_CAPTURE_CONTENT="maybe")
+    assert len(caught.value.problems) == 3
+    assert "not-a-connection-string" not in str(caught.value), "connection strings are not echoed"
+    for name in ("LOG_FORMAT", "APPLICATIONINSIGHTS_CONNECTION_STRING", "TELEMETRY_CAPTURE_CONTENT"):
+        assert name in str(caught.value)
