@@ -62,7 +62,7 @@ class Bot:
 
 
 async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm: FakeOpenAI | None,
-                    storage: Storage) -> tuple[Bot, TestServer]:
+                    storage: Storage, settings: Settings | None = None) -> tuple[Bot, TestServer]:
     await sentinel.prepare()  # as `serve` does at start-up
     orchestrator = None
     if fake_llm is not None:
@@ -70,8 +70,8 @@ async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm
         client = create_client(openai_api_key="sk-test", base_url=f"{fake_llm.endpoint}/v1")
         orchestrator = Orchestrator(ChatModel(client, "rule-model"), ToolBox(sentinel), Memory(TokenCounter()),
                                     demo=sentinel.is_demo)
-    app = create_app(Settings.from_env({}, dotenv_path=None), sentinel=sentinel, orchestrator=orchestrator,
-                     storage=storage)
+    app = create_app(settings or Settings.from_env({}, dotenv_path=None), sentinel=sentinel,
+                     orchestrator=orchestrator, storage=storage)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return Bot(str(server.make_url("/api/messages")), connector, storage, app), server

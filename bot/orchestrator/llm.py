@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 from openai import AsyncAzureOpenAI, AsyncOpenAI
 from openai.types.chat import ChatCompletion
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from bot import telemetry
 from bot.tools.toolbox import ToolCall
 
 log = logging.getLogger(__name__)
@@ -40,13 +43,18 @@ class Completion:
 
 
 class LLMError(Exception):
-    """A model call that failed. ``kind`` drives handling; ``message`` is for the analyst."""
+    """A model call that failed. ``kind`` drives handling; ``message`` is for the analyst.
 
-    def __init__(self, kind: str, message: str, *, detail: str = "") -> None:
+    ``reason`` (exception class, HTTP status, error code) is safe to log; ``detail`` is the provider's own
+    message, which may quote the request, so it is logged only at DEBUG.
+    """
+
+    def __init__(self, kind: str, message: str, *, detail: str = "", reason: str = "") -> None:
         super().__init__(message)
         self.kind = kind  # rate_limited, content_filter, context_length, auth, unavailable, bad_request, bad_response
         self.message = message
         self.detail = detail
+        self.reason = reason or kind
 
 
 def create_client(
@@ -86,7 +94,48 @@ class ChatModel:
         self.model = model
         self._max_tokens = max_completion_tokens
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+                       round_number: int | None = None) -> Completion:
+        """One model call, traced as an ``llm.call`` span (GenAI semantic-convention names; no message content)."""
+        started = time.perf_counter()
+        completion: Completion | None = None
+        error_type: str | None = None
+        with telemetry.tracer().start_as_current_span(
+                "llm.call", kind=SpanKind.CLIENT, record_exception=False, set_status_on_exception=False,
+                attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": self.model,
+                            "gen_ai.request.max_tokens": self._max_tokens,
+                            "bot.llm.tools_offered": len(tools or ())}) as span:
+            if round_number is not None:
+                span.set_attribute("bot.llm.round", round_number)
+            try:
+                completion = await self._complete(messages, tools)
+                span.set_attributes({
+                    "gen_ai.usage.input_tokens": completion.prompt_tokens,
+                    "gen_ai.usage.output_tokens": completion.completion_tokens,
+                    "gen_ai.response.finish_reasons": [completion.finish_reason or "unknown"],
+                    "bot.llm.tool_calls": len(completion.tool_calls),
+                })
+                return completion
+            except Exception as error:
+                error_type = error.kind if isinstance(error, LLMError) else type(error).__name__
+                span.set_attribute("error.type", error_type)
+                span.set_status(Status(StatusCode.ERROR, error_type))
+                raise
+            finally:
+                seconds = time.perf_counter() - started
+                span.set_attribute("bot.llm.latency_ms", round(seconds * 1000, 1))
+                self._measure(seconds, completion, error_type)
+
+    def _measure(self, seconds: float, completion: Completion | None, error_type: str | None) -> None:
+        """Metrics are kept whether or not the span was sampled."""
+        instruments = telemetry.instruments()
+        labels = {"gen_ai.operation.name": "chat", "gen_ai.request.model": self.model}
+        instruments.llm_duration.record(seconds, labels | ({"error.type": error_type} if error_type else {}))
+        if completion is not None:
+            instruments.llm_tokens.add(completion.prompt_tokens, labels | {"gen_ai.token.type": "input"})
+            instruments.llm_tokens.add(completion.completion_tokens, labels | {"gen_ai.token.type": "output"})
+
+    async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
         request: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": self._max_tokens}
         if tools:
             request["tools"] = tools
@@ -130,6 +179,13 @@ _CONTENT_FILTER_MESSAGE = (
 
 
 def _llm_error(exc: openai.APIError) -> LLMError:
+    error = _classified(exc)
+    error.reason = " ".join(str(part) for part in (type(exc).__name__, getattr(exc, "status_code", None),
+                                                     _error_code(exc)) if part)
+    return error
+
+
+def _classified(exc: openai.APIError) -> LLMError:
     code = _error_code(exc)
     detail = f"{type(exc).__name__}: {code or ''} {getattr(exc, 'message', '')}"[:300]
     if isinstance(exc, openai.RateLimitError):

@@ -42,6 +42,7 @@ class TurnResult:
     notices: list[str] = field(default_factory=list)  # trimming, unverified identifiers, round limit
     disclaimer: bool = False
     failed: bool = False  # the model could not answer; text says why
+    failure: str = ""  # when failed: the LLMError kind (rate_limited, content_filter, auth, ...)
     rounds: int = 0  # model calls made
     hit_round_limit: bool = False  # the answer is the synthesis after max_rounds of tool calls
 
@@ -69,8 +70,9 @@ class Orchestrator:
         try:
             completion = await self._run_rounds(conversation, turn, result, wants_examples, progress)
         except LLMError as error:
-            log.warning("model call failed: %s (%s)", error.kind, error.detail)
-            result.text, result.failed = error.message, True
+            log.warning("model call failed: %s (%s)", error.kind, error.reason)
+            log.debug("model call failure detail: %s", error.detail)
+            result.text, result.failed, result.failure = error.message, True, error.kind
             # Keep the question (and any tool work already done) so the analyst can simply ask again.
             turn.append({"role": "assistant", "content": f"(No answer: {error.message})"})
             self._finish(conversation, turn, result)
@@ -115,7 +117,7 @@ class Orchestrator:
             tools = self._schemas if result.rounds < self.max_rounds else None
             messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None)
             try:
-                completion = await self.model.complete(messages, tools)
+                completion = await self.model.complete(messages, tools, round_number=result.rounds + 1)
             except LLMError as error:
                 if error.kind == "context_length" and not retried_context and conversation.history:
                     retried_context = True

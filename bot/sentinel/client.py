@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from bot import telemetry
 from bot.sentinel import kql, rows
 from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
 from bot.sentinel.params import InvalidParameter
 from bot.sentinel.queries import (
     MAX_DETAIL_ALERTS,
+    QUERY_NAMES,
     AlertsQuery,
     AlertTrendQuery,
     IncidentDetailQuery,
@@ -103,17 +107,44 @@ class SentinelClient:
         Arguments may be given as a mapping (model output: any key is safe) or as keywords.
         """
         merged = {**(arguments or {}), **more}
-        try:
-            query = make_query(tool, {k: v for k, v in merged.items() if v is not None})
-        except InvalidParameter as exc:
-            return QueryError("invalid_argument", str(exc), retry_possible=False, tool=tool)
-        return await self._execute(query)
+        kind = SpanKind.INTERNAL if self.is_demo else SpanKind.CLIENT
+        with telemetry.tracer().start_as_current_span(
+                "sentinel.query", kind=kind, record_exception=False, set_status_on_exception=False,
+                attributes={"sentinel.tool": tool if tool in QUERY_NAMES else "unknown",
+                            "sentinel.source": self.source}) as span:
+            try:
+                query = make_query(tool, {k: v for k, v in merged.items() if v is not None})
+            except InvalidParameter as exc:
+                result: QueryResult | QueryError = QueryError("invalid_argument", str(exc), retry_possible=False,
+                                                              tool=tool)
+            else:
+                result = await self._timed(query, span)
+            _describe(span, result)
+            return result
 
     async def prepare(self) -> None:
         await self._backend.prepare()
 
     async def close(self) -> None:
         await self._backend.close()
+
+    async def _timed(self, query: Query, span: Span) -> QueryResult | QueryError:
+        """Run the query, recording its duration by tool whether or not the span is sampled."""
+        started = time.perf_counter()
+        error_type: str | None = None
+        try:
+            result = await self._execute(query)
+            error_type = result.code if isinstance(result, QueryError) else None
+            return result
+        except Exception as error:  # a backend bug, not a service error: recorded by type, never by message
+            error_type = type(error).__name__
+            span.set_attribute("error.type", error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+            raise
+        finally:
+            labels = {"sentinel.tool": query.tool, "sentinel.source": self.source}
+            telemetry.instruments().query_duration.record(
+                time.perf_counter() - started, labels | ({"error.type": error_type} if error_type else {}))
 
     async def _execute(self, query: Query) -> QueryResult | QueryError:
         tool = query.tool
@@ -151,6 +182,20 @@ class SentinelClient:
             warnings=tuple(warnings),
         )
         return QueryResult(records=tuple(records), metadata=metadata)
+
+
+def _describe(span: Span, result: QueryResult | QueryError) -> None:
+    """Counts, flags and codes on the ``sentinel.query`` span; never the KQL, its literals or row values."""
+    if isinstance(result, QueryError):
+        span.set_attribute("error.type", result.code)
+        if result.status is not None:
+            span.set_attribute("sentinel.status", result.status)
+        span.set_status(Status(StatusCode.ERROR, result.code))
+        return
+    meta = result.metadata
+    span.set_attributes({"sentinel.rows": meta.returned, "sentinel.total": meta.total,
+                         "sentinel.truncated": meta.truncated, "sentinel.latency_ms": meta.elapsed_ms,
+                         "sentinel.warnings": len(meta.warnings)})
 
 
 def iso_duration(seconds: float) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -27,8 +27,9 @@ from botbuilder.schema import (
     ChannelAccount,
     ConversationReference,
 )
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from bot import cards
+from bot import cards, telemetry
 from bot.config import LLM_HELP
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
@@ -44,6 +45,7 @@ from bot.tools.toolbox import ToolCall, ToolRun
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
+MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
 Clock = Callable[[], datetime]
 
 
@@ -79,15 +81,68 @@ class TurnRequest:
     correlation_id: str
 
 
+@dataclass
+class TurnFacts:
+    """What a turn tells telemetry: its kind, names, counts and sizes; never its text (unless opted in)."""
+
+    kind: str = "unknown"  # question, command, card_action, help, invalid_command, duplicate
+    command: str | None = None  # the command's name: incidents, incident, clear, prefer, ...
+    rounds: int = 0  # model calls
+    tool_calls: int = 0  # queries run (the model's, or the command's one)
+    question_length: int | None = None
+    answer_length: int | None = None
+    error: str | None = None  # error.type of a failed turn (an exception's class, an LLM failure kind)
+    question: str | None = None  # set only when TELEMETRY_CAPTURE_CONTENT is on
+
+    @property
+    def outcome(self) -> str:
+        if self.kind == "duplicate":
+            return "duplicate"
+        return "failed" if self.error else "answered"
+
+    def attributes(self) -> dict[str, str | int]:
+        optional = {"bot.turn.command": self.command, "bot.question.length": self.question_length,
+                    "bot.answer.length": self.answer_length, "error.type": self.error,
+                    "bot.question.text": self.question}
+        return {"bot.turn.kind": self.kind, "bot.turn.outcome": self.outcome, "bot.turn.rounds": self.rounds,
+                "bot.turn.tool_calls": self.tool_calls} | {k: v for k, v in optional.items() if v is not None}
+
+
+@contextmanager
+def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
+    """The ``turn`` span and the turn metrics; log lines inside carry the request's correlation id."""
+    started = time.perf_counter()
+    with telemetry.correlated(request.correlation_id), telemetry.tracer().start_as_current_span(
+            "turn", kind=SpanKind.CONSUMER, record_exception=False, set_status_on_exception=False,
+            attributes={"bot.correlation_id": request.correlation_id,
+                        "teams.conversation.type": request.conversation_type}) as span:
+        try:
+            yield
+        except BaseException as error:  # cancelled at shutdown, or a failure outside the turn's own handling
+            facts.error = facts.error or type(error).__name__
+            raise
+        finally:
+            span.set_attributes(facts.attributes())
+            if facts.error:
+                span.set_status(Status(StatusCode.ERROR, facts.error))
+            labels = {"bot.turn.outcome": facts.outcome, "bot.turn.kind": facts.kind,
+                      "teams.conversation.type": request.conversation_type}
+            instruments = telemetry.instruments()
+            instruments.turns.add(1, labels)
+            instruments.turn_duration.record(time.perf_counter() - started, labels)
+
+
 class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
-                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(timezone.utc)) -> None:
+                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(timezone.utc),
+                 capture_content: bool = False) -> None:
         self.sentinel = sentinel
         self.orchestrator = orchestrator
         self.state = state
         self.runner = runner
         self.memory = memory
         self.clock = clock
+        self.capture_content = capture_content
         # Activity ids whose typing indicator the server already sent (popped when their turn starts).
         self.early_typing: dict[str, bool] = {}
 
@@ -166,20 +221,27 @@ class SentinelBot(TeamsActivityHandler):
             user_aad_id=getattr(activity.from_property, "aad_object_id", None),
             user_name=getattr(activity.from_property, "name", None),
             reference=TurnContext.get_conversation_reference(activity),
-            correlation_id=uuid.uuid4().hex[:12],
+            correlation_id=telemetry.new_correlation_id(),
         )
 
     async def _run_turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool) -> None:
+        facts = TurnFacts()
+        with turn_span(request, facts):
+            await self._turn(context, request, typing_sent, facts)
+
+    async def _turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool, facts: TurnFacts) -> None:
         data = await self.state.load(context)
         if data.seen(request.activity_id):
-            log.info("[%s] activity %s already answered", request.correlation_id, request.activity_id)
+            facts.kind = "duplicate"
+            log.info("activity %s already answered", request.activity_id)
             return
         progress = progress_for(context, request.conversation_type, typing_sent=typing_sent)
         await progress.start()
         try:
-            activities = await self._respond(data, request, progress)
-        except Exception:  # noqa: BLE001 - the user gets a clear message, the log gets the detail
-            log.exception("[%s] turn failed", request.correlation_id)
+            activities = await self._respond(data, request, progress, facts)
+        except Exception as error:  # noqa: BLE001 - the user gets a clear message, the log gets the detail
+            facts.error = type(error).__name__
+            log.exception("turn failed")
             activities = [replies.error(
                 "Something went wrong",
                 "I could not finish that request. Your conversation is kept; please try again.",
@@ -192,22 +254,28 @@ class SentinelBot(TeamsActivityHandler):
             for extra in activities[1:]:
                 await send_with_retry(lambda extra=extra: context.send_activity(extra))
         except Exception:  # noqa: BLE001 - the connector failed; keep the conversation's state anyway
-            log.exception("[%s] could not deliver the answer", request.correlation_id)
+            facts.error = facts.error or "delivery"
+            log.exception("could not deliver the answer")
         await self.state.save(context, data)
 
-    async def _respond(self, data: ConversationData, request: TurnRequest, progress: Progress) -> list[Activity]:
+    async def _respond(self, data: ConversationData, request: TurnRequest, progress: Progress,
+                       facts: TurnFacts) -> list[Activity]:
         conversation = data.conversation
         if request.value and request.value.get("action") == "incident_detail":
+            facts.kind, facts.command = "card_action", "incident"
             return await self._command(data, Command("incident", "get_incident_detail",
-                                                     {"incident_ref": request.value.get("incident")}), progress)
+                                                     {"incident_ref": request.value.get("incident")}), progress, facts)
         text = request.text or str((request.value or {}).get("text") or "")
         try:
             command = parse(text)
         except CommandError as error:
+            facts.kind = "invalid_command"
             return [replies.error("I could not read that command", str(error))]
         if not text or (command is not None and command.name == "help"):
+            facts.kind = "help"
             return [replies.message(card_list=[cards.help_card()])]
         if command is not None:
+            facts.kind, facts.command = "command", command.name
             if command.name == "clear":
                 if self.orchestrator is not None:
                     return [replies.message(await self.orchestrator.summarise_and_clear(conversation))]
@@ -215,16 +283,23 @@ class SentinelBot(TeamsActivityHandler):
                 return [replies.message("Conversation cleared. Your preferences are kept.")]
             if command.name == "prefer":
                 return [replies.message(apply_preferences(command, conversation.preferences))]
-            return await self._command(data, command, progress)
+            return await self._command(data, command, progress, facts)
+        facts.kind, facts.question_length = "question", len(text)
+        if self.capture_content:
+            facts.question = text[:MAX_CAPTURED_CHARS]
         if self.orchestrator is None:
             return [replies.error("Plain-language questions are not enabled", LLM_HELP,
                                   'Commands work now: type "help".')]
         turn = await self.orchestrator.answer(conversation, text, progress.update)
-        log.info("[%s] answered in %d round(s), %d tool call(s)%s", request.correlation_id, turn.rounds,
-                 len(turn.runs), " (failed)" if turn.failed else "")
+        facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
+        if turn.failed:
+            facts.error = f"llm.{turn.failure}"
+        log.info("answered in %d round(s), %d tool call(s)%s", turn.rounds, len(turn.runs),
+                 f" (failed: {turn.failure})" if turn.failed else "")
         return replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo)
 
-    async def _command(self, data: ConversationData, command: Command, progress: Progress) -> list[Activity]:
+    async def _command(self, data: ConversationData, command: Command, progress: Progress,
+                       facts: TurnFacts) -> list[Activity]:
         conversation = data.conversation
         arguments = with_preferences(command, conversation.preferences)
         if command.reference is not None:
@@ -237,6 +312,7 @@ class SentinelBot(TeamsActivityHandler):
         tool = command.tool or ""
         await progress.update(TOOLS_BY_NAME[tool].status_text)
         started = time.perf_counter()
+        facts.tool_calls = 1
         result = await self.sentinel.run(tool, arguments)
         run = ToolRun(ToolCall("command", tool, json.dumps(arguments, default=str)), arguments, result,
                       (time.perf_counter() - started) * 1000)

@@ -74,7 +74,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     memory = orchestrator.memory if orchestrator is not None else Memory(
         TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
-                      runner=runner, memory=memory)
+                      runner=runner, memory=memory, capture_content=settings.telemetry_capture_content)
     adapter = create_adapter(settings)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations
