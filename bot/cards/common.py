@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from bot.sentinel.models import QueryResult
+from bot.sentinel.models import QueryResult, one_line
 
 MAX_CARD_BYTES = 28_000  # the "generally 28 KB" card limit; Teams' message limit is higher (docs/teams-limits.md)
 MAX_TABLE_ROWS = 25
@@ -34,11 +34,7 @@ _LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "
 
 def plain(value: object, width: int = 80) -> str:
     """``value`` as inert text: one printable line, no markdown Teams would render, at most ``width`` chars."""
-    text = "" if value is None else str(value)
-    text = text[: width * 8 + 256]  # bounds the work on a 10 MB field; whitespace collapsing needs the slack
-    if not text.isprintable():  # newlines, tabs, escapes, bidi overrides and zero-width characters
-        text = "".join(ch if ch.isprintable() else " " for ch in text)
-    text = " ".join(text.split())
+    text = one_line(value, width * 8 + 256)  # cut to ``width`` below, after the replacements
     text = unlink(text).replace("*", "∗")  # **bold**
     text = _HTML_ENTITY.sub("＆", text)
     text = _EDGE_UNDERSCORE.sub("＿", text)

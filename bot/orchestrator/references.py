@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult
+from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult, one_line
 
 MAX_REFERENCES = 300
 CONTEXT_REFERENCES = 30  # how many of the most recent references the model sees each turn
@@ -110,7 +110,4 @@ class References:
 
 
 def _short(text: str, width: int = 50) -> str:
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() else " " for ch in text)
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return one_line(text, width)

@@ -11,6 +11,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+def one_line(value: object, width: int | None = None) -> str:
+    """A field as one printable line, at most ``width`` characters (ending in "…" when cut).
+
+    Incident and alert text is attacker-written: newlines, control characters, bidi overrides and
+    zero-width characters become spaces, runs of whitespace one space. Every surface that shows a
+    record's text (terminal, model rows, references, cards) starts from this.
+    """
+    text = "" if value is None else str(value)
+    if width is not None:
+        text = text[: width * 8 + 256]  # bounds the work on a huge field; collapsing whitespace needs the slack
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.split())
+    if width is not None and len(text) > width:
+        text = text[: max(width - 1, 0)] + "…"
+    return text
+
+
 DEMO_NOTICE = "Demo workspace: generated sample data, not from a real Sentinel workspace."
 
 

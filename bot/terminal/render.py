@@ -18,6 +18,7 @@ from bot.sentinel.models import (
     QueryError,
     QueryResult,
     TrendBin,
+    one_line,
 )
 
 SEVERITY_SHORT = {"High": "HIGH", "Medium": "MED", "Low": "LOW", "Informational": "INFO"}
@@ -31,12 +32,7 @@ def _ref(ref_for: RefFor, kind: str, key: str) -> str:
 
 def clean(value: object, width: int | None = None) -> str:
     """One line of printable text, at most ``width`` characters."""
-    text = "" if value is None else str(value)
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
-    text = " ".join(text.split())
-    if width is not None and len(text) > width:
-        text = text[: max(width - 1, 0)] + "…"
-    return text
+    return one_line(value, width)
 
 
 def age(moment: datetime | None, now: datetime | None = None) -> str:

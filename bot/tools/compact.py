@@ -18,6 +18,7 @@ from bot.sentinel.models import (
     QueryError,
     QueryResult,
     TrendBin,
+    one_line,
 )
 
 MAX_CHARS = 16_000  # about 4,000 tokens of this kind of text
@@ -31,11 +32,7 @@ def cell(value: object, width: int = 80) -> str:
         return value.strftime("%Y-%m-%d %H:%M")
     if isinstance(value, (tuple, list)):
         value = ",".join(str(v) for v in value)
-    text = str(value)
-    if not text.isprintable():  # rare: control characters in attacker-written text
-        text = "".join(ch if ch.isprintable() else " " for ch in text)
-    text = " ".join(text.replace("|", "/").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return one_line(str(value).replace("|", "/"), width)  # a "|" in attacker text must not open a cell
 
 
 def header(tool: str, arguments: dict[str, object]) -> str:
