@@ -9,7 +9,6 @@ once. Failures become a message that says what happened and gives a reference id
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -31,17 +30,15 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from bot import cards, telemetry
 from bot.config import LLM_HELP
+from bot.orchestrator import commands
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryResult
 from bot.teams import replies
 from bot.teams.progress import Progress, progress_for, send_with_retry
 from bot.teams.runner import TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
-from bot.tools.commands import Command, CommandError, apply_preferences, parse, with_preferences
-from bot.tools.definitions import TOOLS_BY_NAME
-from bot.tools.toolbox import ToolCall, ToolRun
+from bot.tools.commands import Command, CommandError, apply_preferences, parse
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
@@ -277,10 +274,7 @@ class SentinelBot(TeamsActivityHandler):
         if command is not None:
             facts.kind, facts.command = "command", command.name
             if command.name == "clear":
-                if self.orchestrator is not None:
-                    return [replies.message(await self.orchestrator.summarise_and_clear(conversation))]
-                conversation.clear(None)
-                return [replies.message("Conversation cleared. Your preferences are kept.")]
+                return [replies.message(await commands.clear(conversation, self.orchestrator))]
             if command.name == "prefer":
                 return [replies.message(apply_preferences(command, conversation.preferences))]
             return await self._command(data, command, progress, facts)
@@ -301,21 +295,8 @@ class SentinelBot(TeamsActivityHandler):
     async def _command(self, data: ConversationData, command: Command, progress: Progress,
                        facts: TurnFacts) -> list[Activity]:
         conversation = data.conversation
-        arguments = with_preferences(command, conversation.preferences)
-        if command.reference is not None:
-            reference = conversation.references.get(command.reference)
-            if reference is None or reference.kind != "incident":
-                what = f"[{command.reference}] is {reference.kind} {reference.label}" if reference else \
-                    f"There is no [{command.reference}] in this conversation yet"
-                return [replies.message(f"{what}; ask about an incident's number instead.")]
-            arguments["incident_ref"] = int(reference.key)
-        tool = command.tool or ""
-        await progress.update(TOOLS_BY_NAME[tool].status_text)
-        started = time.perf_counter()
+        run = await commands.run_command(self.sentinel, conversation, command, progress.update)
+        if isinstance(run, str):
+            return [replies.message(f"{run} Ask about an incident by its number instead.")]
         facts.tool_calls = 1
-        result = await self.sentinel.run(tool, arguments)
-        run = ToolRun(ToolCall("command", tool, json.dumps(arguments, default=str)), arguments, result,
-                      (time.perf_counter() - started) * 1000)
-        if isinstance(result, QueryResult):
-            conversation.remember(result)
-        return replies.command_result(result, run, conversation.references, self.clock())
+        return replies.command_result(run.artifact, run, conversation.references, self.clock())

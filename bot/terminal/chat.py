@@ -9,24 +9,20 @@ stdout holds only answers.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import TextIO
 
 from bot.config import LLM_HELP
-from bot.orchestrator import sources
+from bot.orchestrator import commands, sources
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator, TurnResult
 from bot.orchestrator.prompts import DISCLAIMER
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import DEMO_NOTICE, QueryResult
 from bot.terminal import render
-from bot.tools.commands import HELP_TEXT, CommandError, apply_preferences, parse, with_preferences
-from bot.tools.definitions import TOOLS_BY_NAME
-from bot.tools.toolbox import ToolCall, ToolRun
+from bot.tools.commands import HELP_TEXT, CommandError, apply_preferences, parse
 
 QUIT = ("/quit", "/exit", "quit", "exit")
 
@@ -64,29 +60,18 @@ class TerminalChat:
             return HELP_TEXT
         if command.name == "clear":
             self._last_runs = []
-            if self._orchestrator is not None:
-                return await self._orchestrator.summarise_and_clear(self.conversation)
-            self.conversation.clear(None)
-            return "Conversation cleared."
+            return await commands.clear(self.conversation, self._orchestrator)
         if command.name == "prefer":
             return apply_preferences(command, self.conversation.preferences)
-        arguments = with_preferences(command, self.conversation.preferences)
-        if command.reference is not None:
-            reference = self.conversation.references.get(command.reference)
-            if reference is None:
-                return f"There is no [{command.reference}] in this conversation yet."
-            if reference.kind != "incident":
-                return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
-            arguments["incident_ref"] = int(reference.key)
-        tool = command.tool or ""
-        self._say_status(TOOLS_BY_NAME[tool].status_text)
-        started = time.perf_counter()
-        result = await self._sentinel.run(tool, arguments)
-        call = ToolCall(id="command", name=tool, arguments=json.dumps(arguments))
-        self._last_runs = [ToolRun(call, arguments, result, (time.perf_counter() - started) * 1000)]
-        if isinstance(result, QueryResult):
-            self.conversation.remember(result)
-        return render.render(result, self.conversation.references.ref_for)
+
+        async def status(text: str) -> None:
+            self._say_status(text)
+
+        run = await commands.run_command(self._sentinel, self.conversation, command, status)
+        if isinstance(run, str):
+            return run
+        self._last_runs = [run]
+        return render.render(run.artifact, self.conversation.references.ref_for)
 
     async def _free_text(self, text: str) -> str:
         if self._orchestrator is None:
