@@ -115,7 +115,7 @@ async def test_toolbox_rejects_without_raising(demo_client) -> None:
         assert not run.ok and run.artifact.code == "invalid_argument", name
     nulls = await box.run(ToolCall("c2", "query_alerts", json.dumps({"time_window": None, "limit": None})))
     assert nulls.ok and nulls.arguments == {}, "null means default"
-    assert nulls.log_entry()["kql"].startswith("// query_alerts")
+    assert nulls.kql.startswith("// query_alerts")
 
 
 def test_token_counts_include_tools_and_stay_cached() -> None:

@@ -55,23 +55,6 @@ class ToolRun:
     def kql(self) -> str:
         return self.artifact.metadata.kql if isinstance(self.artifact, QueryResult) else self.artifact.kql
 
-    def log_entry(self) -> dict[str, Any]:
-        """What the Data sources footnote and the logs show: no row content."""
-        entry: dict[str, Any] = {
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "rows": self.rows,
-            "elapsed_ms": round(self.elapsed_ms, 1),
-            "kql": self.kql,
-            "retried": self.retried,
-        }
-        if isinstance(self.artifact, QueryResult):
-            entry["total"] = self.artifact.metadata.total
-            entry["source"] = self.artifact.metadata.source
-        else:
-            entry["error"] = self.artifact.code
-        return entry
-
 
 @dataclass
 class ToolBox:
