@@ -204,9 +204,12 @@ async def test_two_messages_at_once_are_answered_in_order(bot: Bot, fake_openai:
     await asyncio.gather(bot.post(first), bot.post(second))
     sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 2, timeout=20)
     answers = final_messages(sent)
-    assert "incidents" in answers[0].text and "Most targeted" in answers[1].text
     users = await _saved_user_messages(bot, first["conversation"]["id"], 2)
-    assert users == ["what incidents came in this week?", "which hosts were hit most this week?"]
+    # Sent at the same moment, they reach the bot in either order; the bot keeps the order they arrived in.
+    assert sorted(users) == ["what incidents came in this week?", "which hosts were hit most this week?"]
+    expected = ["Most targeted" if "hosts" in question else "incidents;" for question in users]
+    assert [marker in answer.text for marker, answer in zip(expected, answers)] == [True, True], \
+        "answered one at a time, in the order received, nothing lost"
 
 
 async def test_streaming_refused_falls_back_to_typing(bot: Bot) -> None:
