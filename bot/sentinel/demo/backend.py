@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from functools import singledispatchmethod
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.sentinel.client import RawTable
 from bot.sentinel.demo import generator
@@ -40,6 +40,7 @@ from bot.sentinel.queries import (
 )
 
 Clock = Callable[[], datetime]
+T = TypeVar("T")
 
 _RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
 _OWNER = (
@@ -79,6 +80,26 @@ class DemoBackend:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._generated_until: datetime | None = None
+        self._on_generated: list[Callable[[sqlite3.Connection], None]] = []
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def on_generated(self, hook: Callable[[sqlite3.Connection], None]) -> None:
+        """Call ``hook`` with each newly generated database, under the lock (the demo writer re-applies the
+        changes analysts made, which a regeneration at the turn of the day would otherwise lose)."""
+        self._on_generated.append(hook)
+
+    def with_database(self, work: Callable[[sqlite3.Connection, datetime], T]) -> T:
+        """Run ``work(database, now)`` under the backend's lock; blocking, so call it from a worker thread."""
+        now = self._clock()
+        with self._lock:
+            return work(self._database(now), now)
 
     async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError:
         now = self._clock()
@@ -96,6 +117,8 @@ class DemoBackend:
                 self._conn.close()
             self._conn = create_database(data.incident_rows, data.alert_rows)
             self._generated_until = data.generated_until
+            for hook in self._on_generated:
+                hook(self._conn)
         return self._conn
 
     async def prepare(self) -> None:
