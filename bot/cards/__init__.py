@@ -1,9 +1,11 @@
 """Adaptive Cards (1.5) built from typed query results: pure functions, no I/O, no SDKs.
 
-Cards depend only on ``bot.sentinel.models``. Every card stays under ``MAX_CARD_BYTES``; text from
-the workspace is shown as inert plain text (see ``common.plain``).
+Cards depend only on the data layer's typed data (``bot.sentinel.models``, ``bot.sentinel.changes``).
+Every card stays under ``MAX_CARD_BYTES``; text from the workspace is shown as inert plain text (see
+``common.plain``).
 """
 
+from bot.cards.actions import change_confirmation, change_outcome
 from bot.cards.alerts import alert_list
 from bot.cards.common import MAX_CARD_BYTES, card_size, plain
 from bot.cards.entities import top_entities
@@ -19,6 +21,8 @@ __all__ = [
     "alert_list",
     "alert_trend",
     "card_size",
+    "change_confirmation",
+    "change_outcome",
     "error",
     "footer",
     "help_card",

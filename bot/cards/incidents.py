@@ -8,6 +8,7 @@ from datetime import datetime
 
 from bot.cards.alerts import alert_table
 from bot.cards.common import (
+    SEVERITIES,
     Element,
     RefFor,
     actions,
@@ -21,6 +22,7 @@ from bot.cards.common import (
     list_card,
     plain,
     ref,
+    severity_label,
     severity_text,
     subtle,
     table,
@@ -28,6 +30,7 @@ from bot.cards.common import (
     warnings,
     when,
 )
+from bot.sentinel.changes import MAX_CLASSIFICATION_COMMENT_CHARS, MAX_COMMENT_CHARS
 from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult
 
 MAX_DETAIL_ALERTS = 15
@@ -36,6 +39,22 @@ MAX_OTHER_MATCHES = 5
 _TYPE_LABELS = {"ip": "IP", "url": "URL", "dns": "DNS", "filehash": "File hash", "cloud-application": "Cloud app",
                 "azure-resource": "Azure resource", "registry-key": "Registry key"}
 _SAFE_URL = re.compile(r"https://[^\s\"'<>\\^`{|}]{1,2040}")
+# The close form's choices: the classification-and-reason pairs the Sentinel portal offers.
+CLOSE_CLASSIFICATIONS = (
+    ("True positive – suspicious activity", "TruePositive:SuspiciousActivity"),
+    ("Benign positive – suspicious but expected", "BenignPositive:SuspiciousButExpected"),
+    ("False positive – incorrect alert logic", "FalsePositive:IncorrectAlertLogic"),
+    ("False positive – inaccurate data", "FalsePositive:InaccurateData"),
+    ("Undetermined", "Undetermined"),
+)
+# Input ids of the change forms; Teams sends the values of the submitted form beside the button's data. Ids
+# are unique in the card even across ShowCards: the reference renderer's validator reports "Duplicate Id"
+# there, and Teams on iOS has been reported not to render cards whose ShowCards repeat an input id. So the
+# closing comment (set_incident_status's "comment" argument) has its own id, apart from the comment form's.
+CLASSIFICATION_INPUT = "classification"
+CLOSE_COMMENT_INPUT = "classification_comment"
+SEVERITY_INPUT = "severity"
+COMMENT_INPUT = "comment"
 
 
 def incident_table(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
@@ -59,12 +78,17 @@ def _incident_table(incidents: Sequence[Incident], ref_for: RefFor, now: datetim
 
 
 def incident_detail(detail: IncidentDetail, ref_for: RefFor, now: datetime, *, demo: bool = False,
-                    notes: Sequence[str] = ()) -> Element:
-    """Facts, description, alerts, entities, "Open in Sentinel" and the other incidents a title search matched."""
-    return fit(lambda limit: _detail(detail, ref_for, now, demo, notes, limit), MAX_DETAIL_ALERTS)
+                    notes: Sequence[str] = (), changes: bool = False) -> Element:
+    """Facts, description, alerts, entities, "Open in Sentinel" and the other incidents a title search matched.
+
+    With ``changes``, a "Change" row under the description proposes changes to the incident (assign to me,
+    close or reopen, severity, comment); each button only proposes, and the analyst confirms on the card that
+    follows.
+    """
+    return fit(lambda limit: _detail(detail, ref_for, now, demo, notes, changes, limit), MAX_DETAIL_ALERTS)
 
 
-def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes: Sequence[str],
+def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes: Sequence[str], changes: bool,
             limit: int) -> Element:
     i = d.incident
     number = f"{ref(ref_for, 'incident', str(i.number))} Incident #{i.number}".strip()
@@ -75,6 +99,8 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
     body.append({"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in _facts(d, now)]})
     if d.description:
         body.append(text(plain(d.description, 600), spacing="medium"))
+    if changes:
+        body += _change_row(i)
     if d.alerts:
         shown = d.alerts[:limit]
         body.append(text(f"Alerts ({len(shown)} of {max(i.alert_count, len(d.alerts))})", weight="bolder",
@@ -87,6 +113,60 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
     url = i.url.strip()
     buttons = [{"type": "Action.OpenUrl", "title": "Open in Sentinel", "url": url}] if _SAFE_URL.fullmatch(url) else []
     return card(body, buttons)
+
+
+def _change_row(i: Incident) -> list[Element]:
+    """ "Change": Assign to me, Close… (Reopen when closed), Severity…, Comment…; each a proposal."""
+    number = str(i.number)
+    closed = i.status.strip().lower() == "closed"
+    row = [_propose("Assign to me", "assign_incident", {"incident_ref": number, "assignee": "me"}),
+           _propose("Reopen", "set_incident_status", {"incident_ref": number, "status": "Active"}) if closed
+           else _form("Close…", _close_inputs(), "Propose closing", "set_incident_status",
+                      {"incident_ref": number, "status": "Closed"}),
+           _form("Severity…", _severity_inputs(i.severity), "Propose severity", "set_incident_severity",
+                 {"incident_ref": number}),
+           _form("Comment…", _comment_inputs(), "Propose comment", "add_incident_comment", {"incident_ref": number})]
+    return [text("Change", weight="bolder", separator=True, spacing="medium"),
+            subtle("Nothing changes until you confirm on the card that follows."),
+            actions(*row, spacing="small")]
+
+
+def _propose(title: str, tool: str, arguments: dict[str, str]) -> Element:
+    """A plain Submit (no messageBack text in the chat); a form's inputs merge into ``data`` at the top level."""
+    return {"type": "Action.Submit", "title": title,
+            "data": {"action": "change_propose", "tool": tool, "arguments": arguments}}
+
+
+def _form(title: str, inputs: list[Element], submit: str, tool: str, arguments: dict[str, str]) -> Element:
+    """A ShowCard holding ``inputs`` and the button that proposes the change with them."""
+    return {"type": "Action.ShowCard", "title": title,
+            "card": {"type": "AdaptiveCard", "body": inputs, "actions": [_propose(submit, tool, arguments)]}}
+
+
+def _close_inputs() -> list[Element]:
+    return [
+        {"type": "Input.ChoiceSet", "id": CLASSIFICATION_INPUT, "label": "Classification", "style": "compact",
+         "isRequired": True, "errorMessage": "Choose a classification.", "placeholder": "Choose a classification",
+         "choices": [{"title": title, "value": value} for title, value in CLOSE_CLASSIFICATIONS]},
+        {"type": "Input.Text", "id": CLOSE_COMMENT_INPUT, "label": "Closing comment", "isMultiline": True,
+         "isRequired": True, "maxLength": MAX_CLASSIFICATION_COMMENT_CHARS,
+         "placeholder": "Why? e.g. pen test by the red team", "errorMessage": "Say why you are closing it."},
+    ]
+
+
+def _severity_inputs(current: str) -> list[Element]:
+    """The other severities (all four when the current one is not a known severity); no default."""
+    others = [s for s in SEVERITIES if s != current]
+    label = f"New severity (now {severity_label(current)})" if current in SEVERITIES else "New severity"
+    return [{"type": "Input.ChoiceSet", "id": SEVERITY_INPUT, "label": label, "style": "compact",
+             "isRequired": True, "errorMessage": "Choose a severity.", "placeholder": "Choose a severity",
+             "choices": [{"title": s, "value": s} for s in others]}]
+
+
+def _comment_inputs() -> list[Element]:
+    return [{"type": "Input.Text", "id": COMMENT_INPUT, "label": "Comment", "isMultiline": True, "isRequired": True,
+             "maxLength": MAX_COMMENT_CHARS, "placeholder": "What to add to the incident's comments",
+             "errorMessage": "Write the comment."}]
 
 
 def _facts(d: IncidentDetail, now: datetime) -> list[tuple[str, str]]:

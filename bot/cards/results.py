@@ -20,8 +20,11 @@ _LISTS: dict[str, Callable[[QueryResult, RefFor, datetime], Element]] = {
 }
 
 
-def result_card(result: QueryResult | QueryError, ref_for: RefFor, now: datetime) -> Element:
-    """The card for one tool result; a small "nothing matched" card when it has no rows."""
+def result_card(result: QueryResult | QueryError, ref_for: RefFor, now: datetime, *, changes: bool = False) -> Element:
+    """The card for one tool result; a small "nothing matched" card when it has no rows.
+
+    ``changes``: an incident detail card carries the buttons that propose changes (other cards ignore it).
+    """
     if isinstance(result, QueryError):
         hint = "This kind of failure is often temporary: try again in a minute." if result.retry_possible else None
         return error("The query did not run", result.message, hint)
@@ -30,7 +33,7 @@ def result_card(result: QueryResult | QueryError, ref_for: RefFor, now: datetime
         return nothing_matched(result)
     if tool == "get_incident_detail":
         return incident_detail(result.records[0], ref_for, now, demo=result.metadata.is_demo,
-                               notes=result.metadata.warnings)
+                               notes=result.metadata.warnings, changes=changes)
     if tool == "get_alert_trend":
         return alert_trend(result)
     if tool in _LISTS:
