@@ -13,6 +13,7 @@ from typing import Any
 
 from bot import telemetry
 from bot.config import Settings
+from bot.orchestrator.actions import ActionDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
@@ -27,11 +28,14 @@ class Components:
     settings: Settings
     sentinel: SentinelClient
     orchestrator: Orchestrator | None  # None when no language model is configured
+    desk: ActionDesk | None = None  # incident changes (its writer is None when write actions are off)
     _closers: list[Any] = field(default_factory=list)
 
     async def close(self) -> None:
         if self.orchestrator is not None:
             await self.orchestrator.model.close()
+        if self.desk is not None and self.desk.writer is not None:
+            await self.desk.writer.close()
         await self.sentinel.close()
         for closer in self._closers:
             await closer.close()
@@ -59,8 +63,9 @@ async def build(settings: Settings) -> Components:
     credential = _LazyCredential()
     sentinel = build_sentinel_client(settings, credential)
     await sentinel.prepare()
-    orchestrator = build_orchestrator(settings, sentinel, credential)
-    return Components(settings, sentinel, orchestrator, [credential])
+    desk = build_action_desk(settings, sentinel, credential)
+    orchestrator = build_orchestrator(settings, sentinel, credential, desk)
+    return Components(settings, sentinel, orchestrator, desk, [credential])
 
 
 def build_sentinel_client(settings: Settings, credential: _LazyCredential | None = None) -> SentinelClient:
@@ -81,8 +86,36 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
     return SentinelClient(backend)
 
 
-def build_orchestrator(settings: Settings, sentinel: SentinelClient,
-                       credential: _LazyCredential | None = None) -> Orchestrator | None:
+def build_action_desk(settings: Settings, sentinel: SentinelClient,
+                      credential: _LazyCredential | None = None) -> ActionDesk:
+    """Incident changes: the demo workspace's own writer, or Sentinel's REST API on Azure Resource Manager.
+
+    With WRITE_ACTIONS_ENABLED off there is no writer at all, and every request to change an incident is
+    refused with what the administrator would need to turn it on.
+    """
+    policy = WritePolicy(settings.write_actions_enabled, settings.write_responders)
+    if not settings.write_actions_enabled:
+        return ActionDesk(sentinel, None, policy)
+    if sentinel.is_demo:
+        from bot.sentinel.demo.writer import DemoIncidentWriter
+
+        log.info("Write actions enabled on the demo workspace for %d responder(s)", len(policy.responders))
+        return ActionDesk(sentinel, DemoIncidentWriter.for_client(sentinel), policy)
+    from bot.sentinel.incident_writer import ArmIncidentWriter
+
+    assert settings.sentinel_subscription_id and settings.sentinel_resource_group and settings.sentinel_workspace_name
+    writer = ArmIncidentWriter(endpoint=settings.arm_endpoint, subscription_id=settings.sentinel_subscription_id,
+                               resource_group=settings.sentinel_resource_group,
+                               workspace_name=settings.sentinel_workspace_name,
+                               credential=(credential or _LazyCredential()).get(),
+                               api_version=settings.sentinel_api_version)
+    log.info("Write actions enabled (workspace %s) for %d responder(s)", settings.sentinel_workspace_name,
+             len(policy.responders))
+    return ActionDesk(sentinel, writer, policy)
+
+
+def build_orchestrator(settings: Settings, sentinel: SentinelClient, credential: _LazyCredential | None = None,
+                       desk: ActionDesk | None = None) -> Orchestrator | None:
     if settings.llm_provider is None:
         log.warning("No language model configured: only commands will be answered")
         return None
@@ -99,7 +132,7 @@ def build_orchestrator(settings: Settings, sentinel: SentinelClient,
     memory = Memory(TokenCounter(), MemoryPolicy(max_turns=settings.max_turns,
                                                  history_tokens=settings.max_history_tokens))
     return Orchestrator(ChatModel(client, settings.model_name), ToolBox(sentinel), memory,
-                        max_rounds=settings.max_tool_rounds, demo=sentinel.is_demo)
+                        max_rounds=settings.max_tool_rounds, demo=sentinel.is_demo, desk=desk)
 
 
 # Automatic instrumentations left off: web frameworks the bot does not use, and database drivers whose spans
@@ -152,7 +185,7 @@ async def serve(settings: Settings) -> None:
     turns = TurnRunner()
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
-                     runner=turns)
+                     runner=turns, desk=components.desk)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()

@@ -20,6 +20,8 @@ from dotenv import dotenv_values
 APP_TYPES = ("MultiTenant", "SingleTenant", "UserAssignedMSI")
 DEFAULT_STATE_STORE = "sqlite:///.data/state.db"
 DEFAULT_AZURE_OPENAI_API_VERSION = "2024-10-21"
+DEFAULT_SENTINEL_API_VERSION = "2025-09-01"
+_OBJECT_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 LOG_FORMATS = ("text", "json")
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 T = TypeVar("T")
@@ -57,6 +59,10 @@ class Settings:
     sentinel_resource_group: str | None = None
     sentinel_workspace_name: str | None = None
     arm_endpoint: str = "https://management.azure.com"
+    sentinel_api_version: str = DEFAULT_SENTINEL_API_VERSION
+    # Incident write actions: off unless enabled, and then only for the listed responders (Entra object ids).
+    write_actions_enabled: bool = False
+    write_responders: frozenset[str] = frozenset()
     demo_data_seed: int = 42
     # Bot identity and web server.
     microsoft_app_id: str | None = None
@@ -97,6 +103,11 @@ class Settings:
         if self.llm_provider == "azure":
             return self.azure_openai_deployment or ""
         return self.openai_model or "gpt-4o"
+
+    @property
+    def writes_configured(self) -> bool:
+        """The workspace's Azure resource path is known (needed to change incidents through Azure Resource Manager)."""
+        return bool(self.sentinel_subscription_id and self.sentinel_resource_group and self.sentinel_workspace_name)
 
     @property
     def authenticates_requests(self) -> bool:
@@ -221,6 +232,11 @@ class _Reader:
             sentinel_resource_group=self.text("SENTINEL_RESOURCE_GROUP"),
             sentinel_workspace_name=self.text("SENTINEL_WORKSPACE_NAME"),
             arm_endpoint=self.url("ARM_ENDPOINT", https_only=True) or "https://management.azure.com",
+            sentinel_api_version=self.checked(
+                "SENTINEL_API_VERSION", lambda v: bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}(-preview)?", v)),
+                "is not an API version: use a date such as 2025-09-01.") or DEFAULT_SENTINEL_API_VERSION,
+            write_actions_enabled=self.flag("WRITE_ACTIONS_ENABLED", False),
+            write_responders=self._responders(),
             demo_data_seed=self.number("DEMO_DATA_SEED", 42, 0, 2**31 - 1),
             microsoft_app_id=app_id,
             microsoft_app_password=password,
@@ -242,9 +258,33 @@ class _Reader:
                 "(it starts with InstrumentationKey=)."),
             telemetry_capture_content=self.flag("TELEMETRY_CAPTURE_CONTENT", False),
         )
+        if settings.write_actions_enabled:
+            self._check_writes(settings)
         if self.problems:
             raise ConfigError(self.problems)
         return settings
+
+    def _responders(self) -> frozenset[str]:
+        raw = self.text("WRITE_RESPONDERS") or ""
+        ids = [part.strip().lower() for part in re.split(r"[,;\s]+", raw) if part.strip()]
+        wrong = [i for i in ids if not _OBJECT_ID.match(i)]
+        if wrong:
+            self.problems.append(f"WRITE_RESPONDERS has {', '.join(repr(w[:60]) for w in wrong[:3])}, which "
+                                 "is not an Entra object id: list the analysts' object ids (Entra admin center > "
+                                 "Users > Object ID), separated by commas.")
+        return frozenset(i for i in ids if _OBJECT_ID.match(i))
+
+    def _check_writes(self, settings: Settings) -> None:
+        if not settings.write_responders:
+            self.problems.append("WRITE_ACTIONS_ENABLED=true needs WRITE_RESPONDERS: the Entra object ids of the "
+                                 "analysts allowed to change incidents, separated by commas.")
+        if not settings.uses_demo_workspace and not settings.writes_configured:
+            missing = [name for name, value in (("SENTINEL_SUBSCRIPTION_ID", settings.sentinel_subscription_id),
+                                                ("SENTINEL_RESOURCE_GROUP", settings.sentinel_resource_group),
+                                                ("SENTINEL_WORKSPACE_NAME", settings.sentinel_workspace_name))
+                       if not value]
+            self.problems.append(f"WRITE_ACTIONS_ENABLED=true needs {', '.join(missing)}: the workspace's Azure "
+                                 "resource, where incidents are changed (Azure Resource Manager).")
 
     def _app_type(self) -> str:
         raw = self.text("MICROSOFT_APP_TYPE")

@@ -71,6 +71,11 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        audit = getattr(record, "audit", None)
+        if isinstance(audit, dict):
+            # An audit record (orchestrator.actions) is structured data: a field, not JSON inside the message.
+            entry["message"] = f"audit {audit.get('event', '')}"
+            entry["audit"] = audit
         correlation = getattr(record, "correlation_id", None) or correlation_id.get()
         if correlation and correlation != NO_CORRELATION:
             entry["correlation_id"] = correlation

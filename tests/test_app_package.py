@@ -32,7 +32,8 @@ APP_ID = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
 DOMAIN = "sentinel-bot.azurewebsites.net"
 SCOPES = ("personal", "team", "groupChat")
 # Menu titles that need an argument to be a command; Teams inserts the title and the analyst adds the rest.
-ARGUMENT_EXAMPLES = {"incident": "incident 42"}
+ARGUMENT_EXAMPLES = {"incident": "incident 42", "assign": "assign [2] to me", "close": "close 42 benign: admin task"}
+CHANGE_COMMANDS = ("assign", "close")  # they parse to a proposed change
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -164,19 +165,23 @@ def _menu_commands(manifest: dict[str, Any]) -> list[dict[str, str]]:
 def test_every_menu_command_is_one_the_bot_handles(manifest: dict[str, Any]) -> None:
     for command in _menu_commands(manifest):
         title = command["title"]
+        name = "change" if title in CHANGE_COMMANDS else title
         parsed = parse(ARGUMENT_EXAMPLES.get(title, title))  # a CommandError would fail the test here
-        assert parsed is not None and parsed.name == title, title
+        assert parsed is not None and parsed.name == name, title
         for example in re.findall(r"Example: ([^(]+?)\s*(?:\(|$)", command["description"]):
             parsed = parse(example)
-            assert parsed is not None and parsed.name == title, (title, example)
+            assert parsed is not None and parsed.name == name, (title, example)
 
 
 def test_every_scope_lists_every_command_of_the_help_text(manifest: dict[str, Any]) -> None:
     help_commands = {line.split()[0] for line in HELP_TEXT.splitlines() if line.startswith("  ")}
-    assert help_commands == {"help", "incidents", "incident", "alerts", "trend", "entities", "prefer", "clear"}
+    assert help_commands == {"help", "incidents", "incident", "alerts", "trend", "entities", "assign", "close",
+                             "reopen", "prefer", "clear"}
+    # Teams shows at most 10 commands per scope: the rarer incident changes (reopen, severity, comment) are in
+    # the help text only.
     for entry in manifest["bots"][0]["commandLists"]:
         titles = [command["title"] for command in entry["commands"]]
-        assert sorted(titles) == sorted(help_commands), entry["scopes"]
+        assert sorted(titles) == sorted(help_commands - {"reopen"}), entry["scopes"]
 
 
 # ---- icons -----------------------------------------------------------------------------------------------

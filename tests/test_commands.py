@@ -52,3 +52,43 @@ def test_preferences_fill_in_what_a_command_leaves_out() -> None:
     assert apply_preferences(parse("prefer reset"), preferences) == "Preferences cleared." and preferences == {}
     with pytest.raises(CommandError):
         parse("prefer 90d")
+
+
+@pytest.mark.parametrize(("text", "tool", "arguments"), [
+    ("assign [2] to me", "assign_incident", {"incident_ref": "[2]", "assignee": "me"}),
+    ("Assign #42 to Alice@Contoso.com", "assign_incident", {"incident_ref": "42", "assignee": "Alice@Contoso.com"}),
+    ("close [3] false positive: pen test by the Red Team", "set_incident_status",
+     {"incident_ref": "[3]", "status": "Closed", "classification": "FalsePositive", "comment": "pen test by the Red Team"}),
+    ("close incident 42 as FP inaccurate data - bad geo feed", "set_incident_status",
+     {"incident_ref": "42", "status": "Closed", "classification": "FalsePositive",
+      "classification_reason": "InaccurateData", "comment": "bad geo feed"}),
+    ("resolve 42 benign because admin script", "set_incident_status",
+     {"incident_ref": "42", "status": "Closed", "classification": "BenignPositive", "comment": "admin script"}),
+    ("reopen [3]", "set_incident_status", {"incident_ref": "[3]", "status": "Active"}),
+    ("status 42 new", "set_incident_status", {"incident_ref": "42", "status": "new"}),
+    ("severity [2] high", "set_incident_severity", {"incident_ref": "[2]", "severity": "high"}),
+    ("raise [2] to High", "set_incident_severity", {"incident_ref": "[2]", "severity": "High"}),
+    ("comment [2]: Called the user; MFA reset", "add_incident_comment",
+     {"incident_ref": "[2]", "comment": "Called the user; MFA reset"}),
+])
+def test_change_commands_keep_the_analysts_words(text: str, tool: str, arguments: dict) -> None:
+    assert parse(text) == Command("change", tool, arguments)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("close 42", "Which classification?"),
+    ("close 42 false positive", "Closing needs a short reason"),
+    ("close [3] bogus: x", "Which classification?"),
+    ("close 42 false positive sideways: x", 'could not read "sideways"'),
+    ("comment [2]", "What should the comment say?"),
+    ("assign", "Usage: assign [n] to me"),
+    ("close", "Usage: close [n]"),
+])
+def test_incomplete_change_commands_show_their_usage(text: str, message: str) -> None:
+    with pytest.raises(CommandError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse(text)
+
+
+@pytest.mark.parametrize("text", ["assign it to me", "close the incident please", "can you comment on [2]?"])
+def test_change_requests_in_plain_words_go_to_the_model(text: str) -> None:
+    assert parse(text) is None or parse(text).name != "change"

@@ -98,3 +98,21 @@ def test_observability_settings() -> None:
     assert "not-a-connection-string" not in str(caught.value), "connection strings are not echoed"
     for name in ("LOG_FORMAT", "APPLICATIONINSIGHTS_CONNECTION_STRING", "TELEMETRY_CAPTURE_CONTENT"):
         assert name in str(caught.value)
+
+
+def test_write_actions_are_off_by_default_and_need_responders_and_the_workspace_resource() -> None:
+    assert not settings().write_actions_enabled and settings().write_responders == frozenset()
+    on = settings(**{"WRITE_ACTIONS_ENABLED": "true",
+                   "WRITE_RESPONDERS": "A636B9CD-EBF1-44B3-8EFC-0A2D01099035, 00000000-0000-0000-0000-0000000000020"})
+    assert on.write_responders == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035", "00000000-0000-0000-0000-0000000000020"}
+    assert on.sentinel_api_version == "2025-09-01"
+    with pytest.raises(ConfigError) as caught:
+        settings(**{"WRITE_ACTIONS_ENABLED": "yes", "SENTINEL_WORKSPACE_ID": "00000000-0000-0000-0000-000000000001",
+                  "WRITE_RESPONDERS": "alice@contoso.com", "SENTINEL_RESOURCE_GROUP": "rg-soc",
+                  "SENTINEL_API_VERSION": "latest"})
+    problems = "\n".join(caught.value.problems)
+    assert "WRITE_RESPONDERS has 'alice@contoso.com'" in problems and "object id" in problems
+    assert "needs SENTINEL_SUBSCRIPTION_ID, SENTINEL_WORKSPACE_NAME" in problems
+    assert "SENTINEL_API_VERSION='latest' is not an API version" in problems
+    with pytest.raises(ConfigError, match="needs WRITE_RESPONDERS"):
+        settings(**{"WRITE_ACTIONS_ENABLED": "true"})

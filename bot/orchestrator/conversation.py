@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.orchestrator.pending import MAX_FINISHED_ACTIONS, FinishedAction, PendingAction
 from bot.orchestrator.references import References
 from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult
 
@@ -28,6 +29,8 @@ class Conversation:
     known_values: list[str] = field(default_factory=list)
     trim_warned: bool = False
     turns: int = 0
+    pending_action: PendingAction | None = None  # a proposed incident change awaiting its Confirm
+    finished_actions: list[FinishedAction] = field(default_factory=list)  # recent outcomes, newest last
 
     def remember(self, result: QueryResult) -> None:
         """Record what a query returned: its [n] references and the identifiers answers may cite."""
@@ -49,6 +52,17 @@ class Conversation:
         self.known_incidents = _bounded_union(self.known_incidents, numbers, MAX_KNOWN_INCIDENTS)
         self.known_values = _bounded_union(self.known_values, values, MAX_KNOWN_VALUES)
 
+    def finish_action(self, action_id: str, outcome: str, headline: str) -> None:
+        """The pending action (if it is ``action_id``) is over; remember how it ended."""
+        if self.pending_action is not None and self.pending_action.id == action_id:
+            self.pending_action = None
+        self.finished_actions = [a for a in self.finished_actions if a.id != action_id]
+        self.finished_actions.append(FinishedAction(action_id, outcome, headline))
+        del self.finished_actions[:-MAX_FINISHED_ACTIONS]
+
+    def finished(self, action_id: str) -> FinishedAction | None:
+        return next((a for a in self.finished_actions if a.id == action_id), None)
+
     def clear(self, summary: str | None) -> None:
         """Forget the discussion but keep preferences, the summary, and what was verified."""
         self.history.clear()
@@ -68,6 +82,8 @@ class Conversation:
             "known_values": self.known_values,
             "trim_warned": self.trim_warned,
             "turns": self.turns,
+            "pending_action": self.pending_action.to_dict() if self.pending_action else None,
+            "finished_actions": [a.to_dict() for a in self.finished_actions],
         }
 
     @classmethod
@@ -87,7 +103,21 @@ class Conversation:
             known_values=[str(v) for v in data.get("known_values", [])],
             trim_warned=bool(data.get("trim_warned", False)),
             turns=int(data.get("turns", 0)),
+            pending_action=_pending(data.get("pending_action")),
+            finished_actions=[FinishedAction.from_dict(a) for a in data.get("finished_actions", [])
+                              if isinstance(a, dict) and a.get("id")][-MAX_FINISHED_ACTIONS:],
         )
+
+
+def _pending(data: Any) -> PendingAction | None:
+    """The stored pending action, or None when there is none or it no longer validates (it then simply
+    cannot be confirmed; the analyst asks again)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return PendingAction.from_dict(data)
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def _bounded_union(existing: list, new: list, limit: int) -> list:

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.orchestrator import grounding, prompts
+from bot.orchestrator.actions import ActionDesk, Actor, Proposal
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.llm import ChatModel, Completion, LLMError
 from bot.orchestrator.memory import Memory, for_api
 from bot.sentinel.models import QueryResult
 from bot.tools import compact
-from bot.tools.toolbox import ToolBox, ToolRun
+from bot.tools.actions import WRITE_TOOLS, WRITE_TOOLS_BY_NAME
+from bot.tools.toolbox import ToolBox, ToolCall, ToolRun, parse_arguments
 
 log = logging.getLogger(__name__)
 MAX_TOOL_CALLS_PER_ROUND = 8
@@ -45,6 +47,7 @@ class TurnResult:
     failure: str = ""  # when failed: the LLMError kind (rate_limited, content_filter, auth, ...)
     rounds: int = 0  # model calls made
     hit_round_limit: bool = False  # the answer is the synthesis after max_rounds of tool calls
+    proposals: list[Proposal] = field(default_factory=list)  # incident changes proposed (at most one)
 
     @property
     def artifacts(self) -> list[Any]:
@@ -53,22 +56,27 @@ class TurnResult:
 
 class Orchestrator:
     def __init__(self, model: ChatModel, tools: ToolBox, memory: Memory, *, max_rounds: int = 5,
-                 demo: bool = False) -> None:
+                 demo: bool = False, desk: ActionDesk | None = None) -> None:
         self.model = model
         self.tools = tools
         self.memory = memory
         self.max_rounds = max_rounds
         self.demo = demo
-        self._schemas = tools.schemas()
+        # The write tools are offered only where changes can be proposed (Teams, writes enabled).
+        self.desk = desk if desk is not None and desk.enabled else None
+        self._schemas = tools.schemas() + ([tool.schema() for tool in WRITE_TOOLS] if self.desk else [])
 
-    async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress) -> TurnResult:
+    async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress,
+                     actor: Actor | None = None) -> TurnResult:
+        """Answer ``text``; ``actor`` (who asks, where) lets write tools propose changes for them."""
         notices = self.memory.before_turn(conversation)
         user_text = text.strip()[:MAX_USER_TEXT]
         turn: list[dict[str, Any]] = [{"role": "user", "content": user_text}]
         wants_examples = prompts.asks_for_example_data(user_text)
         result = TurnResult(text="", notices=notices)
+        asking = _Asking(user_text, actor)
         try:
-            completion = await self._run_rounds(conversation, turn, result, wants_examples, progress)
+            completion = await self._run_rounds(conversation, turn, result, wants_examples, progress, asking)
         except LLMError as error:
             log.warning("model call failed: %s (%s)", error.kind, error.reason)
             log.debug("model call failure detail: %s", error.detail)
@@ -111,7 +119,7 @@ class Orchestrator:
         return "Conversation cleared. Your preferences are kept."
 
     async def _run_rounds(self, conversation: Conversation, turn: list[dict[str, Any]], result: TurnResult,
-                          wants_examples: bool, progress: Progress) -> Completion:
+                          wants_examples: bool, progress: Progress, asking: _Asking) -> Completion:
         retried_context = False
         while True:
             tools = self._schemas if result.rounds < self.max_rounds else None
@@ -131,20 +139,22 @@ class Orchestrator:
             result.hit_round_limit = tools is None
             if tools is None or not completion.tool_calls:
                 return completion
-            await self._run_tools(conversation, completion, turn, result, progress)
+            await self._run_tools(conversation, completion, turn, result, progress, asking)
 
     async def _run_tools(self, conversation: Conversation, completion: Completion, turn: list[dict[str, Any]],
-                         result: TurnResult, progress: Progress) -> None:
+                         result: TurnResult, progress: Progress, asking: _Asking) -> None:
         calls = completion.tool_calls[:MAX_TOOL_CALLS_PER_ROUND]
-        turn.append({
+        assistant = {
             "role": "assistant",
             "content": completion.text or None,
             "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                            for c in calls],
-        })
+        }
+        turn.append(assistant)
         for status in dict.fromkeys(self.tools.status_text(c.name) for c in calls):
             await progress(status)
-        runs = await asyncio.gather(*(self.tools.run(call) for call in calls))
+        reads = [call for call in calls if call.name not in WRITE_TOOLS_BY_NAME]
+        runs = await asyncio.gather(*(self.tools.run(call) for call in reads))
         for run in runs:
             if isinstance(run.artifact, QueryResult):
                 conversation.remember(run.artifact)
@@ -153,10 +163,15 @@ class Orchestrator:
                 content = compact.error_text(run.artifact, run.arguments)
             turn.append({"role": "tool", "tool_call_id": run.call.id, "content": content})
             result.runs.append(run)
+        for call in calls:
+            if call.name in WRITE_TOOLS_BY_NAME:
+                # One at a time, after the reads: each may replace the conversation's pending action.
+                content = await self._propose(conversation, call, result, asking)
+                turn.append({"role": "tool", "tool_call_id": call.id, "content": content})
         dropped = completion.tool_calls[MAX_TOOL_CALLS_PER_ROUND:]
         if dropped:
             # Every tool_call id needs an answer, or the next request is rejected.
-            turn[-len(runs) - 1]["tool_calls"] += [
+            assistant["tool_calls"] += [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in dropped
             ]
@@ -164,9 +179,26 @@ class Orchestrator:
                       "content": f"Not run: at most {MAX_TOOL_CALLS_PER_ROUND} tool calls per round."}
                      for c in dropped]
 
+    async def _propose(self, conversation: Conversation, call: ToolCall, result: TurnResult, asking: _Asking) -> str:
+        """A write tool call: a proposal the analyst must confirm, never a change. Its tool result text."""
+        if self.desk is None or asking.actor is None:
+            return "Not proposed: changing incidents is not available here. Tell the analyst to use the portal."
+        if result.proposals:
+            return ("Not proposed: this turn already proposed a change, and only one can wait for confirmation. "
+                    "Tell the analyst to confirm or cancel it first, then ask for the next one.")
+        arguments, problem = parse_arguments(call, WRITE_TOOLS_BY_NAME)
+        if problem is not None:
+            return compact.error_text(problem, arguments)
+        proposal = await self.desk.propose_for_model(conversation, asking.actor, call.name, arguments, asking.text)
+        if proposal.proposed:
+            result.proposals.append(proposal)
+            return (f"{proposal.message} Tell the analyst to check the confirmation card. Do not say the change "
+                    "was made.")
+        return proposal.message
+
     def _system(self) -> list[dict[str, Any]]:
         """The stable prefix of every request (providers cache it): role, rules, demo note."""
-        text = prompts.SYSTEM_PROMPT + (f"\n\n{prompts.DEMO_NOTE}" if self.demo else "")
+        text = prompts.system_prompt(writes=self.desk is not None) + (f"\n\n{prompts.DEMO_NOTE}" if self.demo else "")
         return [{"role": "system", "content": text}]
 
     def _context(self, conversation: Conversation) -> list[dict[str, Any]]:
@@ -196,6 +228,14 @@ class Orchestrator:
         self.memory.append(conversation, turn)
         conversation.turns += 1
         result.notices += self.memory.after_turn(conversation)
+
+
+@dataclass(frozen=True)
+class _Asking:
+    """The analyst's own words this turn, and who they are (write proposals are checked against both)."""
+
+    text: str
+    actor: Actor | None
 
 
 def tool_call_ids_answered(messages: list[dict[str, Any]]) -> bool:

@@ -9,17 +9,18 @@ once. Failures become a message that says what happened and gives a reference id
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
 from msrest.serialization import Model
-from botbuilder.core.teams import TeamsActivityHandler
+from botbuilder.core.teams import TeamsActivityHandler, TeamsInfo
 from botbuilder.schema.teams import TeamInfo
 from botbuilder.schema import (
     Activity,
@@ -31,8 +32,11 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from bot import cards, telemetry
 from bot.config import LLM_HELP
 from bot.orchestrator import commands
+from bot.orchestrator.actions import ActionDesk, Actor, Outcome, Proposal
+from bot.orchestrator.pending import PendingAction
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
+from bot.sentinel.changes import Owner
 from bot.sentinel.client import SentinelClient
 from bot.teams import replies
 from bot.teams.progress import Progress, progress_for, send_with_retry
@@ -43,6 +47,8 @@ from bot.tools.commands import Command, CommandError, apply_preferences, parse
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
 MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
+MEMBER_LOOKUP_TIMEOUT_S = 3.0
+CARD_CLICKS = ("change_confirm", "change_cancel")
 Clock = Callable[[], datetime]
 
 
@@ -76,6 +82,16 @@ class TurnRequest:
     user_name: str | None
     reference: ConversationReference
     correlation_id: str
+    reply_to_id: str | None = None  # for a card button: the message holding the card
+
+
+@dataclass
+class Reply:
+    """What a turn sends: new activities, cards to update in place, and the proposal whose card goes last."""
+
+    activities: list[Activity]
+    card_updates: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
+    confirmation: PendingAction | None = None  # its card is the last activity; that message's id is kept
 
 
 @dataclass
@@ -132,8 +148,9 @@ def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
 class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
                  runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(timezone.utc),
-                 capture_content: bool = False) -> None:
+                 capture_content: bool = False, desk: ActionDesk | None = None) -> None:
         self.sentinel = sentinel
+        self.desk = desk
         self.orchestrator = orchestrator
         self.state = state
         self.runner = runner
@@ -219,6 +236,7 @@ class SentinelBot(TeamsActivityHandler):
             user_name=getattr(activity.from_property, "name", None),
             reference=TurnContext.get_conversation_reference(activity),
             correlation_id=telemetry.new_correlation_id(),
+            reply_to_id=activity.reply_to_id,
         )
 
     async def _run_turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool) -> None:
@@ -235,68 +253,238 @@ class SentinelBot(TeamsActivityHandler):
         progress = progress_for(context, request.conversation_type, typing_sent=typing_sent)
         await progress.start()
         try:
-            activities = await self._respond(data, request, progress, facts)
+            reply = await self._respond(context, data, request, progress, facts)
         except Exception as error:  # noqa: BLE001 - the user gets a clear message, the log gets the detail
             facts.error = type(error).__name__
             log.exception("turn failed")
-            activities = [replies.error(
+            reply = Reply([replies.error(
                 "Something went wrong",
                 "I could not finish that request. Your conversation is kept; please try again.",
-                f"If it keeps happening, give your administrator this reference: {request.correlation_id}.")]
+                f"If it keeps happening, give your administrator this reference: {request.correlation_id}.")])
         finally:
             data.mark_seen(request.activity_id)
             bound(data, self.memory)
         try:
-            await progress.finish(activities[0])
-            for extra in activities[1:]:
-                await send_with_retry(lambda extra=extra: context.send_activity(extra))
+            await self._deliver(context, data, reply, progress)
         except Exception:  # noqa: BLE001 - the connector failed; keep the conversation's state anyway
             facts.error = facts.error or "delivery"
             log.exception("could not deliver the answer")
         await self.state.save(context, data)
 
-    async def _respond(self, data: ConversationData, request: TurnRequest, progress: Progress,
-                       facts: TurnFacts) -> list[Activity]:
+    async def _deliver(self, context: TurnContext, data: ConversationData, reply: Reply, progress: Progress) -> None:
+        """Update cards in place (falling back to new messages), then send the reply; keep the proposal's
+        card id so that card can be updated when it is confirmed, cancelled or expires."""
+        activities = list(reply.activities)
+        for card_id, card in reply.card_updates:
+            if not await self._update_card(context, card_id, card):
+                activities.append(replies.message(card_list=[card]))
+        if not activities:
+            activities = [replies.message("Done.")]
+        sent_id = await progress.finish(activities[0])
+        for extra in activities[1:]:
+            response = await send_with_retry(lambda extra=extra: context.send_activity(extra))
+            sent_id = getattr(response, "id", None)
+        pending = data.conversation.pending_action
+        if reply.confirmation is not None and pending is not None and pending.id == reply.confirmation.id:
+            pending.card_id = sent_id
+
+    async def _update_card(self, context: TurnContext, card_id: str | None, card: dict[str, Any]) -> bool:
+        if not card_id:
+            return False
+        activity = replies.message(card_list=[card])
+        activity.id = card_id
+        try:
+            await send_with_retry(lambda: context.update_activity(activity))
+            return True
+        except Exception as error:  # noqa: BLE001 - e.g. a client that cannot update; the card goes out anew
+            log.info("could not update card %s in place (%s)", card_id, type(error).__name__)
+            return False
+
+    async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                       progress: Progress, facts: TurnFacts) -> Reply:
+        action = (request.value or {}).get("action")
+        if action in CARD_CLICKS:
+            facts.kind, facts.command = "card_action", str(action)
+            return await self._card_click(context, data, request, str(action))
+        ended = self._on_new_request(data, request) if action != "incident_detail" else None
+        reply = await self._answer(context, data, request, progress, facts)
+        if ended is not None and ended.action is not None:
+            reply.card_updates.insert(0, (ended.action.card_id, self._outcome_card(ended)))
+            if ended.action.card_id is None:
+                reply.activities.insert(0, replies.message(f"{ended.headline} (#{ended.action.change.incident_number})"))
+        return reply
+
+    async def _answer(self, context: TurnContext, data: ConversationData, request: TurnRequest, progress: Progress,
+                      facts: TurnFacts) -> Reply:
         conversation = data.conversation
         if request.value and request.value.get("action") == "incident_detail":
             facts.kind, facts.command = "card_action", "incident"
-            return await self._command(data, Command("incident", "get_incident_detail",
-                                                     {"incident_ref": request.value.get("incident")}), progress, facts)
+            return Reply(await self._command(data, Command("incident", "get_incident_detail",
+                                                           {"incident_ref": request.value.get("incident")}),
+                                             progress, facts, request))
+        if request.value and request.value.get("action") == "change_propose":
+            facts.kind, facts.command = "card_action", "change"
+            return await self._propose(context, data, request, _proposed_from_card(request.value))
         text = request.text or str((request.value or {}).get("text") or "")
         try:
             command = parse(text)
         except CommandError as error:
             facts.kind = "invalid_command"
-            return [replies.error("I could not read that command", str(error))]
+            return Reply([replies.error("I could not read that command", str(error))])
         if not text or (command is not None and command.name == "help"):
             facts.kind = "help"
-            return [replies.message(card_list=[cards.help_card()])]
+            return Reply([replies.message(card_list=[cards.help_card()])])
         if command is not None:
             facts.kind, facts.command = "command", command.name
             if command.name == "clear":
-                return [replies.message(await commands.clear(conversation, self.orchestrator))]
+                return Reply([replies.message(await commands.clear(conversation, self.orchestrator))])
             if command.name == "prefer":
-                return [replies.message(apply_preferences(command, conversation.preferences))]
-            return await self._command(data, command, progress, facts)
+                return Reply([replies.message(apply_preferences(command, conversation.preferences))])
+            if command.name == "change":
+                return await self._propose(context, data, request, (command.tool or "", command.arguments))
+            return Reply(await self._command(data, command, progress, facts, request))
         facts.kind, facts.question_length = "question", len(text)
         if self.capture_content:
             facts.question = text[:MAX_CAPTURED_CHARS]
         if self.orchestrator is None:
-            return [replies.error("Plain-language questions are not enabled", LLM_HELP,
-                                  'Commands work now: type "help".')]
-        turn = await self.orchestrator.answer(conversation, text, progress.update)
+            return Reply([replies.error("Plain-language questions are not enabled", LLM_HELP,
+                                        'Commands work now: type "help".')])
+        actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
+        turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
         if turn.failed:
             facts.error = f"llm.{turn.failure}"
         log.info("answered in %d round(s), %d tool call(s)%s", turn.rounds, len(turn.runs),
                  f" (failed: {turn.failure})" if turn.failed else "")
-        return replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo)
+        reply = Reply(replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo,
+                                     changes=self._may_change(request)))
+        for proposal in turn.proposals:
+            self._add_proposal(reply, proposal)
+        return reply
+
+    # ---- incident changes -------------------------------------------------------------------------------------
+
+    async def _propose(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                       proposed: tuple[str, dict[str, Any]]) -> Reply:
+        """A change asked for by a command or a card button: a confirmation card, or why not."""
+        if self.desk is None:
+            return Reply([replies.error("Incident changes are not available", "Make the change in the Sentinel "
+                                        "portal. This bot was started without write actions.")])
+        tool, arguments = proposed
+        proposal = await self.desk.propose(data.conversation, await self._actor(context, request), tool, arguments,
+                                           source="button" if request.value else "command")
+        reply = Reply([])
+        self._add_proposal(reply, proposal)
+        return reply
+
+    def _add_proposal(self, reply: Reply, proposal: Proposal) -> None:
+        if proposal.replaced is not None:
+            replaced = Outcome("cancelled", "Replaced by a newer request.", action=proposal.replaced)
+            reply.card_updates.append((proposal.replaced.card_id, self._outcome_card(replaced)))
+        if proposal.action is None:
+            titles = {"refused": "I can't make that change", "invalid": "I could not prepare that change",
+                      "failed": "I could not prepare that change"}
+            if proposal.status in titles:
+                reply.activities.append(replies.error(titles[proposal.status], proposal.message))
+            else:
+                reply.activities.append(replies.message(proposal.message))
+            return
+        reply.activities.append(replies.message(card_list=[self._confirmation_card(proposal.action)]))
+        reply.confirmation = proposal.action
+
+    async def _card_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                          action: str) -> Reply:
+        """Confirm or Cancel on a confirmation card."""
+        action_id = str((request.value or {}).get("id") or "")[:64]
+        if self.desk is None:
+            return Reply([replies.message("Incident changes are not available in this bot any more.")])
+        actor = await self._actor(context, request)
+        pending = data.conversation.pending_action
+        card_id = (pending.card_id if pending is not None and pending.id == action_id else None) or request.reply_to_id
+        if action == "change_cancel":
+            outcome = self.desk.cancel(data.conversation, action_id, actor)
+        else:
+            outcome = await self.desk.confirm(data.conversation, action_id, actor)
+        reply = Reply([replies.message(_outcome_text(outcome))])
+        if outcome.closes_card:
+            reply.card_updates.append((card_id, self._outcome_card(outcome)))
+        if outcome.renewed is not None:
+            reply.activities.append(replies.message(card_list=[self._confirmation_card(
+                outcome.renewed, notice="This incident changed since you asked. Check its current state and "
+                                        "confirm again.")]))
+            reply.confirmation = outcome.renewed
+        return reply
+
+    def _on_new_request(self, data: ConversationData, request: TurnRequest) -> Outcome | None:
+        if self.desk is None:
+            return None
+        return self.desk.on_new_request(data.conversation, self._actor_now(request))
+
+    def _confirmation_card(self, action: PendingAction, notice: str | None = None) -> dict[str, Any]:
+        return cards.change_confirmation(action.change, action.incident, action_id=action.id,
+                                         requester=action.requester.label, expires_at=action.expires_at,
+                                         now=self.clock(), demo=self.sentinel.is_demo, notice=notice)
+
+    def _outcome_card(self, outcome: Outcome) -> dict[str, Any]:
+        action = outcome.action
+        assert action is not None
+        return cards.change_outcome(action.change, action.incident, outcome=outcome.status,
+                                    headline=outcome.headline, detail=outcome.detail, after=outcome.after,
+                                    requester=action.requester.label, confirmed_by=outcome.confirmed_by,
+                                    sent=outcome.sent, audit_comment=outcome.audit_comment,
+                                    demo=self.sentinel.is_demo, action_id=action.id)
+
+    def _may_change(self, request: TurnRequest) -> bool:
+        """Whether this analyst gets the change buttons on incident cards (writes on, and a responder)."""
+        return self.desk is not None and self.desk.enabled and \
+            self.desk.policy.refusal(self._actor_now(request).user) is None
+
+    def _actor_now(self, request: TurnRequest) -> Actor:
+        return Actor(Owner(object_id=request.user_aad_id, name=request.user_name), request.conversation_id,
+                     request.conversation_type)
+
+    async def _actor(self, context: TurnContext, request: TurnRequest) -> Actor:
+        """Who asks, with their sign-in name from Teams (for "assign to me" and the audit comment)."""
+        actor = self._actor_now(request)
+        if not request.user_aad_id or self.desk is None or self.desk.policy.refusal(actor.user):
+            return actor
+        try:
+            member = await asyncio.wait_for(TeamsInfo.get_member(context, request.user_id), MEMBER_LOOKUP_TIMEOUT_S)
+        except Exception as error:  # noqa: BLE001 - the object id is what authorises; the name is a nicety
+            log.info("could not look up the member's sign-in name (%s)", type(error).__name__)
+            return actor
+        user = Owner(object_id=request.user_aad_id,
+                     user_principal_name=getattr(member, "user_principal_name", None) or None,
+                     name=getattr(member, "name", None) or request.user_name,
+                     email=getattr(member, "email", None) or None)
+        return Actor(user, request.conversation_id, request.conversation_type)
 
     async def _command(self, data: ConversationData, command: Command, progress: Progress,
-                       facts: TurnFacts) -> list[Activity]:
+                       facts: TurnFacts, request: TurnRequest) -> list[Activity]:
         conversation = data.conversation
         run = await commands.run_command(self.sentinel, conversation, command, progress.update)
         if isinstance(run, str):
             return [replies.message(f"{run} Ask about an incident by its number instead.")]
         facts.tool_calls = 1
-        return replies.command_result(run.artifact, run, conversation.references, self.clock())
+        return replies.command_result(run.artifact, run, conversation.references, self.clock(),
+                                      changes=self._may_change(request))
+
+
+def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A change button on a card: its tool and arguments, with the card's inputs (classification, comment,
+    severity) filled in by the analyst."""
+    arguments = dict(value.get("arguments")) if isinstance(value.get("arguments"), dict) else {}
+    for name in ("status", "classification", "classification_reason", "comment", "severity", "assignee"):
+        if isinstance(value.get(name), str) and value[name].strip():
+            arguments[name] = value[name]
+    if isinstance(value.get("classification_comment"), str) and value["classification_comment"].strip():
+        arguments["comment"] = value["classification_comment"]  # the close form's own comment box
+    if ":" in str(arguments.get("classification") or ""):
+        # The close form offers the portal's classification-and-reason pairs, e.g. "FalsePositive:InaccurateData".
+        arguments["classification"], arguments["classification_reason"] = arguments["classification"].split(":", 1)
+    return str(value.get("tool") or "")[:40], arguments
+
+
+def _outcome_text(outcome: Outcome) -> str:
+    """The short message that goes with an updated card (the card carries the details)."""
+    return outcome.headline + (f" {outcome.detail}" if outcome.detail and outcome.status != "executed" else "")

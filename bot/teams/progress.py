@@ -147,8 +147,10 @@ class Progress:
     async def update(self, status: str) -> None:
         return None
 
-    async def finish(self, reply: Activity) -> None:
-        await send_with_retry(lambda: self.context.send_activity(reply))
+    async def finish(self, reply: Activity) -> str | None:
+        """Send the answer; the id of the message that shows it (None when the channel gave none)."""
+        response = await send_with_retry(lambda: self.context.send_activity(reply))
+        return getattr(response, "id", None)
 
     async def _typing(self) -> None:
         try:
@@ -175,12 +177,12 @@ class StreamingProgress(Progress):
             return
         await self._updates.push(status)
 
-    async def finish(self, reply: Activity) -> None:
+    async def finish(self, reply: Activity) -> str | None:
         await self._updates.stop()
         if self.stream_id is not None:
             # The final message carries no streamSequence (docs/teams-streaming.md).
             reply.entities = list(reply.entities or []) + [StreamInfo(stream_type="final", stream_id=self.stream_id)]
-        await super().finish(reply)
+        return await super().finish(reply)
 
     async def _informative(self, status: str) -> None:
         self._sequence += 1
@@ -213,15 +215,14 @@ class StatusMessageProgress(Progress):
     async def update(self, status: str) -> None:
         await self._updates.push(status)
 
-    async def finish(self, reply: Activity) -> None:
+    async def finish(self, reply: Activity) -> str | None:
         await self._updates.stop()
         if self.status_id is None:
-            await super().finish(reply)
-            return
+            return await super().finish(reply)
         reply.id = self.status_id
         try:
             await send_with_retry(lambda: self.context.update_activity(reply))
-            return
+            return self.status_id
         except Exception as error:  # noqa: BLE001 - some clients only take text-only (or one-card) updates
             log.info("could not replace the status message with the whole answer (%s)", type(error).__name__)
         cards = reply.attachments or []
@@ -232,11 +233,12 @@ class StatusMessageProgress(Progress):
         except Exception as error:  # noqa: BLE001 - last resort: the whole answer as a new message
             log.info("could not update the status message (%s); sending the answer anew", type(error).__name__)
             reply.id = None
-            await super().finish(reply)
-            return
-        if cards:
-            follow_up = Activity(type=ActivityTypes.message, attachments=cards, attachment_layout=reply.attachment_layout)
-            await send_with_retry(lambda: self.context.send_activity(follow_up))
+            return await super().finish(reply)
+        if not cards:
+            return self.status_id
+        follow_up = Activity(type=ActivityTypes.message, attachments=cards, attachment_layout=reply.attachment_layout)
+        response = await send_with_retry(lambda: self.context.send_activity(follow_up))
+        return getattr(response, "id", None)
 
     async def _show(self, status: str) -> None:
         if self.status_id is None:

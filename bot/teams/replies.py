@@ -59,23 +59,30 @@ def source_lines(runs: Sequence[ToolRun]) -> list[cards.SourceLine]:
     return [cards.SourceLine(text=s.line(), kql=s.kql) for s in sources.sources(runs)]
 
 
-def answer(turn: TurnResult, references: References, now: datetime, *, demo: bool) -> list[Activity]:
-    """The activities for a model answer; the first replaces the progress indicator."""
+def answer(turn: TurnResult, references: References, now: datetime, *, demo: bool,
+           changes: bool = False) -> list[Activity]:
+    """The activities for a model answer; the first replaces the progress indicator.
+
+    ``changes``: incident detail cards carry the buttons that propose changes (other cards ignore it).
+    """
     results = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult)]
-    body = [cards.result_card(r, references.ref_for, now) for r in _worth_a_card(results)]
+    body = [cards.result_card(r, references.ref_for, now, changes=changes) for r in _worth_a_card(results)]
     footer = cards.footer(source_lines(turn.runs), demo=demo or any(r.metadata.is_demo for r in results),
                           disclaimer=turn.disclaimer, notices=list(turn.notices))
     return _pack(safe_markdown(turn.text), body + ([footer] if footer else []))
 
 
 def command_result(result: QueryResult | QueryError, run: ToolRun, references: References,
-                   now: datetime) -> list[Activity]:
-    """The activities for a command (no model): the result card and its data sources."""
+                   now: datetime, *, changes: bool = False) -> list[Activity]:
+    """The activities for a command (no model): the result card and its data sources.
+
+    ``changes``: an incident detail card carries the buttons that propose changes (other cards ignore it).
+    """
     if isinstance(result, QueryError):
         hint = "Try again in a moment." if result.retry_possible else None
         return [message(card_list=[cards.error("That query failed", result.message, hint)])]
     footer = cards.footer(source_lines([run]), demo=result.metadata.is_demo, disclaimer=False, notices=[])
-    return _pack(None, [cards.result_card(result, references.ref_for, now)] + ([footer] if footer else []))
+    return _pack(None, [cards.result_card(result, references.ref_for, now, changes=changes)] + ([footer] if footer else []))
 
 
 def error(title: str, text: str, hint: str | None = None) -> Activity:

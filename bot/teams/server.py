@@ -22,6 +22,7 @@ from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFramewo
 from botbuilder.schema import Activity
 
 from bot.config import Settings
+from bot.orchestrator.actions import ActionDesk
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
@@ -66,7 +67,8 @@ def create_adapter(settings: Settings) -> CloudAdapter:
 
 
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
-               storage: Storage, runner: TurnRunner | None = None) -> web.Application:
+               storage: Storage, runner: TurnRunner | None = None, desk: ActionDesk | None = None
+               ) -> web.Application:
     runner = runner or TurnRunner()
     closer = getattr(storage, "close", None)
     if closer is not None:
@@ -74,7 +76,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     memory = orchestrator.memory if orchestrator is not None else Memory(
         TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
-                      runner=runner, memory=memory, capture_content=settings.telemetry_capture_content)
+                      runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk)
     adapter = create_adapter(settings)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations

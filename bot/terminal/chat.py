@@ -24,6 +24,10 @@ from bot.sentinel.models import DEMO_NOTICE, QueryResult
 from bot.terminal import render
 from bot.tools.commands import HELP_TEXT, CommandError, apply_preferences, parse
 
+# The terminal has no signed-in analyst to confirm a change, so it stays read-only.
+TERMINAL_READ_ONLY = ("Incidents are changed from Teams, where the analyst who asks confirms the change on a card. "
+                      "The terminal chat only reads.")
+
 QUIT = ("/quit", "/exit", "quit", "exit")
 
 
@@ -63,6 +67,8 @@ class TerminalChat:
             return await commands.clear(self.conversation, self._orchestrator)
         if command.name == "prefer":
             return apply_preferences(command, self.conversation.preferences)
+        if command.name == "change":
+            return TERMINAL_READ_ONLY
 
         async def status(text: str) -> None:
             self._say_status(text)

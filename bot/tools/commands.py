@@ -27,6 +27,38 @@ _ALIASES = {"incident list": "incidents", "top entities": "entities", "alert tre
 _DETAIL = re.compile(r"^(?:incident|details?|show)\s+(?:#|number\s+)?(\d{1,10})$")
 _REFERENCE = re.compile(r"^(?:incident|details?|show)\s+\[(\d{1,3})\]$")
 
+# Incident changes (proposals the analyst confirms on a card). The target is "[n]", "#42", "42" or "incident 42".
+_TARGET = r"(?P<target>\[\d{1,3}\]|#?\d{1,10}|incident\s+#?\d{1,10})"
+_CHANGE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (tool, re.compile(pattern, re.IGNORECASE)) for tool, pattern in (
+    ("assign_incident", rf"^(?:assign|reassign)\s+{_TARGET}\s+to\s+(?P<who>.+)$"),
+    ("set_incident_status", rf"^(?:close|resolve)\s+{_TARGET}(?:\s+(?P<rest>.*))?$"),
+    ("set_incident_status", rf"^(?P<verb>reopen|activate)\s+{_TARGET}$"),
+    ("set_incident_status", rf"^status\s+{_TARGET}\s+(?:to\s+)?(?P<status>\w+)$"),
+    ("set_incident_severity", rf"^(?:severity|sev)\s+{_TARGET}\s+(?:to\s+)?(?P<severity>\w+)$"),
+    ("set_incident_severity", rf"^(?:raise|lower|escalate|downgrade|set)\s+{_TARGET}\s+(?:severity\s+)?to\s+"
+                              rf"(?P<severity>\w+)$"),
+    ("add_incident_comment", rf"^(?:comment|note)\s+(?:on\s+)?{_TARGET}\s*[:\-–—]?\s*(?P<comment>.*)$"),
+    ))
+_CLASSIFICATIONS = (("false positive", "FalsePositive"), ("falsepositive", "FalsePositive"), ("fp", "FalsePositive"),
+                    ("true positive", "TruePositive"), ("truepositive", "TruePositive"), ("tp", "TruePositive"),
+                    ("benign positive", "BenignPositive"), ("benignpositive", "BenignPositive"),
+                    ("benign", "BenignPositive"), ("bp", "BenignPositive"), ("undetermined", "Undetermined"))
+_REASONS = (("inaccurate data", "InaccurateData"), ("incorrect alert logic", "IncorrectAlertLogic"),
+            ("incorrect logic", "IncorrectAlertLogic"), ("suspicious but expected", "SuspiciousButExpected"),
+            ("expected", "SuspiciousButExpected"), ("suspicious activity", "SuspiciousActivity"))
+CLOSE_USAGE = ('Usage: close [n] <classification>: <why>. classification: false positive, true positive, benign '
+               'positive, undetermined (a false positive may add "inaccurate data"). Example: "close [3] false '
+               'positive: pen test".')
+
+_CHANGE_USAGE = {
+    "assign": 'Assign which incident to whom? Usage: assign [n] to me (or to alice@contoso.com), e.g. "assign [2] to me".',
+    "close": CLOSE_USAGE,
+    "reopen": 'Reopen which incident? Usage: reopen [n], e.g. "reopen [3]".',
+    "severity": 'Usage: severity [n] high|medium|low|informational, e.g. "severity [2] high".',
+    "comment": 'Usage: comment [n]: text, e.g. "comment [2]: called the user, password reset".',
+}
+
 HELP_TEXT = """\
 Ask in plain language, or use these commands:
   incidents [window] [severity]   incidents created in a window, most severe first
@@ -34,6 +66,9 @@ Ask in plain language, or use these commands:
   alerts [window] [severity]      recent alerts
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
+  assign [n] to me                propose a change; you confirm it on a card (also: to alice@contoso.com)
+  close [n] false positive: why   close with a classification (true positive, benign positive, undetermined)
+  reopen [n]  |  severity [n] high  |  comment [n]: text
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   help                            this list
   clear                           forget this conversation (preferences are kept)
@@ -57,6 +92,9 @@ class CommandError(ValueError):
 
 def parse(text: str) -> Command | None:
     """The command in ``text``, or None when it is a free-form question for the model."""
+    change = _parse_change(" ".join(text.strip().lstrip("/").split()))
+    if change is not None:
+        return change
     words = " ".join(text.strip().lower().lstrip("/").split())
     words = _ALIASES.get(words, words)
     if not words:
@@ -69,6 +107,9 @@ def parse(text: str) -> Command | None:
         return Command("prefer", arguments={"reset": True})
     if words in ("prefer", "preferences"):
         return Command("prefer")
+    if words in _CHANGE_USAGE:
+        # Bare command names, as the command menu inserts them.
+        raise CommandError(_CHANGE_USAGE[words])
     if words in ("incident", "details", "detail"):
         # What Teams inserts from the command menu, before the analyst types a number.
         raise CommandError("Which incident? Usage: incident N (its number), or incident [n] for a row shown "
@@ -99,6 +140,60 @@ def parse(text: str) -> Command | None:
     if head == "prefer":
         return Command("prefer", arguments=arguments)
     return Command(head, _LIST_COMMANDS[head], arguments)
+
+
+def _parse_change(text: str) -> Command | None:
+    """A proposed incident change ("assign [2] to me", "close 42 false positive: pen test"), or None."""
+    for tool, pattern in _CHANGE_PATTERNS:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        target = re.sub(r"(?i)^incident\s+", "", groups["target"]).lstrip("#")
+        arguments: dict[str, Any] = {"incident_ref": target}
+        if tool == "assign_incident":
+            arguments["assignee"] = groups["who"]
+        elif tool == "set_incident_severity":
+            arguments["severity"] = groups["severity"]
+        elif tool == "add_incident_comment":
+            if not groups["comment"].strip():
+                raise CommandError('What should the comment say? Usage: comment [n]: text, e.g. "comment [2]: '
+                                   'called the user, password reset".')
+            arguments["comment"] = groups["comment"].strip()
+        elif groups.get("verb"):
+            arguments["status"] = "Active"
+        elif groups.get("status") is not None:
+            arguments["status"] = groups["status"]
+        else:
+            arguments |= _closing(groups.get("rest") or "")
+        return Command("change", tool, arguments)
+    return None
+
+
+def _closing(rest: str) -> dict[str, Any]:
+    """"[as] false positive [inaccurate data]: pen test" -> status Closed, classification, reason, comment."""
+    split = re.search(r"\s*:\s*|\s+[-–—]\s+|\s+because\s+", rest, re.IGNORECASE)
+    head, comment = (rest[:split.start()], rest[split.end():]) if split else (rest, "")
+    words = " ".join(head.lower().removeprefix("as ").split())
+    arguments: dict[str, Any] = {"status": "Closed"}
+    for phrase, value in _CLASSIFICATIONS:
+        if words == phrase or words.startswith(phrase + " "):
+            arguments["classification"] = value
+            words = words[len(phrase):].strip()
+            break
+    else:
+        raise CommandError(f"Which classification? {CLOSE_USAGE}")
+    for phrase, value in _REASONS:
+        if words == phrase:
+            arguments["classification_reason"] = value
+            words = ""
+            break
+    if words:
+        raise CommandError(f'I could not read "{words}". {CLOSE_USAGE}')
+    if not comment.strip():
+        raise CommandError(f"Closing needs a short reason after a colon. {CLOSE_USAGE}")
+    arguments["comment"] = comment.strip()
+    return arguments
 
 
 def with_preferences(command: Command, preferences: dict[str, str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +71,7 @@ class ToolBox:
 
     async def run(self, call: ToolCall) -> ToolRun:
         started = time.perf_counter()
-        arguments, problem = _parse_arguments(call)
+        arguments, problem = parse_arguments(call)
         if problem is not None:
             return ToolRun(call, arguments, problem, _ms(started))
         result = await self.sentinel.run(call.name, arguments)
@@ -82,9 +83,11 @@ class ToolBox:
         return ToolRun(call, arguments, result, _ms(started), retried)
 
 
-def _parse_arguments(call: ToolCall) -> tuple[dict[str, Any], QueryError | None]:
-    if call.name not in TOOLS_BY_NAME:
-        available = ", ".join(TOOLS_BY_NAME)
+def parse_arguments(call: ToolCall, tools: Mapping[str, object] = TOOLS_BY_NAME
+                    ) -> tuple[dict[str, Any], QueryError | None]:
+    """The call's arguments as a dict, or the tool error that tells the model what to correct."""
+    if call.name not in tools:
+        available = ", ".join(tools)
         return {}, QueryError("unknown_tool", f"There is no tool named {call.name[:80]!r}. Available tools: {available}.",
                               retry_possible=False, tool=call.name[:80])
     if len(call.arguments or "") > MAX_ARGUMENT_CHARS:

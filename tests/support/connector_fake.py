@@ -50,6 +50,7 @@ class FakeConnector:
     latency_s: float = 0.0
     sent: list[Sent] = field(default_factory=list)
     url: str = ""
+    member_lookups: int = 0
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -62,6 +63,7 @@ class FakeConnector:
         app.router.add_post("/v3/conversations/{cid}/activities/{aid}", self._post)
         app.router.add_put("/v3/conversations/{cid}/activities/{aid}", self._put)
         app.router.add_delete("/v3/conversations/{cid}/activities/{aid}", self._delete)
+        app.router.add_get("/v3/conversations/{cid}/members/{uid}", self._member)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -115,6 +117,14 @@ class FakeConnector:
         self._changed.set()
         return web.json_response({"id": activity_id}, status=200 if method == "PUT" else 201)
 
+    async def _member(self, request: web.Request) -> web.Response:
+        """TeamsInfo.get_member: the user's profile, as Teams returns it (sign-in name and email included)."""
+        self.member_lookups += 1
+        user = request.match_info["uid"].removeprefix("29:")
+        return web.json_response({"id": f"29:{user}", "name": user.title(), "aadObjectId": f"aad-{user}",
+                                  "userPrincipalName": f"{user}@contoso.com", "email": f"{user}@contoso.com",
+                                  "tenantId": TENANT, "userRole": "user"})
+
     async def _post(self, request: web.Request) -> web.Response:
         return await self._answer(request, "POST", f"activity-{next(self._ids)}")
 
@@ -165,6 +175,24 @@ def invoke(data: dict[str, Any], *, activity_id: str, service_url: str, verb: st
     body.update(type="invoke", name="adaptiveCard/action",
                 value={"action": {"type": "Action.Execute", "verb": verb, "data": data}, "trigger": "manual"})
     body.pop("text", None)
+    return body
+
+
+def submit(value: dict[str, Any], *, activity_id: str, service_url: str, reply_to_id: str | None = None,
+           user: str = "alice", conversation: str = "personal") -> dict[str, Any]:
+    """A card's Action.Submit as Teams sends it: a message with the action's data as its value and the card's
+    message as replyToId. ``conversation``: personal, channel (the war-room thread) or group."""
+    if conversation == "channel":
+        body = channel_mention("", activity_id=activity_id, service_url=service_url, user=user)
+        body.pop("entities", None)
+    elif conversation == "group":
+        body = group_chat("", activity_id=activity_id, service_url=service_url, mention=False, user=user)
+    else:
+        body = personal("", activity_id=activity_id, service_url=service_url, user=user)
+    body["text"] = ""
+    body["value"] = value
+    if reply_to_id:
+        body["replyToId"] = reply_to_id
     return body
 
 

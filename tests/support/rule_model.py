@@ -38,7 +38,9 @@ def brain(body: dict[str, Any]) -> oa.Step:
     if not body.get("tools") or results:
         return oa.text(_answer(question, results))
     system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-    calls = _plan(question, system)
+    offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    calls = _plan_change(question, system) if "assign_incident" in offered else []
+    calls = calls or _plan(question, system)
     if not calls:
         return oa.text("I'm your Sentinel assistant, so that one is outside my beat. I can list incidents, explain "
                        "one in detail, show alerts, alert trends and the most targeted accounts, hosts and IPs.")
@@ -70,6 +72,25 @@ def _plan(question: str, system: str) -> list[tuple[str, dict[str, Any]]]:
     return calls
 
 
+def _plan_change(question: str, system: str) -> list[tuple[str, dict[str, Any]]]:
+    """Incident changes asked for in plain words (the write tools only propose; the analyst confirms)."""
+    text = question.lower()
+    reference = re.search(r"\[(\d+)\]", text)
+    named = re.search(r"(?:incident\s*#?|#)(\d{2,})", text)
+    number = named.group(1) if named else _referenced_incident(system, reference.group(1) if reference else None) \
+        if (reference or re.search(r"\b(that|this) incident\b|\bit\b", text)) else None
+    if not number:
+        return []
+    if re.search(r"\bassign\b.*\b(me|myself)\b|\btake (it|that|this)\b", text):
+        return [("assign_incident", {"incident_ref": number, "assignee": "me"})]
+    severity = re.search(r"\b(raise|lower|set|change)\b.*\b(high|medium|low|informational)\b", text)
+    if severity:
+        return [("set_incident_severity", {"incident_ref": number, "severity": severity.group(2).title()})]
+    if re.search(r"\breopen\b", text):
+        return [("set_incident_status", {"incident_ref": number, "status": "Active"})]
+    return []
+
+
 def _referenced_incident(system: str, n: str | None) -> str | None:
     if n is not None:
         match = re.search(rf"^\[{n}\] incident #(\d+)", system, re.MULTILINE)
@@ -85,6 +106,9 @@ def _answer(question: str, results: list[dict[str, Any]]) -> str:
     for message in results:
         lines = str(message.get("content", "")).splitlines()
         head = lines[0] if lines else ""
+        if head.startswith(("Proposed", "Not proposed")):
+            parts.append(head.split(" Tell the analyst")[0])
+            continue
         if "ERROR" in head:
             parts.append("A query failed: " + head.split("ERROR", 1)[1].strip())
             continue

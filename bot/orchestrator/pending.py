@@ -1,0 +1,61 @@
+"""A proposed incident change waiting for its analyst's Confirm, as plain data kept in conversation state.
+
+At most one per conversation. It remembers who asked (their Entra object id is the only thing that may
+confirm it), the incident as it was when proposed (the "before" of the card, and the etag the write must
+match), when it expires, and which message holds its card (so the card can be updated in place).
+Recently finished actions are remembered briefly so a second click on a card is answered, not re-run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.sentinel.changes import IncidentChange, IncidentSnapshot, Owner
+
+CONFIRM_WINDOW = timedelta(minutes=5)
+MAX_FINISHED_ACTIONS = 20
+
+
+@dataclass
+class PendingAction:
+    id: str
+    change: IncidentChange
+    requester: Owner
+    incident: IncidentSnapshot  # as read when proposed: the "before", with its etag
+    created_at: datetime
+    expires_at: datetime
+    card_id: str | None = None  # the Teams message showing the confirmation card
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "change": self.change.to_dict(), "requester": self.requester.to_dict(),
+                "incident": self.incident.to_dict(), "created_at": self.created_at.isoformat(),
+                "expires_at": self.expires_at.isoformat(), "card_id": self.card_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PendingAction:
+        return cls(id=str(data["id"]), change=IncidentChange.from_dict(data["change"]),
+                   requester=Owner.from_dict(data["requester"]), incident=IncidentSnapshot.from_dict(data["incident"]),
+                   created_at=datetime.fromisoformat(data["created_at"]),
+                   expires_at=datetime.fromisoformat(data["expires_at"]),
+                   card_id=str(data["card_id"]) if data.get("card_id") else None)
+
+
+@dataclass(frozen=True)
+class FinishedAction:
+    """What became of an action, so a late or second click gets an answer instead of a second write."""
+
+    id: str
+    outcome: str  # executed, noop, cancelled, expired, superseded, failed
+    headline: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "outcome": self.outcome, "headline": self.headline}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FinishedAction:
+        return cls(id=str(data["id"]), outcome=str(data["outcome"]), headline=str(data.get("headline") or ""))
