@@ -40,6 +40,9 @@ LOG_ANALYTICS_READER = "73c42c96-874c-492b-b04d-ab87d138a893"
 SENTINEL_READER = "8d289c81-5878-46d4-8554-54e1e3d8b5cb"
 OPENAI_USER = "5e0bd9bd-7b93-4f28-af87-19fc36ad61bd"
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+# Microsoft Sentinel Responder (/security page): Sentinel Reader's rights plus incidents/* (update, comment), minus
+# incidents/*/Delete. The bot's identity gets it only when the deployment turns incident write actions on.
+SENTINEL_RESPONDER = "3e150937-b8fe-4cfb-8069-0eaf05ecd056"
 
 # Variables the platform or SDKs read, not Settings: DefaultAzureCredential picks the user-assigned identity
 # by AZURE_CLIENT_ID; the Azure Monitor exporter reads APPLICATIONINSIGHTS_CONNECTION_STRING; App Service
@@ -261,7 +264,7 @@ class Scope:
             return fake_reference(args[0])
         simple = {
             "empty": lambda: len(args[0]) == 0, "not": lambda: not args[0], "equals": lambda: args[0] == args[1],
-            "toLower": lambda: args[0].lower(), "split": lambda: args[0].split(args[1]), "length": lambda: len(args[0]),
+            "toLower": lambda: args[0].lower(), "trim": lambda: args[0].strip(), "split": lambda: args[0].split(args[1]), "length": lambda: len(args[0]),
             "uniqueString": lambda: hashlib.sha256("|".join(args).encode()).hexdigest()[:13],
             "guid": lambda: _fake_guid(*args), "copyIndex": lambda: self.copy_index + (args[0] if args else 0),
             "resourceGroup": lambda: {"id": rg_id, "name": self.resource_group, "location": "westeurope"},
@@ -442,7 +445,7 @@ def test_role_assignments_use_the_documented_built_in_roles_on_each_resource() -
 
 def test_role_definition_ids_are_built_in_ids_built_with_subscription_resource_id() -> None:
     assert set(TEMPLATE["variables"]["roleDefinitionGuids"].values()) == {
-        LOG_ANALYTICS_READER, SENTINEL_READER, OPENAI_USER, ACR_PULL}
+        LOG_ANALYTICS_READER, SENTINEL_READER, OPENAI_USER, ACR_PULL, SENTINEL_RESPONDER}
     assert set(TEMPLATE["parameters"]["workspaceReaderRole"]["allowedValues"]) <= set(
         TEMPLATE["variables"]["roleDefinitionGuids"])
     (inner,) = [resource["properties"]["template"] for resource in TEMPLATE["resources"]
@@ -452,6 +455,72 @@ def test_role_definition_ids_are_built_in_ids_built_with_subscription_resource_i
     assert isinstance(definition, Call) and definition.name == "subscriptionResourceId"
     assert definition.args[0] == Literal("Microsoft.Authorization/roleDefinitions")
     assert parse(assignment["name"][1:-1]).name == "guid"
+
+
+RESPONDERS = "aaaaaaaa-1111-4111-8111-aaaaaaaaaaaa,bbbbbbbb-2222-4222-8222-bbbbbbbbbbbb"
+
+
+def test_responder_role_is_granted_only_when_write_responders_are_given() -> None:
+    workspace, openai = example_id("sentinelWorkspaceResourceId"), example_id("azureOpenAIResourceId")
+    relative = workspace.split("/providers/", 1)[1]
+    assert EXAMPLE["writeResponders"]["value"] == ""  # the example deploys a read-only bot
+    for off in ({}, {"writeResponders": ""}, {"writeResponders": "  "}):
+        found, _ = role_assignments(**off)
+        assert not [role for _, role in found if role == SENTINEL_RESPONDER], off
+        assert deploy(**off)[1]["writeActionsEnabled"] is False
+
+    found, identity = role_assignments(writeResponders=RESPONDERS)
+    read_only, _ = role_assignments()
+    # Added next to the reader role (which is kept), on the workspace itself, nothing else changes.
+    assert set(found) == set(read_only) | {(relative, SENTINEL_RESPONDER)}
+    item = found[(relative, SENTINEL_RESPONDER)]
+    assert (item.subscription, item.resource_group) == (workspace.split("/")[2], workspace.split("/")[4])
+    principal = fake_reference(identity)["principalId"]
+    properties = item.resource["properties"]
+    assert properties["principalId"] == principal and properties["principalType"] == "ServicePrincipal"
+    assert properties["roleDefinitionId"] == (
+        f"/subscriptions/{item.subscription}/providers/Microsoft.Authorization/roleDefinitions/{SENTINEL_RESPONDER}")
+    assert item.resource["name"] == _fake_guid(workspace, principal, SENTINEL_RESPONDER)
+    assert deploy(writeResponders=RESPONDERS)[1]["writeActionsEnabled"] is True
+
+    # The same with the Sentinel reader role and no registry: still exactly one Responder, on the workspace.
+    other, _ = role_assignments(writeResponders=RESPONDERS, workspaceReaderRole="MicrosoftSentinelReader",
+                                containerRegistryResourceId="")
+    assert set(other) == {(relative, SENTINEL_READER), (relative, SENTINEL_RESPONDER),
+                          (openai.split("/providers/", 1)[1], OPENAI_USER)}
+
+
+def test_write_app_settings_follow_write_responders_and_start_the_app() -> None:
+    workspace = example_id("sentinelWorkspaceResourceId")
+    read_only, _ = app_settings()
+    assert read_only["WRITE_ACTIONS_ENABLED"] == "false"
+    assert all(read_only[name] == "" for name in (
+        "WRITE_RESPONDERS", "SENTINEL_SUBSCRIPTION_ID", "SENTINEL_RESOURCE_GROUP", "SENTINEL_WORKSPACE_NAME"))
+    app = Settings.from_env(read_only, dotenv_path=None)
+    assert not app.write_actions_enabled and not app.write_responders and not app.writes_configured
+
+    given, _ = app_settings(writeResponders=f" {RESPONDERS} ")
+    assert given["WRITE_ACTIONS_ENABLED"] == "true" and given["WRITE_RESPONDERS"] == RESPONDERS
+    assert (given["SENTINEL_SUBSCRIPTION_ID"], given["SENTINEL_RESOURCE_GROUP"], given["SENTINEL_WORKSPACE_NAME"]) == (
+        "00000000-0000-0000-0000-000000000000", "rg-sentinel", "law-sentinel")
+    assert (f"/subscriptions/{given['SENTINEL_SUBSCRIPTION_ID']}/resourceGroups/{given['SENTINEL_RESOURCE_GROUP']}"
+            f"/providers/Microsoft.OperationalInsights/workspaces/{given['SENTINEL_WORKSPACE_NAME']}") == workspace
+    assert {name: value for name, value in given.items() if not name.startswith(("WRITE_", "SENTINEL_"))} == {
+        name: value for name, value in read_only.items() if not name.startswith(("WRITE_", "SENTINEL_"))}
+    assert given.keys() <= config_reads() | PLATFORM_SETTINGS
+
+    app = Settings.from_env(given, dotenv_path=None)  # the app accepts it: writes on, against the real workspace
+    assert app.write_actions_enabled and app.write_responders == frozenset(RESPONDERS.split(","))
+    assert not app.uses_demo_workspace and app.writes_configured
+    assert (app.sentinel_subscription_id, app.sentinel_resource_group, app.sentinel_workspace_name) == (
+        "00000000-0000-0000-0000-000000000000", "rg-sentinel", "law-sentinel")
+
+    # A workspace in another subscription and resource group is named from its own resource id.
+    elsewhere = ("/subscriptions/99999999-9999-4999-8999-999999999999/resourceGroups/rg-soc-prod/providers/"
+                 "Microsoft.OperationalInsights/workspaces/law-soc")
+    moved, _ = app_settings(writeResponders=RESPONDERS, sentinelWorkspaceResourceId=elsewhere)
+    assert (moved["SENTINEL_SUBSCRIPTION_ID"], moved["SENTINEL_RESOURCE_GROUP"], moved["SENTINEL_WORKSPACE_NAME"]) == (
+        "99999999-9999-4999-8999-999999999999", "rg-soc-prod", "law-soc")
 
 
 def config_reads() -> set[str]:
@@ -749,8 +818,10 @@ def test_deploy_script_is_strict_and_holds_no_secrets() -> None:
 
 def test_deploy_readme_cites_the_role_ids_and_offers_the_button() -> None:
     readme = (DEPLOY / "README.md").read_text()
-    for role in (LOG_ANALYTICS_READER, SENTINEL_READER, OPENAI_USER, ACR_PULL):
+    for role in (LOG_ANALYTICS_READER, SENTINEL_READER, OPENAI_USER, ACR_PULL, SENTINEL_RESPONDER):
         assert role in readme
+    for name in ("writeResponders", "WRITE_ACTIONS_ENABLED", "WRITE_RESPONDERS", "SENTINEL_WORKSPACE_NAME"):
+        assert name in readme
     assert "learn.microsoft.com/azure/role-based-access-control/built-in-roles" in readme
     assert "https://portal.azure.com/#create/Microsoft.Template/uri/" in readme
     assert "APPLICATIONINSIGHTS_CONNECTION_STRING" in readme
