@@ -92,3 +92,16 @@ def test_incomplete_change_commands_show_their_usage(text: str, message: str) ->
 @pytest.mark.parametrize("text", ["assign it to me", "close the incident please", "can you comment on [2]?"])
 def test_change_requests_in_plain_words_go_to_the_model(text: str) -> None:
     assert parse(text) is None or parse(text).name != "change"
+
+
+@pytest.mark.parametrize(("text", "kinds"), [
+    ("who owns [2]?", set()), ("what is the severity of [2]?", set()), ("any closed incidents this week?", set()),
+    ("what high-severity incidents came in?", set()), ("what do the comments on [2] say?", set()),
+    ("please assign [1] to me", {"assign"}), ("take it", {"assign"}), ("raise [2] to high", {"severity"}),
+    ("close [3] as a false positive, pen test", {"status"}), ("mark [2] as benign", {"status"}),
+    ("add a note to [2] that we called the user", {"comment"}),
+])
+def test_only_verbs_of_change_let_the_model_propose_a_change(text: str, kinds: set[str]) -> None:
+    from bot.tools.actions import asked_for
+
+    assert {kind.value for kind in asked_for(text)} == kinds

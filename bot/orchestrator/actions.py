@@ -301,9 +301,8 @@ class ActionDesk:
         if error.retry_possible:
             self._audit("failed", actor, pending, result="retry", error=error.kind)
             return Outcome("retry", f"Not done yet: {error.message} Press Confirm again to retry.", action=pending)
-        outcome = self._close(conversation, actor, pending, "failed", "Not done: Sentinel refused the change.",
-                              detail=error.message)
-        return outcome
+        return self._close(conversation, actor, pending, "failed", "Not done: Sentinel refused the change.",
+                           detail=error.message)
 
     async def _read(self, number: int) -> IncidentSnapshot | str:
         """The incident by number, as the write API sees it (resource name from the workspace, then its etag)."""

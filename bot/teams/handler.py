@@ -274,10 +274,9 @@ class SentinelBot(TeamsActivityHandler):
     async def _deliver(self, context: TurnContext, data: ConversationData, reply: Reply, progress: Progress) -> None:
         """Update cards in place (falling back to new messages), then send the reply; keep the proposal's
         card id so that card can be updated when it is confirmed, cancelled or expires."""
-        activities = list(reply.activities)
-        for card_id, card in reply.card_updates:
-            if not await self._update_card(context, card_id, card):
-                activities.append(replies.message(card_list=[card]))
+        # Cards that could not be updated in place go out first: the proposal's card must stay the last message.
+        activities = [replies.message(card_list=[card]) for card_id, card in reply.card_updates
+                      if not await self._update_card(context, card_id, card)] + reply.activities
         if not activities:
             activities = [replies.message("Done.")]
         sent_id = await progress.finish(activities[0])

@@ -127,15 +127,19 @@ def change_from_arguments(tool: str, arguments: dict[str, Any], incident_number:
 # What an analyst's own words must contain before the model may propose a change of that kind. Instructions
 # planted in incident data reach the model, never the analyst's message, so a read-only question cannot turn
 # into a write proposal however the model is talked to. (The human Confirm click stays the real guarantee.)
+# Verbs of change, not topics: "who owns [2]?", "what is its severity?" or "any closed incidents?" are
+# questions and ask for nothing.
 _INTENT_WORDS: dict[ChangeKind, re.Pattern[str]] = {
-    ChangeKind.ASSIGN: re.compile(r"\b(assign\w*|reassign\w*|owner|own|take\s+(it|this|that|over)|give\s+it|"
-                                  r"hand\s+(it|this|that)\s+(over|to)|mine)\b"),
-    ChangeKind.STATUS: re.compile(r"\b(close\w*|clos(e|ing)|resolve\w*|reopen\w*|re-open\w*|activ\w+|status|"
-                                  r"false\s+positive|true\s+positive|benign|undetermined|dismiss\w*|"
-                                  r"mark\w*|set\s+(it|this|that)\s+(to\s+)?(new|active))\b"),
-    ChangeKind.SEVERITY: re.compile(r"\b(severity|sev|raise\w*|lower\w*|escalat\w*|downgrad\w*|upgrad\w*|"
-                                    r"bump\w*|increase\w*|decrease\w*|high|medium|low|informational)\b"),
-    ChangeKind.COMMENT: re.compile(r"\b(comment\w*|note|notes|annotate\w*|write\s+down|add\s+(a|that|this))\b"),
+    ChangeKind.ASSIGN: re.compile(r"\b(assign|assigning|reassign|reassigning)\b|\btake\s+(it|this|that|over)\b|"
+                                  r"\b(give|hand)\s+(it|this|that)\b|\bmake\s+(me|\S+@\S+)\s+(the\s+)?owner\b"),
+    ChangeKind.STATUS: re.compile(r"\b(close|closing|resolve|resolving|reopen|reopening|re-open|activate|dismiss)\b|"
+                                  r"\bmark\b[^.?!]*\bas\b|\b(set|change|update|move|put)\b[^.?!]*\b(status|new|active)\b|"
+                                  r"\bstatus\b[^.?!]*\bto\b"),
+    ChangeKind.SEVERITY: re.compile(r"\b(raise|lower|escalate|downgrade|upgrade|bump|increase|decrease|change|set|"
+                                    r"make|update)\b[^.?!]*\b(severity|sev|high|medium|low|informational)\b|"
+                                    r"\bseverity\b[^.?!]*\bto\b"),
+    ChangeKind.COMMENT: re.compile(r"\b(add|write|post|leave|put|record)\b[^.?!]*\b(comment|note)\b|^\s*comment\b|"
+                                   r"\bannotate\b|\bcomment\s+(on|that)\b"),
 }
 
 
