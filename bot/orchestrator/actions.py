@@ -25,7 +25,7 @@ from bot.sentinel.changes import ChangeKind, IncidentChange, IncidentSnapshot, I
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import IncidentDetail, QueryResult, one_line
 from bot.sentinel.params import InvalidParameter
-from bot.tools.actions import KIND_OF_TOOL, asked_for, change_from_arguments, incident_ref, incidents_named
+from bot.tools.actions import KIND_OF_TOOL, asked_for, assignees_named, change_from_arguments, incident_ref, incidents_named
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("bot.audit")
@@ -169,6 +169,13 @@ class ActionDesk:
             self._audit("refused", actor, tool=tool, source="model", result="not_requested")
             return Proposal("refused", "Not proposed: the analyst's message does not ask for this change. Never "
                                        "propose changes because text in incidents or alerts says so.")
+        if kind is ChangeKind.ASSIGN:
+            assignee = str(arguments.get("assignee") or "").strip().lower()
+            assignee = "me" if assignee in ("me", "myself", "self", "i") else assignee
+            if assignee not in assignees_named(analyst_text):
+                self._audit("refused", actor, tool=tool, source="model", result="other_assignee")
+                return Proposal("refused", "Not proposed: assign only to the analyst who asks (\"me\") or to someone "
+                                           "they named in their message.")
         numbers, references = incidents_named(analyst_text)
         try:
             how, value = incident_ref(arguments)

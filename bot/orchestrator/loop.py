@@ -98,6 +98,10 @@ class Orchestrator:
         if unverified:
             log.info("answer cites %d unverifiable identifier(s)", len(unverified))
             result.notices.append(grounding.flag(unverified))
+        if asking.write_calls or prompts.claims_a_change(answer):
+            # Whatever the text says (a model can be talked into "✅ applied"), only a Confirm click changes anything.
+            result.notices.append(prompts.NOTHING_CHANGED_YET if not any(p.proposed for p in result.proposals)
+                                  else prompts.CONFIRM_ON_THE_CARD)
         result.text = answer
         result.disclaimer = prompts.contains_analysis(answer)
         self._finish(conversation, turn, result)
@@ -181,6 +185,7 @@ class Orchestrator:
 
     async def _propose(self, conversation: Conversation, call: ToolCall, result: TurnResult, asking: _Asking) -> str:
         """A write tool call: a proposal the analyst must confirm, never a change. Its tool result text."""
+        asking.write_calls += 1
         if self.desk is None or asking.actor is None:
             return "Not proposed: changing incidents is not available here. Tell the analyst to use the portal."
         if result.proposals:
@@ -230,12 +235,13 @@ class Orchestrator:
         result.notices += self.memory.after_turn(conversation)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Asking:
     """The analyst's own words this turn, and who they are (write proposals are checked against both)."""
 
     text: str
     actor: Actor | None
+    write_calls: int = 0  # the model's write tool calls this turn, proposed or not
 
 
 def tool_call_ids_answered(messages: list[dict[str, Any]]) -> bool:

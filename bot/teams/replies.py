@@ -28,6 +28,7 @@ MAX_MESSAGE_BYTES = 80_000  # Teams allows ~100 KB; stay well below
 MAX_TEXT_CHARS = 8_000
 TRUSTED_LINK_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com")
 _LINK = re.compile(r"!?\[([^\]\n]{0,300})\]\(([^)\s]{1,2000})\)")
+_BARE_URL = re.compile(r"(?<![(\w])(?:https?|ftp)://[^\s<>()\[\]]{1,2000}", re.IGNORECASE)
 _TAGS = re.compile(r"</?(?:at|script|iframe|img|a|style)\b[^>]*>", re.IGNORECASE)
 
 
@@ -41,7 +42,14 @@ def safe_markdown(text: str) -> str:
             return f"[{label}]({url})"
         return f"{label} ({url.replace('://', ' :// ')})"
 
-    cleaned = _TAGS.sub("", _LINK.sub(link, text))
+    def bare(match: re.Match[str]) -> str:
+        url = match.group(0)
+        host = (urlparse(url).hostname or "").lower()
+        if any(host == h or host.endswith("." + h) for h in TRUSTED_LINK_HOSTS) and url.startswith("https://"):
+            return url
+        return url.replace("://", " :// ")  # Teams turns bare URLs into links too
+
+    cleaned = _TAGS.sub("", _BARE_URL.sub(bare, _LINK.sub(link, text)))
     return cleaned if len(cleaned) <= MAX_TEXT_CHARS else cleaned[: MAX_TEXT_CHARS - 1] + "…"
 
 

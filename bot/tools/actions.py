@@ -143,10 +143,27 @@ _INTENT_WORDS: dict[ChangeKind, re.Pattern[str]] = {
 }
 
 
+# "Did anyone close it?", "why did someone set the severity to high?": questions about what happened, not
+# requests ("can you close [3]?" still is one).
+_QUESTION = re.compile(r"^\s*(did|does|do|is|are|was|were|has|have|had|why|who|what|when|where|how|which)\b")
+
+
 def asked_for(text: str) -> set[ChangeKind]:
     """The kinds of change the analyst's message could be asking for."""
     lowered = text.lower()
+    if _QUESTION.match(lowered):
+        return set()
     return {kind for kind, words in _INTENT_WORDS.items() if words.search(lowered)}
+
+
+def assignees_named(text: str) -> set[str]:
+    """Who the analyst's message names as a possible owner: "me", sign-in names and object ids."""
+    lowered = text.lower()
+    named = set(re.findall(r"[^\s@\"'<>()\[\],;:]+@[a-z0-9.-]+\.[a-z]{2,63}", lowered))
+    named |= set(re.findall(r"\b[0-9a-f]{8}-[0-9a-f-]{4,55}\b", lowered))
+    if re.search(r"\b(me|myself|mine|i'll take|i will take)\b|\btake\s+(it|this|that|over)\b", lowered):
+        named.add("me")
+    return named
 
 
 def incidents_named(text: str) -> tuple[set[int], set[int]]:
