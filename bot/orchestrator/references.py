@@ -83,7 +83,7 @@ class References:
         if not self.items:
             return ""
         recent = self.items[-CONTEXT_REFERENCES:]
-        lines = [f"[{r.n}] {r.kind} {r.label}" for r in sorted(recent, key=lambda r: r.n)]
+        lines = [f"[{r.n}] {_context_label(r)}" for r in sorted(recent, key=lambda r: r.n)]
         if self.last_incident:
             lines.append(f'"that incident" most likely means incident {self.last_incident} (the last one looked at).')
         return "\n".join(lines)
@@ -107,6 +107,17 @@ class References:
     def _entity(self, entity_type: str, value: str, note: str = "") -> int:
         label = f"{entity_type} {_short(value)}" + (f" ({note})" if note else "")
         return self.assign("entity", f"{entity_type}:{value}", label)
+
+
+def _context_label(reference: Reference) -> str:
+    """What the model is told a reference is. This list goes in a system message, so it names incidents and
+    alerts by their ids only: titles and alert names are attacker-writable and stay in the tool results,
+    which the model treats as data. Entities are named by their (short) identifying value."""
+    if reference.kind == "incident":
+        return f"incident #{reference.key}"
+    if reference.kind == "alert":
+        return f"alert {reference.key}"
+    return f"{reference.kind} {reference.label}"
 
 
 def _short(text: str, width: int = 50) -> str:
