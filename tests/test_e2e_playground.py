@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,10 +20,7 @@ from tests.support.playground import (
     BotMessage,
     ManagedProcess,
     Playground,
-    free_port,
-    repo_root,
-    require_playground,
-    start_bot,
+    start_sentinel_bot,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -39,16 +35,7 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def bot(model: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ManagedProcess]:
-    require_playground()
-    workdir = tmp_path_factory.mktemp("bot")
-    env = {
-        "PORT": str(free_port()), "HOST": "127.0.0.1", "STATE_STORE": f"sqlite:///{workdir}/state.db",
-        "OPENAI_BASE_URL": f"{model.endpoint}/v1", "OPENAI_MODEL": "rule-model", "OPENAI_API_KEY": "sk-e2e",
-        "MICROSOFT_APP_ID": "", "SENTINEL_WORKSPACE_ID": "", "AZURE_OPENAI_ENDPOINT": "", "LOG_LEVEL": "INFO",
-        "PYTHONPATH": str(repo_root()),
-    }
-    process = await start_bot([sys.executable, "-m", "bot", "serve"], workdir, name="sentinel-bot", env=env,
-                              cwd=workdir)
+    process = await start_sentinel_bot(model.endpoint, tmp_path_factory.mktemp("bot"))
     try:
         yield process
     finally:

@@ -968,3 +968,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+async def start_sentinel_bot(model_endpoint: str, workdir: Path, **settings: str) -> ManagedProcess:
+    """``python -m bot serve`` on the demo workspace in local mode, its model at ``model_endpoint`` (the fake
+    Chat Completions server), state in ``workdir``; ``settings`` are further environment variables."""
+    require_playground()
+    env = {
+        "PORT": str(free_port()), "HOST": "127.0.0.1", "STATE_STORE": f"sqlite:///{workdir}/state.db",
+        "OPENAI_BASE_URL": f"{model_endpoint}/v1", "OPENAI_MODEL": "rule-model", "OPENAI_API_KEY": "sk-e2e",
+        "MICROSOFT_APP_ID": "", "SENTINEL_WORKSPACE_ID": "", "AZURE_OPENAI_ENDPOINT": "", "LOG_LEVEL": "INFO",
+        "PYTHONPATH": str(repo_root()), **settings,
+    }
+    return await start_bot([sys.executable, "-m", "bot", "serve"], workdir, name="sentinel-bot", env=env, cwd=workdir)
