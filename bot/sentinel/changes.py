@@ -356,6 +356,21 @@ class WriteError(Exception):
         self.retry_possible = retry_possible
 
 
+REQUIRED_PROPERTIES = ("title", "severity", "status")  # Sentinel's update is a full replace: these are resent
+
+
+def check_updatable(incident: IncidentSnapshot, change: IncidentChange) -> None:
+    """Refuse, before any write, an update that could not be safe: a comment is not an update, and without
+    the etag the write would overwrite blindly, without the properties it would erase them."""
+    if change.kind is ChangeKind.COMMENT:
+        raise WriteError("bad_request", "A comment is not an incident update; the bot should have added it "
+                         "as a comment. Please report this.", detail="update() called with a comment change")
+    if not incident.etag or any(key not in incident.properties for key in REQUIRED_PROPERTIES):
+        raise WriteError("conflict", "The incident has to be looked at again before it can be changed. "
+                         "Open it again and confirm the change once more.",
+                         detail="update() needs a snapshot from read(), with its etag and properties")
+
+
 class IncidentWriter(Protocol):
     """Reads an incident for writing and writes it: Sentinel's REST API, or the demo workspace."""
 

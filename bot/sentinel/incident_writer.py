@@ -38,7 +38,7 @@ from azure.core.pipeline.policies import (
 from azure.core.pipeline.transport import AsyncHttpTransport
 from azure.core.rest import HttpRequest
 
-from bot.sentinel.changes import ChangeKind, IncidentChange, IncidentSnapshot, WriteError
+from bot.sentinel.changes import IncidentChange, IncidentSnapshot, WriteError, check_updatable
 from bot.sentinel.models import one_line
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,6 @@ RESPONDER_ROLE_ID = "3e150937-b8fe-4cfb-8069-0eaf05ecd056"
 MAX_SERVICE_TEXT = 300
 # Incident and comment resource names: GUIDs in practice; never anything that could change the URL's path.
 _RESOURCE_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
-_REQUIRED = ("title", "severity", "status")  # Sentinel's update is a full replace: these must be resent
 
 
 class _RetryPolicy(AsyncRetryPolicy):
@@ -100,14 +99,7 @@ class ArmIncidentWriter:
 
     async def update(self, incident: IncidentSnapshot, change: IncidentChange) -> IncidentSnapshot:
         name = _name(incident.name)
-        if change.kind is ChangeKind.COMMENT:
-            raise WriteError("bad_request", "A comment is not an incident update; the bot should have added it "
-                             "as a comment. Please report this.", detail="update() called with a comment change")
-        if not incident.etag or any(key not in incident.properties for key in _REQUIRED):
-            # Without the etag the PUT would overwrite blindly; without the properties it would erase them.
-            raise WriteError("conflict", "The incident has to be looked at again before it can be changed. "
-                             "Open it again and confirm the change once more.",
-                             detail="update() needs a snapshot from read(), with its etag and properties")
+        check_updatable(incident, change)
         body = {"etag": incident.etag, "properties": change.apply_to(incident.properties)}
         return _snapshot(await self._call("PUT", name, body))
 

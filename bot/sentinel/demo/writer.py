@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from bot.sentinel.changes import ChangeKind, IncidentChange, IncidentSnapshot, WriteError
+from bot.sentinel.changes import IncidentChange, IncidentSnapshot, WriteError, check_updatable
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.demo.store import iso
@@ -43,7 +43,6 @@ MAX_JOURNAL_ROWS = 5000
 MAX_COMMENT_IDS = 10_000
 _NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
 _OWNER_KEYS = ("objectId", "email", "assignedTo", "userPrincipalName")  # the demo's Owner JSON, in its order
-_REQUIRED = ("title", "severity", "status")
 T = TypeVar("T")
 
 
@@ -74,13 +73,7 @@ class DemoIncidentWriter:
 
     async def update(self, incident: IncidentSnapshot, change: IncidentChange) -> IncidentSnapshot:
         name = _checked(incident.name)
-        if change.kind is ChangeKind.COMMENT:
-            raise WriteError("bad_request", "A comment is not an incident update; the bot should have added it "
-                             "as a comment. Please report this.", detail="update() called with a comment change")
-        if not incident.etag or any(key not in incident.properties for key in _REQUIRED):
-            raise WriteError("conflict", "The incident has to be looked at again before it can be changed. "
-                             "Open it again and confirm the change once more.",
-                             detail="update() needs a snapshot from read(), with its etag and properties")
+        check_updatable(incident, change)
         return await asyncio.to_thread(self._locked, self._update_sync, name, incident, change)
 
     async def add_comment(self, incident_name: str, comment_id: str, message: str) -> None:
