@@ -12,11 +12,12 @@ from bot.sentinel.demo.backend import DemoBackend
 from tests.support.loganalytics_fake import FakeLogAnalytics
 from tests.support.openai_fake import FakeOpenAI
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
-# tiktoken cannot download its encodings here; use the shared offline copy when present.
-if "TIKTOKEN_CACHE_DIR" not in os.environ and (SHARED / "tiktoken").is_dir():
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED / "tiktoken")
+# Machine setup, not test data: tiktoken downloads its encoding files on first use. On a machine without
+# internet access, an offline copy in ../shared/tiktoken (beside the clone) is used when there is one and
+# TIKTOKEN_CACHE_DIR is not set. Test data and schemas live in the repository (tests/data, tests/schemas).
+_OFFLINE_TIKTOKEN = Path(__file__).resolve().parents[1].parent / "shared" / "tiktoken"
+if "TIKTOKEN_CACHE_DIR" not in os.environ and _OFFLINE_TIKTOKEN.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_OFFLINE_TIKTOKEN)
 
 # A fixed clock in the middle of a UTC day, so windows and bins are the same on every run.
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)

@@ -13,11 +13,11 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import make_query
-from tests.conftest import SHARED
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
 
 WORKSPACE = "11111111-2222-3333-4444-555555555555"
-SAMPLES = SHARED / "sentinel" / "sample-rows"
+# Rows from public projects' test data, as Log Analytics returned them (sources: tests/data/README.md).
+SAMPLES = Path(__file__).resolve().parent / "data" / "sample-rows"
 INCIDENT_ROW = {
     "IncidentNumber": 42, "Title": "Brute force attack against Azure Portal", "Severity": "High", "Status": "Active",
     "Owner": "Alice Ng", "CreatedTime": "2026-11-20T10:00:00.000000Z", "LastModifiedTime": "2026-11-20T11:00:00.000000Z",

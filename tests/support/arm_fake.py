@@ -1,6 +1,7 @@
 """A fake Azure Resource Manager endpoint for Sentinel incident writes, over HTTPS, for the real ArmIncidentWriter.
 
-It speaks the wire format of docs/sentinel-incident-write-api.md: GET and PUT
+It speaks the wire format of Sentinel's REST API (Microsoft Learn REST reference "Incidents - Create Or Update",
+"Incident Comments - Create Or Update"; Azure/azure-rest-api-specs, specification/securityinsights): GET and PUT
 ``/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.OperationalInsights/workspaces/{ws}/providers/
 Microsoft.SecurityInsights/incidents/{name}?api-version=...`` (a PUT is a full replace, checked against the
 incident's etag: a stale one gets ARM's 409 ``Conflict``), and PUT ``.../incidents/{name}/comments/{id}``
@@ -371,7 +372,8 @@ class FakeArm:
 
 
 def _invalid(props: dict[str, Any]) -> str | None:
-    """Sentinel's documented refusals of an incident PUT (docs/sentinel-incident-write-api.md)."""
+    """Sentinel's refusals of an incident PUT: required properties and enums from the REST API spec; the
+    closing rules (classification when Closed, a reason for BenignPositive) as the service reports them."""
     for key in ("title", "severity", "status"):
         if not props.get(key):
             return f"Required property '{key}' not found in JSON."

@@ -12,7 +12,7 @@ app id, aiohttp, ``POST /api/messages``) and answers:
 - ``update``: sends ``update: before``, then replaces it in place (``update_activity``) with
   ``update: after``;
 - ``stream``: (1:1 only) a Teams streamed message: two ``typing`` chunks with a ``streaminfo`` entity,
-  then the final ``message``, as in docs/teams-streaming.md;
+  then the final ``message``, as Microsoft Learn's "Stream bot messages" page describes;
 - a message carrying ``value`` (a card ``Action.Submit``): ``submit: <value as JSON>``;
 - an ``adaptiveCard/action`` invoke (``Action.Execute``): ``execute: <verb> <data as JSON>`` as a new
   message, and an invoke response whose card (saying the same) replaces the pressed one;

@@ -1,9 +1,10 @@
 """Drives the Microsoft 365 Agents Playground (a local Teams emulator) over HTTP for end-to-end tests.
 
 The Playground (npm ``@microsoft/m365agentsplayground``, installed by ``npm ci --prefix tests/e2e``; see
-docs/teams-playground.md) plays both the Teams client and the Bot Connector service: it POSTs Teams-shaped
-activities to the bot's ``/api/messages`` and receives the bot's replies on its mocked connector. This module
-starts it, does what its web page does, and records what the bot sent::
+Microsoft Learn, "Test your agent locally in Microsoft 365 Agents Playground") plays both the Teams client and
+the Bot Connector service: it POSTs Teams-shaped activities to the bot's ``/api/messages`` and receives the
+bot's replies on its mocked connector. This module starts it, does what its web page does, and records what
+the bot sent::
 
     async with Playground("http://127.0.0.1:3978/api/messages", tmp_path) as pg:
         sent = await pg.send_personal("hello")
@@ -96,10 +97,10 @@ What the Playground does with the bot's activities (``/_connector/v3/conversatio
     - ``DELETE`` answers 501 ``DeleteActivityAPINotImplemented`` (and a warning note).
     - A reply sent to a channel id (not a thread id) starts a new thread; its ``createMessage`` carries
       ``actionConversationId`` = the channel and ``message.postConversationId`` = the new thread.
-    - Streaming (``streaminfo`` entity, docs/teams-streaming.md): only in personal chats (elsewhere the
-      first chunk is refused: 405 ``BadArgument`` in the code); sequence 1 creates the message (201 with the stream id =
-      message id), later chunks and the final message are ``updateMessage`` of that id (202). Typing
-      activities without a stream entity become ``typing`` events; ``trace`` activities are dropped.
+    - Streaming (``streaminfo`` entity, Microsoft Learn "Stream bot messages"): only in personal chats
+      (elsewhere the first chunk is refused: 405 ``BadArgument`` in the code); sequence 1 creates the message (201
+      with the stream id = message id), later chunks and the final message are ``updateMessage`` of that id (202).
+      Typing activities without a stream entity become ``typing`` events; ``trace`` activities are dropped.
     - The activity's shape is validated (mentions must match the text, a message needs text or
       attachments...), Adaptive Card *contents* are not: a card with an unknown element type is accepted.
       A rejected activity shows up as an :class:`Exchange` with status >= 400 (see
