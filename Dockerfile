@@ -12,11 +12,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# requirements.txt also lists the test tools; they are left out of the image (none is imported by bot/).
-COPY requirements.txt .
-RUN grep -vE '^(pytest|pytest-asyncio|jsonschema|trustme)==' requirements.txt > /tmp/runtime-requirements.txt \
- && pip install -r /tmp/runtime-requirements.txt \
- && rm /tmp/runtime-requirements.txt
+# The runtime dependencies exactly as locked, every download checked against its hash; the lock also pins
+# the build backend used for the bot below. Test and check tools are not in it. `./run lock` regenerates it.
+COPY requirements.lock /tmp/
+RUN pip install --require-hashes -r /tmp/requirements.lock \
+ && rm /tmp/requirements.lock
 
 # The tokenizer tables are fetched now, so the running container never downloads them.
 RUN python -c "import tiktoken; tiktoken.get_encoding('o200k_base')" \
@@ -28,8 +28,12 @@ RUN groupadd --system --gid 10001 bot \
  && mkdir -p /app/.data \
  && chown bot:bot /app/.data
 
-COPY bot/ ./bot/
-RUN python -m compileall -q bot
+# The bot itself, into site-packages (compiled there, with its `bot` command): no dependencies (all are
+# installed above) and no build isolation (the locked setuptools builds it, nothing unpinned is fetched).
+COPY pyproject.toml /tmp/src/
+COPY bot/ /tmp/src/bot/
+RUN pip install --no-deps --no-build-isolation /tmp/src \
+ && rm -rf /tmp/src
 
 USER 10001:10001
 

@@ -7,14 +7,17 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
-from bot import package
-from bot import telemetry
+from bot import package, telemetry
 from bot.config import ConfigError, Settings
 from bot.sentinel import kql
 from bot.sentinel.client import iso_duration
 from bot.sentinel.params import InvalidParameter
 from bot.sentinel.queries import QUERY_NAMES, make_query
+
+T = TypeVar("T")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +80,7 @@ async def _chat(settings: Settings) -> int:
         await components.close()
 
 
-def _run(coroutine) -> int:  # type: ignore[no-untyped-def]
+def _run(coroutine: Coroutine[Any, Any, T]) -> T | int:
     try:
         return asyncio.run(coroutine)
     except KeyboardInterrupt:

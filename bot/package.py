@@ -260,7 +260,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--domain", required=True, metavar="HOST",
                         help="host name of the bot's messaging endpoint, e.g. sentinel-bot.azurewebsites.net")
     parser.add_argument("--version", default=DEFAULT_VERSION,
-                        help=f"app version, MAJOR.MINOR.PATCH; raise it for every new upload (default {DEFAULT_VERSION})")
+                        help="app version, MAJOR.MINOR.PATCH; raise it for every new upload "
+                             f"(default {DEFAULT_VERSION})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the zip to write (default {DEFAULT_OUT})")
     parser.add_argument("--developer-name", default=DEFAULT_DEVELOPER_NAME,
                         help=f"publisher shown in Teams, up to 32 characters (default \"{DEFAULT_DEVELOPER_NAME}\")")

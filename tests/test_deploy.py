@@ -664,9 +664,13 @@ def test_dockerfile_runs_the_bot_as_a_non_root_user_with_cached_encodings() -> N
 
 
 def test_dockerfile_leaves_out_only_test_tools_the_bot_never_imports() -> None:
-    install = next(args for k, args in dockerfile() if k == "RUN" and "requirements.txt" in args)
-    left_out = set(re.search(r"\^\(([^)]*)\)==", install).group(1).split("|"))
+    install = next(args for k, args in dockerfile() if k == "RUN" and "requirements.lock" in args)
+    assert "--require-hashes" in install
+    locked = {line.split("==")[0].lower() for line in (ROOT / "requirements.lock").read_text().splitlines()
+              if "==" in line and not line.startswith((" ", "#"))}
     requirements = (ROOT / "requirements.txt").read_text()
+    pinned = {line.split("==")[0] for line in requirements.split() if "==" in line}
+    left_out = {name for name in pinned if name.lower() not in locked}
     tests_section = requirements.split("# Tests", 1)[1]
     assert left_out <= {line.split("==")[0] for line in tests_section.split() if "==" in line}
     imported = set()
@@ -715,9 +719,9 @@ def test_dockerignore_sends_only_the_bot_and_its_requirements() -> None:
         assert not docker_context_includes(path, patterns), path
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     sent = {p for p in tracked if docker_context_includes(p, patterns)}
-    assert sent == {p for p in tracked if p.startswith("bot/") or p == "requirements.txt"}
+    assert sent == {p for p in tracked if p.startswith("bot/") or p in ("pyproject.toml", "requirements.lock")}
     copied = [args.split()[0] for k, args in dockerfile() if k == "COPY"]
-    assert copied == ["requirements.txt", "bot/"]
+    assert copied == ["requirements.lock", "pyproject.toml", "bot/"]
 
 
 # --- deploy.sh -------------------------------------------------------------------------------------------

@@ -5,8 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.cards.common import Element, RefFor, age, cell, count_label, list_card, plain, ref, severity_text, subtle, \
-    table, text
+from bot.cards.common import (
+    Element,
+    RefFor,
+    age,
+    cell,
+    count_label,
+    list_card,
+    plain,
+    ref,
+    severity_text,
+    subtle,
+    table,
+    text,
+)
 from bot.sentinel.models import AlertSummary, QueryResult
 
 

@@ -8,9 +8,10 @@ Many bins (30 days of hours) are summed into fewer, wider buckets so the card st
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from bot.cards.common import (
     SEVERITIES,
@@ -34,7 +35,7 @@ MAX_SERIES = 6
 CHART_COLOR = {"High": "attention", "Medium": "warning", "Low": "categoricalBlue", "Informational": "neutral"}
 _HOUR, _DAY = timedelta(hours=1), timedelta(days=1)
 _STEPS = tuple(_HOUR * h for h in (1, 2, 3, 4, 6, 12)) + tuple(_DAY * d for d in (1, 2, 3, 7, 14, 30, 91, 365))
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Buckets = dict[datetime, dict[str, int]]  # bucket start -> severity -> alerts
 
@@ -101,7 +102,7 @@ def _severities(bins: Sequence[TrendBin]) -> list[str]:
 
 def _infer_step(bins: Sequence[TrendBin]) -> timedelta:
     starts = sorted({as_utc(b.start) for b in bins})
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     return _HOUR if not gaps or min(gaps) < _DAY else _DAY
 
 

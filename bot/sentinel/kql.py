@@ -1,4 +1,9 @@
-"""KQL for the five read queries, following Microsoft's own idioms (docs/sentinel-kql-idioms.md).
+"""KQL for the five read queries, following Microsoft's own idioms.
+
+The idioms are those of Microsoft's Sentinel workbooks and detections (Azure/Azure-Sentinel repository:
+Workbooks/IncidentOverview.json, Workbooks/SecurityOperationsEfficiency.json, Detections/SecurityAlert/)
+and the table references on Microsoft Learn ("SecurityIncident", "Microsoft Sentinel security alert
+schema reference").
 
 - SecurityIncident has one row per update: take the latest row per IncidentNumber (arg_max).
 - SecurityAlert rows are re-emitted on updates: dedupe by SystemAlertId (arg_max).

@@ -82,7 +82,7 @@ class LogAnalyticsBackend:
                     ),
                     timeout=self._deadline_s,
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return _timeout_error(self._server_timeout_s)
             except HttpResponseError as err:
                 error = _http_error(err, self._workspace_id, self._server_timeout_s)
@@ -132,7 +132,7 @@ def _to_raw_table(response: LogsQueryResult | LogsQueryPartialResult) -> RawTabl
         return RawTable(rows=[], warnings=warnings)
     table = tables[0]
     columns = list(table.columns)
-    rows = [dict(zip(columns, list(row))) for row in table.rows]
+    rows = [dict(zip(columns, list(row), strict=False)) for row in table.rows]
     return RawTable(rows=rows, warnings=warnings)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+
 def one_line(value: object, width: int | None = None) -> str:
     """A field as one printable line, at most ``width`` characters (ending in "…" when cut).
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Union
+from typing import Any
 
 from bot.sentinel.params import (
     DEFAULT_ENTITY_LIMIT,
@@ -113,7 +113,7 @@ class AlertTrendQuery(_WindowQuery):
         return super().parameters() | {"bin_size": self.bin_size.value}
 
 
-Query = Union[IncidentsQuery, IncidentDetailQuery, AlertsQuery, AlertTrendQuery, TopEntitiesQuery]
+Query = IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery
 
 # The result columns of each query, in order. Both backends return rows with exactly these keys.
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -141,7 +141,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 # How an entity of each type is identified, for "top entities" and entity lists. Each rule is a list
 # of alternatives tried in order: (fields that must all be non-empty, separator to join them with).
 # Types without a rule (process, registry-value, ...) are not counted as entities on their own.
-# Sources: Sentinel entities reference (identifying fields per type), docs/sentinel-kql-idioms.md.
+# Sources: Microsoft Learn "Microsoft Sentinel entity types reference"
+# (learn.microsoft.com/azure/sentinel/entities-reference: identifying fields per type), and how Microsoft's
+# own SecurityAlert detections in the Azure/Azure-Sentinel repository read Entities (ip -> Address,
+# account -> Name + UPNSuffix or AadUserId).
 ENTITY_VALUE_RULES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "account": ((("Name", "UPNSuffix"), "@"), (("Name",), ""), (("AadUserId",), "")),
     "host": ((("HostName",), ""), (("NetBiosName",), ""), (("AzureID",), "")),
@@ -215,7 +218,9 @@ _CONSTRUCTORS: dict[str, Callable[..., Query]] = {
     IncidentsQuery.tool: lambda time_window, min_severity, limit: IncidentsQuery(time_window, min_severity, limit),
     IncidentDetailQuery.tool: lambda incident_ref: IncidentDetailQuery(incident_ref),
     AlertsQuery.tool: lambda time_window, min_severity, limit: AlertsQuery(time_window, min_severity, limit),
-    AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(time_window, min_severity, bin_size),
+    AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(
+        time_window, min_severity, bin_size
+    ),
     TopEntitiesQuery.tool: lambda time_window, min_severity, limit: TopEntitiesQuery(time_window, min_severity, limit),
 }
 

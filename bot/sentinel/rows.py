@@ -1,9 +1,10 @@
 """Result rows -> typed records, shared by both backends.
 
 Log Analytics returns `dynamic` columns as JSON strings or as parsed values depending on the path
-(docs/log-analytics-query-api.md), numbers sometimes as strings, and datetimes as datetime objects
-or ISO strings. Every decoder here accepts all of those, and never raises on odd data: a value it
-cannot read becomes empty rather than failing the whole answer.
+(azure-monitor-query's LogsQueryClient converts only `datetime` columns and passes `dynamic` on as it arrived;
+see its source in Azure/azure-sdk-for-python, sdk/monitor/azure-monitor-query), numbers sometimes as strings,
+and datetimes as datetime objects or ISO strings. Every decoder here accepts all of those, and never raises on
+odd data: a value it cannot read becomes empty rather than failing the whole answer.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.sentinel.models import (
@@ -48,7 +49,7 @@ def as_json(value: Any) -> Any:
 
 def as_datetime(value: Any) -> datetime | None:
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str) or not value.strip() or value.strip() == "None":
         return None
     text = value.strip().replace(" ", "T", 1)
@@ -60,7 +61,7 @@ def as_datetime(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def as_int(value: Any, default: int = 0) -> int:
@@ -202,7 +203,7 @@ def alert(row: Row) -> AlertSummary:
 def trend_bin(row: Row) -> TrendBin:
     start = as_datetime(row.get("BinStart"))
     return TrendBin(
-        start=start or datetime.fromtimestamp(0, timezone.utc),
+        start=start or datetime.fromtimestamp(0, UTC),
         severity=as_text(row.get("AlertSeverity")),
         count=as_int(row.get("AlertCount")),
     )

@@ -74,7 +74,9 @@ class CachingAuthentication(BotFrameworkAuthentication):
                 result.connector_factory, self._connectors, _app_id(result.claims_identity))
         return result
 
-    async def authenticate_streaming_request(self, auth_header: str, channel_id_header: str) -> AuthenticateRequestResult:
+    async def authenticate_streaming_request(
+        self, auth_header: str, channel_id_header: str
+    ) -> AuthenticateRequestResult:
         return await self._inner.authenticate_streaming_request(auth_header, channel_id_header)
 
     def create_connector_factory(self, claims_identity: ClaimsIdentity) -> ConnectorFactory:

@@ -1,4 +1,9 @@
-"""Live progress while a turn runs (docs/teams-streaming.md, docs/teams-limits.md).
+"""Live progress while a turn runs.
+
+Teams facts used here come from Microsoft Learn: "Stream bot messages"
+(learn.microsoft.com/microsoftteams/platform/bots/streaming-ux: 1:1 chats only, informative text of at
+most 1,000 characters, a stream ends after 2 minutes, no streamSequence on the final message) and "Rate
+limiting for bots" (learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit: 429 and retries).
 
 - Always a typing indicator at once (sent by the server before the turn even starts).
 - When the turn outlasts a short grace period (a tool loop, a slow query):
@@ -16,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Entity
@@ -33,7 +38,7 @@ MAX_RETRY_AFTER_S = 10.0
 class StreamInfo(Entity):
     """The ``streaminfo`` entity of Teams streaming, with its fields declared so they are serialised."""
 
-    _attribute_map = {
+    _attribute_map: ClassVar[dict[str, dict[str, str]]] = {
         **Entity._attribute_map,
         "stream_id": {"key": "streamId", "type": "str"},
         "stream_type": {"key": "streamType", "type": "str"},
@@ -67,7 +72,7 @@ async def send_with_retry(call: Callable[[], Awaitable[Any]], *, retries: int = 
     for attempt in range(retries + 1):
         try:
             return await call()
-        except Exception as error:  # noqa: BLE001 - connector errors come in several SDK shapes
+        except Exception as error:  # connector errors come in several SDK shapes
             status, retry_after = _status_of(error)
             if status == 429 and attempt < retries:
                 delay = min(retry_after if retry_after is not None else 1.0 * 2**attempt, MAX_RETRY_AFTER_S)
@@ -180,7 +185,7 @@ class StreamingProgress(Progress):
     async def finish(self, reply: Activity) -> str | None:
         await self._updates.stop()
         if self.stream_id is not None:
-            # The final message carries no streamSequence (docs/teams-streaming.md).
+            # The final message carries no streamSequence (Microsoft Learn, "Stream bot messages").
             reply.entities = list(reply.entities or []) + [StreamInfo(stream_type="final", stream_id=self.stream_id)]
         return await super().finish(reply)
 
@@ -190,7 +195,7 @@ class StreamingProgress(Progress):
         activity = Activity(type=ActivityTypes.typing, text=status[:MAX_INFORMATIVE_CHARS], entities=[info])
         try:
             response = await send_with_retry(lambda: self.context.send_activity(activity))
-        except Exception as error:  # noqa: BLE001 - e.g. 403 ContentStreamNotAllowed
+        except Exception as error:  # e.g. 403 ContentStreamNotAllowed
             if self.stream_id is None:
                 log.info("streaming refused (%s); falling back to typing", type(error).__name__)
                 self.refused = True

@@ -33,6 +33,7 @@ SEEN_TTL_S = 15 * 60
 SWITCH_INTERVAL_S = 0.001
 T = TypeVar("T")
 Work = Callable[[], Awaitable[None]]
+Cleanup = Callable[[], Coroutine[Any, Any, None]]  # a coroutine function: it runs on the worker loop
 
 
 @dataclass
@@ -57,9 +58,9 @@ class TurnRunner:
         self._slots: asyncio.Semaphore | None = None
         self._lanes: dict[str, _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._cleanups: list[Work] = []
+        self._cleanups: list[Cleanup] = []
 
-    def add_cleanup(self, cleanup: Work) -> None:
+    def add_cleanup(self, cleanup: Cleanup) -> None:
         """Run ``cleanup`` on the worker loop at stop: clients used by turns are closed where they live."""
         self._cleanups.append(cleanup)
 
@@ -96,7 +97,7 @@ class TurnRunner:
         for cleanup in reversed(self._cleanups):
             try:
                 await self.call(cleanup())
-            except Exception:  # noqa: BLE001 - shutting down: log and go on
+            except Exception:  # shutting down: log and go on
                 log.warning("a cleanup step failed at shutdown", exc_info=True)
         self._loop.call_soon_threadsafe(self._loop.stop)
         await asyncio.to_thread(self._thread.join, 10)
@@ -161,7 +162,7 @@ class TurnRunner:
             if first is not None:
                 try:
                     await first()
-                except Exception:  # noqa: BLE001 - feedback is best effort; the turn still runs
+                except Exception:  # feedback is best effort; the turn still runs
                     log.info("early feedback not delivered", exc_info=True)
             async with lane.lock:
                 assert self._slots is not None
@@ -175,7 +176,7 @@ class TurnRunner:
                 except Exception:  # noqa: BLE001 - best effort while shutting down
                     log.warning("could not tell the user the turn was abandoned")
             raise
-        except Exception:  # noqa: BLE001 - the work reports its own failures; this is the last line
+        except Exception:  # the work reports its own failures; this is the last line
             log.exception("turn failed outside its own error handling")
         finally:
             lane.users -= 1

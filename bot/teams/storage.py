@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +155,7 @@ class SqliteStorage(Storage):
         return found
 
     def _write(self, rows: list[tuple[str, str | None, str]]) -> None:
-        updated_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        updated_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         with self._lock:
             connection = self._open()
             connection.execute("BEGIN IMMEDIATE")  # takes the write lock before the e_tag checks

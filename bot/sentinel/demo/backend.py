@@ -16,7 +16,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import singledispatchmethod
 from typing import Any, TypeVar
 
@@ -74,7 +74,7 @@ _LATEST_INCIDENTS = _latest("latest_incidents", "SecurityIncident", "IncidentNum
 class DemoBackend:
     source = "demo"
 
-    def __init__(self, seed: int, clock: Clock = lambda: datetime.now(timezone.utc)) -> None:
+    def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC)) -> None:
         self._seed = seed
         self._clock = clock
         self._lock = threading.Lock()
@@ -155,7 +155,9 @@ class DemoBackend:
         return _fetch(conn, sql, params)
 
     @_run.register
-    def _incident_detail(self, query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    def _incident_detail(
+        self, query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime
+    ) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"start": iso(now - query.timespan), "now": iso(now)}
         if query.ref.number is not None:
             latest = _LATEST_INCIDENTS.format(extra="AND IncidentNumber = :number")
@@ -232,7 +234,8 @@ class DemoBackend:
         rows = _fetch(
             conn,
             f"""WITH {_LATEST_ALERTS.format(extra='')},
-                matched AS MATERIALIZED (SELECT * FROM latest_alerts WHERE AlertSeverity IN {_severities(query.min_severity)})
+                matched AS MATERIALIZED (SELECT * FROM latest_alerts
+                                         WHERE AlertSeverity IN {_severities(query.min_severity)})
                 SELECT AlertRowId, SystemAlertId, AlertName, AlertSeverity, Status,
                        COALESCE(NULLIF(ProductName, ''), ProviderName) AS ProductName, TimeGenerated, Tactics,
                        (SELECT COUNT(*) FROM matched) AS TotalMatched
@@ -283,7 +286,8 @@ class DemoBackend:
         for start in bins:
             key = iso(start)[:prefix]
             for severity in severities:
-                rows.append({"BinStart": iso(start), "AlertSeverity": severity, "AlertCount": found.get((key, severity), 0)})
+                count = found.get((key, severity), 0)
+                rows.append({"BinStart": iso(start), "AlertSeverity": severity, "AlertCount": count})
         return rows
 
     @_run.register
@@ -292,7 +296,8 @@ class DemoBackend:
         return _fetch(
             conn,
             f"""WITH {_LATEST_ALERTS.format(extra='')},
-                matched AS MATERIALIZED (SELECT * FROM latest_alerts WHERE AlertSeverity IN {_severities(query.min_severity)}),
+                matched AS MATERIALIZED (SELECT * FROM latest_alerts
+                                         WHERE AlertSeverity IN {_severities(query.min_severity)}),
                 entities AS (  -- AlertEntity is already distinct per alert row
                     SELECT m.AlertSeverity, m.TimeGenerated, e.EntityType, e.EntityValue
                     FROM matched AS m JOIN AlertEntity AS e ON e.AlertRowId = m.AlertRowId),

@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import random
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from bot.sentinel.demo.alerts import burst_alert, noise_alerts
 from bot.sentinel.demo.catalog import (
@@ -157,7 +157,7 @@ def _generate_day(world: World, day: date, first_number: int) -> tuple[list[dict
         alert_rows.extend(incident.alerts)
         alert_rows.extend(alert_status_updates(rng, incident))
     alert_rows.extend(noise_alerts(world, rng, day_start))
-    if burst_incident is not None:
+    if burst is not None and burst_incident is not None:
         # The rest of the burst: same source address or the same malware on more devices.
         alert_rows.extend(burst_alert(world, rng, burst_incident.template, burst_incident.cast, moment)
                           for moment in burst[1][5:])
@@ -180,9 +180,9 @@ def generate(seed: int, now: datetime, days: int = 35) -> DemoData:
         raise ValueError("now must be timezone-aware")
     if days < 1:
         raise ValueError("days must be at least 1")
-    today = now.astimezone(timezone.utc).date()
+    today = now.astimezone(UTC).date()
     first_day = today - timedelta(days=days - 1)
-    generated_until = datetime(today.year, today.month, today.day, tzinfo=timezone.utc) + timedelta(days=1)
+    generated_until = datetime(today.year, today.month, today.day, tzinfo=UTC) + timedelta(days=1)
     horizon = timestamp(generated_until.replace(tzinfo=None) + UPDATE_HORIZON)
     world = build_world(seed)
     number = first_incident_number(seed, first_day)

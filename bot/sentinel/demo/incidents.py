@@ -11,6 +11,7 @@ import json
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from bot.sentinel.demo.alerts import alert_row, burst_alert, status_update
 from bot.sentinel.demo.catalog import (
@@ -79,7 +80,7 @@ def draw_incident(world: World, rng: random.Random, number: int, created: dateti
     times += [created - timedelta(minutes=rng.uniform(2, 90)) for _ in range(n_alerts - 1)]
     times.sort()
     alerts = []
-    for i, (spec, moment) in enumerate(zip(specs, times)):
+    for i, (spec, moment) in enumerate(zip(specs, times, strict=True)):
         alert_severity = severity if i == 0 else _lower_or_equal(rng, severity, spec.severity)
         alerts.append(alert_row(world, rng, spec, cast, moment, alert_severity, template))
     title = template.title
@@ -213,8 +214,9 @@ def render_incident(world: World, rng: random.Random, incident: Incident) -> lis
            f"{WORKSPACE_NAME}/providers/Microsoft.SecurityInsights/Incidents/{incident.name}")
     rule_ids = compact_json([world.rule_id("template:" + template.key)])
     unassigned = {"objectId": None, "email": None, "assignedTo": None, "userPrincipalName": None}
-    state = {"status": "New", "owner": unassigned, "severity": incident.severity, "comments": [], "labels": [],
-             "bookmarks": [], "classification": "", "reason": "", "closing_comment": "", "closed": None}
+    state: dict[str, Any] = {"status": "New", "owner": unassigned, "severity": incident.severity, "comments": [],
+                             "labels": [], "bookmarks": [], "classification": "", "reason": "", "closing_comment": "",
+                             "closed": None}
     first_modified: list[str | None] = [None]
     rows = []
     created = timestamp(incident.created)
@@ -300,9 +302,9 @@ def render_incident(world: World, rng: random.Random, incident: Incident) -> lis
                 state["closing_comment"] = f"Closed automatically by the automation rule '{AUTO_CLOSE_RULE}'."
                 modified_by = f"Automation rule - {AUTO_CLOSE_RULE}"
             else:
-                options = [(reason, text) for need, reason, text in CLOSING[classification]
-                           if need is None or need in incident.kinds]
-                reason, text = choice(rng, options)
+                closings = [(reason, text) for need, reason, text in CLOSING[classification]
+                            if need is None or need in incident.kinds]
+                reason, text = choice(rng, closings)
                 state["reason"] = reason
                 state["closing_comment"] = fill(text, cast)
                 if data.get("comment"):

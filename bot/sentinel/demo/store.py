@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,12 @@ def load_table_columns() -> dict[str, list[tuple[str, str]]]:
 
 def iso(moment: datetime) -> str:
     """The storage form of a datetime: UTC, microseconds, 'Z' (fixed width, sorts as text)."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def create_database(incident_rows: Iterable[Mapping[str, Any]], alert_rows: Iterable[Mapping[str, Any]]) -> sqlite3.Connection:
+def create_database(
+    incident_rows: Iterable[Mapping[str, Any]], alert_rows: Iterable[Mapping[str, Any]]
+) -> sqlite3.Connection:
     """A new in-memory database holding the given rows (the connection may be used from one thread at a time)."""
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.row_factory = sqlite3.Row

@@ -43,7 +43,7 @@ def timestamp(moment: datetime) -> str:
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 try:  # the C encoder behind JSONEncoder.encode, built once instead of on every call (a third faster)
-    from json.encoder import c_make_encoder, encode_basestring_ascii
+    from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 
     _C_ENCODE = c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, True)
 except (ImportError, TypeError):  # pragma: no cover - interpreters without the C accelerator

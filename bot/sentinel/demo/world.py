@@ -44,7 +44,6 @@ from bot.sentinel.demo.catalog import (
 )
 from bot.sentinel.demo.values import choice, compact_json, fill, guid, randrange, stable_int, static_guid
 
-
 # --------------------------------------------------------------------------------------------------
 # People and machines of one seed.
 

@@ -1,0 +1,26 @@
+"""bot/ passes the linter and the type checker, with the settings in pyproject.toml ([tool.ruff], [tool.mypy])."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def check(*command: str) -> None:
+    done = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    report = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        pytest.fail(f"`{' '.join(command)}` reported problems:\n{report}", pytrace=False)
+
+
+def test_ruff_finds_nothing() -> None:
+    check("ruff", "check", "--no-fix", "bot")
+
+
+def test_mypy_finds_nothing() -> None:
+    check("mypy", "bot")
