@@ -13,7 +13,7 @@ from typing import Any
 
 from bot import telemetry
 from bot.config import Settings
-from bot.orchestrator.actions import ActionDesk, WritePolicy
+from bot.orchestrator.confirmations import ConfirmationDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
@@ -28,7 +28,7 @@ class Components:
     settings: Settings
     sentinel: SentinelClient
     orchestrator: Orchestrator | None  # None when no language model is configured
-    desk: ActionDesk | None = None  # incident changes (its writer is None when write actions are off)
+    desk: ConfirmationDesk | None = None  # incident changes (its writer is None when write actions are off)
     _closers: list[Any] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -87,7 +87,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
 
 
 def build_action_desk(settings: Settings, sentinel: SentinelClient,
-                      credential: _LazyCredential | None = None) -> ActionDesk:
+                      credential: _LazyCredential | None = None) -> ConfirmationDesk:
     """Incident changes: the demo workspace's own writer, or Sentinel's REST API on Azure Resource Manager.
 
     With WRITE_ACTIONS_ENABLED off there is no writer at all, and every request to change an incident is
@@ -95,12 +95,12 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient,
     """
     policy = WritePolicy(settings.write_actions_enabled, settings.write_responders)
     if not settings.write_actions_enabled:
-        return ActionDesk(sentinel, None, policy)
+        return ConfirmationDesk(sentinel, None, policy)
     if sentinel.is_demo:
         from bot.sentinel.demo.writer import DemoIncidentWriter
 
         log.info("Write actions enabled on the demo workspace for %d responder(s)", len(policy.responders))
-        return ActionDesk(sentinel, DemoIncidentWriter.for_client(sentinel), policy)
+        return ConfirmationDesk(sentinel, DemoIncidentWriter.for_client(sentinel), policy)
     from bot.sentinel.incident_writer import ArmIncidentWriter
 
     assert settings.sentinel_subscription_id and settings.sentinel_resource_group and settings.sentinel_workspace_name
@@ -111,11 +111,11 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient,
                                api_version=settings.sentinel_api_version)
     log.info("Write actions enabled (workspace %s) for %d responder(s)", settings.sentinel_workspace_name,
              len(policy.responders))
-    return ActionDesk(sentinel, writer, policy)
+    return ConfirmationDesk(sentinel, writer, policy)
 
 
 def build_orchestrator(settings: Settings, sentinel: SentinelClient, credential: _LazyCredential | None = None,
-                       desk: ActionDesk | None = None) -> Orchestrator | None:
+                       desk: ConfirmationDesk | None = None) -> Orchestrator | None:
     if settings.llm_provider is None:
         log.warning("No language model configured: only commands will be answered")
         return None

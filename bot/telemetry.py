@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TextIO
 
@@ -66,14 +66,14 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
         }
         audit = getattr(record, "audit", None)
         if isinstance(audit, dict):
-            # An audit record (orchestrator.actions) is structured data: a field, not JSON inside the message.
+            # An audit record (orchestrator.confirmations) is structured data: a field, not JSON inside the message.
             entry["message"] = f"audit {audit.get('event', '')}"
             entry["audit"] = audit
         correlation = getattr(record, "correlation_id", None) or correlation_id.get()

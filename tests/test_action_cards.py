@@ -31,7 +31,8 @@ from bot.sentinel.changes import (
 from bot.sentinel.models import IncidentDetail, IncidentMatch, QueryResult
 from bot.sentinel.params import Severity
 from bot.teams import replies
-from bot.tools.toolbox import ToolCall, ToolRun
+from bot.tools.registry import TOOLS
+from bot.tools.toolbox import ToolRun
 from tests.test_cards import HOSTILE, NOW, assert_inert, assert_valid, detail, meta, registry, shape, texts, walk
 
 ACTION_ID = "3f2c9a7e-51b4-4e0b-9a43-0c1d2e3f4a5b"
@@ -708,7 +709,7 @@ def detail_result(d: IncidentDetail | None = None) -> QueryResult:
 
 
 def run_of(result: QueryResult) -> ToolRun:
-    return ToolRun(ToolCall("call-1", result.metadata.tool, "{}"), dict(result.metadata.parameters), result, 12.5)
+    return ToolRun(result.metadata.tool, dict(result.metadata.parameters), result, 12.5, call_id="call-1")
 
 
 def reply_cards(activities: list) -> list[dict]:
@@ -722,7 +723,7 @@ def test_command_result_carries_the_buttons_only_when_asked() -> None:
     without = reply_cards(replies.command_result(result, run_of(result), refs, NOW, changes=False))
     with_buttons = reply_cards(replies.command_result(result, run_of(result), refs, NOW, changes=True))
     assert default == without and proposals(default[0]) == []
-    assert default[0] == cards.result_card(result, refs.ref_for, NOW)
+    assert default[0] == TOOLS.card(result, refs.ref_for, NOW)
     assert result.metadata.is_demo
     assert with_buttons[0] == cards.incident_detail(result.records[0], refs.ref_for, NOW, demo=True, changes=True)
     assert len(proposals(with_buttons[0])) == 4
@@ -749,5 +750,5 @@ def test_answer_puts_the_buttons_on_detail_cards_only() -> None:
 def test_an_empty_detail_or_a_failed_query_ignores_changes() -> None:
     empty = QueryResult((), meta("get_incident_detail", 0, incident_ref=999))
     activities = replies.command_result(empty, run_of(empty), registry(empty), NOW, changes=True)
-    assert reply_cards(activities)[0] == cards.result_card(empty, lambda kind, key: None, NOW)
+    assert reply_cards(activities)[0] == TOOLS.card(empty, lambda kind, key: None, NOW)
     assert all(proposals(card) == [] for card in reply_cards(activities))

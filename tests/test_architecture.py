@@ -1,6 +1,7 @@
-"""Keeps the dependency rules of DESIGN.md section 2 true as the code grows.
+"""Keeps the dependency rules of ARCHITECTURE.md ("Rules the architecture test enforces") true as the code grows.
 
-teams -> orchestrator -> tools -> sentinel; cards -> sentinel's typed data only; botbuilder only in teams,
+teams/terminal -> commands -> orchestrator -> tools -> sentinel; tools name their cards, and cards depend on
+sentinel's typed data only; botbuilder only in teams,
 openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
 every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
@@ -16,10 +17,11 @@ BOT = Path(__file__).resolve().parent.parent / "bot"
 
 # package -> bot packages it must not import
 FORBIDDEN_INTERNAL = {
-    "sentinel": {"tools", "orchestrator", "teams", "cards", "terminal", "app"},
-    "tools": {"orchestrator", "teams", "cards", "terminal", "app"},
-    "orchestrator": {"teams", "cards", "terminal", "app"},
-    "cards": {"tools", "orchestrator", "teams", "terminal", "app"},
+    "sentinel": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app"},
+    "tools": {"orchestrator", "commands", "teams", "terminal", "app"},
+    "orchestrator": {"commands", "teams", "cards", "terminal", "app"},
+    "cards": {"tools", "orchestrator", "commands", "teams", "terminal", "app"},
+    "commands": {"teams", "cards", "terminal", "app"},
     "teams": {"terminal"},
     "terminal": {"teams"},
 }

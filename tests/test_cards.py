@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
 from bot import cards
+from bot.tools.registry import TOOLS
 from bot.cards.common import plain
 from bot.orchestrator.references import References
 from bot.sentinel.client import SentinelClient
@@ -34,10 +36,10 @@ from bot.sentinel.models import (
     QueryResult,
     TrendBin,
 )
-from tests.conftest import SHARED
 
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
-SCHEMA = SHARED / "schemas" / "adaptive-card-1.5.schema.json"
+# The official Adaptive Cards 1.5 schema, kept in the repository (source: tests/schemas/README.md).
+SCHEMA = Path(__file__).resolve().parent / "schemas" / "adaptive-card-1.5.schema.json"
 HOSTILE = "**URGENT** [click here](https://evil.example/x) <at>Dana</at> &lt;at&gt; _hi_ \x1b[31m\u202e\r\n# Heading"
 
 # The Teams chart element, from learn.microsoft.com/microsoftteams/platform/task-modules-and-cards/cards/
@@ -88,6 +90,7 @@ CHART_SCHEMA = {
 
 @cache
 def _validator() -> jsonschema.Draft6Validator:
+    assert SCHEMA.is_file(), f"the official Adaptive Card schema is missing: {SCHEMA}"
     return jsonschema.Draft6Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
 
 
@@ -272,7 +275,7 @@ async def test_demo_results_make_valid_small_cards(demo_client: SentinelClient, 
                                                    arguments: dict) -> None:
     result = await demo_client.run(tool, arguments)
     assert isinstance(result, QueryResult), result
-    card = cards.result_card(result, registry(result).ref_for, now)
+    card = TOOLS.card(result, registry(result).ref_for, now)
     assert_valid(card)
     assert "DEMO DATA" in texts(card)
 
@@ -281,7 +284,7 @@ async def test_closed_incident_detail_shows_classification(demo_client: Sentinel
     listing = await demo_client.query_incidents("last_30d", "informational", 100)
     closed = next(i for i in listing.records if i.status == "Closed" and i.classification)
     result = await demo_client.get_incident_detail(closed.number)
-    card = cards.result_card(result, registry(result).ref_for, now)
+    card = TOOLS.card(result, registry(result).ref_for, now)
     assert_valid(card)
     facts = {f["title"]: f["value"] for node in walk(card) if node.get("type") == "FactSet" for f in node["facts"]}
     assert facts["Status"] == "Closed" and "ago" in facts["Closed"] and "UTC" in facts["Closed"]
@@ -290,7 +293,7 @@ async def test_closed_incident_detail_shows_classification(demo_client: Sentinel
 
 async def test_query_error_gives_an_error_card(demo_client: SentinelClient, now: datetime) -> None:
     failure = await demo_client.run("query_incidents", {"time_window": "last_400d"})
-    card = cards.result_card(failure, lambda kind, key: None, now)
+    card = TOOLS.card(failure, lambda kind, key: None, now)
     assert_valid(card)
     assert "time_window" in " ".join(texts(card))
 
@@ -430,7 +433,7 @@ def test_maximal_incident_detail_fits() -> None:
                  other_matches=tuple(IncidentMatch(100 + i, f"Other {HOSTILE}") for i in range(8)))
     result = QueryResult((big,), meta("get_incident_detail", 1, incident_ref="MFA"))
     refs = registry(result)
-    card = cards.result_card(result, refs.ref_for, NOW)
+    card = TOOLS.card(result, refs.ref_for, NOW)
     assert_valid(card)
     joined = texts(card)
     description = next(t for t in joined if t.startswith("ddd"))
@@ -556,7 +559,7 @@ def test_hourly_day_groups_into_readable_rows() -> None:
 
 @pytest.mark.parametrize("tool", ["query_incidents", "query_alerts", "get_alert_trend", "get_top_entities"])
 def test_empty_list_suggests_widening(tool: str) -> None:
-    card = cards.result_card(QueryResult((), meta(tool, 0, time_window="last_1h", min_severity="High")),
+    card = TOOLS.card(QueryResult((), meta(tool, 0, time_window="last_1h", min_severity="High")),
                              lambda kind, key: None, NOW)
     assert_valid(card)
     joined = " ".join(texts(card))
@@ -566,7 +569,7 @@ def test_empty_list_suggests_widening(tool: str) -> None:
 
 def test_empty_detail_says_no_incident() -> None:
     for ref, expected in ((4242, "No incident #4242"), ("[evil](http://x)", 'No incident title matched "[evil] (')):
-        card = cards.result_card(QueryResult((), meta("get_incident_detail", 0, incident_ref=ref)),
+        card = TOOLS.card(QueryResult((), meta("get_incident_detail", 0, incident_ref=ref)),
                                  lambda kind, key: None, NOW)
         assert_valid(card)
         assert any(t.startswith(expected) for t in texts(card)), texts(card)

@@ -15,7 +15,10 @@ import pytest
 from bot.orchestrator import prompts
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.llm import ChatModel, create_client
-from bot.orchestrator.loop import Orchestrator, tool_call_ids_answered
+from bot.orchestrator.items import ToolResult
+from bot.orchestrator.llm import to_wire
+from bot.orchestrator.loop import Orchestrator
+from tests.support.openai_fake import tool_call_ids_answered
 from bot.orchestrator.memory import TRIM_WARNING, Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import IncidentDetail, QueryResult
@@ -82,11 +85,11 @@ async def test_one_tool_round_trip_in_both_url_shapes(fake_openai: oa.FakeOpenAI
         assert all("strict" not in t["function"] for t in first.json["tools"])
         assert second.json["tools"], "tools are sent on every round"
         # The assistant message with tool_calls comes first, then its tool result with the matching id.
-        roles = [m["role"] for m in conversation.history]
+        roles = [m["role"] for m in to_wire(conversation.history)]
         assert roles == ["user", "assistant", "tool", "assistant"]
-        call_id = conversation.history[1]["tool_calls"][0]["id"]
-        assert conversation.history[2]["tool_call_id"] == call_id
-        assert "{" not in conversation.history[2]["content"].splitlines()[1], "compact rows, not JSON"
+        call_id = to_wire(conversation.history)[1]["tool_calls"][0]["id"]
+        assert to_wire(conversation.history)[2]["tool_call_id"] == call_id
+        assert "{" not in to_wire(conversation.history)[2]["content"].splitlines()[1], "compact rows, not JSON"
 
 
 async def test_parallel_tools_run_concurrently(fake_openai: oa.FakeOpenAI, demo_backend, fake_logs) -> None:
@@ -139,7 +142,7 @@ async def test_a_model_that_never_stops_calling_tools_gets_a_synthesis(fake_open
     assert [bool(r.json.get("tools")) for r in requests] == [True] * 5 + [False]
     assert requests[-1].messages[-1]["content"] == prompts.SYNTHESIS_INSTRUCTION
     assert result.text.startswith(prompts.ROUNDS_EXHAUSTED_PREFIX)
-    assert tool_call_ids_answered(conversation.history)
+    assert tool_call_ids_answered(to_wire(conversation.history))
 
 
 async def test_malformed_arguments_become_a_correctable_tool_error(fake_openai: oa.FakeOpenAI,
@@ -169,7 +172,7 @@ async def test_unknown_tool_and_bad_values(fake_openai: oa.FakeOpenAI, demo_clie
     unknown, bad = result.runs
     assert unknown.artifact.code == "unknown_tool" and "query_incidents" in unknown.artifact.message
     assert bad.artifact.code == "invalid_argument" and "last_24h" in bad.artifact.message
-    tool_texts = [m["content"] for m in conversation.history if m["role"] == "tool"]
+    tool_texts = [m["content"] for m in to_wire(conversation.history) if m["role"] == "tool"]
     assert "Correct the argument" in tool_texts[1]
 
 
@@ -191,7 +194,7 @@ async def test_retryable_tool_error_is_retried_once_silently(fake_openai: oa.Fak
     conversation = Conversation()
     again = await make(fake_openai, sentinel).answer(conversation, "incidents today")
     assert not again.runs[0].ok and again.runs[0].retried
-    tool_text = [m for m in conversation.history if m["role"] == "tool"][0]["content"]
+    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
     assert "ERROR throttled (retryable)" in tool_text and "do not make up data" in tool_text
     await sentinel.close()
 
@@ -217,7 +220,7 @@ async def test_empty_results_are_stated_with_alternatives(fake_openai: oa.FakeOp
                        oa.text("No high-severity incidents in the last hour. Try the last 24 hours?"))
     conversation = Conversation()
     result = await make(fake_openai, sentinel).answer(conversation, "anything high in the last hour?")
-    tool_text = [m for m in conversation.history if m["role"] == "tool"][0]["content"]
+    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
     assert "no rows" in tool_text and "wider time_window" in tool_text
     assert result.runs[0].ok and result.runs[0].rows == 0
     await sentinel.close()
@@ -236,8 +239,8 @@ async def test_persistent_rate_limit_is_a_friendly_reply_and_loses_nothing(fake_
     conversation = Conversation()
     result = await make(fake_openai, demo_client, max_retries=1).answer(conversation, "what came in overnight?")
     assert result.failed and "busy" in result.text and "Traceback" not in result.text
-    assert conversation.history[0] == {"role": "user", "content": "what came in overnight?"}
-    assert tool_call_ids_answered(conversation.history)
+    assert to_wire(conversation.history)[0] == {"role": "user", "content": "what came in overnight?"}
+    assert tool_call_ids_answered(to_wire(conversation.history))
 
 
 @pytest.mark.parametrize("step", [oa.azure_content_filter(), oa.content_filtered_completion()])
@@ -306,12 +309,12 @@ async def test_trimming_at_max_turns_warns_first_and_never_orphans_tool_messages
         result = await orchestrator.answer(conversation, f"question {turn}")
         if TRIM_WARNING in result.notices:
             warned_at = warned_at or turn
-        user_turns = [m for m in conversation.history if m["role"] == "user"]
+        user_turns = [m for m in to_wire(conversation.history) if m["role"] == "user"]
         assert len(user_turns) <= 30
-        assert conversation.history[0]["role"] == "user" and tool_call_ids_answered(conversation.history)
+        assert to_wire(conversation.history)[0]["role"] == "user" and tool_call_ids_answered(to_wire(conversation.history))
         assert len(conversation.token_counts) == len(conversation.history)
     assert warned_at is not None and warned_at < 30, "the analyst is warned before the first trim"
-    assert conversation.history[0]["content"] == "question 4"
+    assert to_wire(conversation.history)[0]["content"] == "question 4"
 
 
 async def test_token_budget_trims_whole_turns(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
@@ -323,12 +326,12 @@ async def test_token_budget_trims_whole_turns(fake_openai: oa.FakeOpenAI, demo_c
         result = await orchestrator.answer(conversation, f"q{turn}")
         newest_turn = sum(conversation.token_counts[-3:])  # user, tool call, tool result (+ answer below)
         assert sum(conversation.token_counts[:-4]) <= 3000 or len(conversation.history) == 4
-        assert tool_call_ids_answered(conversation.history)
+        assert tool_call_ids_answered(to_wire(conversation.history))
         assert newest_turn > 0 and result.runs[0].rows == 50
-    assert conversation.history[0]["content"] != "q0", "old turns were trimmed to fit the budget"
+    assert to_wire(conversation.history)[0]["content"] != "q0", "old turns were trimmed to fit the budget"
     # Older tool results were shortened to a digest before being trimmed.
-    older = [m for m in conversation.history[:-4] if m["role"] == "tool"]
-    assert older and all(m.get("compacted") for m in older)
+    older = [m for m in conversation.history[:-4] if isinstance(m, ToolResult)]
+    assert older and all(m.compacted for m in older)
 
 
 async def test_tell_me_more_about_2_reaches_the_right_incident(fake_openai: oa.FakeOpenAI,

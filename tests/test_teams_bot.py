@@ -27,6 +27,8 @@ from bot.sentinel.client import SentinelClient
 from bot.teams.server import RUNNER_KEY, create_app
 from bot.teams.state import STATE_PROPERTY
 from bot.tools.toolbox import ToolBox
+from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.llm import to_wire
 from tests.support import connector_fake as teams
 from tests.support import rule_model
 from tests.support.azurite import azurite  # noqa: F401 - a fixture
@@ -313,7 +315,8 @@ async def _history(bot: Bot, conversation_id: str) -> list[dict]:
     if stored is None:
         return []
     data = stored.get(STATE_PROPERTY) if isinstance(stored, dict) else getattr(stored, STATE_PROPERTY, None)
-    return (data or {}).get("conversation", {}).get("history", [])
+    # The stored history is typed items; read it back as the messages the model is sent.
+    return to_wire(Conversation.from_dict((data or {}).get("conversation")).history)
 
 
 async def test_blob_state_against_azurite(azurite: str, connector: FakeConnector, demo_client: SentinelClient,

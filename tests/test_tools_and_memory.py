@@ -14,8 +14,11 @@ from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.orchestrator.references import MAX_REFERENCES, References
 from bot.sentinel.models import Incident, QueryMetadata, QueryResult
 from bot.tools import compact
-from bot.tools.definitions import READ_TOOLS
-from bot.tools.toolbox import ToolBox, ToolCall
+from bot.tools.read_tools import READ_TOOLS
+from bot.tools.registry import TOOLS
+from bot.tools.toolbox import ToolBox
+from bot.orchestrator.items import UserMessage
+from bot.orchestrator.llm import tool_entry
 
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
 
@@ -33,13 +36,13 @@ def result(*records, total: int | None = None, tool: str = "query_incidents") ->
 
 def test_schemas_are_valid_json_schema_and_match_the_data_layer() -> None:
     for tool in READ_TOOLS:
-        schema = tool.schema()
+        schema = tool_entry(tool)
         assert schema["type"] == "function" and "strict" not in schema["function"]
         jsonschema.Draft202012Validator.check_schema(schema["function"]["parameters"])
-    incidents = READ_TOOLS[0].schema()["function"]["parameters"]["properties"]
+    incidents = tool_entry(READ_TOOLS[0])["function"]["parameters"]["properties"]
     assert incidents["time_window"]["enum"] == ["last_1h", "last_24h", "last_3d", "last_7d", "last_14d", "last_30d"]
     assert incidents["limit"]["maximum"] == 100
-    detail = READ_TOOLS[1].schema()["function"]["parameters"]
+    detail = tool_entry(READ_TOOLS[1])["function"]["parameters"]
     assert detail["required"] == ["incident_ref"]
 
 
@@ -52,7 +55,7 @@ def test_hostile_titles_stay_inside_one_cell(hostile: str) -> None:
     refs = References()
     data = result(incident(14001, hostile), incident(14002))
     refs.register(data)
-    text = compact.result_text(data, refs.ref_for)
+    text = TOOLS.text(data, refs.ref_for, {})
     lines = text.splitlines()
     assert len(lines) == 4, "a header, the column names and exactly one line per row"
     assert all(line.count("|") == 8 for line in lines[1:]), "no extra cells"
@@ -64,7 +67,7 @@ def test_large_results_are_capped_and_say_so() -> None:
     refs = References()
     data = result(*(incident(20000 + i, "x" * 200) for i in range(100)), total=400)
     refs.register(data)
-    text = compact.result_text(data, refs.ref_for)
+    text = TOOLS.text(data, refs.ref_for, {})
     assert len(text) <= compact.MAX_CHARS + 200
     assert "showing first" in text and "of 400 rows" in text
     assert text.splitlines()[0].endswith("-> 100 of 400 incidents [DEMO DATA]")
@@ -111,20 +114,20 @@ async def test_toolbox_rejects_without_raising(demo_client) -> None:
         "collision": json.dumps({"tool": "drop", "arguments": 1}),
     }
     for name, arguments in cases.items():
-        run = await box.run(ToolCall("c1", "get_incident_detail", arguments))
+        run = await box.run("get_incident_detail", arguments)
         assert not run.ok and run.artifact.code == "invalid_argument", name
-    nulls = await box.run(ToolCall("c2", "query_alerts", json.dumps({"time_window": None, "limit": None})))
+    nulls = await box.run("query_alerts", json.dumps({"time_window": None, "limit": None}))
     assert nulls.ok and nulls.arguments == {}, "null means default"
     assert nulls.kql.startswith("// query_alerts")
 
 
 def test_token_counts_include_tools_and_stay_cached() -> None:
     counter = TokenCounter()
-    schemas = [t.schema() for t in READ_TOOLS]
+    schemas = [tool_entry(t) for t in READ_TOOLS]
     assert 600 < counter.tools(schemas) < 2500
     memory = Memory(counter, MemoryPolicy())
     conversation = Conversation()
-    memory.append(conversation, [{"role": "user", "content": "hello there"}])
+    memory.append(conversation, [UserMessage("hello there")])
     spent = counter.seconds
     assert memory.history_tokens(conversation) == conversation.token_counts[0] > 4
     assert counter.seconds == spent, "cached counts are not recounted"

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bot.cards.common import Element, actions, as_utc, card, cell, fit, header, plain, subtle, table, text, unlink
+from bot.cards.verbs import Verb
 from bot.sentinel.changes import MAX_COMMENT_CHARS, ChangeKind, IncidentChange, IncidentSnapshot
 
 OUTCOMES = ("executed", "noop", "cancelled", "expired", "superseded", "failed")
@@ -60,8 +61,8 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
                        spacing="medium"))
     buttons = [
         {"type": "Action.Submit", "title": "Confirm", "style": "positive",
-         "data": {"action": "change_confirm", "id": action_id}},
-        {"type": "Action.Submit", "title": "Cancel", "data": {"action": "change_cancel", "id": action_id}},
+         "data": {"action": Verb.CHANGE_CONFIRM, "id": action_id}},
+        {"type": "Action.Submit", "title": "Cancel", "data": {"action": Verb.CHANGE_CANCEL, "id": action_id}},
     ]
     return card(body, buttons + _open_in_sentinel(incident))
 

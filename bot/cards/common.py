@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from bot.cards.verbs import Verb
 from bot.sentinel.models import QueryResult, one_line
 
-MAX_CARD_BYTES = 28_000  # the "generally 28 KB" card limit; Teams' message limit is higher (docs/teams-limits.md)
+# The "generally 28 KB" card limit (a Microsoft Q&A answer; 28 KB is also the documented incoming-webhook
+# limit). Teams' bot message limit is higher (Microsoft Learn, "Format your bot messages").
+MAX_CARD_BYTES = 28_000
 MAX_TABLE_ROWS = 25
 RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's [n]
 Element = dict[str, Any]
@@ -50,7 +53,7 @@ def unlink(text: str) -> str:
 
 
 def as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def age(moment: datetime | None, now: datetime) -> str:
@@ -126,7 +129,7 @@ def message_back(title: str, command: str, display: str, data: dict[str, Any] | 
 
 def details_action(number: int, title: str = "Details") -> Element:
     return message_back(title, f"incident {number}", f"Details of incident #{number}",
-                        {"action": "incident_detail", "incident": number})
+                        {"action": Verb.INCIDENT_DETAIL, "incident": number})
 
 
 def actions(*buttons: Element, **style: Any) -> Element:

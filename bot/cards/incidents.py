@@ -30,6 +30,7 @@ from bot.cards.common import (
     warnings,
     when,
 )
+from bot.cards.verbs import Verb
 from bot.sentinel.changes import MAX_CLASSIFICATION_COMMENT_CHARS, MAX_COMMENT_CHARS
 from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult
 
@@ -134,7 +135,7 @@ def _change_row(i: Incident) -> list[Element]:
 def _propose(title: str, tool: str, arguments: dict[str, str]) -> Element:
     """A plain Submit (no messageBack text in the chat); a form's inputs merge into ``data`` at the top level."""
     return {"type": "Action.Submit", "title": title,
-            "data": {"action": "change_propose", "tool": tool, "arguments": arguments}}
+            "data": {"action": Verb.CHANGE_PROPOSE, "tool": tool, "arguments": arguments}}
 
 
 def _form(title: str, inputs: list[Element], submit: str, tool: str, arguments: dict[str, str]) -> Element:

@@ -1,4 +1,6 @@
-"""One entry point for query results: the right card for the tool that produced them."""
+"""Query results -> cards. Each read tool names its card builder (``bot.tools.read_tools``); every builder
+here takes the same arguments, and ``result_card`` adds what all results share: the error card and the
+small "nothing matched" card."""
 
 from __future__ import annotations
 
@@ -13,14 +15,33 @@ from bot.cards.messages import error
 from bot.cards.trend import alert_trend
 from bot.sentinel.models import QueryError, QueryResult
 
-_LISTS: dict[str, Callable[[QueryResult, RefFor, datetime], Element]] = {
-    "query_incidents": incident_table,
-    "query_alerts": alert_list,
-    "get_top_entities": top_entities,
-}
+# (result with at least one record, [n] lookup, now, whether change buttons are offered) -> card
+CardBuilder = Callable[[QueryResult, RefFor, datetime, bool], Element]
 
 
-def result_card(result: QueryResult | QueryError, ref_for: RefFor, now: datetime, *, changes: bool = False) -> Element:
+def incidents_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    return incident_table(result, ref_for, now)
+
+
+def incident_detail_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    return incident_detail(result.records[0], ref_for, now, demo=result.metadata.is_demo,
+                           notes=result.metadata.warnings, changes=changes)
+
+
+def alerts_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    return alert_list(result, ref_for, now)
+
+
+def trend_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    return alert_trend(result)
+
+
+def entities_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    return top_entities(result, ref_for, now)
+
+
+def result_card(result: QueryResult | QueryError, build: CardBuilder, ref_for: RefFor, now: datetime, *,
+                changes: bool = False) -> Element:
     """The card for one tool result; a small "nothing matched" card when it has no rows.
 
     ``changes``: an incident detail card carries the buttons that propose changes (other cards ignore it).
@@ -28,14 +49,6 @@ def result_card(result: QueryResult | QueryError, ref_for: RefFor, now: datetime
     if isinstance(result, QueryError):
         hint = "This kind of failure is often temporary: try again in a minute." if result.retry_possible else None
         return error("The query did not run", result.message, hint)
-    tool = result.metadata.tool
     if not result.records:
         return nothing_matched(result)
-    if tool == "get_incident_detail":
-        return incident_detail(result.records[0], ref_for, now, demo=result.metadata.is_demo,
-                               notes=result.metadata.warnings, changes=changes)
-    if tool == "get_alert_trend":
-        return alert_trend(result)
-    if tool in _LISTS:
-        return _LISTS[tool](result, ref_for, now)
-    return error("Unknown result", f"There is no card for results of {tool!r}.", None)
+    return build(result, ref_for, now, changes)

@@ -1,52 +1,98 @@
-"""Running a deterministic command against a conversation, the same way on every surface.
+"""One router for typed text, the same on every surface (the Teams handler and the terminal chat).
 
-The terminal chat and the Teams bot both resolve "[n]" through the conversation's references, fill in
-the analyst's preferred window and severity, run the query without the model, log it as a tool run
-(for the Data sources footnote and "show query"), and remember what it returned.
+``route`` decides what a line asks for: help, clear, prefer, a proposed incident change, a query
+command (run here, without the model: "[n]" resolved through the conversation's references, the
+analyst's preferred window and severity filled in, the run logged for the Data sources footnote and
+"show query", its rows remembered), an unreadable command, or a question for the model. The surface
+renders the ``Routed`` it gets back and handles what only it can (confirmation cards, the model turn).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
+from bot.commands.parser import Command, CommandError, apply_preferences, parse, with_preferences
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
+from bot.orchestrator.references import RefKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
-from bot.tools.commands import Command, with_preferences
-from bot.tools.definitions import TOOLS_BY_NAME
-from bot.tools.toolbox import ToolCall, ToolRun
+from bot.tools.registry import TOOLS
+from bot.tools.toolbox import ToolRun
 
 Status = Callable[[str], Awaitable[None]]
 
 
-async def run_command(sentinel: SentinelClient, conversation: Conversation, command: Command,
-                      status: Status) -> ToolRun | str:
-    """The command's query as a tool run, or a message saying why it cannot run (an unknown [n])."""
-    arguments = with_preferences(command, conversation.preferences)
-    if command.reference is not None:
-        reference = conversation.references.get(command.reference)
-        if reference is None:
-            return f"There is no [{command.reference}] in this conversation yet."
-        if reference.kind != "incident":
-            return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
-        arguments["incident_ref"] = int(reference.key)
-    tool = command.tool or ""
-    await status(TOOLS_BY_NAME[tool].status_text)
-    started = time.perf_counter()
-    result = await sentinel.run(tool, arguments)
-    run = ToolRun(ToolCall("command", tool, json.dumps(arguments, default=str)), arguments, result,
-                  (time.perf_counter() - started) * 1000)
-    if isinstance(result, QueryResult):
-        conversation.remember(result)
-    return run
+class Route(StrEnum):
+    HELP = "help"
+    CLEARED = "clear"  # text: what was kept
+    PREFERENCES = "prefer"  # text: the preferences now
+    CHANGE = "change"  # command.tool and command.arguments propose an incident change
+    QUERY = "query"  # run: the command's query
+    UNRESOLVED = "unresolved"  # text: an "[n]" that names nothing here (or not an incident)
+    INVALID = "invalid"  # text: the command's usage
+    QUESTION = "question"  # for the model
 
 
-async def clear(conversation: Conversation, orchestrator: Orchestrator | None) -> str:
-    """/clear: with a model, keep a summary of the discussion; preferences are always kept."""
-    if orchestrator is not None:
-        return await orchestrator.summarise_and_clear(conversation)
-    conversation.clear(None)
-    return "Conversation cleared. Your preferences are kept."
+@dataclass(frozen=True)
+class Routed:
+    route: Route
+    text: str = ""
+    command: Command | None = None
+    run: ToolRun | None = None
+
+
+class CommandRouter:
+    def __init__(self, sentinel: SentinelClient, orchestrator: Orchestrator | None) -> None:
+        self.sentinel = sentinel
+        self.orchestrator = orchestrator
+
+    async def route(self, text: str, conversation: Conversation, status: Status) -> Routed:
+        try:
+            command = parse(text)
+        except CommandError as error:
+            return Routed(Route.INVALID, str(error))
+        if not text.strip() or (command is not None and command.name == "help"):
+            return Routed(Route.HELP)
+        if command is None:
+            return Routed(Route.QUESTION)
+        if command.name == "clear":
+            return Routed(Route.CLEARED, await self.clear(conversation), command)
+        if command.name == "prefer":
+            return Routed(Route.PREFERENCES, apply_preferences(command, conversation.preferences), command)
+        if command.name == "change":
+            return Routed(Route.CHANGE, command=command)
+        run = await self.run_query(conversation, command, status)
+        if isinstance(run, str):
+            return Routed(Route.UNRESOLVED, run, command)
+        return Routed(Route.QUERY, command=command, run=run)
+
+    async def run_query(self, conversation: Conversation, command: Command, status: Status) -> ToolRun | str:
+        """The command's query as a tool run, or a message saying why it cannot run (an unknown [n])."""
+        arguments: dict[str, Any] = with_preferences(command, conversation.preferences)
+        if command.reference is not None:
+            reference = conversation.references.get(command.reference)
+            if reference is None:
+                return f"There is no [{command.reference}] in this conversation yet."
+            if reference.kind is not RefKind.INCIDENT:
+                return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
+            arguments["incident_ref"] = int(reference.key)
+        tool = command.tool or ""
+        await status(TOOLS.status_text(tool))
+        started = time.perf_counter()
+        result = await self.sentinel.run(tool, arguments)
+        run = ToolRun(tool, arguments, result, (time.perf_counter() - started) * 1000)
+        if isinstance(result, QueryResult):
+            conversation.remember(result)
+        return run
+
+    async def clear(self, conversation: Conversation) -> str:
+        """/clear: with a model, keep a summary of the discussion; preferences are always kept."""
+        if self.orchestrator is not None:
+            return await self.orchestrator.summarise_and_clear(conversation)
+        conversation.clear(None)
+        return "Conversation cleared. Your preferences are kept."

@@ -16,16 +16,29 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.pending import CONFIRM_WINDOW, PendingAction
-from bot.sentinel.changes import ChangeKind, IncidentChange, IncidentSnapshot, IncidentWriter, Owner, WriteError
+from bot.orchestrator.pending import CONFIRM_WINDOW, OutcomeStatus, PendingAction
+from bot.orchestrator.references import RefKind
+from bot.orchestrator.write_guard import REFUSAL_TEXT, Refusal
+from bot.sentinel.changes import (
+    ChangeKind,
+    IncidentChange,
+    IncidentSnapshot,
+    IncidentWriter,
+    Owner,
+    WriteError,
+    comment_request,
+    update_request,
+)
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import IncidentDetail, QueryResult, one_line
 from bot.sentinel.params import InvalidParameter
-from bot.tools.actions import KIND_OF_TOOL, asked_for, assignees_named, change_from_arguments, incident_ref, incidents_named
+from bot.tools.registry import TOOLS
+from bot.tools.write_tools import change_from_arguments, incident_ref
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("bot.audit")
@@ -68,12 +81,24 @@ class WritePolicy:
         return None
 
 
+class ProposalStatus(StrEnum):
+    PROPOSED = "proposed"
+    REFUSED = "refused"  # not allowed (writes off, not a responder, the guard)
+    INVALID = "invalid"  # a value to correct
+    NOOP = "noop"  # already so
+    FAILED = "failed"  # Sentinel could not be read
+
+
+# The outcomes after which the action's card shows the outcome instead of Confirm and Cancel.
+_CLOSING = frozenset({OutcomeStatus.EXECUTED, OutcomeStatus.NOOP, OutcomeStatus.CANCELLED, OutcomeStatus.EXPIRED,
+                      OutcomeStatus.SUPERSEDED, OutcomeStatus.FAILED})
+
+
 @dataclass
 class Proposal:
-    """What became of a request to change an incident. ``status``: proposed, refused (not allowed),
-    invalid (a value to correct), noop (already so), failed (Sentinel could not be read)."""
+    """What became of a request to change an incident."""
 
-    status: str
+    status: ProposalStatus
     message: str  # for the analyst, and (in the tool result) for the model
     action: PendingAction | None = None
     replaced: PendingAction | None = None  # the pending action this one replaced; its card needs updating
@@ -85,14 +110,9 @@ class Proposal:
 
 @dataclass
 class Outcome:
-    """What a Confirm or Cancel click (or a new request) did to a pending action.
+    """What a Confirm or Cancel click (or a new request) did to a pending action."""
 
-    ``status``: executed, noop, cancelled, expired, superseded (the incident changed: ``renewed`` is the new
-    proposal), failed, retry (a transient failure: still pending), refused (not the requester's click),
-    not_pending, already (finished before: nothing written).
-    """
-
-    status: str
+    status: OutcomeStatus
     headline: str
     detail: str | None = None
     action: PendingAction | None = None
@@ -105,17 +125,16 @@ class Outcome:
     @property
     def closes_card(self) -> bool:
         """The action's card should now show this outcome instead of Confirm and Cancel."""
-        return self.action is not None and self.status in (
-            "executed", "noop", "cancelled", "expired", "superseded", "failed")
+        return self.action is not None and self.status in _CLOSING
 
 
 def same_user(a: Owner, b: Owner) -> bool:
     return bool(a.object_id and b.object_id and a.object_id.lower() == b.object_id.lower())
 
 
-class ActionDesk:
+class ConfirmationDesk:
     def __init__(self, sentinel: SentinelClient, writer: IncidentWriter | None, policy: WritePolicy,
-                 clock: Clock = lambda: datetime.now(timezone.utc)) -> None:
+                 clock: Clock = lambda: datetime.now(UTC)) -> None:
         self.sentinel = sentinel
         self.writer = writer
         self.policy = policy
@@ -133,60 +152,38 @@ class ActionDesk:
         refusal = self.policy.refusal(actor.user) or (None if self.writer else WRITES_OFF)
         if refusal:
             self._audit("refused", actor, tool=tool, source=source, result="not_allowed")
-            return Proposal("refused", refusal)
+            return Proposal(ProposalStatus.REFUSED, refusal)
+        declared = TOOLS.get(tool)
         try:
+            if declared is None or not declared.needs_confirmation:
+                raise InvalidParameter("tool", f"{tool[:60]!r} is not a write tool")
             number = self._incident_number(conversation, arguments)
-            change = change_from_arguments(tool, arguments, number, actor.user)
+            change = change_from_arguments(declared, arguments, number, actor.user)
         except InvalidParameter as error:
-            return Proposal("invalid", f"I could not prepare that change: {error}")
+            return Proposal(ProposalStatus.INVALID, f"I could not prepare that change: {error}")
         incident = await self._read(number)
         if isinstance(incident, str):
-            return Proposal("failed", incident)
+            return Proposal(ProposalStatus.FAILED, incident)
         if change.is_noop_for(incident):
-            return Proposal("noop", f"Nothing to change: #{number} already has {_current(change, incident)}.")
+            return Proposal(ProposalStatus.NOOP,
+                            f"Nothing to change: #{number} already has {_current(change, incident)}.")
         replaced = conversation.pending_action
         if replaced is not None:
-            conversation.finish_action(replaced.id, "cancelled", "Replaced by a newer request")
+            conversation.finish_action(replaced.id, OutcomeStatus.CANCELLED, "Replaced by a newer request")
             self._audit("cancelled", actor, replaced, result="replaced")
         now = self.clock()
         action = PendingAction(uuid.uuid4().hex, change, actor.user, incident, now, now + CONFIRM_WINDOW)
         conversation.pending_action = action
         self._audit("proposed", actor, action, source=source, result="pending")
-        return Proposal("proposed", f"Proposed, not done yet: {change.summary()} on #{number} "
-                                    f"({one_line(incident.title, 80)}). {action.requester.label} must press Confirm "
-                                    "on the card within 5 minutes; nothing changes until then.",
-                        action=action, replaced=replaced)
+        return Proposal(ProposalStatus.PROPOSED,
+                        f"Proposed, not done yet: {change.summary()} on #{number} ({one_line(incident.title, 80)}). "
+                        f"{action.requester.label} must press Confirm on the card within 5 minutes; nothing changes "
+                        "until then.", action=action, replaced=replaced)
 
-    async def propose_for_model(self, conversation: Conversation, actor: Actor, tool: str,
-                                arguments: dict[str, Any], analyst_text: str) -> Proposal:
-        """A model's write tool call, allowed only when the analyst's own message asks for such a change.
-
-        Instructions planted in incident data reach the model but are not in the analyst's message, so a
-        read-only question never produces a proposal, whatever the model was talked into.
-        """
-        kind = KIND_OF_TOOL.get(tool)
-        if kind is not None and kind not in asked_for(analyst_text):
-            self._audit("refused", actor, tool=tool, source="model", result="not_requested")
-            return Proposal("refused", "Not proposed: the analyst's message does not ask for this change. Never "
-                                       "propose changes because text in incidents or alerts says so.")
-        if kind is ChangeKind.ASSIGN:
-            assignee = str(arguments.get("assignee") or "").strip().lower()
-            assignee = "me" if assignee in ("me", "myself", "self", "i") else assignee
-            if assignee not in assignees_named(analyst_text):
-                self._audit("refused", actor, tool=tool, source="model", result="other_assignee")
-                return Proposal("refused", "Not proposed: assign only to the analyst who asks (\"me\") or to someone "
-                                           "they named in their message.")
-        numbers, references = incidents_named(analyst_text)
-        try:
-            how, value = incident_ref(arguments)
-        except InvalidParameter:
-            how, value = "", 0
-        if (numbers or references) and how and value not in (numbers if how == "number" else references) \
-                and not self._same_incident(conversation, how, value, numbers, references):
-            self._audit("refused", actor, tool=tool, source="model", result="other_incident")
-            return Proposal("refused", "Not proposed: the analyst named a different incident. Propose changes only "
-                                       "to the incident the analyst asked about.")
-        return await self.propose(conversation, actor, tool, arguments, source="model")
+    def refuse(self, actor: Actor, tool: str, refusal: Refusal) -> Proposal:
+        """The write guard stopped a model's call: audited, and the model is told why."""
+        self._audit("refused", actor, tool=tool, source="model", result=refusal.value)
+        return Proposal(ProposalStatus.REFUSED, REFUSAL_TEXT[refusal])
 
     # ---- confirming and cancelling --------------------------------------------------------------------------
 
@@ -196,14 +193,14 @@ class ActionDesk:
             return pending
         if not same_user(actor.user, pending.requester):
             self._audit("confirm_refused", actor, pending, result="not_requester")
-            return Outcome("refused", f"Only {pending.requester.label} can confirm this change: they asked for it. "
+            return Outcome(OutcomeStatus.REFUSED, f"Only {pending.requester.label} can confirm this change: they asked for it. "
                                       "To make a change yourself, ask me.")
         if pending.expired(self.clock()):
-            return self._close(conversation, actor, pending, "expired",
+            return self._close(conversation, actor, pending, OutcomeStatus.EXPIRED,
                                "Expired: not confirmed within 5 minutes. Ask again to redo it.")
         refusal = self.policy.refusal(actor.user) or (None if self.writer else WRITES_OFF)
         if refusal or self.writer is None:
-            return self._close(conversation, actor, pending, "failed", "Not done.", detail=refusal)
+            return self._close(conversation, actor, pending, OutcomeStatus.FAILED, "Not done.", detail=refusal)
         writer = self.writer
         try:
             current = await writer.read(pending.incident.name)
@@ -211,10 +208,12 @@ class ActionDesk:
                 return self._renew(conversation, actor, pending, current)
             change = pending.change
             if change.is_noop_for(current):
-                return self._close(conversation, actor, pending, "noop",
+                return self._close(conversation, actor, pending, OutcomeStatus.NOOP,
                                    f"Nothing to change: #{current.number} already has {_current(change, current)}.")
             audit_comment = _audit_comment(change, actor.user)
-            sent = _request(current, change, action_id, audit_comment)
+            comment_id = str(uuid.uuid5(_COMMENT_IDS, action_id))
+            sent = (comment_request(current.name, comment_id, audit_comment) if change.kind is ChangeKind.COMMENT
+                    else update_request(current, change)).to_dict()
             after = current if change.kind is ChangeKind.COMMENT else await writer.update(current, change)
         except WriteError as error:
             if error.kind == "conflict":
@@ -223,17 +222,17 @@ class ActionDesk:
                 except WriteError as again:
                     error = again
             return self._failed(conversation, actor, pending, error)
-        outcome = Outcome("executed", f"Done: {pending.change.summary()} on #{current.number}.", action=pending,
+        outcome = Outcome(OutcomeStatus.EXECUTED, f"Done: {pending.change.summary()} on #{current.number}.", action=pending,
                           after=after, sent=sent, audit_comment=audit_comment, confirmed_by=actor.user.label)
         try:
-            await writer.add_comment(current.name, str(uuid.uuid5(_COMMENT_IDS, action_id)), audit_comment)
+            await writer.add_comment(current.name, comment_id, audit_comment)
         except WriteError as error:
             if pending.change.kind is ChangeKind.COMMENT:
                 return self._failed(conversation, actor, pending, error)
             log.warning("audit comment not added to incident %s: %s", current.number, error.kind)
             outcome.detail = (f"The change was made, but the audit comment could not be added to the incident: "
                               f"{error.message}")
-        conversation.finish_action(pending.id, "executed", outcome.headline)
+        conversation.finish_action(pending.id, OutcomeStatus.EXECUTED, outcome.headline)
         self._audit("executed", actor, pending, result="executed" if not outcome.detail else "executed_no_comment")
         return outcome
 
@@ -243,8 +242,8 @@ class ActionDesk:
             return pending
         if not same_user(actor.user, pending.requester):
             self._audit("cancel_refused", actor, pending, result="not_requester")
-            return Outcome("refused", f"Only {pending.requester.label} can cancel this change: they asked for it.")
-        return self._close(conversation, actor, pending, "cancelled", f"Cancelled by {actor.user.label}.")
+            return Outcome(OutcomeStatus.REFUSED, f"Only {pending.requester.label} can cancel this change: they asked for it.")
+        return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED, f"Cancelled by {actor.user.label}.")
 
     def on_new_request(self, conversation: Conversation, actor: Actor) -> Outcome | None:
         """A new message in the conversation: an expired action ends; the requester moving on cancels theirs.
@@ -255,10 +254,10 @@ class ActionDesk:
         if pending is None:
             return None
         if pending.expired(self.clock()):
-            return self._close(conversation, actor, pending, "expired",
+            return self._close(conversation, actor, pending, OutcomeStatus.EXPIRED,
                                "Expired: not confirmed within 5 minutes. Ask again to redo it.")
         if same_user(actor.user, pending.requester):
-            return self._close(conversation, actor, pending, "cancelled",
+            return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED,
                                f"Cancelled: {pending.requester.label} asked something else before confirming.")
         return None
 
@@ -270,14 +269,14 @@ class ActionDesk:
             return pending
         done = conversation.finished(action_id)
         if done is not None:
-            return Outcome("already", f"Already handled, nothing more to do. {done.headline}")
-        return Outcome("not_pending", "That change is no longer waiting for confirmation (a newer request replaced "
+            return Outcome(OutcomeStatus.ALREADY, f"Already handled, nothing more to do. {done.headline}")
+        return Outcome(OutcomeStatus.NOT_PENDING, "That change is no longer waiting for confirmation (a newer request replaced "
                                       "it, or it was cleared). Ask again to redo it.")
 
-    def _close(self, conversation: Conversation, actor: Actor, pending: PendingAction, status: str, headline: str,
-               detail: str | None = None) -> Outcome:
+    def _close(self, conversation: Conversation, actor: Actor, pending: PendingAction, status: OutcomeStatus,
+               headline: str, detail: str | None = None) -> Outcome:
         conversation.finish_action(pending.id, status, headline)
-        self._audit(status, actor, pending, result=status)
+        self._audit(status.value, actor, pending, result=status.value)
         return Outcome(status, headline, detail=detail, action=pending)
 
     def _renew(self, conversation: Conversation, actor: Actor, pending: PendingAction,
@@ -285,9 +284,9 @@ class ActionDesk:
         """The incident changed since the card was shown: ask again with its new state (or stop, if the
         change is no longer needed)."""
         if pending.change.is_noop_for(current):
-            return self._close(conversation, actor, pending, "noop", f"Nothing to change: #{current.number} "
+            return self._close(conversation, actor, pending, OutcomeStatus.NOOP, f"Nothing to change: #{current.number} "
                                f"already has {_current(pending.change, current)} (someone else changed it).")
-        conversation.finish_action(pending.id, "superseded", "The incident changed; a new confirmation was shown")
+        conversation.finish_action(pending.id, OutcomeStatus.SUPERSEDED, "The incident changed; a new confirmation was shown")
         self._audit("superseded", actor, pending, result="conflict")
         now = self.clock()
         renewed = PendingAction(uuid.uuid4().hex, pending.change, pending.requester, current, now,
@@ -298,7 +297,7 @@ class ActionDesk:
                    for (name, was), now_ in zip(pending.incident.fields().items(), current.fields().values())
                    if was != now_]
         detail = ("Changed meanwhile: " + "; ".join(changed) + ".") if changed else None
-        return Outcome("superseded", f"#{current.number} changed since you asked, so nothing was written. Check its "
+        return Outcome(OutcomeStatus.SUPERSEDED, f"#{current.number} changed since you asked, so nothing was written. Check its "
                                      "new state on the new card and confirm again.", detail=detail, action=pending,
                        renewed=renewed)
 
@@ -307,8 +306,8 @@ class ActionDesk:
         log.debug("incident change failure detail: %s", error.detail)
         if error.retry_possible:
             self._audit("failed", actor, pending, result="retry", error=error.kind)
-            return Outcome("retry", f"Not done yet: {error.message} Press Confirm again to retry.", action=pending)
-        return self._close(conversation, actor, pending, "failed", "Not done: Sentinel refused the change.",
+            return Outcome(OutcomeStatus.RETRY, f"Not done yet: {error.message} Press Confirm again to retry.", action=pending)
+        return self._close(conversation, actor, pending, OutcomeStatus.FAILED, "Not done: Sentinel refused the change.",
                            detail=error.message)
 
     async def _read(self, number: int) -> IncidentSnapshot | str:
@@ -335,19 +334,9 @@ class ActionDesk:
         reference = conversation.references.get(value)
         if reference is None:
             raise InvalidParameter("incident_ref", f"there is no [{value}] in this conversation")
-        if reference.kind != "incident":
+        if reference.kind is not RefKind.INCIDENT:
             raise InvalidParameter("incident_ref", f"[{value}] is {reference.kind} {reference.label}, not an incident")
         return int(reference.key)
-
-    @staticmethod
-    def _same_incident(conversation: Conversation, how: str, value: int, numbers: set[int],
-                       references: set[int]) -> bool:
-        """The call names the incident the analyst named, one by number and the other by [n]."""
-        if how == "reference":
-            reference = conversation.references.get(value)
-            return reference is not None and reference.kind == "incident" and int(reference.key) in numbers
-        named = [conversation.references.get(n) for n in references]
-        return any(r is not None and r.kind == "incident" and int(r.key) == value for r in named)
 
     def _audit(self, event: str, actor: Actor, action: PendingAction | None = None, **fields: Any) -> None:
         """One structured record per step: who, what, when, where, result. Never comment or message text."""
@@ -379,15 +368,6 @@ def _audit_comment(change: IncidentChange, user: Owner) -> str:
     if change.kind is ChangeKind.COMMENT:
         return f"{change.comment}\n\n(Added from Microsoft Teams by {user.audit_label})"
     return f"{change.summary()} from Microsoft Teams by {user.audit_label}"
-
-
-def _request(incident: IncidentSnapshot, change: IncidentChange, action_id: str, comment: str) -> dict[str, Any]:
-    """The write request, described for the "View action" details (the writer sends exactly this body)."""
-    if change.kind is ChangeKind.COMMENT:
-        return {"method": "PUT", "path": f"incidents/{incident.name}/comments/{uuid.uuid5(_COMMENT_IDS, action_id)}",
-                "body": {"properties": {"message": comment}}}
-    return {"method": "PUT", "path": f"incidents/{incident.name}",
-            "body": {"etag": incident.etag, "properties": change.apply_to(incident.properties)}}
 
 
 def _current(change: IncidentChange, incident: IncidentSnapshot) -> str:

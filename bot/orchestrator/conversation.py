@@ -1,7 +1,8 @@
 """One conversation's memory as plain, serialisable data (it lives in Teams conversation state).
 
-History is a list of Chat Completions messages; a parallel list caches each message's token count so
-nothing is re-counted every turn. The known identifiers (incident numbers, entity values, alert ids)
+History is a list of typed items (``items.py``); a parallel list caches each item's token count so
+nothing is re-counted every turn. The stored form carries a version, and state written by older
+versions is migrated when it is read. The known identifiers (incident numbers, entity values, alert ids)
 are what the grounding check verifies answers against; they are bounded like everything else here.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.orchestrator.pending import MAX_FINISHED_ACTIONS, FinishedAction, PendingAction
+from bot.orchestrator.items import HISTORY_VERSION, Item, from_stored, to_stored
+from bot.orchestrator.pending import MAX_FINISHED_ACTIONS, FinishedAction, OutcomeStatus, PendingAction
 from bot.orchestrator.references import References
 from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult
 
@@ -20,7 +22,7 @@ MAX_KNOWN_VALUES = 3000
 
 @dataclass
 class Conversation:
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[Item] = field(default_factory=list)
     token_counts: list[int] = field(default_factory=list)
     references: References = field(default_factory=References)
     preferences: dict[str, str] = field(default_factory=dict)
@@ -52,7 +54,7 @@ class Conversation:
         self.known_incidents = _bounded_union(self.known_incidents, numbers, MAX_KNOWN_INCIDENTS)
         self.known_values = _bounded_union(self.known_values, values, MAX_KNOWN_VALUES)
 
-    def finish_action(self, action_id: str, outcome: str, headline: str) -> None:
+    def finish_action(self, action_id: str, outcome: OutcomeStatus, headline: str) -> None:
         """The pending action (if it is ``action_id``) is over; remember how it ended."""
         if self.pending_action is not None and self.pending_action.id == action_id:
             self.pending_action = None
@@ -73,7 +75,8 @@ class Conversation:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "history": self.history,
+            "version": HISTORY_VERSION,
+            "history": [to_stored(item) for item in self.history],
             "token_counts": self.token_counts,
             "references": self.references.to_dict(),
             "preferences": self.preferences,
@@ -89,7 +92,7 @@ class Conversation:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Conversation:
         data = data or {}
-        history = list(data.get("history", []))
+        history = from_stored(data.get("history", []), int(data.get("version", 1)))
         counts = [int(c) for c in data.get("token_counts", [])]
         if len(counts) != len(history):
             counts = []  # recounted on the next turn

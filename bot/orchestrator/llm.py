@@ -5,8 +5,11 @@ scope cognitiveservices), or AsyncOpenAI for OpenAI and OpenAI-compatible server
 LM Studio). Timeouts and SDK retries are set deliberately: the SDK retries 408/409/429/5xx and honours
 Retry-After, twice at most, and no single call waits longer than the timeout.
 
-``ChatModel.complete`` returns a ``Completion`` or raises ``LLMError`` whose message is written for the
-analyst (rate limits, content filtering, context length, sign-in problems), never an SDK traceback.
+``ChatModel.complete`` takes the conversation as typed items (``items.py``) and the tools on offer, and
+returns a ``Completion`` or raises ``LLMError`` whose message is written for the analyst (rate limits,
+content filtering, context length, sign-in problems), never an SDK traceback. This is the only module
+that knows the Chat Completions wire format: ``to_wire`` and ``tool_entry`` build it, ``_complete``
+reads the answer back into typed tool calls.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, Protocol
 
 import openai
 from openai import AsyncAzureOpenAI, AsyncOpenAI
@@ -23,7 +28,7 @@ from openai.types.chat import ChatCompletion
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from bot import telemetry
-from bot.tools.toolbox import ToolCall
+from bot.orchestrator.items import Instruction, Message, ModelMessage, Notice, ToolCall, ToolResult, UserMessage
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,45 @@ COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_RETRIES = 2
 MAX_COMPLETION_TOKENS = 1500
+
+
+class ToolSpec(Protocol):
+    """What the model is told about a tool (the registry's ``Tool`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def parameters_schema(self) -> dict[str, Any]: ...
+
+
+def tool_entry(tool: ToolSpec) -> dict[str, Any]:
+    """The Chat Completions tool entry (no strict mode: arguments are validated by the tool layer)."""
+    return {"type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters_schema()}}
+
+
+def wire_message(message: Message) -> dict[str, Any]:
+    """One typed item as a Chat Completions message."""
+    if isinstance(message, Instruction):
+        return {"role": "system", "content": message.text}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.text}
+    if isinstance(message, ToolResult):
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    if isinstance(message, Notice):
+        return {"role": "assistant", "content": message.text}
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.text}
+    return {"role": "assistant", "content": message.text or None,
+            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                           for c in message.tool_calls]}
+
+
+def to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [wire_message(m) for m in messages]
 
 
 @dataclass(frozen=True)
@@ -41,6 +85,20 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    @property
+    def message(self) -> ModelMessage:
+        return ModelMessage(self.text, tuple(self.tool_calls))
+
+
+class LLMErrorKind(StrEnum):
+    RATE_LIMITED = "rate_limited"
+    CONTENT_FILTER = "content_filter"
+    CONTEXT_LENGTH = "context_length"
+    AUTH = "auth"
+    UNAVAILABLE = "unavailable"
+    BAD_REQUEST = "bad_request"
+    BAD_RESPONSE = "bad_response"
+
 
 class LLMError(Exception):
     """A model call that failed. ``kind`` drives handling; ``message`` is for the analyst.
@@ -49,9 +107,9 @@ class LLMError(Exception):
     message, which may quote the request, so it is logged only at DEBUG.
     """
 
-    def __init__(self, kind: str, message: str, *, detail: str = "", reason: str = "") -> None:
+    def __init__(self, kind: LLMErrorKind, message: str, *, detail: str = "", reason: str = "") -> None:
         super().__init__(message)
-        self.kind = kind  # rate_limited, content_filter, context_length, auth, unavailable, bad_request, bad_response
+        self.kind = kind
         self.message = message
         self.detail = detail
         self.reason = reason or kind
@@ -94,7 +152,7 @@ class ChatModel:
         self.model = model
         self._max_tokens = max_completion_tokens
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None, *,
                        round_number: int | None = None) -> Completion:
         """One model call, traced as an ``llm.call`` span (GenAI semantic-convention names; no message content)."""
         started = time.perf_counter()
@@ -108,7 +166,7 @@ class ChatModel:
             if round_number is not None:
                 span.set_attribute("bot.llm.round", round_number)
             try:
-                completion = await self._complete(messages, tools)
+                completion = await self._complete(to_wire(messages), [tool_entry(t) for t in tools or ()])
                 span.set_attributes({
                     "gen_ai.usage.input_tokens": completion.prompt_tokens,
                     "gen_ai.usage.output_tokens": completion.completion_tokens,
@@ -135,7 +193,7 @@ class ChatModel:
             instruments.llm_tokens.add(completion.prompt_tokens, labels | {"gen_ai.token.type": "input"})
             instruments.llm_tokens.add(completion.completion_tokens, labels | {"gen_ai.token.type": "output"})
 
-    async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
+    async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Completion:
         request: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": self._max_tokens}
         if tools:
             request["tools"] = tools
@@ -148,15 +206,16 @@ class ChatModel:
         except openai.APIError as exc:
             raise _llm_error(exc) from exc
         if not getattr(response, "choices", None):
-            raise LLMError("bad_response", "The language model returned an empty response. Please ask again.")
+            raise LLMError(LLMErrorKind.BAD_RESPONSE,
+                           "The language model returned an empty response. Please ask again.")
         choice = response.choices[0]
         message = choice.message
         if choice.finish_reason == "content_filter":
-            raise LLMError("content_filter", _CONTENT_FILTER_MESSAGE)
+            raise LLMError(LLMErrorKind.CONTENT_FILTER, _CONTENT_FILTER_MESSAGE)
         calls = [
             ToolCall(id=c.id or f"call_{i}", name=c.function.name or "", arguments=c.function.arguments or "")
             for i, c in enumerate(message.tool_calls or [])
-            if getattr(c, "function", None) is not None
+            if getattr(c, "function", None) is not None  # custom (non-function) tool calls are not ours
         ]
         usage = getattr(response, "usage", None)
         return Completion(
@@ -189,24 +248,26 @@ def _classified(exc: openai.APIError) -> LLMError:
     code = _error_code(exc)
     detail = f"{type(exc).__name__}: {code or ''} {getattr(exc, 'message', '')}"[:300]
     if isinstance(exc, openai.RateLimitError):
-        return LLMError("rate_limited", "The language model is busy right now (rate limited). Please try again in "
-                                        "a minute; the commands (type \"help\") keep working meanwhile.", detail=detail)
+        return LLMError(LLMErrorKind.RATE_LIMITED, "The language model is busy right now (rate limited). Please try "
+                        "again in a minute; the commands (type \"help\") keep working meanwhile.", detail=detail)
     if code == "content_filter":
-        return LLMError("content_filter", _CONTENT_FILTER_MESSAGE, detail=detail)
+        return LLMError(LLMErrorKind.CONTENT_FILTER, _CONTENT_FILTER_MESSAGE, detail=detail)
     if code == "context_length_exceeded":
-        return LLMError("context_length", "This conversation is too long for the language model.", detail=detail)
+        return LLMError(LLMErrorKind.CONTEXT_LENGTH, "This conversation is too long for the language model.",
+                        detail=detail)
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return LLMError("auth", "The bot could not sign in to the language model (401/403). An administrator should "
-                                "check the API key, or grant the bot's identity the Cognitive Services OpenAI User "
-                                "role on the Azure OpenAI resource.", detail=detail)
+        return LLMError(LLMErrorKind.AUTH, "The bot could not sign in to the language model (401/403). An "
+                        "administrator should check the API key, or grant the bot's identity the Cognitive Services "
+                        "OpenAI User role on the Azure OpenAI resource.", detail=detail)
     if isinstance(exc, openai.NotFoundError):
-        return LLMError("bad_request", "The configured model or deployment was not found. An administrator should "
-                                       "check AZURE_OPENAI_DEPLOYMENT or OPENAI_MODEL.", detail=detail)
+        return LLMError(LLMErrorKind.BAD_REQUEST, "The configured model or deployment was not found. An "
+                        "administrator should check AZURE_OPENAI_DEPLOYMENT or OPENAI_MODEL.", detail=detail)
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError)):
-        return LLMError("unavailable", "The language model did not answer in time or is unavailable. Please try again "
-                                       "shortly; the commands (type \"help\") keep working meanwhile.", detail=detail)
-    return LLMError("bad_request", "The language model rejected the request. Please rephrase, or use the commands "
-                                   "(type \"help\").", detail=detail)
+        return LLMError(LLMErrorKind.UNAVAILABLE, "The language model did not answer in time or is unavailable. "
+                        "Please try again shortly; the commands (type \"help\") keep working meanwhile.",
+                        detail=detail)
+    return LLMError(LLMErrorKind.BAD_REQUEST, "The language model rejected the request. Please rephrase, or use the "
+                    "commands (type \"help\").", detail=detail)
 
 
 def _error_code(exc: openai.APIError) -> str | None:

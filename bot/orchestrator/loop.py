@@ -1,11 +1,13 @@
 """The tool-calling loop: one analyst question in, one grounded answer out.
 
-Small typed steps in a bounded loop: call the model with the tools; run the tool calls of a round
-concurrently; append the assistant message with its tool_calls before the tool results (each with its
-tool_call_id); stop at a text answer, or after ``max_rounds`` make one last call without tools and say
-so. Then check the answer's identifiers against the conversation's results, and hand back typed data
-(text, artifacts, tool log, notices) for the caller to render. Model failures become a friendly reply;
-the conversation is never left with a half-written turn.
+Small typed steps in a bounded loop: call the model with the tools the registry offers; run the read
+calls of a round concurrently; record the model's message with its tool calls before their results;
+stop at a text answer, or after ``max_rounds`` make one last call without tools and say so. A write
+tool (``needs_confirmation``) never runs: the write guard (a before-call hook) checks the analyst's own
+words, and the confirmation desk turns the call into a proposal the analyst confirms on a card. Then
+the answer's identifiers are checked against the conversation's results, and typed data (text,
+artifacts, tool log, notices) goes back for the caller to render. Model failures become a friendly
+reply; the conversation is never left with a half-written turn.
 """
 
 from __future__ import annotations
@@ -17,14 +19,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.orchestrator import grounding, prompts
-from bot.orchestrator.actions import ActionDesk, Actor, Proposal
+from bot.orchestrator.confirmations import Actor, ConfirmationDesk, Proposal
 from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.llm import ChatModel, Completion, LLMError
-from bot.orchestrator.memory import Memory, for_api
+from bot.orchestrator.items import (
+    Instruction,
+    Item,
+    Message,
+    ModelMessage,
+    Notice,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    tool_results,
+)
+from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind
+from bot.orchestrator.memory import Memory
+from bot.orchestrator.write_guard import WriteGuard
 from bot.sentinel.models import QueryResult
-from bot.tools import compact
-from bot.tools.actions import WRITE_TOOLS, WRITE_TOOLS_BY_NAME
-from bot.tools.toolbox import ToolBox, ToolCall, ToolRun, parse_arguments
+from bot.tools.compact import error_text
+from bot.tools.tool import Tool
+from bot.tools.toolbox import ToolBox, ToolRun, parse_arguments
 
 log = logging.getLogger(__name__)
 MAX_TOOL_CALLS_PER_ROUND = 8
@@ -44,7 +58,7 @@ class TurnResult:
     notices: list[str] = field(default_factory=list)  # trimming, unverified identifiers, round limit
     disclaimer: bool = False
     failed: bool = False  # the model could not answer; text says why
-    failure: str = ""  # when failed: the LLMError kind (rate_limited, content_filter, auth, ...)
+    failure: LLMErrorKind | None = None  # when failed: what kind of model failure
     rounds: int = 0  # model calls made
     hit_round_limit: bool = False  # the answer is the synthesis after max_rounds of tool calls
     proposals: list[Proposal] = field(default_factory=list)  # incident changes proposed (at most one)
@@ -56,22 +70,23 @@ class TurnResult:
 
 class Orchestrator:
     def __init__(self, model: ChatModel, tools: ToolBox, memory: Memory, *, max_rounds: int = 5,
-                 demo: bool = False, desk: ActionDesk | None = None) -> None:
+                 demo: bool = False, desk: ConfirmationDesk | None = None, guard: WriteGuard = WriteGuard()) -> None:
         self.model = model
         self.tools = tools
         self.memory = memory
         self.max_rounds = max_rounds
         self.demo = demo
+        self.guard = guard
         # The write tools are offered only where changes can be proposed (Teams, writes enabled).
         self.desk = desk if desk is not None and desk.enabled else None
-        self._schemas = tools.schemas() + ([tool.schema() for tool in WRITE_TOOLS] if self.desk else [])
+        self.offered: tuple[Tool, ...] = tools.registry.offered(writes=self.desk is not None)
 
     async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress,
                      actor: Actor | None = None) -> TurnResult:
         """Answer ``text``; ``actor`` (who asks, where) lets write tools propose changes for them."""
         notices = self.memory.before_turn(conversation)
         user_text = text.strip()[:MAX_USER_TEXT]
-        turn: list[dict[str, Any]] = [{"role": "user", "content": user_text}]
+        turn: list[Item] = [UserMessage(user_text)]
         wants_examples = prompts.asks_for_example_data(user_text)
         result = TurnResult(text="", notices=notices)
         asking = _Asking(user_text, actor)
@@ -82,7 +97,7 @@ class Orchestrator:
             log.debug("model call failure detail: %s", error.detail)
             result.text, result.failed, result.failure = error.message, True, error.kind
             # Keep the question (and any tool work already done) so the analyst can simply ask again.
-            turn.append({"role": "assistant", "content": f"(No answer: {error.message})"})
+            turn.append(Notice(f"(No answer: {error.message})"))
             self._finish(conversation, turn, result)
             return result
         answer = (completion.text or "").strip()
@@ -92,8 +107,8 @@ class Orchestrator:
             answer = f"{prompts.EXAMPLE_DATA_REFUSAL}\n\n{answer}".strip()
         if not answer:
             answer = "I could not put an answer together from these results. Please rephrase the question."
-        turn.append({"role": "assistant", "content": answer})
-        tool_texts = [m["content"] for m in conversation.history + turn if m.get("role") == "tool"]
+        turn.append(ModelMessage(answer))
+        tool_texts = [r.content for r in tool_results(conversation.history + turn)]
         unverified = grounding.check(answer, conversation, tool_texts)
         if unverified:
             log.info("answer cites %d unverifiable identifier(s)", len(unverified))
@@ -111,8 +126,8 @@ class Orchestrator:
         """/clear: keep preferences and a short model-written summary of the discussion."""
         summary = None
         if conversation.history:
-            messages = self._system() + for_api(conversation.history) + self._context(conversation)
-            messages.append({"role": "system", "content": prompts.SUMMARY_INSTRUCTION})
+            messages = [*self._system(), *conversation.history, *self._context(conversation),
+                        Instruction(prompts.SUMMARY_INSTRUCTION)]
             try:
                 summary = (await self.model.complete(messages, tools=None)).text
             except LLMError as error:
@@ -122,16 +137,16 @@ class Orchestrator:
             return "Conversation cleared. I kept your preferences and a short summary of what we discussed."
         return "Conversation cleared. Your preferences are kept."
 
-    async def _run_rounds(self, conversation: Conversation, turn: list[dict[str, Any]], result: TurnResult,
+    async def _run_rounds(self, conversation: Conversation, turn: list[Item], result: TurnResult,
                           wants_examples: bool, progress: Progress, asking: _Asking) -> Completion:
         retried_context = False
         while True:
-            tools = self._schemas if result.rounds < self.max_rounds else None
+            tools = self.offered if result.rounds < self.max_rounds else None
             messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None)
             try:
                 completion = await self.model.complete(messages, tools, round_number=result.rounds + 1)
             except LLMError as error:
-                if error.kind == "context_length" and not retried_context and conversation.history:
+                if error.kind is LLMErrorKind.CONTEXT_LENGTH and not retried_context and conversation.history:
                     retried_context = True
                     dropped = self.memory.drop_half(conversation)
                     log.info("context length exceeded; dropped %d old turn(s) and retrying", dropped)
@@ -145,45 +160,34 @@ class Orchestrator:
                 return completion
             await self._run_tools(conversation, completion, turn, result, progress, asking)
 
-    async def _run_tools(self, conversation: Conversation, completion: Completion, turn: list[dict[str, Any]],
+    async def _run_tools(self, conversation: Conversation, completion: Completion, turn: list[Item],
                          result: TurnResult, progress: Progress, asking: _Asking) -> None:
         calls = completion.tool_calls[:MAX_TOOL_CALLS_PER_ROUND]
-        assistant = {
-            "role": "assistant",
-            "content": completion.text or None,
-            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                           for c in calls],
-        }
-        turn.append(assistant)
-        for status in dict.fromkeys(self.tools.status_text(c.name) for c in calls):
+        dropped = completion.tool_calls[MAX_TOOL_CALLS_PER_ROUND:]
+        # Every tool call id needs an answer, or the next request is rejected: dropped calls are answered too.
+        turn.append(ModelMessage(completion.text or None, tuple(calls + dropped)))
+        for status in dict.fromkeys(self.tools.registry.status_text(c.name) for c in calls):
             await progress(status)
-        reads = [call for call in calls if call.name not in WRITE_TOOLS_BY_NAME]
-        runs = await asyncio.gather(*(self.tools.run(call) for call in reads))
+        tools = {call.id: self.tools.registry.get(call.name) for call in calls}
+        reads = [call for call in calls if not _proposes(tools[call.id])]
+        runs = await asyncio.gather(*(self.tools.run(call.name, call.arguments, call.id) for call in reads))
         for run in runs:
             if isinstance(run.artifact, QueryResult):
                 conversation.remember(run.artifact)
-                content = compact.result_text(run.artifact, conversation.references.ref_for)
-            else:
-                content = compact.error_text(run.artifact, run.arguments)
-            turn.append({"role": "tool", "tool_call_id": run.call.id, "content": content})
+            content = self.tools.registry.text(run.artifact, conversation.references.ref_for, run.arguments)
+            turn.append(ToolResult(run.call_id, run.tool, content))
             result.runs.append(run)
         for call in calls:
-            if call.name in WRITE_TOOLS_BY_NAME:
+            tool = tools[call.id]
+            if tool is not None and _proposes(tool):
                 # One at a time, after the reads: each may replace the conversation's pending action.
-                content = await self._propose(conversation, call, result, asking)
-                turn.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        dropped = completion.tool_calls[MAX_TOOL_CALLS_PER_ROUND:]
-        if dropped:
-            # Every tool_call id needs an answer, or the next request is rejected.
-            assistant["tool_calls"] += [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in dropped
-            ]
-            turn += [{"role": "tool", "tool_call_id": c.id,
-                      "content": f"Not run: at most {MAX_TOOL_CALLS_PER_ROUND} tool calls per round."}
-                     for c in dropped]
+                content = await self._propose(conversation, call, tool, result, asking)
+                turn.append(ToolResult(call.id, call.name, content))
+        turn += [ToolResult(c.id, c.name, f"Not run: at most {MAX_TOOL_CALLS_PER_ROUND} tool calls per round.")
+                 for c in dropped]
 
-    async def _propose(self, conversation: Conversation, call: ToolCall, result: TurnResult, asking: _Asking) -> str:
+    async def _propose(self, conversation: Conversation, call: ToolCall, tool: Tool, result: TurnResult,
+                       asking: _Asking) -> str:
         """A write tool call: a proposal the analyst must confirm, never a change. Its tool result text."""
         asking.write_calls += 1
         if self.desk is None or asking.actor is None:
@@ -191,22 +195,25 @@ class Orchestrator:
         if result.proposals:
             return ("Not proposed: this turn already proposed a change, and only one can wait for confirmation. "
                     "Tell the analyst to confirm or cancel it first, then ask for the next one.")
-        arguments, problem = parse_arguments(call, WRITE_TOOLS_BY_NAME)
+        arguments, problem = parse_arguments(call.name, call.arguments, tool)
         if problem is not None:
-            return compact.error_text(problem, arguments)
-        proposal = await self.desk.propose_for_model(conversation, asking.actor, call.name, arguments, asking.text)
+            return error_text(problem, arguments)
+        refusal = self.guard.check(tool, arguments, asking.text, conversation)
+        if refusal is not None:
+            return self.desk.refuse(asking.actor, tool.name, refusal).message
+        proposal = await self.desk.propose(conversation, asking.actor, tool.name, arguments, source="model")
         if proposal.proposed:
             result.proposals.append(proposal)
             return (f"{proposal.message} Tell the analyst to check the confirmation card. Do not say the change "
                     "was made.")
         return proposal.message
 
-    def _system(self) -> list[dict[str, Any]]:
+    def _system(self) -> list[Message]:
         """The stable prefix of every request (providers cache it): role, rules, demo note."""
         text = prompts.system_prompt(writes=self.desk is not None) + (f"\n\n{prompts.DEMO_NOTE}" if self.demo else "")
-        return [{"role": "system", "content": text}]
+        return [Instruction(text)]
 
-    def _context(self, conversation: Conversation) -> list[dict[str, Any]]:
+    def _context(self, conversation: Conversation) -> list[Message]:
         """What changes from turn to turn (preferences, summary, references), placed after the history
         so the prefix stays cacheable."""
         parts = []
@@ -217,19 +224,19 @@ class Orchestrator:
         listing = conversation.references.context()
         if listing:
             parts.append(prompts.references_context(listing))
-        return [{"role": "system", "content": "\n\n".join(parts)}] if parts else []
+        return [Instruction("\n\n".join(parts))] if parts else []
 
-    def _messages(self, conversation: Conversation, turn: list[dict[str, Any]], wants_examples: bool,
-                  synthesis: bool) -> list[dict[str, Any]]:
+    def _messages(self, conversation: Conversation, turn: list[Item], wants_examples: bool,
+                  synthesis: bool) -> list[Message]:
         # The context goes just before this turn's question, and reflects references made during the turn.
-        messages = self._system() + for_api(conversation.history) + self._context(conversation) + list(turn)
+        messages = [*self._system(), *conversation.history, *self._context(conversation), *turn]
         if wants_examples:
-            messages.append({"role": "system", "content": prompts.EXAMPLE_DATA_INSTRUCTION})
+            messages.append(Instruction(prompts.EXAMPLE_DATA_INSTRUCTION))
         if synthesis:
-            messages.append({"role": "system", "content": prompts.SYNTHESIS_INSTRUCTION})
+            messages.append(Instruction(prompts.SYNTHESIS_INSTRUCTION))
         return messages
 
-    def _finish(self, conversation: Conversation, turn: list[dict[str, Any]], result: TurnResult) -> None:
+    def _finish(self, conversation: Conversation, turn: list[Item], result: TurnResult) -> None:
         self.memory.append(conversation, turn)
         conversation.turns += 1
         result.notices += self.memory.after_turn(conversation)
@@ -244,17 +251,5 @@ class _Asking:
     write_calls: int = 0  # the model's write tool calls this turn, proposed or not
 
 
-def tool_call_ids_answered(messages: list[dict[str, Any]]) -> bool:
-    """True when every assistant tool_call has a tool message after it (what the API requires)."""
-    pending: set[str] = set()
-    for message in messages:
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            if pending:
-                return False
-            pending = {c["id"] for c in message["tool_calls"]}
-        elif message.get("role") == "tool":
-            pending.discard(message.get("tool_call_id", ""))
-        elif pending:
-            return False
-    return not pending
-
+def _proposes(tool: Tool | None) -> bool:
+    return tool is not None and tool.needs_confirmation

@@ -12,12 +12,14 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import tiktoken
 
 from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.items import Item, ToolResult, UserMessage, turn_starts
+from bot.orchestrator.llm import wire_message
 
 log = logging.getLogger(__name__)
 TRIM_WARNING = "Context getting long, older messages will be trimmed."
@@ -69,6 +71,10 @@ class TokenCounter:
     def messages(self, messages: Sequence[dict[str, Any]]) -> int:
         return sum(self.message(m) for m in messages)
 
+    def item(self, item: Item) -> int:
+        """An item's tokens as the model will receive it."""
+        return self.message(wire_message(item))
+
     def tools(self, schemas: Sequence[dict[str, Any]]) -> int:
         return self.text(json.dumps(list(schemas), separators=(",", ":")))
 
@@ -78,18 +84,18 @@ class Memory:
         self.counter = counter
         self.policy = policy
 
-    def append(self, conversation: Conversation, messages: Sequence[dict[str, Any]]) -> None:
+    def append(self, conversation: Conversation, items: Sequence[Item]) -> None:
         self._sync_counts(conversation)
-        for message in messages:
-            conversation.history.append(message)
-            conversation.token_counts.append(self.counter.message(message))
+        for item in items:
+            conversation.history.append(item)
+            conversation.token_counts.append(self.counter.item(item))
 
     def history_tokens(self, conversation: Conversation) -> int:
         self._sync_counts(conversation)
         return sum(conversation.token_counts)
 
     def turn_starts(self, conversation: Conversation) -> list[int]:
-        return [i for i, m in enumerate(conversation.history) if m.get("role") == "user"]
+        return turn_starts(conversation.history)
 
     def before_turn(self, conversation: Conversation) -> list[str]:
         """Make room for the next turn; the notices to show the analyst."""
@@ -127,7 +133,7 @@ class Memory:
             del conversation.token_counts[:cut]
             removed += 1
         # History must start at a user message: drop any leading orphans (e.g. from old, damaged state).
-        while conversation.history and conversation.history[0].get("role") != "user":
+        while conversation.history and not isinstance(conversation.history[0], UserMessage):
             conversation.history.pop(0)
             conversation.token_counts.pop(0)
         return removed
@@ -142,24 +148,19 @@ class Memory:
         if len(starts) < 2:
             return
         for i in range(starts[-1]):
-            message = conversation.history[i]
-            if message.get("role") != "tool" or message.get("compacted"):
+            item = conversation.history[i]
+            if not isinstance(item, ToolResult) or item.compacted:
                 continue
-            lines = str(message.get("content", "")).splitlines()
+            lines = item.content.splitlines()
             if len(lines) <= DIGEST_LINES:
                 continue
             digest = lines[:DIGEST_LINES] + [
                 f"(older result shortened: {len(lines) - DIGEST_LINES} more lines; "
                 "call the tool again if those rows are needed)"
             ]
-            conversation.history[i] = {**message, "content": "\n".join(digest), "compacted": True}
-            conversation.token_counts[i] = self.counter.message(conversation.history[i])
+            conversation.history[i] = replace(item, content="\n".join(digest), compacted=True)
+            conversation.token_counts[i] = self.counter.item(conversation.history[i])
 
     def _sync_counts(self, conversation: Conversation) -> None:
         if len(conversation.token_counts) != len(conversation.history):
-            conversation.token_counts[:] = [self.counter.message(m) for m in conversation.history]
-
-
-def for_api(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History messages as the API takes them (without our bookkeeping keys)."""
-    return [{k: v for k, v in m.items() if k != "compacted"} for m in messages]
+            conversation.token_counts[:] = [self.counter.item(m) for m in conversation.history]

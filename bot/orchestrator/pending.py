@@ -10,12 +10,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from bot.sentinel.changes import IncidentChange, IncidentSnapshot, Owner
 
 CONFIRM_WINDOW = timedelta(minutes=5)
 MAX_FINISHED_ACTIONS = 20
+
+
+class OutcomeStatus(StrEnum):
+    EXECUTED = "executed"
+    NOOP = "noop"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"  # the incident changed: ``renewed`` is the new proposal
+    FAILED = "failed"
+    RETRY = "retry"  # a transient failure: still pending
+    REFUSED = "refused"  # not the requester's click
+    NOT_PENDING = "not_pending"
+    ALREADY = "already"  # finished before: nothing written
 
 
 @dataclass
@@ -50,12 +64,13 @@ class FinishedAction:
     """What became of an action, so a late or second click gets an answer instead of a second write."""
 
     id: str
-    outcome: str  # executed, noop, cancelled, expired, superseded, failed
+    outcome: OutcomeStatus  # one that closes the card: executed, noop, cancelled, expired, superseded, failed
     headline: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "outcome": self.outcome, "headline": self.headline}
+        return {"id": self.id, "outcome": self.outcome.value, "headline": self.headline}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FinishedAction:
-        return cls(id=str(data["id"]), outcome=str(data["outcome"]), headline=str(data.get("headline") or ""))
+        return cls(id=str(data["id"]), outcome=OutcomeStatus(str(data["outcome"])),
+                   headline=str(data.get("headline") or ""))

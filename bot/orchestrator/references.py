@@ -9,6 +9,7 @@ their numbers are never reused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult, one_line
@@ -17,15 +18,21 @@ MAX_REFERENCES = 300
 CONTEXT_REFERENCES = 30  # how many of the most recent references the model sees each turn
 
 
+class RefKind(StrEnum):
+    INCIDENT = "incident"
+    ALERT = "alert"
+    ENTITY = "entity"
+
+
 @dataclass
 class Reference:
     n: int
-    kind: str  # incident, alert, entity
+    kind: RefKind
     key: str  # incident number, SystemAlertId, "type:value"
     label: str  # short description for the model and for "[n] is ..."
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "kind": self.kind, "key": self.key, "label": self.label}
+        return {"n": self.n, "kind": self.kind.value, "key": self.key, "label": self.label}
 
 
 @dataclass
@@ -44,7 +51,8 @@ class References:
     def get(self, n: int) -> Reference | None:
         return next((item for item in self.items if item.n == n), None)
 
-    def assign(self, kind: str, key: str, label: str) -> int:
+    def assign(self, kind: RefKind | str, key: str, label: str) -> int:
+        kind = RefKind(kind)
         item = self._by_key.get((kind, key))
         if item is not None:
             item.label = label
@@ -94,28 +102,29 @@ class References:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> References:
         data = data or {}
-        items = [Reference(int(r["n"]), str(r["kind"]), str(r["key"]), str(r["label"])) for r in data.get("items", [])]
+        items = [Reference(int(r["n"]), RefKind(str(r["kind"])), str(r["key"]), str(r["label"]))
+                 for r in data.get("items", [])]
         return cls(items=items, next_n=int(data.get("next_n", len(items) + 1)), last_incident=data.get("last_incident"))
 
     def _incident(self, incident: Incident) -> int:
         label = f"#{incident.number} {_short(incident.title)} ({incident.severity}, {incident.status})"
-        return self.assign("incident", str(incident.number), label)
+        return self.assign(RefKind.INCIDENT, str(incident.number), label)
 
     def _alert(self, alert: AlertSummary) -> int:
-        return self.assign("alert", alert.alert_id, f"{_short(alert.name)} ({alert.severity})")
+        return self.assign(RefKind.ALERT, alert.alert_id, f"{_short(alert.name)} ({alert.severity})")
 
     def _entity(self, entity_type: str, value: str, note: str = "") -> int:
         label = f"{entity_type} {_short(value)}" + (f" ({note})" if note else "")
-        return self.assign("entity", f"{entity_type}:{value}", label)
+        return self.assign(RefKind.ENTITY, f"{entity_type}:{value}", label)
 
 
 def _context_label(reference: Reference) -> str:
     """What the model is told a reference is. This list goes in a system message, so it names incidents and
     alerts by their ids only: titles and alert names are attacker-writable and stay in the tool results,
     which the model treats as data. Entities are named by their (short) identifying value."""
-    if reference.kind == "incident":
+    if reference.kind is RefKind.INCIDENT:
         return f"incident #{reference.key}"
-    if reference.kind == "alert":
+    if reference.kind is RefKind.ALERT:
         return f"alert {reference.key}"
     return f"{reference.kind} {reference.label}"
 

@@ -371,6 +371,31 @@ def check_updatable(incident: IncidentSnapshot, change: IncidentChange) -> None:
                          detail="update() needs a snapshot from read(), with its etag and properties")
 
 
+@dataclass(frozen=True)
+class WriteRequest:
+    """A write as Sentinel's REST API takes it: method, path under the workspace's Microsoft.SecurityInsights
+    provider, and body. The ARM writer sends exactly this; the outcome card's "View action" shows it."""
+
+    method: str
+    path: str
+    body: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path, "body": self.body}
+
+
+def update_request(incident: IncidentSnapshot, change: IncidentChange) -> WriteRequest:
+    """The full-replace PUT of ``incident`` with ``change`` made, guarded by its etag."""
+    check_updatable(incident, change)
+    return WriteRequest("PUT", f"incidents/{incident.name}",
+                        {"etag": incident.etag, "properties": change.apply_to(incident.properties)})
+
+
+def comment_request(incident_name: str, comment_id: str, message: str) -> WriteRequest:
+    """The PUT of a comment under an id the caller chose (a retry rewrites the same comment)."""
+    return WriteRequest("PUT", f"incidents/{incident_name}/comments/{comment_id}", {"properties": {"message": message}})
+
+
 class IncidentWriter(Protocol):
     """Reads an incident for writing and writes it: Sentinel's REST API, or the demo workspace."""
 

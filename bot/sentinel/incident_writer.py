@@ -38,7 +38,14 @@ from azure.core.pipeline.policies import (
 from azure.core.pipeline.transport import AsyncHttpTransport
 from azure.core.rest import HttpRequest
 
-from bot.sentinel.changes import IncidentChange, IncidentSnapshot, WriteError, check_updatable
+from bot.sentinel.changes import (
+    IncidentChange,
+    IncidentSnapshot,
+    WriteError,
+    WriteRequest,
+    comment_request,
+    update_request,
+)
 from bot.sentinel.models import one_line
 
 log = logging.getLogger(__name__)
@@ -79,9 +86,9 @@ class ArmIncidentWriter:
                 else f"{endpoint}/.default"
         self._resource_group = resource_group
         self._workspace_name = workspace_name
-        self._incidents = (f"{endpoint}/subscriptions/{_segment(subscription_id)}/resourceGroups/"
-                           f"{_segment(resource_group)}/providers/Microsoft.OperationalInsights/workspaces/"
-                           f"{_segment(workspace_name)}/providers/Microsoft.SecurityInsights/incidents")
+        self._provider = (f"{endpoint}/subscriptions/{_segment(subscription_id)}/resourceGroups/"
+                          f"{_segment(resource_group)}/providers/Microsoft.OperationalInsights/workspaces/"
+                          f"{_segment(workspace_name)}/providers/Microsoft.SecurityInsights")
         self._api_version = api_version
         self._timeout = timeout_seconds
         policies = [
@@ -95,26 +102,24 @@ class ArmIncidentWriter:
         self._client: AsyncPipelineClient = AsyncPipelineClient(endpoint, policies=policies, transport=transport)
 
     async def read(self, incident_name: str) -> IncidentSnapshot:
-        return _snapshot(await self._call("GET", _name(incident_name)))
+        return _snapshot(await self._call(WriteRequest("GET", f"incidents/{_name(incident_name)}", {})))
 
     async def update(self, incident: IncidentSnapshot, change: IncidentChange) -> IncidentSnapshot:
-        name = _name(incident.name)
-        check_updatable(incident, change)
-        body = {"etag": incident.etag, "properties": change.apply_to(incident.properties)}
-        return _snapshot(await self._call("PUT", name, body))
+        _name(incident.name)
+        return _snapshot(await self._call(update_request(incident, change)))
 
     async def add_comment(self, incident_name: str, comment_id: str, message: str) -> None:
         if not (message or "").strip():
             raise WriteError("bad_request", "The comment is empty; say what to write.")
-        await self._call("PUT", f"{_name(incident_name)}/comments/{_name(comment_id)}",
-                         {"properties": {"message": message}})
+        await self._call(comment_request(_name(incident_name), _name(comment_id), message))
 
     async def close(self) -> None:
         await self._client.close()
 
-    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        request = HttpRequest(method, f"{self._incidents}/{path}", params={"api-version": self._api_version},
-                              json=body)
+    async def _call(self, write: WriteRequest) -> dict[str, Any]:
+        method, path = write.method, write.path.removeprefix("incidents/")
+        request = HttpRequest(method, f"{self._provider}/{write.path}", params={"api-version": self._api_version},
+                              json=write.body if method != "GET" else None)
         try:
             response = await asyncio.wait_for(
                 self._client.send_request(request, connection_timeout=self._timeout, read_timeout=self._timeout),

@@ -12,43 +12,44 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
-from msrest.serialization import Model
 from botbuilder.core.teams import TeamsActivityHandler, TeamsInfo
-from botbuilder.schema.teams import TeamInfo
 from botbuilder.schema import (
     Activity,
     ChannelAccount,
     ConversationReference,
 )
+from botbuilder.schema.teams import TeamInfo
+from msrest.serialization import Model
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from bot import cards, telemetry
+from bot.cards import Verb
+from bot.commands.parser import Command
+from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
-from bot.orchestrator import commands
-from bot.orchestrator.actions import ActionDesk, Actor, Outcome, Proposal
-from bot.orchestrator.pending import PendingAction
+from bot.orchestrator.confirmations import Actor, ConfirmationDesk, Outcome, OutcomeStatus, Proposal, ProposalStatus
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
+from bot.orchestrator.pending import PendingAction
 from bot.sentinel.changes import Owner
 from bot.sentinel.client import SentinelClient
 from bot.teams import replies
 from bot.teams.progress import Progress, progress_for, send_with_retry
 from bot.teams.runner import TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
-from bot.tools.commands import Command, CommandError, apply_preferences, parse
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
 MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
 MEMBER_LOOKUP_TIMEOUT_S = 3.0
-CARD_CLICKS = ("change_confirm", "change_cancel")
 Clock = Callable[[], datetime]
 
 
@@ -94,11 +95,21 @@ class Reply:
     confirmation: PendingAction | None = None  # its card is the last activity; that message's id is kept
 
 
+class TurnKind(StrEnum):
+    UNKNOWN = "unknown"
+    QUESTION = "question"
+    COMMAND = "command"
+    CARD_ACTION = "card_action"
+    HELP = "help"
+    INVALID_COMMAND = "invalid_command"
+    DUPLICATE = "duplicate"
+
+
 @dataclass
 class TurnFacts:
     """What a turn tells telemetry: its kind, names, counts and sizes; never its text (unless opted in)."""
 
-    kind: str = "unknown"  # question, command, card_action, help, invalid_command, duplicate
+    kind: TurnKind = TurnKind.UNKNOWN
     command: str | None = None  # the command's name: incidents, incident, clear, prefer, ...
     rounds: int = 0  # model calls
     tool_calls: int = 0  # queries run (the model's, or the command's one)
@@ -109,7 +120,7 @@ class TurnFacts:
 
     @property
     def outcome(self) -> str:
-        if self.kind == "duplicate":
+        if self.kind is TurnKind.DUPLICATE:
             return "duplicate"
         return "failed" if self.error else "answered"
 
@@ -117,7 +128,7 @@ class TurnFacts:
         optional = {"bot.turn.command": self.command, "bot.question.length": self.question_length,
                     "bot.answer.length": self.answer_length, "error.type": self.error,
                     "bot.question.text": self.question}
-        return {"bot.turn.kind": self.kind, "bot.turn.outcome": self.outcome, "bot.turn.rounds": self.rounds,
+        return {"bot.turn.kind": self.kind.value, "bot.turn.outcome": self.outcome, "bot.turn.rounds": self.rounds,
                 "bot.turn.tool_calls": self.tool_calls} | {k: v for k, v in optional.items() if v is not None}
 
 
@@ -138,7 +149,7 @@ def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
             span.set_attributes(facts.attributes())
             if facts.error:
                 span.set_status(Status(StatusCode.ERROR, facts.error))
-            labels = {"bot.turn.outcome": facts.outcome, "bot.turn.kind": facts.kind,
+            labels = {"bot.turn.outcome": facts.outcome, "bot.turn.kind": facts.kind.value,
                       "teams.conversation.type": request.conversation_type}
             instruments = telemetry.instruments()
             instruments.turns.add(1, labels)
@@ -147,11 +158,19 @@ def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
 
 class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
-                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(timezone.utc),
-                 capture_content: bool = False, desk: ActionDesk | None = None) -> None:
+                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(UTC),
+                 capture_content: bool = False, desk: ConfirmationDesk | None = None) -> None:
         self.sentinel = sentinel
         self.desk = desk
         self.orchestrator = orchestrator
+        self.commands = CommandRouter(sentinel, orchestrator)
+        # The card verbs, each to its handler; buttons that post text (ask, command) are answered as text.
+        self._verbs: dict[Verb, _VerbHandler] = {
+            Verb.INCIDENT_DETAIL: self._detail_click,
+            Verb.CHANGE_PROPOSE: self._propose_click,
+            Verb.CHANGE_CONFIRM: self._confirm_click,
+            Verb.CHANGE_CANCEL: self._cancel_click,
+        }
         self.state = state
         self.runner = runner
         self.memory = memory
@@ -247,14 +266,14 @@ class SentinelBot(TeamsActivityHandler):
     async def _turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool, facts: TurnFacts) -> None:
         data = await self.state.load(context)
         if data.seen(request.activity_id):
-            facts.kind = "duplicate"
+            facts.kind = TurnKind.DUPLICATE
             log.info("activity %s already answered", request.activity_id)
             return
         progress = progress_for(context, request.conversation_type, typing_sent=typing_sent)
         await progress.start()
         try:
             reply = await self._respond(context, data, request, progress, facts)
-        except Exception as error:  # noqa: BLE001 - the user gets a clear message, the log gets the detail
+        except Exception as error:
             facts.error = type(error).__name__
             log.exception("turn failed")
             reply = Reply([replies.error(
@@ -266,7 +285,7 @@ class SentinelBot(TeamsActivityHandler):
             bound(data, self.memory)
         try:
             await self._deliver(context, data, reply, progress)
-        except Exception:  # noqa: BLE001 - the connector failed; keep the conversation's state anyway
+        except Exception:
             facts.error = facts.error or "delivery"
             log.exception("could not deliver the answer")
         await self.state.save(context, data)
@@ -301,48 +320,58 @@ class SentinelBot(TeamsActivityHandler):
 
     async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                        progress: Progress, facts: TurnFacts) -> Reply:
-        action = (request.value or {}).get("action")
-        if action in CARD_CLICKS:
-            facts.kind, facts.command = "card_action", str(action)
-            return await self._card_click(context, data, request, str(action))
-        ended = self._on_new_request(data, request) if action != "incident_detail" else None
-        reply = await self._answer(context, data, request, progress, facts)
+        verb = Verb.of(request.value)
+        handler = self._verbs.get(verb) if verb is not None else None
+        if handler is not None:
+            facts.kind, facts.command = TurnKind.CARD_ACTION, _VERB_COMMANDS.get(verb, str(verb))
+        if verb in (Verb.CHANGE_CONFIRM, Verb.CHANGE_CANCEL) and handler is not None:
+            return await handler(context, data, request, progress, facts)
+        # A new request ends the requester's pending change (looking at details does not).
+        ended = self._on_new_request(data, request) if verb is not Verb.INCIDENT_DETAIL else None
+        reply = await (handler or self._text)(context, data, request, progress, facts)
         if ended is not None and ended.action is not None:
             reply.card_updates.insert(0, (ended.action.card_id, self._outcome_card(ended)))
             if ended.action.card_id is None:
                 reply.activities.insert(0, replies.message(f"{ended.headline} (#{ended.action.change.incident_number})"))
         return reply
 
-    async def _answer(self, context: TurnContext, data: ConversationData, request: TurnRequest, progress: Progress,
-                      facts: TurnFacts) -> Reply:
+    async def _detail_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                            progress: Progress, facts: TurnFacts) -> Reply:
+        command = Command("incident", "get_incident_detail", {"incident_ref": (request.value or {}).get("incident")})
+        return Reply(await self._query(data, command, progress, facts, request))
+
+    async def _propose_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                             progress: Progress, facts: TurnFacts) -> Reply:
+        return await self._propose(context, data, request, _proposed_from_card(request.value or {}))
+
+    async def _text(self, context: TurnContext, data: ConversationData, request: TurnRequest, progress: Progress,
+                    facts: TurnFacts) -> Reply:
+        """Typed text (or a button that posts text): a command, or a question for the model."""
         conversation = data.conversation
-        if request.value and request.value.get("action") == "incident_detail":
-            facts.kind, facts.command = "card_action", "incident"
-            return Reply(await self._command(data, Command("incident", "get_incident_detail",
-                                                           {"incident_ref": request.value.get("incident")}),
-                                             progress, facts, request))
-        if request.value and request.value.get("action") == "change_propose":
-            facts.kind, facts.command = "card_action", "change"
-            return await self._propose(context, data, request, _proposed_from_card(request.value))
         text = request.text or str((request.value or {}).get("text") or "")
-        try:
-            command = parse(text)
-        except CommandError as error:
-            facts.kind = "invalid_command"
-            return Reply([replies.error("I could not read that command", str(error))])
-        if not text or (command is not None and command.name == "help"):
-            facts.kind = "help"
-            return Reply([replies.message(card_list=[cards.help_card()])])
-        if command is not None:
-            facts.kind, facts.command = "command", command.name
-            if command.name == "clear":
-                return Reply([replies.message(await commands.clear(conversation, self.orchestrator))])
-            if command.name == "prefer":
-                return Reply([replies.message(apply_preferences(command, conversation.preferences))])
-            if command.name == "change":
-                return await self._propose(context, data, request, (command.tool or "", command.arguments))
-            return Reply(await self._command(data, command, progress, facts, request))
-        facts.kind, facts.question_length = "question", len(text)
+        routed = await self.commands.route(text, conversation, progress.update)
+        if routed.command is not None:
+            facts.kind, facts.command = TurnKind.COMMAND, routed.command.name
+        match routed.route:
+            case Route.INVALID:
+                facts.kind = TurnKind.INVALID_COMMAND
+                return Reply([replies.error("I could not read that command", routed.text)])
+            case Route.HELP:
+                facts.kind = TurnKind.HELP
+                return Reply([replies.message(card_list=[cards.help_card()])])
+            case Route.CLEARED | Route.PREFERENCES:
+                return Reply([replies.message(routed.text)])
+            case Route.CHANGE:
+                assert routed.command is not None
+                return await self._propose(context, data, request, (routed.command.tool or "", routed.command.arguments))
+            case Route.UNRESOLVED:
+                return Reply([replies.message(f"{routed.text} Ask about an incident by its number instead.")])
+            case Route.QUERY:
+                assert routed.run is not None
+                facts.tool_calls = 1
+                return Reply(replies.command_result(routed.run.artifact, routed.run, conversation.references,
+                                                    self.clock(), changes=self._may_change(request)))
+        facts.kind, facts.question_length = TurnKind.QUESTION, len(text)
         if self.capture_content:
             facts.question = text[:MAX_CAPTURED_CHARS]
         if self.orchestrator is None:
@@ -378,21 +407,28 @@ class SentinelBot(TeamsActivityHandler):
 
     def _add_proposal(self, reply: Reply, proposal: Proposal) -> None:
         if proposal.replaced is not None:
-            replaced = Outcome("cancelled", "Replaced by a newer request.", action=proposal.replaced)
+            replaced = Outcome(OutcomeStatus.CANCELLED, "Replaced by a newer request.", action=proposal.replaced)
             reply.card_updates.append((proposal.replaced.card_id, self._outcome_card(replaced)))
         if proposal.action is None:
-            titles = {"refused": "I can't make that change", "invalid": "I could not prepare that change",
-                      "failed": "I could not prepare that change"}
-            if proposal.status in titles:
-                reply.activities.append(replies.error(titles[proposal.status], proposal.message))
+            title = _PROPOSAL_TITLES.get(proposal.status)
+            if title is not None:
+                reply.activities.append(replies.error(title, proposal.message))
             else:
                 reply.activities.append(replies.message(proposal.message))
             return
         reply.activities.append(replies.message(card_list=[self._confirmation_card(proposal.action)]))
         reply.confirmation = proposal.action
 
-    async def _card_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                          action: str) -> Reply:
+    async def _confirm_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                             progress: Progress, facts: TurnFacts) -> Reply:
+        return await self._decide(context, data, request, confirm=True)
+
+    async def _cancel_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                            progress: Progress, facts: TurnFacts) -> Reply:
+        return await self._decide(context, data, request, confirm=False)
+
+    async def _decide(self, context: TurnContext, data: ConversationData, request: TurnRequest, *,
+                      confirm: bool) -> Reply:
         """Confirm or Cancel on a confirmation card."""
         action_id = str((request.value or {}).get("id") or "")[:64]
         if self.desk is None:
@@ -400,10 +436,10 @@ class SentinelBot(TeamsActivityHandler):
         actor = await self._actor(context, request)
         pending = data.conversation.pending_action
         card_id = (pending.card_id if pending is not None and pending.id == action_id else None) or request.reply_to_id
-        if action == "change_cancel":
-            outcome = self.desk.cancel(data.conversation, action_id, actor)
-        else:
+        if confirm:
             outcome = await self.desk.confirm(data.conversation, action_id, actor)
+        else:
+            outcome = self.desk.cancel(data.conversation, action_id, actor)
         reply = Reply([replies.message(_outcome_text(outcome))])
         if outcome.closes_card:
             reply.card_updates.append((card_id, self._outcome_card(outcome)))
@@ -458,15 +494,22 @@ class SentinelBot(TeamsActivityHandler):
                      email=getattr(member, "email", None) or None)
         return Actor(user, request.conversation_id, request.conversation_type)
 
-    async def _command(self, data: ConversationData, command: Command, progress: Progress,
-                       facts: TurnFacts, request: TurnRequest) -> list[Activity]:
+    async def _query(self, data: ConversationData, command: Command, progress: Progress,
+                     facts: TurnFacts, request: TurnRequest) -> list[Activity]:
         conversation = data.conversation
-        run = await commands.run_command(self.sentinel, conversation, command, progress.update)
+        run = await self.commands.run_query(conversation, command, progress.update)
         if isinstance(run, str):
             return [replies.message(f"{run} Ask about an incident by its number instead.")]
         facts.tool_calls = 1
         return replies.command_result(run.artifact, run, conversation.references, self.clock(),
                                       changes=self._may_change(request))
+
+
+_VerbHandler = Callable[[TurnContext, ConversationData, TurnRequest, Progress, TurnFacts], Awaitable[Reply]]
+_VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change"}  # the turn's command, for telemetry
+_PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
+                    ProposalStatus.INVALID: "I could not prepare that change",
+                    ProposalStatus.FAILED: "I could not prepare that change"}
 
 
 def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -486,4 +529,5 @@ def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def _outcome_text(outcome: Outcome) -> str:
     """The short message that goes with an updated card (the card carries the details)."""
-    return outcome.headline + (f" {outcome.detail}" if outcome.detail and outcome.status != "executed" else "")
+    return outcome.headline + (f" {outcome.detail}" if outcome.detail and outcome.status != OutcomeStatus.EXECUTED
+                               else "")

@@ -22,6 +22,7 @@ from bot.orchestrator import sources
 from bot.orchestrator.loop import TurnResult
 from bot.orchestrator.references import References
 from bot.sentinel.models import QueryError, QueryResult
+from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolRun
 
 MAX_MESSAGE_BYTES = 80_000  # Teams allows ~100 KB; stay well below
@@ -74,7 +75,7 @@ def answer(turn: TurnResult, references: References, now: datetime, *, demo: boo
     ``changes``: incident detail cards carry the buttons that propose changes (other cards ignore it).
     """
     results = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult)]
-    body = [cards.result_card(r, references.ref_for, now, changes=changes) for r in _worth_a_card(results)]
+    body = [TOOLS.card(r, references.ref_for, now, changes=changes) for r in _worth_a_card(results)]
     footer = cards.footer(source_lines(turn.runs), demo=demo or any(r.metadata.is_demo for r in results),
                           disclaimer=turn.disclaimer, notices=list(turn.notices))
     return _pack(safe_markdown(turn.text), body + ([footer] if footer else []))
@@ -90,7 +91,7 @@ def command_result(result: QueryResult | QueryError, run: ToolRun, references: R
         hint = "Try again in a moment." if result.retry_possible else None
         return [message(card_list=[cards.error("That query failed", result.message, hint)])]
     footer = cards.footer(source_lines([run]), demo=result.metadata.is_demo, disclaimer=False, notices=[])
-    return _pack(None, [cards.result_card(result, references.ref_for, now, changes=changes)] + ([footer] if footer else []))
+    return _pack(None, [TOOLS.card(result, references.ref_for, now, changes=changes)] + ([footer] if footer else []))
 
 
 def error(title: str, text: str, hint: str | None = None) -> Activity:

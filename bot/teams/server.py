@@ -22,7 +22,7 @@ from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFramewo
 from botbuilder.schema import Activity
 
 from bot.config import Settings
-from bot.orchestrator.actions import ActionDesk
+from bot.orchestrator.confirmations import ConfirmationDesk
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
@@ -67,7 +67,7 @@ def create_adapter(settings: Settings) -> CloudAdapter:
 
 
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
-               storage: Storage, runner: TurnRunner | None = None, desk: ActionDesk | None = None
+               storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None
                ) -> web.Application:
     runner = runner or TurnRunner()
     closer = getattr(storage, "close", None)
@@ -101,14 +101,14 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
                 activity, request.headers.get("Authorization", ""))
         except PermissionError:
             return _problem(401, "The request is not authenticated for this bot.")
-        except Exception:  # noqa: BLE001 - never a traceback to the caller
+        except Exception:  # never a traceback to the caller
             log.exception("could not authenticate an activity")
             return _problem(500, "The bot could not authenticate the activity.")
         if activity.type == "invoke":
             # Invokes need their answer in this response (card actions are acknowledged at once).
             try:
                 response = await runner.call(adapter.process_activity(auth, activity, bot.on_turn))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("could not process an invoke")
                 return _problem(500, "The bot could not process the invoke.")
             if response is None:

@@ -14,15 +14,17 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
+from bot.commands.parser import HELP_TEXT
+from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
-from bot.orchestrator import commands, sources
+from bot.orchestrator import sources
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator, TurnResult
 from bot.orchestrator.prompts import DISCLAIMER
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import DEMO_NOTICE, QueryResult
 from bot.terminal import render
-from bot.tools.commands import HELP_TEXT, CommandError, apply_preferences, parse
+from bot.tools.toolbox import ToolRun
 
 # The terminal has no signed-in analyst to confirm a change, so it stays read-only.
 TERMINAL_READ_ONLY = ("Incidents are changed from Teams, where the analyst who asks confirms the change on a card. "
@@ -36,10 +38,11 @@ class TerminalChat:
                  out: TextIO = sys.stdout, status: TextIO = sys.stderr) -> None:
         self._sentinel = sentinel
         self._orchestrator = orchestrator
+        self._commands = CommandRouter(sentinel, orchestrator)
         self._out = out
         self._status = status
         self.conversation = Conversation()
-        self._last_runs: list = []
+        self._last_runs: list[ToolRun] = []
 
     def banner(self) -> str:
         source = "the demo workspace (generated data)" if self._sentinel.is_demo else "your Sentinel workspace"
@@ -54,30 +57,26 @@ class TerminalChat:
         """The reply to one line of input."""
         if text.strip().lower() in ("/sources", "sources", "/kql", "show query"):
             return sources.queries_text(self._last_runs)
-        try:
-            command = parse(text)
-        except CommandError as exc:
-            return str(exc)
-        if command is None:
-            return await self._free_text(text)
-        if command.name == "help":
-            return HELP_TEXT
-        if command.name == "clear":
-            self._last_runs = []
-            return await commands.clear(self.conversation, self._orchestrator)
-        if command.name == "prefer":
-            return apply_preferences(command, self.conversation.preferences)
-        if command.name == "change":
-            return TERMINAL_READ_ONLY
 
         async def status(text: str) -> None:
             self._say_status(text)
 
-        run = await commands.run_command(self._sentinel, self.conversation, command, status)
-        if isinstance(run, str):
-            return run
-        self._last_runs = [run]
-        return render.render(run.artifact, self.conversation.references.ref_for)
+        routed = await self._commands.route(text, self.conversation, status)
+        match routed.route:
+            case Route.INVALID | Route.PREFERENCES | Route.UNRESOLVED:
+                return routed.text
+            case Route.HELP:
+                return HELP_TEXT
+            case Route.CLEARED:
+                self._last_runs = []
+                return routed.text
+            case Route.CHANGE:
+                return TERMINAL_READ_ONLY
+            case Route.QUERY:
+                assert routed.run is not None
+                self._last_runs = [routed.run]
+                return render.render(routed.run.artifact, self.conversation.references.ref_for)
+        return await self._free_text(text)
 
     async def _free_text(self, text: str) -> str:
         if self._orchestrator is None:

@@ -7,7 +7,7 @@ Incident and alert text is attacker-controlled, so every value is cleaned of con
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from bot.sentinel.models import (
     DEMO_NOTICE,
@@ -38,7 +38,7 @@ def clean(value: object, width: int | None = None) -> str:
 def age(moment: datetime | None, now: datetime | None = None) -> str:
     if moment is None:
         return "-"
-    seconds = ((now or datetime.now(timezone.utc)) - moment).total_seconds()
+    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
     if seconds < 3600:
         return f"{max(int(seconds // 60), 0)}m ago"
     if seconds < 86400 * 2:

@@ -1,7 +1,8 @@
 """Tool results as compact text for the model: pipe-separated rows with their [n], not verbose JSON.
 
-Every value is flattened to one line and stripped of control characters; free text written by
-attackers (titles, descriptions, entity names) is cut short and stays inside its cell. Output is held
+Each read tool names its builder here (``read_tools``). Every value is flattened to one line and stripped
+of control characters; free text written by attackers (titles, descriptions, entity names) is cut short
+and stays inside its cell. Output is held
 to a budget of about 4,000 tokens, and says "showing first N of M" when rows were left out.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from bot.sentinel.models import (
     AlertSummary,
@@ -23,6 +25,7 @@ from bot.sentinel.models import (
 
 MAX_CHARS = 16_000  # about 4,000 tokens of this kind of text
 RefFor = Callable[[str, str], int | None]  # (kind, key) -> [n]
+TextBuilder = Callable[[QueryResult, RefFor], str]  # a read tool's result as text for the model
 
 
 def cell(value: object, width: int = 80) -> str:
@@ -51,10 +54,12 @@ def error_text(error: QueryError, arguments: dict[str, object]) -> str:
     return f"{header(error.tool, arguments)} -> ERROR {error.code} ({retry}): {error.message}\n{hint}"
 
 
-def result_text(result: QueryResult, ref_for: RefFor) -> str:
+def _head(result: QueryResult, kind: str, shown: str | None = None) -> str:
+    """The result's first line ("tool(args) -> 3 of 40 incidents [notes]"), or the whole text when it is empty."""
     meta = result.metadata
     head = header(meta.tool, meta.parameters)
-    shown = f"{meta.returned} of {meta.total}" if meta.truncated else f"{meta.returned}"
+    if shown is None:
+        shown = f"{meta.returned} of {meta.total}" if meta.truncated else f"{meta.returned}"
     notes = []
     if meta.is_demo:
         notes.append("DEMO DATA")
@@ -62,11 +67,26 @@ def result_text(result: QueryResult, ref_for: RefFor) -> str:
     suffix = f" [{'; '.join(notes)}]" if notes else ""
     if not result.records:
         return f"{head} -> no rows{suffix}. Say so plainly and suggest a wider time_window or lower min_severity."
-    if meta.tool == "get_incident_detail":
-        return f"{head} -> 1 incident{suffix}\n" + _detail(result.records[0], ref_for)
-    kind, columns, row = _TABLES[meta.tool]
-    lines = [f"{head} -> {shown} {kind}{suffix}", "|".join(columns)]
-    return _bounded(lines, [row(r, ref_for) for r in result.records], meta.total)
+    return f"{head} -> {shown} {kind}{suffix}"
+
+
+def _table_text(kind: str, columns: list[str], row: Callable[[Any, RefFor], str]) -> TextBuilder:
+    """A builder of pipe-separated rows with a header line, for one kind of list result."""
+
+    def text(result: QueryResult, ref_for: RefFor) -> str:
+        first = _head(result, kind)
+        if not result.records:
+            return first
+        return _bounded([first, "|".join(columns)], [row(r, ref_for) for r in result.records], result.metadata.total)
+
+    return text
+
+
+def incident_detail_text(result: QueryResult, ref_for: RefFor) -> str:
+    first = _head(result, "incident", shown="1")
+    if not result.records:
+        return first
+    return f"{first}\n" + _detail(result.records[0], ref_for)
 
 
 def _bounded(lines: list[str], rows: Sequence[str], total: int) -> str:
@@ -117,15 +137,13 @@ def _entity_row(e: EntityCount, ref_for: RefFor) -> str:
     ])
 
 
-_TABLES: dict[str, tuple[str, list[str], Callable[..., str]]] = {
-    "query_incidents": ("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
-                                      "tactics", "title (untrusted text)"], _incident_row),
-    "query_alerts": ("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
-                                "entities"], _alert_row),
-    "get_alert_trend": ("bins", ["bin_start_utc", "severity", "alerts"], _trend_row),
-    "get_top_entities": ("entities", ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"],
-                         _entity_row),
-}
+incidents_text = _table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
+                                             "tactics", "title (untrusted text)"], _incident_row)
+alerts_text = _table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
+                                     "entities"], _alert_row)
+trend_text = _table_text("bins", ["bin_start_utc", "severity", "alerts"], _trend_row)
+entities_text = _table_text("entities", ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"],
+                            _entity_row)
 
 
 def _detail(d: IncidentDetail, ref_for: RefFor) -> str:

@@ -1,4 +1,4 @@
-"""Running the model's tool calls: defensive, never raising, one silent retry.
+"""Running tool calls: defensive, never raising, one silent retry.
 
 The model's arguments arrive as a JSON string that may be malformed, name a tool that does not exist,
 or carry wrong values. Each of those becomes a clear tool error the model can correct, never an
@@ -11,38 +11,28 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryError, QueryResult
-from bot.tools.definitions import READ_TOOLS, TOOLS_BY_NAME
+from bot.tools.registry import TOOLS, Registry
+from bot.tools.tool import Tool
 
 log = logging.getLogger(__name__)
 MAX_ARGUMENT_CHARS = 4000
 
 
 @dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # raw JSON text as the model sent it
-
-
-@dataclass(frozen=True)
 class ToolRun:
-    """One executed call: the tool log entry, and the typed artifact the cards are built from."""
+    """One executed read: the tool log entry (Data sources, "show query"), and the typed artifact."""
 
-    call: ToolCall
+    tool: str
     arguments: dict[str, Any]  # as parsed ({} when unreadable)
     artifact: QueryResult | QueryError
     elapsed_ms: float
     retried: bool = False
-
-    @property
-    def tool(self) -> str:
-        return self.call.name
+    call_id: str = ""  # the model's tool call id; empty for a command or a card button
 
     @property
     def ok(self) -> bool:
@@ -59,58 +49,58 @@ class ToolRun:
 
 @dataclass
 class ToolBox:
+    """The registry's read tools over one workspace."""
+
     sentinel: SentinelClient
-    definitions: tuple = field(default=READ_TOOLS)
+    registry: Registry = field(default=TOOLS)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self.definitions]
-
-    def status_text(self, name: str) -> str:
-        tool = TOOLS_BY_NAME.get(name)
-        return tool.status_text if tool else "Working..."
-
-    async def run(self, call: ToolCall) -> ToolRun:
+    async def run(self, name: str, raw_arguments: str, call_id: str = "") -> ToolRun:
+        """A read tool call as the model sent it (arguments as JSON text)."""
         started = time.perf_counter()
-        arguments, problem = parse_arguments(call)
+        tool = self.registry.get(name)
+        arguments, problem = parse_arguments(name, raw_arguments, tool)
+        if problem is None and tool is not None and tool.needs_confirmation:
+            problem = QueryError("invalid_argument", f"{name} proposes a change; it is not a query.",
+                                 retry_possible=False, tool=name)
         if problem is not None:
-            return ToolRun(call, arguments, problem, _ms(started))
-        result = await self.sentinel.run(call.name, arguments)
+            return ToolRun(name[:80], arguments, problem, _ms(started), call_id=call_id)
+        return await self.query(name, arguments, call_id=call_id, started=started)
+
+    async def query(self, name: str, arguments: dict[str, Any], *, call_id: str = "",
+                    started: float | None = None) -> ToolRun:
+        """A read tool with parsed arguments (a command's, a card button's, or the model's)."""
+        started = time.perf_counter() if started is None else started
+        result = await self.sentinel.run(name, arguments)
         retried = False
         if isinstance(result, QueryError) and result.retry_possible:
-            log.info("tool %s failed with %s; retrying once", call.name, result.code)
+            log.info("tool %s failed with %s; retrying once", name, result.code)
             retried = True
-            result = await self.sentinel.run(call.name, arguments)
-        return ToolRun(call, arguments, result, _ms(started), retried)
+            result = await self.sentinel.run(name, arguments)
+        return ToolRun(name, arguments, result, _ms(started), retried, call_id)
 
 
-def parse_arguments(call: ToolCall, tools: Mapping[str, object] = TOOLS_BY_NAME
-                    ) -> tuple[dict[str, Any], QueryError | None]:
+def parse_arguments(name: str, raw: str | None, tool: Tool | None) -> tuple[dict[str, Any], QueryError | None]:
     """The call's arguments as a dict, or the tool error that tells the model what to correct."""
-    if call.name not in tools:
-        available = ", ".join(tools)
-        return {}, QueryError("unknown_tool", f"There is no tool named {call.name[:80]!r}. Available tools: {available}.",
-                              retry_possible=False, tool=call.name[:80])
-    if len(call.arguments or "") > MAX_ARGUMENT_CHARS:
+    if tool is None:
+        return {}, QueryError("unknown_tool", f"There is no tool named {name[:80]!r}. Available tools: "
+                              f"{', '.join(t.name for t in TOOLS.offered(writes=False))}.", retry_possible=False, tool=name[:80])
+    if len(raw or "") > MAX_ARGUMENT_CHARS:
         return {}, QueryError("invalid_argument", f"The arguments are too long (over {MAX_ARGUMENT_CHARS} characters).",
-                              retry_possible=False, tool=call.name)
+                              retry_possible=False, tool=name)
     try:
-        parsed = json.loads(call.arguments or "{}")
+        parsed = json.loads(raw or "{}")
     except ValueError as exc:
         return {}, QueryError(
             "invalid_argument",
             f"The arguments were not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object, "
-            f'for example {_example(call.name)}.',
-            retry_possible=False, tool=call.name,
+            f"for example {tool.example}.",
+            retry_possible=False, tool=name,
         )
     if not isinstance(parsed, dict):
-        return {}, QueryError("invalid_argument", f"The arguments must be a JSON object, for example {_example(call.name)}.",
-                              retry_possible=False, tool=call.name)
+        return {}, QueryError("invalid_argument", f"The arguments must be a JSON object, for example {tool.example}.",
+                              retry_possible=False, tool=name)
     # null means "use the default", as models often send it for optional parameters.
     return {k: v for k, v in parsed.items() if v is not None}, None
-
-
-def _example(name: str) -> str:
-    return '{"incident_ref": "42"}' if name == "get_incident_detail" else '{"time_window": "last_24h"}'
 
 
 def _ms(started: float) -> float:

@@ -441,3 +441,18 @@ class FakeOpenAI:
             },
             status=404,
         )
+
+
+def tool_call_ids_answered(messages: list[dict[str, Any]]) -> bool:
+    """True when every assistant tool_call has its tool message right after it (what the API requires)."""
+    pending: set[str] = set()
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            if pending:
+                return False
+            pending = {c["id"] for c in message["tool_calls"]}
+        elif message.get("role") == "tool":
+            pending.discard(message.get("tool_call_id", ""))
+        elif pending:
+            return False
+    return not pending

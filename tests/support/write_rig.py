@@ -16,7 +16,7 @@ from typing import Any
 from botbuilder.core import MemoryStorage
 
 from bot.config import Settings
-from bot.orchestrator.actions import ActionDesk, WritePolicy
+from bot.orchestrator.confirmations import ConfirmationDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
@@ -57,7 +57,7 @@ class WriteRig:
     arm: FakeArm
     clock: Clock
     incidents: list[IncidentDetail]  # mirrored into the fake ARM endpoint
-    desk: ActionDesk
+    desk: ConfirmationDesk
     app: Any = None
     _server: Any = field(default=None, repr=False)
 
@@ -149,7 +149,7 @@ async def write_rig(tmp_path: Path, sentinel: SentinelClient, *, start: datetime
         incidents = await mirror_incidents(arm, sentinel)
         writer = await runner.call(make_writer())
         runner.add_cleanup(writer.close)
-        desk = ActionDesk(sentinel, writer if enabled else None, WritePolicy(enabled, responders), clock=clock)
+        desk = ConfirmationDesk(sentinel, writer if enabled else None, WritePolicy(enabled, responders), clock=clock)
         orchestrator = None
         if fake_llm is not None:
             if brain is not None:

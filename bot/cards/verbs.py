@@ -1,0 +1,27 @@
+"""What a card button asks the bot to do: the ``action`` in its data, one verb per kind of press.
+
+The Teams handler routes each verb to one handler (its verb table); buttons that post text
+(messageBack: ``ASK``, ``COMMAND``) arrive as typed text and are answered like it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Verb(StrEnum):
+    INCIDENT_DETAIL = "incident_detail"  # the Details button of an incident row
+    CHANGE_PROPOSE = "change_propose"  # Assign to me, Close..., Severity..., Comment..., Reopen
+    CHANGE_CONFIRM = "change_confirm"  # Confirm on a confirmation card
+    CHANGE_CANCEL = "change_cancel"  # Cancel on a confirmation card
+    ASK = "ask"  # a suggested question (messageBack)
+    COMMAND = "command"  # a command button on the help card (messageBack)
+
+    @classmethod
+    def of(cls, value: object) -> Verb | None:
+        """The verb in a button's data, or None for typed text and anything unknown."""
+        action = value.get("action") if isinstance(value, dict) else None
+        try:
+            return cls(action) if isinstance(action, str) else None
+        except ValueError:
+            return None

@@ -1,0 +1,65 @@
+"""The registry: every tool the bot has, read and write, found by name.
+
+The orchestrator offers ``offered(writes=...)`` to the model, shows ``status_text`` while a call runs,
+and renders results with the tool's own ``text`` (for the model) and ``card`` (for Teams). Adding a read
+query is a declaration in ``read_tools`` (plus its query in ``bot.sentinel``); a write action, one in
+``write_tools`` (plus its change kind in ``bot.sentinel.changes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from bot import cards
+from bot.cards.common import Element
+from bot.sentinel.models import QueryError, QueryResult
+from bot.tools.compact import RefFor, error_text
+from bot.tools.read_tools import READ_TOOLS
+from bot.tools.tool import Tool
+from bot.tools.write_tools import WRITE_TOOLS
+
+DEFAULT_STATUS = "Working..."
+
+
+class Registry:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self.tools = tuple(tools)
+        self._by_name = {tool.name: tool for tool in self.tools}
+        if len(self._by_name) != len(self.tools):
+            raise ValueError("two tools share a name")
+
+    def get(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def offered(self, *, writes: bool) -> tuple[Tool, ...]:
+        """The tools the model may call: the read tools, and the write tools where changes can be proposed."""
+        return tuple(t for t in self.tools if writes or not t.needs_confirmation)
+
+    def status_text(self, name: str) -> str:
+        tool = self.get(name)
+        return tool.status_text if tool else DEFAULT_STATUS
+
+    def text(self, result: QueryResult | QueryError, ref_for: RefFor, arguments: dict[str, object]) -> str:
+        """A result as the model reads it: the tool's compact text, or the error and what to do about it."""
+        tool = self.get(result.tool if isinstance(result, QueryError) else result.metadata.tool)
+        if isinstance(result, QueryError) or tool is None or tool.text is None:
+            error = result if isinstance(result, QueryError) else \
+                QueryError("no_text", "This result cannot be shown.", retry_possible=False, tool=result.metadata.tool)
+            return error_text(error, arguments)
+        return tool.text(result, ref_for)
+
+    def card(self, result: QueryResult | QueryError, ref_for: RefFor, now: datetime, *,
+             changes: bool = False) -> Element:
+        """A result as Teams shows it: the tool's card, the "nothing matched" card, or the error card."""
+        name = result.tool if isinstance(result, QueryError) else result.metadata.tool
+        tool = self.get(name)
+        if tool is None or tool.card is None:
+            return cards.error("Unknown result", f"There is no card for results of {name[:60]!r}.", None)
+        return cards.result_card(result, tool.card, ref_for, now, changes=changes)
+
+
+TOOLS = Registry(READ_TOOLS + WRITE_TOOLS)

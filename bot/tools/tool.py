@@ -1,0 +1,66 @@
+"""What a tool is: one object that carries everything about it, read or write.
+
+A tool declares its name and description for the model, its typed parameters (the JSON schema is
+generated from them), the status text the analyst sees while it runs, and what its result becomes:
+compact text for the model and an Adaptive Card for Teams (read tools), or the kind of incident change it
+proposes (write tools, which ``needs_confirmation``: they never run on the model's word, the analyst
+confirms them on a card). The loop and the surfaces look tools up by name in the registry and never keep
+lists of names of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.cards import CardBuilder
+from bot.sentinel.changes import ChangeKind
+from bot.tools.compact import TextBuilder
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    description: str
+    kind: str = "string"  # JSON schema type
+    enum: tuple[str, ...] = ()
+    default: Any = None
+    minimum: int | None = None
+    maximum: int | None = None
+    required: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": self.kind, "description": self.description}
+        if self.enum:
+            schema["enum"] = list(self.enum)
+        if self.default is not None:
+            schema["default"] = self.default
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        return schema
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: tuple[Parameter, ...]
+    status_text: str  # shown to the analyst while the tool runs
+    example: str  # a valid arguments object, quoted back when the model sends unreadable JSON
+    text: TextBuilder | None = None  # read tools: the result as compact text for the model
+    card: CardBuilder | None = None  # read tools: the result as an Adaptive Card
+    change: ChangeKind | None = None  # write tools: the kind of incident change proposed
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """A write tool only proposes; the analyst who asked must confirm on a card before anything changes."""
+        return self.change is not None
+
+    def parameters_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {p.name: p.schema() for p in self.parameters},
+            "required": [p.name for p in self.parameters if p.required],
+        }
