@@ -1,6 +1,6 @@
 """Demo workspace benchmark: dataset size and the median latency of each query.
 
-Run: ./run bench   (or .venv/bin/python bench/bench_demo_queries.py [--runs N] [--seed S])
+Run: ./run bench   (or .venv/bin/python bench/bench_demo_queries.py [--runs N] [--seed S] [--smoke])
 Goal (issue 2): every query under 50 ms median on a 2-core machine.
 """
 
@@ -21,6 +21,7 @@ from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.sentinel.models import QueryResult  # noqa: E402
 
 GOAL_MS = 50.0
+SMOKE_RUNS = 3  # --smoke (CI, tests/test_benchmarks.py): every query, a few runs each; the figures are not meaningful
 CALLS = [
     ("query_incidents", {"time_window": "last_24h"}),
     ("query_incidents", {"time_window": "last_30d", "limit": 100}),
@@ -77,8 +78,12 @@ async def main(runs: int, seed: int) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=42)
-    options = parser.parse_args()
-    sys.exit(asyncio.run(main(options.runs, options.seed)))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per query")
+    parser.add_argument("--seed", type=int, default=42, help="demo workspace seed")
+    parser.add_argument("--smoke", action="store_true", help="a quick run of every query (CI)")
+    options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark
+    runs = SMOKE_RUNS if options.smoke and options.runs == parser.get_default("runs") else options.runs
+    if options.smoke:
+        print(f"SMOKE RUN (--smoke): {runs} runs per query; the figures only show that the benchmark runs")
+    sys.exit(asyncio.run(main(max(2, runs), options.seed)))

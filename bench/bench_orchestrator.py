@@ -1,6 +1,6 @@
 """Orchestrator benchmarks (issue 3): turn time against the critical path, prompt tokens, counting time.
 
-Run: ./run bench   (or .venv/bin/python bench/bench_orchestrator.py [--runs N] [--seed S])
+Run: ./run bench   (or .venv/bin/python bench/bench_orchestrator.py [--runs N] [--seed S] [--smoke])
 
 1. Turn time: a scripted 2-round turn (round 1: three tool calls, round 2: a text answer) through the real
    openai client against the fake Chat Completions server and the real LogsQueryClient against the fake Log
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -29,7 +31,7 @@ import string
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,11 +46,13 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tikto
 import tiktoken  # noqa: E402
 
 from bot.orchestrator.conversation import Conversation  # noqa: E402
-from bot.orchestrator.llm import ChatModel, Completion, create_client  # noqa: E402
-from bot.orchestrator.loop import Orchestrator, Progress, TurnResult  # noqa: E402
+from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
+from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
+from bot.sentinel.models import QueryResult  # noqa: E402
+from bot.tools.registry import Registry  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402
 from tests.support import openai_fake as oa  # noqa: E402
 from tests.support.loganalytics_fake import FakeLogAnalytics  # noqa: E402
@@ -60,6 +64,10 @@ TURN_TIME_GOAL = 1.10
 TOKEN_RATIO_GOAL = 0.33
 # (LLM latency, LA latency) in seconds: the main setting, then a small one where overhead shows more.
 LATENCY_SETTINGS = ((0.300, 0.400), (0.100, 0.100))
+# --smoke: a few seconds that still run every part and print every table (CI runs it: tests/test_benchmarks.py);
+# its figures are not meaningful. The 10-turn investigation (parts 2 and 3) is fast and runs in full.
+SMOKE_RUNS = 2
+SMOKE_LATENCY_SETTINGS = ((0.060, 0.080), (0.020, 0.020))
 PARALLEL_CALLS = (
     ("query_incidents", {"time_window": "last_24h"}),
     ("query_alerts", {"time_window": "last_24h"}),
@@ -68,9 +76,9 @@ PARALLEL_CALLS = (
 
 
 def make_orchestrator(fake: oa.FakeOpenAI, sentinel: SentinelClient, counter: TokenCounter,
-                      policy: MemoryPolicy = MemoryPolicy(), cls: type[Orchestrator] = Orchestrator) -> Orchestrator:
+                      policy: MemoryPolicy = MemoryPolicy()) -> Orchestrator:
     client = create_client(openai_api_key="sk-bench", base_url=f"{fake.endpoint}/v1", max_retries=0)
-    return cls(ChatModel(client, "gpt-4o"), ToolBox(sentinel), Memory(counter, policy), demo=sentinel.is_demo)
+    return Orchestrator(ChatModel(client, "gpt-4o"), ToolBox(sentinel), Memory(counter, policy), demo=sentinel.is_demo)
 
 
 def p90(values: list[float]) -> float:
@@ -109,7 +117,7 @@ async def timed_turn(orchestrator: Orchestrator, fake_llm: oa.FakeOpenAI, fake_l
     return TurnTiming(ended - started, gaps)
 
 
-async def bench_turn_time(runs: int, seed: int) -> bool:
+async def bench_turn_time(runs: int, seed: int, settings: tuple[tuple[float, float], ...]) -> bool:
     print(f"== 1. Turn time: 2-round turn with 3 parallel tools vs the fakes' critical path 2 x LLM + 1 x LA "
           f"(goal median/path <= {TURN_TIME_GOAL:.2f}) ==")
     demo = DemoBackend(seed=seed, clock=lambda: NOW)
@@ -126,7 +134,7 @@ async def bench_turn_time(runs: int, seed: int) -> bool:
                   f"{'p90 ms':>8} {'median/path':>12} {'p90/path':>9}  goal")
             for name, sentinel in clients.items():
                 orchestrator = make_orchestrator(fake_llm, sentinel, TokenCounter())
-                for llm_s, la_s in LATENCY_SETTINGS:
+                for llm_s, la_s in settings:
                     fake_llm.latency_s, fake_la.latency_s = llm_s, la_s
                     critical = 2 * llm_s + la_s
                     # The first turn opens connections and gets a token: shown, not counted.
@@ -254,22 +262,35 @@ class InvestigationBrain:
         raise RuntimeError(f"the brain did not expect a {last['role']} message last")
 
 
-class RawJsonOrchestrator(Orchestrator):
-    """Variant (b): each tool message carries ``json.dumps(result.to_dict())`` instead of the compact text.
+@contextlib.contextmanager
+def raw_json_tool_results(orchestrator: Orchestrator) -> Iterator[None]:
+    """Variant (b): while active, each tool message carries ``json.dumps(result.to_dict())``, not compact text.
 
-    The loop builds tool messages inside ``_run_tools``; this override lets it run unchanged and then swaps
-    the content of the tool messages it just appended (the product code has no seam for the text).
+    Each read tool declares its own ``text`` builder (``bot.tools.read_tools``); this orchestrator's ToolBox gets
+    a copy of the registry whose read tools render raw JSON instead, and nothing else changes (the [n]
+    references are still registered, errors still go through ``compact.error_text``). ``check_raw_json_variant``
+    fails the run loudly if that no longer takes effect (the benchmark would otherwise measure (a) twice).
     """
 
-    async def _run_tools(self, conversation: Conversation, completion: Completion, turn: list[dict[str, Any]],
-                         result: TurnResult, progress: Progress) -> None:
-        first_message, first_run = len(turn), len(result.runs)
-        await super()._run_tools(conversation, completion, turn, result, progress)
-        runs = {run.call.id: run for run in result.runs[first_run:]}
-        for i in range(first_message, len(turn)):
-            run = runs.get(turn[i].get("tool_call_id", ""))
-            if turn[i]["role"] == "tool" and run is not None:
-                turn[i] = {**turn[i], "content": json.dumps(run.artifact.to_dict())}
+    def raw_json(result: QueryResult, ref_for: Any) -> str:
+        return json.dumps(result.to_dict())
+
+    toolbox = orchestrator.tools
+    registry = toolbox.registry
+    toolbox.registry = Registry(dataclasses.replace(tool, text=raw_json) if tool.text else tool
+                                for tool in registry.tools)
+    try:
+        yield
+    finally:
+        toolbox.registry = registry
+
+
+def check_raw_json_variant(fake: oa.FakeOpenAI) -> None:
+    """Variant (b) must really have sent raw JSON: a stale seam would silently measure (a) twice."""
+    contents = [m["content"] for r in fake.chat_requests for m in r.json["messages"] if m.get("role") == "tool"]
+    if not contents or not all(c.lstrip().startswith("{") for c in contents):
+        raise SystemExit("variant (b) sent tool results that are not raw JSON: raw_json_tool_results() in "
+                         "bench/bench_orchestrator.py no longer replaces the loop's tool result text")
 
 
 class PromptTokens:
@@ -344,26 +365,28 @@ async def run_investigation(sentinel: SentinelClient, raw_json: bool) -> Investi
     else:
         policy = MemoryPolicy()
     async with oa.FakeOpenAI(brain=InvestigationBrain(conversation)) as fake:
-        orchestrator = make_orchestrator(fake, sentinel, counter, policy,
-                                         RawJsonOrchestrator if raw_json else Orchestrator)
+        orchestrator = make_orchestrator(fake, sentinel, counter, policy)
         setup_counting = counter.seconds
         turns, transcript = [], []
-        for question in INVESTIGATION:
-            seen, counted = len(fake.chat_requests), counter.seconds
-            started = time.perf_counter()
-            result = await orchestrator.answer(conversation, question.text)
-            wall = time.perf_counter() - started
-            if result.failed or not all(run.ok for run in result.runs):
-                raise SystemExit(f"turn {question.text!r} failed: {result.text}")
-            requests = fake.chat_requests[seen:]
-            parts = dict.fromkeys(PromptTokens.PARTS, 0)
-            for request in requests:
-                for name, count in tokens.count(request.json).items():
-                    parts[name] += count
-            turns.append(TurnFigures(question.text, len(requests), [run.tool for run in result.runs], parts, wall,
-                                     counter.seconds - counted, result.notices))
-            transcript += [result.text] + [run.artifact.records for run in result.runs]
+        with raw_json_tool_results(orchestrator) if raw_json else contextlib.nullcontext():
+            for question in INVESTIGATION:
+                seen, counted = len(fake.chat_requests), counter.seconds
+                started = time.perf_counter()
+                result = await orchestrator.answer(conversation, question.text)
+                wall = time.perf_counter() - started
+                if result.failed or not all(run.ok for run in result.runs):
+                    raise SystemExit(f"turn {question.text!r} failed: {result.text}")
+                requests = fake.chat_requests[seen:]
+                parts = dict.fromkeys(PromptTokens.PARTS, 0)
+                for request in requests:
+                    for name, count in tokens.count(request.json).items():
+                        parts[name] += count
+                turns.append(TurnFigures(question.text, len(requests), [run.tool for run in result.runs], parts,
+                                         wall, counter.seconds - counted, result.notices))
+                transcript += [result.text] + [run.artifact.records for run in result.runs]
         await orchestrator.model.close()
+        if raw_json:
+            check_raw_json_variant(fake)
     return Investigation(turns, setup_counting, transcript)
 
 
@@ -395,8 +418,9 @@ async def bench_investigation(seed: int) -> bool:
     for label, run in (("(a)", built), ("(b)", raw)):
         notices = [f"turn {i}: {n}" for i, t in enumerate(run.turns, 1) for n in t.notices]
         print(f"  notices in {label}: " + ("; ".join(notices) or "none"))
-    print("  (b) is RawJsonOrchestrator: Orchestrator._run_tools overridden in this file to swap the tool message "
-          "text, with MemoryPolicy(compact_old_tool_results=False) and no history trimming")
+    print("  (b) is the same Orchestrator with its tool result text swapped for json.dumps(result.to_dict()) "
+          "(raw_json_tool_results() in this file), MemoryPolicy(compact_old_tool_results=False) and no history "
+          "trimming")
 
     print("== 3. Time spent counting tokens per turn (TokenCounter.seconds, investigation (a), fakes answer at "
           "once, so the share is an upper bound) ==")
@@ -411,8 +435,11 @@ async def bench_investigation(seed: int) -> bool:
     return ratio <= TOKEN_RATIO_GOAL
 
 
-async def main(runs: int, seed: int) -> int:
-    await bench_turn_time(runs, seed)
+async def main(runs: int, seed: int, smoke: bool) -> int:
+    if smoke:
+        print(f"SMOKE RUN (--smoke): {runs} timed turns per row at latencies {SMOKE_LATENCY_SETTINGS}; the figures "
+              "only show that the benchmark runs")
+    await bench_turn_time(runs, seed, SMOKE_LATENCY_SETTINGS if smoke else LATENCY_SETTINGS)
     print()
     await bench_investigation(seed)
     return 0
@@ -422,5 +449,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="timed turns per latency setting")
     parser.add_argument("--seed", type=int, default=7, help="demo workspace seed")
+    parser.add_argument("--smoke", action="store_true", help="a quick run of every part at tiny sizes (CI)")
     options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark
-    sys.exit(asyncio.run(main(max(1, options.runs), options.seed)))
+    runs = SMOKE_RUNS if options.smoke and options.runs == parser.get_default("runs") else options.runs
+    sys.exit(asyncio.run(main(max(1, runs), options.seed, options.smoke)))

@@ -1,6 +1,6 @@
 """Teams surface benchmarks (issue 4): acknowledgement and first-feedback latency, CPU per turn, stored state.
 
-Run: ./run bench   (or .venv/bin/python bench/bench_teams.py [--seed S] [--cpu-turns N])
+Run: ./run bench   (or .venv/bin/python bench/bench_teams.py [--seed S] [--cpu-turns N] [--smoke])
 
 The bot under test runs alone in a child process of this script: the real composition (``create_app`` with
 ``build_orchestrator``, SqliteStorage as in the default STATE_STORE, the demo workspace at a fixed clock)
@@ -20,6 +20,10 @@ work neither counts as the bot's nor shares its event loop. Every timestamp is `
    child process against the same fake connector in the same run. Goal ratio at most 3.
 4. Stored state of one conversation after 10, 20 and 30 turns of questions and commands: the JSON the
    SqliteStorage holds for ``msteams/conversations/<id>``. Goal at most 64 KB.
+
+``--smoke`` runs every part at tiny sizes (``SMOKE``: a few conversations, 0.2 s model calls, 6 state turns) in
+a few seconds plus the children's start-up, so CI can tell that the benchmark still runs
+(tests/test_benchmarks.py); its figures are not meaningful.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -63,7 +67,24 @@ ACK_GOAL_S = 0.050
 FEEDBACK_GOAL_S = 0.300
 CPU_RATIO_GOAL = 3.0
 STATE_GOAL_BYTES = 64 * 1024
-MODEL_LATENCY_S = 1.5
+
+
+@dataclass(frozen=True)
+class Sizes:
+    model_latency_s: float = 1.5  # per model call in parts 1 and 2
+    burst: int = 25  # run A: conversations at once, under the runner's 32 running turns
+    wave: int = 50  # run B: conversations in each of the two waves
+    wave_delay_s: float = 1.0  # run B: wave 2 starts while wave 1 runs
+    steady: int = 100  # run C: conversations arriving over twice a turn's length
+    cpu_conversations: int = 25  # part 3; the bot's streaming progress waits out 1 s between updates
+    cpu_turns: int = 100  # part 3: measured turns per variant
+    state_turns: int = 30  # part 4, reported after each third
+
+
+FULL = Sizes()
+SMOKE = Sizes(model_latency_s=0.2, burst=4, wave=6, wave_delay_s=0.2, steady=12, cpu_conversations=4, cpu_turns=4,
+              state_turns=6)
+
 WAVE_QUESTIONS = (  # each is two model calls around one tool call with the rule-based model
     "what high-severity incidents came in this week?",
     "show me the alerts from the last 24 hours",
@@ -335,17 +356,20 @@ def ack_breakdown(requests: list[Request]) -> str:
 
 
 async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: TrackingConnector,
-                        fake_llm: FakeOpenAI) -> tuple[bool, bool]:
+                        fake_llm: FakeOpenAI, sizes: Sizes) -> tuple[bool, bool]:
+    latency = sizes.model_latency_s
     print(f"== 1. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> first feedback at the "
-          f"connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes {MODEL_LATENCY_S:.1f} s, "
-          f"so a turn is ~{2 * MODEL_LATENCY_S:.1f} s ==")
-    fake_llm.latency_s = MODEL_LATENCY_S
-    steady = 2 * MODEL_LATENCY_S * 2  # 100 arrivals over twice a turn's length: ~50 turns in flight throughout
+          f"connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes {latency:.1f} s, "
+          f"so a turn is ~{2 * latency:.1f} s ==")
+    fake_llm.latency_s = latency
+    steady = 2 * latency * 2  # arrivals over twice a turn's length: about half of them in flight throughout
     runs: list[tuple[str, list[tuple[str, int, float, float]]]] = [
-        ("A", [("25 conversations at once (under the runner's 32 running turns)", 25, 0.0, 0.0)]),
-        ("B", [("wave 1: 50 conversations at once (worst case, a burst)", 50, 0.0, 0.0),
-               ("wave 2: 50 other conversations, 1 s later while wave 1 runs", 50, 1.0, 0.0)]),
-        ("C", [(f"100 conversations arriving over {steady:.0f} s: ~50 turns running at any time", 100, 0.0, steady)]),
+        ("A", [(f"{sizes.burst} conversations at once (under the runner's 32 running turns)", sizes.burst, 0.0, 0.0)]),
+        ("B", [(f"wave 1: {sizes.wave} conversations at once (worst case, a burst)", sizes.wave, 0.0, 0.0),
+               (f"wave 2: {sizes.wave} other conversations, {sizes.wave_delay_s:g} s later while wave 1 runs",
+                sizes.wave, sizes.wave_delay_s, 0.0)]),
+        ("C", [(f"{sizes.steady} conversations arriving over {steady:.1f} s: ~{sizes.steady // 2} turns running "
+                "at any time", sizes.steady, 0.0, steady)]),
     ]
     print(f"{'run / wave':<66} {'ack p50':>7} {'p99':>6} {'max':>6} | {'feedback p50':>12} {'p99':>7} {'max':>7} "
           f"{'<=300ms':>7} | {'answered':>8} {'last answer s':>13}")
@@ -383,8 +407,9 @@ async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: T
         print(f"   run {run_name}: {time.monotonic() - started:.2f} s from the first POST to the last state saved")
     fake_llm.latency_s = 0.0
     verdicts = []
-    for run_name, what in (("C", "steady state, ~50 concurrent conversations (the goal's scenario)"),
-                           ("B", "a burst of 50 simultaneous requests, then 50 more (worst case)")):
+    scenarios = (("C", f"steady state, ~{sizes.steady // 2} concurrent conversations (the goal's scenario)"),
+                 ("B", f"a burst of {sizes.wave} simultaneous requests, then {sizes.wave} more (worst case)"))
+    for run_name, what in scenarios:
         requests, feedback, answered = measured[run_name]
         acks = [r.ack for r in requests]
         ack_p99, feedback_p99 = pct(acks, 99), pct(feedback, 99)
@@ -441,8 +466,8 @@ def retry_policy_cpu_ms() -> float:
 
 
 async def bench_cpu(session: aiohttp.ClientSession, bot: Child, echo: Child, connector: TrackingConnector,
-                    turns: int) -> bool:
-    conversations = 25  # the bot's streaming progress waits out 1 s between updates, so turns overlap
+                    turns: int, conversations: int) -> bool:
+    # The bot's streaming progress waits out 1 s between updates, so the conversations' turns overlap.
     turns_each = max(1, turns // conversations)
     total = conversations * turns_each
     print(f"== 3. CPU per turn in the bot's own process vs the minimal botbuilder echo bot, {total} turns each "
@@ -507,29 +532,31 @@ def part_sizes(item: dict[str, Any]) -> dict[str, int]:
 
 
 async def bench_state(session: aiohttp.ClientSession, bot: Child, connector: TrackingConnector,
-                      db: Path) -> tuple[bool, list[str]]:
-    """Runs the 30 turns and returns the report's lines (printed by the caller, after part 3)."""
-    lines = [f"== 4. Stored state of one conversation after 10, 20 and 30 turns (SqliteStorage, the stored JSON of "
+                      db: Path, turns: int) -> tuple[bool, list[str]]:
+    """Runs the turns and returns the report's lines (printed by the caller, after part 3)."""
+    checkpoints = sorted({max(1, round(turns * k / 3)) for k in (1, 2, 3)})
+    shown = ", ".join(map(str, checkpoints[:-1])) + f" and {checkpoints[-1]}" if len(checkpoints) > 1 else str(turns)
+    lines = [f"== 4. Stored state of one conversation after {shown} turns (SqliteStorage, the stored JSON of "
              f"msteams/conversations/<id>; goal <= {STATE_GOAL_BYTES // 1024} KB = {STATE_GOAL_BYTES} bytes) ==",
              f"{'turns':>5} {'bytes':>7} {'KB':>6} {'history msgs':>12} {'user turns kept':>15}  largest parts (bytes)"]
     conversation = "a:bench-state-alice"
     ok, errors, size = True, 0, 0
     started = time.monotonic()
-    for turn, text in enumerate(STATE_QUESTIONS * 3, 1):
+    for turn, text in enumerate(itertools.islice(itertools.cycle(STATE_QUESTIONS), turns), 1):
         await post(session, bot.messages_url, connector, conversation, text)
         answers = await connector.wait_finals(conversation, turn)
         errors += failed(answers[-1])
-        if turn % 10 == 0:
+        if turn in checkpoints:
             await bot.wait_idle(session)
             size, item = stored_state(db, conversation)
             history = (item.get(STATE_PROPERTY) or {}).get("conversation", {}).get("history", [])
-            users = sum(m.get("role") == "user" for m in history)
+            users = sum(m.get("type") == "user" for m in history)  # stored history items (version 2)
             largest = sorted(part_sizes(item).items(), key=lambda kv: -kv[1])[:4]
             ok = size <= STATE_GOAL_BYTES
             lines.append(f"{turn:>5} {size:>7} {size / 1024:>6.1f} {len(history):>12} {users:>15}  "
                          + ", ".join(f"{k} {v}" for k, v in largest))
-    lines.append(f"After 30 turns: {size} bytes ({size / 1024:.1f} KB); goal <= {STATE_GOAL_BYTES // 1024} KB: "
-                 f"{'met' if ok else 'NOT met'}. {errors} error answers; the 30 turns took "
+    lines.append(f"After {turns} turns: {size} bytes ({size / 1024:.1f} KB); goal <= {STATE_GOAL_BYTES // 1024} KB: "
+                 f"{'met' if ok else 'NOT met'}. {errors} error answers; the {turns} turns took "
                  f"{time.monotonic() - started:.1f} s (a second bot process, run alongside part 3).")
     lines.append("   'user turns kept' counts the questions still in the history (only model questions are kept "
                  "there; commands are not). The product bounds the state at bot.teams.state.MAX_STATE_BYTES = "
@@ -540,8 +567,10 @@ async def bench_state(session: aiohttp.ClientSession, bot: Child, connector: Tra
 # ---------------------------------------------------------------------------------------------------------
 
 
-async def main(seed: int, cpu_turns: int) -> int:
+async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
     began = time.monotonic()
+    if smoke:
+        print(f"SMOKE RUN (--smoke): {sizes}; the figures only show that the benchmark runs")
     with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
         workdir = Path(tmp)
         connector = await TrackingConnector().start()
@@ -563,13 +592,13 @@ async def main(seed: int, cpu_turns: int) -> int:
                 await connector.wait_finals("a:bench-warmup", 2)
                 await bot.wait_idle(session)
                 print()
-                await bench_latency(session, bot, connector, fake_llm)
+                await bench_latency(session, bot, connector, fake_llm, sizes)
                 print()
                 # Part 4 is paced by the bot's one-update-per-second progress, not by CPU: it runs meanwhile, in
                 # its own process, so part 3's CPU figures do not include it.
                 state = asyncio.create_task(bench_state(session, state_bot, connector,
-                                                        workdir / "state-bot-state.db"))
-                await bench_cpu(session, bot, echo, connector, cpu_turns)
+                                                        workdir / "state-bot-state.db", sizes.state_turns))
+                await bench_cpu(session, bot, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
                 print()
                 _, lines = await state
                 print("\n".join(lines))
@@ -589,7 +618,8 @@ async def main(seed: int, cpu_turns: int) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7, help="demo workspace seed")
-    parser.add_argument("--cpu-turns", type=int, default=100, help="measured turns per variant in part 3")
+    parser.add_argument("--cpu-turns", type=int, default=FULL.cpu_turns, help="measured turns per variant in part 3")
+    parser.add_argument("--smoke", action="store_true", help="a quick run of every part at tiny sizes (CI)")
     parser.add_argument("--child", choices=("bot", "echo"), help=argparse.SUPPRESS)
     parser.add_argument("--model-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--state-db", default="", help=argparse.SUPPRESS)
@@ -597,4 +627,7 @@ if __name__ == "__main__":
     if options.child:
         asyncio.run(serve_child(options.child, options.model_url, options.state_db, options.seed))
         sys.exit(0)
-    sys.exit(asyncio.run(main(options.seed, max(25, options.cpu_turns))))
+    sizes = SMOKE if options.smoke else FULL
+    if options.cpu_turns != parser.get_default("cpu_turns"):
+        sizes = replace(sizes, cpu_turns=max(sizes.cpu_conversations, options.cpu_turns))
+    sys.exit(asyncio.run(main(options.seed, sizes, options.smoke)))

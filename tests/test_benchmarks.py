@@ -1,0 +1,92 @@
+"""The benchmarks still run: each ``bench/bench_*.py --smoke`` exits 0 and prints its figures.
+
+``--smoke`` runs every part of a benchmark at tiny sizes, so a change that breaks a benchmark (a renamed seam,
+a changed signature) fails here instead of in the next ``./run bench``. The figures themselves are not checked:
+smoke sizes say nothing about performance; only that each table and goal line is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+SHARED = ROOT.parent / "shared"
+TIMEOUT_S = 180  # generous: a smoke run takes seconds, but the Teams one starts three Python processes
+
+NUMBER = r"\d+(?:\.\d+)?"
+VERDICT = r"(?:met|NOT met)"
+# Lines each benchmark must print (regular expressions, searched in its stdout).
+EXPECTED = {
+    "bench_demo_queries.py": [
+        r"Demo workspace \(seed \d+\): \d+ incidents in \d+ incident rows, \d+ alerts in \d+ alert rows",
+        r"query +arguments +rows +median ms +p90 ms",
+        *(rf"(?m)^{tool} .* \d+ +{NUMBER} +{NUMBER}$" for tool in ("query_incidents", "get_incident_detail",
+                                                                   "query_alerts", "get_alert_trend",
+                                                                   "get_top_entities")),
+        rf"Slowest median {NUMBER} ms; goal every query under 50 ms median: {VERDICT}",
+    ],
+    "bench_orchestrator.py": [
+        r"== 1\. Turn time: 2-round turn with 3 parallel tools",
+        r"median/path +p90/path +goal",
+        rf"(?m)^LogsQueryClient +{NUMBER} .* {NUMBER} +{NUMBER} +{VERDICT}$",
+        rf"overhead {NUMBER} = before 1st model call {NUMBER}",
+        r"Goal median/path <= 1\.10 met in \d of 2 rows",
+        r"== 2\. Prompt tokens of a 10-turn investigation",
+        rf"(?m)^ +10 Thanks\. What should I hand over .* \d+ +\d+ +{NUMBER}$",
+        rf"Total prompt tokens over \d+ model calls: \(a\) \d+, \(b\) \d+; a/b = {NUMBER}; goal <= 0\.33: {VERDICT}",
+        rf"tool results alone: a/b = {NUMBER}",
+        r"== 3\. Time spent counting tokens per turn",
+        rf"Counting: total {NUMBER} ms over 10 turns",
+    ],
+    "bench_teams.py": [
+        r"Bot process pid \d+ .* started in",
+        r"== 1\. HTTP acknowledgement .* 2\. request -> first feedback",
+        *(rf"(?m)^{run} .* \| +\d+/\d+ +{NUMBER}$" for run in ("A", "B", "C")),
+        (rf"1\. Ack \(client side, POST sent -> response\): p50 {NUMBER} ms, p99 {NUMBER} ms, max {NUMBER} ms; "
+         rf"goal p99 < 50 ms: {VERDICT}"),
+        rf"2\. First feedback .* goal p99 < 300 ms: {VERDICT}",
+        r"== 3\. CPU per turn in the bot's own process vs the minimal botbuilder echo bot",
+        rf"(?m)^echo bot \(tests/support/echo_bot\.py\) +{NUMBER} +1\.00 ",
+        rf"(?m)^bot, command \"incidents 24h\" +{NUMBER} +{NUMBER} +{NUMBER} +{VERDICT}$",
+        rf"(?m)^bot, model question .* +{NUMBER} +{NUMBER} +{NUMBER} +{VERDICT}$",
+        r"== 4\. Stored state of one conversation after",
+        r"(?m)^ +\d+ +\d+ +\d+\.\d +\d+ +[1-9]\d* +conversation\.",  # a row with user turns kept: the format is read
+        rf"After \d+ turns: \d+ bytes \({NUMBER} KB\); goal <= 64 KB: {VERDICT}\. 0 error answers",
+        r"Benchmark took",
+    ],
+}
+
+
+def benchmarks() -> list[str]:
+    return sorted(path.name for path in BENCH.glob("bench_*.py"))
+
+
+def test_every_benchmark_has_expected_figures() -> None:
+    assert benchmarks() == sorted(EXPECTED), "add the new benchmark's figure lines to EXPECTED"
+
+
+@pytest.mark.parametrize("name", benchmarks())
+def test_benchmark_smoke_run(name: str) -> None:
+    env = dict(os.environ)
+    if "TIKTOKEN_CACHE_DIR" not in env and (SHARED / "tiktoken").is_dir():
+        env["TIKTOKEN_CACHE_DIR"] = str(SHARED / "tiktoken")  # offline, as in conftest.py and ./run
+    try:
+        done = subprocess.run([sys.executable, str(BENCH / name), "--smoke"], cwd=ROOT, env=env, check=False,
+                              capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as timeout:
+        pytest.fail(f"{name} --smoke took over {TIMEOUT_S} s; output so far:\n{timeout.stdout}\n{timeout.stderr}")
+    report = f"{name} --smoke exited {done.returncode}\n--- stdout\n{done.stdout[-6000:]}\n--- stderr\n" \
+             f"{done.stderr[-6000:]}"
+    assert done.returncode == 0, report
+    assert "SMOKE RUN" in done.stdout, report
+    missing = [pattern for pattern in EXPECTED.get(name, []) if not re.search(pattern, done.stdout)]
+    assert not missing, f"lines not printed: {missing}\n{report}"
+    # Every turn a benchmark sends must be answered; an error answer means the bot broke under it.
+    assert not re.search(r"(?<!\b0 )error answers", done.stdout), report
