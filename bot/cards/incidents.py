@@ -199,7 +199,8 @@ def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> lis
     facts = []
     for kind, members in groups.items():
         for index, entity in enumerate(members):
-            label = f"{ref(ref_for, 'entity', f'{entity.type}:{entity.value}')} {_unbroken(plain(entity.value, 60))}".strip()
+            entity_ref = ref(ref_for, "entity", f"{entity.type}:{entity.value}")
+            label = f"{entity_ref} {_unbroken(plain(entity.value, 60))}".strip()
             title = _TYPE_LABELS.get(kind) or plain(kind, 24).capitalize()
             facts.append({"title": title if index == 0 else "", "value": label})
     shown = min(len(entities), limit)

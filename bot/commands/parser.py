@@ -52,7 +52,8 @@ CLOSE_USAGE = ('Usage: close [n] <classification>: <why>. classification: false 
                'positive: pen test".')
 
 _CHANGE_USAGE = {
-    "assign": 'Assign which incident to whom? Usage: assign [n] to me (or to alice@contoso.com), e.g. "assign [2] to me".',
+    "assign": ('Assign which incident to whom? Usage: assign [n] to me (or to alice@contoso.com), '
+               'e.g. "assign [2] to me".'),
     "close": CLOSE_USAGE,
     "reopen": 'Reopen which incident? Usage: reopen [n], e.g. "reopen [3]".',
     "severity": 'Usage: severity [n] high|medium|low|informational, e.g. "severity [2] high".',

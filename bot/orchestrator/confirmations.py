@@ -193,8 +193,9 @@ class ConfirmationDesk:
             return pending
         if not same_user(actor.user, pending.requester):
             self._audit("confirm_refused", actor, pending, result="not_requester")
-            return Outcome(OutcomeStatus.REFUSED, f"Only {pending.requester.label} can confirm this change: they asked for it. "
-                                      "To make a change yourself, ask me.")
+            return Outcome(OutcomeStatus.REFUSED,
+                           f"Only {pending.requester.label} can confirm this change: they asked for it. "
+                           "To make a change yourself, ask me.")
         if pending.expired(self.clock()):
             return self._close(conversation, actor, pending, OutcomeStatus.EXPIRED,
                                "Expired: not confirmed within 5 minutes. Ask again to redo it.")
@@ -222,8 +223,9 @@ class ConfirmationDesk:
                 except WriteError as again:
                     error = again
             return self._failed(conversation, actor, pending, error)
-        outcome = Outcome(OutcomeStatus.EXECUTED, f"Done: {pending.change.summary()} on #{current.number}.", action=pending,
-                          after=after, sent=sent, audit_comment=audit_comment, confirmed_by=actor.user.label)
+        outcome = Outcome(OutcomeStatus.EXECUTED, f"Done: {pending.change.summary()} on #{current.number}.",
+                          action=pending, after=after, sent=sent, audit_comment=audit_comment,
+                          confirmed_by=actor.user.label)
         try:
             await writer.add_comment(current.name, comment_id, audit_comment)
         except WriteError as error:
@@ -242,7 +244,8 @@ class ConfirmationDesk:
             return pending
         if not same_user(actor.user, pending.requester):
             self._audit("cancel_refused", actor, pending, result="not_requester")
-            return Outcome(OutcomeStatus.REFUSED, f"Only {pending.requester.label} can cancel this change: they asked for it.")
+            return Outcome(OutcomeStatus.REFUSED,
+                           f"Only {pending.requester.label} can cancel this change: they asked for it.")
         return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED, f"Cancelled by {actor.user.label}.")
 
     def on_new_request(self, conversation: Conversation, actor: Actor) -> Outcome | None:
@@ -270,8 +273,9 @@ class ConfirmationDesk:
         done = conversation.finished(action_id)
         if done is not None:
             return Outcome(OutcomeStatus.ALREADY, f"Already handled, nothing more to do. {done.headline}")
-        return Outcome(OutcomeStatus.NOT_PENDING, "That change is no longer waiting for confirmation (a newer request replaced "
-                                      "it, or it was cleared). Ask again to redo it.")
+        return Outcome(OutcomeStatus.NOT_PENDING,
+                       "That change is no longer waiting for confirmation (a newer request replaced "
+                       "it, or it was cleared). Ask again to redo it.")
 
     def _close(self, conversation: Conversation, actor: Actor, pending: PendingAction, status: OutcomeStatus,
                headline: str, detail: str | None = None) -> Outcome:
@@ -284,9 +288,11 @@ class ConfirmationDesk:
         """The incident changed since the card was shown: ask again with its new state (or stop, if the
         change is no longer needed)."""
         if pending.change.is_noop_for(current):
-            return self._close(conversation, actor, pending, OutcomeStatus.NOOP, f"Nothing to change: #{current.number} "
+            return self._close(conversation, actor, pending, OutcomeStatus.NOOP,
+                               f"Nothing to change: #{current.number} "
                                f"already has {_current(pending.change, current)} (someone else changed it).")
-        conversation.finish_action(pending.id, OutcomeStatus.SUPERSEDED, "The incident changed; a new confirmation was shown")
+        conversation.finish_action(pending.id, OutcomeStatus.SUPERSEDED,
+                                   "The incident changed; a new confirmation was shown")
         self._audit("superseded", actor, pending, result="conflict")
         now = self.clock()
         renewed = PendingAction(uuid.uuid4().hex, pending.change, pending.requester, current, now,
@@ -294,11 +300,13 @@ class ConfirmationDesk:
         conversation.pending_action = renewed
         self._audit("proposed", actor, renewed, source="conflict", result="pending")
         changed = [f"{name} {was or '(none)'} -> {now_ or '(none)'}"
-                   for (name, was), now_ in zip(pending.incident.fields().items(), current.fields().values())
+                   for (name, was), now_ in zip(pending.incident.fields().items(), current.fields().values(),
+                                                strict=True)
                    if was != now_]
         detail = ("Changed meanwhile: " + "; ".join(changed) + ".") if changed else None
-        return Outcome(OutcomeStatus.SUPERSEDED, f"#{current.number} changed since you asked, so nothing was written. Check its "
-                                     "new state on the new card and confirm again.", detail=detail, action=pending,
+        return Outcome(OutcomeStatus.SUPERSEDED,
+                       f"#{current.number} changed since you asked, so nothing was written. Check its "
+                       "new state on the new card and confirm again.", detail=detail, action=pending,
                        renewed=renewed)
 
     def _failed(self, conversation: Conversation, actor: Actor, pending: PendingAction, error: WriteError) -> Outcome:
@@ -306,7 +314,8 @@ class ConfirmationDesk:
         log.debug("incident change failure detail: %s", error.detail)
         if error.retry_possible:
             self._audit("failed", actor, pending, result="retry", error=error.kind)
-            return Outcome(OutcomeStatus.RETRY, f"Not done yet: {error.message} Press Confirm again to retry.", action=pending)
+            return Outcome(OutcomeStatus.RETRY, f"Not done yet: {error.message} Press Confirm again to retry.",
+                           action=pending)
         return self._close(conversation, actor, pending, OutcomeStatus.FAILED, "Not done: Sentinel refused the change.",
                            detail=error.message)
 

@@ -213,9 +213,9 @@ class ChatModel:
         if choice.finish_reason == "content_filter":
             raise LLMError(LLMErrorKind.CONTENT_FILTER, _CONTENT_FILTER_MESSAGE)
         calls = [
-            ToolCall(id=c.id or f"call_{i}", name=c.function.name or "", arguments=c.function.arguments or "")
+            ToolCall(id=c.id or f"call_{i}", name=function.name or "", arguments=function.arguments or "")
             for i, c in enumerate(message.tool_calls or [])
-            if getattr(c, "function", None) is not None  # custom (non-function) tool calls are not ours
+            if (function := getattr(c, "function", None)) is not None  # custom (non-function) tool calls are not ours
         ]
         usage = getattr(response, "usage", None)
         return Completion(

@@ -42,7 +42,8 @@ class References:
     last_incident: str | None = None  # the incident most recently looked at ("that incident")
 
     def __post_init__(self) -> None:
-        self._by_key = {(r.kind, r.key): r for r in self.items}
+        # Keyed by (kind, key); RefKind is a StrEnum, so a plain "incident" finds RefKind.INCIDENT's entry.
+        self._by_key: dict[tuple[str, str], Reference] = {(r.kind, r.key): r for r in self.items}
 
     def ref_for(self, kind: str, key: str) -> int | None:
         item = self._by_key.get((kind, key))

@@ -34,17 +34,20 @@ def sources(runs: Sequence[ToolRun]) -> list[Source]:
     out = []
     for run in runs:
         artifact = run.artifact
-        ok = isinstance(artifact, QueryResult)
-        shown_arguments = artifact.metadata.parameters if ok else run.arguments
+        if isinstance(artifact, QueryResult):
+            shown_arguments, total, error, demo = (artifact.metadata.parameters, artifact.metadata.total, None,
+                                                   artifact.metadata.is_demo)
+        else:
+            shown_arguments, total, error, demo = run.arguments, 0, artifact.code, False
         out.append(Source(
             tool=run.tool,
             arguments=", ".join(f"{k}={v}" for k, v in shown_arguments.items()),
             rows=run.rows,
-            total=artifact.metadata.total if ok else 0,
+            total=total,
             elapsed_ms=run.elapsed_ms,
             kql=run.kql,
-            error=None if ok else artifact.code,
-            demo=ok and artifact.metadata.is_demo,
+            error=error,
+            demo=demo,
         ))
     return out
 

@@ -1,10 +1,11 @@
 """Incident changes: what a write action asks for, and the incident as Sentinel's REST API returns it.
 
-The write side of the data layer (docs/sentinel-incident-write-api.md). A change is validated data:
-enums from Sentinel's API spec, one field group per kind, closing only with a classification, its
-reason where Sentinel requires one, and a comment. ``apply_to`` turns it into the properties of the
-full-replace PUT (Sentinel resends title, severity and status on every update), so the ARM writer
-and the demo writer change an incident the same way.
+The write side of the data layer (Microsoft Learn REST reference: Incidents - Create Or Update and
+Incident Comments - Create Or Update, in Azure/azure-rest-api-specs specification/securityinsights).
+A change is validated data: enums from Sentinel's API spec, one field group per kind, closing only
+with a classification, its reason where Sentinel requires one, and a comment. ``apply_to`` turns it
+into the properties of the full-replace PUT (Sentinel resends title, severity and status on every
+update), so the ARM writer and the demo writer change an incident the same way.
 """
 
 from __future__ import annotations
@@ -307,7 +308,8 @@ class IncidentSnapshot:
     @classmethod
     def from_api(cls, resource: dict[str, Any]) -> IncidentSnapshot:
         """From an ARM incident resource ({name, etag, properties: {...}})."""
-        props = resource.get("properties") if isinstance(resource.get("properties"), dict) else {}
+        raw_props = resource.get("properties")
+        props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         return cls(name=str(resource.get("name") or ""), etag=str(resource.get("etag") or ""),
                    number=int(props.get("incidentNumber") or 0), title=str(props.get("title") or ""),
                    severity=str(props.get("severity") or ""), status=str(props.get("status") or ""),

@@ -2,9 +2,10 @@
 
 GET the incident with its etag, PUT it back whole with the change made (Sentinel replaces every
 property, and refuses a stale etag: someone changed the incident since the analyst confirmed), PUT a
-comment under an id the caller chose (docs/sentinel-incident-write-api.md). One azure-core pipeline:
-a bearer token for ARM from the shared credential, a bounded retry of 429/5xx that honours
-Retry-After up to a cap, and a deadline per operation, retries included.
+comment under an id the caller chose (Microsoft Learn REST reference: Incidents - Create Or Update and
+Incident Comments - Create Or Update, in Azure/azure-rest-api-specs specification/securityinsights).
+One azure-core pipeline: a bearer token for ARM from the shared credential, a bounded retry of 429/5xx
+that honours Retry-After up to a cap, and a deadline per operation, retries included.
 
 Retrying a PUT is safe: an update carries the etag (if the first attempt landed, the retry is refused
 as a conflict, never applied twice) and a comment's id is client-chosen (a retry rewrites the same

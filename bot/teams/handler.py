@@ -10,6 +10,7 @@ once. Failures become a message that says what happened and gives a reference id
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -56,7 +57,9 @@ Clock = Callable[[], datetime]
 class _MessageInvokeResponse(Model):
     """adaptiveCard/action response of type message (its value is a string, which the SDK's model forbids)."""
 
-    _attribute_map = {
+    # Declared as msrest's Model declares it (an instance variable, so ClassVar would not type-check); it is
+    # the class-level serialization map msrest reads, never mutated.
+    _attribute_map: dict[str, dict[str, Any]] = {  # noqa: RUF012
         "status_code": {"key": "statusCode", "type": "int"},
         "type": {"key": "type", "type": "str"},
         "value": {"key": "value", "type": "str"},
@@ -219,7 +222,8 @@ class SentinelBot(TeamsActivityHandler):
         if activity.name != "adaptiveCard/action":
             return await super().on_invoke_activity(turn_context)
         value = activity.value if isinstance(activity.value, dict) else {}
-        action = value.get("action") if isinstance(value.get("action"), dict) else {}
+        raw_action = value.get("action")
+        action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}
         data = dict(action.get("data") or {})
         if action.get("verb"):
             data.setdefault("action", action["verb"])
@@ -300,7 +304,7 @@ class SentinelBot(TeamsActivityHandler):
             activities = [replies.message("Done.")]
         sent_id = await progress.finish(activities[0])
         for extra in activities[1:]:
-            response = await send_with_retry(lambda extra=extra: context.send_activity(extra))
+            response = await send_with_retry(functools.partial(context.send_activity, extra))
             sent_id = getattr(response, "id", None)
         pending = data.conversation.pending_action
         if reply.confirmation is not None and pending is not None and pending.id == reply.confirmation.id:
@@ -322,7 +326,7 @@ class SentinelBot(TeamsActivityHandler):
                        progress: Progress, facts: TurnFacts) -> Reply:
         verb = Verb.of(request.value)
         handler = self._verbs.get(verb) if verb is not None else None
-        if handler is not None:
+        if verb is not None and handler is not None:
             facts.kind, facts.command = TurnKind.CARD_ACTION, _VERB_COMMANDS.get(verb, str(verb))
         if verb in (Verb.CHANGE_CONFIRM, Verb.CHANGE_CANCEL) and handler is not None:
             return await handler(context, data, request, progress, facts)
@@ -332,7 +336,8 @@ class SentinelBot(TeamsActivityHandler):
         if ended is not None and ended.action is not None:
             reply.card_updates.insert(0, (ended.action.card_id, self._outcome_card(ended)))
             if ended.action.card_id is None:
-                reply.activities.insert(0, replies.message(f"{ended.headline} (#{ended.action.change.incident_number})"))
+                reply.activities.insert(
+                    0, replies.message(f"{ended.headline} (#{ended.action.change.incident_number})"))
         return reply
 
     async def _detail_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
@@ -363,7 +368,8 @@ class SentinelBot(TeamsActivityHandler):
                 return Reply([replies.message(routed.text)])
             case Route.CHANGE:
                 assert routed.command is not None
-                return await self._propose(context, data, request, (routed.command.tool or "", routed.command.arguments))
+                return await self._propose(context, data, request,
+                                           (routed.command.tool or "", routed.command.arguments))
             case Route.UNRESOLVED:
                 return Reply([replies.message(f"{routed.text} Ask about an incident by its number instead.")])
             case Route.QUERY:
@@ -515,7 +521,8 @@ _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
 def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A change button on a card: its tool and arguments, with the card's inputs (classification, comment,
     severity) filled in by the analyst."""
-    arguments = dict(value.get("arguments")) if isinstance(value.get("arguments"), dict) else {}
+    raw_arguments = value.get("arguments")
+    arguments: dict[str, Any] = dict(raw_arguments) if isinstance(raw_arguments, dict) else {}
     for name in ("status", "classification", "classification_reason", "comment", "severity", "assignee"):
         if isinstance(value.get(name), str) and value[name].strip():
             arguments[name] = value[name]

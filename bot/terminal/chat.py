@@ -141,7 +141,12 @@ class _LineReader:
                 line: str | None = self._read_line(prompt)
             except (EOFError, KeyboardInterrupt):
                 line = None
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(line))
+
+            def deliver() -> None:
+                if not future.done():
+                    future.set_result(line)
+
+            loop.call_soon_threadsafe(deliver)
 
         threading.Thread(target=read, name="terminal-input", daemon=True).start()
         return await future

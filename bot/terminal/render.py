@@ -48,9 +48,9 @@ def age(moment: datetime | None, now: datetime | None = None) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in rows]
     return "\n".join(lines)
 
 
@@ -76,8 +76,8 @@ def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | No
 
 def incidents(records: Sequence[Incident], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
-        [_ref(ref_for, "incident", str(i.number)), f"#{i.number}", SEVERITY_SHORT.get(i.severity, clean(i.severity, 6)), clean(i.status, 8),
-         clean(i.owner or "Unassigned", 18), age(i.created, now), clean(i.title, 60)]
+        [_ref(ref_for, "incident", str(i.number)), f"#{i.number}", SEVERITY_SHORT.get(i.severity, clean(i.severity, 6)),
+         clean(i.status, 8), clean(i.owner or "Unassigned", 18), age(i.created, now), clean(i.title, 60)]
         for i in records
     ]
     return table(["", "Incident", "Sev", "Status", "Owner", "Created", "Title"], rows)
@@ -89,7 +89,8 @@ def incident_detail(detail: IncidentDetail, ref_for: RefFor, now: datetime | Non
         f"{_ref(ref_for, 'incident', str(i.number))} Incident #{i.number}: {clean(i.title, 120)}".strip(),
         f"  Severity {i.severity} | Status {i.status} | Owner {clean(i.owner or 'Unassigned', 40)}",
         f"  Created {age(i.created, now)} | Last update {age(i.last_modified, now)}"
-        + (f" | Closed as {i.classification}" + (f" ({detail.classification_reason})" if detail.classification_reason else "")
+        + (f" | Closed as {i.classification}"
+           + (f" ({detail.classification_reason})" if detail.classification_reason else "")
            if i.classification else ""),
     ]
     if i.tactics:
@@ -117,8 +118,8 @@ def incident_detail(detail: IncidentDetail, ref_for: RefFor, now: datetime | Non
 
 def alerts(records: Sequence[AlertSummary], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
-        [_ref(ref_for, "alert", a.alert_id), SEVERITY_SHORT.get(a.severity, clean(a.severity, 6)), age(a.time, now), clean(a.status, 10),
-         clean(a.name, 48), clean(a.product, 30), clean(", ".join(a.entities[:2]), 40)]
+        [_ref(ref_for, "alert", a.alert_id), SEVERITY_SHORT.get(a.severity, clean(a.severity, 6)), age(a.time, now),
+         clean(a.status, 10), clean(a.name, 48), clean(a.product, 30), clean(", ".join(a.entities[:2]), 40)]
         for a in records
     ]
     return table(["", "Sev", "Time", "Status", "Alert", "Product", "Entities"], rows)
@@ -142,8 +143,8 @@ def trend(records: Sequence[TrendBin]) -> str:
 
 def entities(records: Sequence[EntityCount], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
-        [_ref(ref_for, "entity", f"{e.type}:{e.value}"), clean(e.type, 18), clean(e.value, 50), str(e.alert_count), str(e.high_severity_count),
-         age(e.last_seen, now)]
+        [_ref(ref_for, "entity", f"{e.type}:{e.value}"), clean(e.type, 18), clean(e.value, 50), str(e.alert_count),
+         str(e.high_severity_count), age(e.last_seen, now)]
         for e in records
     ]
     return table(["", "Type", "Entity", "Alerts", "High", "Last seen"], rows)
@@ -152,7 +153,8 @@ def entities(records: Sequence[EntityCount], ref_for: RefFor, now: datetime | No
 def footer(result: QueryResult) -> str:
     meta = result.metadata
     arguments = ", ".join(f"{k}={v}" for k, v in meta.parameters.items())
-    shown = f"{meta.returned} of {meta.total} rows" if meta.truncated else f"{meta.returned} row{'s' * (meta.returned != 1)}"
+    shown = (f"{meta.returned} of {meta.total} rows" if meta.truncated
+             else f"{meta.returned} row{'s' * (meta.returned != 1)}")
     source = "demo workspace" if meta.is_demo else "Log Analytics"
     lines = [f"Source: {meta.tool}({clean(arguments, 200)}) on {source}, {shown}, {meta.elapsed_ms:.0f} ms"]
     lines += [f"Warning: {clean(w, 300)}" for w in meta.warnings]

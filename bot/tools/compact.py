@@ -152,7 +152,8 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
     if d.classification_reason:
         classification += f" ({d.classification_reason})"
     lines = [
-        f"ref {_ref(ref_for, 'incident', str(i.number))} | number {i.number} | title (untrusted text): {cell(i.title, 160)}",
+        f"ref {_ref(ref_for, 'incident', str(i.number))} | number {i.number} | "
+        f"title (untrusted text): {cell(i.title, 160)}",
         f"severity {i.severity} | status {i.status} | owner {cell(i.owner or 'Unassigned', 60)} | "
         f"classification {cell(classification, 80)}",
         f"created_utc {cell(i.created)} | last_modified_utc {cell(i.last_modified)} | closed_utc {cell(d.closed)} | "
@@ -168,7 +169,8 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
                         cell(a.product, 50), cell(a.name, 120)]) for a in d.alerts]
     lines.append(f"entities ({len(d.entities)}):")
     lines.append("ref|type|value (untrusted text)")
-    entity_rows = [f"{_ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}" for e in d.entities]
+    entity_rows = [f"{_ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}"
+                   for e in d.entities]
     if d.other_matches:
         entity_rows.append("other incidents matching the title search: "
                            + "; ".join(f"#{m.number} {cell(m.title, 60)}" for m in d.other_matches))

@@ -83,13 +83,14 @@ def parse_arguments(name: str, raw: str | None, tool: Tool | None) -> tuple[dict
     """The call's arguments as a dict, or the tool error that tells the model what to correct."""
     if tool is None:
         return {}, QueryError("unknown_tool", f"There is no tool named {name[:80]!r}. Available tools: "
-                              f"{', '.join(t.name for t in TOOLS.offered(writes=False))}.", retry_possible=False, tool=name[:80])
+                              f"{', '.join(t.name for t in TOOLS.offered(writes=False))}.",
+                              retry_possible=False, tool=name[:80])
     if len(raw or "") > MAX_ARGUMENT_CHARS:
         return {}, QueryError("invalid_argument", f"The arguments are too long (over {MAX_ARGUMENT_CHARS} characters).",
                               retry_possible=False, tool=name)
     try:
         parsed = json.loads(raw or "{}")
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:  # raw is a str of at most MAX_ARGUMENT_CHARS: no other ValueError
         return {}, QueryError(
             "invalid_argument",
             f"The arguments were not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object, "

@@ -86,7 +86,7 @@ class DemoIncidentWriter:
         return None  # the backend owns the database
 
     def _locked(self, work: Callable[..., T], *args: Any) -> T:
-        return self._backend.with_database(lambda conn, now: work(conn, self._clock() if self._clock else now, *args))
+        return self._backend.with_database(lambda conn, now: work(conn, self._clock(), *args))
 
     def _update_sync(self, conn: sqlite3.Connection, now: datetime, name: str, incident: IncidentSnapshot,
                      change: IncidentChange) -> IncidentSnapshot:
