@@ -188,14 +188,10 @@ class ConfirmationDesk:
     # ---- confirming and cancelling --------------------------------------------------------------------------
 
     async def confirm(self, conversation: Conversation, action_id: str, actor: Actor) -> Outcome:
-        pending = self._pending(conversation, action_id)
+        pending = self._requesters(conversation, action_id, actor, "confirm",
+                                   " To make a change yourself, ask me.")
         if isinstance(pending, Outcome):
             return pending
-        if not same_user(actor.user, pending.requester):
-            self._audit("confirm_refused", actor, pending, result="not_requester")
-            return Outcome(OutcomeStatus.REFUSED,
-                           f"Only {pending.requester.label} can confirm this change: they asked for it. "
-                           "To make a change yourself, ask me.")
         if pending.expired(self.clock()):
             return self._close(conversation, actor, pending, OutcomeStatus.EXPIRED,
                                "Expired: not confirmed within 5 minutes. Ask again to redo it.")
@@ -239,13 +235,9 @@ class ConfirmationDesk:
         return outcome
 
     def cancel(self, conversation: Conversation, action_id: str, actor: Actor) -> Outcome:
-        pending = self._pending(conversation, action_id)
+        pending = self._requesters(conversation, action_id, actor, "cancel")
         if isinstance(pending, Outcome):
             return pending
-        if not same_user(actor.user, pending.requester):
-            self._audit("cancel_refused", actor, pending, result="not_requester")
-            return Outcome(OutcomeStatus.REFUSED,
-                           f"Only {pending.requester.label} can cancel this change: they asked for it.")
         return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED, f"Cancelled by {actor.user.label}.")
 
     def on_new_request(self, conversation: Conversation, actor: Actor) -> Outcome | None:
@@ -265,6 +257,18 @@ class ConfirmationDesk:
         return None
 
     # ---- steps ---------------------------------------------------------------------------------------------
+
+    def _requesters(self, conversation: Conversation, action_id: str, actor: Actor, verb: str,
+                    advice: str = "") -> PendingAction | Outcome:
+        """The pending action ``action_id`` if ``actor`` asked for it; otherwise what to answer instead."""
+        pending = self._pending(conversation, action_id)
+        if isinstance(pending, Outcome):
+            return pending
+        if not same_user(actor.user, pending.requester):
+            self._audit(f"{verb}_refused", actor, pending, result="not_requester")
+            return Outcome(OutcomeStatus.REFUSED,
+                           f"Only {pending.requester.label} can {verb} this change: they asked for it.{advice}")
+        return pending
 
     def _pending(self, conversation: Conversation, action_id: str) -> PendingAction | Outcome:
         pending = conversation.pending_action

@@ -377,6 +377,12 @@ class SentinelBot(TeamsActivityHandler):
                 facts.tool_calls = 1
                 return Reply(replies.command_result(routed.run.artifact, routed.run, conversation.references,
                                                     self.clock(), changes=self._may_change(request)))
+        return await self._question(context, data, request, progress, facts, text)
+
+    async def _question(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                        progress: Progress, facts: TurnFacts, text: str) -> Reply:
+        """Free text for the model's tool loop; its answer, cards and any proposal it made."""
+        conversation = data.conversation
         facts.kind, facts.question_length = TurnKind.QUESTION, len(text)
         if self.capture_content:
             facts.question = text[:MAX_CAPTURED_CHARS]
