@@ -14,17 +14,19 @@ import pytest
 
 from bot.orchestrator import prompts
 from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.llm import ChatModel, create_client
+from bot.orchestrator.confirmations import Actor, ConfirmationDesk, WritePolicy
 from bot.orchestrator.items import ToolResult
-from bot.orchestrator.llm import to_wire
+from bot.orchestrator.llm import ChatModel, create_client, to_wire
 from bot.orchestrator.loop import Orchestrator
-from tests.support.openai_fake import tool_call_ids_answered
 from bot.orchestrator.memory import TRIM_WARNING, Memory, MemoryPolicy, TokenCounter
+from bot.sentinel.changes import Owner
+from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import IncidentDetail, QueryResult
 from bot.tools.toolbox import ToolBox
 from tests.support import openai_fake as oa
 from tests.support.loganalytics_fake import error_body, table_body
+from tests.support.openai_fake import tool_call_ids_answered
 from tests.support.workspaces import make_la_client, prime
 
 
@@ -386,3 +388,31 @@ async def test_entra_id_token_reaches_azure_openai(fake_openai: oa.FakeOpenAI, d
     request = fake_openai.chat_requests[0]
     assert request.headers["authorization"] == f"Bearer {TOKEN}" and "api-key" not in request.headers
     assert credential.scopes == [("https://cognitiveservices.azure.com/.default",)]
+
+
+async def test_every_tool_shows_its_own_status_text_write_tools_too(fake_openai: oa.FakeOpenAI,
+                                                                    demo_client: SentinelClient) -> None:
+    """Status texts come from the tool registry: a write tool's is shown, not a generic "Working..."."""
+    listed = await demo_client.query_incidents(time_window="last_30d")
+    assert isinstance(listed, QueryResult) and listed.records
+    number = listed.records[0].number
+    fake_openai.script(
+        oa.tool_calls(("query_alerts", {"time_window": "last_1h"}), ("assign_incident",
+                                                                      {"incident_ref": str(number), "assignee": "me"})),
+        oa.text("Check the confirmation card."),
+    )
+    analyst = "00000000-0000-0000-0000-00000000a11c"
+    desk = ConfirmationDesk(demo_client, DemoIncidentWriter.for_client(demo_client),
+                            WritePolicy(True, frozenset({analyst})))
+    orchestrator = make(fake_openai, demo_client)
+    orchestrator = Orchestrator(orchestrator.model, orchestrator.tools, orchestrator.memory, desk=desk,
+                                demo=True)
+    shown: list[str] = []
+
+    async def progress(status: str) -> None:
+        shown.append(status)
+
+    result = await orchestrator.answer(Conversation(), f"assign incident {number} to me", progress,
+                                       actor=Actor(Owner(object_id=analyst, name="Alice")))
+    assert shown == ["Querying alerts...", "Preparing the assignment..."]
+    assert len(result.proposals) == 1 and result.proposals[0].proposed

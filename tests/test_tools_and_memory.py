@@ -133,3 +133,48 @@ def test_token_counts_include_tools_and_stay_cached() -> None:
     assert counter.seconds == spent, "cached counts are not recounted"
     restored = Conversation.from_dict(json.loads(json.dumps(conversation.to_dict())))
     assert restored.history == conversation.history and restored.token_counts == conversation.token_counts
+
+
+def test_version_1_state_of_raw_chat_messages_is_migrated_to_typed_items() -> None:
+    """Conversations saved before the history became typed items keep their history, references and counts."""
+    from bot.orchestrator.items import HISTORY_VERSION, ModelMessage, Notice, ToolCall, ToolResult
+    from bot.orchestrator.llm import to_wire
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "query_incidents",
+                                                              "arguments": '{"time_window": "last_24h"}'}}
+    messages = [
+        {"role": "user", "content": "what came in overnight?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "query_incidents(...) -> 1 incidents", "compacted": True},
+        {"role": "assistant", "content": "One incident came in: #14448 [1]."},
+        {"role": "user", "content": "and now?"},
+        {"role": "assistant", "content": "(No answer: The language model is busy right now (rate limited).)"},
+    ]
+    stored = {"history": messages, "token_counts": [10, 20, 30, 40, 50, 60],
+              "references": {"items": [{"n": 1, "kind": "incident", "key": "14448", "label": "#14448"}],
+                             "next_n": 2}}
+    conversation = Conversation.from_dict(stored)
+    assert conversation.history == [
+        UserMessage("what came in overnight?"),
+        ModelMessage(None, (ToolCall("call_1", "query_incidents", '{"time_window": "last_24h"}'),)),
+        ToolResult("call_1", "query_incidents", "query_incidents(...) -> 1 incidents", compacted=True),
+        ModelMessage("One incident came in: #14448 [1]."),
+        UserMessage("and now?"),
+        Notice("(No answer: The language model is busy right now (rate limited).)"),
+    ]
+    assert conversation.token_counts == [10, 20, 30, 40, 50, 60]
+    assert conversation.references.get(1) is not None and conversation.references.get(1).key == "14448"
+    # The model is sent exactly what it was sent before the migration (less the bot's own bookkeeping key).
+    assert to_wire(conversation.history) == [{k: v for k, v in m.items() if k != "compacted"} for m in messages]
+    saved = json.loads(json.dumps(conversation.to_dict()))
+    assert saved["version"] == HISTORY_VERSION and saved["history"][0] == {"type": "user",
+                                                                            "text": "what came in overnight?"}
+    assert Conversation.from_dict(saved).history == conversation.history
+
+
+def test_damaged_history_items_start_the_conversation_over() -> None:
+    from bot.teams.state import ConversationData
+
+    data = ConversationData.from_dict({"conversation": {"version": 2, "history": [{"type": "alien"}]},
+                                       "recent_activity_ids": ["a1"]})
+    assert data.conversation.history == [] and data.recent_activity_ids == ["a1"]
