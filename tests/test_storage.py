@@ -383,3 +383,21 @@ async def test_conversation_state_round_trips_over_sqlite(tmp_path: Path) -> Non
     with pytest.raises(EtagConflictError):
         await state.save_changes(second, force=True)
     await storage.close()
+
+
+async def test_sqlite_on_a_full_disk_fails_the_write_keeps_the_old_value_and_recovers(tmp_path: Path) -> None:
+    """SQLITE_FULL (the database may not grow, as on a full disk): the write raises, nothing half-written stays,
+    and writes work again once there is room. The Teams handler retries and reports such failures."""
+    storage = SqliteStorage(tmp_path / "state.db")
+    await storage.write({"conversation": {"history": ["first"]}})
+    connection = storage._connection
+    assert connection is not None
+    pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    connection.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        await storage.write({"conversation": {"history": ["first", "x" * 20_000]}})
+    assert (await storage.read(["conversation"]))["conversation"]["history"] == ["first"]
+    connection.execute("PRAGMA max_page_count = 1073741823")
+    await storage.write({"conversation": {"history": ["first", "x" * 20_000]}})
+    assert len((await storage.read(["conversation"]))["conversation"]["history"]) == 2
+    await storage.close()

@@ -7,7 +7,9 @@ Activities are shaped as Teams sends them (mention entities, `;messageid=` threa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -214,6 +216,67 @@ async def test_two_messages_at_once_are_answered_in_order(bot: Bot, fake_openai:
         "answered one at a time, in the order received, nothing lost"
 
 
+async def test_the_same_activity_id_in_two_conversations_is_answered_in_both(bot: Bot) -> None:
+    """Teams message ids are unique only within a conversation: two chats can send the same id at once."""
+    activity_id = next_id()
+    alice = teams.personal("incidents 24h", activity_id=activity_id, service_url=bot.connector.url, user="alice",
+                           conversation_id="a:1personal-chat-alice")
+    bob = teams.personal("incidents 24h", activity_id=activity_id, service_url=bot.connector.url, user="bob",
+                         conversation_id="a:1personal-chat-bob")
+    statuses = await asyncio.gather(bot.post(alice), bot.post(bob))
+    assert [status for status, _, _ in statuses] == [201, 201], "both accepted"
+    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 2)
+    answered = sorted(s.conversation_id for s in final_messages(sent))
+    assert answered == ["a:1personal-chat-alice", "a:1personal-chat-bob"]
+    assert all(len([s for s in sent if s.conversation_id == c and s.type == "typing"]) >= 1 for c in answered)
+    # A re-sent delivery is still dropped, in either conversation.
+    assert [(await bot.post(activity))[0] for activity in (alice, bob)] == [200, 200]
+    await asyncio.sleep(0.3)
+    assert len(final_messages(bot.connector.sent)) == 2
+    # The dropped deliveries gave their place in line back: the next message is answered.
+    await bot.post(teams.personal("help", activity_id=next_id(), service_url=bot.connector.url))
+    await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 3)
+
+
+async def test_back_to_back_messages_are_answered_in_arrival_order_when_typing_is_slow(bot: Bot) -> None:
+    """Each message's typing indicator (a network call before its turn) is slow, the first one slowest: the
+    turns still run in the order the messages arrived."""
+    ids = [next_id() for _ in range(10)]
+    held: set[str] = set()
+
+    def typing_delay(body: dict) -> float:
+        reply_to = str(body.get("replyToId") or "")
+        if reply_to not in ids or reply_to in held:
+            return 0.0
+        held.add(reply_to)  # only the early indicator, sent as the message arrives
+        return 0.05 * (len(ids) - ids.index(reply_to))
+
+    bot.connector.typing_delay = typing_delay
+    for n, activity_id in enumerate(ids):
+        status, _, _ = await bot.post(teams.personal(f"incidents {n + 1}d", activity_id=activity_id,
+                                                     service_url=bot.connector.url))
+        assert status == 201
+    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= len(ids), timeout=20)
+    answers = final_messages(sent)
+    assert [a.body.get("replyToId") for a in answers] == ids, "answered one at a time, in arrival order"
+    early = [s.body["replyToId"] for s in sent if s.type == "typing" and not s.stream_info]
+    assert early.index(ids[-1]) < early.index(ids[0]), "the typing indicators finished out of order; the turns did not"
+
+
+async def test_a_card_press_waits_for_the_message_before_it(bot: Bot, demo_client: SentinelClient) -> None:
+    """An invoke (Action.Execute) takes its place in line when it arrives, like a message does."""
+    number = (await demo_client.query_incidents(time_window="last_7d", limit=1)).records[0].number
+    message_id = next_id()
+    bot.connector.typing_delay = lambda body: 0.4 if body.get("replyToId") == message_id else 0.0
+    await bot.post(teams.personal("help", activity_id=message_id, service_url=bot.connector.url))
+    status, _, _ = await bot.post(teams.invoke({"action": "incident_detail", "incident": number},
+                                               activity_id=next_id(), service_url=bot.connector.url))
+    assert status == 200
+    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 2)
+    help_answer, detail = final_messages(sent)
+    assert help_answer.body.get("replyToId") == message_id and f"#{number}" in card_text(detail.cards[0])
+
+
 async def test_streaming_refused_falls_back_to_typing(bot: Bot) -> None:
     bot.connector.refuse_streaming = True
     await bot.post(teams.personal("incidents 24h", activity_id=next_id(), service_url=bot.connector.url))
@@ -344,3 +407,97 @@ async def test_blob_state_against_azurite(azurite: str, connector: FakeConnector
         assert users == ["what incidents came in this week?", "tell me more about [1]"]
     finally:
         await server.close()
+
+
+class FlakyStorage(MemoryStorage):
+    """Memory state whose next ``failures`` writes raise as a full disk does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+        self.writes = 0
+
+    async def write(self, changes):
+        self.writes += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise OSError(28, "No space left on device")
+        await super().write(changes)
+
+
+async def _readyz(bot: Bot) -> tuple[int, dict]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(bot.url.removesuffix("/api/messages") + "/readyz") as response:
+            return response.status, await response.json()
+
+
+async def _turn(bot: Bot, text: str, count: int) -> list[teams.Sent]:
+    """Post a message and wait until the connector has ``count`` final messages and the turn has ended."""
+    await bot.post(teams.personal(text, activity_id=next_id(), service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= count)
+    while bot.app[RUNNER_KEY].pending:  # the state save (and any notice) comes after the answer
+        await asyncio.sleep(0.02)
+    return final_messages(bot.connector.sent)
+
+
+async def test_a_save_that_fails_once_is_retried_and_nobody_is_bothered(connector: FakeConnector,
+                                                                        demo_client: SentinelClient) -> None:
+    storage = FlakyStorage()
+    running, server = await start_bot(connector, demo_client, None, storage)
+    try:
+        storage.failures = 1
+        finals = await _turn(running, "incidents 24h", 1)
+        assert storage.writes == 2, "the failed write was tried again"
+        assert len(finals) == 1 and finals[0].cards, "the answer alone, no notice"
+        key = "msteams/conversations/a:1personal-chat-alice"
+        assert (await running.read([key]))[key][STATE_PROPERTY]["recent_activity_ids"], "the turn was saved"
+        status, report = await _readyz(running)
+        assert status == 200 and report["status"] == "ready" and report["checks"]["state"] == "ok"
+    finally:
+        await server.close()
+
+
+async def test_a_full_disk_tells_the_user_and_readiness_until_a_save_succeeds(connector: FakeConnector,
+                                                                             demo_client: SentinelClient,
+                                                                             tmp_path: Path) -> None:
+    from bot.teams.storage import SqliteStorage
+
+    storage = SqliteStorage(tmp_path / "state.db")
+    running, server = await start_bot(connector, demo_client, None, storage)
+    try:
+        # A full disk: the database may not grow past its current size, and filler rows take what room is
+        # left in its pages, so every save fails with SQLITE_FULL ("database or disk is full").
+        async def fill() -> None:
+            connection = storage._connection
+            pages = connection.execute("PRAGMA page_count").fetchone()[0]
+            connection.execute(f"PRAGMA max_page_count = {pages}")
+            for n, size in enumerate([2000, 500, 100, 20, 1] * 4):
+                with contextlib.suppress(sqlite3.OperationalError):
+                    connection.execute("INSERT INTO bot_state VALUES (?, '', ?, '')", (f"filler-{n}", "x" * size))
+
+        async def free() -> None:
+            storage._connection.execute("PRAGMA max_page_count = 1073741823")
+
+        await running.app[RUNNER_KEY].call(fill())
+        finals = await _turn(running, "incidents 24h", 2)
+        answer, notice = finals
+        assert answer.cards and "may not remember your last message" in notice.text
+        status, report = await _readyz(running)
+        assert status == 200 and report["status"] == "degraded"
+        assert report["checks"]["state"].startswith("degraded: 1 conversation save(s) failed")
+        assert "OperationalError" in report["checks"]["state"]
+
+        await running.app[RUNNER_KEY].call(free())  # space again
+        finals = await _turn(running, "incidents 7d", 3)
+        assert finals[-1].cards and "may not remember" not in finals[-1].text, "answered, no notice"
+        status, report = await _readyz(running)
+        assert status == 200 and report["status"] == "ready" and report["checks"]["state"] == "ok"
+        assert await _saved_activity_ids(running, "a:1personal-chat-alice") == 1, "the new turn is saved"
+    finally:
+        await server.close()
+
+
+async def _saved_activity_ids(bot: Bot, conversation_id: str) -> int:
+    key = f"msteams/conversations/{conversation_id}"
+    stored = (await bot.read([key])).get(key) or {}
+    return len(stored.get(STATE_PROPERTY, {}).get("recent_activity_ids", []))

@@ -4,7 +4,8 @@ The server acknowledges each activity at once and runs its turn on the runner's 
 server.py and runner.py). A turn: checks the activity is for the bot (in channels and group chats the
 bot answers only when @mentioned, or when one of its cards is pressed), strips the mention, loads state
 once, shows progress, answers (a command without the model, or the model's tool loop), and saves state
-once. Failures become a message that says what happened and gives a reference id for the logs.
+once (a failed save is retried; if it never succeeds, the user is told their turn may not be remembered).
+Failures become a message that says what happened and gives a reference id for the logs.
 """
 
 from __future__ import annotations
@@ -44,13 +45,15 @@ from bot.sentinel.changes import Owner
 from bot.sentinel.client import SentinelClient
 from bot.teams import replies
 from bot.teams.progress import Progress, progress_for, send_with_retry
-from bot.teams.runner import TurnRunner
+from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
 MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
 MEMBER_LOOKUP_TIMEOUT_S = 3.0
+STATE_NOT_SAVED = ("I could not save this conversation just now, so I may not remember your last message or its "
+                   "results ([n] references). If you refer back to it, please repeat what you need.")
 Clock = Callable[[], datetime]
 
 
@@ -180,7 +183,8 @@ class SentinelBot(TeamsActivityHandler):
         self.clock = clock
         self.capture_content = capture_content
         # Activity ids whose typing indicator the server already sent (popped when their turn starts).
-        self.early_typing: dict[str, bool] = {}
+        # Keyed by (conversation id, activity id): activity ids are unique only within a conversation.
+        self.early_typing: dict[tuple[str, str], bool] = {}
 
     # ---- routing ------------------------------------------------------------------------------------------
 
@@ -212,7 +216,7 @@ class SentinelBot(TeamsActivityHandler):
             return
         value = activity.value if isinstance(activity.value, dict) else None
         text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
-        typing_sent = self.early_typing.pop(activity.id or "", False)
+        typing_sent = self.early_typing.pop((activity.conversation.id, activity.id or ""), False)
         await self._run_turn(turn_context, self._request(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value),
                              typing_sent)
 
@@ -236,7 +240,8 @@ class SentinelBot(TeamsActivityHandler):
             await adapter.continue_conversation_with_claims(
                 claims, request.reference, audience, lambda context: self._run_turn(context, request, False))
 
-        if not self.runner.submit(request.conversation_id, work):
+        place = turn_context.turn_state.get(PLACE_STATE_KEY)  # taken by the server when the invoke arrived
+        if not self.runner.submit(place if isinstance(place, Place) else request.conversation_id, work):
             return InvokeResponse(status=200, body=_MessageInvokeResponse("I'm busy or restarting; try again soon."))
         # A message response leaves the card as it is and tells the user the action was received.
         return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
@@ -292,7 +297,12 @@ class SentinelBot(TeamsActivityHandler):
         except Exception:
             facts.error = facts.error or "delivery"
             log.exception("could not deliver the answer")
-        await self.state.save(context, data)
+        if not await self.state.save(context, data):
+            facts.error = facts.error or "state_save"
+            try:
+                await send_with_retry(lambda: context.send_activity(replies.message(STATE_NOT_SAVED)))
+            except Exception:  # the answer went out; this notice is best effort
+                log.warning("could not tell the user their turn was not saved", exc_info=True)
 
     async def _deliver(self, context: TurnContext, data: ConversationData, reply: Reply, progress: Progress) -> None:
         """Update cards in place (falling back to new messages), then send the reply; keep the proposal's

@@ -4,9 +4,12 @@ Teams re-sends an activity whose request takes more than ~15 s, and a tool loop 
 request only registers the turn here and returns. Turns run on their own event loop in a worker
 thread: however busy they keep it, the web server's loop stays free to acknowledge new requests (the
 GIL hands over every few milliseconds). The runner also:
-- drops an activity id it has already accepted (Teams' retries; state keeps ids too, across instances);
-- runs an optional ``first`` step at once (the typing indicator), before the turn waits for anything;
-- runs the turns of one conversation one at a time, in arrival order (one FIFO lock per conversation);
+- drops an activity it has already accepted (Teams' retries), keyed by conversation and activity id:
+  Teams message ids are unique only within a conversation (state keeps ids too, across instances);
+- gives each turn its place in its conversation's line synchronously when it arrives (:meth:`reserve`,
+  or :meth:`submit` with a key), before any network call, so the turns of one conversation run one at
+  a time in arrival order however long their early steps take;
+- runs an optional ``first`` step at once (the typing indicator), before the turn waits for its turn;
 - bounds the turns running at once, and the number waiting;
 - on shutdown, lets running turns finish for a grace period, then cancels the rest cleanly.
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import sys
 import threading
@@ -31,17 +35,30 @@ log = logging.getLogger(__name__)
 MAX_SEEN_IDS = 10_000
 SEEN_TTL_S = 15 * 60
 SWITCH_INTERVAL_S = 0.001
+PLACE_STATE_KEY = "bot.turn_place"  # a TurnContext.turn_state key: the Place an invoke's own turn runs at
 T = TypeVar("T")
 Work = Callable[[], Awaitable[None]]
 Cleanup = Callable[[], Coroutine[Any, Any, None]]  # a coroutine function: it runs on the worker loop
 
 
 @dataclass
-class _Lane:
-    """One conversation's queue: its lock and how many turns hold or wait for it."""
+class Place:
+    """A turn's place in its conversation's line, numbered in arrival order."""
 
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
+    key: str
+    number: int
+    used: bool = False  # submitted or released: a place is given back exactly once
+
+
+@dataclass
+class _Lane:
+    """One conversation's line. ``issued`` is changed under the runner's guard (any thread); the rest only on
+    the worker loop."""
+
+    issued: int = 0  # places handed out
+    serving: int = 0  # the place whose turn may run now
+    done: set[int] = field(default_factory=set)  # places finished or given back before their turn came
+    waiting: dict[int, asyncio.Future[None]] = field(default_factory=dict)
 
 
 class TurnRunner:
@@ -49,14 +66,14 @@ class TurnRunner:
         self._max_concurrent = max_concurrent
         self._max_pending = max_pending
         self._guard = threading.Lock()  # for what the web server's thread touches
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()  # (conversation, activity id)
         self._pending = 0
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._lanes: dict[str, _Lane] = {}  # conversation key -> its line (see _Lane for who touches what)
         # Worker-loop state, created on the worker loop.
         self._slots: asyncio.Semaphore | None = None
-        self._lanes: dict[str, _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._cleanups: list[Cleanup] = []
 
@@ -110,35 +127,65 @@ class TurnRunner:
     def pending(self) -> int:
         return self._pending
 
-    def is_duplicate(self, activity_id: str | None) -> bool:
-        """True when this activity id was already accepted recently (and remembers it otherwise)."""
+    def is_duplicate(self, conversation_key: str, activity_id: str | None) -> bool:
+        """True when this conversation's activity id was already accepted recently (remembered otherwise).
+
+        Keyed by both: Teams message ids are unique only within a conversation, so two chats can send the
+        same id in the same millisecond.
+        """
         if not activity_id:
             return False
+        seen = (conversation_key, activity_id)
         now = time.monotonic()
         with self._guard:
             while self._seen and (len(self._seen) > MAX_SEEN_IDS
                                   or next(iter(self._seen.values())) < now - SEEN_TTL_S):
                 self._seen.popitem(last=False)
-            if activity_id in self._seen:
+            if seen in self._seen:
                 return True
-            self._seen[activity_id] = now
+            self._seen[seen] = now
             return False
+
+    def reserve(self, conversation_key: str) -> Place:
+        """Take the next place in the conversation's line, now. Pass it to :meth:`submit`, or give it back with
+        :meth:`release`; until then the conversation's later turns wait for it. Safe from any thread."""
+        with self._guard:
+            lane = self._lanes.setdefault(conversation_key, _Lane())
+            lane.issued += 1
+            return Place(conversation_key, lane.issued - 1)
+
+    def release(self, place: Place) -> None:
+        """Give back a place that will not be submitted (a request refused after it arrived). Idempotent."""
+        with self._guard:
+            if place.used:
+                return
+            place.used = True
+        if self._loop is not None and self._thread is not None:
+            with contextlib.suppress(RuntimeError):  # a closed worker loop: nothing waits any more
+                self._loop.call_soon_threadsafe(self._finish, place)
 
     def can_accept(self) -> bool:
         return not self._closing and self._pending < self._max_pending and self._loop is not None
 
-    def submit(self, conversation_key: str, work: Work, *, first: Work | None = None,
+    def submit(self, place: Place | str, work: Work, *, first: Work | None = None,
                on_abandon: Work | None = None) -> bool:
-        """Queue ``work`` for the conversation (``first`` runs at once); False when shutting down or overloaded.
+        """Queue ``work`` at its place (or, given a conversation key, at the end of that conversation's line);
+        ``first`` runs at once. False when shutting down or overloaded (a given place is then released).
 
         Safe to call from any thread, including the worker loop itself.
         """
+        if isinstance(place, str):
+            place = self.reserve(place)
         with self._guard:
-            if not self.can_accept():
-                return False
-            self._pending += 1
+            accepted = self.can_accept() and not place.used
+            if accepted:
+                self._pending += 1
+                place.used = True
+        if not accepted:
+            self.release(place)
+            return False
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._start(conversation_key, work, first, on_abandon), self._loop)
+        asyncio.run_coroutine_threadsafe(self._start(place, work, first, on_abandon), self._loop)
         return True
 
     async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -152,22 +199,20 @@ class TurnRunner:
 
     # ---- on the worker loop -------------------------------------------------------------------------------
 
-    async def _start(self, key: str, work: Work, first: Work | None, on_abandon: Work | None) -> None:
+    async def _start(self, place: Place, work: Work, first: Work | None, on_abandon: Work | None) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        lane = self._lanes.setdefault(key, _Lane())
-        lane.users += 1
         try:
             if first is not None:
                 try:
                     await first()
                 except Exception:  # feedback is best effort; the turn still runs
                     log.info("early feedback not delivered", exc_info=True)
-            async with lane.lock:
-                assert self._slots is not None
-                async with self._slots:
-                    await work()
+            await self._wait_for_turn(place)
+            assert self._slots is not None
+            async with self._slots:
+                await work()
         except asyncio.CancelledError:
             log.warning("turn abandoned at shutdown")
             if on_abandon is not None:
@@ -179,12 +224,41 @@ class TurnRunner:
         except Exception:  # the work reports its own failures; this is the last line
             log.exception("turn failed outside its own error handling")
         finally:
-            lane.users -= 1
-            if lane.users == 0 and self._lanes.get(key) is lane:
-                del self._lanes[key]
+            self._finish(place)
             self._tasks.discard(task)
             with self._guard:
                 self._pending -= 1
+
+    def _lane(self, key: str) -> _Lane | None:
+        with self._guard:
+            return self._lanes.get(key)
+
+    async def _wait_for_turn(self, place: Place) -> None:
+        lane = self._lane(place.key)
+        if lane is None or lane.serving == place.number:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        lane.waiting[place.number] = waiter
+        try:
+            await waiter
+        finally:
+            lane.waiting.pop(place.number, None)
+
+    def _finish(self, place: Place) -> None:
+        """The turn at ``place`` is over (run, failed, cancelled or never submitted): the next one may go."""
+        lane = self._lane(place.key)
+        if lane is None:
+            return
+        lane.done.add(place.number)
+        while lane.serving in lane.done:
+            lane.done.discard(lane.serving)
+            lane.serving += 1
+        waiter = lane.waiting.get(lane.serving)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        with self._guard:
+            if lane.serving == lane.issued and self._lanes.get(place.key) is lane:
+                del self._lanes[place.key]
 
     async def _drain(self, grace_s: float) -> int:
         tasks = set(self._tasks)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from botbuilder.core import ConversationState, Storage
+from botbuilder.core import ConversationState, Storage, TurnContext
 from botbuilder.core.serializer_helper import serializer_helper
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
 from botbuilder.schema import Activity
@@ -29,7 +29,7 @@ from bot.sentinel.client import SentinelClient
 from bot.teams.connectors import CachingAuthentication
 from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry
-from bot.teams.runner import TurnRunner
+from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -96,30 +96,42 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             return _problem(400, "The activity could not be read.")
         if not activity.conversation or not activity.conversation.id or not activity.service_url:
             return _problem(400, "The activity has no conversation or serviceUrl.")
+        # The turn's place in its conversation's line is taken now, on arrival, before any network call
+        # (authentication may fetch signing keys; the typing indicator is sent before the turn runs).
+        place = runner.reserve(activity.conversation.id)
         try:
-            auth = await adapter.bot_framework_authentication.authenticate_request(
-                activity, request.headers.get("Authorization", ""))
+            return await accept(activity, place, request.headers.get("Authorization", ""))
+        finally:
+            runner.release(place)  # a no-op once the turn was submitted
+
+    async def accept(activity: Activity, place: Place, authorization: str) -> web.StreamResponse:
+        try:
+            auth = await adapter.bot_framework_authentication.authenticate_request(activity, authorization)
         except PermissionError:
             return _problem(401, "The request is not authenticated for this bot.")
         except Exception:  # never a traceback to the caller
             log.exception("could not authenticate an activity")
             return _problem(500, "The bot could not authenticate the activity.")
         if activity.type == "invoke":
-            # Invokes need their answer in this response (card actions are acknowledged at once).
+            # Invokes need their answer in this response (card actions are acknowledged at once); the turn
+            # an invoke starts (handler.on_invoke_activity) runs at this place.
+            async def logic(context: TurnContext) -> None:
+                context.turn_state[PLACE_STATE_KEY] = place
+                await bot.on_turn(context)
+
             try:
-                response = await runner.call(adapter.process_activity(auth, activity, bot.on_turn))
+                response = await runner.call(adapter.process_activity(auth, activity, logic))
             except Exception:
                 log.exception("could not process an invoke")
                 return _problem(500, "The bot could not process the invoke.")
             if response is None:
                 return web.Response(status=200)
             return web.json_response(serializer_helper(response.body), status=response.status)
-        if runner.is_duplicate(activity.id):
+        if runner.is_duplicate(activity.conversation.id, activity.id):
             log.info("dropping a repeated delivery of activity %s", activity.id)
             return web.Response(status=200)
         first = _typing_first(activity, auth, bot) if bot.addressed_to_bot(activity) else None
-        if not runner.submit(activity.conversation.id, lambda: adapter.process_activity(auth, activity, bot.on_turn),
-                             first=first):
+        if not runner.submit(place, lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first):
             return _problem(503, "The bot is restarting or overloaded; Teams will retry.")
         return web.Response(status=201)
 
@@ -137,6 +149,12 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         checks["language_model"] = "configured" if orchestrator is not None else "not configured (commands only)"
         checks["accepting_turns"] = "yes" if runner.can_accept() else "no"
         ready = checks["state"] == "ok" and runner.can_accept()
+        saves = bot.state.health
+        if ready and saves.degraded:
+            # Still answering, so still 200: with one instance, taking it out of rotation would stop every turn,
+            # and only a turn's save can show that saving works again.
+            checks["state"] = saves.describe()
+            return web.json_response({"status": "degraded", "checks": checks}, status=200)
         return web.json_response({"status": "ready" if ready else "not ready", "checks": checks},
                                  status=200 if ready else 503)
 
@@ -170,7 +188,7 @@ def _typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[
                           conversation=activity.conversation, channel_id=activity.channel_id,
                           service_url=activity.service_url, reply_to_id=activity.id)
         await send_with_retry(lambda: connector.conversations.send_to_conversation(activity.conversation.id, typing))
-        bot.early_typing[activity.id or ""] = True
+        bot.early_typing[(activity.conversation.id, activity.id or "")] = True
         del_over = len(bot.early_typing) - 1000  # turns that never started must not leak
         for key in list(bot.early_typing)[:max(del_over, 0)]:
             bot.early_typing.pop(key, None)

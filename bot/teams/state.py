@@ -3,20 +3,30 @@
 Stored through botbuilder ``ConversationState`` (so any botbuilder ``Storage`` works), read once at the
 start of a turn and saved once at its end. It is bounded: if the serialised state grows past
 ``MAX_STATE_BYTES``, the oldest turns of the history are dropped until it fits.
+
+A save that fails (a full disk, a storage outage) is retried after short pauses; if it still fails, the
+save reports it (the handler tells the user) and :class:`SaveHealth` stays degraded, which /readyz shows,
+until a save succeeds again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from botbuilder.core import ConversationState, TurnContext
 
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.memory import Memory
+from bot.teams.storage import EtagConflictError, StateValueError
 
+log = logging.getLogger(__name__)
 MAX_STATE_BYTES = 64_000
+SAVE_RETRY_DELAYS_S = (0.1, 0.5)  # pauses before the second and third attempts at a save
 MAX_RECENT_ACTIVITY_IDS = 50
 STATE_PROPERTY = "sentinel_conversation"
 
@@ -72,17 +82,68 @@ def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYT
     return dropped
 
 
+@dataclass
+class SaveHealth:
+    """Whether state is being saved: degraded from a save that failed every attempt until one succeeds."""
+
+    failing_since: datetime | None = None
+    failed_saves: int = 0  # saves given up since the last one that succeeded
+    last_error: str | None = None  # the exception's type (never its message: it may quote state)
+
+    @property
+    def degraded(self) -> bool:
+        return self.failing_since is not None
+
+    def describe(self) -> str:
+        if self.failing_since is None:
+            return "ok"
+        return (f"degraded: {self.failed_saves} conversation save(s) failed since "
+                f"{self.failing_since.isoformat(timespec='seconds')} ({self.last_error}); turns are answered "
+                "but may not be remembered")
+
+    def failed(self, error: BaseException) -> None:
+        self.failing_since = self.failing_since or datetime.now(UTC)
+        self.failed_saves += 1
+        self.last_error = type(error).__name__
+
+    def succeeded(self) -> None:
+        if self.failing_since is not None:
+            log.warning("conversation state is saved again after %d failed save(s)", self.failed_saves)
+        self.failing_since, self.failed_saves, self.last_error = None, 0, None
+
+
 class StateStore:
     """Loads and saves ConversationData through botbuilder ConversationState."""
 
-    def __init__(self, conversation_state: ConversationState) -> None:
+    def __init__(self, conversation_state: ConversationState,
+                 retry_delays_s: tuple[float, ...] = SAVE_RETRY_DELAYS_S) -> None:
         self._state = conversation_state
         self._accessor = conversation_state.create_property(STATE_PROPERTY)
+        self.retry_delays_s = retry_delays_s
+        self.health = SaveHealth()
 
     async def load(self, context: TurnContext) -> ConversationData:
         raw = await self._accessor.get(context, dict)
         return ConversationData.from_dict(raw)
 
-    async def save(self, context: TurnContext, data: ConversationData) -> None:
+    async def save(self, context: TurnContext, data: ConversationData) -> bool:
+        """Save the turn's state, retrying a failed write; False (logged, health degraded) when it never succeeded.
+
+        A conflict or an item the store refuses is not retried: the same write would fail the same way.
+        """
         await self._accessor.set(context, data.to_dict())
-        await self._state.save_changes(context)
+        for attempt in range(len(self.retry_delays_s) + 1):
+            try:
+                await self._state.save_changes(context)
+            except Exception as error:  # every store fails in its own way (sqlite3, Azure, OSError)
+                final = attempt == len(self.retry_delays_s) or isinstance(error, EtagConflictError | StateValueError)
+                log.warning("saving conversation state failed (%s), attempt %d%s", type(error).__name__,
+                            attempt + 1, "; giving up" if final else "; retrying", exc_info=final)
+                if final:
+                    self.health.failed(error)
+                    return False
+                await asyncio.sleep(self.retry_delays_s[attempt])
+            else:
+                self.health.succeeded()
+                return True
+        raise AssertionError("unreachable")  # pragma: no cover

@@ -3,7 +3,8 @@
 Speaks the Bot Framework REST API the botbuilder ConnectorClient uses:
 POST /v3/conversations/{id}/activities (send), POST /v3/conversations/{id}/activities/{replyTo} (reply),
 PUT /v3/conversations/{id}/activities/{activityId} (update), DELETE the same (delete).
-It can refuse Teams streaming (403 ContentStreamNotAllowed) and throttle (429 with Retry-After).
+It can refuse Teams streaming (403 ContentStreamNotAllowed), throttle (429 with Retry-After) and hold
+typing activities for a while (``typing_delay``: a slow network for the typing indicator).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import itertools
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -48,6 +50,7 @@ class FakeConnector:
     refuse_streaming: bool = False
     throttle: list[float] = field(default_factory=list)  # Retry-After values of the next 429 answers
     latency_s: float = 0.0
+    typing_delay: Callable[[dict[str, Any]], float] | None = None  # seconds to hold a typing activity (its body)
     sent: list[Sent] = field(default_factory=list)
     url: str = ""
     member_lookups: int = 0
@@ -105,6 +108,8 @@ class FakeConnector:
         body = await request.json() if method != "DELETE" else {}
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        if self.typing_delay is not None and body.get("type") == "typing":
+            await asyncio.sleep(self.typing_delay(body))
         if self.throttle:
             retry_after = self.throttle.pop(0)
             return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
