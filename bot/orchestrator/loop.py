@@ -7,7 +7,10 @@ tool (``needs_confirmation``) never runs: the write guard (a before-call hook) c
 words, and the confirmation desk turns the call into a proposal the analyst confirms on a card. Then
 the answer's identifiers are checked against the conversation's results, and typed data (text,
 artifacts, tool log, notices) goes back for the caller to render. Model failures become a friendly
-reply; the conversation is never left with a half-written turn.
+reply; the conversation is never left with a half-written turn. A refusal is shown as the model's
+refusal, an answer cut at the length limit says so, a context overflow first drops old turns, then
+shortens this turn's tool results, then asks for a narrower question, and retry waits share one
+budget per turn.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from bot.orchestrator.items import (
     UserMessage,
     tool_results,
 )
-from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind
-from bot.orchestrator.memory import Memory
+from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind, WaitBudget
+from bot.orchestrator.memory import Memory, digest
 from bot.orchestrator.write_guard import WriteGuard
 from bot.sentinel.models import QueryResult
 from bot.tools.compact import error_text
@@ -62,6 +65,8 @@ class TurnResult:
     rounds: int = 0  # model calls made
     hit_round_limit: bool = False  # the answer is the synthesis after max_rounds of tool calls
     proposals: list[Proposal] = field(default_factory=list)  # incident changes proposed (at most one)
+    refused: bool = False  # the model declined; text is its refusal
+    cut: bool = False  # the answer stopped at the model's length limit
 
     @property
     def artifacts(self) -> list[Any]:
@@ -89,7 +94,7 @@ class Orchestrator:
         turn: list[Item] = [UserMessage(user_text)]
         wants_examples = prompts.asks_for_example_data(user_text)
         result = TurnResult(text="", notices=notices)
-        asking = _Asking(user_text, actor)
+        asking = _Asking(user_text, actor, budget=self.model.wait_budget())
         try:
             completion = await self._run_rounds(conversation, turn, result, wants_examples, progress, asking)
         except LLMError as error:
@@ -101,13 +106,25 @@ class Orchestrator:
             self._finish(conversation, turn, result)
             return result
         answer = (completion.text or "").strip()
-        if result.hit_round_limit:
-            answer = f"{prompts.ROUNDS_EXHAUSTED_PREFIX}\n\n{answer}".strip()
-        if wants_examples and not answer.startswith(prompts.EXAMPLE_DATA_REFUSAL):
-            answer = f"{prompts.EXAMPLE_DATA_REFUSAL}\n\n{answer}".strip()
+        result.refused = not answer and bool(completion.refusal)
+        result.cut = completion.cut
+        said_by_bot = False
+        if result.refused:
+            # The model's own refusal, shown as one: "please rephrase" would hide why there is no answer.
+            answer = (completion.refusal or "").strip()
+            result.notices.append(prompts.REFUSED_NOTICE)
+        elif result.cut and not answer:
+            answer, said_by_bot = prompts.CUT_BEFORE_ANSWER, True
+        elif result.cut:
+            result.notices.append(prompts.CUT_NOTICE)
+        if not result.refused:
+            if result.hit_round_limit:
+                answer = f"{prompts.ROUNDS_EXHAUSTED_PREFIX}\n\n{answer}".strip()
+            if wants_examples and not answer.startswith(prompts.EXAMPLE_DATA_REFUSAL):
+                answer = f"{prompts.EXAMPLE_DATA_REFUSAL}\n\n{answer}".strip()
         if not answer:
             answer = "I could not put an answer together from these results. Please rephrase the question."
-        turn.append(ModelMessage(answer))
+        turn.append(Notice(answer) if said_by_bot else ModelMessage(answer))
         tool_texts = [r.content for r in tool_results(conversation.history + turn)]
         unverified = grounding.check(answer, conversation, tool_texts)
         if unverified:
@@ -139,21 +156,31 @@ class Orchestrator:
 
     async def _run_rounds(self, conversation: Conversation, turn: list[Item], result: TurnResult,
                           wants_examples: bool, progress: Progress, asking: _Asking) -> Completion:
-        retried_context = False
+        dropped_history = shrunk_results = False
         while True:
             tools = self.offered if result.rounds < self.max_rounds else None
             messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None)
             try:
-                completion = await self.model.complete(messages, tools, round_number=result.rounds + 1)
+                completion = await self.model.complete(messages, tools, round_number=result.rounds + 1,
+                                                       budget=asking.budget)
             except LLMError as error:
-                if error.kind is LLMErrorKind.CONTEXT_LENGTH and not retried_context and conversation.history:
-                    retried_context = True
+                if error.kind is not LLMErrorKind.CONTEXT_LENGTH:
+                    raise
+                if not dropped_history and conversation.history:
+                    dropped_history = True
                     dropped = self.memory.drop_half(conversation)
                     log.info("context length exceeded; dropped %d old turn(s) and retrying", dropped)
                     result.notices.append("The conversation was too long for the model, so older messages were "
                                           "trimmed.")
                     continue
-                raise
+                if not shrunk_results and _shrink_results(turn):
+                    # A first turn has no history to drop: its own tool results are what is too long.
+                    shrunk_results = True
+                    log.info("context length exceeded; shortened this turn's tool results and retrying")
+                    result.notices.append(prompts.RESULTS_SHORTENED_NOTICE)
+                    continue
+                raise LLMError(LLMErrorKind.CONTEXT_LENGTH, prompts.NARROWER_QUESTION, detail=error.detail,
+                               reason=error.reason) from error
             result.rounds += 1
             result.hit_round_limit = tools is None
             if tools is None or not completion.tool_calls:
@@ -244,11 +271,24 @@ class Orchestrator:
 
 @dataclass
 class _Asking:
-    """The analyst's own words this turn, and who they are (write proposals are checked against both)."""
+    """The analyst's own words this turn, and who they are (write proposals are checked against both), and
+    what the turn may still wait for model retries."""
 
     text: str
     actor: Actor | None
     write_calls: int = 0  # the model's write tool calls this turn, proposed or not
+    budget: WaitBudget = field(default_factory=WaitBudget)  # the turn's model retry waits left
+
+
+def _shrink_results(turn: list[Item]) -> bool:
+    """Replace this turn's tool results by digests (in place, so the stored turn is what the model read).
+    False when none could be shortened."""
+    shortened = False
+    for i, item in enumerate(turn):
+        if isinstance(item, ToolResult) and (short := digest(item, "result")) is not item:
+            turn[i] = short
+            shortened = True
+    return shortened
 
 
 def _proposes(tool: Tool | None) -> bool:

@@ -27,6 +27,7 @@ TRIMMED_NOTICE = "Older messages were trimmed to make room; ask again if you nee
 # Per-message overhead of the chat format (role, separators), as OpenAI documents for gpt-4 class models.
 MESSAGE_OVERHEAD = 4
 DIGEST_LINES = 6
+DIGEST_LINE_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,21 @@ class TokenCounter:
 
     def tools(self, schemas: Sequence[dict[str, Any]]) -> int:
         return self.text(json.dumps(list(schemas), separators=(",", ":")))
+
+
+def digest(item: ToolResult, what: str = "result", *, lines: int = DIGEST_LINES,
+           line_chars: int = DIGEST_LINE_CHARS) -> ToolResult:
+    """A tool result cut to its first ``lines`` lines (each at most ``line_chars``), marked ``compacted``;
+    the item itself when it is short enough already."""
+    kept = item.content.splitlines()
+    long_lines = any(len(line) > line_chars for line in kept[:lines])
+    if item.compacted or (len(kept) <= lines and not long_lines):
+        return item
+    shown = [line if len(line) <= line_chars else line[:line_chars] + "..." for line in kept[:lines]]
+    if len(kept) > lines:
+        shown.append(f"({what} shortened: {len(kept) - lines} more lines; call the tool again if those rows are "
+                     "needed)")
+    return replace(item, content="\n".join(shown), compacted=True)
 
 
 class Memory:
@@ -151,14 +167,10 @@ class Memory:
             item = conversation.history[i]
             if not isinstance(item, ToolResult) or item.compacted:
                 continue
-            lines = item.content.splitlines()
-            if len(lines) <= DIGEST_LINES:
+            shortened = digest(item, "older result", line_chars=10**9)
+            if shortened is item:
                 continue
-            digest = lines[:DIGEST_LINES] + [
-                f"(older result shortened: {len(lines) - DIGEST_LINES} more lines; "
-                "call the tool again if those rows are needed)"
-            ]
-            conversation.history[i] = replace(item, content="\n".join(digest), compacted=True)
+            conversation.history[i] = shortened
             conversation.token_counts[i] = self.counter.item(conversation.history[i])
 
     def _sync_counts(self, conversation: Conversation) -> None:

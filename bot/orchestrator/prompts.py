@@ -103,6 +103,17 @@ _EXAMPLE_REQUEST = re.compile(
 )
 
 
+REFUSED_NOTICE = ("The language model declined to answer; the reply above is its refusal, in its own words. The "
+                  "commands (type \"help\") do not go through the language model.")
+CUT_NOTICE = ("The answer was cut off: it reached the language model's length limit, so it is incomplete. Ask for "
+              "the rest, a shorter answer, or a narrower question.")
+CUT_BEFORE_ANSWER = ("The language model ran out of room before it wrote an answer. Please ask a narrower question "
+                     "(a shorter time window, a higher minimum severity, or one incident).")
+RESULTS_SHORTENED_NOTICE = ("This question's results were too long for the language model, so it read a shortened "
+                            "digest of them; the tables show them in full.")
+NARROWER_QUESTION = ("This question and its results are too long for the language model, even shortened. Please ask "
+                     "a narrower question (a shorter time window, a higher minimum severity, or one incident by "
+                     "number), or use the commands (type \"help\"), which do not go through the language model.")
 NOTHING_CHANGED_YET = ("Nothing was changed: an incident changes only when the analyst who asked for it presses "
                        "Confirm on its confirmation card.")
 CONFIRM_ON_THE_CARD = ("Nothing has changed yet: the change is made only when you press Confirm on its card "

@@ -87,17 +87,21 @@ class Completion:
     usage: Mapping[str, int] | None = None  # overrides the estimated counts key by key
     choice_extra: Mapping[str, Any] = field(default_factory=dict)  # e.g. Azure's content_filter_results
     top_extra: Mapping[str, Any] = field(default_factory=dict)  # e.g. Azure's prompt_filter_results
+    refusal: str | None = None  # the message's "refusal" (structured-output and safety refusals)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One answer: a completion (rendered per request, so ids and usage are fresh) or a raw status + body."""
+    """One answer: a completion (rendered per request, so ids and usage are fresh), a status + JSON body, or a
+    status + raw bytes (``raw``, sent verbatim with ``content_type``: invalid JSON, an HTML page)."""
 
     status: int = 200
     completion: Completion | None = None
-    body: Mapping[str, Any] | None = None
+    body: Any = None  # any JSON value (an object, a list, null), sent as application/json
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # on top of FakeOpenAI.latency_s
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
     def delayed(self, seconds: float) -> Step:
         return replace(self, delay_s=seconds)
@@ -133,6 +137,37 @@ def tool_calls(
     )
 
 
+def refusal(message: str = "I'm sorry, I can't assist with that request.") -> Step:
+    """The model declines: content null, ``message.refusal`` set, finish_reason "stop" (as OpenAI sends it)."""
+    return Step(completion=Completion(content=None, refusal=message))
+
+
+def cut(content: str | None) -> Step:
+    """An answer stopped at max_tokens: finish_reason "length" (content may be None, e.g. reasoning models)."""
+    return Step(completion=Completion(content=content, finish_reason="length"))
+
+
+def raw(body: bytes | str, status: int = 200, content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None) -> Step:
+    """Any bytes with any status and content type, verbatim."""
+    data = body.encode() if isinstance(body, str) else body
+    return Step(status=status, raw=data, content_type=content_type, headers=dict(headers or {}))
+
+
+def invalid_json() -> Step:
+    """A 200 that says application/json but is cut off mid-object (as a proxy or a dropped connection leaves it)."""
+    return raw('{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assis')
+
+
+def completion_body(*, choices: Any = None, **fields: Any) -> Step:
+    """A 200 chat.completion body with the given choices (any shape: [], a dict, malformed entries) and fields."""
+    body: dict[str, Any] = {"id": "chatcmpl-shape", "object": "chat.completion", "created": int(time.time()),
+                            "model": DEFAULT_MODEL, "choices": [] if choices is None else choices,
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+    body.update(fields)
+    return Step(status=200, body=body)
+
+
 def error(status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Step:
     """Any status with a verbatim JSON body."""
     return Step(status=status, body=body, headers=dict(headers or {}))
@@ -143,12 +178,16 @@ def openai_error(status: int, message: str, type_: str | None, param: str | None
     return error(status, {"error": {"message": message, "type": type_, "param": param, "code": code}})
 
 
-def rate_limited(retry_after: float | None = None, azure: bool = False) -> Step:
-    """429 as OpenAI (default) or Azure OpenAI sends it, with an optional Retry-After header (seconds)."""
+def rate_limited(retry_after: float | str | None = None, azure: bool = False, *,
+                 retry_after_ms: float | None = None) -> Step:
+    """429 as OpenAI (default) or Azure OpenAI sends it, with an optional Retry-After header (seconds, or a str
+    sent verbatim, e.g. an HTTP date) and an optional retry-after-ms header (Azure sends both)."""
     headers: dict[str, str] = {}
     if retry_after is not None:
-        headers["Retry-After"] = f"{retry_after:g}"
-    wait = f"{retry_after:g}" if retry_after is not None else "1"
+        headers["Retry-After"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
+    if retry_after_ms is not None:
+        headers["retry-after-ms"] = f"{retry_after_ms:g}"
+    wait = f"{retry_after:g}" if isinstance(retry_after, (int, float)) else "1"
     if azure:
         body: dict[str, Any] = {
             "error": {
@@ -257,7 +296,7 @@ def _estimate_tokens(value: Any) -> int:
 
 
 def _render_completion(completion: Completion, request: RecordedRequest) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": completion.content, "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": completion.content, "refusal": completion.refusal}
     if completion.tool_calls:
         message["tool_calls"] = [
             {
@@ -398,10 +437,12 @@ class FakeOpenAI:
         if delay > 0:
             await asyncio.sleep(delay)
         headers = {"x-request-id": f"req_{uuid.uuid4().hex}", **step.headers}
+        if step.raw is not None:
+            return web.Response(body=step.raw, status=step.status, headers=headers, content_type=step.content_type)
         if step.completion is not None:
             payload: Any = _render_completion(step.completion, recorded)
         else:
-            payload = dict(step.body or {})
+            payload = dict(step.body) if isinstance(step.body, Mapping) else step.body if step.body is not None else {}
         return web.json_response(payload, status=step.status, headers=headers)
 
     def _next_step(self, recorded: RecordedRequest) -> Step:
