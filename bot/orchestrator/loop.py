@@ -105,6 +105,25 @@ class Orchestrator:
             turn.append(Notice(f"(No answer: {error.message})"))
             self._finish(conversation, turn, result)
             return result
+        answer, said_by_bot = self._answer_text(completion, result, wants_examples)
+        turn.append(Notice(answer) if said_by_bot else ModelMessage(answer))
+        tool_texts = [r.content for r in tool_results(conversation.history + turn)]
+        unverified = grounding.check(answer, conversation, tool_texts)
+        if unverified:
+            log.info("answer cites %d unverifiable identifier(s)", len(unverified))
+            result.notices.append(grounding.flag(unverified))
+        if asking.write_calls or prompts.claims_a_change(answer):
+            # Whatever the text says (a model can be talked into "✅ applied"), only a Confirm click changes anything.
+            result.notices.append(prompts.NOTHING_CHANGED_YET if not any(p.proposed for p in result.proposals)
+                                  else prompts.CONFIRM_ON_THE_CARD)
+        result.text = answer
+        result.disclaimer = prompts.contains_analysis(answer)
+        self._finish(conversation, turn, result)
+        return result
+
+    @staticmethod
+    def _answer_text(completion: Completion, result: TurnResult, wants_examples: bool) -> tuple[str, bool]:
+        """The answer to show, and whether the bot (not the model) said it; notes a refusal or a cut answer."""
         answer = (completion.text or "").strip()
         result.refused = not answer and bool(completion.refusal)
         result.cut = completion.cut
@@ -124,20 +143,7 @@ class Orchestrator:
                 answer = f"{prompts.EXAMPLE_DATA_REFUSAL}\n\n{answer}".strip()
         if not answer:
             answer = "I could not put an answer together from these results. Please rephrase the question."
-        turn.append(Notice(answer) if said_by_bot else ModelMessage(answer))
-        tool_texts = [r.content for r in tool_results(conversation.history + turn)]
-        unverified = grounding.check(answer, conversation, tool_texts)
-        if unverified:
-            log.info("answer cites %d unverifiable identifier(s)", len(unverified))
-            result.notices.append(grounding.flag(unverified))
-        if asking.write_calls or prompts.claims_a_change(answer):
-            # Whatever the text says (a model can be talked into "✅ applied"), only a Confirm click changes anything.
-            result.notices.append(prompts.NOTHING_CHANGED_YET if not any(p.proposed for p in result.proposals)
-                                  else prompts.CONFIRM_ON_THE_CARD)
-        result.text = answer
-        result.disclaimer = prompts.contains_analysis(answer)
-        self._finish(conversation, turn, result)
-        return result
+        return answer, said_by_bot
 
     async def summarise_and_clear(self, conversation: Conversation) -> str:
         """/clear: keep preferences and a short model-written summary of the discussion."""
