@@ -21,7 +21,8 @@ Starting it
     ``M365_AGENTS_PLAYGROUND_LOGFILE=<workdir>/playground.log`` (it deletes that file on start, then appends
     every console.* call to it). ``-p 0`` makes it listen on a free port; when stdout is not a TTY it prints
     exactly one line, ``Listening on <port>``, to stdout (a taken ``-p N`` silently falls back to a random
-    port, so reading that line is the only safe way to learn the port). It listens on all interfaces.
+    port, so reading that line is the only safe way to learn the port). Left to itself it listens on all
+    interfaces; ``tests/e2e/loopback.js``, preloaded, keeps it on 127.0.0.1.
     ``GET /_internal/v1/config`` first waits (wait-on, up to 15 s) for the bot endpoint to answer anything,
     then answers; if the bot never answered, it answers anyway and logs "Cannot connect to your app".
 
@@ -135,6 +136,7 @@ from tests.support.tooling import missing, require_tool
 E2E_DIR = Path(__file__).resolve().parent.parent / "e2e"
 PACKAGE = "@microsoft/m365agentsplayground"
 CLI = E2E_DIR / "node_modules" / PACKAGE / "cli.js"
+LOOPBACK = E2E_DIR / "loopback.js"  # preloaded: the Playground listens on 127.0.0.1 only
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
 
 START_TIMEOUT = 30.0  # node start + the Playground's own wait for the bot endpoint (at most 15 s)
@@ -478,7 +480,7 @@ class Playground:
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "TEAMSAPPTESTER_BROWSER": "none", "M365_AGENTS_PLAYGROUND_LOGFILE": str(self.log_path)}
-        argv = [self.node, str(self.cli), "start", "-e", self.bot_endpoint, "-c", self.channel_id, "--dt", "-p", "0"]
+        argv = [self.node, "-r", str(LOOPBACK), str(self.cli), "start", "-e", self.bot_endpoint, "-c", self.channel_id, "--dt", "-p", "0"]
         try:
             self._process = await ManagedProcess.start(
                 argv, name="Agents Playground", log_path=self.workdir / "playground.stdout.log",
