@@ -501,3 +501,18 @@ async def _saved_activity_ids(bot: Bot, conversation_id: str) -> int:
     key = f"msteams/conversations/{conversation_id}"
     stored = (await bot.read([key])).get(key) or {}
     return len(stored.get(STATE_PROPERTY, {}).get("recent_activity_ids", []))
+
+
+async def test_a_turn_cut_short_by_shutdown_tells_its_user_to_resend(bot: Bot, fake_openai: FakeOpenAI) -> None:
+    from bot.teams.server import ABANDONED_TEXT
+
+    fake_openai.latency_s = 5.0  # the model is still thinking when the bot shuts down
+    activity_id = next_id()
+    await bot.post(teams.personal("what high-severity incidents came in this week?", activity_id=activity_id,
+                                  service_url=bot.connector.url))
+    await bot.connector.wait_for(lambda s: any(x.type == "typing" for x in s))
+    cancelled = await bot.app[RUNNER_KEY].stop(0.1)
+    assert cancelled == 1
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    [notice] = [s for s in sent if s.type == "message"]
+    assert notice.text == ABANDONED_TEXT and notice.body.get("replyToId") == activity_id

@@ -130,8 +130,11 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         if runner.is_duplicate(activity.conversation.id, activity.id):
             log.info("dropping a repeated delivery of activity %s", activity.id)
             return web.Response(status=200)
-        first = _typing_first(activity, auth, bot) if bot.addressed_to_bot(activity) else None
-        if not runner.submit(place, lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first):
+        addressed = bot.addressed_to_bot(activity)
+        first = _typing_first(activity, auth, bot) if addressed else None
+        abandoned = _abandoned_notice(activity, auth) if addressed else None
+        if not runner.submit(place, lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
+                             on_abandon=abandoned):
             return _problem(503, "The bot is restarting or overloaded; Teams will retry.")
         return web.Response(status=201)
 
@@ -192,6 +195,24 @@ def _typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[
         del_over = len(bot.early_typing) - 1000  # turns that never started must not leak
         for key in list(bot.early_typing)[:max(del_over, 0)]:
             bot.early_typing.pop(key, None)
+
+    return send
+
+
+ABANDONED_TEXT = ("I was restarted before I could finish answering this, so nothing more will come for it. "
+                  "Please send it again.")
+
+
+def _abandoned_notice(activity: Activity, auth: Any) -> Callable[[], Awaitable[None]]:
+    """Sent when shutdown cuts this turn short: the user learns to resend instead of waiting for nothing."""
+
+    async def send() -> None:
+        connector = await auth.connector_factory.create(activity.service_url, auth.audience)
+        notice = Activity(type="message", text=ABANDONED_TEXT, from_property=activity.recipient,
+                          recipient=activity.from_property, conversation=activity.conversation,
+                          channel_id=activity.channel_id, service_url=activity.service_url,
+                          reply_to_id=activity.id)
+        await connector.conversations.send_to_conversation(activity.conversation.id, notice)
 
     return send
 
