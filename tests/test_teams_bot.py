@@ -516,3 +516,26 @@ async def test_a_turn_cut_short_by_shutdown_tells_its_user_to_resend(bot: Bot, f
     sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
     [notice] = [s for s in sent if s.type == "message"]
     assert notice.text == ABANDONED_TEXT and notice.body.get("replyToId") == activity_id
+
+
+async def test_an_unknown_reference_is_answered_at_once_with_the_references_there_are(
+        bot: Bot, fake_openai: FakeOpenAI) -> None:
+    async def say(text: str) -> teams.Sent:
+        bot.connector.sent.clear()
+        await bot.post(teams.personal(text, activity_id=next_id(), service_url=bot.connector.url))
+        sent = await bot.connector.wait_for(lambda s: bool(final_messages(s)))
+        return final_messages(sent)[-1]
+
+    empty = await say("tell me more about [2]")
+    assert empty.text.startswith("There is no [2] in this conversation.")
+    assert "incidents 24h" in empty.text and fake_openai.chat_requests == [], "answered without the model"
+
+    await say("incidents 30d")
+    listed = await say("tell me more about [2] and [998], then [999]")
+    assert listed.text.startswith("There is no [998] or [999] in this conversation. References here: [11] incident #")
+    assert "[20] incident #" in listed.text and "[10]" not in listed.text, "the ten most recent"
+    assert listed.text.endswith("(and 10 older).")
+    assert fake_openai.chat_requests == [] and not listed.cards
+
+    await say("tell me more about [2]")  # it exists: the model looks it up as before
+    assert len(fake_openai.chat_requests) >= 1

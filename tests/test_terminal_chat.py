@@ -90,3 +90,19 @@ async def _run_chat(env: dict[str, str], stdin: str, cwd: Path) -> subprocess.Co
         subprocess.run, [sys.executable, "-m", "bot", "chat"], input=stdin, capture_output=True, text=True,
         timeout=120, env=env, cwd=cwd,
     )
+
+
+async def test_an_unknown_reference_names_what_exists_without_asking_the_model(fake_openai: FakeOpenAI,
+                                                                            demo_client) -> None:
+    fake_openai.brain = rule_model.brain
+    chat, _status = chat_with_model(fake_openai, demo_client)
+    empty = await chat.answer("tell me more about [2]")
+    assert empty.startswith("There is no [2] in this conversation.") and "incidents 24h" in empty
+    await chat.answer("incidents 7d high")
+    last = chat.conversation.references.items[-1]
+    missing = await chat.answer("compare [1] with [99]")
+    assert missing.startswith("There is no [99] in this conversation. References here: [")
+    assert f"[{last.n}] incident #{last.key} " in missing
+    assert fake_openai.chat_requests == [], "answered without the model"
+    assert "[x]" not in await chat.answer("- [x] contained the host")  # not a reference: goes to the model
+    assert len(fake_openai.chat_requests) >= 1

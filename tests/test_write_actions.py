@@ -322,3 +322,84 @@ async def test_responders_get_change_buttons_on_incident_details_and_others_do_n
     [theirs] = await rig.next_messages()
     assert "change_propose" in json.dumps(mine.cards) and "Assign to me" in json.dumps(mine.cards)
     assert "change_propose" not in json.dumps(theirs.cards)
+
+
+# ---- typed answers to a pending change ("yes", "cancel") -----------------------------------------------------
+
+@pytest.mark.parametrize("typed", ["yes", "Confirm", "confirm it", "Yes, do it.", "go ahead!"])
+async def test_typed_yes_from_the_requester_confirms_like_the_button(rig: WriteRig, typed: str) -> None:
+    incident = rig.incidents[0]
+    etag = rig.arm.incidents[incident.incident_id]["etag"]
+    action_id, card_id, _ = await propose(rig, f"assign {incident.incident.number} to me")
+    await rig.say(typed)
+    update, reply = await rig.next_messages(2)
+    assert update.method == "PUT" and update.activity_id == card_id, "the confirmation card is updated in place"
+    assert "View action" in json.dumps(update.cards) and "change_confirm" not in json.dumps(update.cards)
+    assert reply.text.startswith("Done: Owner set to Alice")
+    puts = rig.arm.requests_for("PUT")
+    assert rig.arm.writes == 2 and puts[0].body["etag"] == etag, "the update (with its etag) and the audit comment"
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
+    [late] = await rig.next_messages()
+    assert "Already handled" in late.text and rig.arm.writes == 2, "a late button press writes nothing more"
+
+
+@pytest.mark.parametrize("typed", ["cancel", "No", "cancel it."])
+async def test_typed_cancel_from_the_requester_cancels_like_the_button(rig: WriteRig, typed: str) -> None:
+    number = rig.incidents[0].incident.number
+    action_id, card_id, _ = await propose(rig, f"assign {number} to me")
+    await rig.say(typed)
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == card_id and "Cancelled by Alice" in json.dumps(update.cards)
+    assert reply.text.startswith("Cancelled by Alice") and rig.arm.puts == 0
+    await rig.say("yes")  # nothing waits now: "yes" is an ordinary message again (no model here)
+    [after] = await rig.next_messages()
+    assert "Plain-language questions are not enabled" in text_of([after]) and rig.arm.puts == 0
+
+
+async def test_typed_yes_from_someone_else_in_a_channel_is_refused_and_the_requester_still_can(rig: WriteRig) -> None:
+    number = rig.incidents[0].incident.number
+    _action_id, card_id, _ = await propose(rig, f"assign {number} to me", where="channel")
+    await rig.say("yes", user="bob", where="channel")
+    [refusal] = await rig.next_messages()
+    assert "Only Alice can confirm this change" in refusal.text and rig.arm.puts == 0
+    await rig.say("cancel", user="bob", where="channel")
+    [refusal] = await rig.next_messages()
+    assert "Only Alice can cancel this change" in refusal.text and rig.arm.puts == 0
+    await rig.say("go ahead", where="channel")
+    update, reply = await rig.next_messages(2)
+    assert update.method == "PUT" and update.activity_id == card_id and reply.text.startswith("Done:")
+    assert rig.arm.writes == 2
+
+
+async def test_typed_yes_after_expiry_is_not_written(rig: WriteRig) -> None:
+    number = rig.incidents[0].incident.number
+    _action_id, card_id, _ = await propose(rig, f"assign {number} to me")
+    rig.clock.advance(minutes=5, seconds=1)
+    await rig.say("yes")
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == card_id and "Expired" in json.dumps(update.cards)
+    assert reply.text.startswith("Expired") and rig.arm.puts == 0
+
+
+async def test_typed_yes_rereads_the_incident_and_asks_again_when_it_changed(rig: WriteRig) -> None:
+    incident = rig.incidents[0]
+    action_id, card_id, _ = await propose(rig, f"assign {incident.incident.number} to me")
+    new_etag = rig.arm.touch(incident.incident_id, severity="Low", owner={"assignedTo": "Bob", "ownerType": "User"})
+    await rig.say("confirm")
+    update, reply, fresh = await rig.next_messages(3)
+    assert rig.arm.puts == 0 and update.activity_id == card_id and "changed since you asked" in reply.text
+    new_id, new_card = rig.confirmation([fresh])
+    assert new_id != action_id
+    await rig.say("yes")
+    update, _done = await rig.next_messages(2)
+    assert update.activity_id == new_card, "the new card is the one updated"
+    assert rig.arm.requests_for("PUT")[0].body["etag"] == new_etag and rig.arm.writes == 2
+
+
+async def test_only_the_whole_message_confirms(rig: WriteRig) -> None:
+    number = rig.incidents[0].incident.number
+    action_id, card_id, _ = await propose(rig, f"assign {number} to me")
+    await rig.say("yes but first show me the alerts")  # more than a yes: a new request, as before
+    update, _answer = await rig.next_messages(2)
+    assert update.activity_id == card_id and "asked something else" in json.dumps(update.cards)
+    assert rig.arm.puts == 0

@@ -67,7 +67,7 @@ Ask in plain language, or use these commands:
   alerts [window] [severity]      recent alerts
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
-  assign [n] to me                propose a change; you confirm it on a card (also: to alice@contoso.com)
+  assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
   close [n] false positive: why   close with a classification (true positive, benign positive, undetermined)
   reopen [n]  |  severity [n] high  |  comment [n]: text
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)

@@ -3,12 +3,15 @@
 ``route`` decides what a line asks for: help, clear, prefer, a proposed incident change, a query
 command (run here, without the model: "[n]" resolved through the conversation's references, the
 analyst's preferred window and severity filled in, the run logged for the Data sources footnote and
-"show query", its rows remembered), an unreadable command, or a question for the model. The surface
+"show query", its rows remembered), an unreadable command, or a question for the model. Text that
+cites an "[n]" this conversation does not have is answered at once with the references it does have
+(the model is not asked to guess). The surface
 renders the ``Routed`` it gets back and handles what only it can (confirmation cards, the model turn).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,13 +21,16 @@ from typing import Any
 from bot.commands.parser import Command, CommandError, apply_preferences, parse, with_preferences
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
-from bot.orchestrator.references import RefKind
+from bot.orchestrator.references import References, RefKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolRun
 
 Status = Callable[[str], Awaitable[None]]
+# "[2]" cites a reference; "[x]", "[ ]" and "array[1]" do not.
+_CITED = re.compile(r"(?<![\w\]])\[(\d{1,6})\]")
+LISTED_REFERENCES = 10  # how many of the conversation's references a "no such [n]" answer lists
 
 
 class Route(StrEnum):
@@ -34,6 +40,7 @@ class Route(StrEnum):
     CHANGE = "change"  # command.tool and command.arguments propose an incident change
     QUERY = "query"  # run: the command's query
     UNRESOLVED = "unresolved"  # text: an "[n]" that names nothing here (or not an incident)
+    NO_REFERENCE = "no_reference"  # text: the cited [n] that do not exist here, and the ones that do
     INVALID = "invalid"  # text: the command's usage
     QUESTION = "question"  # for the model
 
@@ -58,12 +65,15 @@ class CommandRouter:
             return Routed(Route.INVALID, str(error))
         if not text.strip() or (command is not None and command.name == "help"):
             return Routed(Route.HELP)
+        if command is not None and command.name == "clear":
+            return Routed(Route.CLEARED, await self.clear(conversation), command)
+        if command is not None and command.name == "prefer":
+            return Routed(Route.PREFERENCES, apply_preferences(command, conversation.preferences), command)
+        missing = missing_references(text, conversation.references)
+        if missing:
+            return Routed(Route.NO_REFERENCE, no_reference_text(missing, conversation.references), command)
         if command is None:
             return Routed(Route.QUESTION)
-        if command.name == "clear":
-            return Routed(Route.CLEARED, await self.clear(conversation), command)
-        if command.name == "prefer":
-            return Routed(Route.PREFERENCES, apply_preferences(command, conversation.preferences), command)
         if command.name == "change":
             return Routed(Route.CHANGE, command=command)
         run = await self.run_query(conversation, command, status)
@@ -96,3 +106,23 @@ class CommandRouter:
             return await self.orchestrator.summarise_and_clear(conversation)
         conversation.clear(None)
         return "Conversation cleared. Your preferences are kept."
+
+
+def missing_references(text: str, references: References) -> list[int]:
+    """The [n] cited in ``text`` that this conversation has no reference for, in the order cited."""
+    cited = dict.fromkeys(int(n) for n in _CITED.findall(text))
+    return [n for n in cited if references.get(n) is None]
+
+
+def no_reference_text(missing: list[int], references: References) -> str:
+    """"There is no [2] in this conversation", then what [n] there are (the most recent few)."""
+    names = [f"[{n}]" for n in missing]
+    cited = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    head = f"There is no {cited} in this conversation."
+    if not references.items:
+        return (f"{head} Nothing here has a reference number yet: list incidents first (for example "
+                '"incidents 24h"), then ask about one by its [n].')
+    recent = sorted(references.items[-LISTED_REFERENCES:], key=lambda r: r.n)
+    listed = ", ".join(f"[{r.n}] {r.kind} {r.label}" for r in recent)
+    more = len(references.items) - len(recent)
+    return f"{head} References here: {listed}" + (f" (and {more} older)." if more else ".")

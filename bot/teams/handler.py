@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -335,9 +336,14 @@ class SentinelBot(TeamsActivityHandler):
     async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                        progress: Progress, facts: TurnFacts) -> Reply:
         verb = Verb.of(request.value)
+        typed = self._typed_decision(data, request) if verb is None and not request.value else None
+        if typed is not None:  # "yes" / "cancel" typed while a change waits: that card's button, pressed
+            request, verb = typed, Verb.of(typed.value)
         handler = self._verbs.get(verb) if verb is not None else None
         if verb is not None and handler is not None:
             facts.kind, facts.command = TurnKind.CARD_ACTION, _VERB_COMMANDS.get(verb, str(verb))
+        if typed is not None:
+            facts.kind = TurnKind.COMMAND
         if verb in (Verb.CHANGE_CONFIRM, Verb.CHANGE_CANCEL) and handler is not None:
             return await handler(context, data, request, progress, facts)
         # A new request ends the requester's pending change (looking at details does not).
@@ -382,6 +388,9 @@ class SentinelBot(TeamsActivityHandler):
                                            (routed.command.tool or "", routed.command.arguments))
             case Route.UNRESOLVED:
                 return Reply([replies.message(f"{routed.text} Ask about an incident by its number instead.")])
+            case Route.NO_REFERENCE:  # answered without the model, which could only guess
+                facts.kind, facts.command = TurnKind.COMMAND, facts.command or "reference"
+                return Reply([replies.message(routed.text)])
             case Route.QUERY:
                 assert routed.run is not None
                 facts.tool_calls = 1
@@ -472,6 +481,18 @@ class SentinelBot(TeamsActivityHandler):
             reply.confirmation = outcome.renewed
         return reply
 
+    def _typed_decision(self, data: ConversationData, request: TurnRequest) -> TurnRequest | None:
+        """Typed text that answers the pending change's card ("yes", "confirm", "cancel", ...): the request
+        as the press of that card's Confirm or Cancel button (the same checks: requester, expiry, etag).
+        None when nothing is pending or the text is anything else."""
+        pending = data.conversation.pending_action
+        if pending is None or self.desk is None:
+            return None
+        verb = _TYPED_DECISIONS.get(" ".join(_TYPED_PUNCTUATION.sub(" ", request.text.lower()).split()))
+        if verb is None:
+            return None
+        return replace(request, value={"action": verb.value, "id": pending.id}, reply_to_id=pending.card_id)
+
     def _on_new_request(self, data: ConversationData, request: TurnRequest) -> Outcome | None:
         if self.desk is None:
             return None
@@ -528,6 +549,10 @@ class SentinelBot(TeamsActivityHandler):
 
 
 _VerbHandler = Callable[[TurnContext, ConversationData, TurnRequest, Progress, TurnFacts], Awaitable[Reply]]
+# Whole messages that answer a pending change's card as its buttons do (any case; "." "," "!" ignored).
+_TYPED_DECISIONS = dict.fromkeys(("yes", "confirm", "confirm it", "yes do it", "go ahead"), Verb.CHANGE_CONFIRM)
+_TYPED_DECISIONS |= dict.fromkeys(("no", "cancel", "cancel it"), Verb.CHANGE_CANCEL)
+_TYPED_PUNCTUATION = re.compile(r"[.,!]")
 _VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change"}  # the turn's command, for telemetry
 _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
                     ProposalStatus.INVALID: "I could not prepare that change",
