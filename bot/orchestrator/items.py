@@ -76,21 +76,6 @@ def tool_results(items: Iterable[Item]) -> Iterator[ToolResult]:
     return (item for item in items if isinstance(item, ToolResult))
 
 
-def calls_answered(items: Iterable[Message]) -> bool:
-    """True when every tool call has its result right after it, before anything else (what the APIs require)."""
-    pending: set[str] = set()
-    for item in items:
-        if isinstance(item, ModelMessage) and item.tool_calls:
-            if pending:
-                return False
-            pending = {call.id for call in item.tool_calls}
-        elif isinstance(item, ToolResult):
-            pending.discard(item.call_id)
-        elif pending:
-            return False
-    return not pending
-
-
 # ---- stored form --------------------------------------------------------------------------------------------
 
 def to_stored(item: Item) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from openai import AsyncAzureOpenAI, AsyncOpenAI
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from bot import telemetry
-from bot.orchestrator.items import Instruction, Message, ModelMessage, Notice, ToolCall, ToolResult, UserMessage
+from bot.orchestrator.items import Instruction, Message, Notice, ToolCall, ToolResult, UserMessage
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +103,6 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     refusal: str | None = None
-
-    @property
-    def message(self) -> ModelMessage:
-        return ModelMessage(self.text, tuple(self.tool_calls))
 
     @property
     def cut(self) -> bool:

@@ -32,9 +32,6 @@ class Registry:
     def get(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._by_name)
-
     def offered(self, *, writes: bool) -> tuple[Tool, ...]:
         """The tools the model may call: the read tools, and the write tools where changes can be proposed."""
         return tuple(t for t in self.tools if writes or not t.needs_confirmation)
