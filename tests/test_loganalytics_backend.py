@@ -48,7 +48,8 @@ async def test_request_shape(fake_logs: FakeLogAnalytics) -> None:
     assert request.path == f"/v1/workspaces/{WORKSPACE}/query"
     assert request.body["query"] == kql.build(query)
     assert request.body["timespan"].startswith("PT86400")  # the window also goes through the API's timespan
-    assert "wait=60" in request.headers["Prefer"]
+    assert "wait=30" in request.headers["Prefer"]  # a one-day window gets half the 60 s ceiling
+    assert request.headers["x-ms-client-request-id"]  # the query id, logged with any problem
     assert credential.scopes == [(f"{fake_logs.endpoint}/.default",)]
     assert result.metadata.source == "log_analytics" and result.metadata.timespan == "PT86400S"
     await client.close()
@@ -62,20 +63,31 @@ async def test_partial_result_keeps_data_and_warns(fake_logs: FakeLogAnalytics) 
     client = client_for(fake_logs)
     result = await client.query_incidents()
     assert isinstance(result, QueryResult) and len(result.records) == 1 and result.partial
-    assert "partial results" in result.metadata.warnings[0]
-    fake_logs.respond(200, {"error": body["error"]})  # partial error without any table
+    assert "Partial result" in result.metadata.warnings[0] and "memory limits" in result.metadata.warnings[0]
+    assert "1 row came back" in result.metadata.warnings[0]
+    fake_logs.respond(200, {"error": body["error"]})  # partial error without any table: not "no incidents"
     empty = await client.query_incidents()
-    assert isinstance(empty, QueryResult) and empty.records == () and empty.partial
+    assert isinstance(empty, QueryError) and empty.code == "partial_failure" and "no rows" in empty.message
     await client.close()
 
 
-async def test_429_with_retry_after_is_retried_by_the_sdk(fake_logs: FakeLogAnalytics) -> None:
-    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"), {"Retry-After": "0"})
+async def test_429_with_a_short_retry_after_waits_that_long(fake_logs: FakeLogAnalytics) -> None:
+    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"), {"Retry-After": "3"})
     fake_logs.respond(200, table_body("query_incidents", [INCIDENT_ROW]))
     sleeps: list[float] = []
     client = client_for(fake_logs, sleeps=sleeps)
     result = await client.query_incidents()
-    assert isinstance(result, QueryResult) and len(fake_logs.requests) == 2 and sleeps == []
+    assert isinstance(result, QueryResult) and len(fake_logs.requests) == 2 and sleeps == [3.0]
+    await client.close()
+
+
+async def test_429_with_a_long_retry_after_is_reported_with_the_wait(fake_logs: FakeLogAnalytics) -> None:
+    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"), {"Retry-After": "45"})
+    sleeps: list[float] = []
+    client = client_for(fake_logs, sleeps=sleeps)
+    result = await client.query_incidents()
+    assert isinstance(result, QueryError) and result.code == "throttled" and not result.retry_possible
+    assert "wait 45 seconds" in result.message and len(fake_logs.requests) == 1 and sleeps == []
     await client.close()
 
 
@@ -105,12 +117,14 @@ async def test_persistent_throttling_is_a_retryable_error(fake_logs: FakeLogAnal
 @pytest.mark.parametrize(
     "status, body, code, retryable, says",
     [
-        (504, error_body("GatewayTimeout", "Gateway timeout"), "timeout", True, "shorter time window"),
+        (504, error_body("GatewayTimeout", "Gateway timeout"), "gateway_timeout", True, "before the query's own"),
         (500, error_body("InternalServerError", "oops"), "server_error", True, "Try again"),
         (400, error_body("BadArgumentError", "The request had some invalid properties", "SyntaxError",
                          "A recognition error occurred in the query."), "bad_query", False, "report it"),
         (403, error_body("InsufficientAccessError", "The provided credentials have insufficient access"),
-         "forbidden", False, "Log Analytics Reader (or Microsoft Sentinel Reader)"),
+         "forbidden", False, "missing the Log Analytics Reader (or Microsoft Sentinel Reader) role"),
+        (403, error_body("InvalidAuthenticationTokenAudience", "The access token is from the wrong audience"),
+         "forbidden", False, "LOGS_ENDPOINT"),
         (404, error_body("PathNotFoundError", "Workspace not found"), "workspace_not_found", False,
          "SENTINEL_WORKSPACE_ID"),
     ],
@@ -126,7 +140,7 @@ async def test_errors_map_to_clear_query_errors(fake_logs: FakeLogAnalytics, sta
     assert "Traceback" not in result.message and "HttpResponseError" not in result.message
     if status == 400:
         assert "recognition error" in result.detail  # the service's words stay in the log detail
-    if status == 403:
+    if code == "forbidden" and "Reader" in says:
         assert WORKSPACE in result.message
     await client.close()
 
@@ -149,6 +163,7 @@ async def test_slow_service_hits_the_client_deadline(fake_logs: FakeLogAnalytics
     started = time.perf_counter()
     result = await client.query_incidents()
     assert isinstance(result, QueryError) and result.code == "timeout" and result.retry_possible
+    assert "within the 1 s the bot gives it (server_timeout)" in result.message  # the query's own limit, said
     assert time.perf_counter() - started < 2.5
     await client.close()
 

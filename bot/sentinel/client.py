@@ -8,6 +8,7 @@ raises for bad input or a failing service.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +42,8 @@ class RawTable:
 
     rows: list[dict[str, Any]]
     warnings: tuple[str, ...] = field(default=())
+    skipped: int = 0  # rows the backend could not use (none of the query's identifying columns)
+    service_truncated: bool = False  # the service cut the result at one of its limits
 
 
 class SentinelBackend(Protocol):
@@ -154,16 +157,23 @@ class SentinelClient:
         elapsed_ms = (time.perf_counter() - started) * 1000
         if isinstance(raw, QueryError):
             log.info("query %s failed: %s (status %s)", tool, raw.code, raw.status)
-            return QueryError(
-                raw.code, raw.message, raw.retry_possible, tool=tool, kql=text, status=raw.status, detail=raw.detail
-            )
+            return dataclasses.replace(raw, tool=tool, kql=text)
         records, skipped = rows.decode_rows(raw.rows, _DECODERS[tool])
+        skipped += raw.skipped
+        if skipped and not records:  # rows came back and none could be read: that is not "nothing matched"
+            log.warning("query %s: all %d result rows unreadable", tool, skipped)
+            return QueryError(
+                "unreadable_response",
+                f"Log Analytics returned {skipped} row(s) but none had the data the bot needs, so the bot cannot tell "
+                "what matched: this is not an empty result. Try again; if it keeps happening, report it.",
+                retry_possible=True, tool=tool, kql=text,
+            )
         warnings = list(raw.warnings)
         if skipped:
             warnings.append(f"{skipped} result row(s) could not be read and were left out.")
         total = max((rows.as_int(r.get("TotalMatched"), -1) for r in raw.rows), default=0)
         total = max(total, len(records))
-        truncated = total > len(records)
+        truncated = total > len(records) or raw.service_truncated
         if tool == IncidentDetailQuery.tool and records:
             detail = records[0]
             if detail.incident.alert_count > len(detail.alerts) and len(detail.alerts) >= MAX_DETAIL_ALERTS:
@@ -180,6 +190,7 @@ class SentinelClient:
             timespan=iso_duration(query.timespan.total_seconds()),
             source=self._backend.source,
             warnings=tuple(warnings),
+            service_truncated=raw.service_truncated,
         )
         return QueryResult(records=tuple(records), metadata=metadata)
 

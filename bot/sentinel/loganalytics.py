@@ -1,48 +1,86 @@
 """Log Analytics backend: runs the KQL through ``azure.monitor.query.aio.LogsQueryClient``.
 
 The client is built by the composition root (``create_logs_client``) and passed in, so tests can
-point a real client at a fake HTTP endpoint. Failures become ``QueryError`` values that say what to
-do; throttling, server errors and timeouts are marked retryable.
+point a real client at a fake HTTP endpoint. Failures become ``QueryError`` values that say what
+happened and what to do; a response the bot cannot read is an error, never an empty result
+(``responses.py`` reads the shapes).
 
-Retries: the SDK retries 500/503/504, and 429 only when the service sends Retry-After (the query is a
-POST). A 429 without Retry-After is retried here with exponential backoff, a bounded number of times.
+Retries: the SDK retries 500/502/503/504 and connection errors a bounded number of times. Throttling
+(429) is handled here, not in the SDK: a short Retry-After is waited out, a long one is reported with
+the service's own wait instead of holding the analyst's turn, and a 429 without one backs off
+exponentially a bounded number of times.
+
+Each query gets its own ``server_timeout`` (the service's ``Prefer: wait``): short windows get less
+time than long ones, never more than the configured ceiling (the service allows at most 600 s).
+Each query carries an id (the ``x-ms-client-request-id`` header), logged with every problem.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 import random
+import time
+import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 from azure.core.credentials_async import AsyncTokenCredential
 from azure.core.exceptions import (
     ClientAuthenticationError,
+    DecodeError,
     HttpResponseError,
     ServiceRequestError,
     ServiceResponseError,
 )
+from azure.core.pipeline.policies import AsyncRetryPolicy
 from azure.monitor.query import LogsQueryPartialResult, LogsQueryResult
 from azure.monitor.query.aio import LogsQueryClient
 
 from bot.sentinel.client import RawTable
 from bot.sentinel.models import QueryError
 from bot.sentinel.queries import Query
+from bot.sentinel.responses import TableRead, UnreadableResponse, partial_detail, read_table
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT = "https://api.loganalytics.io"
 READER_ROLES = "Log Analytics Reader (or Microsoft Sentinel Reader)"
 MAX_SERVICE_TEXT = 300
+SERVICE_MAX_TIMEOUT_S = 600  # Prefer: wait is capped at 10 minutes by the service
+MIN_TIMEOUT_S = 10
+SHORT_WINDOW = timedelta(days=1)
+# The SDK's model building fails with these on bodies that are not the documented shape.
+_SHAPE_ERRORS = (TypeError, KeyError, IndexError, AttributeError, ValueError)
+
+
+class _QueryRetryPolicy(AsyncRetryPolicy):
+    """The SDK's retry policy, except for 429: the backend decides how long a throttled query may wait."""
+
+    def is_retry(self, settings: Any, response: Any) -> bool:
+        if response.http_response.status_code == 429:
+            return False
+        return bool(super().is_retry(settings, response))
 
 
 def create_logs_client(credential: AsyncTokenCredential, endpoint: str | None = None, **kwargs: Any) -> LogsQueryClient:
     """A LogsQueryClient with deliberate retry settings (the SDK default is 10 tries, up to 120 s apart)."""
-    kwargs.setdefault("retry_total", 2)
-    kwargs.setdefault("retry_backoff_factor", 0.8)
-    kwargs.setdefault("retry_backoff_max", 8)
+    retry = {"retry_total": 2, "retry_backoff_factor": 0.8, "retry_backoff_max": 8}
+    retry |= {key: kwargs.pop(key) for key in list(kwargs) if key in retry}
+    kwargs.setdefault("retry_policy", _QueryRetryPolicy(**retry))
     return LogsQueryClient(credential, endpoint=endpoint or DEFAULT_ENDPOINT, **kwargs)
+
+
+def server_timeout_for(query: Query, ceiling_s: int) -> int:
+    """The query's own time limit: half the ceiling (at least 10 s) for windows up to a day, which scan little;
+    the whole ceiling for longer ones."""
+    ceiling = max(1, min(ceiling_s, SERVICE_MAX_TIMEOUT_S))
+    if query.timespan > SHORT_WINDOW:
+        return ceiling
+    return max(min(ceiling, MIN_TIMEOUT_S), math.ceil(ceiling / 2))
 
 
 class LogAnalyticsBackend:
@@ -62,35 +100,48 @@ class LogAnalyticsBackend:
     ) -> None:
         self._client = client
         self._workspace_id = workspace_id
-        self._server_timeout_s = server_timeout_s
+        self._server_timeout_s = server_timeout_s  # the ceiling; each query gets server_timeout_for(...)
         # The service stops at server_timeout; the grace covers the network and one SDK retry.
-        self._deadline_s = server_timeout_s + deadline_grace_s
+        self._grace_s = deadline_grace_s
         self._throttle_retries = throttle_retries
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._sleep = sleep
 
     async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError:
+        query_id = str(uuid.uuid4())
+        timeout_s = server_timeout_for(query, self._server_timeout_s)
+        statuses: list[int] = []  # HTTP status of each response, for the shapes the SDK cannot read (204)
         for attempt in range(self._throttle_retries + 1):
+            statuses.clear()
+            started = time.monotonic()
             try:
                 response = await asyncio.wait_for(
                     self._client.query_workspace(
                         self._workspace_id,
                         kql_text,
                         timespan=query.timespan,
-                        server_timeout=self._server_timeout_s,
+                        server_timeout=timeout_s,
+                        request_id=query_id,
+                        raw_response_hook=lambda pipeline: statuses.append(pipeline.http_response.status_code),
                     ),
-                    timeout=self._deadline_s,
+                    timeout=timeout_s + self._grace_s,
                 )
             except TimeoutError:
-                return _timeout_error(self._server_timeout_s)
+                return _timeout_error(timeout_s)
+            except (DecodeError, json.JSONDecodeError):  # a proxy's page, a cut-off stream, a 204's empty body
+                return self._unreadable(query, query_id, statuses, "Log Analytics sent a body that is not JSON")
             except HttpResponseError as err:
-                error = _http_error(err, self._workspace_id, self._server_timeout_s)
-                if error.code == "throttled" and attempt < self._throttle_retries:
-                    delay = _retry_after(err) or self._backoff_s * (2**attempt) * (1 + random.random() / 4)
-                    log.info("Log Analytics throttled the query; retrying in %.1f s", delay)
+                elapsed = time.monotonic() - started
+                error = _http_error(err, self._workspace_id, timeout_s, elapsed)
+                wait = _retry_after(err)
+                if error.code == "throttled" and attempt < self._throttle_retries and (
+                        wait is None or wait <= self._max_backoff_s):
+                    delay = wait if wait is not None else self._backoff_s * (2**attempt) * (1 + random.random() / 4)
+                    log.info("Log Analytics throttled query %s; retrying in %.1f s", query_id, delay)
                     await self._sleep(min(delay, self._max_backoff_s))
                     continue
+                log.info("query %s failed: HTTP %s %s", query_id, err.status_code, error.detail)
                 return error
             except ClientAuthenticationError as err:
                 return QueryError(
@@ -108,8 +159,23 @@ class LogAnalyticsBackend:
                     retry_possible=True,
                     detail=_service_text(str(err)),
                 )
-            return _to_raw_table(response)
+            except _SHAPE_ERRORS as err:
+                return self._unreadable(query, query_id, statuses,
+                                        f"Log Analytics sent a response of an unknown shape ({type(err).__name__})")
+            return _to_raw_table(response, query, query_id)
         raise AssertionError("unreachable: the loop always returns")  # pragma: no cover
+
+    def _unreadable(self, query: Query, query_id: str, statuses: list[int], reason: str) -> QueryError:
+        status = statuses[-1] if statuses else None
+        if status == 204:  # documented: the workspace holds no data at all; not "nothing matched"
+            log.info("query %s: HTTP 204, workspace %s has no data", query_id, self._workspace_id)
+            return QueryError(
+                "workspace_empty",
+                f"Log Analytics says workspace {self._workspace_id} holds no data at all (HTTP 204), so there is "
+                "nothing to search. Check that SENTINEL_WORKSPACE_ID names the workspace Microsoft Sentinel uses.",
+                retry_possible=False, status=status, query_id=query_id,
+            )
+        return _unreadable_error(query, query_id, status, reason)
 
     async def prepare(self) -> None:
         return None  # nothing to warm up; the first query signs in
@@ -118,35 +184,76 @@ class LogAnalyticsBackend:
         await self._client.close()
 
 
-def _to_raw_table(response: LogsQueryResult | LogsQueryPartialResult) -> RawTable:
-    warnings: tuple[str, ...] = ()
+def _to_raw_table(response: LogsQueryResult | LogsQueryPartialResult, query: Query,
+                  query_id: str) -> RawTable | QueryError:
     if isinstance(response, LogsQueryPartialResult):
-        tables = response.partial_data or []
         error = response.partial_error
-        reason = _service_text(getattr(error, "message", "") or getattr(error, "code", "") or "unknown reason")
-        warnings = (f"Log Analytics returned partial results ({reason}); some rows may be missing.",)
-        log.warning("partial result from Log Analytics: %s", getattr(error, "code", "?"))
-    else:
-        tables = response.tables or []
-    if not tables:
-        return RawTable(rows=[], warnings=warnings)
-    table = tables[0]
-    columns = list(table.columns)
-    rows = [dict(zip(columns, list(row), strict=False)) for row in table.rows]
-    return RawTable(rows=rows, warnings=warnings)
+        detail = partial_detail(getattr(error, "code", None), getattr(error, "message", None),
+                                getattr(error, "details", None))
+        log.warning("partial result for query %s (%s): %s", query_id, detail.code, _service_text(detail.text))
+        read = _read(response.partial_data, query, query_id) if response.partial_data else None
+        if isinstance(read, QueryError):
+            return read
+        if read is None or not (read.rows or read.skipped):  # nothing came back: an error, not "no incidents"
+            return QueryError(
+                "partial_failure",
+                f"Log Analytics could not complete the query and sent no rows: {detail.what}. Narrow the time "
+                f"window or raise the minimum severity, then ask again.",
+                retry_possible=True, detail=_service_text(detail.text), query_id=query_id,
+            )
+        return _raw(read, (detail.warning(len(read.rows)),), service_truncated=detail.service_limit)
+    read = _read(response.tables, query, query_id)
+    return read if isinstance(read, QueryError) else _raw(read, ())
 
 
-def _http_error(err: HttpResponseError, workspace_id: str, server_timeout_s: int) -> QueryError:
+def _read(tables: Any, query: Query, query_id: str) -> TableRead | QueryError:
+    try:
+        return read_table(tables, query.tool)
+    except UnreadableResponse as problem:
+        return _unreadable_error(query, query_id, 200, str(problem))
+
+
+def _raw(read: TableRead, warnings: tuple[str, ...], *, service_truncated: bool = False) -> RawTable:
+    if read.missing and read.rows:
+        warnings += (f"The result had no {', '.join(read.missing)} column; those fields are blank.",)
+    return RawTable(rows=read.rows, warnings=warnings, skipped=read.skipped, service_truncated=service_truncated)
+
+
+def _unreadable_error(query: Query, query_id: str, status: int | None, reason: str) -> QueryError:
+    log.warning("unreadable Log Analytics response for %s (query id %s, HTTP %s): %s",
+                query.tool, query_id, status, reason)
+    return QueryError(
+        "unreadable_response",
+        f"{_service_text(reason)}, so the bot cannot tell what matched: this is not an empty result. Try again; "
+        f"if it keeps happening, report query id {query_id}.",
+        retry_possible=True, status=status, detail=reason, query_id=query_id,
+    )
+
+
+def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elapsed_s: float) -> QueryError:
     status = err.status_code
+    code = _error_code(err)
     detail = _service_text(_error_message(err))
     if status == 429:
+        wait = _retry_after(err)
+        when = f"It asked the bot to wait {math.ceil(wait)} seconds: ask again after that." if wait is not None \
+            else "Wait a few seconds and ask again."
         return QueryError(
             "throttled",
-            "Log Analytics is throttling queries right now (too many at once). Wait a few seconds and ask again.",
-            retry_possible=True, status=status, detail=detail,
+            "Log Analytics is throttling the bot's queries (at most 5 at a time and 200 per 30 seconds per "
+            f"identity). {when}",
+            retry_possible=wait is None or wait <= 5, status=status, detail=detail,
         )
     if status == 504:
-        return _timeout_error(server_timeout_s, status, detail)
+        if elapsed_s < timeout_s * 0.9:  # the gateway gave up before the query's own limit
+            return QueryError(
+                "gateway_timeout",
+                f"Log Analytics' gateway gave up after {elapsed_s:.0f} s (HTTP 504 Gateway Timeout), before the "
+                f"query's own {timeout_s}-second limit: the service is busy or a network hop failed. Try again in "
+                "a minute; if it keeps happening, ask for a shorter time window.",
+                retry_possible=True, status=status, detail=detail,
+            )
+        return _timeout_error(timeout_s, status, detail)
     if status is not None and status >= 500:
         return QueryError(
             "server_error",
@@ -156,15 +263,24 @@ def _http_error(err: HttpResponseError, workspace_id: str, server_timeout_s: int
     if status == 401:
         return QueryError(
             "unauthorized",
-            "Log Analytics did not accept the bot's credentials (401). Check the identity the bot runs as "
-            "(managed identity or AZURE_* settings) and that its token is for the Log Analytics API.",
+            f"Log Analytics did not accept the bot's credentials (401 {code or 'Unauthorized'}). Check the identity "
+            "the bot runs as (managed identity or AZURE_* settings) and that its token is for the Log Analytics API.",
+            retry_possible=False, status=status, detail=detail,
+        )
+    if status == 403 and code == "InvalidAuthenticationTokenAudience":
+        return QueryError(
+            "forbidden",
+            "The bot's token is for another service than this Log Analytics endpoint (403 "
+            "InvalidAuthenticationTokenAudience). Set LOGS_ENDPOINT to the endpoint of the workspace's cloud "
+            "(https://api.loganalytics.io in the public cloud).",
             retry_possible=False, status=status, detail=detail,
         )
     if status == 403:
         return QueryError(
             "forbidden",
-            f"The bot's identity may not read this workspace (403). Grant it the {READER_ROLES} role "
-            f"on workspace {workspace_id}.",
+            f"The bot's identity may not read workspace {workspace_id} (403 {code or 'Forbidden'}): it is missing "
+            f"the {READER_ROLES} role. Ask a workspace Owner to assign it on the workspace or its resource group; "
+            "the grant can take a few minutes to apply.",
             retry_possible=False, status=status, detail=detail,
         )
     if status == 404:
@@ -191,8 +307,8 @@ def _http_error(err: HttpResponseError, workspace_id: str, server_timeout_s: int
 def _timeout_error(server_timeout_s: int, status: int | None = None, detail: str = "") -> QueryError:
     return QueryError(
         "timeout",
-        f"The query did not finish within {server_timeout_s} seconds. Try a shorter time window or a higher "
-        "minimum severity.",
+        f"The query did not finish within the {server_timeout_s} s the bot gives it (server_timeout). Try "
+        "a shorter time window or a higher minimum severity.",
         retry_possible=True, status=status, detail=detail,
     )
 
@@ -206,9 +322,14 @@ def _retry_after(err: HttpResponseError) -> float | None:
         return None
 
 
+def _error_code(err: HttpResponseError) -> str:
+    model = getattr(err, "model", None) or getattr(err, "error", None)
+    return str(getattr(model, "code", "") or "")
+
+
 def _error_message(err: HttpResponseError) -> str:
     model = getattr(err, "model", None) or getattr(err, "error", None)
-    code = getattr(model, "code", "") or ""
+    code = _error_code(err)
     message = getattr(model, "message", "") or err.message or ""
     return f"{code}: {message}" if code else message
 

@@ -124,6 +124,7 @@ class QueryMetadata:
     timespan: str  # ISO-8601 duration given to the API
     source: str  # "demo" or "log_analytics"
     warnings: tuple[str, ...] = ()
+    service_truncated: bool = False  # cut by a Log Analytics limit, not by the query's own limit (a warning says so)
 
     @property
     def is_demo(self) -> bool:
@@ -163,13 +164,15 @@ class QueryResult(Generic[Record]):
 class QueryError:
     """A query that could not run. ``message`` is safe to show to an analyst and says what to do."""
 
-    code: str  # invalid_argument, throttled, timeout, server_error, unauthorized, forbidden, bad_query, ...
+    code: str  # invalid_argument, throttled, timeout, gateway_timeout, server_error, unauthorized, forbidden,
+    # bad_query, partial_failure, unreadable_response, ...
     message: str
     retry_possible: bool
     tool: str = ""
     kql: str = ""
     status: int | None = None
     detail: str = field(default="", repr=False)  # service text for logs; not for users
+    query_id: str = ""  # the request id sent to the service (x-ms-client-request-id), for support
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -180,6 +180,9 @@ class FakeLogAnalytics:
             step = self.script.pop(0)
             if step.delay_s:
                 await asyncio.sleep(step.delay_s)
+            if isinstance(step.body, bytes):  # a body that is not JSON (a proxy's page, a cut stream) or none
+                return web.Response(body=step.body or None, status=step.status,
+                                    headers={"Content-Type": "text/html", **step.headers})
             return web.json_response(step.body, status=step.status, headers=step.headers)
         if body.get("query") in self.known:
             return web.json_response(self.known[body["query"]])
