@@ -23,6 +23,14 @@ DEFAULT_AZURE_OPENAI_API_VERSION = "2024-10-21"
 DEFAULT_SENTINEL_API_VERSION = "2025-09-01"
 _OBJECT_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 LOG_FORMATS = ("text", "json")
+CONVERSATION_TYPES = ("personal", "groupChat", "channel")
+DEFAULT_OPENID_METADATA_URL = "https://login.botframework.com/v1/.well-known/openidconfiguration"
+# Where the Bot Framework's public cloud sends from (Teams and the Azure Bot Service), as URL patterns.
+DEFAULT_SERVICE_URLS = ("https://smba.trafficmanager.net/*", "https://*.botframework.com/*",
+                        "https://smba.infra.gcc.teams.microsoft.com/*")
+# Without an app id the only callers are local tools (the Agents Playground, tests) on this machine.
+LOOPBACK_SERVICE_URLS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 T = TypeVar("T")
 
@@ -71,6 +79,25 @@ class Settings:
     microsoft_app_tenant_id: str | None = None
     host: str = "127.0.0.1"
     port: int = 3978
+    # The front door: an explicit opt-in to serve unauthenticated beyond loopback, where replies may go, and
+    # where the Bot Framework's signing keys are published.
+    insecure_allow_unauthenticated: bool = False
+    allowed_service_urls: tuple[str, ...] = LOOPBACK_SERVICE_URLS
+    openid_metadata_url: str = DEFAULT_OPENID_METADATA_URL
+    # Who may ask: tenants, readers (object ids) and reader groups (checked through Microsoft Graph),
+    # and where (conversation types, teams, channels). Empty reader lists: anyone in an allowed tenant.
+    allowed_tenants: frozenset[str] = frozenset()
+    allowed_readers: frozenset[str] = frozenset()
+    allowed_reader_groups: frozenset[str] = frozenset()
+    allowed_conversation_types: frozenset[str] = frozenset(CONVERSATION_TYPES)
+    allowed_teams: frozenset[str] = frozenset()
+    allowed_channels: frozenset[str] = frozenset()
+    graph_endpoint: str = "https://graph.microsoft.com"
+    login_endpoint: str = "https://login.microsoftonline.com"
+    group_cache_seconds: int = 300
+    # Cost and abuse: model turns per minute, per analyst and per conversation.
+    model_turns_per_user_minute: int = 6
+    model_turns_per_conversation_minute: int = 20
     # Conversation state and the tool loop.
     state_store: StateStore = StateStore("sqlite", ".data/state.db")
     state_blob_connection_string: str | None = field(default=None, repr=False)
@@ -215,6 +242,24 @@ class _Reader:
                 f"MICROSOFT_APP_PASSWORD is not set: a {app_type} bot needs its client secret "
                 "(or use MICROSOFT_APP_TYPE=UserAssignedMSI with a managed identity)."
             )
+        host = self.text("HOST") or "127.0.0.1"
+        insecure = self.flag("INSECURE_ALLOW_UNAUTHENTICATED", False)
+        if not app_id and host not in LOOPBACK_HOSTS and not insecure:
+            self.problems.append(
+                f"HOST={host!r} without MICROSOFT_APP_ID would serve unauthenticated requests beyond this machine: "
+                "set the bot identity (MICROSOFT_APP_ID), listen on 127.0.0.1, or set "
+                "INSECURE_ALLOW_UNAUTHENTICATED=true for an isolated test network only.")
+        tenants = self._ids("ALLOWED_TENANTS", "an Entra tenant id")
+        if app_id and not tenants:
+            if tenant_id:
+                tenants = frozenset({tenant_id.lower()})  # by default only the bot's own tenant may ask
+            else:
+                self.problems.append("ALLOWED_TENANTS is not set: with MICROSOFT_APP_ID, list the Entra tenant ids "
+                                     "whose users may ask (or set MICROSOFT_APP_TENANT_ID, the default).")
+        groups = self._ids("ALLOWED_READER_GROUPS", "an Entra group object id")
+        if groups and not app_id:
+            self.problems.append("ALLOWED_READER_GROUPS needs MICROSOFT_APP_ID: group membership is read from "
+                                 "Microsoft Graph with the bot's identity.")
         settings = Settings(
             azure_openai_endpoint=azure_endpoint,
             azure_openai_deployment=azure_deployment,
@@ -242,8 +287,22 @@ class _Reader:
             microsoft_app_password=password,
             microsoft_app_type=app_type,
             microsoft_app_tenant_id=tenant_id,
-            host=self.text("HOST") or "127.0.0.1",
+            host=host,
             port=self.number("PORT", 3978, 1, 65535),
+            insecure_allow_unauthenticated=insecure,
+            allowed_service_urls=self._service_urls(bool(app_id)),
+            openid_metadata_url=self.url("BOT_OPENID_METADATA_URL", https_only=False) or DEFAULT_OPENID_METADATA_URL,
+            allowed_tenants=tenants,
+            allowed_readers=self._ids("ALLOWED_READERS", "an Entra user object id"),
+            allowed_reader_groups=groups,
+            allowed_conversation_types=self._conversation_types(),
+            allowed_teams=self._names("ALLOWED_TEAMS"),
+            allowed_channels=self._names("ALLOWED_CHANNELS"),
+            graph_endpoint=self.url("GRAPH_ENDPOINT", https_only=False) or "https://graph.microsoft.com",
+            login_endpoint=self.url("ENTRA_LOGIN_ENDPOINT", https_only=False) or "https://login.microsoftonline.com",
+            group_cache_seconds=self.number("READER_GROUP_CACHE_SECONDS", 300, 0, 86_400),
+            model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
+            model_turns_per_conversation_minute=self.number("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, 1, 1000),
             state_store=self._state_store(),
             state_blob_connection_string=self.text("STATE_BLOB_CONNECTION_STRING"),
             state_blob_container=self.text("STATE_BLOB_CONTAINER") or "bot-state",
@@ -265,14 +324,40 @@ class _Reader:
         return settings
 
     def _responders(self) -> frozenset[str]:
-        raw = self.text("WRITE_RESPONDERS") or ""
-        ids = [part.strip().lower() for part in re.split(r"[,;\s]+", raw) if part.strip()]
-        wrong = [i for i in ids if not _OBJECT_ID.match(i)]
+        return self._ids("WRITE_RESPONDERS", "an Entra object id",
+                         "list the analysts' object ids (Entra admin center > Users > Object ID), separated by commas.")
+
+    def _names(self, name: str) -> frozenset[str]:
+        """A list separated by commas, semicolons or spaces."""
+        return frozenset(part.strip() for part in re.split(r"[,;\s]+", self.text(name) or "") if part.strip())
+
+    def _ids(self, name: str, what: str, advice: str = "list them separated by commas.") -> frozenset[str]:
+        ids = {i.lower() for i in self._names(name)}
+        wrong = sorted(i for i in ids if not _OBJECT_ID.match(i))
         if wrong:
-            self.problems.append(f"WRITE_RESPONDERS has {', '.join(repr(w[:60]) for w in wrong[:3])}, which "
-                                 "is not an Entra object id: list the analysts' object ids (Entra admin center > "
-                                 "Users > Object ID), separated by commas.")
+            self.problems.append(f"{name} has {', '.join(repr(w[:60]) for w in wrong[:3])}, which is not {what}: "
+                                 f"{advice}")
         return frozenset(i for i in ids if _OBJECT_ID.match(i))
+
+    def _service_urls(self, authenticated: bool) -> tuple[str, ...]:
+        patterns = sorted(self._names("ALLOWED_SERVICE_URLS"))
+        wrong = [p for p in patterns if urlparse(p).scheme not in ("https", "http") or not urlparse(p).netloc]
+        if wrong:
+            self.problems.append(f"ALLOWED_SERVICE_URLS has {wrong[0][:80]!r}, which is not a URL pattern such as "
+                                 "https://smba.trafficmanager.net/*.")
+        if patterns and not wrong:
+            return tuple(patterns)
+        return DEFAULT_SERVICE_URLS if authenticated else LOOPBACK_SERVICE_URLS
+
+    def _conversation_types(self) -> frozenset[str]:
+        names = self._names("ALLOWED_CONVERSATION_TYPES")
+        by_lower = {kind.lower(): kind for kind in CONVERSATION_TYPES}
+        wrong = sorted(n for n in names if n.lower() not in by_lower)
+        if wrong:
+            self.problems.append(f"ALLOWED_CONVERSATION_TYPES has {wrong[0][:40]!r}: use "
+                                 f"{', '.join(CONVERSATION_TYPES)}.")
+        kinds = frozenset(by_lower[n.lower()] for n in names if n.lower() in by_lower)
+        return kinds or frozenset(CONVERSATION_TYPES)
 
     def _check_writes(self, settings: Settings) -> None:
         if not settings.write_responders:

@@ -4,6 +4,9 @@ botbuilder's CloudAdapter builds a new ConnectorClient and UserTokenClient for e
 msrest each costs several milliseconds of CPU (its retry policy setup alone), which dominated the
 bot's per-turn CPU. Both are stateless apart from credentials, and the adapter never closes them, so
 this wrapper keeps one per (service URL, audience, app id) and per app id, in bounded caches.
+
+With ``tokens`` (an app id is set), requests are authenticated by the front door's own token check
+(front_door.ChannelTokens) instead of botbuilder's, which blocks the event loop while it fetches keys.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from botbuilder.schema import Activity
+from botbuilder.schema import Activity, CallerIdConstants
 from botframework.connector.auth import (
     AuthenticateRequestResult,
     BotFrameworkAuthentication,
     ClaimsIdentity,
     ConnectorFactory,
 )
+
+from bot.teams.front_door import ChannelTokens
 
 MAX_CACHED_CLIENTS = 64
 
@@ -62,13 +67,24 @@ class _CachingConnectorFactory(ConnectorFactory):
 class CachingAuthentication(BotFrameworkAuthentication):
     """Delegates everything to ``inner``, reusing the clients it creates."""
 
-    def __init__(self, inner: BotFrameworkAuthentication) -> None:
+    def __init__(self, inner: BotFrameworkAuthentication, tokens: ChannelTokens | None = None) -> None:
         self._inner = inner
+        self.tokens = tokens
         self._connectors = _Cache()
         self._user_token_clients = _Cache()
 
     async def authenticate_request(self, activity: Activity, auth_header: str) -> AuthenticateRequestResult:
-        result = await self._inner.authenticate_request(activity, auth_header)
+        """Raises front_door.Refused for a request that is not from the channel (with ``tokens``)."""
+        if self.tokens is None:
+            result = await self._inner.authenticate_request(activity, auth_header)
+        else:
+            claims = await self.tokens.claims(auth_header, activity.channel_id, activity.service_url or "")
+            result = AuthenticateRequestResult()
+            result.claims_identity = ClaimsIdentity(claims, True)
+            # What botbuilder's own check returns for a channel (not skill) token.
+            result.audience = self._inner.get_originating_audience()
+            result.caller_id = CallerIdConstants.public_azure_channel
+            result.connector_factory = self._inner.create_connector_factory(result.claims_identity)
         if result.connector_factory is not None:
             result.connector_factory = _CachingConnectorFactory(
                 result.connector_factory, self._connectors, _app_id(result.claims_identity))

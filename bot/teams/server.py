@@ -27,13 +27,15 @@ from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.teams.connectors import CachingAuthentication
+from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
 from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import StateStore
 
 log = logging.getLogger(__name__)
-MAX_BODY_BYTES = 1_000_000
+MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links, not in the body
+LOOPBACK_REMOTES = ("127.0.0.1", "::1")  # the operator on the machine sees /readyz's details
 SHUTDOWN_GRACE_S = 20.0
 BOT_KEY = web.AppKey("bot", SentinelBot)
 RUNNER_KEY = web.AppKey("runner", TurnRunner)
@@ -49,14 +51,22 @@ class _AuthConfig:
     APP_TENANTID: str
 
 
-def create_adapter(settings: Settings) -> CloudAdapter:
+def channel_tokens(settings: Settings) -> ChannelTokens | None:
+    """The channel token check (None in local mode, without an app id)."""
+    if not settings.microsoft_app_id:
+        return None
+    return ChannelTokens(settings.microsoft_app_id, SigningKeys(settings.openid_metadata_url),
+                         tenants=settings.allowed_tenants)
+
+
+def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> CloudAdapter:
     if not settings.microsoft_app_id:
         log.warning("MICROSOFT_APP_ID is empty: LOCAL MODE, requests are NOT authenticated. "
                     "Never expose this endpoint; set the bot identity for Teams.")
     app_type = settings.microsoft_app_type if settings.microsoft_app_id else "MultiTenant"
     config = _AuthConfig(settings.microsoft_app_id or "", settings.microsoft_app_password or "",
                          app_type, settings.microsoft_app_tenant_id or "")
-    adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config)))
+    adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
 
     async def on_error(context: Any, error: Exception) -> None:
         # Errors inside a turn are handled there; this catches adapter-level failures.
@@ -77,25 +87,19 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk)
-    adapter = create_adapter(settings)
+    tokens = channel_tokens(settings)
+    adapter = create_adapter(settings, tokens)
+    authentication = adapter.bot_framework_authentication
+    service_urls = ServiceUrls(settings.allowed_service_urls)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations
 
     async def messages(request: web.Request) -> web.StreamResponse:
-        if "application/json" not in request.headers.get("Content-Type", ""):
-            return _problem(415, "Send the activity as application/json.")
         try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            return _problem(400, "The body is not valid JSON.")
-        if not isinstance(body, dict) or not isinstance(body.get("type"), str) or not body["type"]:
-            return _problem(400, "The body is not a Bot Framework activity (no type).")
-        try:
-            activity = Activity().deserialize(body)
-        except Exception:  # noqa: BLE001 - msrest raises several types for malformed fields
-            return _problem(400, "The activity could not be read.")
-        if not activity.conversation or not activity.conversation.id or not activity.service_url:
-            return _problem(400, "The activity has no conversation or serviceUrl.")
+            activity = await _read_activity(request, service_urls)
+        except Refused as refused:
+            log.info("refused a request: %s (%d)", refused.reason, refused.status)
+            return _problem(refused.status, refused.reason)
         # The turn's place in its conversation's line is taken now, on arrival, before any network call
         # (authentication may fetch signing keys; the typing indicator is sent before the turn runs).
         place = runner.reserve(activity.conversation.id)
@@ -106,12 +110,18 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
 
     async def accept(activity: Activity, place: Place, authorization: str) -> web.StreamResponse:
         try:
-            auth = await adapter.bot_framework_authentication.authenticate_request(activity, authorization)
+            # Local mode ignores any header: nothing could check it, and botbuilder would try (and block).
+            auth = await authentication.authenticate_request(activity, authorization if tokens else "")
+        except Refused as refused:  # one line, no traceback: forged tokens must not flood the log
+            log.warning("refused an activity: %s (%d)", refused.reason, refused.status)
+            return _problem(refused.status, "The request is not authenticated for this bot." if refused.status == 401
+                            else "The bot cannot check credentials just now; retry later.")
         except PermissionError:
+            log.warning("refused an activity: not authenticated (401)")
             return _problem(401, "The request is not authenticated for this bot.")
-        except Exception:  # never a traceback to the caller
-            log.exception("could not authenticate an activity")
-            return _problem(500, "The bot could not authenticate the activity.")
+        except Exception as error:  # noqa: BLE001 - never a traceback to the caller, nor a 500 Teams retries
+            log.error("could not authenticate an activity: %s", type(error).__name__)
+            return _problem(503, "The bot could not authenticate the activity; retry later.")
         if activity.type == "invoke":
             # Invokes need their answer in this response (card actions are acknowledged at once); the turn
             # an invoke starts (handler.on_invoke_activity) runs at this place.
@@ -141,7 +151,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "alive"})
 
-    async def readyz(_: web.Request) -> web.Response:
+    async def readyz(request: web.Request) -> web.Response:
         checks: dict[str, str] = {}
         try:
             await asyncio.wait_for(runner.call(storage.read(["readyz-probe"])), timeout=5)
@@ -153,6 +163,9 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         checks["accepting_turns"] = "yes" if runner.can_accept() else "no"
         ready = checks["state"] == "ok" and runner.can_accept()
         saves = bot.state.health
+        if request.remote not in LOOPBACK_REMOTES:
+            # Anonymous callers (anyone who can reach the port) learn ready or not, nothing about the setup.
+            return web.json_response({"status": "ready" if ready else "not ready"}, status=200 if ready else 503)
         if ready and saves.degraded:
             # Still answering, so still 200: with one instance, taking it out of rotation would stop every turn,
             # and only a turn's save can show that saving works again.
@@ -177,9 +190,38 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     app.router.add_post("/api/messages", messages)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    async def close_keys(_: web.Application) -> None:
+        if tokens is not None:
+            await tokens.keys.close()
+
     app.on_startup.append(start_runner)
     app.on_shutdown.append(drain)
+    app.on_cleanup.append(close_keys)
     return app
+
+
+async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> Activity:
+    """The request's activity, checked and cleaned before anything else sees it; ``Refused`` otherwise."""
+    if "application/json" not in request.headers.get("Content-Type", ""):
+        raise Refused(415, "Send the activity as application/json.")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise Refused(413, f"The body is larger than {MAX_BODY_BYTES} bytes.") from None
+    body = parse_body(raw)
+    if not isinstance(body.get("type"), str) or not body["type"]:
+        raise Refused(400, "The body is not a Bot Framework activity (no type).")
+    try:
+        activity = Activity().deserialize(body)
+    except Exception:  # noqa: BLE001 - msrest raises several types for malformed fields
+        raise Refused(400, "The activity could not be read.") from None
+    if not activity.conversation or not isinstance(activity.conversation.id, str) or not activity.conversation.id \
+            or not isinstance(activity.service_url, str) or not activity.service_url:
+        raise Refused(400, "The activity has no conversation or serviceUrl.")
+    if not service_urls.allows(activity.service_url):
+        # The bot would post its reply, with its credentials, wherever serviceUrl points.
+        raise Refused(403, "The activity's serviceUrl is not one this bot replies to.")
+    return activity
 
 
 def _typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[], Awaitable[None]]:

@@ -141,7 +141,7 @@ class FakeConnector:
 
 
 BOT_ID = "28:sentinel-bot"
-TENANT = "tenant-contoso"
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"  # an Entra tenant id, as Teams sends it
 
 
 def personal(text: str, *, activity_id: str, service_url: str, user: str = "alice",

@@ -1,0 +1,226 @@
+"""The front door: what a request must be before the bot does anything with it, checked fast and failing closed.
+
+- The body: JSON of bounded size and nesting depth, every string cleaned (lone surrogates and control
+  characters cannot reach the model, a card or the state store).
+- The sender: a Bot Framework channel token (RS256, signed by a key the Bot Framework publishes, for this
+  bot, from the channel's issuer, within its lifetime, naming the activity's serviceUrl). botbuilder's own
+  check fetches the signing keys with a blocking call on the event loop and no timeout, and answers a
+  forged token with a traceback; this one fetches them with aiohttp under a timeout, caches them, and
+  answers every bad token with one ``Refused`` (401) and one log line.
+- Where replies go: the activity's serviceUrl must match an allow-list, so a caller cannot make the bot post
+  (with its credentials) to an address of its choosing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import jwt
+from jwt.algorithms import RSAAlgorithm
+
+log = logging.getLogger(__name__)
+
+MAX_JSON_DEPTH = 24  # real activities nest about 8 deep (a card's inputs inside value inside channelData)
+CHANNEL_ISSUER = "https://api.botframework.com"
+CLOCK_SKEW_S = 300  # the leeway botbuilder allows
+KEYS_FRESH_S = 24 * 3600  # the Bot Framework rotates keys with days of overlap
+UNKNOWN_KID_REFRESH_S = 300  # an unknown key id refetches at most this often (forged kids cannot force fetches)
+FETCH_TIMEOUT_S = 5.0
+FETCH_WAIT_S = 1.0  # how long a request waits for a fetch in progress before it is told to come back (503)
+FAILURE_BACKOFF_S = 30.0  # after a failed fetch, requests are refused at once for this long
+MAX_DOCUMENT_BYTES = 256_000
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class Refused(Exception):
+    """The request is not let in: ``status`` to answer with, ``reason`` for the one log line (never a secret)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def clean_text(text: str) -> str:
+    """Lone surrogates become U+FFFD (they cannot be encoded as UTF-8); control characters other than tab and
+    newline are dropped (they corrupt cards and confuse the model)."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _CONTROL.sub("", _SURROGATE.sub("\ufffd", text))
+
+
+def clean_json(value: Any, depth: int = 0) -> Any:
+    """``value`` with every string (keys too) cleaned; ``Refused`` (400) when nested deeper than MAX_JSON_DEPTH."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth >= MAX_JSON_DEPTH and isinstance(value, dict | list):
+        raise Refused(400, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, dict):
+        return {clean_text(k): clean_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v, depth + 1) for v in value]
+    return value
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The activity's JSON, cleaned and bounded; ``Refused`` (400) for anything else."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:  # the C parser's own guard against deep nesting
+        raise Refused(400, "JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise Refused(400, "The body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise Refused(400, "The body is not a Bot Framework activity (not an object).")
+    cleaned: dict[str, Any] = clean_json(body)
+    return cleaned
+
+
+@dataclass(frozen=True)
+class ServiceUrls:
+    """The serviceUrls the bot may send to, as shell-style patterns (``https://*.botframework.com/*``)."""
+
+    patterns: tuple[str, ...]
+
+    def allows(self, url: str) -> bool:
+        candidate = url if url.endswith("/") else url + "/"
+        return any(fnmatch.fnmatchcase(candidate.lower(), pattern.lower()) for pattern in self.patterns)
+
+
+@dataclass
+class _Key:
+    key: Any
+    endorsements: frozenset[str]
+
+
+@dataclass
+class SigningKeys:
+    """The Bot Framework's signing keys from its OpenID metadata: fetched with a timeout, cached, refreshed
+    when stale or when an unknown key id is seen (rate limited); one fetch at a time, shared by all waiters."""
+
+    metadata_url: str
+    timeout_s: float = FETCH_TIMEOUT_S
+    wait_s: float = FETCH_WAIT_S
+    _keys: dict[str, _Key] = field(default_factory=dict)
+    _fetched_at: float = float("-inf")
+    _failed_at: float = float("-inf")
+    _fetch: asyncio.Task[None] | None = None
+    _session: aiohttp.ClientSession | None = None
+
+    async def get(self, kid: str) -> _Key:
+        now = time.monotonic()
+        stale = now - self._fetched_at > KEYS_FRESH_S
+        unknown = kid not in self._keys and now - self._fetched_at > UNKNOWN_KID_REFRESH_S
+        if stale or unknown:
+            await self._refresh(now)
+        key = self._keys.get(kid)
+        if key is None:
+            raise Refused(401, "token signed with an unknown key")
+        return key
+
+    async def _refresh(self, now: float) -> None:
+        if self._fetch is None or self._fetch.done():
+            if now - self._failed_at < FAILURE_BACKOFF_S:
+                if self._keys:
+                    return  # keep using the keys we have
+                raise Refused(503, "signing keys unavailable (recent fetch failed)")
+            self._fetch = asyncio.get_running_loop().create_task(self._load())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._fetch), self.wait_s)
+        except TimeoutError:
+            if not self._keys:
+                raise Refused(503, "signing keys not fetched yet") from None
+        except Exception:  # noqa: BLE001 - _load logged it
+            if not self._keys:
+                raise Refused(503, "signing keys unavailable") from None
+
+    async def _load(self) -> None:
+        try:
+            metadata = await self._document(self.metadata_url)
+            jwks = await self._document(str(metadata.get("jwks_uri") or ""))
+            keys = {}
+            for entry in jwks.get("keys") or []:
+                if isinstance(entry, dict) and entry.get("kty") == "RSA" and isinstance(entry.get("kid"), str):
+                    endorsed = entry.get("endorsements")
+                    keys[entry["kid"]] = _Key(RSAAlgorithm.from_jwk(json.dumps(entry)),
+                                              frozenset(endorsed) if isinstance(endorsed, list) else frozenset())
+            if not keys:
+                raise ValueError("no RSA keys in the key set")
+        except Exception as error:
+            self._failed_at = time.monotonic()
+            log.warning("could not fetch the Bot Framework signing keys: %s", type(error).__name__)
+            raise
+        self._keys, self._fetched_at = keys, time.monotonic()
+        log.info("fetched %d Bot Framework signing keys", len(keys))
+
+    async def _document(self, url: str) -> dict[str, Any]:
+        if not url.startswith(("https://", "http://")):
+            raise ValueError("no jwks_uri in the OpenID metadata")
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        async with self._session.get(url) as response:
+            response.raise_for_status()
+            body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
+            if len(body) > MAX_DOCUMENT_BYTES:
+                raise ValueError("OpenID document too large")
+            document = json.loads(body)
+        if not isinstance(document, dict):
+            raise ValueError("OpenID document is not an object")
+        return document
+
+    async def close(self) -> None:
+        if self._fetch is not None and not self._fetch.done():
+            self._fetch.cancel()
+        if self._session is not None:
+            await self._session.close()
+
+
+@dataclass
+class ChannelTokens:
+    """Checks the Authorization header of an activity from the Bot Framework channel."""
+
+    app_id: str
+    keys: SigningKeys
+    tenants: frozenset[str] = frozenset()  # a token naming a tenant (tid) must name one of these
+    issuers: tuple[str, ...] = (CHANNEL_ISSUER,)
+
+    async def claims(self, authorization: str, channel_id: str | None, service_url: str) -> dict[str, Any]:
+        """The token's verified claims; ``Refused`` (401, or 503 when the keys cannot be had) otherwise."""
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Refused(401, "no bearer token")
+        token = token.strip()
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise Refused(401, "malformed token") from None
+        if header.get("alg") != "RS256":
+            raise Refused(401, f"token algorithm {str(header.get('alg'))[:16]!r} not accepted")
+        kid = header.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise Refused(401, "token names no signing key")
+        key = await self.keys.get(kid)
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token, key.key, algorithms=["RS256"], audience=self.app_id, issuer=list(self.issuers),
+                leeway=CLOCK_SKEW_S, options={"require": ["exp", "iss", "aud"]})
+        except jwt.PyJWTError as error:
+            raise Refused(401, f"token rejected: {type(error).__name__}") from None
+        if key.endorsements and (channel_id or "") not in key.endorsements:
+            raise Refused(401, "signing key not endorsed for this channel")
+        if claims.get("serviceurl") != service_url:
+            raise Refused(401, "token does not name this serviceUrl")
+        tenant = claims.get("tid")
+        if tenant is not None and self.tenants and str(tenant).lower() not in self.tenants:
+            raise Refused(401, "token from another tenant")
+        return claims
