@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -100,8 +101,6 @@ def final_messages(sent: list[teams.Sent]) -> list[teams.Sent]:
 
 
 def card_text(card: dict) -> str:
-    import json
-
     return json.dumps(card)
 
 
@@ -324,6 +323,12 @@ async def test_a_failing_turn_tells_the_user_and_keeps_the_conversation(connecto
     (b'["a list"]', "application/json", 400),
     (b'{"type": "message", "text": "hi"}', "application/json", 400),
     (b"type=message", "application/x-www-form-urlencoded", 415),
+    # Shapes botbuilder would trip over inside the turn: refused at the door instead.
+    *((json.dumps(teams.personal("hi", activity_id="1", service_url="http://127.0.0.1:1/") | bent).encode(),
+       "application/json", 400) for bent in ({"recipient": None}, {"entities": [None]}, {"channelData": None},
+                                             {"from": {"id": ""}}, {"conversation": {"id": "a b"}},
+                                             {"entities": [{"type": "mention", "mentioned": "x"}]},
+                                             {"locale": "en\r\nX-Injected: 1"}, {"text": {"a": 1}})),
 ])
 async def test_malformed_requests_get_a_4xx(bot: Bot, raw: bytes, content_type: str, status: int) -> None:
     got, body, _ = await bot.post({}, raw=raw, content_type=content_type)

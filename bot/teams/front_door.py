@@ -83,7 +83,100 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise Refused(400, "The body is not a Bot Framework activity (not an object).")
     cleaned: dict[str, Any] = clean_json(body)
+    check_shape(cleaned)
     return cleaned
+
+
+# Identifiers Teams sends are short printable ASCII ("19:...@thread.v2", "29:...", GUIDs); anything else would
+# end up in URL paths and headers of the bot's replies.
+_IDENTIFIER = re.compile(r"^[\x21-\x7e]{1,512}$")
+_LOCALE = re.compile(r"^[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8}){0,3}$")
+_ACCOUNTS = ("from", "recipient")
+
+
+def check_shape(body: dict[str, Any]) -> None:
+    """The fields the bot and botbuilder read have the types Teams sends; ``Refused`` (400) naming the first
+    that does not. botbuilder assumes these shapes and fails deep inside a turn when they are wrong."""
+    for name in ("type", "channelId", "serviceUrl"):
+        _value(body, name, str, True, "")
+    for name in ("id", "replyToId"):
+        _identifier(body, name)
+    for name in ("text", "name", "textFormat", "timestamp", "localTimestamp"):
+        _text(body, name)
+    if body.get("locale") is not None and not _LOCALE.match(str(body["locale"])):
+        raise Refused(400, "locale is not a language tag")
+    conversation = _object(body, "conversation", required=True)
+    _identifier(conversation, "id", required=True, where="conversation.")
+    _identifier(conversation, "tenantId", where="conversation.")
+    _text(conversation, "conversationType", where="conversation.")
+    for name in _ACCOUNTS:
+        _account(_object(body, name, required=True), name + ".")
+    for name in ("membersAdded", "membersRemoved"):
+        for member in _list(body, name):
+            _account(member if isinstance(member, dict) else None, name + "[].")
+    mentions = False
+    for entity in _list(body, "entities"):
+        if not isinstance(entity, dict) or not isinstance(entity.get("type"), str):
+            raise Refused(400, "entities[] must be objects with a type")
+        if entity["type"].lower() == "mention":
+            mentioned = entity.get("mentioned")
+            _account(mentioned if isinstance(mentioned, dict) else None, "entities[].mentioned.")
+            _text(mentioned, "name", required=True, where="entities[].mentioned.")
+            _text(entity, "text", where="entities[].")
+            mentions = True
+    if mentions:
+        _text(body, "text", required=True)
+    channel_data = _object(body, "channelData", required=body["channelId"] == "msteams")  # Teams always sends it
+    for name in ("tenant", "team", "channel"):
+        inner = _object(channel_data, name, where="channelData.")
+        if inner:
+            _identifier(inner, "id", required=True, where=f"channelData.{name}.")
+    _text(channel_data, "eventType", where="channelData.")
+    if body["type"] == "invoke" and body.get("name") == "adaptiveCard/action":  # Universal Actions: value.action
+        action = _object(_object(body, "value", required=True), "action", required=True, where="value.")
+        _object(action, "data", where="value.action.")
+        _text(action, "verb", where="value.action.")
+
+
+def _value(body: dict[str, Any] | None, name: str, kind: type, required: bool, where: str) -> Any:
+    value = (body or {}).get(name)
+    if value is None:
+        if required:
+            raise Refused(400, f"{where}{name} is missing")
+        return None
+    if not isinstance(value, kind) or (kind is str and not value):
+        raise Refused(400, f"{where}{name} must be a {'non-empty string' if kind is str else kind.__name__}")
+    return value
+
+
+def _text(body: dict[str, Any] | None, name: str, *, required: bool = False, where: str = "") -> None:
+    value = (body or {}).get(name)
+    if value is None and required:
+        raise Refused(400, f"{where}{name} is missing")
+    if value is not None and not isinstance(value, str):
+        raise Refused(400, f"{where}{name} must be a string")
+
+
+def _identifier(body: dict[str, Any] | None, name: str, *, required: bool = False, where: str = "") -> None:
+    value = _value(body, name, str, required, where)
+    if value is not None and not _IDENTIFIER.match(value):
+        raise Refused(400, f"{where}{name} is not an identifier")
+
+
+def _object(body: dict[str, Any] | None, name: str, *, required: bool = False, where: str = "") -> dict[str, Any]:
+    return _value(body, name, dict, required, where) or {}
+
+
+def _list(body: dict[str, Any], name: str) -> list[Any]:
+    return _value(body, name, list, False, "") or []
+
+
+def _account(account: dict[str, Any] | None, where: str) -> None:
+    if account is None:
+        raise Refused(400, f"{where.rstrip('.')} must be an object")
+    _identifier(account, "id", required=True, where=where)
+    _identifier(account, "aadObjectId", where=where)
+    _text(account, "name", where=where)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
                 return _problem(500, "The bot could not process the invoke.")
             if response is None:
                 return web.Response(status=200)
+            if response.status == 501:  # an invoke this bot does not handle: the caller's mistake, not a fault
+                return _problem(400, "This bot does not handle that invoke.")
             return web.json_response(serializer_helper(response.body), status=response.status)
         if runner.is_duplicate(activity.conversation.id, activity.id):
             log.info("dropping a repeated delivery of activity %s", activity.id)
