@@ -20,6 +20,11 @@ work neither counts as the bot's nor shares its event loop. Every timestamp is `
    child process against the same fake connector in the same run. Goal ratio at most 3.
 4. Stored state of one conversation after 10, 20 and 30 turns of questions and commands: the JSON the
    SqliteStorage holds for ``msteams/conversations/<id>``. Goal at most 64 KB.
+5. The front door with authentication on (issue 14), in this process against the fake OpenID/JWKS endpoint
+   of tests/support/entra_fake.py (client, bot and fake share one event loop, so the figures include the
+   client's own work): (a) each forged-token variant of ``entra_fake.forged_headers`` posted repeatedly:
+   every answer 401, one log line each, goal p99 < 50 ms; (b) /healthz polled while the metadata endpoint
+   hangs and activities with valid tokens keep arriving (they get 503 after the fetch wait): goal p99 < 50 ms.
 
 ``--smoke`` runs every part at tiny sizes (``SMOKE``: a few conversations, 0.2 s model calls, 6 state turns) in
 a few seconds plus the children's start-up, so CI can tell that the benchmark still runs
@@ -81,9 +86,14 @@ class Sizes:
     state_turns: int = 30  # part 4, reported after each third
 
 
+    forged_rounds: int = 20  # part 5a: posts of each forged-token variant
+    health_polls: int = 400  # part 5b: /healthz requests while the metadata endpoint hangs
+
+
 FULL = Sizes()
 SMOKE = Sizes(model_latency_s=0.2, burst=4, wave=6, wave_delay_s=0.2, steady=12, cpu_conversations=4, cpu_turns=4,
-              state_turns=6)
+              state_turns=6, forged_rounds=1, health_polls=20)
+DOOR_GOAL_S = 0.050
 
 WAVE_QUESTIONS = (  # each is two model calls around one tool call with the rule-based model
     "what high-severity incidents came in this week?",
@@ -565,6 +575,132 @@ async def bench_state(session: aiohttp.ClientSession, bot: Child, connector: Tra
 
 
 # ---------------------------------------------------------------------------------------------------------
+# 5. The front door with authentication on: forged tokens, and /healthz while the signing keys cannot be had
+
+
+class _CountingHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name != "aiohttp.access":
+            self.records.append(record)
+
+
+async def _door(entra: Any, seed: int) -> tuple[web.AppRunner, str]:
+    from botbuilder.core import MemoryStorage
+
+    from bot.config import Settings
+    from bot.sentinel.client import SentinelClient
+    from bot.sentinel.demo.backend import DemoBackend
+    from bot.teams.server import create_app
+    from tests.support.entra_fake import APP_ID, TENANT
+
+    settings = Settings.from_env({"MICROSOFT_APP_ID": APP_ID, "MICROSOFT_APP_PASSWORD": "not-used",
+                                  "MICROSOFT_APP_TYPE": "SingleTenant", "MICROSOFT_APP_TENANT_ID": TENANT,
+                                  "BOT_OPENID_METADATA_URL": entra.metadata_url,
+                                  "ALLOWED_SERVICE_URLS": "http://127.0.0.1:*"}, dotenv_path=None)
+    app = create_app(settings, sentinel=SentinelClient(DemoBackend(seed=seed, clock=lambda: NOW)),
+                     orchestrator=None, storage=MemoryStorage())
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+
+def _quiet(service_url: str) -> dict[str, Any]:
+    """A channel message that mentions nobody: authenticated, accepted, and nothing is sent back."""
+    return teams.channel_mention("chatter", activity_id=f"door-{next(_activity_ids)}", service_url=service_url) | {
+        "entities": []}
+
+
+async def _timed_post(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
+                      authorization: str) -> tuple[int, float]:
+    headers = {"Authorization": authorization} if authorization else {}
+    started = time.monotonic()
+    async with session.post(url, json=body, headers=headers) as response:
+        await response.read()
+        return response.status, time.monotonic() - started
+
+
+async def bench_front_door(session: aiohttp.ClientSession, sizes: Sizes, seed: int) -> bool:
+    from tests.support.entra_fake import FakeEntra, forged_headers
+
+    print("== 5. Front door with authentication on: forged tokens, and /healthz while the metadata endpoint hangs")
+    entra = await FakeEntra().start()
+    service_url = "http://127.0.0.1:9/"  # nothing is ever sent there: the activities are for nobody
+    counting = _CountingHandler()
+    root = logging.getLogger()
+    root.addHandler(counting)
+    level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        runner, base = await _door(entra, seed)
+        url = base + "/api/messages"
+        try:
+            status, _ = await _timed_post(session, url, _quiet(service_url),
+                                          "Bearer " + entra.channel_token(service_url))
+            assert status == 201, f"a valid token was not accepted ({status})"
+            variants = forged_headers(entra, service_url)
+            times: list[float] = []
+            statuses: dict[int, int] = defaultdict(int)
+            lines_per_request: list[int] = []
+            for _ in range(sizes.forged_rounds):
+                for _name, authorization in variants:
+                    counting.records.clear()
+                    status, elapsed = await _timed_post(session, url, _quiet(service_url), authorization)
+                    statuses[status] += 1
+                    times.append(elapsed)
+                    lines_per_request.append(len(counting.records))
+            tracebacks = sum(1 for r in counting.records if r.exc_info)
+        finally:
+            await runner.cleanup()
+        all_401 = set(statuses) == {401}
+        one_line = set(lines_per_request) == {1}
+        ok_a = all_401 and one_line and pct(times, 99) < DOOR_GOAL_S
+        print(f"5a. {len(variants)} forged-token variants x {sizes.forged_rounds} = {len(times)} requests: statuses "
+              f"{dict(statuses)}; log lines per request min {min(lines_per_request)} max {max(lines_per_request)}, "
+              f"{tracebacks} tracebacks")
+        print(f"5a. Forged tokens: p50 {ms(pct(times, 50))} ms, p99 {ms(pct(times, 99))} ms, max {ms(max(times))} ms; "
+              f"goal all 401, one log line each, p99 < 50 ms: {'met' if ok_a else 'NOT met'}")
+
+        entra.hang_metadata = True
+        runner, base = await _door(entra, seed)  # a fresh bot: no keys cached yet
+        url = base + "/api/messages"
+        try:
+            token = "Bearer " + entra.channel_token(service_url)
+            posts: list[asyncio.Task[tuple[int, float]]] = []
+            health: list[float] = []
+            for i in range(sizes.health_polls):
+                if i % 5 == 0:  # activities keep arriving, each waiting on the hung fetch
+                    posts.append(asyncio.create_task(_timed_post(session, url, _quiet(service_url), token)))
+                started = time.monotonic()
+                async with session.get(base + "/healthz") as alive:
+                    await alive.read()
+                    assert alive.status == 200
+                health.append(time.monotonic() - started)
+                await asyncio.sleep(0.01)
+            answered = await asyncio.gather(*posts)
+        finally:
+            await runner.cleanup()
+        codes: dict[int, int] = defaultdict(int)
+        for status, _ in answered:
+            codes[status] += 1
+        ok_b = pct(health, 99) < DOOR_GOAL_S and set(codes) == {503}
+        print(f"5b. Metadata endpoint hanging ({entra.requests['metadata'] - 1} fetch(es) started by the second bot): "
+              f"{len(answered)} activities answered {dict(codes)}, p99 {ms(pct([t for _, t in answered], 99))} ms")
+        print(f"5b. /healthz during the hang: {len(health)} polls, p50 {ms(pct(health, 50))} ms, "
+              f"p99 {ms(pct(health, 99))} ms, max {ms(max(health))} ms; goal p99 < 50 ms: {'met' if ok_b else 'NOT met'}")
+        return ok_a and ok_b
+    finally:
+        root.removeHandler(counting)
+        root.setLevel(level)
+        await entra.stop()
+
+
+# ---------------------------------------------------------------------------------------------------------
 
 
 async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
@@ -602,6 +738,8 @@ async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
                 print()
                 _, lines = await state
                 print("\n".join(lines))
+                print()
+                await bench_front_door(session, sizes, seed)
         finally:
             for child in children:
                 await child.stop()
