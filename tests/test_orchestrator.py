@@ -210,9 +210,13 @@ async def test_made_up_incident_numbers_are_flagged(fake_openai: oa.FakeOpenAI, 
     fake_openai.brain = brain
     result = await make(fake_openai, demo_client).answer(Conversation(), "anything?")
     [flag] = result.notices
-    assert "incident #999999" in flag and "IP 203.0.113.254" in flag and "[77]" in flag
+    assert "Fact check: 3 statements" in flag
+    summary, _, marked = result.text.partition("\n\n")
+    assert "incident #999999 is not in any" in summary and "ip 203.0.113.254 is not in any" in summary
+    assert "[77] is not a reference" in summary
+    assert "999999 ⚠(not in any result)" in marked and "[77] ⚠(" in marked
     real = result.runs[0].artifact.records[0].number
-    assert f"#{real}" not in flag
+    assert f"#{real} is real" in marked and f"#{real} ⚠" not in marked
 
 
 async def test_empty_results_are_stated_with_alternatives(fake_openai: oa.FakeOpenAI, fake_logs) -> None:
@@ -277,7 +281,7 @@ async def test_clear_keeps_preferences_and_a_summary(fake_openai: oa.FakeOpenAI,
     fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_7d"})))
     fake_openai.brain = cite_first_row
     await orchestrator.answer(conversation, "worst incident this week?")
-    number = conversation.known_incidents[0]
+    number = next(iter(conversation.facts.incidents))
     fake_openai.brain = None
     fake_openai.script(oa.text(f"- Looked at the week's incidents; #{number} was the most severe."))
     reply = await orchestrator.summarise_and_clear(conversation)

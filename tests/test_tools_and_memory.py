@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import jsonschema
 import pytest
 
-from bot.orchestrator import grounding
+from bot.orchestrator import grounding, identifiers
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.orchestrator.references import MAX_REFERENCES, References
-from bot.sentinel.models import Incident, QueryMetadata, QueryResult
+from bot.sentinel.models import EntityCount, Incident, QueryMetadata, QueryResult
 from bot.tools import compact
 from bot.tools.read_tools import READ_TOOLS
 from bot.tools.registry import TOOLS
@@ -93,16 +93,17 @@ def test_references_are_stable_and_bounded() -> None:
     ("see [3]; the IP 10.0.0.1 appears twice", []),
 ])
 def test_incident_number_extraction(text: str, numbers: list[int]) -> None:
-    assert grounding.incident_numbers(text) == numbers
+    assert identifiers.incident_numbers(text) == numbers
 
 
 def test_grounding_flags_only_what_no_result_backs() -> None:
     conversation = Conversation()
     conversation.remember(result(incident(14435)))
+    conversation.remember(result(EntityCount("ip", "203.0.113.7", 4, 0, None), tool="get_top_entities"))
     answer = "Incident #14435 [1] touched 203.0.113.7; incident #777 [9] and 198.51.100.1 did too."
-    problems = grounding.check(answer, conversation, ["get_top_entities -> [2]|ip|203.0.113.7|4|0|-"])
-    assert [p.describe() for p in problems] == ["incident #777", "[9]", "IP 198.51.100.1"]
-    assert "Unverified" in grounding.flag(problems)
+    problems = grounding.check(answer, conversation.facts, conversation.references, datetime.now(UTC))
+    assert [p.claimed for p in problems] == ["#777", "[9]", "198.51.100.1"]
+    assert "Fact check: 3 statements" in grounding.annotate(answer, problems)
 
 
 async def test_toolbox_rejects_without_raising(demo_client) -> None:

@@ -231,6 +231,11 @@ class ConfirmationDesk:
             outcome.detail = (f"The change was made, but the audit comment could not be added to the incident: "
                               f"{error.message}")
         conversation.finish_action(pending.id, OutcomeStatus.EXECUTED, outcome.headline)
+        # The fact check's change log: "I closed #N" is true from now on, and #N's record is what Sentinel returned.
+        conversation.facts.record_change(current.number, change.kind.value, change.summary(), self.clock(),
+                                         severity=after.severity, status=after.status,
+                                         owner=after.owner.label if after.owner.assigned else None,
+                                         classification=after.classification, tool="the confirmed change")
         self._audit("executed", actor, pending, result="executed" if not outcome.detail else "executed_no_comment")
         return outcome
 

@@ -2,22 +2,21 @@
 
 History is a list of typed items (``items.py``); a parallel list caches each item's token count so
 nothing is re-counted every turn. The stored form carries a version, and state written by older
-versions is migrated when it is read. The known identifiers (incident numbers, entity values, alert ids)
-are what the grounding check verifies answers against; they are bounded like everything else here.
+versions is migrated when it is read. The facts (what every query returned, as typed records) are what
+the fact check verifies answers against; they are bounded like everything else here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from bot.orchestrator.facts import Facts
 from bot.orchestrator.items import HISTORY_VERSION, Item, from_stored, to_stored
 from bot.orchestrator.pending import MAX_FINISHED_ACTIONS, FinishedAction, OutcomeStatus, PendingAction
 from bot.orchestrator.references import References
-from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult
-
-MAX_KNOWN_INCIDENTS = 2000
-MAX_KNOWN_VALUES = 3000
+from bot.sentinel.models import QueryResult
 
 
 @dataclass
@@ -27,32 +26,16 @@ class Conversation:
     references: References = field(default_factory=References)
     preferences: dict[str, str] = field(default_factory=dict)
     summary: str | None = None
-    known_incidents: list[int] = field(default_factory=list)
-    known_values: list[str] = field(default_factory=list)
+    facts: Facts = field(default_factory=Facts)
     trim_warned: bool = False
     turns: int = 0
     pending_action: PendingAction | None = None  # a proposed incident change awaiting its Confirm
     finished_actions: list[FinishedAction] = field(default_factory=list)  # recent outcomes, newest last
 
-    def remember(self, result: QueryResult) -> None:
-        """Record what a query returned: its [n] references and the identifiers answers may cite."""
+    def remember(self, result: QueryResult, at: datetime | None = None) -> None:
+        """Record what a query returned: its [n] references and its records as facts answers are checked against."""
         self.references.register(result)
-        numbers: list[int] = []
-        values: list[str] = []
-        for record in result.records:
-            if isinstance(record, Incident):
-                numbers.append(record.number)
-            elif isinstance(record, IncidentDetail):
-                numbers.append(record.incident.number)
-                numbers += [m.number for m in record.other_matches]
-                values += [a.alert_id for a in record.alerts] + [e.value for e in record.entities]
-            elif isinstance(record, AlertSummary):
-                values.append(record.alert_id)
-                values += [label.split(": ", 1)[-1] for label in record.entities]
-            elif isinstance(record, EntityCount):
-                values.append(record.value)
-        self.known_incidents = _bounded_union(self.known_incidents, numbers, MAX_KNOWN_INCIDENTS)
-        self.known_values = _bounded_union(self.known_values, values, MAX_KNOWN_VALUES)
+        self.facts.observe(result, at or datetime.now(UTC))
 
     def finish_action(self, action_id: str, outcome: OutcomeStatus, headline: str) -> None:
         """The pending action (if it is ``action_id``) is over; remember how it ended."""
@@ -81,8 +64,7 @@ class Conversation:
             "references": self.references.to_dict(),
             "preferences": self.preferences,
             "summary": self.summary,
-            "known_incidents": self.known_incidents,
-            "known_values": self.known_values,
+            "facts": self.facts.to_dict(),
             "trim_warned": self.trim_warned,
             "turns": self.turns,
             "pending_action": self.pending_action.to_dict() if self.pending_action else None,
@@ -96,14 +78,15 @@ class Conversation:
         counts = [int(c) for c in data.get("token_counts", [])]
         if len(counts) != len(history):
             counts = []  # recounted on the next turn
+        facts = Facts.from_dict(data.get("facts"))
+        facts.migrate(data.get("known_incidents", []), data.get("known_values", []))  # state from before facts
         return cls(
             history=history,
             token_counts=counts,
             references=References.from_dict(data.get("references")),
             preferences=dict(data.get("preferences", {})),
             summary=data.get("summary"),
-            known_incidents=[int(n) for n in data.get("known_incidents", [])],
-            known_values=[str(v) for v in data.get("known_values", [])],
+            facts=facts,
             trim_warned=bool(data.get("trim_warned", False)),
             turns=int(data.get("turns", 0)),
             pending_action=_pending(data.get("pending_action")),
@@ -121,12 +104,3 @@ def _pending(data: Any) -> PendingAction | None:
         return PendingAction.from_dict(data)
     except (TypeError, ValueError, KeyError):
         return None
-
-
-def _bounded_union(existing: list, new: list, limit: int) -> list:
-    """Existing items plus new ones (most recent last, no duplicates), keeping the newest ``limit``."""
-    if not new:
-        return existing
-    fresh = set(new)
-    merged = [item for item in existing if item not in fresh] + list(dict.fromkeys(new))
-    return merged[-limit:]

@@ -5,7 +5,8 @@ calls of a round concurrently; record the model's message with its tool calls be
 stop at a text answer, or after ``max_rounds`` make one last call without tools and say so. A write
 tool (``needs_confirmation``) never runs: the write guard (a before-call hook) checks the analyst's own
 words, and the confirmation desk turns the call into a proposal the analyst confirms on a card. Then
-the answer's identifiers are checked against the conversation's results, and typed data (text,
+the answer's identifiers and claims are checked against the facts the conversation's queries returned
+(mismatches marked in the text, risky ones withheld), and typed data (text,
 artifacts, tool log, notices) goes back for the caller to render. Model failures become a friendly
 reply; the conversation is never left with a half-written turn. A refusal is shown as the model's
 refusal, an answer cut at the length limit says so, a context overflow first drops old turns, then
@@ -19,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.orchestrator import grounding, prompts
@@ -33,7 +35,6 @@ from bot.orchestrator.items import (
     ToolCall,
     ToolResult,
     UserMessage,
-    tool_results,
 )
 from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind, WaitBudget
 from bot.orchestrator.memory import Memory, digest
@@ -67,6 +68,7 @@ class TurnResult:
     proposals: list[Proposal] = field(default_factory=list)  # incident changes proposed (at most one)
     refused: bool = False  # the model declined; text is its refusal
     cut: bool = False  # the answer stopped at the model's length limit
+    findings: list[grounding.Finding] = field(default_factory=list)  # what the fact check caught (marked in text)
 
     @property
     def artifacts(self) -> list[Any]:
@@ -75,13 +77,15 @@ class TurnResult:
 
 class Orchestrator:
     def __init__(self, model: ChatModel, tools: ToolBox, memory: Memory, *, max_rounds: int = 5,
-                 demo: bool = False, desk: ConfirmationDesk | None = None, guard: WriteGuard = WriteGuard()) -> None:
+                 demo: bool = False, desk: ConfirmationDesk | None = None, guard: WriteGuard = WriteGuard(),
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.model = model
         self.tools = tools
         self.memory = memory
         self.max_rounds = max_rounds
         self.demo = demo
         self.guard = guard
+        self.clock = clock  # "now" for the fact check ("2 minutes ago") and when facts were seen
         # The write tools are offered only where changes can be proposed (Teams, writes enabled).
         self.desk = desk if desk is not None and desk.enabled else None
         self.offered: tuple[Tool, ...] = tools.registry.offered(writes=self.desk is not None)
@@ -106,13 +110,17 @@ class Orchestrator:
             self._finish(conversation, turn, result)
             return result
         answer, said_by_bot = self._answer_text(completion, result, wants_examples)
+        if not said_by_bot:
+            result.findings = grounding.check(answer, conversation.facts, conversation.references, self.clock())
+        if result.findings:
+            log.info("fact check: %d finding(s) in the answer (%s)", len(result.findings),
+                     ", ".join(sorted({f.category for f in result.findings})))
+            # The marked text is what the analyst reads and what the model sees next turn.
+            answer = grounding.annotate(answer, result.findings)
+            result.notices.append(grounding.summary_notice(result.findings))
         turn.append(Notice(answer) if said_by_bot else ModelMessage(answer))
-        tool_texts = [r.content for r in tool_results(conversation.history + turn)]
-        unverified = grounding.check(answer, conversation, tool_texts)
-        if unverified:
-            log.info("answer cites %d unverifiable identifier(s)", len(unverified))
-            result.notices.append(grounding.flag(unverified))
-        if asking.write_calls or prompts.claims_a_change(answer):
+        claims_change = any(f.category == "change" for f in result.findings)
+        if asking.write_calls or claims_change:
             # Whatever the text says (a model can be talked into "✅ applied"), only a Confirm click changes anything.
             result.notices.append(prompts.NOTHING_CHANGED_YET if not any(p.proposed for p in result.proposals)
                                   else prompts.CONFIRM_ON_THE_CARD)
@@ -206,7 +214,7 @@ class Orchestrator:
         runs = await asyncio.gather(*(self.tools.run(call.name, call.arguments, call.id) for call in reads))
         for run in runs:
             if isinstance(run.artifact, QueryResult):
-                conversation.remember(run.artifact)
+                conversation.remember(run.artifact, self.clock())
             content = self.tools.registry.text(run.artifact, conversation.references.ref_for, run.arguments)
             turn.append(ToolResult(run.call_id, run.tool, content))
             result.runs.append(run)

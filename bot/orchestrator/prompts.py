@@ -118,16 +118,6 @@ NOTHING_CHANGED_YET = ("Nothing was changed: an incident changes only when the a
                        "Confirm on its confirmation card.")
 CONFIRM_ON_THE_CARD = ("Nothing has changed yet: the change is made only when you press Confirm on its card "
                        "(within 5 minutes).")
-_CHANGE_CLAIM = re.compile(r"\b(confirmed|applied|has been (closed|assigned|reassigned|changed|updated|resolved|"
-                           r"escalated)|is now (closed|assigned|resolved)|i(?: have|'ve)? (closed|assigned|changed|"
-                           r"updated|resolved|escalated))\b", re.IGNORECASE)
-
-
-def claims_a_change(text: str) -> bool:
-    """The answer says an incident was changed (which only a Confirm click can do)."""
-    return bool(_CHANGE_CLAIM.search(text))
-
-
 def asks_for_example_data(text: str) -> bool:
     return bool(_EXAMPLE_REQUEST.search(text))
 

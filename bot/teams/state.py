@@ -76,7 +76,7 @@ def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYT
     if state_bytes(data) > max_bytes:
         # Only the bounded lists are left; keep their newest halves.
         c = data.conversation
-        c.known_values = c.known_values[len(c.known_values) // 2:]
+        c.facts.halve()
         c.references.items = c.references.items[len(c.references.items) // 2:]
         c.references = type(c.references).from_dict(c.references.to_dict())
     return dropped
