@@ -3,26 +3,39 @@
 Same windows (rows with TimeGenerated in (now - window, now]), same dedupe (latest row per incident
 and per alert), same filters, caps, tie-breaking sort orders and result columns, so an answer from
 the demo reads exactly like one from a real workspace. Rows later than "now" exist (the generator
-writes whole days) and stay invisible until their time comes.
+writes whole days) and stay invisible until their time comes. The latest row per incident (alert)
+comes from the precomputed latest-row tables (``store.py``), so a query reads about one row per
+incident in its window however many updates the workspace holds.
 
-The data is regenerated when the clock passes the generated span, so a long-running demo keeps
-having fresh incidents. SQLite work runs in a worker thread, never on the event loop.
+Regeneration. The data covers whole days up to ``generated_until`` (the next UTC midnight). An hour
+before that (``refresh_lead``), the next day's data is built beside the current one, in a worker
+process writing a database file, and swapped in when ready; queries keep using the current data
+meanwhile and never wait for a generation. Only the very first build, or a clock that jumps outside
+the data's span, builds in place. SQLite work runs in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import multiprocessing
+import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import singledispatchmethod
+from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.sentinel.client import RawTable
-from bot.sentinel.demo import generator
-from bot.sentinel.demo.store import create_database, iso
+from bot.sentinel.demo import generator, store
+from bot.sentinel.demo.store import iso
 from bot.sentinel.models import QueryError
 from bot.sentinel.params import BinSize, Severity, TimeWindow
 from bot.sentinel.queries import (
@@ -39,6 +52,7 @@ from bot.sentinel.queries import (
     TopEntitiesQuery,
 )
 
+log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 T = TypeVar("T")
 
@@ -48,39 +62,52 @@ _OWNER = (
     "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
 )
 _ALERT_COUNT = "COALESCE(json_extract(AdditionalData, '$.alertsCount'), json_array_length(AlertIds))"
+# A row of a latest-row table is the latest of its incident (alert) at :now, inside (:start, :now].
+_CURRENT = "l.TimeGenerated > :start AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)"
 
 
-def _latest(name: str, table: str, key: str, row_id: str, columns: str) -> str:
-    """CTEs ``<name>_rows`` and ``<name>``: the latest row per ``key`` inside (:start, :now], as KQL's
-    ``summarize arg_max(TimeGenerated, ...) by key``. SQLite documents that with a single MAX() the bare
-    columns (here rowid) come from the row holding the maximum: the cheapest arg_max, over narrow
-    columns, joined back to the full row by rowid. ``{extra}`` is left for further WHERE conditions."""
-    return f"""
-    {name}_rows AS MATERIALIZED (
-        SELECT rowid AS {row_id}, MAX(TimeGenerated) FROM {table}
-        WHERE TimeGenerated > :start AND TimeGenerated <= :now {{extra}}
-        GROUP BY {key}),
-    {name} AS MATERIALIZED (
-        SELECT r.{row_id}, {columns} FROM {name}_rows AS r JOIN {table} AS t ON t.rowid = r.{row_id})"""
+def _latest(name: str, latest: str, row_id: str, columns: str, where: str = "") -> str:
+    """CTE ``<name>``: the latest row per key inside the window, as KQL's ``summarize arg_max(TimeGenerated,
+    ...) by key``, with only the narrow columns of the latest-row table ``l`` (join the full row by row id
+    once the result is cut to its limit)."""
+    return f"""{name} AS MATERIALIZED (
+        SELECT l.{row_id}, {columns} FROM {latest} AS l WHERE {_CURRENT} {where})"""
 
 
-_LATEST_ALERTS = _latest(
-    "latest_alerts", "SecurityAlert", "SystemAlertId", "AlertRowId",
-    "t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status, t.ProductName, t.ProviderName, t.TimeGenerated, "
-    "t.Tactics")
-_LATEST_INCIDENTS = _latest("latest_incidents", "SecurityIncident", "IncidentNumber", "IncidentRowId", "t.*")
+@dataclass(frozen=True)
+class _Data:
+    """One generated database and the span of "now" it can answer for."""
+
+    conn: sqlite3.Connection
+    valid_from: datetime
+    generated_until: datetime
+    path: Path | None = None  # the file of a database built by the worker process
+
+    def serves(self, now: datetime) -> bool:
+        return self.valid_from <= now < self.generated_until
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
 class DemoBackend:
     source = "demo"
 
-    def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC)) -> None:
+    def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC), *, volume: int = 1,
+                 refresh_lead: timedelta = timedelta(hours=1)) -> None:
         self._seed = seed
         self._clock = clock
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._generated_until: datetime | None = None
+        self._volume = volume
+        self._refresh_lead = refresh_lead
+        self._lock = threading.Lock()  # one user of the live database at a time
+        self._data: _Data | None = None
         self._on_generated: list[Callable[[sqlite3.Connection], None]] = []
+        self._refresh: threading.Thread | None = None
+        self._workdir: Path | None = None
+        self._closed = False
+        self.regenerations = 0  # swaps of data built beside the live one (tests and the benchmark read it)
 
     @property
     def seed(self) -> int:
@@ -90,9 +117,14 @@ class DemoBackend:
     def clock(self) -> Clock:
         return self._clock
 
+    @property
+    def _conn(self) -> sqlite3.Connection | None:
+        """The live database (tests and the benchmark look inside)."""
+        return self._data.conn if self._data is not None else None
+
     def on_generated(self, hook: Callable[[sqlite3.Connection], None]) -> None:
-        """Call ``hook`` with each newly generated database, under the lock (the demo writer re-applies the
-        changes analysts made, which a regeneration at the turn of the day would otherwise lose)."""
+        """Call ``hook`` with each newly generated database, under the lock, before it goes live (the demo
+        writer re-applies the changes analysts made, which a regeneration would otherwise lose)."""
         self._on_generated.append(hook)
 
     def with_database(self, work: Callable[[sqlite3.Connection, datetime], T]) -> T:
@@ -111,15 +143,69 @@ class DemoBackend:
             return RawTable(rows=self._run(query, conn, now))
 
     def _database(self, now: datetime) -> sqlite3.Connection:
-        if self._conn is None or self._generated_until is None or now >= self._generated_until:
-            data = generator.generate(self._seed, now)
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = create_database(data.incident_rows, data.alert_rows)
-            self._generated_until = data.generated_until
-            for hook in self._on_generated:
-                hook(self._conn)
-        return self._conn
+        """The live database for ``now`` (under the lock): built in place only when there is none for ``now``."""
+        live = self._data
+        if live is None or not live.serves(now):
+            # The default size keeps the two-argument call (some tests memoise generate by it).
+            rows = (generator.generate(self._seed, now, volume=self._volume) if self._volume != 1
+                    else generator.generate(self._seed, now))
+            live = _Data(store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now)), now,
+                         rows.generated_until)
+            old = self._go_live(live)
+            if old is not None:
+                old.close()
+        elif now >= live.generated_until - self._refresh_lead:
+            self._start_refresh(now)
+        return live.conn
+
+    def _go_live(self, data: _Data) -> _Data | None:
+        """Swap ``data`` in (under the lock; the hooks see it first) and return the data it replaces."""
+        for hook in self._on_generated:
+            hook(data.conn)
+        old, self._data = self._data, data
+        return old
+
+    def _start_refresh(self, now: datetime) -> None:
+        if self._refresh is not None and self._refresh.is_alive():
+            return
+        assert self._data is not None
+        self._refresh = threading.Thread(target=self._build_next, args=(self._data.generated_until, now),
+                                         name="demo-regeneration", daemon=True)
+        self._refresh.start()
+
+    def _build_next(self, day: datetime, valid_from: datetime) -> None:
+        """Build the data for ``day`` (the next UTC day) in a worker process, then swap it in."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="sentinel-demo-"))
+        path = self._workdir / f"workspace-{day:%Y%m%d}-{self.regenerations}.sqlite"
+        try:
+            # A lower priority: on a small machine the queries, not the regeneration, get the CPU.
+            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=os.nice, initargs=(10,)) as pool:
+                until = pool.submit(store.build_file, self._seed, day.isoformat(), self._volume, iso(valid_from),
+                                    str(path)).result()
+            data = _Data(store.connect(str(path)), valid_from, datetime.fromisoformat(until), path)
+        except Exception:  # the next query past midnight builds in place instead
+            if not self._closed:
+                log.exception("regenerating the demo workspace failed")
+            self._remove_workdir_if_closed()
+            path.unlink(missing_ok=True)
+            return
+        with self._lock:
+            if self._closed or (self._data is not None and self._data.generated_until >= data.generated_until):
+                data.close()  # closed meanwhile, or the clock jumped and newer data was built in place
+                self._remove_workdir_if_closed()
+                return
+            old = self._go_live(data)
+            self.regenerations += 1
+        if old is not None:
+            old.close()  # outside the lock: freeing a big database takes a moment
+        log.info("demo workspace regenerated for %s", day.date())
+
+    def wait_for_refresh(self, timeout: float | None = None) -> None:
+        """Block until a regeneration under way is live (tests and the benchmark)."""
+        if self._refresh is not None:
+            self._refresh.join(timeout)
 
     async def prepare(self) -> None:
         """Generate the data now rather than on the first question."""
@@ -131,9 +217,16 @@ class DemoBackend:
 
     async def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._closed = True
+            if self._data is not None:
+                self._data.close()
+                self._data = None
+        if self._refresh is None or not self._refresh.is_alive():  # else the regeneration cleans up when done
+            self._remove_workdir_if_closed()
+
+    def _remove_workdir_if_closed(self) -> None:
+        if self._closed and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     @singledispatchmethod
     def _run(self, query: Query, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
@@ -142,16 +235,22 @@ class DemoBackend:
     @_run.register
     def _incidents(self, query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
         params = _window(query.window, now) | {"limit": query.limit}
+        order = f"{_RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
+        matched = f"FROM LatestIncident AS l WHERE {_CURRENT} AND l.CreatedTime > :start"
+        # Each severity's newest from its own index, then the best of those: no sort of the whole window.
+        firsts = " UNION ALL ".join(
+            f"SELECT * FROM (SELECT l.IncidentRowId, l.IncidentNumber, l.CreatedTime, l.Severity "
+            f"{matched.replace('AS l', 'AS l INDEXED BY latest_incident_severity')} "
+            f"AND l.Severity = '{severity.value}' ORDER BY l.CreatedTime DESC, l.IncidentNumber DESC LIMIT :limit)"
+            for severity in query.min_severity.at_least())
         sql = f"""
-        WITH {_LATEST_INCIDENTS.format(extra="AND CreatedTime > :start")},
-        matched AS MATERIALIZED (SELECT * FROM latest_incidents WHERE Severity IN {_severities(query.min_severity)})
-        SELECT IncidentNumber, Title, Severity, Status, {_OWNER} AS Owner, CreatedTime, LastModifiedTime,
+        WITH top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
+        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
                {_ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
                json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
-               (SELECT COUNT(*) FROM matched) AS TotalMatched
-        FROM matched
-        ORDER BY {_RANK.format(column="Severity")}, CreatedTime DESC, IncidentNumber DESC
-        LIMIT :limit"""
+               (SELECT COUNT(*) {matched} AND l.Severity IN {_severities(query.min_severity)}) AS TotalMatched
+        FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
+        ORDER BY {order}"""
         return _fetch(conn, sql, params)
 
     @_run.register
@@ -160,21 +259,16 @@ class DemoBackend:
     ) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"start": iso(now - query.timespan), "now": iso(now)}
         if query.ref.number is not None:
-            latest = _LATEST_INCIDENTS.format(extra="AND IncidentNumber = :number")
+            where = "AND l.IncidentNumber = :number"
             params["number"] = query.ref.number
-            title_filter = ""
-        else:
-            # Only incidents that ever had a matching title can match; the latest title is checked below.
-            latest = _LATEST_INCIDENTS.format(
-                extra="AND IncidentNumber IN (SELECT IncidentNumber FROM SecurityIncident "
-                "WHERE TimeGenerated > :start AND TimeGenerated <= :now AND contains_ci(Title, :search))"
-            )
-            params["search"] = query.ref.title_search
-            title_filter = "WHERE contains_ci(Title, :search)"
+        else:  # the latest title contains the words, case-insensitively (Kusto's `contains`)
+            where = "AND instr(l.TitleFolded, :search) > 0"
+            params["search"] = (query.ref.title_search or "").casefold()
         matches = _fetch(
             conn,
-            f"""WITH {latest} SELECT * FROM latest_incidents {title_filter}
-                ORDER BY CreatedTime DESC, IncidentNumber DESC""",
+            f"""WITH {_latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
+                SELECT t.* FROM found AS f JOIN SecurityIncident AS t ON t.rowid = f.IncidentRowId
+                ORDER BY f.CreatedTime DESC, f.IncidentNumber DESC LIMIT {1 + MAX_OTHER_MATCHES}""",
             params,
         )
         if not matches:
@@ -182,10 +276,11 @@ class DemoBackend:
         incident = matches[0]
         alerts = _fetch(
             conn,
-            f"""WITH {_LATEST_ALERTS.format(extra="AND SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
-                SELECT a.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
+            f"""WITH {_latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
+                              "AND l.SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
+                SELECT f.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
                        COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics
-                FROM json_each(:alert_ids) AS ids JOIN latest_alerts AS a ON a.SystemAlertId = ids.value""",
+                FROM found AS f JOIN SecurityAlert AS a ON a.rowid = f.AlertRowId""",
             params | {"alert_ids": incident["AlertIds"] or "[]"},
         )
         entities = _fetch(
@@ -230,18 +325,25 @@ class DemoBackend:
 
     @_run.register
     def _alerts(self, query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = _window(query.window, now) | {"limit": query.limit}
+        params = _window(query.window, now, BinSize.HOUR) | {"limit": query.limit}
+        order = f"{_RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
+        firsts = " UNION ALL ".join(
+            f"SELECT * FROM (SELECT l.AlertRowId, l.SystemAlertId, l.AlertSeverity, l.TimeGenerated "
+            f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {_CURRENT} "
+            f"AND l.AlertSeverity = '{severity.value}' "
+            f"ORDER BY l.TimeGenerated DESC, l.SystemAlertId LIMIT :limit)"
+            for severity in query.min_severity.at_least())
+        severities = _severities(query.min_severity)
         rows = _fetch(
             conn,
-            f"""WITH {_LATEST_ALERTS.format(extra='')},
-                matched AS MATERIALIZED (SELECT * FROM latest_alerts
-                                         WHERE AlertSeverity IN {_severities(query.min_severity)})
-                SELECT AlertRowId, SystemAlertId, AlertName, AlertSeverity, Status,
-                       COALESCE(NULLIF(ProductName, ''), ProviderName) AS ProductName, TimeGenerated, Tactics,
-                       (SELECT COUNT(*) FROM matched) AS TotalMatched
-                FROM matched
-                ORDER BY {_RANK.format(column="AlertSeverity")}, TimeGenerated DESC, SystemAlertId
-                LIMIT :limit""",
+            f"""WITH {_uncounted(severities)},
+                top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
+                SELECT m.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
+                       COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS ProductName, a.TimeGenerated, a.Tactics,
+                       (SELECT COUNT(*) FROM uncounted) + (SELECT COALESCE(SUM(Alerts), 0) FROM AlertHour
+                        WHERE Hour > :start_bucket AND AlertSeverity IN {severities}) AS TotalMatched
+                FROM top AS m JOIN SecurityAlert AS a ON a.rowid = m.AlertRowId
+                ORDER BY {order}""",
             params,
         )
         labels: dict[int, list[str]] = {}
@@ -260,16 +362,21 @@ class DemoBackend:
 
     @_run.register
     def _alert_trend(self, query: AlertTrendQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = _window(query.window, now)
+        params = _window(query.window, now, BinSize.HOUR)
         hourly = query.bin_size is BinSize.HOUR
         # ISO text truncated to the hour or the day is the bin's start.
         prefix = 13 if hourly else 10
+        wanted = _severities(query.min_severity)
         counts = _fetch(
             conn,
-            f"""WITH {_LATEST_ALERTS.format(extra='')}
-                SELECT substr(TimeGenerated, 1, {prefix}) AS Bin, AlertSeverity, COUNT(*) AS AlertCount
-                FROM latest_alerts WHERE AlertSeverity IN {_severities(query.min_severity)}
-                GROUP BY Bin, AlertSeverity""",
+            f"""WITH {_uncounted(wanted)},
+                parts AS (
+                    SELECT substr(TimeGenerated, 1, {prefix}) AS Bin, AlertSeverity, COUNT(*) AS Alerts
+                    FROM uncounted GROUP BY 1, 2
+                    UNION ALL
+                    SELECT substr(Hour, 1, {prefix}), AlertSeverity, SUM(Alerts) FROM AlertHour
+                    WHERE Hour > :start_bucket AND AlertSeverity IN {wanted} GROUP BY 1, 2)
+                SELECT Bin, AlertSeverity, SUM(Alerts) AS AlertCount FROM parts GROUP BY Bin, AlertSeverity""",
             params,
         )
         # make-series: one series per severity present, zero-filled over [bin(start), now).
@@ -292,19 +399,23 @@ class DemoBackend:
 
     @_run.register
     def _top_entities(self, query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = _window(query.window, now) | {"limit": query.limit}
+        params = _window(query.window, now, BinSize.DAY) | {"limit": query.limit}
+        severities = _severities(query.min_severity)
         return _fetch(
             conn,
-            f"""WITH {_LATEST_ALERTS.format(extra='')},
-                matched AS MATERIALIZED (SELECT * FROM latest_alerts
-                                         WHERE AlertSeverity IN {_severities(query.min_severity)}),
-                entities AS (  -- AlertEntity is already distinct per alert row
-                    SELECT m.AlertSeverity, m.TimeGenerated, e.EntityType, e.EntityValue
-                    FROM matched AS m JOIN AlertEntity AS e ON e.AlertRowId = m.AlertRowId),
+            f"""WITH {_uncounted(severities)},
+                parts AS (  -- AlertEntity is already distinct per alert row
+                    SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
+                           MAX(u.TimeGenerated) AS LastSeen
+                    FROM uncounted AS u JOIN AlertEntity AS e ON e.AlertRowId = u.AlertRowId
+                    JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityValue = e.EntityValue GROUP BY 1
+                    UNION ALL
+                    SELECT EntityId, SUM(Alerts), SUM(CASE AlertSeverity WHEN 'High' THEN Alerts END), MAX(LastSeen)
+                    FROM EntityDay WHERE Day > :start_bucket AND AlertSeverity IN {severities} GROUP BY 1),
                 counted AS MATERIALIZED (
-                    SELECT EntityType, EntityValue, COUNT(*) AS AlertCount,
-                           SUM(AlertSeverity = 'High') AS HighSeverityCount, MAX(TimeGenerated) AS LastSeen
-                    FROM entities GROUP BY EntityType, EntityValue)
+                    SELECT n.EntityType, n.EntityValue, SUM(p.Alerts) AS AlertCount,
+                           COALESCE(SUM(p.High), 0) AS HighSeverityCount, MAX(p.LastSeen) AS LastSeen
+                    FROM parts AS p JOIN Entity AS n ON n.EntityId = p.EntityId GROUP BY p.EntityId)
                 SELECT *, (SELECT COUNT(*) FROM counted) AS TotalMatched FROM counted
                 ORDER BY AlertCount DESC, HighSeverityCount DESC, LastSeen DESC, EntityType, EntityValue
                 LIMIT :limit""",
@@ -312,8 +423,28 @@ class DemoBackend:
         )
 
 
-def _window(window: TimeWindow, now: datetime) -> dict[str, Any]:
-    return {"start": iso(now - window.duration), "now": iso(now)}
+def _uncounted(severities: str) -> str:
+    """CTE ``uncounted``: the latest alert rows of the window that the precomputed totals (``AlertHour``,
+    ``EntityDay``, buckets after ``:start_bucket``) do not hold: rows that may still change, and settled
+    rows in the window's first, partial bucket (before ``:next_bucket``)."""
+    columns = "l.AlertRowId, l.AlertSeverity, l.TimeGenerated"
+    return f"""uncounted AS MATERIALIZED (
+        SELECT {columns} FROM LatestAlert AS l INDEXED BY latest_alert_unsettled
+            WHERE l.Settled = 0 AND {_CURRENT} AND l.AlertSeverity IN {severities}
+        UNION ALL
+        SELECT {columns} FROM LatestAlert AS l WHERE l.Settled = 1 AND l.TimeGenerated > :start
+            AND l.TimeGenerated < :next_bucket AND l.TimeGenerated <= :now AND l.AlertSeverity IN {severities})"""
+
+
+def _window(window: TimeWindow, now: datetime, bucket: BinSize | None = None) -> dict[str, Any]:
+    """The window's bounds; with ``bucket``, also the first precomputed bucket it holds whole (hour or day)."""
+    start = now - window.duration
+    params = {"start": iso(start), "now": iso(now)}
+    if bucket is not None:
+        prefix = 13 if bucket is BinSize.HOUR else 10
+        params |= {"start_bucket": iso(start)[:prefix],
+                   "next_bucket": iso(_floor(start, bucket.duration) + bucket.duration)}
+    return params
 
 
 def _severities(min_severity: Severity) -> str:

@@ -77,19 +77,19 @@ class DemoData:
     generated_until: datetime  # end (exclusive) of the generated days: the start of the day after today
 
 
-def daily_incident_count(seed: int, day: date) -> int:
-    """How many incidents are created on ``day``: 10-18 on weekdays, 8-11 at weekends."""
+def daily_incident_count(seed: int, day: date, volume: int = 1) -> int:
+    """How many incidents are created on ``day``: 10-18 on weekdays, 8-11 at weekends (times ``volume``)."""
     value = stable_int("sentinel-demo", seed, "count", day.toordinal())
-    return 8 + value % 4 if day.weekday() >= 5 else 10 + value % 9
+    return (8 + value % 4 if day.weekday() >= 5 else 10 + value % 9) * volume
 
 
-def first_incident_number(seed: int, day: date) -> int:
+def first_incident_number(seed: int, day: date, volume: int = 1) -> int:
     """The IncidentNumber of the first incident created on ``day`` (numbering starts at EPOCH)."""
     if day >= EPOCH:
         total = sum(daily_incident_count(seed, EPOCH + timedelta(days=i)) for i in range((day - EPOCH).days))
-        return FIRST_INCIDENT_NUMBER + total
+        return FIRST_INCIDENT_NUMBER + total * volume
     total = sum(daily_incident_count(seed, day + timedelta(days=i)) for i in range((EPOCH - day).days))
-    return FIRST_INCIDENT_NUMBER - total
+    return FIRST_INCIDENT_NUMBER - total * volume
 
 
 def is_burst_day(seed: int, day: date) -> bool:
@@ -118,11 +118,11 @@ def _creation_times(rng: random.Random, day_start: datetime, count: int) -> list
     return sorted(times)
 
 
-def _generate_day(world: World, day: date, first_number: int) -> tuple[list[dict], list[dict]]:
+def _generate_day(world: World, day: date, first_number: int, volume: int) -> tuple[list[dict], list[dict]]:
     seed = world.seed
     rng = random.Random(stable_int("sentinel-demo", seed, "day", day.toordinal()))
     day_start = datetime(day.year, day.month, day.day)
-    count = daily_incident_count(seed, day)
+    count = daily_incident_count(seed, day, volume)
     created = _creation_times(rng, day_start, count)
 
     burst = None
@@ -156,7 +156,8 @@ def _generate_day(world: World, day: date, first_number: int) -> tuple[list[dict
         incident_rows.extend(render_incident(world, rng, incident))
         alert_rows.extend(incident.alerts)
         alert_rows.extend(alert_status_updates(rng, incident))
-    alert_rows.extend(noise_alerts(world, rng, day_start))
+    for _ in range(volume):  # a bigger SOC has more of everything, standalone alerts too
+        alert_rows.extend(noise_alerts(world, rng, day_start))
     if burst is not None and burst_incident is not None:
         # The rest of the burst: same source address or the same malware on more devices.
         alert_rows.extend(burst_alert(world, rng, burst_incident.template, burst_incident.cast, moment)
@@ -168,30 +169,33 @@ def _generate_day(world: World, day: date, first_number: int) -> tuple[list[dict
 # Public entry point.
 
 
-def generate(seed: int, now: datetime, days: int = 35) -> DemoData:
+def generate(seed: int, now: datetime, days: int = 35, volume: int = 1) -> DemoData:
     """The demo workspace's rows for the ``days`` whole UTC days ending with ``now``'s day.
 
     Pure function of (seed, day) per day: moving ``now`` within a day changes nothing, and the days
     two calls share hold identical incidents (numbers, titles, alerts, histories up to the cut-off).
     Rows later than ``now`` are included (whole days, and update rows up to UPDATE_HORIZON after the
-    generated span); the query layer hides rows with TimeGenerated > now.
+    generated span); the query layer hides rows with TimeGenerated > now. ``volume`` multiplies the
+    incidents (and standalone alerts) per day, for load tests; 1 is the demo as analysts see it.
     """
     if now.tzinfo is None or now.utcoffset() is None:
         raise ValueError("now must be timezone-aware")
     if days < 1:
         raise ValueError("days must be at least 1")
+    if volume < 1:
+        raise ValueError("volume must be at least 1")
     today = now.astimezone(UTC).date()
     first_day = today - timedelta(days=days - 1)
     generated_until = datetime(today.year, today.month, today.day, tzinfo=UTC) + timedelta(days=1)
     horizon = timestamp(generated_until.replace(tzinfo=None) + UPDATE_HORIZON)
     world = build_world(seed)
-    number = first_incident_number(seed, first_day)
+    number = first_incident_number(seed, first_day, volume)
     incident_rows: list[dict] = []
     alert_rows: list[dict] = []
     for offset in range(days):
         day = first_day + timedelta(days=offset)
-        incidents, alerts = _generate_day(world, day, number)
-        number += daily_incident_count(seed, day)
+        incidents, alerts = _generate_day(world, day, number, volume)
+        number += daily_incident_count(seed, day, volume)
         incident_rows.extend(row for row in incidents if row["TimeGenerated"] < horizon)
         alert_rows.extend(row for row in alerts if row["TimeGenerated"] < horizon)
     incident_rows.sort(key=lambda r: (r["TimeGenerated"], r["IncidentNumber"]))

@@ -7,6 +7,23 @@ as Log Analytics itself hands them out.
 One derived table, ``AlertEntity``, holds each alert row's distinct identifiable entities (type, value),
 computed once at load with the same rules the KQL applies (``queries.entity_value``), so entity
 queries are plain joins instead of re-parsing JSON on every question.
+
+Latest rows, precomputed. KQL takes the latest row per incident (alert) with ``summarize arg_max``
+over the window; done at query time in SQLite that is a GROUP BY over every row of the window, which
+grows with the workspace. Instead ``LatestIncident`` and ``LatestAlert`` give each row the time of the
+next row of the same incident (alert), ``NextTime``: a row is the latest at ``now`` exactly when
+``TimeGenerated <= now`` and ``NextTime`` is empty or later than ``now``, for any ``now``. Rows already
+superseded before ``valid_from`` (the earliest "now" the database will serve) are left out, so the
+tables hold about one row per incident (alert). Triggers keep ``LatestIncident`` right when the demo
+writer adds or replaces incident rows.
+
+Totals, precomputed. An alert row that is the latest of its alert and older than ``valid_from`` stays
+so for every "now" served (``Settled``); those are counted ahead, per hour and severity (``AlertHour``)
+and per day, severity and entity (``EntityDay``, entities numbered in ``Entity``). A query adds the
+rows the totals cannot hold: the unsettled ones and those in the window's first, partial bucket.
+
+A database is built in memory in this process, or (``build_file``) in a worker process straight into a
+file, which the serving process then opens: regeneration then costs the serving process no CPU time.
 """
 
 from __future__ import annotations
@@ -18,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.sentinel.demo import generator
 from bot.sentinel.queries import MV_EXPAND_LIMIT, entity_value
 
 TABLES_FILE = Path(__file__).resolve().parent.parent / "tables.json"
@@ -35,16 +53,27 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def create_database(
-    incident_rows: Iterable[Mapping[str, Any]], alert_rows: Iterable[Mapping[str, Any]]
-) -> sqlite3.Connection:
-    """A new in-memory database holding the given rows (the connection may be used from one thread at a time)."""
-    conn = sqlite3.connect(":memory:", check_same_thread=False)
+def connect(path: str = ":memory:") -> sqlite3.Connection:
+    """A connection to a demo database (usable from one thread at a time), with the functions its queries use."""
+    conn = sqlite3.connect(path, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     # casefold() matches Kusto's case-insensitive `contains` better than SQLite's ASCII-only lower().
     conn.create_function(
         "contains_ci", 2, lambda text, part: int(part.casefold() in (text or "").casefold()), deterministic=True
     )
+    conn.create_function("casefold", 1, lambda text: (text or "").casefold(), deterministic=True)
+    # Generated data, rebuilt at will: no durability needed, and reads should come from memory.
+    conn.executescript("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA cache_size = -262144; "
+                       "PRAGMA mmap_size = 4294967296;")
+    return conn
+
+
+def create_database(
+    incident_rows: Iterable[Mapping[str, Any]], alert_rows: Iterable[Mapping[str, Any]], *,
+    valid_from: str = "", path: str = ":memory:",
+) -> sqlite3.Connection:
+    """A new database holding the given rows, to serve queries at ``valid_from`` (storage form) or later."""
+    conn = connect(path)
     tables = load_table_columns()
     for table, columns in tables.items():
         ddl = ", ".join(f'"{name}" {_SQLITE_TYPES.get(kind, "TEXT")}' for name, kind in columns)
@@ -60,11 +89,109 @@ def create_database(
         CREATE INDEX alert_time ON SecurityAlert (TimeGenerated, SystemAlertId, AlertSeverity);
         CREATE INDEX alert_id ON SecurityAlert (SystemAlertId, TimeGenerated);
         CREATE INDEX alert_entity_row ON AlertEntity (AlertRowId, EntityType, EntityValue);
-        ANALYZE;
         """
     )
+    _latest_tables(conn, valid_from)
+    conn.execute("ANALYZE")
     conn.commit()
     return conn
+
+
+# Incidents are filtered on these, and found by title (casefolded once here, not per question).
+_INCIDENT_COLUMNS = "CreatedTime, Severity, casefold(Title)"
+
+
+def _chain(table: str, key: str, columns: str, where: str = "") -> str:
+    """Each row of ``table`` with the time of the next row of the same ``key`` (ties broken by row order)."""
+    return (f"SELECT rowid, {key}, TimeGenerated, LEAD(TimeGenerated) OVER (PARTITION BY {key} "
+            f"ORDER BY TimeGenerated, rowid) AS NextTime, {columns} FROM {table} {where}")
+
+
+def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
+    incident_chain = _chain("SecurityIncident", "IncidentNumber", _INCIDENT_COLUMNS,
+                            "WHERE IncidentNumber = {row}.IncidentNumber")
+    conn.executescript(
+        f"""
+        CREATE TABLE LatestIncident (IncidentRowId INTEGER PRIMARY KEY, IncidentNumber INTEGER, TimeGenerated TEXT,
+                                     NextTime TEXT, CreatedTime TEXT, Severity TEXT, TitleFolded TEXT);
+        CREATE TABLE LatestAlert (AlertRowId INTEGER PRIMARY KEY, SystemAlertId TEXT, TimeGenerated TEXT,
+                                  NextTime TEXT, AlertSeverity TEXT, Settled INTEGER);
+        CREATE TABLE AlertHour (Hour TEXT, AlertSeverity TEXT, Alerts INTEGER, PRIMARY KEY (Hour, AlertSeverity));
+        CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityValue TEXT,
+                             UNIQUE (EntityType, EntityValue));
+        CREATE TABLE EntityDay (EntityId INTEGER, Day TEXT, AlertSeverity TEXT, Alerts INTEGER, LastSeen TEXT,
+                                PRIMARY KEY (EntityId, Day, AlertSeverity)) WITHOUT ROWID;
+        -- The demo writer appends and replaces incident rows: recompute that incident's chain.
+        CREATE TRIGGER incident_added AFTER INSERT ON SecurityIncident BEGIN
+            DELETE FROM LatestIncident WHERE IncidentNumber = NEW.IncidentNumber;
+            INSERT INTO LatestIncident {incident_chain.format(row="NEW")};
+        END;
+        CREATE TRIGGER incident_removed AFTER DELETE ON SecurityIncident BEGIN
+            DELETE FROM LatestIncident WHERE IncidentNumber = OLD.IncidentNumber;
+            INSERT INTO LatestIncident {incident_chain.format(row="OLD")};
+        END;
+        CREATE TRIGGER incident_changed AFTER UPDATE OF Title, Severity, CreatedTime ON SecurityIncident BEGIN
+            UPDATE LatestIncident SET TitleFolded = casefold(NEW.Title), Severity = NEW.Severity,
+                                      CreatedTime = NEW.CreatedTime WHERE IncidentRowId = NEW.rowid;
+        END;
+        -- Alerts are fixed once generated (nothing in the bot writes them); say so rather than count wrong.
+        CREATE TRIGGER alert_added BEFORE INSERT ON SecurityAlert BEGIN
+            SELECT RAISE(ABORT, 'demo alerts are fixed once generated: add them in the generator');
+        END;
+        CREATE TRIGGER alert_removed BEFORE DELETE ON SecurityAlert BEGIN
+            SELECT RAISE(ABORT, 'demo alerts are fixed once generated: remove them in the generator');
+        END;
+        -- An entity added to a settled alert row (tests plant some) counts in the daily totals at once.
+        CREATE TRIGGER entity_added AFTER INSERT ON AlertEntity BEGIN
+            INSERT OR IGNORE INTO Entity (EntityType, EntityValue) VALUES (NEW.EntityType, NEW.EntityValue);
+            INSERT INTO EntityDay
+            SELECT (SELECT EntityId FROM Entity WHERE EntityType = NEW.EntityType AND EntityValue = NEW.EntityValue),
+                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated
+            FROM LatestAlert WHERE AlertRowId = NEW.AlertRowId AND Settled
+            ON CONFLICT DO UPDATE SET Alerts = Alerts + 1, LastSeen = max(LastSeen, excluded.LastSeen);
+        END;
+        """
+    )
+    current = "WHERE NextTime IS NULL OR NextTime > :valid_from"  # rows superseded before valid_from never show
+    conn.execute(f"INSERT INTO LatestIncident SELECT * FROM "
+                 f"({_chain('SecurityIncident', 'IncidentNumber', _INCIDENT_COLUMNS)}) {current}",
+                 {"valid_from": valid_from})
+    # Settled: the latest row of its alert for every "now" this database serves, so it can be counted ahead.
+    settled = "TimeGenerated <= :valid_from AND NextTime IS NULL"
+    conn.execute(f"INSERT INTO LatestAlert SELECT *, {settled} FROM "
+                 f"({_chain('SecurityAlert', 'SystemAlertId', 'AlertSeverity')}) {current}",
+                 {"valid_from": valid_from})
+    conn.executescript(
+        """
+        INSERT INTO AlertHour SELECT substr(TimeGenerated, 1, 13), AlertSeverity, COUNT(*) FROM LatestAlert
+            WHERE Settled GROUP BY 1, 2;
+        INSERT INTO Entity (EntityType, EntityValue)
+            SELECT DISTINCT EntityType, EntityValue FROM AlertEntity ORDER BY EntityType, EntityValue;
+        INSERT INTO EntityDay
+            SELECT n.EntityId, substr(l.TimeGenerated, 1, 10), l.AlertSeverity, COUNT(*), MAX(l.TimeGenerated)
+            FROM LatestAlert AS l JOIN AlertEntity AS e ON e.AlertRowId = l.AlertRowId
+            JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityValue = e.EntityValue
+            WHERE l.Settled GROUP BY 1, 2, 3;
+        CREATE INDEX latest_incident_time ON LatestIncident (TimeGenerated, NextTime, CreatedTime, Severity);
+        CREATE INDEX latest_incident_severity ON LatestIncident (Severity, CreatedTime);
+        CREATE INDEX latest_incident_number ON LatestIncident (IncidentNumber, TimeGenerated);
+        CREATE INDEX latest_alert_time ON LatestAlert (TimeGenerated, NextTime, AlertSeverity, Settled);
+        CREATE INDEX latest_alert_severity ON LatestAlert (AlertSeverity, TimeGenerated);
+        CREATE INDEX latest_alert_unsettled ON LatestAlert (Settled, TimeGenerated);
+        CREATE INDEX latest_alert_id ON LatestAlert (SystemAlertId, TimeGenerated);
+        """
+    )
+
+
+def build_file(seed: int, now: str, volume: int, valid_from: str, path: str) -> str:
+    """Generate the workspace for ``now`` into a database file at ``path``; returns ``generated_until``.
+
+    Runs in a worker process (arguments and result are plain values), so regeneration takes no CPU
+    time from the process serving queries.
+    """
+    data = generator.generate(seed, datetime.fromisoformat(now), volume=volume)
+    create_database(data.incident_rows, data.alert_rows, valid_from=valid_from, path=path).close()
+    return data.generated_until.isoformat()
 
 
 def _insert(conn: sqlite3.Connection, table: str, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
