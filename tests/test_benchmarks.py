@@ -32,6 +32,16 @@ EXPECTED = {
                                                                    "get_top_entities")),
         rf"Slowest median {NUMBER} ms; goal every query under 50 ms median: {VERDICT}",
     ],
+    "bench_fact_check.py": [
+        r"== 1\. Fabrications caught, correct answers flagged",
+        r"(?m)^severity +\d+ +\d+ +\d+ +\d+$",
+        rf"Caught \d+ of \d+ fabrications; \d+ of \d+ correct answers flagged; goal all caught, none flagged: "
+        rf"{VERDICT}",
+        r"== 2\. Cost per answer \(CPU ms\)",
+        rf"(?m)^fact check \(check \+ annotate\) +{NUMBER} +{NUMBER}$",
+        rf"(?m)^whole turn .* +{NUMBER} +{NUMBER}$",
+        rf"Fact check median is {NUMBER}% of the turn's median CPU",
+    ],
     "bench_orchestrator.py": [
         r"== 1\. Turn time: 2-round turn with 3 parallel tools",
         r"median/path +p90/path +goal",

@@ -288,8 +288,11 @@ def annotate(answer: str, findings: list[Finding]) -> str:
     for finding in findings:
         if not any(s <= finding.start < e for s, e in withheld):
             edits.append((finding.end, finding.end, f" ⚠({finding.note})"))
-    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        text = text[:start] + replacement + text[end:]
+    pieces, position = [], 0
+    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
+        pieces += [text[position:start], replacement]
+        position = max(position, end)
+    text = "".join(pieces) + text[position:]
     lines = [f"⚠ Fact check: {_statements(len(findings))} in this answer "
              f"{'does' if len(findings) == 1 else 'do'} not match Sentinel's records (marked ⚠ below):"]
     for finding in findings[:MAX_SUMMARY_LINES]:

@@ -136,15 +136,15 @@ def extract(text: str) -> list[Identifier]:
     """Every identifier in ``text``, in order of position. Overlapping matches keep the most specific kind
     (a URL over the domain inside it, a file name over a domain, an e-mail address over its domain)."""
     found: list[Identifier] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text) + 1)  # 1 where an identifier already is: checking a span costs its length
 
     def add(kind: IdKind, raw: str, start: int, end: int) -> None:
-        if any(s < end and start < e for s, e in taken):
+        if any(taken[start:end]):
             return
         value = normalise(kind, raw)
         if value:
             found.append(Identifier(kind, value, start, end))
-            taken.append((start, end))
+            taken[start:end] = b"\x01" * (end - start)
 
     for m in _URL.finditer(text):
         raw = m.group(0).rstrip(_TRAILING + ")")

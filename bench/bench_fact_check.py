@@ -1,0 +1,132 @@
+"""Fact check benchmark (issue 11): what it catches, and what it costs per answer.
+
+Run: ./run bench   (or .venv/bin/python bench/bench_fact_check.py [--runs N] [--smoke])
+
+1. Caught / missed / wrongly flagged by category: every case of tests/support/fabrications.py (a scripted
+   model calls the real tools over the demo workspace, then answers with a fabrication built from the
+   results, or with a correct answer) through the real openai client against the fake Chat Completions
+   server and the Orchestrator. Goal: every fabrication caught, no correct answer flagged.
+2. Cost: CPU time of ``grounding.check`` + ``annotate`` per answer (p50/p99 over every case, repeated), beside
+   the CPU time of the whole turn that produced it (same cases, same run), and for one long answer (about
+   8,000 characters, the most the bot shows) to show the patterns do not blow up.
+
+Figures are measured side by side in one run; nothing asserts an absolute time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(ROOT.parent / "shared" / "tiktoken")
+
+from bot.orchestrator import grounding  # noqa: E402
+from bot.orchestrator.conversation import Conversation  # noqa: E402
+from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
+from bot.orchestrator.loop import Orchestrator  # noqa: E402
+from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402
+from bot.sentinel.client import SentinelClient  # noqa: E402
+from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
+from bot.tools.toolbox import ToolBox  # noqa: E402
+from tests.support import openai_fake as oa  # noqa: E402
+from tests.support.fabrications import CORRECT, FABRICATIONS, Case, World, build_world, calls  # noqa: E402
+
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def main(runs: int) -> None:
+    started = time.monotonic()
+    sentinel = SentinelClient(DemoBackend(seed=7, clock=lambda: NOW))
+    world = await build_world(sentinel, NOW)
+    counter = TokenCounter()
+    async with oa.FakeOpenAI() as fake:
+        client = create_client(openai_api_key="sk-bench", base_url=f"{fake.endpoint}/v1", max_retries=0)
+        orchestrator = Orchestrator(ChatModel(client, "gpt-4o"), ToolBox(sentinel), Memory(counter),
+                                    demo=True, clock=lambda: NOW)
+        rows: dict[str, Counter[str]] = {}
+        turn_cpu: list[float] = []
+        check_cpu: list[float] = []
+        for case in FABRICATIONS + CORRECT:
+            fake.script(oa.tool_calls(*calls(world)), oa.text(case.answer(world)))
+            conversation = Conversation()
+            cpu = time.process_time()
+            result = await orchestrator.answer(conversation, "What needs my attention this week?")
+            turn_cpu.append((time.process_time() - cpu) * 1000)
+            tally = rows.setdefault(case.category, Counter())
+            tally["cases"] += 1
+            if case.fabricated:
+                tally["caught" if result.findings else "missed"] += 1
+            elif result.findings:
+                tally["wrongly flagged"] += 1
+            check_cpu += timed_checks(case, world, conversation, runs)
+    print_table(rows)
+    long_answer = (" ".join(case.answer(world) for case in FABRICATIONS + CORRECT) * 2)[:8000]
+    facts_conversation = conversation
+    long_cpu = []
+    for _ in range(max(runs, 3)):
+        cpu = time.process_time()
+        found = grounding.check(long_answer, facts_conversation.facts, facts_conversation.references, NOW)
+        grounding.annotate(long_answer, found)
+        long_cpu.append((time.process_time() - cpu) * 1000)
+    print("\n== 2. Cost per answer (CPU ms)")
+    print(f"{'':36} {'p50':>8} {'p99':>8}")
+    for label, values in (("fact check (check + annotate)", check_cpu),
+                          ("whole turn (2 model calls, 7 tools)", turn_cpu),
+                          (f"one long answer ({len(long_answer)} chars)", long_cpu)):
+        print(f"{label:36} {percentile(values, 0.5):8.2f} {percentile(values, 0.99):8.2f}")
+    share = statistics.median(check_cpu) / statistics.median(turn_cpu)
+    print(f"Fact check median is {share:.1%} of the turn's median CPU ({len(check_cpu)} checks, "
+          f"{len(turn_cpu)} turns)")
+    print(f"Benchmark took {time.monotonic() - started:.1f} s")
+
+
+def timed_checks(case: Case, world: World, conversation: Conversation, runs: int) -> list[float]:
+    """The check alone, repeated on the conversation the turn left (its facts and references)."""
+    text = case.answer(world)
+    times = []
+    for _ in range(runs):
+        cpu = time.process_time()
+        found = grounding.check(text, conversation.facts, conversation.references, NOW)
+        grounding.annotate(text, found)
+        times.append((time.process_time() - cpu) * 1000)
+    return times
+
+
+def print_table(rows: dict[str, Counter[str]]) -> None:
+    print("== 1. Fabrications caught, correct answers flagged (scripted model over real demo results)")
+    print(f"{'category':18} {'cases':>6} {'caught':>7} {'missed':>7} {'wrongly flagged':>16}")
+    for category, tally in rows.items():
+        print(f"{category:18} {tally['cases']:6d} {tally['caught']:7d} {tally['missed']:7d} "
+              f"{tally['wrongly flagged']:16d}")
+    fabricated = sum(t["cases"] for c, t in rows.items() if c != "correct")
+    caught = sum(t["caught"] for t in rows.values())
+    flagged = sum(t["wrongly flagged"] for t in rows.values())
+    correct = rows.get("correct", Counter())["cases"]
+    verdict = "met" if caught == fabricated and flagged == 0 else "NOT met"
+    print(f"Caught {caught} of {fabricated} fabrications; {flagged} of {correct} correct answers flagged; "
+          f"goal all caught, none flagged: {verdict}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="repetitions of each check")
+    parser.add_argument("--smoke", action="store_true", help="a quick run of every part (figures not meaningful)")
+    options = parser.parse_args()
+    if options.smoke:
+        print("SMOKE RUN (--smoke): every case once, each check timed twice; the cost figures only show that it runs")
+    asyncio.run(main(2 if options.smoke else options.runs))
