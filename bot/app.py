@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot import telemetry
+from bot.audit import AuditedSentinelClient
 from bot.config import Settings
 from bot.orchestrator.confirmations import ConfirmationDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
@@ -75,7 +76,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
 
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo_data_seed)
-        return SentinelClient(DemoBackend(seed=settings.demo_data_seed))
+        return AuditedSentinelClient(DemoBackend(seed=settings.demo_data_seed))
 
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 
@@ -83,7 +84,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
     client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.logs_endpoint)
     backend = LogAnalyticsBackend(client, settings.sentinel_workspace_id,
                                   server_timeout_s=settings.query_timeout_seconds)
-    return SentinelClient(backend)
+    return AuditedSentinelClient(backend)  # every read audited with who asked
 
 
 def build_action_desk(settings: Settings, sentinel: SentinelClient,
@@ -166,6 +167,21 @@ def configure_telemetry(settings: Settings) -> bool:
     return True
 
 
+def managed_identity_graph_token(settings: Settings) -> Any:
+    """A Microsoft Graph token source for reader groups when the bot's identity is a managed identity (with an app
+    secret, the Teams surface gets its own token)."""
+    if not settings.allowed_reader_groups or settings.microsoft_app_type != "UserAssignedMSI":
+        return None
+    from azure.identity.aio import ManagedIdentityCredential
+
+    credential = ManagedIdentityCredential(client_id=settings.microsoft_app_id)
+
+    async def token() -> str:
+        return (await credential.get_token("https://graph.microsoft.com/.default")).token
+
+    return token
+
+
 async def serve(settings: Settings) -> None:
     """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
     import asyncio
@@ -185,7 +201,7 @@ async def serve(settings: Settings) -> None:
     turns = TurnRunner()
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
-                     runner=turns, desk=components.desk)
+                     runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()

@@ -257,6 +257,9 @@ class _Reader:
                 self.problems.append("ALLOWED_TENANTS is not set: with MICROSOFT_APP_ID, list the Entra tenant ids "
                                      "whose users may ask (or set MICROSOFT_APP_TENANT_ID, the default).")
         groups = self._ids("ALLOWED_READER_GROUPS", "an Entra group object id")
+        if len(groups) > 20:
+            self.problems.append(f"ALLOWED_READER_GROUPS lists {len(groups)} groups: at most 20 (Microsoft Graph "
+                                 "checks up to 20 at a time); use a group that contains the others.")
         if groups and not app_id:
             self.problems.append("ALLOWED_READER_GROUPS needs MICROSOFT_APP_ID: group membership is read from "
                                  "Microsoft Graph with the bot's identity.")

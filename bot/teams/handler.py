@@ -26,6 +26,7 @@ from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler, TeamsInfo
 from botbuilder.schema import (
     Activity,
+    ActivityTypes,
     ChannelAccount,
     ConversationReference,
 )
@@ -33,7 +34,7 @@ from botbuilder.schema.teams import TeamInfo
 from msrest.serialization import Model
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from bot import cards, telemetry
+from bot import audit, cards, telemetry
 from bot.cards import Verb
 from bot.commands.parser import Command
 from bot.commands.router import CommandRouter, Route
@@ -45,6 +46,7 @@ from bot.orchestrator.pending import PendingAction
 from bot.sentinel.changes import Owner
 from bot.sentinel.client import SentinelClient
 from bot.teams import replies
+from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.progress import Progress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
@@ -91,6 +93,7 @@ class TurnRequest:
     reference: ConversationReference
     correlation_id: str
     reply_to_id: str | None = None  # for a card button: the message holding the card
+    tenant_id: str | None = None
 
 
 @dataclass
@@ -166,8 +169,11 @@ def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
 class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
                  runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(UTC),
-                 capture_content: bool = False, desk: ConfirmationDesk | None = None) -> None:
+                 capture_content: bool = False, desk: ConfirmationDesk | None = None,
+                 access: AccessPolicy | None = None, limits: TurnLimits | None = None) -> None:
         self.sentinel = sentinel
+        self.access = access
+        self.limits = limits
         self.desk = desk
         self.orchestrator = orchestrator
         self.commands = CommandRouter(sentinel, orchestrator)
@@ -207,6 +213,35 @@ class SentinelBot(TeamsActivityHandler):
                     mentioned = {"id": entity.mentioned.id}
                 if mentioned.get("id") == bot_id:
                     return True
+        return False
+
+    # ---- who may ask: every activity, before anything runs -------------------------------------------------
+
+    async def on_turn(self, turn_context: TurnContext) -> None:
+        if self.access is None or await self._admitted(turn_context):
+            await super().on_turn(turn_context)
+
+    async def _admitted(self, context: TurnContext) -> bool:
+        """The access policy's answer; a refused user is told politely, and the refusal is audited."""
+        assert self.access is not None
+        activity = context.activity
+        if activity.type == ActivityTypes.message and not self.addressed_to_bot(activity):
+            return True  # not for the bot: nothing will run
+        where = _where(activity)
+        refusal = await self.access.refusal(where)
+        if refusal is None:
+            return True
+        account = activity.from_property
+        audit.record("access.refused", audit.Asker(
+            where.object_id, getattr(account, "name", None), activity.conversation.id, where.conversation_type,
+            where.tenant_id), reason=refusal.value, activity_type=activity.type, team_id=where.team_id,
+            channel_id=where.channel_id)
+        text = REFUSAL_TEXT[refusal]
+        if activity.type == ActivityTypes.message:
+            await send_with_retry(lambda: context.send_activity(replies.message(text)))
+        elif activity.type == ActivityTypes.invoke:
+            await context.send_activity(Activity(type=ActivityTypes.invoke_response, value=InvokeResponse(
+                status=200, body=_MessageInvokeResponse(text))))
         return False
 
     # ---- a turn (on the runner's worker loop, after the HTTP request was answered) --------------------------
@@ -266,11 +301,14 @@ class SentinelBot(TeamsActivityHandler):
             reference=TurnContext.get_conversation_reference(activity),
             correlation_id=telemetry.new_correlation_id(),
             reply_to_id=activity.reply_to_id,
+            tenant_id=_where(activity).tenant_id,
         )
 
     async def _run_turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool) -> None:
         facts = TurnFacts()
-        with turn_span(request, facts):
+        asker = audit.Asker(request.user_aad_id, request.user_name, request.conversation_id,
+                            request.conversation_type, request.tenant_id, request.correlation_id)
+        with turn_span(request, facts), audit.asking(asker):  # every read of this turn is audited as theirs
             await self._turn(context, request, typing_sent, facts)
 
     async def _turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool, facts: TurnFacts) -> None:
@@ -408,6 +446,13 @@ class SentinelBot(TeamsActivityHandler):
         if self.orchestrator is None:
             return Reply([replies.error("Plain-language questions are not enabled", LLM_HELP,
                                         'Commands work now: type "help".')])
+        wait = self.limits.take(request.user_aad_id or request.user_id, request.conversation_id) \
+            if self.limits is not None else None
+        if wait is not None:
+            assert self.limits is not None
+            facts.error = "rate_limited"
+            log.info("model turn refused: rate limit (%.0f s to wait)", wait)
+            return Reply([replies.message(self.limits.message(wait))])
         actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
@@ -557,6 +602,24 @@ _VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change
 _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
                     ProposalStatus.INVALID: "I could not prepare that change",
                     ProposalStatus.FAILED: "I could not prepare that change"}
+
+
+def _where(activity: Activity) -> Where:
+    """What the access policy decides on; the front door checked these fields' types."""
+    channel_data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
+
+    def inner_id(name: str) -> str | None:
+        value = channel_data.get(name)
+        return value.get("id") if isinstance(value, dict) else None
+
+    conversation = activity.conversation
+    # Teams names the tenant in channelData and as conversation.tenantId (botbuilder's model reads "tenantID").
+    extra = conversation.additional_properties if isinstance(conversation.additional_properties, dict) else {}
+    tenant = inner_id("tenant") or conversation.tenant_id or extra.get("tenantId")
+    return Where(tenant_id=tenant if isinstance(tenant, str) else None,
+                 object_id=getattr(activity.from_property, "aad_object_id", None),
+                 conversation_type=conversation.conversation_type or "personal",
+                 team_id=inner_id("team"), channel_id=inner_id("channel"))
 
 
 def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -26,6 +26,7 @@ from bot.orchestrator.confirmations import ConfirmationDesk
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
+from bot.teams.access import TokenSource, TurnLimits, access_policy
 from bot.teams.connectors import CachingAuthentication
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
 from bot.teams.handler import SentinelBot
@@ -77,16 +78,22 @@ def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> C
 
 
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
-               storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None
-               ) -> web.Application:
+               storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None,
+               graph_token: TokenSource | None = None) -> web.Application:
+    """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
+    and secret by the client credentials grant)."""
     runner = runner or TurnRunner()
     closer = getattr(storage, "close", None)
     if closer is not None:
         runner.add_cleanup(closer)  # its clients live on the runner's loop
     memory = orchestrator.memory if orchestrator is not None else Memory(
         TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
+    access = access_policy(settings, graph_token)
+    runner.add_cleanup(access.close)  # its Graph clients live on the runner's loop, where turns check access
+    limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute)
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
-                      runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk)
+                      runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
+                      access=access, limits=limits)
     tokens = channel_tokens(settings)
     adapter = create_adapter(settings, tokens)
     authentication = adapter.bot_framework_authentication
