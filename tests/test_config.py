@@ -116,3 +116,39 @@ def test_write_actions_are_off_by_default_and_need_responders_and_the_workspace_
     assert "SENTINEL_API_VERSION='latest' is not an API version" in problems
     with pytest.raises(ConfigError, match="needs WRITE_RESPONDERS"):
         settings(**{"WRITE_ACTIONS_ENABLED": "true"})
+
+
+APP = {"MICROSOFT_APP_ID": "11111111-1111-1111-1111-111111111111", "MICROSOFT_APP_PASSWORD": "hunter2"}
+
+
+def test_who_may_ask_defaults_to_the_bots_own_tenant_and_fails_closed_without_one() -> None:
+    own = settings(**APP, MICROSOFT_APP_TYPE="SingleTenant",
+                   MICROSOFT_APP_TENANT_ID="22222222-2222-2222-2222-222222222222")
+    assert own.allowed_tenants == {"22222222-2222-2222-2222-222222222222"}
+    assert own.allowed_service_urls[0] == "https://smba.trafficmanager.net/*", "Microsoft's channels with auth on"
+    with pytest.raises(ConfigError, match="ALLOWED_TENANTS is not set"):
+        settings(**APP)  # a multi-tenant bot must say whose users may ask
+    listed = settings(**APP, ALLOWED_TENANTS="33333333-3333-3333-3333-333333333333; 44444444-4444-4444-4444-444444444444",
+                      ALLOWED_READERS="A636B9CD-EBF1-44B3-8EFC-0A2D01099035",
+                      ALLOWED_READER_GROUPS="0b9d3a51-7a0e-4c35-9d6f-1f4a0a6c2e11",
+                      ALLOWED_CONVERSATION_TYPES="personal, Channel", ALLOWED_TEAMS="19:soc@thread.tacv2")
+    assert len(listed.allowed_tenants) == 2 and listed.allowed_readers == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035"}
+    assert listed.allowed_conversation_types == {"personal", "channel"}
+    assert listed.allowed_teams == {"19:soc@thread.tacv2"} and listed.group_cache_seconds == 300
+    local = settings()
+    assert not local.allowed_tenants and local.allowed_service_urls[0].startswith("http://127.0.0.1")
+
+
+def test_access_settings_are_checked() -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings(ALLOWED_READERS="alice@contoso.com", ALLOWED_READER_GROUPS="0b9d3a51-7a0e-4c35-9d6f-1f4a0a6c2e11",
+                 ALLOWED_CONVERSATION_TYPES="meeting", ALLOWED_SERVICE_URLS="smba.trafficmanager.net",
+                 HOST="0.0.0.0", MODEL_TURNS_PER_USER_MINUTE="0")
+    problems = "\n".join(caught.value.problems)
+    for expected in ("ALLOWED_READERS has 'alice@contoso.com'", "ALLOWED_READER_GROUPS needs MICROSOFT_APP_ID",
+                     "ALLOWED_CONVERSATION_TYPES has 'meeting'", "ALLOWED_SERVICE_URLS has",
+                     "HOST='0.0.0.0' without MICROSOFT_APP_ID", "MODEL_TURNS_PER_USER_MINUTE=0"):
+        assert expected in problems, expected
+    groups = ",".join(f"{i:08x}-0000-0000-0000-000000000000" for i in range(21))
+    with pytest.raises(ConfigError, match="at most 20"):
+        settings(**APP, MICROSOFT_APP_TENANT_ID="22222222-2222-2222-2222-222222222222", ALLOWED_READER_GROUPS=groups)
