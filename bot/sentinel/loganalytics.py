@@ -275,6 +275,13 @@ def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elaps
             "(https://api.loganalytics.io in the public cloud).",
             retry_possible=False, status=status, detail=detail,
         )
+    if status == 403 and code == "InvalidAuthenticationToken":
+        return QueryError(
+            "forbidden",
+            "Log Analytics rejected the bot's token as invalid (403 InvalidAuthenticationToken). Check the identity "
+            "the bot runs as (managed identity or AZURE_* settings); a restart gets a fresh token.",
+            retry_possible=False, status=status, detail=detail,
+        )
     if status == 403:
         return QueryError(
             "forbidden",
@@ -324,14 +331,27 @@ def _retry_after(err: HttpResponseError) -> float | None:
 
 def _error_code(err: HttpResponseError) -> str:
     model = getattr(err, "model", None) or getattr(err, "error", None)
-    return str(getattr(model, "code", "") or "")
+    return str(getattr(model, "code", "") or _body_error(err).get("code") or "")
 
 
 def _error_message(err: HttpResponseError) -> str:
     model = getattr(err, "model", None) or getattr(err, "error", None)
     code = _error_code(err)
-    message = getattr(model, "message", "") or err.message or ""
-    return f"{code}: {message}" if code else message
+    inner: Any = _body_error(err)
+    while isinstance(inner.get("innererror"), dict):
+        inner = inner["innererror"]
+    message = getattr(model, "message", "") or inner.get("message") or err.message or ""
+    return f"{code}: {message}" if code else str(message)
+
+
+def _body_error(err: HttpResponseError) -> dict[str, Any]:
+    """The OneAPI error object of the response body: the SDK drops it for some statuses (a 401 among them)."""
+    try:
+        body = json.loads(err.response.text()) if err.response is not None else None
+    except (ValueError, TypeError, AttributeError):
+        return {}
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else {}
 
 
 def _service_text(text: str) -> str:
