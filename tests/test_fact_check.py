@@ -88,7 +88,7 @@ async def test_benign_advice_the_record_does_not_support_is_withheld(
         f"#{a.number} looks bad at first. It is an approved red-team exercise, so close it as benign."))
     result = await orchestrator(fake_openai, demo_client).answer(conversation, "can I close it?")
     assert "approved red-team exercise" not in result.text.split("\n\n", 1)[1]
-    assert f"⚠ [Withheld: this said #{a.number} is benign" in result.text
+    assert f"⚠ [Withheld: a sentence calling #{a.number} benign" in result.text
     assert "not classified" in result.text
     # The model sees its answer as marked next turn, not the claim it made.
     assert "approved red-team" not in str(conversation.history[-1])

@@ -212,7 +212,7 @@ async def test_made_up_incident_numbers_are_flagged(fake_openai: oa.FakeOpenAI, 
     [flag] = result.notices
     assert "Fact check: 3 statements" in flag
     summary, _, marked = result.text.partition("\n\n")
-    assert "incident #999999 is not in any" in summary and "ip 203.0.113.254 is not in any" in summary
+    assert "incident #999999 is not in any" in summary and "IP 203.0.113.254 is not in any" in summary
     assert "[77] is not a reference" in summary
     assert "999999 ⚠(not in any result)" in marked and "[77] ⚠(" in marked
     real = result.runs[0].artifact.records[0].number

@@ -90,7 +90,8 @@ class _Check:
             problem = self._unknown(identifier) or self._mismatched_reference(identifier, inside, index)
             if problem:
                 withhold = risky and identifier.kind not in (IdKind.INCIDENT, IdKind.REFERENCE)
-                record = problem + ("; blocking it was advised with no data behind it" if withhold else "")
+                record = (f"a sentence advising to block {identifier.describe()}, which no query in this "
+                          "conversation returned" if withhold else problem)
                 self._add(identifier.kind.value, identifier.start, identifier.end, record,
                           "not in any result" if "not in any" in problem else problem, withhold, sentence)
 
@@ -260,9 +261,8 @@ class _Check:
             return _describe(fact), f"record: {fact.classification}", False
         state = f"{fact.severity}, {fact.status}, " + (f"classified {fact.classification}" if fact.classification
                                                         else "not classified")
-        return (f"this said #{fact.number} is benign, approved, or can be closed or wait, but its record "
-                f"is {state} ({fact.seen.describe()}). Nothing in the record supports that; check it in Sentinel "
-                "before acting", "withheld", True)
+        return (f"a sentence calling #{fact.number} benign, approved, or safe to close or leave; its record is "
+                f"{state} ({fact.seen.describe()})", "withheld", True)
 
     def _add(self, category: str, start: int, end: int, record: str, note: str, withhold: bool,
              sentence: tuple[int, int]) -> None:
@@ -281,13 +281,18 @@ def annotate(answer: str, findings: list[Finding]) -> str:
     text = answer
     withheld: set[tuple[int, int]] = set()
     edits: list[tuple[int, int, str]] = []
+    shown: list[Finding] = []  # one line each in the summary: a withheld sentence covers what was in it
     for finding in findings:
         if finding.withhold and finding.sentence not in withheld:
             withheld.add(finding.sentence)
-            edits.append((*finding.sentence, f"⚠ [Withheld: {finding.record}.]"))
+            edits.append((*finding.sentence, f"⚠ [Withheld: {finding.record}. Check it in Sentinel before acting.]"))
+            shown.append(finding)
     for finding in findings:
         if not any(s <= finding.start < e for s, e in withheld):
             edits.append((finding.end, finding.end, f" ⚠({finding.note})"))
+            shown.append(finding)
+    shown.sort(key=lambda f: f.start)
+    findings = shown
     pieces, position = [], 0
     for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
         pieces += [text[position:start], replacement]

@@ -41,7 +41,10 @@ class Identifier:
             return f"incident #{self.value}"
         if self.kind is IdKind.REFERENCE:
             return f"[{self.value}]"
-        return f"{self.kind.value} {self.value}"
+        return f"{_LABELS.get(self.kind, self.kind.value)} {self.value}"
+
+
+_LABELS = {IdKind.IP: "IP", IdKind.URL: "URL", IdKind.HASH: "hash", IdKind.FILE: "file"}
 
 
 # A dot, or one of the ways threat reports defang it.
