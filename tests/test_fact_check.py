@@ -143,3 +143,30 @@ def test_a_confirmed_change_makes_the_claim_true() -> None:
 ])
 def test_what_is_not_an_identifier(text: str) -> None:
     assert grounding.check(text, Facts(), References(), datetime.now(UTC)) == []
+
+
+async def test_a_change_confirmed_on_the_card_makes_the_next_answer_about_it_true(
+        fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    """The write log the check reads is the confirmation desk's: after Confirm, "I've assigned it" is true."""
+    from bot.orchestrator.confirmations import Actor, ConfirmationDesk, OutcomeStatus, WritePolicy
+    from bot.sentinel.changes import Owner
+    from bot.sentinel.demo.writer import DemoIncidentWriter
+
+    world = await build_world(demo_client, NOW)
+    number = world.new.number  # unassigned
+    analyst = Actor(Owner(object_id="00000000-0000-0000-0000-00000000a11c", name="Alice Ng",
+                          user_principal_name="alice@contoso.com"))
+    desk = ConfirmationDesk(demo_client, DemoIncidentWriter.for_client(demo_client),
+                            WritePolicy(True, frozenset({analyst.user.object_id or ""})), clock=lambda: NOW)
+    conversation = Conversation()
+    fake_openai.script(oa.tool_calls(*calls(world)), oa.text(f"I've assigned #{number} to Alice Ng."))
+    before = await orchestrator(fake_openai, demo_client).answer(conversation, "what is new?")
+    assert [f.category for f in before.findings] == ["change"]  # nothing was changed yet
+    proposal = await desk.propose(conversation, analyst, "assign_incident",
+                                  {"incident_ref": str(number), "assignee": "me"})
+    assert proposal.action is not None
+    outcome = await desk.confirm(conversation, proposal.action.id, analyst)
+    assert outcome.status is OutcomeStatus.EXECUTED
+    fake_openai.script(oa.text(f"I've assigned #{number} to Alice Ng; it is owned by Alice Ng now."))
+    after = await orchestrator(fake_openai, demo_client).answer(conversation, "done?")
+    assert after.findings == [], after.text
