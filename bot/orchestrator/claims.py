@@ -67,7 +67,7 @@ _STATUS = [
 ]
 _NAME = r"([\w.+-]+@[\w.-]+\w|[A-Z][\w'\u2019-]+(?:\s+[A-Z][\w'\u2019-]+){0,2}|you|me|nobody|no one|no-one)"
 _OWNER = [
-    re.compile(rf"\b(?:assigned\s+to|owned\s+by|belongs\s+to|owner\s*(?:is|:|=|-)?|with)\s+{_NAME}"),
+    re.compile(rf"\b(?i:assigned\s+to|owned\s+by|belongs\s+to|owner\s*(?:is|:|=|-)?|with)\s+{_NAME}"),
     re.compile(r"\b(unassigned|has no owner|no owner|not assigned to anyone|nobody is assigned|no one is assigned|"
                r"not yet assigned|isn't assigned|is not assigned)\b", re.IGNORECASE),
 ]
@@ -78,7 +78,9 @@ _BENIGN = re.compile(
     r"expected\s+(?:activity|behaviou?r)|known[\s-]good|safe\s+to\s+(?:close|ignore|dismiss)|"
     r"can\s+(?:safely\s+)?be\s+(?:closed|ignored|dismissed)|"
     r"(?:just\s+|simply\s+|go ahead and\s+)?close\s+(?:it|this|them)|"
-    r"no\s+(?:further\s+)?action\s+(?:is\s+)?(?:needed|required)|nothing\s+to\s+worry\s+about|can\s+wait)\b",
+    r"no\s+(?:further\s+)?action\s+(?:is\s+)?(?:needed|required)|nothing\s+to\s+worry\s+about|can\s+wait|"
+    r"legitimate|normal\s+(?:\w+\s+)?(?:activity|behaviou?r)|nothing\s+malicious|not\s+an?\s+(?:real\s+|genuine\s+)?"
+    r"(?:threat|attack|incident)|no\s+(?:real\s+)?threat|safe\s+to\s+(?:deprioriti[sz]e|leave))\b",
     re.IGNORECASE)
 _VERDICT = re.compile(r"\b(true[\s-]*positive|TruePositive|undetermined)\b", re.IGNORECASE)
 # Negation or condition before a claim in the same clause: the sentence does not assert it.
@@ -91,9 +93,10 @@ _WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "fi
                  "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a few": 3, "a couple of": 2,
                  "several": 5, "no": 0, "zero": 0}
 _UNIT = {"minute": timedelta(minutes=1), "min": timedelta(minutes=1), "hour": timedelta(hours=1),
-         "hr": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30)}
+         "hr": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30),
+         "m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(days=7)}
 _AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|a couple of|"
-                  r"several)\s+(minute|min|hour|hr|day|week|month)s?\s+ago\b", re.IGNORECASE)
+                  r"several)\s*(minute|min|hour|hr|day|week|month|m|h|d|w)s?\s+(?:ago|old)\b", re.IGNORECASE)
 _VAGUE = [  # phrase -> allowed age (from, to), lenient for time zones
     (re.compile(r"\b(?:just now|moments? ago|a moment ago|minutes ago|just (?:came|arrived|fired|triggered))\b", re.I),
      (timedelta(0), timedelta(hours=1))),
@@ -118,7 +121,9 @@ _QUALIFIER = (r"(?:new|open|active|closed|resolved|unassigned|high|medium|low|in
               r"high[- ]severity|medium[- ]severity|low[- ]severity|informational[- ]severity|severity)")
 _COUNT = re.compile(
     rf"(?<![\w.,#\[-])(\d{{1,3}}(?:,\d{{3}})+|\d{{1,7}}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-    rf"\s+((?:{_QUALIFIER}(?:\s*(?:,|and|or|/)\s*|\s+))*)(incidents?|alerts?)\b", re.IGNORECASE)
+    rf"\s+((?:{_QUALIFIER}(?:\s*(?:,|and|or|/)\s*|\s+))*)(incidents?|alerts?)\b"
+    rf"(?:\s+(?:that\s+are\s+|which\s+are\s+|are\s+|were\s+)?(?:still\s+|currently\s+|now\s+)?"
+    rf"(open|closed|active|new|unassigned|resolved|in progress)\b)?", re.IGNORECASE)
 _COUNT_OF = re.compile(rf"(?<![\w.,#\[-])(\d{{1,7}})\s+(?:of\s+(?:them|these|those)\s+)?(?:are|were|is)\s+(?:still\s+)?"
                        rf"((?:{_QUALIFIER})(?:\s+and\s+{_QUALIFIER})?)\b", re.IGNORECASE)
 _APPROX = re.compile(r"\b(over|more than|at least|above|under|fewer than|less than|below|about|around|roughly|"
@@ -136,6 +141,9 @@ _CHANGE = [
                re.IGNORECASE),
     re.compile(r"\b(closed|assigned|resolved)\s+now\b", re.IGNORECASE),
     re.compile(r"^\W*(✅|✔️?|done\b|all set\b|completed\b)", re.IGNORECASE),
+    re.compile(rf"^\W*{_CHANGE_VERBS}\s+(?:#|incident\b|it\b|\[|this\b|that\b)", re.IGNORECASE),
+    re.compile(rf"\b(?:went|gone)\s+ahead\s+and\s+{_CHANGE_VERBS}\b", re.IGNORECASE),
+    re.compile(rf"\b{_CHANGE_VERBS}\b[^.;\n]{{0,40}}\b(?:for you|by me|on your behalf)\b", re.IGNORECASE),
 ]
 _PASSIVE_CHANGE = re.compile(rf"\b(?:has|have)\s+been\s+(?:successfully\s+)?{_CHANGE_VERBS}\b", re.IGNORECASE)
 CHANGE_KINDS = {"closed": ("status",), "resolved": ("status",), "dismissed": ("status",), "active": ("status",),
@@ -280,7 +288,7 @@ def _counts(sentence: str, offset: int) -> list[Claim]:
             continue  # "the top 5 incidents", "the last 3 alerts": a selection, not a count of results
         noun = "incidents" if m.group(3).lower().startswith("incident") else "alerts"
         claims.append(Claim(Topic.COUNT, str(_number(m.group(1))), offset + m.start(), offset + m.end(), noun=noun,
-                            qualifiers=_qualifiers(m.group(2)), approx=_approx(before),
+                            qualifiers=_qualifiers(f"{m.group(2)} {m.group(4) or ''}"), approx=_approx(before),
                             own=bool(_OWN.search(before[-40:]))))
     for m in _COUNT_OF.finditer(sentence):
         noun = ("incidents" if re.search(r"\bincidents?\b", sentence, re.IGNORECASE)

@@ -207,12 +207,15 @@ FABRICATIONS: list[Case] = [
                             f"{next(i.owner for i in w.incidents if i.owner and i.owner != w.a.incident.owner)}."),
     Case("owner", lambda w: f"#{w.new.number} is owned by {w.a.incident.owner}."),
     Case("owner", lambda w: f"#{w.a.incident.number} is unassigned, so someone should pick it up."),
+    Case("owner", lambda w: f"Owner: {w.benign.owner if w.benign.owner != w.b.incident.owner else 'Bruno Costa'} "
+                            f"for #{w.b.incident.number}."),
     # classification and benign advice (withheld)
     Case("classification", lambda w: f"#{w.a.incident.number} is an approved red-team exercise; close it as benign."),
     Case("classification", lambda w: f"#{w.b.incident.number} is a false positive."),
     Case("classification", lambda w: f"#{w.true_positive.number} was benign."),
     Case("classification", lambda w: f"#{w.b.incident.number} is on {w.host()}. It's expected activity from the "
                                      "backup job, no action needed."),
+    Case("classification", lambda w: f"#{w.b.incident.number} looks like normal admin activity."),
     # times
     Case("time", lambda w: f"#{w.a.incident.number} came in 6 days ago."),
     Case("time", lambda w: f"#{w.oldest.number} came in overnight."),
@@ -222,12 +225,15 @@ FABRICATIONS: list[Case] = [
                            f"{(w.b.incident.created.hour + 3) % 24:02d}:{(w.b.incident.created.minute + 7) % 60:02d} "
                            "UTC."),
     Case("time", lambda w: f"#{w.true_positive.number} was created 2 minutes ago."),
+    Case("time", lambda w: f"#{w.a.incident.number} is already {_hours(w, w.a.incident) // 24 + 5} days old."),
     # counts
     Case("count", lambda w: f"There were {w.trend_total('High') + 27} high alerts this week."),
     Case("count", lambda w: f"#{w.a.incident.number} has {w.a.incident.alert_count + 40} alerts."),
     Case("count", lambda w: f"There are {sum(1 for i in w.high if i.status != 'Closed') + 2} open high incidents "
                             "this week."),
     Case("count", lambda w: f"The trend shows {w.trend_total() * 2} alerts in total this week."),
+    Case("count", lambda w: f"There are {sum(1 for i in w.high if i.status != 'Closed') + 3} high incidents still "
+                            "open."),
     Case("count", lambda w: f"On {w.busiest_day()[0]:%b %d} there were {w.busiest_day()[2] + 5} High alerts."),
     Case("count", lambda w: f"{w.top('account').value} appears in "
                             f"{w.alert_count_nobody_has(w.top('account').alert_count + 1)} alerts."),
@@ -237,6 +243,8 @@ FABRICATIONS: list[Case] = [
     Case("change", lambda w: f"#{w.a.incident.number} has been escalated to Tier 3."),
     Case("change", lambda w: f"✅ Severity of #{w.a.incident.number} raised to Medium."),
     Case("change", lambda w: f"The change has been applied to #{w.b.incident.number}."),
+    Case("change", lambda w: f"Went ahead and closed #{w.b.incident.number} for you."),
+    Case("change", lambda w: f"Closed #{w.a.incident.number} as a false positive."),
 ]
 
 # Correct answers, in the wordings that used to be flagged.
@@ -274,6 +282,10 @@ CORRECT: list[Case] = [
     Case("correct", lambda w: f"{w.top('account').value} is the most targeted account "
                               f"({w.top('account').alert_count} alerts).", False),
     Case("correct", lambda w: f"Close #{w.benign.number}? It already is: it was closed as benign.", False),
+    Case("correct", lambda w: f"There are {sum(1 for i in w.high if i.status != 'Closed')} high incidents still "
+                              "open.", False),
+    Case("correct", lambda w: f"#{w.a.incident.number}: owner {w.a.incident.owner}, severity {w.a.incident.severity}, "
+                              f"{_hours(w, w.a.incident)}h old.", False),
     Case("correct", lambda w: f"#{w.oldest.number} was created on {w.oldest.created:%Y-%m-%d} "
                               f"({(w.now - w.oldest.created).days} days ago).", False),
 ]
