@@ -260,55 +260,38 @@ def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elaps
             f"Log Analytics had a temporary problem (HTTP {status}). Try again in a moment.",
             retry_possible=True, status=status, detail=detail,
         )
+    # The rest will not get better by asking again: say what to fix.
     if status == 401:
-        return QueryError(
-            "unauthorized",
-            f"Log Analytics did not accept the bot's credentials (401 {code or 'Unauthorized'}). Check the identity "
-            "the bot runs as (managed identity or AZURE_* settings) and that its token is for the Log Analytics API.",
-            retry_possible=False, status=status, detail=detail,
-        )
-    if status == 403 and code == "InvalidAuthenticationTokenAudience":
-        return QueryError(
-            "forbidden",
-            "The bot's token is for another service than this Log Analytics endpoint (403 "
-            "InvalidAuthenticationTokenAudience). Set LOGS_ENDPOINT to the endpoint of the workspace's cloud "
-            "(https://api.loganalytics.io in the public cloud).",
-            retry_possible=False, status=status, detail=detail,
-        )
-    if status == 403 and code == "InvalidAuthenticationToken":
-        return QueryError(
-            "forbidden",
-            "Log Analytics rejected the bot's token as invalid (403 InvalidAuthenticationToken). Check the identity "
-            "the bot runs as (managed identity or AZURE_* settings); a restart gets a fresh token.",
-            retry_possible=False, status=status, detail=detail,
-        )
-    if status == 403:
-        return QueryError(
-            "forbidden",
+        problem = ("unauthorized", "Log Analytics did not accept the bot's credentials "
+                   f"(401 {code or 'Unauthorized'}). Check the identity the bot runs as (managed identity or AZURE_* "
+                   "settings) and that its token is for the Log Analytics API.")
+    elif status == 403:
+        problem = ("forbidden", _TOKEN_PROBLEMS.get(code) or (
             f"The bot's identity may not read workspace {workspace_id} (403 {code or 'Forbidden'}): it is missing "
             f"the {READER_ROLES} role. Ask a workspace Owner to assign it on the workspace or its resource group; "
-            "the grant can take a few minutes to apply.",
-            retry_possible=False, status=status, detail=detail,
-        )
-    if status == 404:
-        return QueryError(
-            "workspace_not_found",
-            f"Log Analytics has no workspace {workspace_id} (404). Set SENTINEL_WORKSPACE_ID to the Workspace ID "
-            "(a GUID on the workspace's Overview page), not its name or resource id.",
-            retry_possible=False, status=status, detail=detail,
-        )
-    if status == 400:
-        return QueryError(
-            "bad_query",
-            "Log Analytics rejected the query as invalid. This is a problem in the bot, not in your question; "
-            "please report it with the query shown under Data sources.",
-            retry_possible=False, status=status, detail=detail,
-        )
-    return QueryError(
-        "query_failed",
-        f"The Log Analytics query failed (HTTP {status}).",
-        retry_possible=False, status=status, detail=detail,
-    )
+            "the grant can take a few minutes to apply."))
+    elif status == 404:
+        problem = ("workspace_not_found", f"Log Analytics has no workspace {workspace_id} (404). Set "
+                   "SENTINEL_WORKSPACE_ID to the Workspace ID (a GUID on the workspace's Overview page), not its "
+                   "name or resource id.")
+    elif status == 400:
+        problem = ("bad_query", "Log Analytics rejected the query as invalid. This is a problem in the bot, not in "
+                   "your question; please report it with the query shown under Data sources.")
+    else:
+        problem = ("query_failed", f"The Log Analytics query failed (HTTP {status}).")
+    return QueryError(*problem, retry_possible=False, status=status, detail=detail)
+
+
+# 403s that are about the token, not about a missing role (Microsoft Learn, "Azure Monitor Log Analytics API errors").
+_TOKEN_PROBLEMS = {
+    "InvalidAuthenticationTokenAudience": (
+        "The bot's token is for another service than this Log Analytics endpoint (403 "
+        "InvalidAuthenticationTokenAudience). Set LOGS_ENDPOINT to the endpoint of the workspace's cloud "
+        "(https://api.loganalytics.io in the public cloud)."),
+    "InvalidAuthenticationToken": (
+        "Log Analytics rejected the bot's token as invalid (403 InvalidAuthenticationToken). Check the identity "
+        "the bot runs as (managed identity or AZURE_* settings); a restart gets a fresh token."),
+}
 
 
 def _timeout_error(server_timeout_s: int, status: int | None = None, detail: str = "") -> QueryError:

@@ -26,6 +26,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -181,6 +182,7 @@ class DemoBackend:
         """Build the data for ``day`` (the next UTC day) in a worker process, then swap it in."""
         if self._workdir is None:
             self._workdir = Path(tempfile.mkdtemp(prefix="sentinel-demo-"))
+            weakref.finalize(self, shutil.rmtree, self._workdir, True)  # a backend dropped without close()
         path = self._workdir / f"workspace-{day:%Y%m%d}-{self.regenerations}.sqlite"
         try:
             # A lower priority: on a small machine the queries, not the regeneration, get the CPU.
