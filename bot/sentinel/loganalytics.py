@@ -248,7 +248,7 @@ def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elaps
         if elapsed_s < timeout_s * 0.9:  # the gateway gave up before the query's own limit
             return QueryError(
                 "gateway_timeout",
-                f"Log Analytics' gateway gave up after {elapsed_s:.0f} s (HTTP 504 Gateway Timeout), before the "
+                f"Log Analytics' gateway gave up after {elapsed_s:.1f} s (HTTP 504 Gateway Timeout), before the "
                 f"query's own {timeout_s}-second limit: the service is busy or a network hop failed. Try again in "
                 "a minute; if it keeps happening, ask for a shorter time window.",
                 retry_possible=True, status=status, detail=detail,
