@@ -119,6 +119,7 @@ class Instruments:
     llm_tokens: metrics.Counter  # by gen_ai.token.type (input, output) and model
     llm_duration: metrics.Histogram  # seconds per model call
     query_duration: metrics.Histogram  # seconds per Sentinel query, by tool
+    feedback: metrics.Counter  # thumbs up/down on answers, by reaction
 
 
 def instruments() -> Instruments:
@@ -145,4 +146,6 @@ def _instruments_for(provider: metrics.MeterProvider) -> Instruments:
                                             description="Duration of one language model call"),
         query_duration=meter.create_histogram("sentinel.query.duration", unit="s",
                                               description="Duration of one Sentinel query, by tool"),
+        feedback=meter.create_counter("bot.feedback", unit="{reaction}",
+                                      description="Feedback on answers, by reaction (like, dislike)"),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import re
 import time
@@ -76,6 +77,9 @@ class _MessageInvokeResponse(Model):
         self.status_code = 200
         self.type = "application/vnd.microsoft.activity.message"
         self.value = text
+
+
+FEEDBACK_INVOKE = "message/submitAction"  # the feedback buttons Teams shows on answers with feedbackLoopEnabled
 
 
 @dataclass(frozen=True)
@@ -259,6 +263,8 @@ class SentinelBot(TeamsActivityHandler):
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
         """Universal Actions (Action.Execute, adaptiveCard/action): acknowledge now, answer in a new turn."""
         activity = turn_context.activity
+        if activity.name == FEEDBACK_INVOKE:
+            return self._feedback(activity)
         if activity.name != "adaptiveCard/action":
             return await super().on_invoke_activity(turn_context)
         value = activity.value if isinstance(activity.value, dict) else {}
@@ -281,6 +287,23 @@ class SentinelBot(TeamsActivityHandler):
             return InvokeResponse(status=200, body=_MessageInvokeResponse("I'm busy or restarting; try again soon."))
         # A message response leaves the card as it is and tells the user the action was received.
         return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
+
+    def _feedback(self, activity: Activity) -> InvokeResponse:
+        """A thumbs up or down on an answer (its feedback buttons): audited and counted, never its text."""
+        value = activity.value if isinstance(activity.value, dict) else {}
+        raw = value.get("actionValue")
+        action: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        reaction = action.get("reaction")
+        if value.get("actionName") != "feedback" or reaction not in ("like", "dislike"):
+            return InvokeResponse(status=400)
+        comment = _feedback_text(action.get("feedback"))
+        account = activity.from_property
+        audit.record("answer.feedback", audit.Asker(
+            getattr(account, "aad_object_id", None), getattr(account, "name", None), activity.conversation.id,
+            activity.conversation.conversation_type or "personal"), reaction=reaction,
+            message_id=activity.reply_to_id, comment_chars=len(comment))
+        telemetry.instruments().feedback.add(1, {"reaction": reaction, "commented": bool(comment)})
+        return InvokeResponse(status=200)
 
     async def on_teams_members_added(self, teams_members_added: list[ChannelAccount], team_info: TeamInfo,
                                      turn_context: TurnContext) -> None:
@@ -602,6 +625,18 @@ _VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change
 _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
                     ProposalStatus.INVALID: "I could not prepare that change",
                     ProposalStatus.FAILED: "I could not prepare that change"}
+
+
+def _feedback_text(raw: Any) -> str:
+    """The comment typed with a feedback reaction (Teams sends it as a JSON string holding feedbackText)."""
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        parsed = json.loads(raw[:20_000])
+    except ValueError:
+        return raw[:2000]
+    text = parsed.get("feedbackText") if isinstance(parsed, dict) else None
+    return text[:2000] if isinstance(text, str) else ""
 
 
 def _where(activity: Activity) -> Where:

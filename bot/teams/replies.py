@@ -12,15 +12,16 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from botbuilder.core import CardFactory
-from botbuilder.schema import Activity, ActivityTypes, Attachment
+from botbuilder.schema import Activity, ActivityTypes, Attachment, Entity
 
 from bot import cards
 from bot.orchestrator import sources
 from bot.orchestrator.loop import TurnResult
-from bot.orchestrator.references import References
+from bot.orchestrator.references import Reference, References, RefKind
 from bot.sentinel.models import QueryError, QueryResult
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolRun
@@ -54,6 +55,58 @@ def safe_markdown(text: str) -> str:
     return cleaned if len(cleaned) <= MAX_TEXT_CHARS else cleaned[: MAX_TEXT_CHARS - 1] + "…"
 
 
+# Teams shows at most 20 citations per message; a citation's name and abstract are cut at these lengths.
+MAX_CITATIONS = 20
+CITATION_NAME_CHARS = 80
+CITATION_ABSTRACT_CHARS = 160
+_CITED = re.compile(r"\[(\d{1,4})\](?!\()")
+
+
+class AIMessage(Entity):
+    """The schema.org Message entity Teams reads for the "AI generated" label and in-text citations."""
+
+    _attribute_map: ClassVar[dict[str, dict[str, str]]] = {
+        **Entity._attribute_map,
+        "at_context": {"key": "@context", "type": "str"},
+        "at_type": {"key": "@type", "type": "str"},
+        "at_id": {"key": "@id", "type": "str"},
+        "additional_type": {"key": "additionalType", "type": "[str]"},
+        "citation": {"key": "citation", "type": "[object]"},
+    }
+
+    def __init__(self, citation: list[dict[str, Any]] | None = None, **kwargs: Any) -> None:
+        super().__init__(type="https://schema.org/Message", **kwargs)
+        self.at_context = "https://schema.org"
+        self.at_type = "Message"
+        self.at_id = ""
+        self.additional_type = ["AIGeneratedContent"]
+        self.citation = citation or None
+
+
+def citations(text: str, references: References) -> list[dict[str, Any]]:
+    """Teams citations for the [n] the text cites: the record each number stands for (the bot's own [n], so the
+    number in the text and the citation's position are the same)."""
+    cited: list[dict[str, Any]] = []
+    for n in dict.fromkeys(int(m.group(1)) for m in _CITED.finditer(text)):
+        reference = references.get(n)
+        if reference is None:
+            continue  # the fact check has marked it
+        cited.append({"@type": "Claim", "position": n, "appearance": _appearance(reference)})
+        if len(cited) == MAX_CITATIONS:
+            break
+    return cited
+
+
+def _appearance(reference: Reference) -> dict[str, Any]:
+    kind = {RefKind.INCIDENT: "Incident", RefKind.ALERT: "Alert"}.get(reference.kind, "Entity")
+    name = f"#{reference.key}" if reference.kind is RefKind.INCIDENT else kind
+    appearance: dict[str, Any] = {"@type": "DigitalDocument", "name": cards.plain(f"[{reference.n}] {name}",
+                                                                                   CITATION_NAME_CHARS),
+                                  "abstract": cards.plain(reference.label, CITATION_ABSTRACT_CHARS),
+                                  "keywords": [kind]}
+    return appearance
+
+
 def adaptive(card: dict) -> Attachment:
     return CardFactory.adaptive_card(card)
 
@@ -78,7 +131,13 @@ def answer(turn: TurnResult, references: References, now: datetime, *, demo: boo
     body = [TOOLS.card(r, references.ref_for, now, changes=changes) for r in _worth_a_card(results)]
     footer = cards.footer(source_lines(turn.runs), demo=demo or any(r.metadata.is_demo for r in results),
                           disclaimer=turn.disclaimer, notices=list(turn.notices))
-    return _pack(safe_markdown(turn.text), body + ([footer] if footer else []))
+    text = safe_markdown(turn.text)
+    activities = _pack(text, body + ([footer] if footer else []))
+    if not turn.failed:
+        # Model-written: Teams' AI label, its [n] as Teams citations, and the feedback buttons.
+        activities[0].entities = [AIMessage(citations(text, references))]
+        activities[0].channel_data = {"feedbackLoopEnabled": True}
+    return activities
 
 
 def command_result(result: QueryResult | QueryError, run: ToolRun, references: References,

@@ -1,0 +1,84 @@
+"""Answers as Teams' AI features expect them: the AI-generated label, the bot's [n] as Teams citations, and
+feedback buttons whose reactions are audited and counted (never their text). Through the real adapter and
+the fake Bot Connector, as tests/test_teams_bot.py does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+
+from tests.support import connector_fake as teams
+from tests.support.openai_fake import FakeOpenAI
+from tests.test_teams_bot import Bot, bot, connector, next_id  # noqa: F401 - fixtures used by name
+
+
+def ai_entity(body: dict) -> dict | None:
+    return next((e for e in body.get("entities") or [] if e.get("type") == "https://schema.org/Message"), None)
+
+
+async def test_a_model_answer_carries_the_ai_label_citations_and_feedback(bot: Bot,  # noqa: F811
+                                                                          fake_openai: FakeOpenAI) -> None:
+    fake_openai.latency_s = 0.3  # long enough for progress, so the answer is a stream's final message
+    await bot.post(teams.personal("what high-severity incidents came in this week?", activity_id=next_id(),
+                                  service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    [answer] = [s for s in sent if s.type == "message"]
+    entity = ai_entity(answer.body)
+    assert entity is not None, answer.body.get("entities")
+    assert entity["@type"] == "Message" and entity["@context"] == "https://schema.org" and entity["@id"] == ""
+    assert entity["additionalType"] == ["AIGeneratedContent"]
+    cited = [int(n) for n in re.findall(r"\[(\d+)\]", answer.text)]
+    assert cited, answer.text
+    positions = [c["position"] for c in entity["citation"]]
+    assert positions == list(dict.fromkeys(cited))[:20], "one citation per [n] in the text, numbered as in the text"
+    first = entity["citation"][0]
+    assert first["@type"] == "Claim" and first["appearance"]["@type"] == "DigitalDocument"
+    assert first["appearance"]["name"].startswith(f"[{positions[0]}] #")
+    assert 0 < len(first["appearance"]["abstract"]) <= 160 and len(first["appearance"]["name"]) <= 80
+    assert answer.body["channelData"]["feedbackLoopEnabled"] is True
+    assert teams_streaming_final(answer.body), "the label rides on the streamed answer's final message"
+
+
+def teams_streaming_final(body: dict) -> bool:
+    return any(e.get("type") == "streaminfo" and e.get("streamType") == "final" for e in body.get("entities") or [])
+
+
+async def test_a_command_answer_is_not_labelled_as_ai(bot: Bot) -> None:  # noqa: F811
+    await bot.post(teams.personal("incidents 24h", activity_id=next_id(), service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    [answer] = [s for s in sent if s.type == "message"]
+    assert ai_entity(answer.body) is None and "feedbackLoopEnabled" not in json.dumps(answer.body)
+
+
+def feedback(value: dict) -> dict:
+    body = teams.personal("", activity_id=next_id(), service_url="http://127.0.0.1:1")
+    body.pop("text", None)
+    body.update(type="invoke", name="message/submitAction", value=value, replyToId="1700000000001")
+    return body
+
+
+async def test_feedback_is_audited_and_counted_without_its_text(bot: Bot,  # noqa: F811
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bot.audit")
+    secret = "the answer named the wrong host WS-FIN-160"
+    status, _, _ = await bot.post(feedback({"actionName": "feedback", "actionValue": {
+        "reaction": "dislike", "feedback": json.dumps({"feedbackText": secret})}}))
+    assert status == 200
+    [record] = [r.audit for r in caplog.records if r.name == "bot.audit" and r.audit["event"] == "answer.feedback"]
+    assert record["reaction"] == "dislike" and record["comment_chars"] == len(secret)
+    assert record["message_id"] == "1700000000001" and record["actor_object_id"]
+    assert secret not in json.dumps(record) and "WS-FIN-160" not in caplog.text
+
+
+@pytest.mark.parametrize("value", [
+    {"actionName": "feedback", "actionValue": {"reaction": "love"}},
+    {"actionName": "other", "actionValue": {"reaction": "like"}},
+    {"actionName": "feedback", "actionValue": "like"},
+    {"actionName": "feedback"},
+])
+async def test_malformed_feedback_is_a_400_not_a_fault(bot: Bot, value: dict) -> None:  # noqa: F811
+    status, _, _ = await bot.post(feedback(value))
+    assert status == 400
