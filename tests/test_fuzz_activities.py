@@ -82,8 +82,9 @@ def _base(rng: random.Random, service_url: str, activity_id: str) -> dict:
                                         {"text": text}, {"action": rng.choice(JUNK)}]),
                             activity_id=activity_id, service_url=service_url)
     elif kind == 3:
+        verb = rng.choice(["incident_detail", "change_cancel", "", "\ud800"])
         body = teams.invoke({"incident": rng.choice([1, "x", None])}, activity_id=activity_id,
-                            service_url=service_url, verb=rng.choice(["incident_detail", "change_cancel", "", "\ud800"]))
+                            service_url=service_url, verb=verb)
     elif kind == 4:
         body = teams.bot_added(activity_id=activity_id, service_url=service_url)
     else:
