@@ -316,4 +316,4 @@ class ChannelTokens:
         tenant = claims.get("tid")
         if tenant is not None and self.tenants and str(tenant).lower() not in self.tenants:
             raise Refused(401, "token from another tenant")
-        return claims
+        return claims | {"aud": self.app_id}  # botbuilder reads the bot's app id from aud (a list is valid JWT)
