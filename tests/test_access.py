@@ -24,7 +24,7 @@ from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.demo.backend import DemoBackend
-from bot.teams.access import REFUSAL_TEXT, ClientCredentials, Refusal
+from bot.teams.access import REFUSAL_TEXT, ClientCredentials, Refusal, TurnLimits
 from bot.teams.server import RUNNER_KEY, create_app
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW, SEED
@@ -206,3 +206,16 @@ async def test_model_turns_are_limited_per_user_and_commands_still_work(start: A
     assert "limit on questions" in limited.text and "seconds" in limited.text
     assert (await bot.say("incidents 24h"))[0].cards, "commands do not count"
     assert "limit" not in (await bot.say("which hosts were hit most this week?", user="bob"))[0].text
+
+
+def test_turn_limits_slide_per_user_and_per_conversation() -> None:
+    now = [0.0]
+    limits = TurnLimits(per_user=2, per_conversation=3, clock=lambda: now[0])
+    assert limits.take("alice", "room") is None and limits.take("alice", "room") is None
+    assert limits.take("alice", "room") == pytest.approx(60.0), "alice's third question in the same minute"
+    assert limits.take("bob", "room") is None
+    assert limits.take("carol", "room") == pytest.approx(60.0), "the room's fourth question"
+    assert limits.take("carol", "elsewhere") is None, "a refused turn was not counted for carol"
+    now[0] = 60.5
+    assert limits.take("alice", "room") is None, "a minute later the window has moved on"
+    assert "about 60 seconds" in limits.message(59.6)
