@@ -127,29 +127,34 @@ async def regeneration_stall(seed: int, volume: int, steady: Timings) -> str:
     latest = await client.query_incidents(time_window="last_7d", limit=1)
     assert isinstance(latest, QueryResult) and latest.records
     number = latest.records[0].number
-    backend.longest_wait_s = 0.0
     started = time.perf_counter()
     worst: dict[int, float] = {}
+    stalls: dict[int, float] = {}  # the longest each query waited for the database
     runs = 0
-    while backend.regenerations == 0 and time.perf_counter() - started < 900:
-        index = runs % len(CALLS)
+
+    async def once(index: int) -> None:
         elapsed, _ = await timed(client, index, number)
         worst[index] = max(worst.get(index, 0.0), elapsed)
+        stalls[index] = max(stalls.get(index, 0.0), backend.last_wait_s * 1000)
+
+    while backend.regenerations == 0 and time.perf_counter() - started < 900:
+        await once(runs % len(CALLS))
         runs += 1
     took = time.perf_counter() - started
     assert backend.regenerations == 1, "the regeneration did not finish"
     for index in range(len(CALLS)):  # and once more each on the swapped-in data
-        elapsed, _ = await timed(client, index, number)
-        worst[index] = max(worst[index], elapsed)
+        await once(index)
     await client.close()
-    stall_ms = backend.longest_wait_s * 1000
-    fastest = min(statistics.median(steady[i][3]) for i in steady)
+    stalled = max(stalls, key=lambda i: stalls[i] / statistics.median(steady[i][3]))
+    own = statistics.median(steady[stalled][3])
     ratios = {i: worst[i] / p95(steady[i][3]) for i in worst}
     index = max(ratios, key=lambda i: ratios[i])
     tool, shown, _, _ = steady[index]
     return (f"Regeneration at {volume}x took {took:.1f} s beside the live data; {runs} queries ran meanwhile.\n"
-            f"Longest stall (a query waiting for the database) {stall_ms:.1f} ms; goal under the fastest query's "
-            f"own median {fastest:.1f} ms: {'met' if stall_ms < fastest else 'NOT met'}\n"
+            f"Longest stall (a query waiting for the database) {max(stalls.values()):.1f} ms; worst against the "
+            f"query's own median: {steady[stalled][0]}({steady[stalled][1]}) waited {stalls[stalled]:.1f} ms, runs "
+            f"in {own:.1f} ms; goal no stall above the query's own time: "
+            f"{'met' if stalls[stalled] <= own else 'NOT met'}\n"
             f"Slowest meanwhile against its own p95 (CPU shared with the generation): {tool}({shown}) "
             f"{worst[index]:.1f} ms vs {p95(steady[index][3]):.1f} ms; longest of all {max(worst.values()):.1f} ms")
 
