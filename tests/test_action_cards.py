@@ -716,6 +716,13 @@ def reply_cards(activities: list) -> list[dict]:
     return [attachment.content for activity in activities for attachment in activity.attachments or []]
 
 
+def without_footer(card: dict) -> dict:
+    """The result card as its builder made it: the reply puts the Data sources footnote in a last container."""
+    last = card["body"][-1]
+    assert last["type"] == "Container" and last.get("separator") and "Data sources" in json.dumps(last)
+    return {**card, "body": card["body"][:-1]}
+
+
 def test_command_result_carries_the_buttons_only_when_asked() -> None:
     result = detail_result()
     refs = registry(result)
@@ -723,11 +730,13 @@ def test_command_result_carries_the_buttons_only_when_asked() -> None:
     without = reply_cards(replies.command_result(result, run_of(result), refs, NOW, changes=False))
     with_buttons = reply_cards(replies.command_result(result, run_of(result), refs, NOW, changes=True))
     assert default == without and proposals(default[0]) == []
-    assert default[0] == TOOLS.card(result, refs.ref_for, NOW)
+    assert len(default) == 1, "one card: the Data sources footnote is inside the result card"
+    assert without_footer(default[0]) == TOOLS.card(result, refs.ref_for, NOW)
     assert result.metadata.is_demo
-    assert with_buttons[0] == cards.incident_detail(result.records[0], refs.ref_for, NOW, demo=True, changes=True)
+    assert without_footer(with_buttons[0]) == cards.incident_detail(result.records[0], refs.ref_for, NOW, demo=True,
+                                                                    changes=True)
     assert len(proposals(with_buttons[0])) == 4
-    assert with_buttons[1:] == default[1:]  # the footer is the same
+    assert with_buttons[0]["body"][-1] == default[0]["body"][-1]  # the footer is the same
 
 
 def test_answer_puts_the_buttons_on_detail_cards_only() -> None:
@@ -750,5 +759,5 @@ def test_answer_puts_the_buttons_on_detail_cards_only() -> None:
 def test_an_empty_detail_or_a_failed_query_ignores_changes() -> None:
     empty = QueryResult((), meta("get_incident_detail", 0, incident_ref=999))
     activities = replies.command_result(empty, run_of(empty), registry(empty), NOW, changes=True)
-    assert reply_cards(activities)[0] == TOOLS.card(empty, lambda kind, key: None, NOW)
+    assert without_footer(reply_cards(activities)[0]) == TOOLS.card(empty, lambda kind, key: None, NOW)
     assert all(proposals(card) == [] for card in reply_cards(activities))

@@ -9,7 +9,7 @@ from bot.cards.alerts import alert_list
 from bot.cards.changes import change_confirmation, change_outcome
 from bot.cards.common import MAX_CARD_BYTES, card_size, plain
 from bot.cards.entities import top_entities
-from bot.cards.footer import SourceLine, footer
+from bot.cards.footer import SourceLine, attach, footer
 from bot.cards.incidents import incident_detail, incident_table
 from bot.cards.messages import error, help_card, welcome
 from bot.cards.results import (
@@ -32,6 +32,7 @@ __all__ = [
     "alert_list",
     "alert_trend",
     "alerts_card",
+    "attach",
     "card_size",
     "change_confirmation",
     "change_outcome",

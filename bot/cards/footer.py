@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.cards.common import Element, actions, card, fit, plain, subtle, text, unlink
+from bot.cards.common import MAX_CARD_BYTES, Element, actions, card, card_size, fit, plain, subtle, text, unlink
 from bot.sentinel.models import DEMO_NOTICE
 
 MAX_SOURCES = 8
@@ -29,6 +29,15 @@ def footer(sources: Sequence[SourceLine], *, demo: bool, disclaimer: bool, notic
     if not (sources or demo or disclaimer or notices):
         return None
     return fit(lambda kql_chars: _footer(sources[:MAX_SOURCES], demo, disclaimer, notices, kql_chars), MAX_KQL_CHARS)
+
+
+def attach(result_card: Element, footnote: Element) -> Element | None:
+    """The result card with the footnote at its end, so an answer is one message: None when the two would
+    not fit one card (then they go as two)."""
+    combined = dict(result_card)
+    combined["body"] = [*result_card.get("body", []),
+                        {"type": "Container", "separator": True, "spacing": "large", "items": footnote["body"]}]
+    return combined if card_size(combined) <= MAX_CARD_BYTES else None
 
 
 def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices: Sequence[str],

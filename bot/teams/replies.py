@@ -132,7 +132,7 @@ def answer(turn: TurnResult, references: References, now: datetime, *, demo: boo
     footer = cards.footer(source_lines(turn.runs), demo=demo or any(r.metadata.is_demo for r in results),
                           disclaimer=turn.disclaimer, notices=list(turn.notices))
     text = safe_markdown(turn.text)
-    activities = _pack(text, body + ([footer] if footer else []))
+    activities = _pack(text, _with_footer(body, footer))
     if not turn.failed:
         # Model-written: Teams' AI label, its [n] as Teams citations, and the feedback buttons.
         activities[0].entities = [AIMessage(citations(text, references))]
@@ -150,11 +150,19 @@ def command_result(result: QueryResult | QueryError, run: ToolRun, references: R
         hint = "Try again in a moment." if result.retry_possible else None
         return [message(card_list=[cards.error("That query failed", result.message, hint)])]
     footer = cards.footer(source_lines([run]), demo=result.metadata.is_demo, disclaimer=False, notices=[])
-    return _pack(None, [TOOLS.card(result, references.ref_for, now, changes=changes)] + ([footer] if footer else []))
+    return _pack(None, _with_footer([TOOLS.card(result, references.ref_for, now, changes=changes)], footer))
 
 
 def error(title: str, text: str, hint: str | None = None) -> Activity:
     return message(card_list=[cards.error(title, text, hint)])
+
+
+def _with_footer(body: list[dict], footer: dict | None) -> list[dict]:
+    """The cards of an answer with the Data sources footnote inside the last one where it fits: one message."""
+    if footer is None:
+        return body
+    merged = cards.attach(body[-1], footer) if body else None
+    return [*body[:-1], merged] if merged is not None else [*body, footer]
 
 
 def _worth_a_card(results: list[QueryResult]) -> list[QueryResult]:
