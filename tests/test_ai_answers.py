@@ -82,3 +82,17 @@ async def test_feedback_is_audited_and_counted_without_its_text(bot: Bot,  # noq
 async def test_malformed_feedback_is_a_400_not_a_fault(bot: Bot, value: dict) -> None:  # noqa: F811
     status, _, _ = await bot.post(feedback(value))
     assert status == 400
+
+
+@pytest.mark.parametrize("answer, beyond", [
+    ("3 incidents in the last 24 hours: [1] #14440, [2] #14430, [3] #14414.", False),
+    ("#14440 is High and Active, owned by Farah Haddad.", False),
+    ("This looks like an MFA fatigue attack; I'd recommend resetting the password.", True),
+    ("The sign-ins from one IP suggest password spraying.", True),
+    ("## Analysis\nThe host was touched twice.", True),
+    ("You should isolate WS-FIN-160 first.", True),
+])
+def test_the_disclaimer_follows_what_the_answer_does_not_a_heading(answer: str, beyond: bool) -> None:
+    from bot.orchestrator import prompts
+
+    assert prompts.goes_beyond_records(answer) is beyond

@@ -125,7 +125,7 @@ class Orchestrator:
             result.notices.append(prompts.NOTHING_CHANGED_YET if not any(p.proposed for p in result.proposals)
                                   else prompts.CONFIRM_ON_THE_CARD)
         result.text = answer
-        result.disclaimer = prompts.contains_analysis(answer)
+        result.disclaimer = not said_by_bot and not result.refused and prompts.goes_beyond_records(answer)
         self._finish(conversation, turn, result)
         return result
 

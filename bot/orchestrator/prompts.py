@@ -123,10 +123,18 @@ def asks_for_example_data(text: str) -> bool:
 
 
 _ANALYSIS = re.compile(r"^\s*(?:#+\s*|\*\*)?analysis\b", re.IGNORECASE | re.MULTILINE)
+# Words of inference and advice: the answer says more than the records do (what it means, what to do).
+_BEYOND_RECORDS = re.compile(
+    r"\b(?:likely|unlikely|probably|possibly|perhaps|suggests?|suggesting|indicates?|indicative|appears? to|seems? to|"
+    r"looks? like|consistent with|typical of|may be|might|could be|points? to|i(?:'d| would) recommend|recommend(?:ed)?|"
+    r"you should|should be|consider|worth (?:checking|investigating)|next steps?|my assessment|in my view)\b",
+    re.IGNORECASE)
 
 
-def contains_analysis(text: str) -> bool:
-    return bool(_ANALYSIS.search(text))
+def goes_beyond_records(text: str) -> bool:
+    """The answer interprets or advises (an "Analysis" section, or words of inference or advice), so the bot adds
+    the disclaimer; a plain statement of what the queries returned does not get one."""
+    return bool(_ANALYSIS.search(text) or _BEYOND_RECORDS.search(text))
 
 
 SYSTEM_PROMPT = system_prompt(writes=False)
