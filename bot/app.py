@@ -198,7 +198,7 @@ async def serve(settings: Settings) -> None:
     storage = create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
                              blob_connection_string=settings.state_blob_connection_string,
                              blob_container=settings.state_blob_container)
-    turns = TurnRunner()
+    turns = TurnRunner(deadline_s=settings.turn_deadline_seconds)
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
                      runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings))

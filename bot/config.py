@@ -31,6 +31,7 @@ DEFAULT_SERVICE_URLS = ("https://smba.trafficmanager.net/*", "https://*.botframe
 # Without an app id the only callers are local tools (the Agents Playground, tests) on this machine.
 LOOPBACK_SERVICE_URLS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_STORAGE_NAME = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")  # Azure queue and container names
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 T = TypeVar("T")
 
@@ -102,6 +103,17 @@ class Settings:
     state_store: StateStore = StateStore("sqlite", ".data/state.db")
     state_blob_connection_string: str | None = field(default=None, repr=False)
     state_blob_container: str = "bot-state"
+    state_blob_account_url: str | None = None  # https://<account>.blob.core.windows.net, reached as the bot's identity
+    # Turns: one overall deadline each; the drain at shutdown; durable turns on an Azure Storage queue.
+    turn_deadline_seconds: int = 120
+    shutdown_grace_seconds: int = 20
+    turn_queue: str = "off"  # off: turns run in the web process; azure: queued on Azure Storage (several instances)
+    turn_queue_account_url: str | None = None  # https://<account>.queue.core.windows.net
+    turn_queue_name: str = "bot-turns"
+    turn_blob_container: str = "bot-turns"  # per-conversation leases, sequence numbers, duplicate markers
+    turn_workers: int = 8  # turns one worker process runs at once
+    web_runs_worker: bool = True  # the web process also takes turns from the queue
+    turn_max_attempts: int = 3  # deliveries of one turn before it is moved aside and its user told
     max_tool_rounds: int = 5
     max_turns: int = 30
     max_history_tokens: int = 24_000
@@ -307,8 +319,22 @@ class _Reader:
             model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
             model_turns_per_conversation_minute=self.number("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, 1, 1000),
             state_store=self._state_store(),
-            state_blob_connection_string=self.text("STATE_BLOB_CONNECTION_STRING"),
+            state_blob_connection_string=self._storage_connection_string(),
             state_blob_container=self.text("STATE_BLOB_CONTAINER") or "bot-state",
+            state_blob_account_url=self.url("STATE_BLOB_ACCOUNT_URL", https_only=False),
+            turn_deadline_seconds=self.number("TURN_DEADLINE_SECONDS", 120, 1, 3600),
+            shutdown_grace_seconds=self.number("SHUTDOWN_GRACE_SECONDS", 20, 0, 110),
+            turn_queue=self._turn_queue(),
+            turn_queue_account_url=self.url("TURN_QUEUE_ACCOUNT_URL", https_only=False),
+            turn_queue_name=self.checked("TURN_QUEUE_NAME", lambda v: bool(_STORAGE_NAME.match(v)),
+                                         "is not a valid queue name: 3-63 lowercase letters, digits and single "
+                                         "hyphens.") or "bot-turns",
+            turn_blob_container=self.checked("TURN_BLOB_CONTAINER", lambda v: bool(_STORAGE_NAME.match(v)),
+                                             "is not a valid container name: 3-63 lowercase letters, digits and "
+                                             "single hyphens.") or "bot-turns",
+            turn_workers=self.number("TURN_WORKERS", 8, 1, 256),
+            web_runs_worker=self.flag("TURN_WORKER_IN_WEB", True),
+            turn_max_attempts=self.number("TURN_MAX_ATTEMPTS", 3, 1, 20),
             max_tool_rounds=self.number("MAX_TOOL_ROUNDS", 5, 1, 20),
             max_turns=self.number("MAX_TURNS", 30, 2, 500),
             max_history_tokens=self.number("MAX_HISTORY_TOKENS", 24_000, 2_000, 500_000),
@@ -384,11 +410,20 @@ class _Reader:
         self.problems.append(f"MICROSOFT_APP_TYPE={raw!r} is not one of {', '.join(APP_TYPES)}.")
         return "MultiTenant"
 
+    def _storage_connection_string(self) -> str | None:
+        """STATE_BLOB_CONNECTION_STRING, accepted for local emulators only: Azure accounts are reached as the bot's
+        identity (an account key would be the deployment's only secret)."""
+        return self.checked("STATE_BLOB_CONNECTION_STRING", is_emulator_connection_string,
+                            "points at an Azure account: connection strings are for local emulators only. "
+                            "Set STATE_BLOB_ACCOUNT_URL (and TURN_QUEUE_ACCOUNT_URL) and give the bot's identity "
+                            "the Storage Blob (and Queue) Data Contributor role.")
+
     def _state_store(self) -> StateStore:
         raw = self.text("STATE_STORE") or DEFAULT_STATE_STORE
-        if raw == "blob" and not self.text("STATE_BLOB_CONNECTION_STRING"):
-            self.problems.append("STATE_STORE=blob needs STATE_BLOB_CONNECTION_STRING (the storage account's "
-                                 "connection string) and optionally STATE_BLOB_CONTAINER (default bot-state).")
+        if raw == "blob" and not (self.text("STATE_BLOB_ACCOUNT_URL") or self.text("STATE_BLOB_CONNECTION_STRING")):
+            self.problems.append("STATE_STORE=blob needs STATE_BLOB_ACCOUNT_URL (https://<account>.blob.core.windows"
+                                 ".net, reached as the bot's identity) or, for a local emulator, "
+                                 "STATE_BLOB_CONNECTION_STRING; optionally STATE_BLOB_CONTAINER (default bot-state).")
         if raw == "cosmos":
             self.problems.append("STATE_STORE=cosmos is not supported yet: use blob (several instances) or sqlite.")
         if raw in ("memory", "blob", "cosmos"):
@@ -400,12 +435,32 @@ class _Reader:
         )
         return StateStore("memory")
 
+    def _turn_queue(self) -> str:
+        kind = self.choice("TURN_QUEUE", ("off", "azure"), "off")
+        if kind == "azure":
+            if not (self.text("TURN_QUEUE_ACCOUNT_URL") or self.text("STATE_BLOB_CONNECTION_STRING")):
+                self.problems.append("TURN_QUEUE=azure needs TURN_QUEUE_ACCOUNT_URL (https://<account>.queue.core."
+                                     "windows.net) or, for a local emulator, STATE_BLOB_CONNECTION_STRING.")
+            if (self.text("STATE_STORE") or DEFAULT_STATE_STORE) != "blob":
+                self.problems.append("TURN_QUEUE=azure needs STATE_STORE=blob: every instance must see each "
+                                     "conversation's state, and the turns' leases live beside it.")
+        return kind
+
     def _log_level(self) -> str:
         raw = (self.text("LOG_LEVEL") or "INFO").upper()
         if raw not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             self.problems.append(f"LOG_LEVEL={raw!r} is not one of DEBUG, INFO, WARNING, ERROR.")
             return "INFO"
         return raw
+
+
+def is_emulator_connection_string(value: str) -> bool:
+    """True for Azurite's shortcut or a connection string whose every endpoint is on this machine."""
+    if value.strip().lower().rstrip(";") == "usedevelopmentstorage=true":
+        return True
+    endpoints = [part.split("=", 1)[1] for part in value.split(";")
+                 if part.lower().split("=", 1)[0].endswith("endpoint")]
+    return bool(endpoints) and all(urlparse(url).hostname in ("127.0.0.1", "localhost", "::1") for url in endpoints)
 
 
 def _shown(name: str, value: str) -> str:

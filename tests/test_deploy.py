@@ -48,7 +48,7 @@ SENTINEL_RESPONDER = "3e150937-b8fe-4cfb-8069-0eaf05ecd056"
 # by AZURE_CLIENT_ID; the Azure Monitor exporter reads APPLICATIONINSIGHTS_CONNECTION_STRING; App Service
 # reads WEBSITES_PORT (the container's port) and WEBSITES_ENABLE_APP_SERVICE_STORAGE (the /home share).
 PLATFORM_SETTINGS = {"AZURE_CLIENT_ID", "APPLICATIONINSIGHTS_CONNECTION_STRING", "WEBSITES_PORT",
-                     "WEBSITES_ENABLE_APP_SERVICE_STORAGE"}
+                     "WEBSITES_ENABLE_APP_SERVICE_STORAGE", "WEBSITES_CONTAINER_STOP_TIME_LIMIT"}
 SECRET_SETTINGS = {"MICROSOFT_APP_PASSWORD", "AZURE_OPENAI_API_KEY", "OPENAI_API_KEY", "STATE_BLOB_CONNECTION_STRING"}
 SECRET_NAME = re.compile(r"password|secret|key|token|credential|connectionstring|sas", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"(AccountKey|SharedAccessKey|password|secret)\s*[=:]"  # key=value credentials

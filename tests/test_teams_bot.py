@@ -523,6 +523,27 @@ async def test_a_turn_cut_short_by_shutdown_tells_its_user_to_resend(bot: Bot, f
     assert notice.text == ABANDONED_TEXT and notice.body.get("replyToId") == activity_id
 
 
+async def test_a_turn_past_its_deadline_is_stopped_its_user_told_and_the_next_message_answered(
+        connector: FakeConnector, demo_client: SentinelClient, fake_openai: FakeOpenAI) -> None:
+    from bot.teams.server import deadline_text
+
+    running, server = await start_bot(connector, demo_client, fake_openai, MemoryStorage(),
+                                      Settings.from_env({"TURN_DEADLINE_SECONDS": "1"}, dotenv_path=None))
+    try:
+        fake_openai.latency_s = 30.0  # a throttled model: far longer than the turn may take
+        slow, quick = next_id(), next_id()
+        await running.post(teams.personal("what high-severity incidents came in this week?", activity_id=slow,
+                                          service_url=connector.url))
+        await running.post(teams.personal("help", activity_id=quick, service_url=connector.url))
+        sent = await connector.wait_for(lambda s: sum(x.body.get("replyToId") == quick for x in final_messages(s)) >= 1)
+        finals = final_messages(sent)
+        told = [n for n, s in enumerate(finals) if s.text == deadline_text(1) and s.body.get("replyToId") == slow]
+        answered = [n for n, s in enumerate(finals) if s.body.get("replyToId") == quick]
+        assert told and answered and told[0] < answered[0], "the slow turn is closed first, then the next one runs"
+    finally:
+        await server.close()
+
+
 async def test_an_unknown_reference_is_answered_at_once_with_the_references_there_are(
         bot: Bot, fake_openai: FakeOpenAI) -> None:
     async def say(text: str) -> teams.Sent:

@@ -11,6 +11,8 @@ GIL hands over every few milliseconds). The runner also:
   a time in arrival order however long their early steps take;
 - runs an optional ``first`` step at once (the typing indicator), before the turn waits for its turn;
 - bounds the turns running at once, and the number waiting;
+- gives each turn one overall deadline (:func:`run_with_deadline`): a turn still running then is cancelled,
+  its user told, and the conversation's next turn goes ahead;
 - on shutdown, lets running turns finish for a grace period, then cancels the rest cleanly.
 
 Every client a turn uses (model, Log Analytics, Bot Connector, Blob state) lives on the worker loop.
@@ -61,9 +63,35 @@ class _Lane:
     waiting: dict[int, asyncio.Future[None]] = field(default_factory=dict)
 
 
+async def run_with_deadline(work: Work, deadline_s: float | None, on_timeout: Work | None = None) -> bool:
+    """Run ``work`` for at most ``deadline_s``; past it, cancel it and run ``on_timeout`` (best effort, 10 s).
+
+    False when the deadline cut the turn short. A ``TimeoutError`` the work raises itself is its own failure,
+    not the deadline's, and propagates.
+    """
+    if deadline_s is None:
+        await work()
+        return True
+    try:
+        async with asyncio.timeout(deadline_s) as scope:
+            await work()
+        return True
+    except TimeoutError:
+        if not scope.expired():
+            raise
+    log.warning("turn stopped at its %.0f s deadline", deadline_s)
+    if on_timeout is not None:
+        try:
+            await asyncio.wait_for(on_timeout(), timeout=10)
+        except Exception:  # noqa: BLE001 - the turn is over either way
+            log.warning("could not tell the user the turn ran out of time")
+    return False
+
+
 class TurnRunner:
-    def __init__(self, *, max_concurrent: int = 32, max_pending: int = 500) -> None:
+    def __init__(self, *, max_concurrent: int = 32, max_pending: int = 500, deadline_s: float | None = None) -> None:
         self._max_concurrent = max_concurrent
+        self._deadline_s = deadline_s
         self._max_pending = max_pending
         self._guard = threading.Lock()  # for what the web server's thread touches
         self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()  # (conversation, activity id)
@@ -168,9 +196,10 @@ class TurnRunner:
         return not self._closing and self._pending < self._max_pending and self._loop is not None
 
     def submit(self, place: Place | str, work: Work, *, first: Work | None = None,
-               on_abandon: Work | None = None) -> bool:
+               on_abandon: Work | None = None, on_timeout: Work | None = None) -> bool:
         """Queue ``work`` at its place (or, given a conversation key, at the end of that conversation's line);
-        ``first`` runs at once. False when shutting down or overloaded (a given place is then released).
+        ``first`` runs at once; ``on_abandon`` if shutdown cuts the turn short, ``on_timeout`` if its deadline
+        does. False when shutting down or overloaded (a given place is then released).
 
         Safe to call from any thread, including the worker loop itself.
         """
@@ -185,7 +214,7 @@ class TurnRunner:
             self.release(place)
             return False
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._start(place, work, first, on_abandon), self._loop)
+        asyncio.run_coroutine_threadsafe(self._start(place, work, first, on_abandon, on_timeout), self._loop)
         return True
 
     async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -199,7 +228,8 @@ class TurnRunner:
 
     # ---- on the worker loop -------------------------------------------------------------------------------
 
-    async def _start(self, place: Place, work: Work, first: Work | None, on_abandon: Work | None) -> None:
+    async def _start(self, place: Place, work: Work, first: Work | None, on_abandon: Work | None,
+                     on_timeout: Work | None) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
@@ -212,7 +242,7 @@ class TurnRunner:
             await self._wait_for_turn(place)
             assert self._slots is not None
             async with self._slots:
-                await work()
+                await run_with_deadline(work, self._deadline_s, on_timeout)
         except asyncio.CancelledError:
             log.warning("turn abandoned at shutdown")
             if on_abandon is not None:

@@ -37,7 +37,6 @@ from bot.teams.state import StateStore
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links, not in the body
 LOOPBACK_REMOTES = ("127.0.0.1", "::1")  # the operator on the machine sees /readyz's details
-SHUTDOWN_GRACE_S = 20.0
 BOT_KEY = web.AppKey("bot", SentinelBot)
 RUNNER_KEY = web.AppKey("runner", TurnRunner)
 
@@ -82,7 +81,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
                graph_token: TokenSource | None = None) -> web.Application:
     """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
     and secret by the client credentials grant)."""
-    runner = runner or TurnRunner()
+    runner = runner or TurnRunner(deadline_s=settings.turn_deadline_seconds)
     closer = getattr(storage, "close", None)
     if closer is not None:
         runner.add_cleanup(closer)  # its clients live on the runner's loop
@@ -151,9 +150,10 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             return web.Response(status=200)
         addressed = bot.addressed_to_bot(activity)
         first = _typing_first(activity, auth, bot) if addressed else None
-        abandoned = _abandoned_notice(activity, auth) if addressed else None
+        abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
+        late = notice(activity, auth, deadline_text(settings.turn_deadline_seconds)) if addressed else None
         if not runner.submit(place, lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
-                             on_abandon=abandoned):
+                             on_abandon=abandoned, on_timeout=late):
             return _problem(503, "The bot is restarting or overloaded; Teams will retry.")
         return web.Response(status=201)
 
@@ -192,9 +192,9 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         runner.start()
 
     async def drain(_: web.Application) -> None:
-        cancelled = await runner.stop(SHUTDOWN_GRACE_S)
-        log.info("shutdown: running turns finished%s",
-                 f"; {cancelled} abandoned after {SHUTDOWN_GRACE_S:.0f} s" if cancelled else "")
+        grace = settings.shutdown_grace_seconds
+        cancelled = await runner.stop(grace)
+        log.info("shutdown: running turns finished%s", f"; {cancelled} abandoned after {grace} s" if cancelled else "")
 
     app.router.add_post("/api/messages", messages)
     app.router.add_get("/healthz", healthz)
@@ -254,12 +254,19 @@ ABANDONED_TEXT = ("I was restarted before I could finish answering this, so noth
                   "Please send it again.")
 
 
-def _abandoned_notice(activity: Activity, auth: Any) -> Callable[[], Awaitable[None]]:
-    """Sent when shutdown cuts this turn short: the user learns to resend instead of waiting for nothing."""
+def deadline_text(deadline_s: int) -> str:
+    return (f"I stopped working on this after {deadline_s} s, the longest one answer may take, so nothing more will "
+            "come for it. Ask again, perhaps for a shorter time range or fewer results; your other messages are "
+            "answered as usual.")
+
+
+def notice(activity: Activity, auth: Any, text: str) -> Callable[[], Awaitable[None]]:
+    """A one-line message to the activity's sender when its turn is cut short (shutdown, deadline, given up), so
+    the user learns to resend instead of waiting for nothing."""
 
     async def send() -> None:
         connector = await auth.connector_factory.create(activity.service_url, auth.audience)
-        notice = Activity(type="message", text=ABANDONED_TEXT, from_property=activity.recipient,
+        notice = Activity(type="message", text=text, from_property=activity.recipient,
                           recipient=activity.from_property, conversation=activity.conversation,
                           channel_id=activity.channel_id, service_url=activity.service_url,
                           reply_to_id=activity.id)
