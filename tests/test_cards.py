@@ -540,9 +540,29 @@ def test_daily_trend_keeps_daily_points_and_fills_gaps() -> None:
     card = cards.alert_trend(gap)
     assert_valid(card)
     chart, = charts(card)
-    assert [v["x"] for v in chart["data"][0]["values"]][:3] == ["Wed 21 Oct", "Thu 22 Oct", "Fri 23 Oct"]
+    assert [v["x"] for v in chart["data"][0]["values"]][:3] == ["21", "22", "23"]  # short: axis labels are cut
     assert chart["data"][0]["values"][2]["y"] == 0
     assert len(table_rows(chart["fallback"])) == 7
+
+
+def test_partial_first_and_last_days_are_marked_and_never_the_peak() -> None:
+    start = datetime(2026, 11, 13, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)  # the window began at 15:30 on the 13th
+    counts = [90, 10, 12, 11, 14, 13, 9, 95]  # the partial ends are the biggest
+    bins = tuple(TrendBin(start + timedelta(days=i), "High", n) for i, n in enumerate(counts))
+    result = QueryResult(bins, meta("get_alert_trend", len(bins), time_window="last_7d", min_severity="Informational",
+                                    bin_size="1d"))
+    card = cards.alert_trend(result, now)
+    assert_valid(card)
+    chart, = charts(card)
+    labels = [v["x"] for v in chart["data"][0]["values"]]
+    assert labels[0] == "13*" and labels[-1] == "20*" and labels[1:-1] == [str(d) for d in range(14, 20)]
+    assert "partly outside the window" in chart["xAxisTitle"] and "13 Nov–20 Nov" in chart["xAxisTitle"]
+    summary = next(t for t in texts(card) if t.startswith("254 alerts"))
+    assert "Peak: 14 in the day Tue 17 Nov UTC." in summary and "partial" in summary
+    rows = table_rows(chart["fallback"])
+    assert cell_text(rows[0][0]).endswith("(partial)") and cell_text(rows[-1][0]).endswith("(partial)")
+    assert cards.alert_trend(QueryResult(bins[:1], result.metadata), now) is not None  # one partial bin: still a peak
 
 
 def test_hourly_day_groups_into_readable_rows() -> None:

@@ -33,7 +33,7 @@ def alerts_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bo
 
 
 def trend_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
-    return alert_trend(result)
+    return alert_trend(result, now)
 
 
 def entities_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:

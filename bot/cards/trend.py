@@ -19,6 +19,7 @@ from bot.cards.common import (
     as_utc,
     card,
     cell,
+    count_label,
     header,
     nothing_matched,
     scope_label,
@@ -28,6 +29,7 @@ from bot.cards.common import (
     warnings,
 )
 from bot.sentinel.models import QueryResult, TrendBin
+from bot.sentinel.params import InvalidParameter, parse_time_window
 
 MAX_CHART_POINTS = 48
 MAX_TABLE_ROWS = 14
@@ -40,7 +42,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Buckets = dict[datetime, dict[str, int]]  # bucket start -> severity -> alerts
 
 
-def alert_trend(result: QueryResult) -> Element:
+def alert_trend(result: QueryResult, now: datetime | None = None) -> Element:
+    """``now``: when the query ran; buckets the time window only partly covers are marked "*" and are never
+    the peak (today so far is not a quiet day, nor the first hours of a window a busy one)."""
     meta = result.metadata
     bins = [b for b in result.records if isinstance(b, TrendBin)]
     if not bins:
@@ -48,29 +52,62 @@ def alert_trend(result: QueryResult) -> Element:
     base = _HOUR if meta.parameters.get("bin_size") == "1h" else _DAY if meta.parameters.get("bin_size") == "1d" \
         else _infer_step(bins)
     severities = _severities(bins)
+    window = _window(meta.parameters.get("time_window"), now)
     chart_step = _step(bins, base, MAX_CHART_POINTS)
     chart_buckets = _buckets(bins, chart_step)
     chart = {
         "type": "Chart.Line",
         "title": f"Alerts per {_step_name(chart_step)} (UTC)",
-        "xAxisTitle": "Time (UTC)",
+        "xAxisTitle": _axis_title(chart_buckets, chart_step),
         "yAxisTitle": "Alerts",
         "data": [
             {"legend": severity_label(s), "color": CHART_COLOR.get(s, "neutral"),
-             "values": [{"x": _label(start, chart_step), "y": counts.get(s, 0)}
+             "values": [{"x": _short_label(start, chart_step, window), "y": counts.get(s, 0)}
                         for start, counts in chart_buckets.items()]}
             for s in severities
         ],
-        "fallback": _fallback(bins, base, severities),
+        "fallback": _fallback(bins, base, severities, window),
     }
     body = header(f"Alert trend ({scope_label(meta.parameters)})", demo=meta.is_demo)
-    return card([*body, text(_summary(bins, base, severities), size="small"), *warnings(meta.warnings), chart])
+    return card([*body, text(_summary(bins, base, severities, window), size="small"),
+                 *warnings(meta.warnings), chart])
 
 
-def _fallback(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str]) -> Element:
+Window = tuple[datetime, datetime] | None  # (start, end) of the query's time window, when known
+
+
+def _window(time_window: object, now: datetime | None) -> Window:
+    if now is None:
+        return None
+    try:
+        duration = parse_time_window(time_window).duration
+    except InvalidParameter:
+        return None
+    return as_utc(now) - duration, as_utc(now)
+
+
+def _partial(start: datetime, step: timedelta, window: Window) -> bool:
+    return window is not None and (start < window[0] or start + step > window[1])
+
+
+def _short_label(start: datetime, step: timedelta, window: Window) -> str:
+    """Chart axis labels are cut after a few characters: the day of the month, or the hour; "*" when partial."""
+    label = f"{start:%d}" if step >= _DAY else f"{start:%H}h" if step == _HOUR else f"{start:%d} {start:%H}h"
+    return label + ("*" if _partial(start, step, window) else "")
+
+
+def _axis_title(buckets: Buckets, step: timedelta) -> str:
+    first, last = min(buckets), max(buckets)
+    span = f"{first:%d %b}" if first.date() == last.date() else f"{first:%d %b}–{last:%d %b}"
+    unit = "Day" if step >= _DAY else "Hour"
+    return f"{unit} (UTC), {span}; * partly outside the window"
+
+
+def _fallback(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str], window: Window) -> Element:
     step = _step(bins, base, MAX_TABLE_ROWS)
     rows = [
-        [cell(text(_label(start, step), size="small")), cell(text(str(sum(counts.values())), weight="bolder")),
+        [cell(text(_label(start, step) + (" (partial)" if _partial(start, step, window) else ""), size="small")),
+         cell(text(str(sum(counts.values())), weight="bolder")),
          *(cell(text(str(counts.get(s, 0)))) for s in severities)]
         for start, counts in _buckets(bins, step).items()
     ]
@@ -81,7 +118,7 @@ def _fallback(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[st
     ]}
 
 
-def _summary(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str]) -> str:
+def _summary(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str], window: Window) -> str:
     per_severity: dict[str, int] = defaultdict(int)
     per_bin: dict[datetime, int] = defaultdict(int)
     for b in bins:
@@ -89,9 +126,11 @@ def _summary(bins: Sequence[TrendBin], base: timedelta, severities: Sequence[str
         per_bin[as_utc(b.start)] += b.count
     total = sum(per_severity.values())
     parts = " · ".join(f"{severity_label(s)} {per_severity[s]}" for s in severities)
-    peak_start, peak = max(per_bin.items(), key=lambda item: (item[1], item[0]))
+    whole = {start: n for start, n in per_bin.items() if not _partial(start, base, window)} or per_bin
+    peak_start, peak = max(whole.items(), key=lambda item: (item[1], item[0]))
     span = f"the hour from {peak_start:%d %b %H:%M}" if base < _DAY else f"the day {peak_start:%a %d %b}"
-    return f"{total} alerts: {parts}. Peak: {peak} in {span} UTC."
+    partial = " The first and last periods are partial." if len(whole) < len(per_bin) else ""
+    return f"{count_label(total, 'alert')}: {parts}. Peak: {peak} in {span} UTC.{partial}"
 
 
 def _severities(bins: Sequence[TrendBin]) -> list[str]:
