@@ -614,7 +614,8 @@ def test_footer_with_everything() -> None:
     assert joined[0].startswith("Demo workspace: generated sample data")
     assert "AI-generated analysis: verify it against the source data before you act on it." in joined
     notice = next(node for node in walk(card) if node.get("text", "").startswith("Unverified"))
-    assert notice["color"] == "warning"
+    box = next(node for node in walk(card) if node.get("style") == "warning" and notice in node.get("items", []))
+    assert "color" not in notice and box["type"] == "Container", "default text on the warning background: readable"
     hidden = [node for node in walk(card) if node.get("isVisible") is False]
     assert [node["id"] for node in hidden] == [f"kql-{i}" for i in range(1, 6)]
     toggle = next(node for node in walk(card) if node.get("type") == "Action.ToggleVisibility")

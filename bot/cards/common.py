@@ -156,7 +156,10 @@ def header(title: str, *, demo: bool, subtitle: str | None = None) -> list[Eleme
 
 
 def warnings(lines: Sequence[str], limit: int = 3) -> list[Element]:
-    return [text(f"Note: {plain(line, 200)}", color="warning", size="small") for line in lines[:limit]]
+    if not lines:
+        return []
+    return [{"type": "Container", "style": "warning", "items": [
+        text(f"Note: {plain(line, 200)}", size="small") for line in lines[:limit]]}]
 
 
 def window_label(value: object) -> str:

@@ -45,7 +45,9 @@ def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices
     body: list[Element] = []
     if demo:
         body.append({"type": "Container", "style": "warning", "items": [text(DEMO_NOTICE, weight="bolder")]})
-    body += [text(plain(notice, 300), color="warning", size="small") for notice in notices[:MAX_NOTICES]]
+    if notices:  # on the warning background in the default text colour: yellow text on white is hard to read
+        body.append({"type": "Container", "style": "warning", "items": [
+            text(plain(notice, 300), size="small") for notice in notices[:MAX_NOTICES]]})
     if len(notices) > MAX_NOTICES:
         body.append(subtle(f"{len(notices) - MAX_NOTICES} more notices not shown."))
     if disclaimer:
