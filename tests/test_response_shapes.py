@@ -100,6 +100,7 @@ async def test_rows_that_are_all_unreadable_are_an_error(fake_logs) -> None:
     rows = [wire_row(IncidentNumber=None), wire_row(IncidentNumber="")]
     result = await ask(fake_logs, 200, one_table(INCIDENT_COLUMNS, rows))
     assert isinstance(result, QueryError) and "returned 2 row(s) but none" in result.message
+    assert result.query_id and result.query_id in result.message
 
 
 async def test_rows_without_any_identifying_column_are_counted_and_skipped(fake_logs) -> None:

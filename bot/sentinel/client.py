@@ -44,6 +44,7 @@ class RawTable:
     warnings: tuple[str, ...] = field(default=())
     skipped: int = 0  # rows the backend could not use (none of the query's identifying columns)
     service_truncated: bool = False  # the service cut the result at one of its limits
+    query_id: str = ""  # the request id the service saw, for logs and support
 
 
 class SentinelBackend(Protocol):
@@ -161,12 +162,13 @@ class SentinelClient:
         records, skipped = rows.decode_rows(raw.rows, _DECODERS[tool])
         skipped += raw.skipped
         if skipped and not records:  # rows came back and none could be read: that is not "nothing matched"
-            log.warning("query %s: all %d result rows unreadable", tool, skipped)
+            log.warning("query %s (query id %s): all %d result rows unreadable", tool, raw.query_id, skipped)
             return QueryError(
                 "unreadable_response",
                 f"Log Analytics returned {skipped} row(s) but none had the data the bot needs, so the bot cannot tell "
-                "what matched: this is not an empty result. Try again; if it keeps happening, report it.",
-                retry_possible=True, tool=tool, kql=text,
+                "what matched: this is not an empty result. Try again; if it keeps happening, report query id "
+                f"{raw.query_id or 'unknown'}.",
+                retry_possible=True, tool=tool, kql=text, query_id=raw.query_id,
             )
         warnings = list(raw.warnings)
         if skipped:

@@ -201,9 +201,9 @@ def _to_raw_table(response: LogsQueryResult | LogsQueryPartialResult, query: Que
                 f"window or raise the minimum severity, then ask again.",
                 retry_possible=True, detail=_service_text(detail.text), query_id=query_id,
             )
-        return _raw(read, (detail.warning(len(read.rows)),), service_truncated=detail.service_limit)
+        return _raw(read, (detail.warning(len(read.rows)),), query_id, service_truncated=detail.service_limit)
     read = _read(response.tables, query, query_id)
-    return read if isinstance(read, QueryError) else _raw(read, ())
+    return read if isinstance(read, QueryError) else _raw(read, (), query_id)
 
 
 def _read(tables: Any, query: Query, query_id: str) -> TableRead | QueryError:
@@ -213,10 +213,11 @@ def _read(tables: Any, query: Query, query_id: str) -> TableRead | QueryError:
         return _unreadable_error(query, query_id, 200, str(problem))
 
 
-def _raw(read: TableRead, warnings: tuple[str, ...], *, service_truncated: bool = False) -> RawTable:
+def _raw(read: TableRead, warnings: tuple[str, ...], query_id: str, *, service_truncated: bool = False) -> RawTable:
     if read.missing and read.rows:
         warnings += (f"The result had no {', '.join(read.missing)} column; those fields are blank.",)
-    return RawTable(rows=read.rows, warnings=warnings, skipped=read.skipped, service_truncated=service_truncated)
+    return RawTable(rows=read.rows, warnings=warnings, skipped=read.skipped, service_truncated=service_truncated,
+                    query_id=query_id)
 
 
 def _unreadable_error(query: Query, query_id: str, status: int | None, reason: str) -> QueryError:
