@@ -11,9 +11,10 @@ import itertools
 import subprocess
 import sys
 
+import pytest
 
 from bot.sentinel import kql
-from bot.sentinel.params import BinSize, IncidentRef, Severity, TimeWindow
+from bot.sentinel.params import BinSize, IncidentRef, InvalidParameter, Severity, TimeWindow
 from bot.sentinel.queries import (
     COLUMNS,
     MAX_TREND_BINS,
@@ -121,3 +122,71 @@ def test_cli_rejects_bad_arguments_with_a_clear_message() -> None:
     assert done.returncode == 2
     assert "time_window" in done.stderr and "last_24h" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+# Every filter alone, then combined, on both lists (issue 12).
+_FILTERS: dict[str, list] = {
+    "status": ["open", "New", "Active", "Closed"],
+    "owner": ["alice@contoso.com", "Alice Ng", "unassigned"],
+    "severity": ["High", "High,Low", ["Medium", "Informational"]],
+    "search": ["qakbot", "sign-in from"],
+    "from": ["2026-11-20", "2026-11-20T09:00:00+01:00"],
+    "to": ["2026-11-21", "2026-11-21T18:30:00Z"],
+    "sort": ["severity", "newest", "most_alerts"],
+}
+_ALERT_STATUS = {"Active": "InProgress", "Closed": "Resolved"}
+
+
+def _filter_variants() -> list:
+    combined = {name: values[-1] for name, values in _FILTERS.items()}
+    variants = [{name: value} for name, values in _FILTERS.items() for value in values]
+    variants += [combined, combined | {"time_window": "last_30d", "min_severity": "Low", "limit": 100},
+                 {k: v for k, v in combined.items() if k != "from"}]
+    queries = []
+    for arguments in variants:
+        queries.append(make_query("query_incidents", arguments))
+        alert_arguments = {k: _ALERT_STATUS.get(v, v) if k == "status" else v for k, v in arguments.items()
+                           if k != "owner" and not (k == "sort" and v == "most_alerts")}
+        queries.append(make_query("query_alerts", alert_arguments))
+    return queries
+
+
+def test_every_filter_alone_and_combined_parses_with_the_contract_columns() -> None:
+    queries = _filter_variants()
+    results = kusto.check([kql.build(q) for q in queries])
+    for query, result in zip(queries, results):
+        assert result["ok"], (query.parameters(), result["errors"][:2])
+        columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
+        assert columns == RESULT_TYPES[query.tool], query.parameters()
+
+
+@pytest.mark.parametrize(("tool", "name", "benign"), [
+    ("query_incidents", "owner", "alice"), ("query_incidents", "search", "phishing"),
+    ("query_alerts", "search", "phishing"),
+])
+def test_hostile_filter_values_are_refused_or_stay_one_string_literal(tool: str, name: str, benign: str) -> None:
+    kept, refused = [], 0
+    for value in HOSTILE_REFS + ["аlice", "ａｌｉｃｅ", "x\" or 1==1 or \"", "unassigned\n| where 1==1"]:
+        try:
+            kept.append((value, make_query(tool, {name: value})))
+        except InvalidParameter as refusal:
+            assert refusal.name == name and "characters long" in str(refusal), (value[:40], refusal)
+            refused += 1
+    assert refused == 1 and len(kept) > 40  # only the 10 KB string is refused
+    results = kusto.check([kql.build(make_query(tool, {name: benign}))] + [kql.build(q) for _, q in kept])
+    base = [lit["value"] for lit in results[0]["string_literals"]]
+    position = base.index(benign)
+    for (value, query), result in zip(kept, results[1:]):
+        assert result["ok"], (value[:40], result["errors"][:2])
+        literals = [lit["value"] for lit in result["string_literals"]]
+        wanted = query.filters.owner.person if name == "owner" else query.filters.search
+        assert wanted is not None and literals[position] == _expected_value(wanted), value[:40]
+        assert literals[:position] + literals[position + 1:] == base[:position] + base[position + 1:], value[:40]
+        assert [c["name"] for c in result["result_columns"]] == list(COLUMNS[tool])
+
+
+@pytest.mark.parametrize("name", ["from", "to"])
+def test_hostile_dates_are_refused(name: str) -> None:
+    for value in HOSTILE_REFS + ["2026-11-20\n| where 1==1", "2026-11-20T09:00:00Z) | take 1 //", "Monday 9:00"]:
+        with pytest.raises(InvalidParameter, match=name):
+            make_query("query_incidents", {name: value})

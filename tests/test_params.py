@@ -68,7 +68,9 @@ def test_severity_threshold_includes_more_severe() -> None:
 
 def test_unknown_parameters_are_named() -> None:
     with pytest.raises(InvalidParameter, match="its parameters are: time_window, min_severity, limit"):
-        make_query("query_incidents", {"severity": "High"})
+        make_query("get_top_entities", {"severity": "High"})
+    with pytest.raises(InvalidParameter, match="query_alerts has no parameter 'owner'"):
+        make_query("query_alerts", {"owner": "alice"})
     with pytest.raises(InvalidParameter, match="required"):
         make_query("get_incident_detail", {})
     with pytest.raises(InvalidParameter, match="not one of"):

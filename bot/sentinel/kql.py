@@ -16,9 +16,10 @@ Values reach the text only as validated enums and ints, or through ``string_lite
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import cache, singledispatch
 
-from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, SortOrder, TimeWindow
 from bot.sentinel.queries import (
     ENTITY_VALUE_RULES,
     MAX_ALERT_ENTITY_LABELS,
@@ -64,7 +65,11 @@ def _unwritable(ch: str) -> bool:
 
 def severity_list(min_severity: Severity) -> str:
     """``("High", "Medium")`` for Medium: the severities at or above the minimum."""
-    return "(" + ", ".join(string_literal(s.value) for s in min_severity.at_least()) + ")"
+    return _in(min_severity.at_least())
+
+
+def _in(severities: tuple[Severity, ...]) -> str:
+    return "(" + ", ".join(string_literal(s.value) for s in severities) + ")"
 
 
 def _ago(window: TimeWindow) -> str:
@@ -115,23 +120,85 @@ def build(query: Query) -> str:
 
 @build.register
 def _incidents(query: IncidentsQuery) -> str:
-    ago = _ago(query.window)
-    return f"""// query_incidents: incidents created in the {query.window.label}, latest state of each
-let matched = materialize(SecurityIncident
-    | where TimeGenerated > {ago}
-    | where CreatedTime > {ago}
-    | summarize arg_max(TimeGenerated, Title, Severity, Status, Owner, CreatedTime, LastModifiedTime,
+    f = query.filters
+    since, created = _bounds(query, "TimeGenerated", upper=False), _bounds(query, "CreatedTime")
+    description = " Description," if f.search else ""
+    return f"""// query_incidents: incidents created {_scope(query)}, latest state of each
+{_declarations(query)}let matched = materialize(SecurityIncident
+    | where {since}
+    | where {created}
+    | summarize arg_max(TimeGenerated, Title,{description} Severity, Status, Owner, CreatedTime, LastModifiedTime,
         AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber
-    | where Severity in {severity_list(query.min_severity)});
+    | where Severity in {_in(query.severities)}{_filters(query, "Title")});
 matched
-| extend SeverityRank = {_SEVERITY_RANK}
-| sort by SeverityRank asc, CreatedTime desc, IncidentNumber desc
+| extend SeverityRank = {_SEVERITY_RANK}, AlertCount = {_ALERT_COUNT}
+| sort by {_INCIDENT_ORDER[f.sort]}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
 | project IncidentNumber, Title, Severity, Status, Owner = {_OWNER},
-    CreatedTime, LastModifiedTime, AlertCount = {_ALERT_COUNT},
+    CreatedTime, LastModifiedTime, AlertCount,
     Tactics = AdditionalData.tactics, Products = AdditionalData.alertProductNames,
     IncidentUrl, Classification, TotalMatched"""
+
+
+_INCIDENT_ORDER = {
+    SortOrder.SEVERITY: "SeverityRank asc, CreatedTime desc, IncidentNumber desc",
+    SortOrder.NEWEST: "CreatedTime desc, IncidentNumber desc",
+    SortOrder.MOST_ALERTS: "AlertCount desc, SeverityRank asc, CreatedTime desc, IncidentNumber desc",
+}
+_ALERT_ORDER = {
+    SortOrder.SEVERITY: "SeverityRank asc, TimeGenerated desc, SystemAlertId asc",
+    SortOrder.NEWEST: "TimeGenerated desc, SystemAlertId asc",
+}
+# The owner's fields a person filter compares with (case-insensitively), the sign-in name's part before "@" too.
+_OWNER_FIELDS = ("tostring(Owner.objectId)", "tostring(Owner.userPrincipalName)", "tostring(Owner.email)",
+                 "tostring(Owner.assignedTo)", 'tostring(split(tostring(Owner.userPrincipalName), "@")[0])')
+
+
+def _declarations(query: IncidentsQuery | AlertsQuery) -> str:
+    """The analyst's free text, each value declared once as one escaped literal and used by name below."""
+    f = query.filters
+    values = (("owner_wanted", f.owner.person if f.owner else None), ("search_text", f.search))
+    return "".join(f"let {name} = {string_literal(value)};\n" for name, value in values if value is not None)
+
+
+def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
+    """The status, owner and keyword filters on the latest state (after arg_max), one ``| where`` each."""
+    f = query.filters
+    parts = []
+    if f.status:
+        parts.append(f"Status in ({', '.join(string_literal(s) for s in f.status.statuses)})")
+    if f.owner and f.owner.person is None:
+        parts.append(f"isempty(tostring(Owner.objectId)) and isempty({_OWNER})")
+    elif f.owner:
+        parts.append("(" + "\n        or ".join(f"{field} =~ owner_wanted" for field in _OWNER_FIELDS) + ")")
+    if f.search:
+        parts.append(f"({title} contains search_text or Description contains search_text)")
+    return "".join(f"\n    | where {part}" for part in parts)
+
+
+def _moment(moment: datetime) -> str:
+    """A validated datetime as a KQL datetime literal (never user text)."""
+    return f"datetime({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')})"
+
+
+def _bounds(query: IncidentsQuery | AlertsQuery, column: str, *, upper: bool = True) -> str:
+    """``column`` inside the query's range: the window ending now, or from/to (a missing "from" is the window's
+    length before "to")."""
+    f = query.filters
+    if not f.ranged:
+        return f"{column} > {_ago(query.window)}"
+    end = _moment(f.end) if f.end else None
+    start = _moment(f.start) if f.start else f"{end} - {query.window.kql_timespan}"
+    return f"{column} >= {start}" + (f" and {column} < {end}" if upper and end else "")
+
+
+def _scope(query: IncidentsQuery | AlertsQuery) -> str:
+    f = query.filters
+    if not f.ranged:
+        return f"in the {query.window.label}"
+    return " ".join(p for p in (f"from {f.start:%Y-%m-%d %H:%M}" if f.start else "",
+                                f"until {f.end:%Y-%m-%d %H:%M}" if f.end else "") if p) + " UTC"
 
 
 @build.register
@@ -187,16 +254,17 @@ incident
 
 @build.register
 def _alerts(query: AlertsQuery) -> str:
-    ago = _ago(query.window)
-    return f"""// query_alerts: alerts in the {query.window.label}, latest state of each
-let matched = materialize(SecurityAlert
-    | where TimeGenerated > {ago}
-    | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName, Tactics,
-        Entities) by SystemAlertId
-    | where AlertSeverity in {severity_list(query.min_severity)});
+    f = query.filters
+    description = " Description," if f.search else ""
+    return f"""// query_alerts: alerts {_scope(query)}, latest state of each
+{_declarations(query)}let matched = materialize(SecurityAlert
+    | where {_bounds(query, "TimeGenerated")}
+    | summarize arg_max(TimeGenerated, AlertName,{description} AlertSeverity, Status, ProductName, ProviderName,
+        Tactics, Entities) by SystemAlertId
+    | where AlertSeverity in {_in(query.severities)}{_filters(query, "AlertName")});
 matched
 | extend SeverityRank = {_SEVERITY_RANK.replace("Severity", "AlertSeverity")}
-| sort by SeverityRank asc, TimeGenerated desc, SystemAlertId asc
+| sort by {_ALERT_ORDER[f.sort]}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
 | mv-apply Entity = parse_json(Entities) on (

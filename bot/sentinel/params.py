@@ -12,7 +12,8 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 
 class InvalidParameter(ValueError):
@@ -195,3 +196,179 @@ def _shown(value: object) -> str:
     """A short, safe rendering of a rejected value for an error message."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- Filters (issue 12): what analysts narrow a list by. ---
+
+MAX_SEARCH_LENGTH = 200  # a keyword or phrase, not a document
+MAX_OWNER_LENGTH = 256  # a UPN is at most 113 characters; a display name rarely over 100
+# Words for "nobody owns it" and for the asking analyst ("me" is resolved by the tools before a query is built).
+UNASSIGNED_WORDS = frozenset({"unassigned", "none", "nobody", "no one", "noone"})
+SELF_WORDS = frozenset({"me", "myself", "self", "i", "mine"})
+INCIDENT_STATUSES = ("New", "Active", "Closed")
+ALERT_STATUSES = ("New", "InProgress", "Resolved", "Dismissed", "Unknown")
+# "open": not closed. Incidents New/Active; alerts New/InProgress (Resolved and Dismissed are done).
+_OPEN = {"incident": ("New", "Active"), "alert": ("New", "InProgress")}
+
+
+@dataclass(frozen=True)
+class StatusFilter:
+    """The statuses wanted, as the table spells them ("open" is New and Active for incidents)."""
+
+    label: str
+    statuses: tuple[str, ...]
+
+
+def parse_status(value: object, table: str = "incident") -> StatusFilter | None:
+    """None (any status) for no value or "any"/"all"; "open" = not closed; else one of the table's statuses."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "any", "all")):
+        return None
+    allowed = INCIDENT_STATUSES if table == "incident" else ALERT_STATUSES
+    if isinstance(value, str):
+        wanted = value.strip().lower().replace(" ", "").replace("_", "")
+        if wanted in ("open", "notclosed", "unresolved"):
+            return StatusFilter("open", _OPEN[table])
+        for status in allowed:
+            if status.lower() == wanted:
+                return StatusFilter(status, (status,))
+    raise InvalidParameter("status", f"{_shown(value)} is not one of: open, any, {', '.join(allowed)}")
+
+
+class SortOrder(enum.Enum):
+    SEVERITY = "severity"  # most severe first, then newest
+    NEWEST = "newest"
+    MOST_ALERTS = "most_alerts"  # incidents only
+
+
+_SORT_ALIASES = {"latest": "newest", "recent": "newest", "time": "newest", "alerts": "most_alerts",
+                 "most alerts": "most_alerts", "alert count": "most_alerts"}
+
+
+def parse_sort(value: object, table: str = "incident") -> SortOrder:
+    if isinstance(value, str):
+        value = _SORT_ALIASES.get(value.strip().lower(), value)
+    order: SortOrder = parse_enum(SortOrder, "sort", value, SortOrder.SEVERITY)  # type: ignore[assignment]
+    if order is SortOrder.MOST_ALERTS and table != "incident":
+        raise InvalidParameter("sort", "most_alerts sorts incidents; alerts sort by severity or newest")
+    return order
+
+
+def parse_severities(value: object) -> tuple[Severity, ...]:
+    """A set of severities ("High,Low", ["High", "Low"]), most severe first; () when none given (any)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or len(items) > len(Severity):
+        raise InvalidParameter("severity", f"{_shown(value)} is not a list of: {', '.join(s.value for s in Severity)}")
+    wanted = {parse_enum(Severity, "severity", item, Severity.INFORMATIONAL) for item in items
+              if not (isinstance(item, str) and not item.strip())}
+    return tuple(s for s in Severity if s in wanted)
+
+
+@dataclass(frozen=True)
+class OwnerFilter:
+    """Incidents nobody owns, or those of one person: their name, sign-in name (or its part before "@") or
+    object id, compared case-insensitively with each of the owner's fields."""
+
+    person: str | None = None  # None: unassigned
+
+    @property
+    def label(self) -> str:
+        return "unassigned" if self.person is None else self.person
+
+
+def parse_owner(value: object) -> OwnerFilter | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InvalidParameter("owner", f"{_shown(value)} is not a name, sign-in name, \"me\" or \"unassigned\"")
+    text = " ".join(value.split())
+    if text.lower() in UNASSIGNED_WORDS:
+        return OwnerFilter(None)
+    if text.lower() in SELF_WORDS:
+        # The tools replace "me" by the asking analyst before the query is built; here nobody is asking.
+        raise InvalidParameter("owner", "\"me\" needs a signed-in Teams user; give the person's name or sign-in name")
+    if len(text) > MAX_OWNER_LENGTH:
+        raise InvalidParameter("owner", f"is {len(text):,} characters long (at most {MAX_OWNER_LENGTH}): give a name "
+                                        "or sign-in name")
+    return OwnerFilter(text)
+
+
+def parse_search(value: object) -> str | None:
+    """A keyword or phrase to find in titles and descriptions (case-insensitive); None when empty."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidParameter("search", f"{_shown(value)} is not text")
+    text = value.strip()
+    if len(text) > MAX_SEARCH_LENGTH:
+        raise InvalidParameter("search", f"is {len(text):,} characters long (at most {MAX_SEARCH_LENGTH}): use a "
+                                         "keyword or a short phrase")
+    return text or None
+
+
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_moment(value: object, name: str) -> datetime | None:
+    """An ISO 8601 date or date-time (UTC unless it says otherwise); a date alone means its midnight,
+    or, for ``to``, the midnight after it (so "to 2026-11-23" includes that day)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = value.strip() if isinstance(value, str) else ""
+    try:
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "zZ" and text else text)
+    except ValueError:
+        raise InvalidParameter(name, f"{_shown(value)} is not an ISO 8601 date or time, e.g. 2026-11-23 or "
+                                     "2026-11-23T09:00:00Z") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if name == "to" and _DATE_ONLY.match(text):
+        moment += timedelta(days=1)
+    if not datetime(2000, 1, 1, tzinfo=UTC) <= moment <= datetime(2100, 1, 1, tzinfo=UTC):
+        raise InvalidParameter(name, f"{_shown(value)} is out of range")
+    return moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a list is narrowed by, besides its window, minimum severity and limit. All optional."""
+
+    severities: tuple[Severity, ...] = ()  # any of these (and at or above the minimum)
+    status: StatusFilter | None = None
+    owner: OwnerFilter | None = None  # incidents only
+    search: str | None = None
+    start: datetime | None = None  # "from": replaces the window's start
+    end: datetime | None = None  # "to": exclusive
+    sort: SortOrder = SortOrder.SEVERITY
+
+    def __post_init__(self) -> None:
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise InvalidParameter("to", f"{self.end.isoformat()} is not after from ({self.start.isoformat()})")
+
+    @property
+    def ranged(self) -> bool:
+        return self.start is not None or self.end is not None
+
+    @property
+    def narrowing(self) -> bool:
+        """Anything beyond the window and severities: the backend cannot use its precounted totals."""
+        return bool(self.status or self.owner or self.search or self.ranged)
+
+    def parameters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.severities:
+            out["severity"] = [s.value for s in self.severities]
+        if self.status:
+            out["status"] = self.status.label
+        if self.owner:
+            out["owner"] = self.owner.label
+        if self.search:
+            out["search"] = self.search
+        if self.start:
+            out["from"] = self.start.isoformat().replace("+00:00", "Z")
+        if self.end:
+            out["to"] = self.end.isoformat().replace("+00:00", "Z")
+        if self.sort is not SortOrder.SEVERITY:
+            out["sort"] = self.sort.value
+        return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +22,7 @@ from bot.sentinel.params import (
     MAX_LIMIT,
     MAX_TREND_BINS,
     BinSize,
+    Filters,
     IncidentRef,
     InvalidParameter,
     Severity,
@@ -29,7 +30,13 @@ from bot.sentinel.params import (
     parse_bin_size,
     parse_incident_ref,
     parse_limit,
+    parse_moment,
+    parse_owner,
+    parse_search,
+    parse_severities,
     parse_severity,
+    parse_sort,
+    parse_status,
     parse_time_window,
 )
 
@@ -66,12 +73,41 @@ class _ListQuery(_WindowQuery):
         return super().parameters() | {"limit": self.limit}
 
 
-class IncidentsQuery(_ListQuery):
+@dataclass(frozen=True)
+class _FilteredQuery(_ListQuery):
+    filters: Filters = field(default_factory=Filters)
+
+    def __post_init__(self) -> None:
+        if not self.severities:
+            raise InvalidParameter("severity", f"none of {', '.join(s.value for s in self.filters.severities)} is "
+                                               f"at or above min_severity {self.min_severity.value}")
+
+    @property
+    def timespan(self) -> timedelta:
+        # From an absolute start the span is not known here ("now" is the backend's): the longest lookback.
+        return DETAIL_LOOKBACK if self.filters.ranged else self.window.duration
+
+    @property
+    def severities(self) -> tuple[Severity, ...]:
+        """The severities wanted: at or above the minimum, and in the set when one is given."""
+        floor = self.min_severity.at_least()
+        return tuple(s for s in floor if s in self.filters.severities) if self.filters.severities else floor
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | self.filters.parameters()
+
+
+class IncidentsQuery(_FilteredQuery):
     tool = "query_incidents"
 
 
-class AlertsQuery(_ListQuery):
+class AlertsQuery(_FilteredQuery):
     tool = "query_alerts"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.filters.owner is not None:
+            raise InvalidParameter("owner", "alerts have no owner; ask for incidents by owner")
 
 
 class TopEntitiesQuery(_ListQuery):
@@ -195,12 +231,25 @@ _PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "time_window": parse_time_window,
         "min_severity": parse_severity,
         "limit": lambda v: parse_limit(v, DEFAULT_LIMIT, MAX_LIMIT),
+        "severity": parse_severities,
+        "status": parse_status,
+        "owner": parse_owner,
+        "search": parse_search,
+        "from": lambda v: parse_moment(v, "from"),
+        "to": lambda v: parse_moment(v, "to"),
+        "sort": parse_sort,
     },
     IncidentDetailQuery.tool: {"incident_ref": parse_incident_ref},
     AlertsQuery.tool: {
         "time_window": parse_time_window,
         "min_severity": parse_severity,
         "limit": lambda v: parse_limit(v, DEFAULT_LIMIT, MAX_LIMIT),
+        "severity": parse_severities,
+        "status": lambda v: parse_status(v, "alert"),
+        "search": parse_search,
+        "from": lambda v: parse_moment(v, "from"),
+        "to": lambda v: parse_moment(v, "to"),
+        "sort": lambda v: parse_sort(v, "alert"),
     },
     AlertTrendQuery.tool: {
         "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
@@ -215,9 +264,11 @@ _PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
 }
 
 _CONSTRUCTORS: dict[str, Callable[..., Query]] = {
-    IncidentsQuery.tool: lambda time_window, min_severity, limit: IncidentsQuery(time_window, min_severity, limit),
+    IncidentsQuery.tool: lambda time_window, min_severity, limit, **filters: IncidentsQuery(
+        time_window, min_severity, limit, _filters(filters)),
     IncidentDetailQuery.tool: lambda incident_ref: IncidentDetailQuery(incident_ref),
-    AlertsQuery.tool: lambda time_window, min_severity, limit: AlertsQuery(time_window, min_severity, limit),
+    AlertsQuery.tool: lambda time_window, min_severity, limit, **filters: AlertsQuery(
+        time_window, min_severity, limit, _filters(filters)),
     AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(
         time_window, min_severity, bin_size
     ),
@@ -225,6 +276,12 @@ _CONSTRUCTORS: dict[str, Callable[..., Query]] = {
 }
 
 QUERY_NAMES: tuple[str, ...] = tuple(_PARAMETERS)
+
+
+def _filters(values: dict[str, Any]) -> Filters:
+    """Filters from parsed parameter values ("from"/"to" are Python keywords, hence the mapping)."""
+    renamed = {"severity": "severities", "from": "start", "to": "end"}
+    return Filters(**{renamed.get(name, name): value for name, value in values.items()})
 
 
 def parameter_names(tool: str) -> tuple[str, ...]:

@@ -39,7 +39,7 @@ from bot.sentinel.client import RawTable
 from bot.sentinel.demo import generator, store
 from bot.sentinel.demo.store import iso
 from bot.sentinel.models import QueryError
-from bot.sentinel.params import BinSize, Severity, TimeWindow
+from bot.sentinel.params import BinSize, Filters, Severity, SortOrder, TimeWindow
 from bot.sentinel.queries import (
     MAX_ALERT_ENTITY_LABELS,
     MAX_DESCRIPTION_CHARS,
@@ -240,6 +240,8 @@ class DemoBackend:
 
     @_run.register
     def _incidents(self, query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+        if query.filters != Filters():
+            return _filtered_incidents(query, conn, now)
         params = _window(query.window, now) | {"limit": query.limit}
         order = f"{_RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
         matched = f"FROM LatestIncident AS l WHERE {_CURRENT} AND l.CreatedTime > :start"
@@ -331,6 +333,8 @@ class DemoBackend:
 
     @_run.register
     def _alerts(self, query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+        if query.filters != Filters():
+            return _with_entity_labels(conn, _filtered_alerts(query, conn, now))
         params = _window(query.window, now, BinSize.HOUR) | {"limit": query.limit}
         order = f"{_RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
         firsts = " UNION ALL ".join(
@@ -352,19 +356,7 @@ class DemoBackend:
                 ORDER BY {order}""",
             params,
         )
-        labels: dict[int, list[str]] = {}
-        if rows:
-            ids = ", ".join(str(int(r["AlertRowId"])) for r in rows)
-            for entity in _fetch(
-                conn,
-                f"""SELECT DISTINCT AlertRowId, EntityType || ': ' || EntityValue AS Label FROM AlertEntity
-                    WHERE AlertRowId IN ({ids}) ORDER BY AlertRowId, Label""",
-                {},
-            ):
-                labels.setdefault(entity["AlertRowId"], []).append(entity["Label"])
-        for row in rows:
-            row["EntityLabels"] = labels.get(row.pop("AlertRowId"), [])[:MAX_ALERT_ENTITY_LABELS]
-        return rows
+        return _with_entity_labels(conn, rows)
 
     @_run.register
     def _alert_trend(self, query: AlertTrendQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
@@ -440,6 +432,116 @@ class DemoBackend:
                 LIMIT :limit""",
             params,
         )
+
+
+def _with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each alert row's "type: value" entity labels (as the KQL's mv-apply makes them), by its AlertRowId."""
+    labels: dict[int, list[str]] = {}
+    if rows:
+        ids = ", ".join(str(int(r["AlertRowId"])) for r in rows)
+        for entity in _fetch(
+            conn,
+            f"""SELECT DISTINCT AlertRowId, EntityType || ': ' || EntityValue AS Label FROM AlertEntity
+                WHERE AlertRowId IN ({ids}) ORDER BY AlertRowId, Label""",
+            {},
+        ):
+            labels.setdefault(entity["AlertRowId"], []).append(entity["Label"])
+    for row in rows:
+        row["EntityLabels"] = labels.get(row.pop("AlertRowId"), [])[:MAX_ALERT_ENTITY_LABELS]
+    return rows
+
+
+# Filtered lists (issue 12). The latest row per incident (alert) in the range, then the filters on its full row.
+_INCIDENT_SORT = {
+    SortOrder.SEVERITY: "{rank}, CreatedTime DESC, IncidentNumber DESC",
+    SortOrder.NEWEST: "CreatedTime DESC, IncidentNumber DESC",
+    SortOrder.MOST_ALERTS: "AlertCount DESC, {rank}, CreatedTime DESC, IncidentNumber DESC",
+}
+_ALERT_SORT = {
+    SortOrder.SEVERITY: "{rank}, TimeGenerated DESC, SystemAlertId",
+    SortOrder.NEWEST: "TimeGenerated DESC, SystemAlertId",
+}
+# An owner's fields as the KQL compares them (``kql._OWNER_FIELDS``), casefolded.
+_OWNER_FIELDS = tuple(f"casefold(json_extract(t.Owner, '$.{key}'))" for key in
+                      ("objectId", "userPrincipalName", "email", "assignedTo")) + (
+    "casefold(CASE WHEN instr(json_extract(t.Owner, '$.userPrincipalName'), '@') "
+    "THEN substr(json_extract(t.Owner, '$.userPrincipalName'), 1, "
+    "instr(json_extract(t.Owner, '$.userPrincipalName'), '@') - 1) "
+    "ELSE json_extract(t.Owner, '$.userPrincipalName') END)",)
+
+
+def _range(query: IncidentsQuery | AlertsQuery, now: datetime) -> tuple[dict[str, Any], str]:
+    """Bind values :start, :end, :now and the comparison with :start ('>' for a window, '>=' from a "from")."""
+    f = query.filters
+    if not f.ranged:
+        return {"start": iso(now - query.window.duration), "end": None, "now": iso(now)}, ">"
+    start = f.start or (f.end or now) - query.window.duration
+    return {"start": iso(start), "end": iso(f.end) if f.end else None, "now": iso(now)}, ">="
+
+
+def _conditions(query: IncidentsQuery | AlertsQuery, title: str, params: dict[str, Any]) -> str:
+    """SQL for the severity, status, owner and keyword filters on the full row ``t`` (values bound in ``params``)."""
+    f = query.filters
+    parts = [f"t.{'Severity' if title == 'Title' else 'AlertSeverity'} IN {_bound(params, 'sev', query.severities)}"]
+    if f.status:
+        parts.append(f"t.Status IN {_bound(params, 'status', f.status.statuses)}")
+    if f.owner and f.owner.person is None:
+        parts.append(f"COALESCE(json_extract(t.Owner, '$.objectId'), '') = '' AND {_OWNER} IS NULL")
+    elif f.owner:
+        params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
+        parts.append("(" + " OR ".join(f"{field} = :owner" for field in _OWNER_FIELDS) + ")")
+    if f.search:
+        params["search"] = f.search
+        parts.append(f"(contains_ci(t.{title}, :search) OR contains_ci(t.Description, :search))")
+    return " AND ".join(parts)
+
+
+def _bound(params: dict[str, Any], name: str, values: Any) -> str:
+    """``(:name0, :name1)`` with the values bound in ``params``."""
+    for i, value in enumerate(values):
+        params[f"{name}{i}"] = value.value if isinstance(value, Severity) else value
+    return "(" + ", ".join(f":{name}{i}" for i in range(len(values))) + ")"
+
+
+def _filtered_incidents(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    params, after = _range(query, now)
+    params["limit"] = query.limit
+    created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
+    order = _INCIDENT_SORT[query.filters.sort].format(rank=_RANK.format(column="Severity"))
+    sql = f"""
+        WITH matched AS MATERIALIZED (
+            SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime,
+                   t.LastModifiedTime, {_ALERT_COUNT} AS AlertCount,
+                   json_extract(AdditionalData, '$.tactics') AS Tactics,
+                   json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification
+            FROM LatestIncident AS l JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId
+            WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
+              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {_conditions(query, "Title", params)})
+        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
+    return _fetch(conn, sql, params)
+
+
+def _filtered_alerts(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    params, after = _range(query, now)
+    params["limit"] = query.limit
+    if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
+        latest = f"SELECT l.AlertRowId FROM LatestAlert AS l WHERE {_CURRENT.replace('> :start', after + ' :start')}"
+    else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
+        latest = f"""SELECT AlertRowId FROM (
+                SELECT rowid AS AlertRowId, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
+                       ORDER BY TimeGenerated DESC, rowid DESC) AS k
+                FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
+                     AND TimeGenerated <= :now) WHERE k = 1"""
+    order = _ALERT_SORT[query.filters.sort].format(rank=_RANK.format(column="AlertSeverity"))
+    sql = f"""
+        WITH latest AS MATERIALIZED ({latest}),
+        matched AS MATERIALIZED (
+            SELECT t.rowid AS AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
+                   COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics
+            FROM latest AS l JOIN SecurityAlert AS t ON t.rowid = l.AlertRowId
+            WHERE {_conditions(query, "AlertName", params)})
+        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
+    return _fetch(conn, sql, params)
 
 
 def _uncounted(severities: str) -> str:

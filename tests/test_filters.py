@@ -1,0 +1,204 @@
+"""The demo backend's filtered lists equal an independent evaluation in Python over the same generated rows.
+
+Each filter alone and combined (status, owner, severity set, keyword, from/to, sort), on incidents and
+alerts: the expected rows are computed here from ``generator.generate`` output (latest row per incident
+or alert in the range, then the filters, then the sort), never through the backend's SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.demo import generator
+from bot.sentinel.demo.backend import DemoBackend
+from bot.sentinel.demo.store import iso
+from bot.sentinel.models import QueryError, QueryResult
+from bot.sentinel.queries import make_query
+from tests.conftest import NOW, SEED
+
+RANK = {"High": 0, "Medium": 1, "Low": 2}
+
+
+@pytest.fixture(scope="module")
+def data() -> generator.DemoData:
+    return generator.generate(SEED, NOW)
+
+
+@pytest.fixture(scope="module")
+def client() -> SentinelClient:
+    return SentinelClient(DemoBackend(seed=SEED, clock=lambda: NOW))
+
+
+def _bounds(arguments: dict[str, Any]) -> tuple[str, str | None, bool]:
+    """(start, end or None, start inclusive) in storage form, from the validated query."""
+    query = make_query("query_incidents", {k: v for k, v in arguments.items() if k != "status"})
+    f = query.filters
+    if not f.ranged:
+        return iso(NOW - query.window.duration), None, False
+    start = f.start or (f.end or NOW) - query.window.duration
+    return iso(start), iso(f.end) if f.end else None, True
+
+
+def _latest(rows: list[dict], key: str, start: str, end: str | None, inclusive: bool) -> list[dict]:
+    """The latest row per key with TimeGenerated in the range and not after now (later rows win ties)."""
+    now = iso(NOW)
+    latest: dict[Any, dict] = {}
+    for row in rows:
+        t = row["TimeGenerated"]
+        if (t >= start if inclusive else t > start) and t <= now and (end is None or t < end):
+            if row[key] not in latest or t >= latest[row[key]]["TimeGenerated"]:
+                latest[row[key]] = row
+    return list(latest.values())
+
+
+def _owner_matches(owner_text: str | None, wanted: str) -> bool:
+    owner = json.loads(owner_text or "{}") or {}
+    fields = [owner.get(k) or "" for k in ("objectId", "userPrincipalName", "email", "assignedTo")]
+    fields.append((owner.get("userPrincipalName") or "").split("@")[0])
+    if wanted == "unassigned":
+        return not any(fields)
+    return any(f.casefold() == wanted.casefold() for f in fields if f)
+
+
+def _common(row: dict, arguments: dict[str, Any], severity: str, title: str, statuses: tuple[str, ...]) -> bool:
+    wanted = arguments.get("severity", ["High", "Medium", "Low", "Informational"])
+    wanted = set(wanted.split(",") if isinstance(wanted, str) else wanted)
+    if row[severity] not in wanted:
+        return False
+    if "status" in arguments and row["Status"] not in statuses:
+        return False
+    search = arguments.get("search")
+    return not search or any(search.casefold() in (row[c] or "").casefold() for c in (title, "Description"))
+
+
+def expected_incidents(data: generator.DemoData, arguments: dict[str, Any]) -> tuple[list[int], int]:
+    start, end, inclusive = _bounds(arguments)
+    statuses = {"open": ("New", "Active")}.get(arguments.get("status", ""), (arguments.get("status"),))
+    rows = []
+    for row in _latest(data.incident_rows, "IncidentNumber", start, None, inclusive):
+        created = row["CreatedTime"]
+        if not (created >= start if inclusive else created > start) or (end is not None and created >= end):
+            continue
+        if not _common(row, arguments, "Severity", "Title", statuses):  # type: ignore[arg-type]
+            continue
+        if "owner" in arguments and not _owner_matches(row["Owner"], arguments["owner"]):
+            continue
+        rows.append(row)
+
+    def alerts(row: dict) -> int:
+        extra = json.loads(row["AdditionalData"] or "{}")
+        return int(extra.get("alertsCount", len(json.loads(row["AlertIds"] or "[]"))))
+
+    newest = sorted(rows, key=lambda r: (r["CreatedTime"], r["IncidentNumber"]), reverse=True)
+    sort = arguments.get("sort", "severity")
+    if sort == "severity":
+        newest.sort(key=lambda r: RANK.get(r["Severity"], 3))
+    elif sort == "most_alerts":
+        newest.sort(key=lambda r: (-alerts(r), RANK.get(r["Severity"], 3)))
+    return [r["IncidentNumber"] for r in newest[: arguments.get("limit", 20)]], len(rows)
+
+
+def expected_alerts(data: generator.DemoData, arguments: dict[str, Any]) -> tuple[list[str], int]:
+    start, end, inclusive = _bounds(arguments)
+    statuses = {"open": ("New", "InProgress")}.get(arguments.get("status", ""), (arguments.get("status"),))
+    rows = [r for r in _latest(data.alert_rows, "SystemAlertId", start, end, inclusive)
+            if _common(r, arguments, "AlertSeverity", "AlertName", statuses)]  # type: ignore[arg-type]
+    ordered = sorted(rows, key=lambda r: r["SystemAlertId"])
+    ordered.sort(key=lambda r: r["TimeGenerated"], reverse=True)
+    if arguments.get("sort", "severity") == "severity":
+        ordered.sort(key=lambda r: RANK.get(r["AlertSeverity"], 3))
+    return [r["SystemAlertId"] for r in ordered[: arguments.get("limit", 20)]], len(rows)
+
+
+def _owners(data: generator.DemoData) -> list[str]:
+    """An owner's display name, upper-cased sign-in name and its part before "@", from the data."""
+    owner = next(json.loads(r["Owner"]) for r in data.incident_rows if json.loads(r["Owner"] or "{}").get("email"))
+    return [owner["assignedTo"], owner["userPrincipalName"].upper(), owner["userPrincipalName"].split("@")[0]]
+
+
+FROM = iso(NOW - timedelta(days=3, hours=5))[:16] + "Z"
+TO = (NOW - timedelta(days=1)).date().isoformat()
+INCIDENT_VARIANTS: list[dict[str, Any]] = [
+    {"time_window": "last_7d"},
+    {"time_window": "last_7d", "status": "open"},
+    {"time_window": "last_7d", "status": "Closed"},
+    {"time_window": "last_7d", "status": "New"},
+    {"time_window": "last_7d", "owner": "unassigned"},
+    {"time_window": "last_7d", "severity": ["High", "Low"]},
+    {"time_window": "last_30d", "search": "powershell"},
+    {"time_window": "last_30d", "search": "PHISH"},
+    {"from": FROM},
+    {"from": FROM, "to": TO},
+    {"to": TO, "time_window": "last_3d"},
+    {"time_window": "last_7d", "sort": "newest"},
+    {"time_window": "last_7d", "sort": "most_alerts", "limit": 50},
+    {"time_window": "last_30d", "status": "open", "owner": "unassigned", "severity": ["High", "Medium"],
+     "sort": "newest", "limit": 100},
+    {"from": FROM, "to": TO, "status": "Closed", "search": "sign", "sort": "most_alerts"},
+]
+ALERT_VARIANTS: list[dict[str, Any]] = [
+    {"time_window": "last_24h", "status": "open"},
+    {"time_window": "last_7d", "status": "Resolved"},
+    {"time_window": "last_7d", "severity": "High,Low"},
+    {"time_window": "last_7d", "search": "powershell"},
+    {"from": FROM},
+    {"from": FROM, "to": TO},
+    {"to": TO},
+    {"time_window": "last_7d", "sort": "newest"},
+    {"time_window": "last_30d", "status": "open", "severity": ["Medium"], "search": "sign", "sort": "newest",
+     "limit": 100},
+    {"from": FROM, "to": TO, "status": "Resolved", "search": "a", "limit": 100},
+]
+
+
+@pytest.mark.parametrize("arguments", INCIDENT_VARIANTS, ids=str)
+async def test_incident_filters_equal_a_python_evaluation(arguments, data, client) -> None:
+    await _compare_incidents(client, data, arguments)
+
+
+async def test_owner_filters_equal_a_python_evaluation(data, client) -> None:
+    for owner in _owners(data):
+        await _compare_incidents(client, data, {"time_window": "last_30d", "owner": owner, "limit": 100})
+        await _compare_incidents(client, data, {"time_window": "last_30d", "owner": owner, "status": "open"})
+
+
+async def _compare_incidents(client: SentinelClient, data: generator.DemoData, arguments: dict[str, Any]) -> None:
+    result = await client.run("query_incidents", arguments)
+    assert isinstance(result, QueryResult), result
+    numbers, total = expected_incidents(data, arguments)
+    assert [i.number for i in result.records] == numbers, arguments
+    assert result.metadata.total == max(total, len(numbers)), arguments
+    assert total > 0 or "Closed" in str(arguments), f"variant matches nothing, so it tests little: {arguments}"
+
+
+@pytest.mark.parametrize("arguments", ALERT_VARIANTS, ids=str)
+async def test_alert_filters_equal_a_python_evaluation(arguments, data, client) -> None:
+    result = await client.run("query_alerts", arguments)
+    assert isinstance(result, QueryResult), result
+    ids, total = expected_alerts(data, arguments)
+    assert [a.alert_id for a in result.records] == ids, arguments
+    assert result.metadata.total == total and total > 0, arguments
+
+
+@pytest.mark.parametrize(("tool", "arguments", "words"), [
+    ("query_incidents", {"from": "Monday 9:00"}, ["from", "ISO 8601"]),
+    ("query_incidents", {"from": "2026-11-20", "to": "2026-11-19"}, ["to", "not after"]),
+    ("query_incidents", {"status": "pending"}, ["status", "open", "Closed"]),
+    ("query_incidents", {"owner": "me"}, ["owner", "signed-in"]),
+    ("query_incidents", {"owner": "x" * 300}, ["owner", "256"]),
+    ("query_incidents", {"search": "y" * 201}, ["search", "200"]),
+    ("query_incidents", {"severity": "Low", "min_severity": "High"}, ["severity", "min_severity"]),
+    ("query_incidents", {"severity": "Critical"}, ["severity", "High"]),
+    ("query_alerts", {"owner": "alice"}, ["owner"]),
+    ("query_alerts", {"sort": "most_alerts"}, ["sort", "newest"]),
+    ("query_alerts", {"status": "Closed"}, ["status", "Resolved"]),
+])
+async def test_bad_filters_are_tool_errors_that_say_what_to_send(tool, arguments, words, client) -> None:
+    result = await client.run(tool, arguments)
+    assert isinstance(result, QueryError) and result.code == "invalid_argument", result
+    assert all(w in result.message for w in words), result.message
