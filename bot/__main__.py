@@ -1,4 +1,4 @@
-"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve | package --app-id GUID --domain HOST."""
+"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve | worker | package --app-id GUID --domain HOST."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="Sentinel assistant for Microsoft Teams")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="serve the Teams bot endpoint (POST /api/messages, /healthz, /readyz)")
+    commands.add_parser("worker", help="take queued turns (TURN_QUEUE=azure) without serving HTTP; run several")
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
@@ -51,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         from bot.app import serve
 
         _run(serve(settings))
+        return 0
+    if args.command == "worker":
+        from bot.app import work
+
+        _run(work(settings))
         return 0
     return 2
 

@@ -182,37 +182,114 @@ def managed_identity_graph_token(settings: Settings) -> Any:
     return token
 
 
+def _state_storage(settings: Settings, closers: list[Any]) -> Any:
+    """The conversation state store; Blob storage by account URL is reached as the bot's identity."""
+    from bot.teams.storage import create_storage
+
+    credential = None
+    if settings.state_store.kind == "blob" and not settings.state_blob_connection_string:
+        from azure.identity.aio import DefaultAzureCredential
+
+        credential = DefaultAzureCredential()
+        closers.append(credential.close)
+    return create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
+                          blob_connection_string=settings.state_blob_connection_string,
+                          blob_container=settings.state_blob_container,
+                          blob_account_url=settings.state_blob_account_url, credential=credential)
+
+
+def turn_queue_opener(settings: Settings) -> Any:
+    """TURN_QUEUE=azure: a function that opens the turn queue on the calling loop (with its own credential, or the
+    emulator's connection string); None otherwise."""
+    if settings.turn_queue != "azure":
+        return None
+    from bot.teams.queue import TurnQueue
+
+    def open_queue() -> TurnQueue:
+        credential = None
+        if not settings.state_blob_connection_string:
+            from azure.identity.aio import DefaultAzureCredential
+
+            credential = DefaultAzureCredential()
+        return TurnQueue.open(queue_name=settings.turn_queue_name, container=settings.turn_blob_container,
+                              queue_account_url=settings.turn_queue_account_url,
+                              blob_account_url=settings.state_blob_account_url, credential=credential,
+                              connection_string=settings.state_blob_connection_string)
+
+    return open_queue
+
+
+def _on_signals(callback: Any) -> None:
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, callback)
+
+
 async def serve(settings: Settings) -> None:
     """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
     import asyncio
-    import signal
 
     from aiohttp import web
 
     from bot.teams.runner import TurnRunner
     from bot.teams.server import create_app
-    from bot.teams.storage import create_storage
 
     configure_telemetry(settings)
     components = await build(settings)
-    storage = create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
-                             blob_connection_string=settings.state_blob_connection_string,
-                             blob_container=settings.state_blob_container)
     turns = TurnRunner(deadline_s=settings.turn_deadline_seconds)
+    closers: list[Any] = []
+    storage = _state_storage(settings, closers)
+    for closer in closers:
+        turns.add_cleanup(closer)
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
-                     runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings))
+                     runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings),
+                     turn_queue=turn_queue_opener(settings))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()
     where = "the demo workspace" if components.sentinel.is_demo else "Log Analytics"
-    log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s)",
+    log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",
              settings.host, settings.port, where, settings.state_store.kind,
-             settings.llm_provider or "none, commands only")
+             settings.llm_provider or "none, commands only",
+             "queued on Azure Storage" if settings.turn_queue == "azure" else "in this process")
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    _on_signals(stop.set)
     await stop.wait()
     log.info("shutting down")
     await runner.cleanup()
+
+
+async def work(settings: Settings) -> None:
+    """python -m bot worker: take queued turns (TURN_QUEUE=azure) until SIGINT/SIGTERM, without a web endpoint."""
+    from bot.teams.runner import TurnRunner
+    from bot.teams.server import create_surface
+
+    opener = turn_queue_opener(settings)
+    if opener is None:
+        raise SystemExit("python -m bot worker needs TURN_QUEUE=azure: without a queue, turns run in the web process")
+    configure_telemetry(settings)
+    components = await build(settings)
+    closers: list[Any] = []
+    storage = _state_storage(settings, closers)
+    runner = TurnRunner(deadline_s=settings.turn_deadline_seconds)  # never started: it only closes clients here
+    for closer in closers:
+        runner.add_cleanup(closer)
+    runner.add_cleanup(components.close)
+    surface = create_surface(settings, sentinel=components.sentinel, orchestrator=components.orchestrator,
+                             storage=storage, runner=runner, desk=components.desk,
+                             graph_token=managed_identity_graph_token(settings))
+    turns = opener()
+    try:
+        await turns.ensure()
+        worker = surface.worker(turns)
+        _on_signals(worker.stop)
+        log.info("Sentinel assistant worker taking turns from queue %s (%d at once)", settings.turn_queue_name,
+                 settings.turn_workers)
+        await worker.run(settings.shutdown_grace_seconds)
+    finally:
+        await turns.close()
+        await runner.stop(0)

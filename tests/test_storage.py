@@ -311,7 +311,7 @@ async def test_blob_read_failure_is_an_error_not_a_missing_item(azurite: str) ->
 
 @pytest.mark.parametrize("kind, settings, error, message", [
     ("sqlite", {}, ValueError, "STATE_STORE=sqlite needs a database path"),
-    ("blob", {}, ValueError, "STATE_STORE=blob needs STATE_BLOB_CONNECTION_STRING"),
+    ("blob", {}, ValueError, "STATE_STORE=blob needs STATE_BLOB_ACCOUNT_URL"),
     ("blob", {"blob_connection_string": "AccountName=a;AccountKey=a2V5", "blob_container": "Bot_State"},
      ValueError, "STATE_BLOB_CONTAINER='Bot_State' is not a valid container name"),
     ("blob", {"blob_connection_string": "not a connection string secret=s3cr3t"}, ValueError,

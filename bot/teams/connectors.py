@@ -64,6 +64,14 @@ class _CachingConnectorFactory(ConnectorFactory):
         return client
 
 
+def auth_record(result: AuthenticateRequestResult) -> dict[str, Any]:
+    """What a turn's worker needs of the front's authentication result, as JSON (see CachingAuthentication.trusted)."""
+    claims = result.claims_identity
+    return {"claims": dict(getattr(claims, "claims", None) or {}),
+            "authenticated": bool(getattr(claims, "is_authenticated", False)),
+            "audience": result.audience, "caller_id": result.caller_id}
+
+
 class CachingAuthentication(BotFrameworkAuthentication):
     """Delegates everything to ``inner``, reusing the clients it creates."""
 
@@ -94,6 +102,16 @@ class CachingAuthentication(BotFrameworkAuthentication):
         self, auth_header: str, channel_id_header: str
     ) -> AuthenticateRequestResult:
         return await self._inner.authenticate_streaming_request(auth_header, channel_id_header)
+
+    def trusted(self, record: dict[str, Any]) -> AuthenticateRequestResult:
+        """The result of a check the web front already made (:func:`auth_record`), for a turn it queued: the queue
+        is written only by the bot's own identity, and the channel token may have expired by the time it runs."""
+        result = AuthenticateRequestResult()
+        result.claims_identity = ClaimsIdentity(dict(record.get("claims") or {}), bool(record.get("authenticated")))
+        result.audience = record.get("audience") or self._inner.get_originating_audience()
+        result.caller_id = record.get("caller_id")
+        result.connector_factory = self.create_connector_factory(result.claims_identity)
+        return result
 
     def create_connector_factory(self, claims_identity: ClaimsIdentity) -> ConnectorFactory:
         return _CachingConnectorFactory(self._inner.create_connector_factory(claims_identity), self._connectors,

@@ -136,18 +136,24 @@ class TurnRunner:
         """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled."""
         with self._guard:
             self._closing = True
-        if self._loop is None or self._thread is None:
+        if self._loop is None:
+            await self._clean_up()  # never started (a queue worker process): its clients live on this loop
+            return 0
+        if self._thread is None:  # already stopped
             return 0
         cancelled = await self.call(self._drain(grace_s))
+        await self._clean_up()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
+        self._thread = None
+        return cancelled
+
+    async def _clean_up(self) -> None:
         for cleanup in reversed(self._cleanups):
             try:
                 await self.call(cleanup())
             except Exception:  # shutting down: log and go on
                 log.warning("a cleanup step failed at shutdown", exc_info=True)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        await asyncio.to_thread(self._thread.join, 10)
-        self._thread = None
-        return cancelled
 
     # ---- from the web server's loop -----------------------------------------------------------------------
 
@@ -216,6 +222,17 @@ class TurnRunner:
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(self._start(place, work, first, on_abandon, on_timeout), self._loop)
         return True
+
+    def background(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run a long-lived coroutine (a queue worker) on the worker loop; the future completes when it ends."""
+        assert self._loop is not None, "start the runner first"
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def call_soon(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback`` on the worker loop (for objects that live there, e.g. to stop a queue worker)."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(callback)
 
     async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the worker loop and await its result from another loop."""

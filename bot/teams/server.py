@@ -8,6 +8,8 @@ id is configured; with none, the bot runs in local mode without authentication, 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import gc
 import json
 import logging
@@ -27,12 +29,14 @@ from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.teams.access import TokenSource, TurnLimits, access_policy
-from bot.teams.connectors import CachingAuthentication
+from bot.teams.connectors import CachingAuthentication, auth_record
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
 from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry
-from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
+from bot.teams.queue import Envelope, TurnQueue
+from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.state import StateStore
+from bot.teams.worker import TurnWorker
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links, not in the body
@@ -76,12 +80,47 @@ def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> C
     return adapter
 
 
-def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
-               storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None,
-               graph_token: TokenSource | None = None) -> web.Application:
-    """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
-    and secret by the client credentials grant)."""
-    runner = runner or TurnRunner(deadline_s=settings.turn_deadline_seconds)
+@dataclass
+class Surface:
+    """The bot and the adapter that runs its turns: the same in the web process and in a queue worker process."""
+
+    bot: SentinelBot
+    adapter: CloudAdapter
+    tokens: ChannelTokens | None
+    settings: Settings
+
+    @property
+    def authentication(self) -> CachingAuthentication:
+        authentication = self.adapter.bot_framework_authentication
+        assert isinstance(authentication, CachingAuthentication)
+        return authentication
+
+    async def run_queued(self, envelope: Envelope) -> None:
+        """A queued turn, as the web process would run it: typing first, then the turn within its deadline."""
+        activity = Activity().deserialize(envelope.activity)
+        auth = self.authentication.trusted(envelope.auth)
+        if self.bot.addressed_to_bot(activity):
+            try:
+                await _typing_first(activity, auth, self.bot)()
+            except Exception:
+                log.info("early feedback not delivered", exc_info=True)
+        late = notice(activity, auth, deadline_text(self.settings.turn_deadline_seconds))
+        await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, self.bot.on_turn),
+                                self.settings.turn_deadline_seconds, late)
+
+    async def tell(self, envelope: Envelope, text: str) -> None:
+        activity = Activity().deserialize(envelope.activity)
+        await notice(activity, self.authentication.trusted(envelope.auth), text)()
+
+    def worker(self, turns: TurnQueue) -> TurnWorker:
+        return TurnWorker(turns, self.run_queued, self.tell, concurrency=self.settings.turn_workers,
+                          max_attempts=self.settings.turn_max_attempts)
+
+
+def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
+                   storage: Storage, runner: TurnRunner, desk: ConfirmationDesk | None = None,
+                   graph_token: TokenSource | None = None) -> Surface:
+    """The bot and its adapter; clients that live on the runner's loop are closed there at stop."""
     closer = getattr(storage, "close", None)
     if closer is not None:
         runner.add_cleanup(closer)  # its clients live on the runner's loop
@@ -94,8 +133,22 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
                       access=access, limits=limits)
     tokens = channel_tokens(settings)
-    adapter = create_adapter(settings, tokens)
-    authentication = adapter.bot_framework_authentication
+    return Surface(bot, create_adapter(settings, tokens), tokens, settings)
+
+
+def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
+               storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None,
+               graph_token: TokenSource | None = None, turn_queue: OpenQueue | None = None) -> web.Application:
+    """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
+    and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure: it opens a TurnQueue on
+    the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
+    with TURN_WORKER_IN_WEB)."""
+    runner = runner or TurnRunner(deadline_s=settings.turn_deadline_seconds)
+    surface = create_surface(settings, sentinel=sentinel, orchestrator=orchestrator, storage=storage, runner=runner,
+                             desk=desk, graph_token=graph_token)
+    bot, adapter, tokens = surface.bot, surface.adapter, surface.tokens
+    authentication = surface.authentication
+    durable = _Durable(turn_queue, surface, runner) if turn_queue is not None else None
     service_urls = ServiceUrls(settings.allowed_service_urls)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations
@@ -148,6 +201,8 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         if runner.is_duplicate(activity.conversation.id, activity.id):
             log.info("dropping a repeated delivery of activity %s", activity.id)
             return web.Response(status=200)
+        if durable is not None:
+            return await durable.enqueue(activity, auth)
         addressed = bot.addressed_to_bot(activity)
         first = _typing_first(activity, auth, bot) if addressed else None
         abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
@@ -190,9 +245,13 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         gc.collect()
         gc.freeze()
         runner.start()
+        if durable is not None:
+            await durable.start()
 
     async def drain(_: web.Application) -> None:
         grace = settings.shutdown_grace_seconds
+        if durable is not None:
+            await durable.stop()  # the queue's own turns are not lost: unfinished ones reappear for another worker
         cancelled = await runner.stop(grace)
         log.info("shutdown: running turns finished%s", f"; {cancelled} abandoned after {grace} s" if cancelled else "")
 
@@ -207,6 +266,58 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     app.on_shutdown.append(drain)
     app.on_cleanup.append(close_keys)
     return app
+
+
+OpenQueue = Callable[[], TurnQueue]  # opens a TurnQueue whose clients live on the calling loop
+
+
+class _Durable:
+    """TURN_QUEUE=azure in the web process: the front's queue client, and this process's worker if it runs one."""
+
+    def __init__(self, open_queue: OpenQueue, surface: Surface, runner: TurnRunner) -> None:
+        self._open = open_queue
+        self._surface = surface
+        self._runner = runner
+        self.front: TurnQueue | None = None
+        self._worker: TurnWorker | None = None
+        self._working: concurrent.futures.Future[None] | None = None
+
+    async def start(self) -> None:
+        self.front = self._open()
+        await self.front.ensure()
+        if self._surface.settings.web_runs_worker:
+            self._working = self._runner.background(self._work())
+
+    async def _work(self) -> None:  # on the runner's loop, where the turns' clients live
+        turns = self._open()
+        self._worker = self._surface.worker(turns)
+        try:
+            await self._worker.run(self._surface.settings.shutdown_grace_seconds)
+        finally:
+            await turns.close()
+
+    async def stop(self) -> None:
+        if self._working is not None:
+            worker = self._worker
+            if worker is not None:
+                self._runner.call_soon(worker.stop)
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(self._working)
+        if self.front is not None:
+            await self.front.close()
+
+    async def enqueue(self, activity: Activity, auth: Any) -> web.Response:
+        """Number the activity in its conversation and queue it: acknowledged only once it is durable."""
+        assert self.front is not None
+        conversation = activity.conversation.id
+        try:
+            number = await self.front.number(conversation)
+            await self.front.put(Envelope(conversation, activity.id or "", number, activity.serialize(),
+                                          auth_record(auth)))
+        except Exception as error:  # noqa: BLE001 - not queued: Teams retries on a 5xx
+            log.warning("could not queue a turn (%s)", type(error).__name__)
+            return _problem(503, "The bot could not queue the activity; Teams will retry.")
+        return web.Response(status=201)
 
 
 async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> Activity:

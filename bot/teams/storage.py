@@ -221,14 +221,19 @@ class EscapedBlobStorage(BlobStorage):
     drops any HTTP error, which would silently reset a conversation); ``close()`` releases the HTTP session.
     """
 
-    def __init__(self, settings: BlobStorageSettings, *, max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: BlobStorageSettings, *, max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+                 service: BlobServiceClient | None = None) -> None:
+        if service is None:
+            super().__init__(settings)
+            service = BlobServiceClient.from_connection_string(
+                settings.connection_string or convert_account_name_and_key_to_connection_string(settings))
+        else:  # an account URL and the bot's identity: the base class can only build from a connection string
+            self._BlobStorage__initialized = False
         self.max_item_bytes = max_item_bytes
         # The base class keeps only a container client of the service client it builds, and a container
-        # client's close() leaves its parent's HTTP session open. So build the service client here, keep it
-        # to close, and give the base class its container client (no session is open yet at this point).
-        self._service = BlobServiceClient.from_connection_string(
-            settings.connection_string or convert_account_name_and_key_to_connection_string(settings))
+        # client's close() leaves its parent's HTTP session open. So keep the service client here to close,
+        # and give the base class its container client (no session is open yet at this point).
+        self._service = service
         self._BlobStorage__container_client = self._service.get_container_client(settings.container_name)
 
     async def read(self, keys: Iterable[str]) -> dict[str, Any]:
@@ -269,9 +274,11 @@ class EscapedBlobStorage(BlobStorage):
 
 
 def create_storage(kind: str, *, sqlite_path: str | Path | None = None, blob_connection_string: str | None = None,
-                   blob_container: str = "bot-state", max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES) -> Storage:
-    """The state store for STATE_STORE's kind: memory, sqlite (needs sqlite_path) or blob (needs a connection
-    string). Raises ValueError for a missing or invalid setting, NotImplementedError for cosmos."""
+                   blob_container: str = "bot-state", max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+                   blob_account_url: str | None = None, credential: Any = None) -> Storage:
+    """The state store for STATE_STORE's kind: memory, sqlite (needs sqlite_path) or blob (an account URL and a token
+    credential, or a local emulator's connection string). Raises ValueError for a missing or invalid setting,
+    NotImplementedError for cosmos."""
     if kind == "memory":
         return MemoryStorage()
     if kind == "sqlite":
@@ -279,12 +286,15 @@ def create_storage(kind: str, *, sqlite_path: str | Path | None = None, blob_con
             raise ValueError("STATE_STORE=sqlite needs a database path, e.g. STATE_STORE=sqlite:///.data/state.db")
         return SqliteStorage(sqlite_path, max_item_bytes=max_item_bytes)
     if kind == "blob":
-        if not blob_connection_string:
-            raise ValueError("STATE_STORE=blob needs STATE_BLOB_CONNECTION_STRING, the storage account's "
-                             "connection string (Azure portal: Storage account > Access keys)")
+        if not blob_connection_string and not (blob_account_url and credential is not None):
+            raise ValueError("STATE_STORE=blob needs STATE_BLOB_ACCOUNT_URL (reached as the bot's identity) or, for a "
+                             "local emulator, STATE_BLOB_CONNECTION_STRING")
         if not _CONTAINER_NAME.match(blob_container or ""):
             raise ValueError(f"STATE_BLOB_CONTAINER={blob_container!r} is not a valid container name: 3-63 "
                              "lowercase letters, digits and single hyphens, starting and ending with a letter or digit")
+        if not blob_connection_string:
+            return EscapedBlobStorage(BlobStorageSettings(container_name=blob_container), max_item_bytes=max_item_bytes,
+                                      service=BlobServiceClient(blob_account_url or "", credential=credential))
         try:
             return EscapedBlobStorage(BlobStorageSettings(container_name=blob_container,
                                                           connection_string=blob_connection_string),

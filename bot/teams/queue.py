@@ -1,0 +1,309 @@
+"""Durable turns on Azure Storage: a queue of turns, and per-conversation leases, numbers and markers in blobs.
+
+The web front checks an activity, gives it the next number of its conversation (:meth:`TurnQueue.number`, a
+counter blob changed with its e_tag) and puts it on the queue (:meth:`TurnQueue.put`). Workers take turns
+with a visibility timeout (:meth:`TurnQueue.take`) and delete each once it is answered, so a turn whose
+worker dies is delivered again. For one conversation, a worker holds the blob lease of its lock blob while it
+checks and runs a turn (:class:`Lease`), and runs only the turn whose number is the lock blob's ``next``: so
+a conversation's turns run one at a time, in arrival order, across instances. A repeated delivery of an
+activity is recognised by a marker blob created only if none exists (``If-None-Match: *``), keyed by
+conversation and activity id, holding the queue message id of the delivery that claimed it; a marker older
+than :data:`MARKER_TTL_S` no longer counts (the ARM template's lifecycle rule also deletes old ones).
+
+Clients reach Storage with the bot's identity (a token credential and the account URLs); a connection
+string is accepted for local emulators (config.py refuses any other). Every client lives on the event loop
+that created it: the front and each worker process build their own :class:`TurnQueue`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from azure.storage.blob.aio import BlobClient, BlobLeaseClient, BlobServiceClient
+from azure.storage.queue.aio import QueueClient
+
+log = logging.getLogger(__name__)
+
+ENVELOPE_VERSION = 1
+LEASE_S = 15  # Azure's shortest blob lease: a dead worker's conversation is free again this soon
+VISIBILITY_S = 15  # a taken turn reappears this long after its worker stops renewing it
+RENEW_S = 5  # how often a running turn renews its lease and its message's visibility
+MARKER_TTL_S = 24 * 3600  # Teams re-sends within minutes; a marker older than this no longer counts
+NUMBER_ATTEMPTS = 20  # tries at the conversation counter under contention before the front gives up
+
+
+class TurnQueueError(Exception):
+    """The queue or its blobs failed in a way the caller should report (the message says what to check)."""
+
+
+def _status(error: BaseException) -> int | None:
+    return getattr(error, "status_code", None)
+
+
+def _error_code(error: BaseException) -> str:
+    return str(getattr(error, "error_code", "") or "")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One turn as queued: the checked activity (as its JSON), its place in its conversation, who sent it."""
+
+    conversation_id: str
+    activity_id: str
+    number: int
+    activity: dict[str, Any]
+    auth: dict[str, Any]  # what the front's check of the channel token established (connectors.trusted)
+
+    def encode(self) -> str:
+        return json.dumps({"v": ENVELOPE_VERSION, "conversation": self.conversation_id, "id": self.activity_id,
+                           "n": self.number, "activity": self.activity, "auth": self.auth}, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: Any) -> Envelope:
+        """ValueError for anything this version did not write."""
+        try:
+            data = json.loads(text)
+            if data.get("v") != ENVELOPE_VERSION:
+                raise ValueError(f"unknown envelope version {data.get('v')!r}")
+            envelope = cls(str(data["conversation"]), str(data["id"]), int(data["n"]), dict(data["activity"]),
+                           dict(data["auth"]))
+        except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as error:
+            raise ValueError(f"not a turn envelope: {type(error).__name__}") from None
+        if not envelope.conversation_id or envelope.number < 0:
+            raise ValueError("not a turn envelope: no conversation or a negative number")
+        return envelope
+
+
+@dataclass
+class Taken:
+    """A queue message a worker holds: its envelope (None when it could not be read) and receipt."""
+
+    message: Any
+    envelope: Envelope | None
+    problem: str = ""
+    guard: asyncio.Lock = field(default_factory=asyncio.Lock)  # a receipt changes with each update: one at a time
+
+    @property
+    def deliveries(self) -> int:
+        return int(self.message.dequeue_count or 0)
+
+
+@dataclass
+class LockState:
+    """What a conversation's lock blob holds: the number of the next turn to run, and the current one's tries."""
+
+    next: int = 0
+    tries: int = 0  # runs started of turn ``next``
+    gap_since: float = 0.0  # when a later turn first found ``next`` missing (epoch seconds), 0 when none is
+
+    def advance(self, number: int) -> None:
+        self.next, self.tries, self.gap_since = number, 0, 0.0
+
+    def dumps(self) -> bytes:
+        return json.dumps({"next": self.next, "tries": self.tries, "gap_since": self.gap_since}).encode()
+
+    @classmethod
+    def loads(cls, raw: bytes) -> LockState:
+        try:
+            data = json.loads(raw or b"{}")
+            return cls(int(data.get("next", 0)), int(data.get("tries", 0)), float(data.get("gap_since", 0.0)))
+        except (ValueError, TypeError, AttributeError):
+            log.warning("a conversation lock blob could not be read; starting its count again")
+            return cls()
+
+
+class Lease:
+    """A held lease on a conversation's lock blob, renewed in the background until released."""
+
+    def __init__(self, blob: BlobClient, lease: BlobLeaseClient) -> None:
+        self.blob = blob
+        self.lease = lease
+        self.lost = False
+        self._renewer = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_S)
+            try:
+                await self.lease.renew()
+            except Exception as error:  # noqa: BLE001 - the turn goes on; its writes under the lease will fail
+                self.lost = True
+                log.warning("lost a conversation lease (%s)", type(error).__name__)
+                return
+
+    async def read(self) -> LockState:
+        stream = await self.blob.download_blob()
+        return LockState.loads(await stream.readall())
+
+    async def write(self, state: LockState) -> None:
+        await self.blob.upload_blob(state.dumps(), overwrite=True, lease=self.lease)
+
+    async def release(self) -> None:
+        self._renewer.cancel()
+        try:
+            await self.lease.release()
+        except Exception as error:  # noqa: BLE001 - it expires by itself within LEASE_S
+            log.info("could not release a conversation lease (%s); it expires by itself", type(error).__name__)
+
+
+class TurnQueue:
+    """The queue of turns, its poison queue, and the container of per-conversation blobs."""
+
+    def __init__(self, queue: QueueClient, poison: QueueClient, blobs: BlobServiceClient, container: str,
+                 credential: Any = None) -> None:
+        self.queue = queue
+        self.poison = poison
+        self._blobs = blobs
+        self.container = blobs.get_container_client(container)
+        self._credential = credential  # this queue's own: an async credential is bound to its loop too
+
+    @classmethod
+    def open(cls, *, queue_name: str, container: str, queue_account_url: str | None = None,
+             blob_account_url: str | None = None, credential: Any = None,
+             connection_string: str | None = None, **options: Any) -> TurnQueue:
+        """With the account URLs and a token credential (Azure), or a connection string (local emulators);
+        ``options`` go to every client (e.g. ``connection_verify``: the CA of an emulator served over HTTPS)."""
+        if connection_string:
+            queues: Any = QueueClient  # the SDK's own type hints give this classmethod the sync client's type
+            return cls(queues.from_connection_string(connection_string, queue_name, **options),
+                       queues.from_connection_string(connection_string, f"{queue_name}-poison", **options),
+                       BlobServiceClient.from_connection_string(connection_string, **options), container)
+        if not (queue_account_url and blob_account_url and credential is not None):
+            raise ValueError("durable turns need the queue and blob account URLs and a credential, or a "
+                             "connection string for a local emulator")
+        return cls(QueueClient(queue_account_url, queue_name, credential=credential, **options),
+                   QueueClient(queue_account_url, f"{queue_name}-poison", credential=credential, **options),
+                   BlobServiceClient(blob_account_url, credential=credential, **options), container, credential)
+
+    async def ensure(self) -> None:
+        """Create the queues and the container when missing (the ARM template creates them in Azure)."""
+        for create in (self.queue.create_queue, self.poison.create_queue, self.container.create_container):
+            try:
+                await create()
+            except Exception as error:
+                if _status(error) not in (204, 409):  # already there (a queue answers 204, a container 409)
+                    raise TurnQueueError(f"cannot create the turn queue or its container ({_status(error)}): "
+                                         "check the account URLs and the bot identity's data roles") from error
+
+    async def close(self) -> None:
+        for client in (self.queue, self.poison, self._blobs, self._credential):
+            if client is not None:
+                await client.close()
+
+    # ---- the front ----------------------------------------------------------------------------------------
+
+    async def number(self, conversation_id: str) -> int:
+        """The conversation's next turn number, taken for good (an e_tag-checked increment of its counter)."""
+        blob = self.container.get_blob_client(f"seq/{_digest(conversation_id)}")
+        for _ in range(NUMBER_ATTEMPTS):
+            try:
+                properties = await blob.get_blob_properties()
+            except Exception as error:
+                if _status(error) != 404:
+                    raise
+                try:
+                    await blob.upload_blob(b"", overwrite=False, metadata={"next": "1"})
+                    return 0
+                except Exception as create_error:
+                    if _status(create_error) != 409:
+                        raise
+                    continue  # another front created it first
+            taken = int(properties.metadata.get("next", "0"))
+            try:
+                await blob.set_blob_metadata({"next": str(taken + 1)}, if_match=properties.etag)
+                return taken
+            except Exception as error:
+                if _status(error) != 412:
+                    raise
+            await asyncio.sleep(random.uniform(0, 0.02))  # another front took a number: read again
+        raise TurnQueueError("the conversation's turn counter stayed contended; Teams will retry")
+
+    async def put(self, envelope: Envelope) -> None:
+        await self.queue.send_message(envelope.encode())
+
+    # ---- workers ------------------------------------------------------------------------------------------
+
+    async def take(self, count: int) -> list[Taken]:
+        taken: list[Taken] = []
+        messages: AsyncIterator[Any] = self.queue.receive_messages(
+            messages_per_page=count, max_messages=count, visibility_timeout=VISIBILITY_S)
+        async for message in messages:
+            try:
+                taken.append(Taken(message, Envelope.decode(message.content)))
+            except ValueError as error:
+                taken.append(Taken(message, None, str(error)))
+        return taken
+
+    async def keep(self, taken: Taken, seconds: int = VISIBILITY_S) -> None:
+        """Keep a taken message hidden ``seconds`` more (a running turn), or show it again that soon (a deferral)."""
+        async with taken.guard:
+            taken.message = await self.queue.update_message(taken.message, visibility_timeout=seconds)
+
+    async def done(self, taken: Taken) -> None:
+        async with taken.guard:
+            try:
+                await self.queue.delete_message(taken.message)
+            except Exception as error:
+                if _status(error) != 404:  # already gone (its visibility lapsed and another worker finished it)
+                    raise
+
+    async def move_aside(self, taken: Taken, reason: str) -> None:
+        """Put a message that cannot be answered on the poison queue, with why, and take it off the turn queue."""
+        content = taken.message.content
+        await self.poison.send_message(json.dumps({"reason": reason, "deliveries": taken.deliveries,
+                                                   "content": content if isinstance(content, str) else None}))
+        await self.done(taken)
+
+    async def lease(self, conversation_id: str) -> Lease | None:
+        """The conversation's lease, or None when another worker holds it."""
+        blob = self.container.get_blob_client(f"lock/{_digest(conversation_id)}")
+        try:
+            return Lease(blob, await blob.acquire_lease(lease_duration=LEASE_S))
+        except Exception as error:
+            if _status(error) == 409:
+                return None
+            if _status(error) != 404:
+                raise
+        try:
+            await blob.upload_blob(LockState().dumps(), overwrite=False)
+        except Exception as error:
+            if _status(error) != 409:
+                raise
+        try:
+            return Lease(blob, await blob.acquire_lease(lease_duration=LEASE_S))
+        except Exception as error:
+            if _status(error) == 409:
+                return None
+            raise
+
+    async def claim(self, envelope: Envelope, message_id: str) -> bool:
+        """True when this delivery may answer the activity: its marker is new, already this message's (a
+        redelivery after a crash), or older than MARKER_TTL_S. False for a repeat of an answered activity."""
+        blob = self.container.get_blob_client(
+            f"seen/{_digest(envelope.conversation_id)}/{_digest(envelope.activity_id)}")
+        try:
+            await blob.upload_blob(message_id.encode(), overwrite=False)
+            return True
+        except Exception as error:
+            if _status(error) != 409:
+                raise
+        stream = await blob.download_blob()
+        if (await stream.readall()).decode(errors="replace") == message_id:
+            return True
+        modified = stream.properties.last_modified
+        if modified is not None and (datetime.now(UTC) - modified).total_seconds() > MARKER_TTL_S:
+            await blob.upload_blob(message_id.encode(), overwrite=True)
+            return True
+        return False

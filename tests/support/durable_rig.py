@@ -1,0 +1,233 @@
+"""Two bot instances with durable turns, behind a round-robin proxy, one killed mid-run (test and benchmark).
+
+Everything is real but the Bot Connector: Azurite holds the queue and the blobs, each instance is
+``python -m bot serve`` in its own process (TURN_QUEUE=azure, Blob state, commands only), and
+tests/support/round_robin.py spreads the deliveries, repeating a share of them to the other instance.
+
+The run, per conversation, sends its messages one after another (each once the previous was acknowledged), all
+conversations at once, in three parts:
+1. the first third, until every one is answered;
+2. the second third while the fake connector holds each typing indicator for a while; once all are acknowledged
+   and some typing indicators are held (turns are running), instance A gets SIGKILL: its running turns had not
+   replied yet, and must be answered once, by B or by A after its restart, in order;
+3. A is restarted; once it is ready, the last third.
+Then every answer the connector received is counted: lost (never answered), answered twice, out of order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.support import connector_fake as teams
+from tests.support.azurite import Azurite
+from tests.support.connector_fake import FakeConnector
+from tests.support.round_robin import TWICE_HEADER, RoundRobin
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 60.0
+HOLD_TYPING_S = 4.0  # long enough that the kill lands while the held turns still wait
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class BotProcess:
+    """``python -m bot serve`` with durable turns, in its own process and working folder (no .env is read)."""
+
+    def __init__(self, name: str, workdir: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.workdir = workdir / name
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.env = {**env, "PORT": str(self.port)}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_in = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> BotProcess:
+        started = time.monotonic()
+        with (self.workdir / "bot.log").open("ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=self.workdir, env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() - started < START_TIMEOUT_S:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited: {self.log_tail()}")
+                try:
+                    async with session.get(f"{self.url}/readyz") as answer:
+                        if answer.status == 200:
+                            self.started_in = time.monotonic() - started
+                            return self
+                except aiohttp.ClientConnectionError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not get ready in {START_TIMEOUT_S} s: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return (self.workdir / "bot.log").read_text(errors="replace")[-3000:]
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@dataclass
+class Figures:
+    conversations: int
+    messages: int
+    deliveries: int = 0
+    repeated: int = 0
+    lost: int = 0
+    twice: int = 0
+    out_of_order: int = 0
+    held_at_kill: int = 0
+    recovery_s: float = 0.0
+    restart_s: float = 0.0
+    elapsed_s: float = 0.0
+    acks_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ack_p99_ms(self) -> float:
+        if len(self.acks_ms) < 2:
+            return self.acks_ms[0] if self.acks_ms else 0.0
+        return statistics.quantiles(self.acks_ms, n=100)[98]
+
+
+class _Connector(FakeConnector):
+    """The fake connector, holding typing indicators while ``holding`` (counted in ``held``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.holding = False
+        self.held = 0
+        self.typing_delay = self._hold
+
+    def _hold(self, _: dict[str, Any]) -> float:
+        if not self.holding:
+            return 0.0
+        self.held += 1
+        return HOLD_TYPING_S
+
+
+def _answers(connector: FakeConnector) -> dict[str, list[str]]:
+    """Per conversation, the activity ids its message replies answer, in the order the connector got them."""
+    answers: dict[str, list[str]] = {}
+    for sent in connector.sent:
+        if sent.method == "POST" and sent.type == "message":
+            answers.setdefault(sent.conversation_id, []).append(str(sent.body.get("replyToId")))
+    return answers
+
+
+def _bot_env(azurite: Azurite) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AZURE", "OPENAI", "MICROSOFT"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOST": "127.0.0.1", "STATE_STORE": "blob", "TURN_QUEUE": "azure",
+                "STATE_BLOB_CONNECTION_STRING": azurite.connection_string, "LOG_LEVEL": "WARNING",
+                "SHUTDOWN_GRACE_SECONDS": "2"})
+    return env
+
+
+async def run(workdir: Path, *, conversations: int, messages: int, repeat_share: float = 0.1, seed: int = 1,
+              answer_timeout_s: float = 120.0) -> Figures:
+    figures = Figures(conversations, messages)
+    chance = random.Random(seed)
+    (workdir / "azurite").mkdir(parents=True, exist_ok=True)
+    azurite = Azurite(workdir / "azurite")
+    connector = await _Connector().start()
+    env = _bot_env(azurite)
+    bots = [BotProcess(name, workdir, env) for name in ("bot-a", "bot-b")]
+    proxy: RoundRobin | None = None
+    started = time.monotonic()
+    try:
+        await asyncio.gather(*(bot.start() for bot in bots))
+        proxy = await RoundRobin([bot.url for bot in bots]).start()
+        ids = {f"a:durable-{c}": [f"{c}-{m}" for m in range(messages)] for c in range(conversations)}
+        thirds = [0, messages // 3, 2 * messages // 3, messages]
+
+        async def send(session: aiohttp.ClientSession, conversation: str, part: int) -> None:
+            for activity_id in ids[conversation][thirds[part]:thirds[part + 1]]:
+                body = teams.personal("help", activity_id=activity_id, service_url=connector.url,
+                                      conversation_id=conversation, user=conversation.rsplit("-", 1)[-1])
+                headers = {TWICE_HEADER: "1"} if chance.random() < repeat_share else {}
+                for _ in range(20):  # a 5xx (an instance shutting down, the queue failing) is retried, as Teams does
+                    sent_at = time.monotonic()
+                    async with session.post(f"{proxy.url}/api/messages", json=body, headers=headers) as answer:
+                        await answer.read()
+                    figures.acks_ms.append((time.monotonic() - sent_at) * 1000)
+                    figures.deliveries += 1
+                    if answer.status < 500:
+                        break
+                    await asyncio.sleep(0.2)
+
+        def answered(part_end: int) -> bool:
+            got = _answers(connector)
+            return all(set(ids[c][:part_end]) <= set(got.get(c, ())) for c in ids)
+
+        async def wait_answered(part_end: int) -> None:
+            deadline = time.monotonic() + answer_timeout_s
+            while not answered(part_end) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+
+        async with aiohttp.ClientSession() as session:
+            await asyncio.gather(*(send(session, c, 0) for c in ids))
+            await wait_answered(thirds[1])
+            connector.holding = True
+            await asyncio.gather(*(send(session, c, 1) for c in ids))
+            while connector.held < 2 and not answered(thirds[2]):
+                await asyncio.sleep(0.005)
+            figures.held_at_kill = connector.held
+            bots[0].kill()  # every POST was answered: the killed instance's queued and running turns are what is at stake
+            killed_at = time.monotonic()
+            connector.holding = False
+            restarting = asyncio.ensure_future(bots[0].start())
+            await wait_answered(thirds[2])
+            figures.recovery_s = time.monotonic() - killed_at
+            await restarting
+            figures.restart_s = bots[0].started_in
+            await asyncio.gather(*(send(session, c, 2) for c in ids))
+            await wait_answered(messages)
+        figures.elapsed_s = time.monotonic() - started
+        figures.repeated = proxy.repeated
+        got = _answers(connector)
+        for conversation, expected in ids.items():
+            answers = got.get(conversation, [])
+            figures.lost += len(set(expected) - set(answers))
+            figures.twice += len(answers) - len(set(answers))
+            firsts = list(dict.fromkeys(answers))
+            figures.out_of_order += sum(1 for a, b in zip(firsts, firsts[1:], strict=False)
+                                        if expected.index(a) > expected.index(b))
+        return figures
+    finally:
+        if proxy is not None:
+            await proxy.stop()
+        for bot in bots:
+            bot.stop()
+        await connector.stop()
+        azurite.stop()

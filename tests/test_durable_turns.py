@@ -1,0 +1,217 @@
+"""Durable turns on Azure Storage (issue 13), against Azurite: queue, leases, numbers, markers, workers.
+
+The workers here run test turns (a coroutine recording what it ran) on the real TurnQueue and TurnWorker; the
+last test runs two real bot processes behind a round-robin proxy and kills one (tests/support/durable_rig.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+import trustme
+
+from bot.config import Settings
+from bot.teams.queue import Envelope, TurnQueue
+from bot.teams.worker import GIVEN_UP_TEXT, TurnWorker
+from tests.support import durable_rig
+from tests.support.azurite import Azurite, azurite, require_azurite  # noqa: F401 - a fixture
+
+_names = iter(range(1, 1000))
+
+
+@pytest.fixture
+async def queues(azurite: str) -> AsyncIterator[list[TurnQueue]]:
+    """Two TurnQueues on one fresh queue and container: two instances' view of the same storage."""
+    name = f"turns-{next(_names)}"
+    opened = [TurnQueue.open(queue_name=name, container=name, connection_string=azurite) for _ in range(2)]
+    await opened[0].ensure()
+    yield opened
+    for turns in opened:
+        await turns.close()
+
+
+class Recorder:
+    """Test turns: records (conversation, activity id) as each runs; ``hang`` ids never finish."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, str]] = []
+        self.told: list[tuple[str, str]] = []
+        self.hang: set[str] = set()
+
+    async def run(self, envelope: Envelope) -> None:
+        self.ran.append((envelope.conversation_id, envelope.activity_id))
+        if envelope.activity_id in self.hang:
+            await asyncio.sleep(3600)
+        await asyncio.sleep(0.01)
+
+    async def tell(self, envelope: Envelope, text: str) -> None:
+        self.told.append((envelope.activity_id, text))
+
+
+async def queue_turn(turns: TurnQueue, conversation: str, activity_id: str) -> int:
+    number = await turns.number(conversation)
+    await turns.put(Envelope(conversation, activity_id, number, {"type": "message", "id": activity_id}, {}))
+    return number
+
+
+async def until(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def working(*workers: TurnWorker) -> list[asyncio.Task[None]]:
+    return [asyncio.ensure_future(worker.run(grace_s=0)) for worker in workers]
+
+
+async def stopped(tasks: list[asyncio.Task[None]], *workers: TurnWorker) -> None:
+    for worker in workers:
+        worker.stop()
+    await asyncio.gather(*tasks)
+
+
+async def test_turn_numbers_are_unique_and_dense_under_contention(queues: list[TurnQueue]) -> None:
+    numbers = await asyncio.gather(*(queues[n % 2].number("a:busy") for n in range(12)))
+    assert sorted(numbers) == list(range(12))
+    assert await queues[0].number("a:other") == 0, "each conversation counts on its own"
+
+
+async def test_a_marker_claims_an_activity_once_but_lets_its_own_redelivery_through(queues: list[TurnQueue]) -> None:
+    envelope = Envelope("a:chat", "1700000000001", 0, {}, {})
+    assert await queues[0].claim(envelope, "message-1")
+    assert await queues[1].claim(envelope, "message-1"), "the same queue message again: a crashed worker's turn"
+    assert not await queues[1].claim(envelope, "message-2"), "another delivery of the same activity"
+    other = Envelope("a:other-chat", "1700000000001", 0, {}, {})
+    assert await queues[1].claim(other, "message-3"), "the same activity id in another conversation"
+
+
+async def test_two_workers_answer_each_turn_once_in_order_and_set_aside_what_they_cannot_read(
+        queues: list[TurnQueue]) -> None:
+    recorder = Recorder()
+    expected: dict[str, list[str]] = {f"a:chat-{c}": [f"{c}-{m}" for m in range(5)] for c in range(3)}
+    for conversation, ids in expected.items():
+        for activity_id in ids:
+            await queue_turn(queues[0], conversation, activity_id)
+    await queue_turn(queues[1], "a:chat-0", "0-2")  # Teams re-sent it to the other instance
+    await queues[0].queue.send_message("{not json")
+    await queues[0].queue.send_message(json.dumps({"v": 99}))
+    workers = [TurnWorker(turns, recorder.run, recorder.tell, concurrency=4) for turns in queues]
+    tasks = await working(*workers)
+    try:
+        await until(lambda: len(recorder.ran) >= 15)
+        await asyncio.sleep(0.5)  # time for a wrong second answer to show
+    finally:
+        await stopped(tasks, *workers)
+    for conversation, ids in expected.items():
+        assert [a for c, a in recorder.ran if c == conversation] == ids, "each once, in arrival order"
+    aside = [json.loads(m.content) async for m in queues[0].poison.receive_messages(max_messages=10)]
+    assert sorted(m["content"] for m in aside) == sorted(["{not json", json.dumps({"v": 99})])
+    assert all(m["reason"].startswith(("not a turn envelope", "unknown envelope version")) for m in aside)
+
+
+async def test_a_turn_that_never_finishes_is_retried_then_set_aside_with_its_user_told(
+        queues: list[TurnQueue]) -> None:
+    recorder = Recorder()
+    recorder.hang.add("poison")
+    await queue_turn(queues[0], "a:chat", "poison")
+    await queue_turn(queues[0], "a:chat", "after")
+    for attempt in range(1, 4):  # each attempt's worker "dies": cancelled with the turn running
+        worker = TurnWorker(queues[attempt % 2], recorder.run, recorder.tell, max_attempts=3)
+        tasks = await working(worker)
+        await until(lambda attempt=attempt: len(recorder.ran) >= attempt)
+        await stopped(tasks, worker)
+    assert recorder.ran == [("a:chat", "poison")] * 3
+    worker = TurnWorker(queues[0], recorder.run, recorder.tell, max_attempts=3)
+    tasks = await working(worker)
+    try:
+        await until(lambda: ("a:chat", "after") in recorder.ran)
+    finally:
+        await stopped(tasks, worker)
+    assert recorder.told == [("poison", GIVEN_UP_TEXT.format(tries=3))]
+    [aside] = [json.loads(m.content) async for m in queues[0].poison.receive_messages(max_messages=10)]
+    assert aside["reason"] == "started 3 times without finishing"
+
+
+async def test_a_number_taken_but_never_queued_is_skipped_after_the_gap_wait(queues: list[TurnQueue]) -> None:
+    recorder = Recorder()
+    await queue_turn(queues[0], "a:chat", "first")
+    await queues[0].number("a:chat")  # a front that died between numbering and queueing
+    await queue_turn(queues[0], "a:chat", "third")
+    worker = TurnWorker(queues[1], recorder.run, recorder.tell, gap_s=1.0)
+    tasks = await working(worker)
+    try:
+        await until(lambda: len(recorder.ran) == 2)
+    finally:
+        await stopped(tasks, worker)
+    assert recorder.ran == [("a:chat", "first"), ("a:chat", "third")]
+
+
+class _TestToken:
+    """A bearer token as Entra ID would issue one for Storage; Azurite's OAuth mode checks its claims, not its
+    signature. Stands for DefaultAzureCredential at the process boundary."""
+
+    async def get_token(self, *scopes: str, **_: Any) -> Any:
+        now = int(time.time())
+        claims = {"aud": "https://storage.azure.com", "iss": "https://sts.windows.net/ab1f708d-50f6-404c-a006-d71b2ac7a606/",
+                  "iat": now, "nbf": now, "exp": now + 3600, "oid": "bot-identity", "tid": "tenant"}
+        token = jwt.encode(claims, "not-checked-by-the-emulator-" * 2, algorithm="HS256")
+        return type("AccessToken", (), {"token": token, "expires_on": now + 3600})()
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_queue_and_blobs_are_reached_with_a_token_over_https(tmp_path: Path) -> None:
+    """The managed-identity path: account URLs and a token credential, no key (Azurite --oauth basic, HTTPS)."""
+    require_azurite()
+    authority = trustme.CA()
+    cert = authority.issue_cert("127.0.0.1", "localhost")
+    cert.private_key_pem.write_to_path(tmp_path / "key.pem")
+    cert.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
+    authority.cert_pem.write_to_path(tmp_path / "ca.pem")
+    emulator = Azurite(tmp_path, cert=tmp_path / "cert.pem", key=tmp_path / "key.pem")
+    turns = TurnQueue.open(queue_name="turns", container="turns", queue_account_url=emulator.queue_url,
+                           blob_account_url=emulator.blob_url, credential=_TestToken(),
+                           connection_verify=str(tmp_path / "ca.pem"))
+    try:
+        await turns.ensure()
+        await queue_turn(turns, "a:chat", "1")
+        [taken] = await turns.take(1)
+        assert taken.envelope is not None and taken.envelope.activity_id == "1"
+        lease = await turns.lease("a:chat")
+        assert lease is not None
+        await lease.release()
+        await turns.done(taken)
+    finally:
+        await turns.close()
+        emulator.stop()
+
+
+def test_connection_strings_are_for_local_emulators_only() -> None:
+    from bot.config import ConfigError
+
+    local = Settings.from_env({"STATE_STORE": "blob", "TURN_QUEUE": "azure",
+                               "STATE_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"}, dotenv_path=None)
+    assert local.turn_queue == "azure"
+    remote = ("DefaultEndpointsProtocol=https;AccountName=contoso;AccountKey=a2V5;"
+              "BlobEndpoint=https://contoso.blob.core.windows.net/")
+    with pytest.raises(ConfigError, match="connection strings are for local emulators only"):
+        Settings.from_env({"STATE_STORE": "blob", "STATE_BLOB_CONNECTION_STRING": remote}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="TURN_QUEUE=azure needs STATE_STORE=blob"):
+        Settings.from_env({"TURN_QUEUE": "azure", "TURN_QUEUE_ACCOUNT_URL": "https://contoso.queue.core.windows.net"},
+                          dotenv_path=None)
+
+
+async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path: Path) -> None:
+    require_azurite()
+    figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90)
+    assert (figures.lost, figures.twice, figures.out_of_order) == (0, 0, 0), figures
+    assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
