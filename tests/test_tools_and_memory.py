@@ -179,3 +179,35 @@ def test_damaged_history_items_start_the_conversation_over() -> None:
     data = ConversationData.from_dict({"conversation": {"version": 2, "history": [{"type": "alien"}]},
                                        "recent_activity_ids": ["a1"]})
     assert data.conversation.history == [] and data.recent_activity_ids == ["a1"]
+
+
+async def test_references_and_me_resolve_before_any_query_runs(demo_client) -> None:
+    """The model passes the analyst's words: "[2]", "that incident", "me". Each is resolved from the conversation
+    (through the command router, as on every surface) before the query, or is a tool error naming what exists."""
+    from bot.commands.router import CommandRouter
+
+    conversation = Conversation()
+
+    async def status(_: str) -> None:
+        return None
+
+    router = CommandRouter(demo_client, None)
+    listed = await router.route("incidents 7d", conversation, status, me="00000000-0000-4000-8000-00000000a11c")
+    assert listed.run is not None and listed.run.ok
+    second = listed.run.artifact.records[1].number
+    box = ToolBox(demo_client)
+    run = await box.run("get_incident_detail", '{"incident_ref": "[2]"}')
+    assert run.ok and run.artifact.records[0].incident.number == second and run.arguments["incident_ref"] == second
+    conversation.remember(run.artifact)
+    await router.route("what about that incident?", conversation, status)  # a question: the turn's context is set
+    for words in ("that incident", "this one", "it"):
+        again = await box.run("get_incident_detail", json.dumps({"incident_ref": words}))
+        assert again.ok and again.artifact.records[0].incident.number == second, words
+    missing = await box.run("get_incident_detail", '{"incident_ref": "[99]"}')
+    assert missing.artifact.code == "invalid_argument" and "no [99]" in missing.artifact.message
+    mine = await box.run("query_incidents", '{"owner": "me", "time_window": "last_30d"}')
+    assert not mine.ok and "signed-in" in mine.artifact.message  # the last route had no signed-in analyst
+    await router.route("show my open incidents", conversation, status, me="00000000-0000-4000-8000-00000000a11c")
+    mine = await box.run("query_incidents", '{"owner": "me", "status": "open", "time_window": "last_30d"}')
+    assert mine.ok and mine.arguments["owner"] == "00000000-0000-4000-8000-00000000a11c"
+    assert 'owner_wanted = "00000000-0000-4000-8000-00000000a11c"' in mine.kql

@@ -24,6 +24,9 @@ from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.references import References, RefKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
+from bot.sentinel.params import InvalidParameter
+from bot.tools import asking
+from bot.tools.asking import Asking, ReferenceLookup
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolRun
 
@@ -58,7 +61,10 @@ class CommandRouter:
         self.sentinel = sentinel
         self.orchestrator = orchestrator
 
-    async def route(self, text: str, conversation: Conversation, status: Status) -> Routed:
+    async def route(self, text: str, conversation: Conversation, status: Status, me: str | None = None) -> Routed:
+        """What ``text`` asks for; ``me`` is the asking analyst's Entra object id where someone signed in."""
+        # For this turn's tool calls, the model's included: "[2]", "that incident" and "me" (bot.tools.asking).
+        asking.use(Asking(me, incident_lookup(conversation.references), conversation.references.last_incident))
         try:
             command = parse(text)
         except CommandError as error:
@@ -85,13 +91,16 @@ class CommandRouter:
         """The command's query as a tool run, or a message saying why it cannot run (an unknown [n])."""
         arguments: dict[str, Any] = with_preferences(command, conversation.preferences)
         if command.reference is not None:
-            reference = conversation.references.get(command.reference)
-            if reference is None:
-                return f"There is no [{command.reference}] in this conversation yet."
-            if reference.kind is not RefKind.INCIDENT:
-                return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
-            arguments["incident_ref"] = int(reference.key)
+            number = incident_lookup(conversation.references)(command.reference)
+            if isinstance(number, str):
+                return number
+            arguments["incident_ref"] = number
         tool = command.tool or ""
+        declared = TOOLS.get(tool)
+        try:
+            arguments = asking.resolve(tuple(p.name for p in declared.parameters) if declared else (), arguments)
+        except InvalidParameter as problem:
+            return str(problem)
         await status(TOOLS.status_text(tool))
         started = time.perf_counter()
         result = await self.sentinel.run(tool, arguments)
@@ -106,6 +115,20 @@ class CommandRouter:
             return await self.orchestrator.summarise_and_clear(conversation)
         conversation.clear(None)
         return "Conversation cleared. Your preferences are kept."
+
+
+def incident_lookup(references: References) -> ReferenceLookup:
+    """[n] -> the incident number it names, or the sentence saying why it names none."""
+
+    def lookup(n: int) -> int | str:
+        reference = references.get(n)
+        if reference is None:
+            return f"There is no [{n}] in this conversation yet."
+        if reference.kind is not RefKind.INCIDENT:
+            return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
+        return int(reference.key)
+
+    return lookup
 
 
 def missing_references(text: str, references: References) -> list[int]:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from bot import cards
 from bot.sentinel.params import (
+    ALERT_STATUSES,
     DEFAULT_ENTITY_LIMIT,
     DEFAULT_LIMIT,
+    INCIDENT_STATUSES,
     MAX_ENTITY_LIMIT,
     MAX_LIMIT,
     BinSize,
     Severity,
+    SortOrder,
     TimeWindow,
 )
 from bot.sentinel.queries import QUERY_NAMES, parameter_names
@@ -24,33 +27,41 @@ from bot.tools.tool import Parameter, Tool
 _WINDOW_EXAMPLE = '{"time_window": "last_24h"}'
 
 
-def _window(default: TimeWindow) -> Parameter:
+def _window(default: TimeWindow, hint: bool = False) -> Parameter:
+    # The hint once (on the first tool) is enough for the model; each copy costs tokens on every call.
     return Parameter(
         "time_window",
-        "How far back, ending now (\"overnight\"/\"today\" = last_24h, \"this week\" = last_7d).",
+        "Ending now (\"overnight\"/\"today\" = last_24h, \"this week\" = last_7d)." if hint else "",
         enum=tuple(w.value for w in TimeWindow),
         default=default.value,
     )
 
 
-_SEVERITY = Parameter(
-    "min_severity",
-    "Lowest severity to include (Medium = Medium and High).",
-    enum=tuple(s.value for s in Severity),
-    default=Severity.INFORMATIONAL.value,
-)
+_SEVERITY = Parameter("min_severity", "", enum=tuple(s.value for s in Severity))
 
 
 def _limit(default: int, maximum: int, what: str) -> Parameter:
-    return Parameter("limit", f"Max {what}.", kind="integer", default=default,
-                     minimum=1, maximum=maximum)
+    return Parameter("limit", f"Max {what}, default {default}.", kind="integer", minimum=1, maximum=maximum)
+
+
+def _filters(statuses: tuple[str, ...], sorts: tuple[SortOrder, ...], owner: bool) -> tuple[Parameter, ...]:
+    """The optional filters of a list (issue 12); the data layer validates each (``sentinel.params``)."""
+    return (
+        Parameter("severity", "Only these, e.g. \"High,Low\"."),
+        Parameter("status", "open = not closed.", enum=("open", *statuses)),
+        *((Parameter("owner", "Name, UPN, me or unassigned."),) if owner else ()),
+        Parameter("search", "In title or description."),
+        Parameter("from", "ISO 8601, instead of time_window."),
+        Parameter("to", "ISO 8601."),
+        Parameter("sort", "", enum=tuple(o.value for o in sorts)),  # severity first unless asked
+    )
 
 
 QUERY_INCIDENTS = Tool(
     "query_incidents",
-    "Incidents created in a window, most severe first (severity, status, owner, alerts, tactics). For "
-    "the queue, what came in, who is on what.",
-    (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "incidents")),
+    "Incidents created in a window: severity, status, owner, alerts, tactics. For the queue and who is on what.",
+    (_window(TimeWindow.LAST_24H, hint=True), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "incidents"),
+     *_filters(INCIDENT_STATUSES, tuple(SortOrder), owner=True)),
     "Querying incidents...",
     _WINDOW_EXAMPLE,
     text=compact.incidents_text,
@@ -59,15 +70,8 @@ QUERY_INCIDENTS = Tool(
 
 GET_INCIDENT_DETAIL = Tool(
     "get_incident_detail",
-    "One incident in depth: description, alerts, entities, owner, classification, portal link. For "
-    "follow-ups like \"tell me more about [2]\" or \"that incident\" (take its number from the references).",
-    (
-        Parameter(
-            "incident_ref",
-            "Incident number (e.g. \"42\"), or words from its title.",
-            required=True,
-        ),
-    ),
+    "One incident in depth: description, alerts, entities, owner, classification, portal link.",
+    (Parameter("incident_ref", "Number, \"[2]\", \"that incident\" or title words.", required=True),),
     "Looking up incident details...",
     '{"incident_ref": "42"}',
     text=compact.incident_detail_text,
@@ -76,9 +80,9 @@ GET_INCIDENT_DETAIL = Tool(
 
 QUERY_ALERTS = Tool(
     "query_alerts",
-    "Individual alerts in a window, most severe first, with product and main entities. For alerts and "
-    "detections, including ones not in an incident.",
-    (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "alerts")),
+    "Alerts in a window with product and entities, including alerts not in an incident.",
+    (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "alerts"),
+     *_filters(ALERT_STATUSES[:-1], (SortOrder.SEVERITY, SortOrder.NEWEST), owner=False)),
     "Querying alerts...",
     _WINDOW_EXAMPLE,
     text=compact.alerts_text,
@@ -95,7 +99,6 @@ GET_ALERT_TREND = Tool(
             "bin_size",
             "auto = hourly up to 3 days, else daily.",
             enum=tuple(b.value for b in BinSize),
-            default=BinSize.AUTO.value,
         ),
     ),
     "Analyzing alert trends...",

@@ -30,7 +30,8 @@ class Parameter:
     required: bool = False
 
     def schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = {"type": self.kind, "description": self.description}
+        # Every token here is sent on every model call: an empty description is left out.
+        schema: dict[str, Any] = {"type": self.kind} | ({"description": self.description} if self.description else {})
         if self.enum:
             schema["enum"] = list(self.enum)
         if self.default is not None:
@@ -59,8 +60,6 @@ class Tool:
         return self.change is not None
 
     def parameters_schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {p.name: p.schema() for p in self.parameters},
-            "required": [p.name for p in self.parameters if p.required],
-        }
+        required = [p.name for p in self.parameters if p.required]
+        return {"type": "object", "properties": {p.name: p.schema() for p in self.parameters}} | (
+            {"required": required} if required else {})

@@ -16,6 +16,8 @@ from typing import Any
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryError, QueryResult
+from bot.sentinel.params import InvalidParameter
+from bot.tools import asking
 from bot.tools.registry import TOOLS, Registry
 from bot.tools.tool import Tool
 
@@ -70,6 +72,12 @@ class ToolBox:
                     started: float | None = None) -> ToolRun:
         """A read tool with parsed arguments (a command's, a card button's, or the model's)."""
         started = time.perf_counter() if started is None else started
+        tool = self.registry.get(name)
+        try:  # "[2]", "that incident" and "me" mean something only in this conversation: resolved here, first
+            arguments = asking.resolve(tuple(p.name for p in tool.parameters) if tool else (), arguments)
+        except InvalidParameter as problem:
+            error = QueryError("invalid_argument", str(problem), retry_possible=False, tool=name)
+            return ToolRun(name, arguments, error, _ms(started), call_id=call_id)
         result = await self.sentinel.run(name, arguments)
         retried = False
         if isinstance(result, QueryError) and result.retry_possible:
