@@ -55,6 +55,12 @@ EXPECTED = {
         r"== 3\. Time spent counting tokens per turn",
         rf"Counting: total {NUMBER} ms over 10 turns",
     ],
+    "bench_durable.py": [
+        r"== Durable turns: 2 instances, \d+ conversations x \d+ messages, \d+ of \d+ deliveries repeated",
+        r"lost 0, answered twice 0, out of order 0; goal all 0: met",
+        rf"Recovery: every turn sent before the kill answered {NUMBER} s after it",
+        rf"Acknowledgement through the proxy: median {NUMBER} ms, p99 {NUMBER} ms",
+    ],
     "bench_teams.py": [
         r"Bot process pid \d+ .* started in",
         r"== 1\. HTTP acknowledgement .* 2\. request -> first feedback",

@@ -1,0 +1,69 @@
+"""Durable turns (issue 13): two bot instances, one killed with SIGKILL mid-run and restarted.
+
+Run: .venv/bin/python bench/bench_durable.py [--conversations N] [--messages M] [--seed S] [--smoke]
+
+Two ``python -m bot serve`` processes with TURN_QUEUE=azure and Blob state on Azurite (tests/azurite), behind
+the round-robin proxy of tests/support/round_robin.py on 127.0.0.1; the fake Bot Connector answers their
+replies. 20 conversations send 10 messages each (commands, so no model is involved), 10% of deliveries are
+repeated to the other instance, and instance A gets SIGKILL while turns run (see tests/support/durable_rig.py
+for the three parts of the run). Printed: lost, answered twice, out of order (goal: all 0), the time from the
+kill until every turn sent before it was answered (recovery: bounded by the 15 s blob lease and queue
+visibility of the killed instance's turns), A's restart time, and the acknowledgement times through the proxy.
+
+``--smoke`` runs 3 conversations of 3 messages, so CI can tell that the benchmark still runs
+(tests/test_benchmarks.py); its figures are not meaningful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import durable_rig  # noqa: E402 - after the path is set
+from tests.support.azurite import AZURITE_ALL  # noqa: E402
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+async def main(conversations: int, messages: int, seed: int, smoke: bool = False) -> int:
+    if not AZURITE_ALL.exists():
+        print("Azurite is not installed: npm ci --prefix tests/azurite", file=sys.stderr)
+        return 2
+    if smoke:
+        print(f"SMOKE RUN (--smoke): {conversations} conversations of {messages} messages; the figures only show "
+              "that it runs")
+    with tempfile.TemporaryDirectory(prefix="bench-durable-") as workdir:
+        figures = await durable_rig.run(Path(workdir), conversations=conversations, messages=messages, seed=seed,
+                                        answer_timeout_s=180)
+    print(f"== Durable turns: 2 instances, {conversations} conversations x {messages} messages, "
+          f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
+          f"instance A killed (SIGKILL) with {figures.held_at_kill} turns running")
+    print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "
+          f"goal all 0: {verdict(figures.lost == figures.twice == figures.out_of_order == 0)}")
+    print(f"Recovery: every turn sent before the kill answered {figures.recovery_s:.1f} s after it "
+          f"(instance A restarted and ready in {figures.restart_s:.1f} s)")
+    acks = figures.acks_ms
+    print(f"Acknowledgement through the proxy: median {statistics.median(acks):.1f} ms, "
+          f"p99 {figures.ack_p99_ms:.1f} ms over {len(acks)} deliveries; whole run {figures.elapsed_s:.1f} s")
+    return 0 if figures.lost == figures.twice == figures.out_of_order == 0 else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--messages", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.conversations, args.messages = 3, 3
+    sys.exit(asyncio.run(main(args.conversations, args.messages, args.seed, args.smoke)))
