@@ -302,9 +302,25 @@ async def test_no_answer_fails_loudly_with_500(fake: FakeOpenAI) -> None:
     assert len(fake.requests) == 1
 
 
-async def test_streaming_is_refused_clearly(fake: FakeOpenAI) -> None:
-    fake.script(text("unused"))
-    with pytest.raises(openai.BadRequestError) as raised:
-        await ask(openai_client(fake), stream=True)
-    assert "streaming" in raised.value.message
-    assert fake.pending == 1
+async def test_streamed_answers_read_by_the_real_sdk(fake: FakeOpenAI) -> None:
+    """stream=true: the SDK's own stream reader gets the text and the tool calls back, whole, then usage."""
+    fake.script(text("No high-severity incidents overnight; the last one was #14440."),
+                tool_calls(("query_incidents", {"time_window": "last_24h", "min_severity": "High"})))
+    client = openai_client(fake)
+    try:
+        stream = await client.chat.completions.create(model="gpt-4o", messages=USER, tools=TOOLS, stream=True,
+                                                      stream_options={"include_usage": True})
+        chunks = [chunk async for chunk in stream]
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == \
+            "No high-severity incidents overnight; the last one was #14440."
+        assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 3, "in pieces"
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+        stream = await client.chat.completions.create(model="gpt-4o", messages=USER, tools=TOOLS, stream=True)
+        calls = [d for c in [chunk async for chunk in stream] if c.choices for d in c.choices[0].delta.tool_calls or []]
+        assert calls[0].function.name == "query_incidents" and calls[0].id
+        assert json.loads("".join(d.function.arguments or "" for d in calls)) == {"time_window": "last_24h",
+                                                                                    "min_severity": "High"}
+    finally:
+        await client.close()
+    assert fake.pending == 0

@@ -278,10 +278,27 @@ def annotate(answer: str, findings: list[Finding]) -> str:
     """The answer with each finding marked where it is, withheld sentences replaced, and a summary on top."""
     if not findings:
         return answer
-    text = answer
+    text, shown = _marked(answer, findings)
+    lines = [f"⚠ Fact check: {_statements(len(shown))} in this answer "
+             f"{'does' if len(shown) == 1 else 'do'} not match Sentinel's records (marked ⚠ below):"]
+    for finding in shown[:MAX_SUMMARY_LINES]:
+        said = "Withheld: " if finding.withhold else f"\"{_quote(finding.claimed)}\": "
+        lines.append(f"- {said}{finding.record}")
+    if len(shown) > MAX_SUMMARY_LINES:
+        lines.append(f"- and {len(shown) - MAX_SUMMARY_LINES} more, marked below")
+    return "\n".join(lines) + "\n\n" + text
+
+
+def mark(answer: str, findings: list[Finding]) -> str:
+    """The answer with the marks and withheld sentences only (no summary): what a streamed answer shows."""
+    return _marked(answer, findings)[0] if findings else answer
+
+
+def _marked(answer: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+    """The marked text, and the findings the summary lists: a withheld sentence covers what was in it."""
     withheld: set[tuple[int, int]] = set()
     edits: list[tuple[int, int, str]] = []
-    shown: list[Finding] = []  # one line each in the summary: a withheld sentence covers what was in it
+    shown: list[Finding] = []
     for finding in findings:
         if finding.withhold and finding.sentence not in withheld:
             withheld.add(finding.sentence)
@@ -291,21 +308,11 @@ def annotate(answer: str, findings: list[Finding]) -> str:
         if not any(s <= finding.start < e for s, e in withheld):
             edits.append((finding.end, finding.end, f" ⚠({finding.note})"))
             shown.append(finding)
-    shown.sort(key=lambda f: f.start)
-    findings = shown
     pieces, position = [], 0
     for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
-        pieces += [text[position:start], replacement]
+        pieces += [answer[position:start], replacement]
         position = max(position, end)
-    text = "".join(pieces) + text[position:]
-    lines = [f"⚠ Fact check: {_statements(len(findings))} in this answer "
-             f"{'does' if len(findings) == 1 else 'do'} not match Sentinel's records (marked ⚠ below):"]
-    for finding in findings[:MAX_SUMMARY_LINES]:
-        said = "Withheld: " if finding.withhold else f"\"{_quote(finding.claimed)}\": "
-        lines.append(f"- {said}{finding.record}")
-    if len(findings) > MAX_SUMMARY_LINES:
-        lines.append(f"- and {len(findings) - MAX_SUMMARY_LINES} more, marked below")
-    return "\n".join(lines) + "\n\n" + text
+    return "".join(pieces) + answer[position:], sorted(shown, key=lambda f: f.start)
 
 
 def summary_notice(findings: list[Finding]) -> str:

@@ -27,7 +27,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -91,6 +91,9 @@ def wire_message(message: Message) -> dict[str, Any]:
 
 def to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return [wire_message(m) for m in messages]
+
+
+TextSink = Callable[[str], Awaitable[None]]  # a streamed answer's text so far, each time it grows
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,12 @@ class ChatModel:
         return WaitBudget(self.max_wait_per_turn_s)
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None, *,
-                       round_number: int | None = None, budget: WaitBudget | None = None) -> Completion:
+                       round_number: int | None = None, budget: WaitBudget | None = None,
+                       on_text: TextSink | None = None) -> Completion:
         """One model call (with its retries), traced as an ``llm.call`` span (GenAI semantic-convention names;
-        no message content). ``budget``: the turn's retry waits left (a fresh one when not given)."""
+        no message content). ``budget``: the turn's retry waits left (a fresh one when not given). ``on_text``:
+        the answer is streamed, and ``on_text`` gets its text so far as it grows, as long as no tool call has
+        started (text before a tool call is not an answer); the Completion is the same either way."""
         started = time.perf_counter()
         completion: Completion | None = None
         error_type: str | None = None
@@ -212,7 +218,7 @@ class ChatModel:
                 span.set_attribute("bot.llm.round", round_number)
             try:
                 completion = await self._complete(to_wire(messages), [tool_entry(t) for t in tools or ()],
-                                                  budget if budget is not None else self.wait_budget())
+                                                  budget if budget is not None else self.wait_budget(), on_text)
                 span.set_attributes({
                     "gen_ai.usage.input_tokens": completion.prompt_tokens,
                     "gen_ai.usage.output_tokens": completion.completion_tokens,
@@ -240,15 +246,32 @@ class ChatModel:
             instruments.llm_tokens.add(completion.completion_tokens, labels | {"gen_ai.token.type": "output"})
 
     async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                        budget: WaitBudget) -> Completion:
+                        budget: WaitBudget, on_text: TextSink | None) -> Completion:
         request: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": self._max_tokens}
         if tools:
             request["tools"] = tools
             request["tool_choice"] = "auto"
-        return read_completion(await self._post(request, budget))
+        if on_text is None:
+            return read_completion(await self._post(request, budget))
+        request |= {"stream": True, "stream_options": {"include_usage": True}}
+        stream = await self._post(request, budget, stream=True)
+        assembled = _Assembled()
+        try:
+            async for chunk in stream:
+                if assembled.add(chunk) and not assembled.calls:
+                    await on_text(assembled.text)
+        except LLMError:
+            raise
+        except openai.APIError as exc:  # an error event inside the stream
+            raise _llm_error(exc) from exc
+        except Exception as exc:  # the connection broke off mid-stream (httpx's errors), or a garbled event
+            raise LLMError(LLMErrorKind.BAD_RESPONSE, _UNREADABLE_MESSAGE,
+                           detail=f"stream broke: {type(exc).__name__}: {exc}"[:300], reason="stream_broken") from exc
+        return read_completion(assembled.body())
 
-    async def _post(self, request: dict[str, Any], budget: WaitBudget) -> Any:
-        """The response body as plain JSON, after at most ``max_retries`` retries within the budget."""
+    async def _post(self, request: dict[str, Any], budget: WaitBudget, *, stream: bool = False) -> Any:
+        """The response body as plain JSON (or, streaming, the stream of chunks once the response has begun),
+        after at most ``max_retries`` retries within the budget."""
         attempt = 0
         while True:
             try:
@@ -256,6 +279,10 @@ class ChatModel:
                 # TypedDict transform, which was most of the bot's CPU per model call. Azure OpenAI's
                 # deployment routing applies to this path as it does to chat.completions.create. The answer
                 # comes back as plain JSON (cast_to=object), read by read_completion whatever its shape.
+                if stream:
+                    return await self._client.post("/chat/completions", body=request, cast_to=object,
+                                                   options={"max_retries": 0}, stream=True,
+                                                   stream_cls=openai.AsyncStream[object])
                 return await self._client.post("/chat/completions", body=request, cast_to=object,
                                                options={"max_retries": 0})
             except openai.APIError as exc:
@@ -294,6 +321,73 @@ _UNREADABLE_MESSAGE = (
     "meanwhile."
 )
 _EMPTY_MESSAGE = "The language model returned an empty response (no answer in it). Please ask again."
+
+
+class _Assembled:
+    """A streamed completion put back together in the shape of an unstreamed one, so ``read_completion`` reads
+    both (and finds the same faults in both)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: Any = None
+        self.usage: Any = None
+        self.error: Any = None
+        self.text = ""
+        self.answered = False  # a chunk with a choice arrived (a stream of nothing is an empty response)
+
+    def add(self, chunk: Any) -> bool:
+        """Take one chunk; True when the answer's text grew."""
+        if not isinstance(chunk, Mapping):
+            raise _bad_shape(f"a stream chunk is {type(chunk).__name__}")
+        self.usage = chunk.get("usage") or self.usage
+        self.error = chunk.get("error") or self.error
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            return False
+        choice = choices[0]
+        self.answered = True
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        delta = _mapping(choice.get("delta"))
+        for raw in delta.get("tool_calls") or []:
+            if isinstance(raw, Mapping):
+                self._call(raw)
+        if isinstance(delta.get("refusal"), str):
+            self.refusal.append(delta["refusal"])
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.parts.append(content)
+            self.text += content
+            return True
+        return False
+
+    def _call(self, raw: Mapping[str, Any]) -> None:
+        index = raw["index"] if isinstance(raw.get("index"), int) else len(self.calls)
+        call = self.calls.setdefault(index, {"id": None, "type": "function", "name": "", "arguments": ""})
+        call["id"] = raw.get("id") or call["id"]
+        function = _mapping(raw.get("function"))
+        for key in ("name", "arguments"):
+            if isinstance(function.get(key), str):
+                call[key] += function[key]
+
+    def body(self) -> dict[str, Any]:
+        if self.error is not None and not self.parts and not self.calls:
+            return {"error": self.error}
+        if not self.answered:
+            return {}
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.parts) or None,
+                                   "refusal": "".join(self.refusal) or None}
+        if self.calls:
+            message["tool_calls"] = [{"id": c["id"], "type": "function",
+                                      "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                     for _, c in sorted(self.calls.items())]
+        return {"choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
+                "usage": self.usage if isinstance(self.usage, Mapping) else {}}
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def read_completion(data: Any) -> Completion:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,7 +37,7 @@ from bot.orchestrator.items import (
     ToolResult,
     UserMessage,
 )
-from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind, WaitBudget
+from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind, TextSink, WaitBudget
 from bot.orchestrator.memory import Memory, digest
 from bot.orchestrator.write_guard import WriteGuard
 from bot.sentinel.models import QueryResult
@@ -91,14 +92,17 @@ class Orchestrator:
         self.offered: tuple[Tool, ...] = tools.registry.offered(writes=self.desk is not None)
 
     async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress,
-                     actor: Actor | None = None) -> TurnResult:
-        """Answer ``text``; ``actor`` (who asks, where) lets write tools propose changes for them."""
+                     actor: Actor | None = None, stream: TextSink | None = None) -> TurnResult:
+        """Answer ``text``; ``actor`` (who asks, where) lets write tools propose changes for them. ``stream``: the
+        answer's text is streamed to it as it is written, whole sentences only, fact-checked and marked; the
+        TurnResult's text (with the summary on top) is the final word."""
         notices = self.memory.before_turn(conversation)
         user_text = text.strip()[:MAX_USER_TEXT]
         turn: list[Item] = [UserMessage(user_text)]
         wants_examples = prompts.asks_for_example_data(user_text)
         result = TurnResult(text="", notices=notices)
-        asking = _Asking(user_text, actor, budget=self.model.wait_budget())
+        asking = _Asking(user_text, actor, budget=self.model.wait_budget(),
+                         live=_LiveAnswer(stream, conversation, self.clock) if stream is not None else None)
         try:
             completion = await self._run_rounds(conversation, turn, result, wants_examples, progress, asking)
         except LLMError as error:
@@ -176,7 +180,7 @@ class Orchestrator:
             messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None)
             try:
                 completion = await self.model.complete(messages, tools, round_number=result.rounds + 1,
-                                                       budget=asking.budget)
+                                                       budget=asking.budget, on_text=asking.live)
             except LLMError as error:
                 if error.kind is not LLMErrorKind.CONTEXT_LENGTH:
                     raise
@@ -292,6 +296,29 @@ class _Asking:
     actor: Actor | None
     write_calls: int = 0  # the model's write tool calls this turn, proposed or not
     budget: WaitBudget = field(default_factory=WaitBudget)  # the turn's model retry waits left
+    live: _LiveAnswer | None = None  # where the answer streams to, if anywhere
+
+
+_SENTENCE_END = re.compile(r"[.!?:](?=\s)|\n")
+
+
+class _LiveAnswer:
+    """The answer as it streams: sent on only up to its last finished sentence, checked and marked like the final
+    answer, so nothing reaches the analyst before the fact check has seen it."""
+
+    def __init__(self, sink: TextSink, conversation: Conversation, clock: Callable[[], datetime]) -> None:
+        self.sink, self.conversation, self.clock = sink, conversation, clock
+        self.shown = 0
+
+    async def __call__(self, so_far: str) -> None:
+        ends = [m.end() for m in _SENTENCE_END.finditer(so_far)]
+        cut = ends[-1] if ends else 0
+        if cut <= self.shown:
+            return
+        self.shown = cut
+        done = so_far[:cut].rstrip()
+        findings = grounding.check(done, self.conversation.facts, self.conversation.references, self.clock())
+        await self.sink(grounding.mark(done, findings))
 
 
 def _shrink_results(turn: list[Item]) -> bool:

@@ -48,7 +48,7 @@ from bot.sentinel.changes import Owner
 from bot.sentinel.client import SentinelClient
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
-from bot.teams.progress import Progress, progress_for, send_with_retry
+from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
 
@@ -431,7 +431,7 @@ class SentinelBot(TeamsActivityHandler):
         """Typed text (or a button that posts text): a command, or a question for the model."""
         conversation = data.conversation
         text = request.text or str((request.value or {}).get("text") or "")
-        routed = await self.commands.route(text, conversation, progress.update, me=request.user_aad_id)
+        routed = await self.commands.route(text, conversation, progress.update)
         if routed.command is not None:
             facts.kind, facts.command = TurnKind.COMMAND, routed.command.name
         match routed.route:
@@ -477,7 +477,8 @@ class SentinelBot(TeamsActivityHandler):
             log.info("model turn refused: rate limit (%.0f s to wait)", wait)
             return Reply([replies.message(self.limits.message(wait))])
         actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
-        turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor)
+        turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
+                                              stream=_streamed_to(progress))
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
         if turn.failed:
             facts.error = f"llm.{turn.failure}"
@@ -625,6 +626,19 @@ _VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change
 _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
                     ProposalStatus.INVALID: "I could not prepare that change",
                     ProposalStatus.FAILED: "I could not prepare that change"}
+
+
+def _streamed_to(progress: Progress) -> Callable[[str], Awaitable[None]] | None:
+    """Where a model answer streams as it is written: Teams streaming, in 1:1 chats only (channels and group chats
+    keep one status message, replaced by the answer)."""
+    if not isinstance(progress, StreamingProgress):
+        return None
+    streaming = progress
+
+    async def show(text: str) -> None:
+        await streaming.text(replies.safe_markdown(text))
+
+    return show
 
 
 def _feedback_text(raw: Any) -> str:

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Entity
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 MIN_UPDATE_INTERVAL_S = 1.0
 PROGRESS_GRACE_S = 0.4  # a turn that takes longer gets streamed / status-message progress
 MAX_INFORMATIVE_CHARS = 1000
+MAX_STREAMED_CHARS = 8000  # the answer text shown while it streams (the final message has the whole answer)
 STREAM_TIME_LIMIT_S = 100.0  # Teams ends a stream after 2 minutes; stop informative updates well before
 MAX_RETRY_AFTER_S = 10.0
 
@@ -83,7 +84,10 @@ async def send_with_retry(call: Callable[[], Awaitable[Any]], *, retries: int = 
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _Paced:
+Update = TypeVar("Update")
+
+
+class _Paced(Generic[Update]):
     """Status updates at most one per interval, the first only after a grace period, the latest always last.
 
     The grace keeps fast answers free of progress chatter: a command answered in 100 ms needs only the
@@ -91,15 +95,15 @@ class _Paced:
     rate too.
     """
 
-    def __init__(self, send: Callable[[str], Awaitable[None]], interval_s: float, first_after_s: float) -> None:
+    def __init__(self, send: Callable[[Update], Awaitable[None]], interval_s: float, first_after_s: float) -> None:
         self._send = send
         self._interval = interval_s
         self._next = time.monotonic() + first_after_s
-        self._pending: str | None = None
+        self._pending: Update | None = None
         self._flusher: asyncio.Task[None] | None = None
         self.sent = False
 
-    async def push(self, status: str) -> None:
+    async def push(self, status: Update) -> None:
         self._pending = status
         if self._flusher is None:
             wait = self._next - time.monotonic()
@@ -166,21 +170,42 @@ class Progress:
 
 
 class StreamingProgress(Progress):
-    """1:1 chats: Teams streaming, informative updates once the turn outlasts the grace period."""
+    """1:1 chats: Teams streaming. Informative updates once the turn outlasts the grace period, then the
+    answer's text as the model writes it (each update the whole text so far), then the final message."""
 
     def __init__(self, context: TurnContext, **options: Any) -> None:
         super().__init__(context, **options)
         self.stream_id: str | None = None
         self.refused = False
+        self.streamed = ""  # the answer text shown so far: every later update must start with it
         self._sequence = 0
         self._started_at = time.monotonic()
-        self._updates = _Paced(self._informative, self.interval_s, self.grace_s)
+        self._updates = _Paced(self._send, self.interval_s, self.grace_s)
+
+    @property
+    def _open(self) -> bool:
+        return not self.refused and time.monotonic() - self._started_at <= STREAM_TIME_LIMIT_S
 
     async def update(self, status: str) -> None:
-        if self.refused or time.monotonic() - self._started_at > STREAM_TIME_LIMIT_S:
+        if not self._open:
             await self._typing()  # keeps the indicator alive where streaming is not possible
             return
-        await self._updates.push(status)
+        if not self.streamed:  # once the answer streams, it is the progress
+            await self._updates.push(("informative", status))
+
+    async def text(self, so_far: str) -> None:
+        """The answer's text so far. Teams wants each update to contain what was streamed before; an answer that
+        does not (the model began again after a tool call) is left to the final message."""
+        if self._open and so_far.startswith(self.streamed) and so_far != self.streamed:
+            await self._updates.push(("streaming", so_far[:MAX_STREAMED_CHARS]))
+
+    async def _send(self, update: tuple[str, str]) -> None:
+        kind, value = update
+        if kind == "streaming" and not value.startswith(self.streamed):
+            return
+        await self._stream(kind, value)
+        if kind == "streaming":
+            self.streamed = value
 
     async def finish(self, reply: Activity) -> str | None:
         await self._updates.stop()
@@ -189,10 +214,11 @@ class StreamingProgress(Progress):
             reply.entities = list(reply.entities or []) + [StreamInfo(stream_type="final", stream_id=self.stream_id)]
         return await super().finish(reply)
 
-    async def _informative(self, status: str) -> None:
+    async def _stream(self, kind: str, value: str) -> None:
         self._sequence += 1
-        info = StreamInfo(stream_type="informative", stream_sequence=self._sequence, stream_id=self.stream_id)
-        activity = Activity(type=ActivityTypes.typing, text=status[:MAX_INFORMATIVE_CHARS], entities=[info])
+        info = StreamInfo(stream_type=kind, stream_sequence=self._sequence, stream_id=self.stream_id)
+        text = value[:MAX_INFORMATIVE_CHARS] if kind == "informative" else value
+        activity = Activity(type=ActivityTypes.typing, text=text, entities=[info])
         try:
             response = await send_with_retry(lambda: self.context.send_activity(activity))
         except Exception as error:  # e.g. 403 ContentStreamNotAllowed

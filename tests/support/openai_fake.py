@@ -333,6 +333,32 @@ def _render_completion(completion: Completion, request: RecordedRequest) -> dict
     }
 
 
+def stream_chunks(rendered: dict[str, Any], size: int, include_usage: bool) -> list[dict[str, Any]]:
+    """A rendered completion as the chunks of its stream (the shape the Chat Completions API streams)."""
+    base = {k: rendered[k] for k in ("id", "created", "model", "system_fingerprint")} | {"object": "chat.completion.chunk"}
+    choice = rendered["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return base | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    content = message.get("content") or ""
+    chunks += [chunk({"content": content[i:i + size]}) for i in range(0, len(content), size)]
+    if message.get("refusal"):
+        chunks.append(chunk({"refusal": message["refusal"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        chunks.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + size]}}]})
+                   for i in range(0, len(arguments), size)]
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        chunks.append(base | {"choices": [], "usage": rendered["usage"]})
+    return chunks
+
+
 class FakeOpenAI:
     """The fake server. Use ``await FakeOpenAI().start()`` / ``await fake.stop()`` or ``async with``."""
 
@@ -342,6 +368,8 @@ class FakeOpenAI:
         self.brain = brain
         self.endpoint = ""
         self._script: deque[Step] = deque()
+        self.stream_chunk_chars = 12  # streamed answers (stream=true): content characters per chunk
+        self.stream_chunk_delay_s = 0.0
         self._runner: web.AppRunner | None = None
 
     # lifecycle
@@ -439,17 +467,31 @@ class FakeOpenAI:
         headers = {"x-request-id": f"req_{uuid.uuid4().hex}", **step.headers}
         if step.raw is not None:
             return web.Response(body=step.raw, status=step.status, headers=headers, content_type=step.content_type)
+        if step.completion is not None and recorded.json.get("stream") and step.status == 200:
+            return await self._stream(request, _render_completion(step.completion, recorded),
+                                      bool((recorded.json.get("stream_options") or {}).get("include_usage")), headers)
         if step.completion is not None:
             payload: Any = _render_completion(step.completion, recorded)
         else:
             payload = dict(step.body) if isinstance(step.body, Mapping) else step.body if step.body is not None else {}
         return web.json_response(payload, status=step.status, headers=headers)
 
+    async def _stream(self, request: web.Request, rendered: dict[str, Any], include_usage: bool,
+                      headers: Mapping[str, str]) -> web.StreamResponse:
+        """The completion as Chat Completions streams it: server-sent ``chat.completion.chunk`` events (the role,
+        then the content and each tool call's arguments in pieces, then the finish reason, then usage when asked
+        for), then ``[DONE]``; ``stream_chunk_delay_s`` between events."""
+        response = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for chunk in stream_chunks(rendered, self.stream_chunk_chars, include_usage):
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            if self.stream_chunk_delay_s:
+                await asyncio.sleep(self.stream_chunk_delay_s)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
     def _next_step(self, recorded: RecordedRequest) -> Step:
-        if recorded.json.get("stream"):
-            return openai_error(
-                400, "FakeOpenAI does not implement streaming (stream=true)", "invalid_request_error", "stream", None
-            )
         if recorded.shape == "azure" and "api-version" not in recorded.query:
             return error(
                 404, {"error": {"code": "404", "message": "Resource not found (no api-version query parameter)"}}
