@@ -114,6 +114,7 @@ class Settings:
     turn_workers: int = 8  # turns one worker process runs at once
     web_runs_worker: bool = True  # the web process also takes turns from the queue
     turn_max_attempts: int = 3  # deliveries of one turn before it is moved aside and its user told
+    instance_count: int = 1  # instances serving this bot (the deployment's scale-out), to refuse per-instance state
     max_tool_rounds: int = 5
     max_turns: int = 30
     max_history_tokens: int = 24_000
@@ -335,6 +336,7 @@ class _Reader:
             turn_workers=self.number("TURN_WORKERS", 8, 1, 256),
             web_runs_worker=self.flag("TURN_WORKER_IN_WEB", True),
             turn_max_attempts=self.number("TURN_MAX_ATTEMPTS", 3, 1, 20),
+            instance_count=self._instance_count(),
             max_tool_rounds=self.number("MAX_TOOL_ROUNDS", 5, 1, 20),
             max_turns=self.number("MAX_TURNS", 30, 2, 500),
             max_history_tokens=self.number("MAX_HISTORY_TOKENS", 24_000, 2_000, 500_000),
@@ -434,6 +436,15 @@ class _Reader:
             f"STATE_STORE={raw!r} is not understood: use memory, sqlite:///path/to/state.db or blob."
         )
         return StateStore("memory")
+
+    def _instance_count(self) -> int:
+        count = self.number("INSTANCE_COUNT", 1, 1, 100)
+        store = self.text("STATE_STORE") or DEFAULT_STATE_STORE
+        if count > 1 and (store != "blob" or (self.text("TURN_QUEUE") or "off").lower() != "azure"):
+            self.problems.append(f"INSTANCE_COUNT={count} needs STATE_STORE=blob and TURN_QUEUE=azure: SQLite and "
+                                 "memory state are per instance, and without the queue two instances could answer "
+                                 "one message twice or out of order.")
+        return count
 
     def _turn_queue(self) -> str:
         kind = self.choice("TURN_QUEUE", ("off", "azure"), "off")

@@ -43,6 +43,8 @@ ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
 # Microsoft Sentinel Responder (/security page): Sentinel Reader's rights plus incidents/* (update, comment), minus
 # incidents/*/Delete. The bot's identity gets it only when the deployment turns incident write actions on.
 SENTINEL_RESPONDER = "3e150937-b8fe-4cfb-8069-0eaf05ecd056"
+STORAGE_BLOB_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Storage Blob Data Contributor
+STORAGE_QUEUE_CONTRIBUTOR = "974c5e8b-45b9-4653-ba55-5f855dd0fb88"  # Storage Queue Data Contributor
 
 # Variables the platform or SDKs read, not Settings: DefaultAzureCredential picks the user-assigned identity
 # by AZURE_CLIENT_ID; the Azure Monitor exporter reads APPLICATIONINSIGHTS_CONNECTION_STRING; App Service
@@ -264,6 +266,7 @@ class Scope:
             return fake_reference(args[0])
         simple = {
             "empty": lambda: len(args[0]) == 0, "not": lambda: not args[0], "equals": lambda: args[0] == args[1],
+            "and": lambda: all(args), "greater": lambda: args[0] > args[1], "string": lambda: str(args[0]),
             "toLower": lambda: args[0].lower(), "trim": lambda: args[0].strip(), "split": lambda: args[0].split(args[1]), "length": lambda: len(args[0]),
             "uniqueString": lambda: hashlib.sha256("|".join(args).encode()).hexdigest()[:13],
             "guid": lambda: _fake_guid(*args), "copyIndex": lambda: self.copy_index + (args[0] if args else 0),
@@ -445,7 +448,8 @@ def test_role_assignments_use_the_documented_built_in_roles_on_each_resource() -
 
 def test_role_definition_ids_are_built_in_ids_built_with_subscription_resource_id() -> None:
     assert set(TEMPLATE["variables"]["roleDefinitionGuids"].values()) == {
-        LOG_ANALYTICS_READER, SENTINEL_READER, OPENAI_USER, ACR_PULL, SENTINEL_RESPONDER}
+        LOG_ANALYTICS_READER, SENTINEL_READER, OPENAI_USER, ACR_PULL, SENTINEL_RESPONDER, STORAGE_BLOB_CONTRIBUTOR,
+        STORAGE_QUEUE_CONTRIBUTOR}
     assert set(TEMPLATE["parameters"]["workspaceReaderRole"]["allowedValues"]) <= set(
         TEMPLATE["variables"]["roleDefinitionGuids"])
     (inner,) = [resource["properties"]["template"] for resource in TEMPLATE["resources"]
@@ -455,6 +459,35 @@ def test_role_definition_ids_are_built_in_ids_built_with_subscription_resource_i
     assert isinstance(definition, Call) and definition.name == "subscriptionResourceId"
     assert definition.args[0] == Literal("Microsoft.Authorization/roleDefinitions")
     assert parse(assignment["name"][1:-1]).name == "guid"
+
+
+def test_blob_state_creates_a_keyless_storage_account_with_the_turn_queue_and_its_two_data_roles() -> None:
+    deployed, _ = deploy(stateStore="blob", instanceCount=3)
+    account = only(deployed, "Microsoft.Storage/storageAccounts")
+    assert account["properties"]["allowSharedKeyAccess"] is False and account["properties"]["minimumTlsVersion"] == "TLS1_2"
+    children = {d.resource["name"].split("/", 1)[1] for d in deployed if d.resource["type"].startswith(
+        "Microsoft.Storage/storageAccounts/")}
+    assert children == {"default/bot-state", "default/bot-turns", "default/bot-turns-poison", "default"}
+    assert only(deployed, "Microsoft.Web/serverfarms")["sku"]["capacity"] == 3
+    found, _ = role_assignments(stateStore="blob", instanceCount=3)
+    storage = account["name"]
+    assert {role for (scope, role) in found if scope.endswith(f"storageAccounts/{storage}")} == {
+        STORAGE_BLOB_CONTRIBUTOR, STORAGE_QUEUE_CONTRIBUTOR}
+    settings, _ = app_settings(stateStore="blob", instanceCount=3)
+    app = Settings.from_env(settings, dotenv_path=None)  # starts: durable turns, state reached as its identity
+    assert (app.state_store.kind, app.turn_queue, app.instance_count) == ("blob", "azure", 3)
+    assert app.state_blob_account_url == f"https://{storage}.blob.core.windows.net"
+    assert app.turn_queue_account_url == f"https://{storage}.queue.core.windows.net"
+    assert app.state_blob_connection_string is None
+    assert not [d for d in deploy()[0] if d.resource["type"].startswith("Microsoft.Storage/")], "none for SQLite"
+
+
+def test_sqlite_state_above_one_instance_is_refused() -> None:
+    from bot.config import ConfigError
+
+    settings, _ = app_settings(instanceCount=2)
+    with pytest.raises(ConfigError, match="INSTANCE_COUNT=2 needs STATE_STORE=blob"):
+        Settings.from_env(settings, dotenv_path=None)
 
 
 RESPONDERS = "aaaaaaaa-1111-4111-8111-aaaaaaaaaaaa,bbbbbbbb-2222-4222-8222-bbbbbbbbbbbb"
