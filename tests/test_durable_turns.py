@@ -215,3 +215,13 @@ async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path
     figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90)
     assert (figures.lost, figures.twice, figures.out_of_order) == (0, 0, 0), figures
     assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
+
+
+def test_an_activity_refused_with_503_is_not_dropped_as_a_repeat_when_teams_retries() -> None:
+    from bot.teams.runner import TurnRunner
+
+    runner = TurnRunner()
+    assert not runner.is_duplicate("a:chat", "1")
+    runner.forget("a:chat", "1")  # the front answered 503: not queued
+    assert not runner.is_duplicate("a:chat", "1"), "Teams' retry is taken"
+    assert runner.is_duplicate("a:chat", "1"), "and a further repeat is dropped"

@@ -3,7 +3,8 @@
 botbuilder's CloudAdapter builds a new ConnectorClient and UserTokenClient for every activity; with
 msrest each costs several milliseconds of CPU (its retry policy setup alone), which dominated the
 bot's per-turn CPU. Both are stateless apart from credentials, and the adapter never closes them, so
-this wrapper keeps one per (service URL, audience, app id) and per app id, in bounded caches.
+this wrapper keeps one per (service URL, audience, app id) and per app id, in bounded caches. Their
+conversation operations serialise card content with ``json`` instead of msrest (:class:`CardSerializer`).
 
 With ``tokens`` (an app id is set), requests are authenticated by the front door's own token check
 (front_door.ChannelTokens) instead of botbuilder's, which blocks the event loop while it fetches keys.
@@ -11,6 +12,7 @@ With ``tokens`` (an app id is set), requests are authenticated by the front door
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from typing import Any
 
@@ -21,6 +23,7 @@ from botframework.connector.auth import (
     ClaimsIdentity,
     ConnectorFactory,
 )
+from msrest.serialization import Serializer
 
 from bot.teams.front_door import ChannelTokens
 
@@ -50,6 +53,42 @@ def _app_id(claims: ClaimsIdentity | None) -> str:
     return str(claims_map.get("appid") or claims_map.get("azp") or claims_map.get("aud") or "")
 
 
+_JSON = (dict, list, str, int, float, bool, type(None))
+
+
+class CardSerializer(Serializer):
+    """msrest's serializer, except for the cards an outgoing activity carries.
+
+    msrest walks an attachment's ``content`` (typed ``object``) value by value, which for one incident-list card
+    cost more CPU than the rest of the turn's reply. Card content here is already plain JSON (bot/cards builds
+    dicts), so the activity is serialised without it and the content is put back as it is: the HTTP layer
+    encodes it once with ``json``. Anything else (no attachments, content that is a model) goes msrest's way.
+    """
+
+    def body(self, data: Any, data_type: str, **kwargs: Any) -> Any:
+        attachments = getattr(data, "attachments", None) if data_type == "Activity" else None
+        if not attachments or not all(isinstance(getattr(a, "content", None), _JSON) for a in attachments):
+            return super().body(data, data_type, **kwargs)
+        bare = copy.copy(data)
+        bare.attachments = [copy.copy(attachment) for attachment in attachments]
+        for attachment in bare.attachments:
+            attachment.content = None
+        serialized = super().body(bare, data_type, **kwargs)
+        for wire, attachment in zip(serialized["attachments"], attachments, strict=True):
+            if attachment.content is not None:
+                wire["content"] = attachment.content
+        return serialized
+
+
+def _with_card_serializer(client: Any) -> Any:
+    """The connector client, its conversation operations (send, reply, update) using :class:`CardSerializer`."""
+    operations = getattr(client, "conversations", None)
+    serializer = getattr(operations, "_serialize", None)
+    if isinstance(serializer, Serializer) and not isinstance(serializer, CardSerializer):
+        operations._serialize = CardSerializer(serializer.dependencies)  # type: ignore[union-attr]
+    return client
+
+
 class _CachingConnectorFactory(ConnectorFactory):
     def __init__(self, inner: ConnectorFactory, cache: _Cache, app_id: str) -> None:
         self._inner = inner
@@ -60,7 +99,7 @@ class _CachingConnectorFactory(ConnectorFactory):
         key = (service_url, audience, self._app_id)
         client = self._cache.get(key)
         if client is None:
-            client = self._cache.put(key, await self._inner.create(service_url, audience))
+            client = self._cache.put(key, _with_card_serializer(await self._inner.create(service_url, audience)))
         return client
 
 

@@ -291,6 +291,8 @@ class TurnQueue:
     async def claim(self, envelope: Envelope, message_id: str) -> bool:
         """True when this delivery may answer the activity: its marker is new, already this message's (a
         redelivery after a crash), or older than MARKER_TTL_S. False for a repeat of an answered activity."""
+        if not envelope.activity_id:
+            return True  # nothing to recognise a repeat by (Teams gives every message an id)
         blob = self.container.get_blob_client(
             f"seen/{_digest(envelope.conversation_id)}/{_digest(envelope.activity_id)}")
         try:

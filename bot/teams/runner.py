@@ -180,6 +180,11 @@ class TurnRunner:
             self._seen[seen] = now
             return False
 
+    def forget(self, conversation_key: str, activity_id: str | None) -> None:
+        """Forget an accepted activity that was not taken after all (a 503): Teams' retry must not be dropped."""
+        with self._guard:
+            self._seen.pop((conversation_key, activity_id or ""), None)
+
     def reserve(self, conversation_key: str) -> Place:
         """Take the next place in the conversation's line, now. Pass it to :meth:`submit`, or give it back with
         :meth:`release`; until then the conversation's later turns wait for it. Safe from any thread."""

@@ -202,13 +202,17 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             log.info("dropping a repeated delivery of activity %s", activity.id)
             return web.Response(status=200)
         if durable is not None:
-            return await durable.enqueue(activity, auth)
+            response = await durable.enqueue(activity, auth)
+            if response.status >= 500:
+                runner.forget(activity.conversation.id, activity.id)
+            return response
         addressed = bot.addressed_to_bot(activity)
         first = _typing_first(activity, auth, bot) if addressed else None
         abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
         late = notice(activity, auth, deadline_text(settings.turn_deadline_seconds)) if addressed else None
         if not runner.submit(place, lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
                              on_abandon=abandoned, on_timeout=late):
+            runner.forget(activity.conversation.id, activity.id)
             return _problem(503, "The bot is restarting or overloaded; Teams will retry.")
         return web.Response(status=201)
 
