@@ -122,13 +122,21 @@ async function main() {
       await page.getByRole('button', { name: options.press, exact: true }).last().click();
       await page.waitForTimeout(700);
     }
+    let missing = null;
     for (const text of options.waitText) {
-      await page.getByText(text).last().waitFor({ state: 'visible' });
+      try {
+        await page.getByText(text).last().waitFor({ state: 'visible' });
+      } catch (error) {
+        missing = error;
+        break;
+      }
     }
     if (options.hideLog) await page.getByRole('button', { name: 'Hide log panel' }).click();
     await page.waitForTimeout(300); // let the card renderer finish layout
+    // Also when a text never showed: the screenshot is what the user saw instead.
     await page.screenshot({ path: path.resolve(options.out), fullPage: options.fullPage });
     console.log(path.resolve(options.out));
+    if (missing) throw missing;
   } finally {
     await browser.close();
   }

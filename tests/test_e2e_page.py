@@ -1,0 +1,111 @@
+"""What the analyst sees, on the rendered Agents Playground page in a real browser (Debian's chromium driven by
+playwright-core through tests/e2e/screenshot.js): each scenario must make its reply visible where the user
+looks, not only arrive on the websocket. Screenshots are written to the test's temporary directory.
+
+Skipped when node, the Playground or chromium is missing (``./run tests`` installs the first two, and chromium
+where it can: the browser is a Debian package, not an npm one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.support import openai_fake as oa
+from tests.support import rule_model
+from tests.support.playground import ManagedProcess, Playground, repo_root, start_sentinel_bot
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+SCRIPT = repo_root() / "tests" / "e2e" / "screenshot.js"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+LIE = "(as if it were low)"
+
+
+def chromium_missing() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not Path(CHROMIUM).exists():
+        return "chromium is not installed (apt-get install chromium)"
+    return None
+
+
+def brain(body: dict[str, Any]) -> oa.Step | None:
+    """The rule-based model, except that a question containing LIE gets its first row's severity wrong."""
+    messages = body.get("messages", [])
+    question = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    results = [m for m in messages if m.get("role") == "tool"]
+    if LIE in question and results and body.get("tools"):
+        rows = [line.split("|") for line in str(results[-1]["content"]).splitlines() if line.startswith("[")]
+        if rows:
+            return oa.text(f"The one to look at first is #{rows[0][1]} {rows[0][0]}: it is only Low severity.")
+    return rule_model.brain(body)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    reason = chromium_missing()
+    if reason:
+        pytest.skip(f"page-level tests: {reason}")
+    async with oa.FakeOpenAI(brain=brain) as model:
+        bot: ManagedProcess = await start_sentinel_bot(model.endpoint, tmp_path_factory.mktemp("bot"))
+        try:
+            async with Playground(f"http://127.0.0.1:{bot.port}/api/messages",
+                                  tmp_path_factory.mktemp("playground")) as playground:
+                yield playground.url + "/"
+        finally:
+            await bot.stop()
+
+
+async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
+              timeout_ms: int = 20000) -> None:
+    """Drive the page as a person would and wait until every ``expect`` text is visible on it."""
+    argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
+            "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out)]
+    for text in say:
+        argv += ["--say", text]
+    for text in expect:
+        argv += ["--wait-text", text]
+    process = await asyncio.create_subprocess_exec(*argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+    assert process.returncode == 0, (f"not visible on the page: {expect} ({conversation}, after {say}); "
+                                     f"screenshot {out}\n{stderr.decode()[-2000:]}")
+    assert out.exists(), stdout.decode()
+
+
+async def test_one_to_one_answer_text_and_its_card_are_on_the_page(page_url: str, tmp_path: Path) -> None:
+    await see(page_url, tmp_path / "personal.png", say=["what high-severity incidents came in this week?"],
+              expect=["most severe first", "Data sources", "AI generated"])
+
+
+async def test_group_chat_command_with_mention_is_on_the_page(page_url: str, tmp_path: Path) -> None:
+    await see(page_url, tmp_path / "group.png", conversation="group", say=["incidents 24h"],
+              expect=["incidents (last 24 hours", "Data sources"])
+
+
+# The bot's replies reach the thread (the Playground's own event log shows createMessage in the thread's
+# conversation for each), but the page sometimes does not draw them: in about half the runs after other
+# conversations were opened, never when the channel is the first page. Recorded, not hidden: issue 16 point 1.
+@pytest.mark.xfail(strict=False, reason="the Playground page intermittently does not draw bot replies in a thread")
+async def test_channel_post_and_its_thread_replies_are_on_the_page(page_url: str, tmp_path: Path) -> None:
+    await see(page_url, tmp_path / "channel.png", conversation="general",
+              say=["incidents 24h", "what high-severity incidents came in this week?"],
+              expect=["incidents (last 24 hours", "most severe first"])
+
+
+async def test_a_wrong_claim_is_marked_where_the_analyst_reads_it(page_url: str, tmp_path: Path) -> None:
+    await see(page_url, tmp_path / "fact-check.png", say=[f"what is high this week {LIE}?"],
+              expect=["Fact check: 1 statement in this answer does not match", "⚠(record: High)"])
+
+
+async def test_a_reply_that_never_shows_fails_the_check(page_url: str, tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="not visible on the page"):
+        await see(page_url, tmp_path / "never.png", say=["incidents 24h"], expect=["no bot ever says this"],
+                  timeout_ms=4000)
