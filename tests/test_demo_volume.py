@@ -82,14 +82,16 @@ async def test_precomputed_answers_match_the_raw_rows(later_client: SentinelClie
     for alert in raw_alerts:
         for kind, value in conn.execute("SELECT EntityType, EntityValue FROM AlertEntity WHERE AlertRowId = ?",
                                         (alert["RowId"],)):
-            entry = per_entity.setdefault((kind, value), [0, 0, ""])
+            # One entity per type and lower-case value, shown by its least spelling in the window.
+            entry = per_entity.setdefault((kind, value.lower()), [0, 0, "", value])
             entry[0] += 1
             entry[1] += alert["AlertSeverity"] == "High"
             entry[2] = max(entry[2], alert["TimeGenerated"])
-    ranked = sorted(per_entity.items(), key=lambda e: (-e[1][0], -e[1][1], _desc(e[1][2]), e[0]))
+            entry[3] = min(entry[3], value)
+    ranked = sorted(per_entity.items(), key=lambda e: (-e[1][0], -e[1][1], _desc(e[1][2]), e[0][0], e[1][3]))
     assert entities.metadata.total == len(ranked)
     assert [(e.type, e.value, e.alert_count, e.high_severity_count) for e in entities.records] == [
-        (kind, value, count, high) for (kind, value), (count, high, _) in ranked[:50]]
+        (kind, shown, count, high) for (kind, _), (count, high, _, shown) in ranked[:50]]
 
 
 def _duration(window: str) -> timedelta:

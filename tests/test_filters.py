@@ -18,7 +18,7 @@ from bot.sentinel.demo import generator
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.demo.store import iso
 from bot.sentinel.models import QueryError, QueryResult
-from bot.sentinel.queries import make_query
+from bot.sentinel.queries import MV_EXPAND_LIMIT, entity_value, make_query
 from tests.conftest import NOW, SEED
 
 RANK = {"High": 0, "Medium": 1, "Low": 2}
@@ -36,7 +36,7 @@ def client() -> SentinelClient:
 
 def _bounds(arguments: dict[str, Any]) -> tuple[str, str | None, bool]:
     """(start, end or None, start inclusive) in storage form, from the validated query."""
-    query = make_query("query_incidents", {k: v for k, v in arguments.items() if k != "status"})
+    query = make_query("query_incidents", {k: v for k, v in arguments.items() if k not in ("status", "limit")})
     f = query.filters
     if not f.ranged:
         return iso(NOW - query.window.duration), None, False
@@ -202,3 +202,107 @@ async def test_bad_filters_are_tool_errors_that_say_what_to_send(tool, arguments
     result = await client.run(tool, arguments)
     assert isinstance(result, QueryError) and result.code == "invalid_argument", result
     assert all(w in result.message for w in words), result.message
+
+
+# --- Entity pivots: the same entity in any letter case is one entity. ---
+
+def _entities(row: dict) -> set[tuple[str, str]]:
+    """(type, lower-case value) of each identifiable entity of an alert row, as the KQL expands them."""
+    items = json.loads(row["Entities"] or "[]")
+    found = set()
+    for item in items[:MV_EXPAND_LIMIT] if isinstance(items, list) else []:
+        value = entity_value(item)
+        if value:
+            found.add((str(item["Type"]), value.lower()))
+    return found
+
+
+def _spellings(row: dict) -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    for item in json.loads(row["Entities"] or "[]")[:MV_EXPAND_LIMIT]:
+        value = entity_value(item)
+        if value:
+            key = (str(item["Type"]), value.lower())
+            out[key] = min(out.get(key, value), value)
+    return out
+
+
+def expected_top_entities(data: generator.DemoData, window: timedelta, limit: int,
+                          entity: str | None = None) -> tuple[list[tuple], int]:
+    counts: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in _latest(data.alert_rows, "SystemAlertId", iso(NOW - window), None, False):
+        for key, spelling in _spellings(row).items():
+            if entity is not None and key[1] != entity.lower():
+                continue
+            c = counts.setdefault(key, {"alerts": 0, "high": 0, "first": row["TimeGenerated"],
+                                        "last": row["TimeGenerated"], "value": spelling})
+            c["alerts"] += 1
+            c["high"] += row["AlertSeverity"] == "High"
+            c["first"], c["last"] = min(c["first"], row["TimeGenerated"]), max(c["last"], row["TimeGenerated"])
+            c["value"] = min(c["value"], spelling)
+    ranked = sorted(counts.items(), key=lambda kv: (kv[0][0], kv[1]["value"]))
+    ranked.sort(key=lambda kv: (kv[1]["alerts"], kv[1]["high"], kv[1]["last"]), reverse=True)
+    return [(k[0], c["value"], c["alerts"], c["high"], c["first"][:19], c["last"][:19])
+            for k, c in ranked[:limit]], len(counts)
+
+
+def _recurring_mixed_case_host(data: generator.DemoData) -> str:
+    """A host named in several letter cases across the last week's alerts (the demo has some, as real data does)."""
+    spellings: dict[str, set[str]] = {}
+    for row in _latest(data.alert_rows, "SystemAlertId", iso(NOW - timedelta(days=7)), None, False):
+        for (kind, key), spelling in _spellings(row).items():
+            if kind == "host":
+                spellings.setdefault(key, set()).add(spelling)
+    in_incidents = {i for r in data.incident_rows for i in json.loads(r["AlertIds"] or "[]")}
+    hosts = {key for r in data.alert_rows if r["SystemAlertId"] in in_incidents for kind, key in _entities(r)
+             if kind == "host"}
+    mixed = sorted(k for k, v in spellings.items() if len(v) > 1 and k in hosts)
+    assert mixed, "the demo workspace should name some incidents' hosts in more than one letter case"
+    return sorted(spellings[mixed[0]])[-1]
+
+
+async def test_top_entities_group_letter_cases_as_a_python_evaluation(data, client) -> None:
+    # Short windows too: a host's least spelling in the window is not its least spelling overall.
+    for name, window, limit in (("last_1h", timedelta(hours=1), 10), ("last_24h", timedelta(days=1), 50),
+                                ("last_7d", timedelta(days=7), 10), ("last_30d", timedelta(days=30), 50)):
+        arguments = {"time_window": name, "limit": limit}
+        result = await client.run("get_top_entities", arguments)
+        assert isinstance(result, QueryResult), result
+        rows, total = expected_top_entities(data, window, limit)
+        got = [(e.type, e.value, e.alert_count, e.high_severity_count, iso(e.first_seen)[:19], iso(e.last_seen)[:19])
+               for e in result.records]
+        assert got == rows and result.metadata.total == total, arguments
+    keys = {(e.type, e.value.lower()) for e in result.records}
+    assert len(keys) == len(result.records), "one row per entity, whatever its letter case"
+
+
+async def test_entity_pivots_equal_a_python_evaluation(data, client) -> None:
+    host = _recurring_mixed_case_host(data)
+    for asked in (host, host.lower(), f"  {host.upper()} "):
+        top = await client.run("get_top_entities", {"time_window": "last_7d", "entity": asked})
+        assert isinstance(top, QueryResult), top
+        rows, total = expected_top_entities(data, timedelta(days=7), 10, entity=host)
+        assert [(e.type, e.value, e.alert_count) for e in top.records] == [r[:3] for r in rows] and total == 1
+        assert top.records[0].first_seen is not None and top.records[0].first_seen <= top.records[0].last_seen
+
+        alerts = await client.run("query_alerts", {"time_window": "last_7d", "entity": asked, "limit": 100})
+        assert isinstance(alerts, QueryResult), alerts
+        start = iso(NOW - timedelta(days=7))
+        involved = [r for r in _latest(data.alert_rows, "SystemAlertId", start, None, False)
+                    if any(key == host.lower() for _, key in _entities(r))]
+        ids, _ = expected_alerts(data, {"time_window": "last_7d", "limit": 10**6})
+        wanted = {r["SystemAlertId"] for r in involved}
+        assert [a.alert_id for a in alerts.records] == [i for i in ids if i in wanted][:100]
+        assert alerts.metadata.total == len(wanted) > 1
+
+        incidents = await client.run("query_incidents", {"time_window": "last_30d", "entity": asked, "limit": 100})
+        assert isinstance(incidents, QueryResult), incidents
+        lookback = iso(NOW - timedelta(days=90))
+        alert_ids = {r["SystemAlertId"] for r in data.alert_rows if lookback < r["TimeGenerated"] <= iso(NOW)
+                     and any(key == host.lower() for _, key in _entities(r))}
+        numbers, _ = expected_incidents(data, {"time_window": "last_30d", "limit": 10**6})
+        latest = {r["IncidentNumber"]: r for r in _latest(data.incident_rows, "IncidentNumber",
+                                                         iso(NOW - timedelta(days=30)), None, False)}
+        expected = [n for n in numbers if alert_ids & set(json.loads(latest[n]["AlertIds"] or "[]"))]
+        assert [i.number for i in incidents.records] == expected[:100] and incidents.metadata.total == len(expected)
+        assert expected, "the recurring host should be in some incident"

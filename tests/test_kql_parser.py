@@ -133,6 +133,7 @@ _FILTERS: dict[str, list] = {
     "from": ["2026-11-20", "2026-11-20T09:00:00+01:00"],
     "to": ["2026-11-21", "2026-11-21T18:30:00Z"],
     "sort": ["severity", "newest", "most_alerts"],
+    "entity": ["10.1.2.3", "WS-FIN-160"],
 }
 _ALERT_STATUS = {"Active": "InProgress", "Closed": "Resolved"}
 
@@ -148,6 +149,8 @@ def _filter_variants() -> list:
         alert_arguments = {k: _ALERT_STATUS.get(v, v) if k == "status" else v for k, v in arguments.items()
                            if k != "owner" and not (k == "sort" and v == "most_alerts")}
         queries.append(make_query("query_alerts", alert_arguments))
+    for entity in _FILTERS["entity"]:
+        queries.append(make_query("get_top_entities", {"entity": entity, "time_window": "last_30d"}))
     return queries
 
 
@@ -162,7 +165,8 @@ def test_every_filter_alone_and_combined_parses_with_the_contract_columns() -> N
 
 @pytest.mark.parametrize(("tool", "name", "benign"), [
     ("query_incidents", "owner", "alice"), ("query_incidents", "search", "phishing"),
-    ("query_alerts", "search", "phishing"),
+    ("query_alerts", "search", "phishing"), ("query_incidents", "entity", "ws-fin-160"),
+    ("query_alerts", "entity", "ws-fin-160"), ("get_top_entities", "entity", "ws-fin-160"),
 ])
 def test_hostile_filter_values_are_refused_or_stay_one_string_literal(tool: str, name: str, benign: str) -> None:
     kept, refused = [], 0
@@ -179,7 +183,8 @@ def test_hostile_filter_values_are_refused_or_stay_one_string_literal(tool: str,
     for (value, query), result in zip(kept, results[1:]):
         assert result["ok"], (value[:40], result["errors"][:2])
         literals = [lit["value"] for lit in result["string_literals"]]
-        wanted = query.filters.owner.person if name == "owner" else query.filters.search
+        wanted = {"owner": lambda: query.filters.owner.person, "search": lambda: query.filters.search,
+                  "entity": lambda: getattr(query, "entity", None) or query.filters.entity}[name]()
         assert wanted is not None and literals[position] == _expected_value(wanted), value[:40]
         assert literals[:position] + literals[position + 1:] == base[:position] + base[position + 1:], value[:40]
         assert [c["name"] for c in result["result_columns"]] == list(COLUMNS[tool])

@@ -155,11 +155,31 @@ _OWNER_FIELDS = ("tostring(Owner.objectId)", "tostring(Owner.userPrincipalName)"
                  "tostring(Owner.assignedTo)", 'tostring(split(tostring(Owner.userPrincipalName), "@")[0])')
 
 
-def _declarations(query: IncidentsQuery | AlertsQuery) -> str:
+def _declarations(query: IncidentsQuery | AlertsQuery | TopEntitiesQuery) -> str:
     """The analyst's free text, each value declared once as one escaped literal and used by name below."""
-    f = query.filters
-    values = (("owner_wanted", f.owner.person if f.owner else None), ("search_text", f.search))
-    return "".join(f"let {name} = {string_literal(value)};\n" for name, value in values if value is not None)
+    if isinstance(query, TopEntitiesQuery):
+        owner, search, entity = None, None, query.entity
+    else:
+        f = query.filters
+        owner, search, entity = f.owner.person if f.owner else None, f.search, f.entity
+    lines = [f"let owner_wanted = {string_literal(owner)};\n" if owner is not None else "",
+             f"let search_text = {string_literal(search)};\n" if search is not None else "",
+             f"let entity_wanted = tolower({string_literal(entity)});\n" if entity is not None else ""]
+    if entity is not None and isinstance(query, IncidentsQuery):
+        lines.append(f"""let involved_alerts = toscalar(SecurityAlert
+    | where TimeGenerated > ago({DETAIL_LOOKBACK.days}d)
+    | summarize arg_max(TimeGenerated, Entities) by SystemAlertId{_INVOLVING}
+    | summarize make_set(SystemAlertId));\n""")
+    return "".join(lines)
+
+
+# Rows (with Entities) that name the wanted entity, by its identifying value in any letter case.
+_INVOLVING = f"""
+    | mv-apply Entity = parse_json(Entities) on (
+        extend EntityType = tostring(Entity.Type)
+        | extend EntityValue = {entity_value_expression()}
+        | summarize Involved = countif(tolower(EntityValue) == entity_wanted))
+    | where Involved > 0"""
 
 
 def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
@@ -174,7 +194,10 @@ def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
         parts.append("(" + "\n        or ".join(f"{field} =~ owner_wanted" for field in _OWNER_FIELDS) + ")")
     if f.search:
         parts.append(f"({title} contains search_text or Description contains search_text)")
-    return "".join(f"\n    | where {part}" for part in parts)
+    if f.entity and isinstance(query, IncidentsQuery):
+        parts.append("array_length(set_intersect(AlertIds, involved_alerts)) > 0")
+    involving = _INVOLVING if f.entity and isinstance(query, AlertsQuery) else ""
+    return "".join(f"\n    | where {part}" for part in parts) + involving
 
 
 def _moment(moment: datetime) -> str:
@@ -301,13 +324,17 @@ def _top_entities(query: TopEntitiesQuery) -> str:
     | where TimeGenerated > {ago}
     | summarize arg_max(TimeGenerated, AlertSeverity, Entities) by SystemAlertId
     | where AlertSeverity in {severity_list(query.min_severity)}"""
+    # One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
+    wanted = "\n    | where EntityKey == entity_wanted" if query.entity is not None else ""
     return f"""// get_top_entities: entities seen in the most alerts over the {query.window.label}
-let entities = materialize({_expand_entities(alerts)}
-    | summarize by SystemAlertId, AlertSeverity, TimeGenerated, EntityType, EntityValue
+{_declarations(query)}let entities = materialize({_expand_entities(alerts)}
+    | extend EntityKey = tolower(EntityValue){wanted}
+    | summarize EntityValue = min(EntityValue) by SystemAlertId, AlertSeverity, TimeGenerated, EntityType, EntityKey
     | summarize AlertCount = count(), HighSeverityCount = countif(AlertSeverity == "High"),
-        LastSeen = max(TimeGenerated) by EntityType, EntityValue);
+        FirstSeen = min(TimeGenerated), LastSeen = max(TimeGenerated), EntityValue = min(EntityValue)
+        by EntityType, EntityKey);
 entities
 | sort by AlertCount desc, HighSeverityCount desc, LastSeen desc, EntityType asc, EntityValue asc
 | take {query.limit}
 | extend TotalMatched = toscalar(entities | count)
-| project EntityType, EntityValue, AlertCount, HighSeverityCount, LastSeen, TotalMatched"""
+| project EntityType, EntityValue, AlertCount, HighSeverityCount, FirstSeen, LastSeen, TotalMatched"""

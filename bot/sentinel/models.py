@@ -100,6 +100,7 @@ class EntityCount:
     alert_count: int
     high_severity_count: int
     last_seen: datetime | None
+    first_seen: datetime | None = None
 
 
 @dataclass(frozen=True)

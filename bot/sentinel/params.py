@@ -294,6 +294,21 @@ def parse_owner(value: object) -> OwnerFilter | None:
     return OwnerFilter(text)
 
 
+MAX_ENTITY_LENGTH = 2048  # URLs and command lines run long; anything longer is not a value someone looks up
+
+
+def parse_entity(value: object) -> str | None:
+    """An entity's identifying value (account, host, IP, hash, URL ...), matched case-insensitively; None when empty."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidParameter("entity", f"{_shown(value)} is not text: give a host, account, IP, hash or URL")
+    text = value.strip()
+    if len(text) > MAX_ENTITY_LENGTH:
+        raise InvalidParameter("entity", f"is {len(text):,} characters long (at most {MAX_ENTITY_LENGTH:,})")
+    return text or None
+
+
 def parse_search(value: object) -> str | None:
     """A keyword or phrase to find in titles and descriptions (case-insensitive); None when empty."""
     if value is None:
@@ -341,6 +356,7 @@ class Filters:
     start: datetime | None = None  # "from": replaces the window's start
     end: datetime | None = None  # "to": exclusive
     sort: SortOrder = SortOrder.SEVERITY
+    entity: str | None = None  # involving this entity (its value, any letter case)
 
     def __post_init__(self) -> None:
         if self.start is not None and self.end is not None and self.start >= self.end:
@@ -353,7 +369,7 @@ class Filters:
     @property
     def narrowing(self) -> bool:
         """Anything beyond the window and severities: the backend cannot use its precounted totals."""
-        return bool(self.status or self.owner or self.search or self.ranged)
+        return bool(self.status or self.owner or self.search or self.ranged or self.entity)
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -371,4 +387,6 @@ class Filters:
             out["to"] = self.end.isoformat().replace("+00:00", "Z")
         if self.sort is not SortOrder.SEVERITY:
             out["sort"] = self.sort.value
+        if self.entity:
+            out["entity"] = self.entity
         return out

@@ -28,6 +28,7 @@ from bot.sentinel.params import (
     Severity,
     TimeWindow,
     parse_bin_size,
+    parse_entity,
     parse_incident_ref,
     parse_limit,
     parse_moment,
@@ -110,8 +111,14 @@ class AlertsQuery(_FilteredQuery):
             raise InvalidParameter("owner", "alerts have no owner; ask for incidents by owner")
 
 
+@dataclass(frozen=True)
 class TopEntitiesQuery(_ListQuery):
+    entity: str | None = None  # only this entity (its value, any letter case): its counts and first/last seen
+
     tool = "get_top_entities"
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | ({"entity": self.entity} if self.entity else {})
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     AlertTrendQuery.tool: ("BinStart", "AlertSeverity", "AlertCount"),
     TopEntitiesQuery.tool: (
-        "EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "LastSeen", "TotalMatched",
+        "EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "FirstSeen", "LastSeen", "TotalMatched",
     ),
 }
 
@@ -238,6 +245,7 @@ _PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "from": lambda v: parse_moment(v, "from"),
         "to": lambda v: parse_moment(v, "to"),
         "sort": parse_sort,
+        "entity": parse_entity,
     },
     IncidentDetailQuery.tool: {"incident_ref": parse_incident_ref},
     AlertsQuery.tool: {
@@ -250,6 +258,7 @@ _PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "from": lambda v: parse_moment(v, "from"),
         "to": lambda v: parse_moment(v, "to"),
         "sort": lambda v: parse_sort(v, "alert"),
+        "entity": parse_entity,
     },
     AlertTrendQuery.tool: {
         "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
@@ -260,6 +269,7 @@ _PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
         "min_severity": parse_severity,
         "limit": lambda v: parse_limit(v, DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT),
+        "entity": parse_entity,
     },
 }
 
@@ -272,7 +282,8 @@ _CONSTRUCTORS: dict[str, Callable[..., Query]] = {
     AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(
         time_window, min_severity, bin_size
     ),
-    TopEntitiesQuery.tool: lambda time_window, min_severity, limit: TopEntitiesQuery(time_window, min_severity, limit),
+    TopEntitiesQuery.tool: lambda time_window, min_severity, limit, entity: TopEntitiesQuery(
+        time_window, min_severity, limit, entity),
 }
 
 QUERY_NAMES: tuple[str, ...] = tuple(_PARAMETERS)

@@ -102,6 +102,11 @@ def as_text_tuple(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t for t in (as_text(i).strip() for i in items) if t))
 
 
+def tactics(value: Any) -> tuple[str, ...]:
+    """MITRE tactics; Sentinel writes "Unknown" when a rule has none, which is no tactic."""
+    return tuple(t for t in as_text_tuple(value) if t.lower() != "unknown")
+
+
 def owner_name(value: Any) -> str | None:
     """The owner's display name: our queries project text, raw rows carry Sentinel's Owner object."""
     parsed = as_json(value)
@@ -131,7 +136,7 @@ def incident(row: Row) -> Incident:
         created=as_datetime(row.get("CreatedTime")),
         last_modified=as_datetime(row.get("LastModifiedTime")),
         alert_count=as_int(row.get("AlertCount")),
-        tactics=as_text_tuple(row.get("Tactics")),
+        tactics=tactics(row.get("Tactics")),
         products=as_text_tuple(row.get("Products")),
         url=as_text(row.get("IncidentUrl")),
         classification=as_optional_text(row.get("Classification")),
@@ -147,7 +152,7 @@ def incident_detail(row: Row) -> IncidentDetail:
             status=as_text(a.get("status")),
             product=as_text(a.get("product")),
             time=as_datetime(a.get("time")),
-            tactics=as_text_tuple(a.get("tactics")),
+            tactics=tactics(a.get("tactics")),
         )
         for a in _list_of_dicts(row.get("Alerts"))
     ]
@@ -194,7 +199,7 @@ def alert(row: Row) -> AlertSummary:
         status=as_text(row.get("Status")),
         product=as_text(row.get("ProductName")),
         time=as_datetime(row.get("TimeGenerated")),
-        tactics=as_text_tuple(row.get("Tactics")),
+        tactics=tactics(row.get("Tactics")),
         entities=tuple(ordered[:MAX_ENTITIES_PER_ALERT_SHOWN]),
         entity_count=len(labels),
     )
@@ -216,6 +221,7 @@ def entity_count(row: Row) -> EntityCount:
         alert_count=as_int(row.get("AlertCount")),
         high_severity_count=as_int(row.get("HighSeverityCount")),
         last_seen=as_datetime(row.get("LastSeen")),
+        first_seen=as_datetime(row.get("FirstSeen")),
     )
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 from bot import cards
 from bot.sentinel.params import (
     ALERT_STATUSES,
-    DEFAULT_ENTITY_LIMIT,
-    DEFAULT_LIMIT,
     INCIDENT_STATUSES,
     MAX_ENTITY_LIMIT,
     MAX_LIMIT,
@@ -40,27 +38,31 @@ def _window(default: TimeWindow, hint: bool = False) -> Parameter:
 _SEVERITY = Parameter("min_severity", "", enum=tuple(s.value for s in Severity))
 
 
-def _limit(default: int, maximum: int, what: str) -> Parameter:
-    return Parameter("limit", f"Max {what}, default {default}.", kind="integer", minimum=1, maximum=maximum)
+def _limit(maximum: int, what: str) -> Parameter:
+    return Parameter("limit", f"Max {what}.", kind="integer", minimum=1, maximum=maximum)
+
+
+_ENTITY = Parameter("entity", "Involving this host, account, IP, hash, URL...")
 
 
 def _filters(statuses: tuple[str, ...], sorts: tuple[SortOrder, ...], owner: bool) -> tuple[Parameter, ...]:
     """The optional filters of a list (issue 12); the data layer validates each (``sentinel.params``)."""
     return (
-        Parameter("severity", "Only these, e.g. \"High,Low\"."),
-        Parameter("status", "open = not closed.", enum=("open", *statuses)),
+        Parameter("severity", "e.g. \"High,Low\""),
+        Parameter("status", "", enum=("open", *statuses)),  # "open" is every status but the closed ones
         *((Parameter("owner", "Name, UPN, me or unassigned."),) if owner else ()),
         Parameter("search", "In title or description."),
         Parameter("from", "ISO 8601, instead of time_window."),
-        Parameter("to", "ISO 8601."),
+        Parameter("to", ""),
         Parameter("sort", "", enum=tuple(o.value for o in sorts)),  # severity first unless asked
+        _ENTITY,
     )
 
 
 QUERY_INCIDENTS = Tool(
     "query_incidents",
     "Incidents created in a window: severity, status, owner, alerts, tactics. For the queue and who is on what.",
-    (_window(TimeWindow.LAST_24H, hint=True), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "incidents"),
+    (_window(TimeWindow.LAST_24H, hint=True), _SEVERITY, _limit(MAX_LIMIT, "incidents"),
      *_filters(INCIDENT_STATUSES, tuple(SortOrder), owner=True)),
     "Querying incidents...",
     _WINDOW_EXAMPLE,
@@ -81,7 +83,7 @@ GET_INCIDENT_DETAIL = Tool(
 QUERY_ALERTS = Tool(
     "query_alerts",
     "Alerts in a window with product and entities, including alerts not in an incident.",
-    (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(DEFAULT_LIMIT, MAX_LIMIT, "alerts"),
+    (_window(TimeWindow.LAST_24H), _SEVERITY, _limit(MAX_LIMIT, "alerts"),
      *_filters(ALERT_STATUSES[:-1], (SortOrder.SEVERITY, SortOrder.NEWEST), owner=False)),
     "Querying alerts...",
     _WINDOW_EXAMPLE,
@@ -111,7 +113,7 @@ GET_TOP_ENTITIES = Tool(
     "get_top_entities",
     "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High-severity counts. For "
     "\"which hosts/users were hit most\".",
-    (_window(TimeWindow.LAST_7D), _SEVERITY, _limit(DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT, "entities")),
+    (_window(TimeWindow.LAST_7D), _SEVERITY, _limit(MAX_ENTITY_LIMIT, "entities"), _ENTITY),
     "Finding top targeted entities...",
     _WINDOW_EXAMPLE,
     text=compact.entities_text,

@@ -49,7 +49,7 @@ RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
     "get_alert_trend": (("BinStart", "datetime"), ("AlertSeverity", "string"), ("AlertCount", "long")),
     "get_top_entities": (
         ("EntityType", "string"), ("EntityValue", "string"), ("AlertCount", "long"), ("HighSeverityCount", "long"),
-        ("LastSeen", "datetime"), ("TotalMatched", "long"),
+        ("FirstSeen", "datetime"), ("LastSeen", "datetime"), ("TotalMatched", "long"),
     ),
 }
 

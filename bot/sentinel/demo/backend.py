@@ -39,7 +39,7 @@ from bot.sentinel.client import RawTable
 from bot.sentinel.demo import generator, store
 from bot.sentinel.demo.store import iso
 from bot.sentinel.models import QueryError
-from bot.sentinel.params import BinSize, Filters, Severity, SortOrder, TimeWindow
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, SortOrder, TimeWindow
 from bot.sentinel.queries import (
     MAX_ALERT_ENTITY_LABELS,
     MAX_DESCRIPTION_CHARS,
@@ -397,25 +397,33 @@ class DemoBackend:
 
     @_run.register
     def _top_entities(self, query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = _window(query.window, now, BinSize.DAY) | {"limit": query.limit}
+        params = _window(query.window, now, BinSize.DAY) | {"limit": query.limit,
+                                                            "entity": (query.entity or "").lower()}
         severities = _severities(query.min_severity)
+        # One entity, or all: an EntityId is one type and lower-case value (``Entity.EntityKey``).
+        wanted = "AND n.EntityKey = :entity" if query.entity is not None else ""
+        of_wanted = ("AND EntityId IN (SELECT EntityId FROM Entity WHERE EntityKey = :entity)"
+                     if query.entity is not None else "")
         return _fetch(
             conn,
             f"""WITH {_uncounted(severities)},
                 live AS MATERIALIZED (  -- AlertEntity is already distinct per alert row
                     SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
-                           MAX(u.TimeGenerated) AS LastSeen
+                           MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen
                     FROM uncounted AS u JOIN AlertEntity AS e ON e.AlertRowId = u.AlertRowId
-                    JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityValue = e.EntityValue GROUP BY 1),
+                    JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey {wanted}
+                    GROUP BY 1),
                 settled AS MATERIALIZED (
                     SELECT EntityId, SUM(Alerts) AS Alerts,
                            COALESCE(SUM(CASE AlertSeverity WHEN 'High' THEN Alerts END), 0) AS High,
-                           MAX(LastSeen) AS LastSeen
-                    FROM EntityDay WHERE Day > :start_bucket AND AlertSeverity IN {severities} GROUP BY EntityId),
+                           MAX(LastSeen) AS LastSeen, MIN(FirstSeen) AS FirstSeen
+                    FROM EntityDay WHERE Day > :start_bucket AND AlertSeverity IN {severities} {of_wanted}
+                    GROUP BY EntityId),
                 counted AS MATERIALIZED (
                     SELECT s.EntityId, s.Alerts + COALESCE(l.Alerts, 0) AS AlertCount,
                            s.High + COALESCE(l.High, 0) AS High,
-                           max(s.LastSeen, COALESCE(l.LastSeen, '')) AS LastSeen
+                           max(s.LastSeen, COALESCE(l.LastSeen, '')) AS LastSeen,
+                           min(s.FirstSeen, COALESCE(l.FirstSeen, s.FirstSeen)) AS FirstSeen
                     FROM settled AS s LEFT JOIN live AS l ON l.EntityId = s.EntityId
                     UNION ALL
                     SELECT * FROM live WHERE EntityId NOT IN (SELECT EntityId FROM settled)),
@@ -423,12 +431,17 @@ class DemoBackend:
                 -- break the remaining ties), so thousands of one-off entities are never joined or sorted by text.
                 cutoff AS (SELECT AlertCount, High, LastSeen FROM counted
                            ORDER BY AlertCount DESC, High DESC, LastSeen DESC LIMIT 1 OFFSET :limit - 1)
-                SELECT n.EntityType, n.EntityValue, c.AlertCount, c.High AS HighSeverityCount, c.LastSeen,
+                -- Shown by its least spelling among this window's alerts, as the KQL's min(EntityValue).
+                SELECT n.EntityType, (SELECT MIN(e.EntityValue) FROM AlertEntity AS e
+                        JOIN LatestAlert AS l ON l.AlertRowId = e.AlertRowId
+                        WHERE e.EntityKey = n.EntityKey AND e.EntityType = n.EntityType AND {_CURRENT}
+                          AND l.AlertSeverity IN {severities}) AS EntityValue,
+                       c.AlertCount, c.High AS HighSeverityCount, c.FirstSeen, c.LastSeen,
                        (SELECT COUNT(*) FROM counted) AS TotalMatched
                 FROM counted AS c JOIN Entity AS n ON n.EntityId = c.EntityId
                 WHERE NOT EXISTS (SELECT 1 FROM cutoff)
                    OR (c.AlertCount, c.High, c.LastSeen) >= (SELECT AlertCount, High, LastSeen FROM cutoff)
-                ORDER BY c.AlertCount DESC, c.High DESC, c.LastSeen DESC, n.EntityType, n.EntityValue
+                ORDER BY c.AlertCount DESC, c.High DESC, c.LastSeen DESC, n.EntityType, EntityValue
                 LIMIT :limit""",
             params,
         )
@@ -473,10 +486,11 @@ _OWNER_FIELDS = tuple(f"casefold(json_extract(t.Owner, '$.{key}'))" for key in
 def _range(query: IncidentsQuery | AlertsQuery, now: datetime) -> tuple[dict[str, Any], str]:
     """Bind values :start, :end, :now and the comparison with :start ('>' for a window, '>=' from a "from")."""
     f = query.filters
+    lookback = iso(now - DETAIL_LOOKBACK)  # where an incident's alerts are looked for (the KQL's involved_alerts)
     if not f.ranged:
-        return {"start": iso(now - query.window.duration), "end": None, "now": iso(now)}, ">"
+        return {"start": iso(now - query.window.duration), "end": None, "now": iso(now), "lookback": lookback}, ">"
     start = f.start or (f.end or now) - query.window.duration
-    return {"start": iso(start), "end": iso(f.end) if f.end else None, "now": iso(now)}, ">="
+    return {"start": iso(start), "end": iso(f.end) if f.end else None, "now": iso(now), "lookback": lookback}, ">="
 
 
 def _conditions(query: IncidentsQuery | AlertsQuery, title: str, params: dict[str, Any]) -> str:
@@ -493,6 +507,15 @@ def _conditions(query: IncidentsQuery | AlertsQuery, title: str, params: dict[st
     if f.search:
         params["search"] = f.search
         parts.append(f"(contains_ci(t.{title}, :search) OR contains_ci(t.Description, :search))")
+    if f.entity:
+        params["entity"] = f.entity.lower()  # Kusto's tolower()
+        involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
+        if title == "AlertName":
+            parts.append(f"t.rowid IN ({involved})")
+        else:  # an incident with an alert (any of its rows in the lookback: an alert's entities never change)
+            parts.append(f"""EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN (
+                SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
+                WHERE a.TimeGenerated > :lookback AND a.TimeGenerated <= :now))""")
     return " AND ".join(parts)
 
 

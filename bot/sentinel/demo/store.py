@@ -62,6 +62,8 @@ def connect(path: str = ":memory:") -> sqlite3.Connection:
         "contains_ci", 2, lambda text, part: int(part.casefold() in (text or "").casefold()), deterministic=True
     )
     conn.create_function("casefold", 1, lambda text: (text or "").casefold(), deterministic=True)
+    # Kusto's tolower(): entities are grouped and found by their lower-case value (``EntityKey``).
+    conn.create_function("kql_lower", 1, lambda text: (text or "").lower(), deterministic=True)
     # Generated data, rebuilt at will: no durability needed, and reads should come from memory.
     conn.executescript("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA cache_size = -262144; "
                        "PRAGMA mmap_size = 4294967296;")
@@ -80,7 +82,8 @@ def create_database(
         conn.execute(f"CREATE TABLE {table} ({ddl})")
     _insert(conn, "SecurityIncident", [name for name, _ in tables["SecurityIncident"]], incident_rows)
     _insert(conn, "SecurityAlert", [name for name, _ in tables["SecurityAlert"]], alert_rows)
-    conn.execute("CREATE TABLE AlertEntity (AlertRowId INTEGER, EntityType TEXT, EntityValue TEXT)")
+    conn.execute("CREATE TABLE AlertEntity (AlertRowId INTEGER, EntityType TEXT, EntityValue TEXT, "
+                 "EntityKey TEXT GENERATED ALWAYS AS (kql_lower(EntityValue)) VIRTUAL)")
     conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)", _alert_entities(conn))
     conn.executescript(
         """
@@ -89,6 +92,7 @@ def create_database(
         CREATE INDEX alert_time ON SecurityAlert (TimeGenerated, SystemAlertId, AlertSeverity);
         CREATE INDEX alert_id ON SecurityAlert (SystemAlertId, TimeGenerated);
         CREATE INDEX alert_entity_row ON AlertEntity (AlertRowId, EntityType, EntityValue);
+        CREATE INDEX alert_entity_key ON AlertEntity (EntityKey, AlertRowId);
         """
     )
     _latest_tables(conn, valid_from)
@@ -117,10 +121,11 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         CREATE TABLE LatestAlert (AlertRowId INTEGER PRIMARY KEY, SystemAlertId TEXT, TimeGenerated TEXT,
                                   NextTime TEXT, AlertSeverity TEXT, Settled INTEGER);
         CREATE TABLE AlertHour (Hour TEXT, AlertSeverity TEXT, Alerts INTEGER, PRIMARY KEY (Hour, AlertSeverity));
-        CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityValue TEXT,
-                             UNIQUE (EntityType, EntityValue));
+        -- One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
+        CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityKey TEXT, EntityValue TEXT,
+                             UNIQUE (EntityType, EntityKey));
         CREATE TABLE EntityDay (EntityId INTEGER, Day TEXT, AlertSeverity TEXT, Alerts INTEGER, LastSeen TEXT,
-                                PRIMARY KEY (EntityId, Day, AlertSeverity)) WITHOUT ROWID;
+                                FirstSeen TEXT, PRIMARY KEY (EntityId, Day, AlertSeverity)) WITHOUT ROWID;
         -- The demo writer appends and replaces incident rows: recompute that incident's chain.
         CREATE TRIGGER incident_added AFTER INSERT ON SecurityIncident BEGIN
             DELETE FROM LatestIncident WHERE IncidentNumber = NEW.IncidentNumber;
@@ -143,12 +148,15 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         END;
         -- An entity added to a settled alert row (tests plant some) counts in the daily totals at once.
         CREATE TRIGGER entity_added AFTER INSERT ON AlertEntity BEGIN
-            INSERT OR IGNORE INTO Entity (EntityType, EntityValue) VALUES (NEW.EntityType, NEW.EntityValue);
+            INSERT INTO Entity (EntityType, EntityKey, EntityValue)
+            VALUES (NEW.EntityType, NEW.EntityKey, NEW.EntityValue)
+            ON CONFLICT DO UPDATE SET EntityValue = min(EntityValue, excluded.EntityValue);
             INSERT INTO EntityDay
-            SELECT (SELECT EntityId FROM Entity WHERE EntityType = NEW.EntityType AND EntityValue = NEW.EntityValue),
-                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated
+            SELECT (SELECT EntityId FROM Entity WHERE EntityType = NEW.EntityType AND EntityKey = NEW.EntityKey),
+                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated, TimeGenerated
             FROM LatestAlert WHERE AlertRowId = NEW.AlertRowId AND Settled
-            ON CONFLICT DO UPDATE SET Alerts = Alerts + 1, LastSeen = max(LastSeen, excluded.LastSeen);
+            ON CONFLICT DO UPDATE SET Alerts = Alerts + 1, LastSeen = max(LastSeen, excluded.LastSeen),
+                                      FirstSeen = min(FirstSeen, excluded.FirstSeen);
         END;
         """
     )
@@ -165,12 +173,13 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         """
         INSERT INTO AlertHour SELECT substr(TimeGenerated, 1, 13), AlertSeverity, COUNT(*) FROM LatestAlert
             WHERE Settled GROUP BY 1, 2;
-        INSERT INTO Entity (EntityType, EntityValue)
-            SELECT DISTINCT EntityType, EntityValue FROM AlertEntity ORDER BY EntityType, EntityValue;
+        INSERT INTO Entity (EntityType, EntityKey, EntityValue)
+            SELECT EntityType, EntityKey, MIN(EntityValue) FROM AlertEntity GROUP BY 1, 2 ORDER BY 1, 2;
         INSERT INTO EntityDay
-            SELECT n.EntityId, substr(l.TimeGenerated, 1, 10), l.AlertSeverity, COUNT(*), MAX(l.TimeGenerated)
+            SELECT n.EntityId, substr(l.TimeGenerated, 1, 10), l.AlertSeverity, COUNT(*), MAX(l.TimeGenerated),
+                   MIN(l.TimeGenerated)
             FROM LatestAlert AS l JOIN AlertEntity AS e ON e.AlertRowId = l.AlertRowId
-            JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityValue = e.EntityValue
+            JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey
             WHERE l.Settled GROUP BY 1, 2, 3;
         CREATE INDEX latest_incident_time ON LatestIncident (TimeGenerated, NextTime, CreatedTime, Severity);
         CREATE INDEX latest_incident_severity ON LatestIncident (Severity, CreatedTime);
@@ -210,9 +219,12 @@ def _alert_entities(conn: sqlite3.Connection) -> Iterable[tuple[int, str, str]]:
             continue
         if not isinstance(items, list):
             continue
-        seen: set[tuple[str, str]] = set()  # an entity named twice in one alert counts once
+        # An entity named twice in one alert (in any letter case) counts once, by its least spelling (as the KQL).
+        seen: dict[tuple[str, str], str] = {}
         for item in items[:MV_EXPAND_LIMIT]:
             value = entity_value(item)
-            if value and (str(item["Type"]), value) not in seen:
-                seen.add((str(item["Type"]), value))
-                yield row_id, str(item["Type"]), value
+            if value:
+                key = (str(item["Type"]), value.lower())
+                seen[key] = min(seen.get(key, value), value)
+        for (entity_type, _), value in seen.items():
+            yield row_id, entity_type, value
