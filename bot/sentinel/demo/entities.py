@@ -8,9 +8,19 @@ has to cope with, and they are easier to check in one place.
 from __future__ import annotations
 
 import random
+import zlib
 from datetime import datetime, timedelta
 
 from bot.sentinel.demo.values import randrange, timestamp
+
+
+def _reported_case(host: str, when: datetime) -> str:
+    """The host name as a product reports it: about one alert in four has it in the other letter case
+    ("MSTICAlertsLxVM2" and "MSTICALERTSLXVM2" in one real workspace). From a hash, not the random
+    stream, so every other drawn value stays as it was."""
+    if zlib.crc32(f"{host}|{when:%Y-%m-%dT%H}".encode()) % 4:
+        return host
+    return host.lower() if host.isupper() else host.upper()
 
 
 def alert_entities(kinds: tuple[str, ...], cast: dict, rng: random.Random, when: datetime) -> list[dict]:
@@ -43,7 +53,7 @@ def alert_entities(kinds: tuple[str, ...], cast: dict, rng: random.Random, when:
         elif "file" in wanted:
             mode = "file"
     windows = cast["host_os"] == "Windows"
-    host_fields = {"HostName": cast["host"], "DnsDomain": "corp.contoso.com" if windows else "",
+    host_fields = {"HostName": _reported_case(cast["host"], when), "DnsDomain": "corp.contoso.com" if windows else "",
                    "NetBiosName": cast["host"], "OSFamily": cast["host_os"], "Type": "host"}
     if windows:
         host_fields["NTDomain"] = "CONTOSO"
