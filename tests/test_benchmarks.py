@@ -61,6 +61,12 @@ EXPECTED = {
         rf"Recovery: every turn sent before the kill answered {NUMBER} s after it",
         rf"Acknowledgement through the proxy: median {NUMBER} ms, p99 {NUMBER} ms",
     ],
+    "bench_streaming.py": [
+        r"== Streamed answers in a 1:1 chat: seconds from the request",
+        rf"(?m)^ +{NUMBER} +{NUMBER} \| +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} \| +-?{NUMBER}$",
+        rf"The final message came at most -?{NUMBER} s after the model finished",
+        r"Benchmark took",
+    ],
     "bench_teams.py": [
         r"Bot process pid \d+ .* started in",
         r"== 1\. HTTP acknowledgement .* 2\. request -> first feedback",
