@@ -20,6 +20,17 @@ from bot.commands.parser import Command, CommandError, apply_preferences, parse,
         ("incident 42", Command("incident", "get_incident_detail", {"incident_ref": 42})),
         ("incident #42", Command("incident", "get_incident_detail", {"incident_ref": 42})),
         ("details [2]", Command("incident", "get_incident_detail", reference=2)),
+        ("incidents open mine", Command("incidents", "query_incidents", {"status": "open", "owner": "me"})),
+        ("incidents unassigned 24h high", Command("incidents", "query_incidents", {
+            "owner": "unassigned", "time_window": "last_24h", "min_severity": "High"})),
+        ("incidents search QakBot loader", Command("incidents", "query_incidents", {"search": "QakBot loader"})),
+        ("incidents closed 7d newest host ws-fin-160", Command("incidents", "query_incidents", {
+            "status": "Closed", "time_window": "last_7d", "sort": "newest", "entity": "ws-fin-160"})),
+        ("alerts host WS-FIN-160", Command("alerts", "query_alerts", {"entity": "WS-FIN-160"})),
+        ("alerts open 24h", Command("alerts", "query_alerts", {"status": "open", "time_window": "last_24h"})),
+        ("entity 10.1.2.3", Command("entity", "get_top_entities", {"entity": "10.1.2.3", "time_window": "last_30d"})),
+        ("entity WS-FIN-160 7d high", Command("entity", "get_top_entities", {
+            "entity": "WS-FIN-160", "time_window": "last_7d", "min_severity": "High"})),
     ],
 )
 def test_commands(text: str, command: Command) -> None:
@@ -29,13 +40,14 @@ def test_commands(text: str, command: Command) -> None:
 @pytest.mark.parametrize(
     "text",
     ["what high-severity incidents came in overnight?", "tell me more about [2]", "alerts from yesterday please",
-     "incidents involving alice", "", "   ", "42"],
+     "incidents involving alice", "", "   ", "42", "incidents open for more than a day?", "alerts mine"],
 )
 def test_questions_are_left_for_the_model(text: str) -> None:
     assert parse(text) is None
 
 
-@pytest.mark.parametrize("text", ["incidents 90d", "alerts critical", "trend last_2y", "incident"])
+@pytest.mark.parametrize("text", ["incidents 90d", "alerts critical", "trend last_2y", "incident", "entity",
+                                  "alerts host", "incidents search", "entity 10.1.2.3 yesterday"])
 def test_malformed_commands_show_usage(text: str) -> None:
     with pytest.raises(CommandError, match="Usage"):
         parse(text)
@@ -105,3 +117,36 @@ def test_only_verbs_of_change_let_the_model_propose_a_change(text: str, kinds: s
     from bot.orchestrator.write_guard import asked_for
 
     assert {kind.value for kind in asked_for(text)} == kinds
+
+
+async def test_filter_commands_run_without_a_model(demo_client) -> None:
+    """The issue's commands through the router against the demo workspace: "mine" is the signed-in analyst."""
+    from bot.commands.router import CommandRouter, Route
+    from bot.orchestrator.conversation import Conversation
+
+    async def status(_: str) -> None:
+        return None
+
+    router, conversation = CommandRouter(demo_client, None), Conversation()
+    me = "00000000-0000-4000-8000-00000000a11c"
+    mine = await router.route("incidents open mine 30d", conversation, status, me=me)
+    assert mine.route is Route.QUERY and mine.run is not None and mine.run.ok
+    assert mine.run.arguments["owner"] == me and f'owner_wanted = "{me}"' in mine.run.kql
+    unassigned = await router.route("incidents unassigned 24h high", conversation, status, me=me)
+    assert unassigned.run is not None and unassigned.run.ok
+    assert all(i.owner is None and i.severity == "High" for i in unassigned.run.artifact.records)
+    found = await router.route("incidents 30d search powershell", conversation, status)  # search takes the rest
+    assert found.run is not None and found.run.ok and found.run.artifact.records
+    top = (await router.route("entities 7d", conversation, status)).run
+    assert top is not None and top.ok
+    host = next(e.value for e in top.artifact.records if e.type == "host")
+    alerts = await router.route(f"alerts host {host.lower()} 7d", conversation, status)
+    assert alerts.run is not None and alerts.run.ok and alerts.run.artifact.records
+    assert all(any(label.lower() == f"host: {host.lower()}" for label in a.entities) or a.entity_count > len(a.entities)
+               for a in alerts.run.artifact.records)
+    entity = await router.route(f"entity {host.upper()} 7d", conversation, status)
+    assert entity.run is not None and entity.run.ok
+    [only] = entity.run.artifact.records
+    assert only.value == host and only.first_seen is not None and only.last_seen is not None
+    nobody = await router.route("incidents open mine", conversation, status)  # the terminal: nobody signed in
+    assert nobody.run is not None and not nobody.run.ok and "signed-in" in nobody.run.artifact.message

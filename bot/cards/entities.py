@@ -20,7 +20,8 @@ def _table(entities: Sequence[EntityCount], ref_for: RefFor, now: datetime) -> E
         [
             cell(text(ref(ref_for, "entity", f"{e.type}:{e.value}"), weight="bolder")),
             cell(text(plain(e.value, 60), maxLines=2),
-                 subtle(f"{plain(e.type, 24)} · last seen {age(e.last_seen, now)}")),
+                 subtle(f"{plain(e.type, 24)} · first seen {age(e.first_seen, now)} · last seen {age(e.last_seen, now)}"
+                        if e.first_seen else f"{plain(e.type, 24)} · last seen {age(e.last_seen, now)}")),
             cell(text(str(e.alert_count), horizontalAlignment="right")),
             cell(text(str(e.high_severity_count), horizontalAlignment="right",
                       color="attention" if e.high_severity_count else "default",

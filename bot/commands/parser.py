@@ -63,8 +63,11 @@ _CHANGE_USAGE = {
 HELP_TEXT = """\
 Ask in plain language, or use these commands:
   incidents [window] [severity]   incidents created in a window, most severe first
+  incidents open mine 24h high    filters: open|new|active|closed, mine|unassigned, newest, host|ip|account X
+  incidents search WORDS          incidents whose title or description contains the words
   incident N                      one incident with its alerts and entities (also: incident [2])
-  alerts [window] [severity]      recent alerts
+  alerts [window] [severity]      recent alerts (also: alerts host WS-FIN-160, alerts open, alerts search WORDS)
+  entity X [window]               one host, account, IP, hash or URL: its alerts, first and last seen (30d)
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
@@ -74,7 +77,8 @@ Ask in plain language, or use these commands:
   help                            this list
   clear                           forget this conversation (preferences are kept)
 window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
-Examples: "incidents 24h high", "incident 42", "trend 7d medium", "entities 30d"."""
+Examples: "incidents open mine", "incidents unassigned 24h high", "incidents search qakbot",
+"alerts host WS-FIN-160", "entity 10.1.2.3", "incident 42", "trend 7d medium"."""
 
 
 @dataclass(frozen=True)
@@ -122,25 +126,88 @@ def parse(text: str) -> Command | None:
     if reference:
         return Command("incident", "get_incident_detail", reference=int(reference.group(1)))
     head, *rest = words.split(" ")
+    typed = " ".join(text.strip().lstrip("/").split()).split(" ")
+    if typed[0].lower() == head:
+        rest = typed[1:]  # the words as typed: a keyword or an entity keeps its letter case
+    if head == "entity":
+        return _entity(rest, text)
     if head not in _LIST_COMMANDS and head != "prefer":
         return None
-    if len(rest) > 3:
+    if len(rest) > 3 and not _FILTER_WORDS.intersection(w.lower() for w in rest):
         return None  # a sentence that starts with "alerts ..." is a question, not a command
+    arguments = _list_arguments(head, rest, text)
+    if arguments is None:
+        return None
+    if head == "prefer":
+        return Command("prefer", arguments=arguments)
+    return Command(head, _LIST_COMMANDS[head], arguments)
+
+
+# Filters a list command takes (issue 12): "incidents open mine", "incidents unassigned 24h high",
+# "incidents search qakbot", "alerts host WS-FIN-160".
+_STATUS_WORDS = {
+    "incidents": {"open": "open", "new": "New", "active": "Active", "closed": "Closed"},
+    "alerts": {"open": "open", "new": "New", "inprogress": "InProgress", "resolved": "Resolved",
+               "dismissed": "Dismissed"},
+}
+_OWNER_WORDS = {"mine": "me", "my": "me", "unassigned": "unassigned"}
+_ENTITY_WORDS = frozenset({"host", "ip", "account", "user", "url", "hash", "domain", "file", "mailbox", "entity"})
+_SORT_WORDS = {"newest": "newest", "latest": "newest"}
+_FILTER_WORDS = frozenset({"search", *_ENTITY_WORDS, *_OWNER_WORDS, *_SORT_WORDS,
+                           *(w for words in _STATUS_WORDS.values() for w in words)})
+ENTITY_USAGE = 'Usage: entity VALUE [window], e.g. "entity 10.1.2.3" or "entity WS-FIN-160 7d".'
+
+
+def _list_arguments(head: str, rest: list[str], text: str) -> dict[str, Any] | None:
+    """The arguments of a list command's words, or None when they read as a question."""
     arguments: dict[str, Any] = {}
-    for word in rest:
-        if word in _WINDOWS and "time_window" not in arguments:
+    filters = head in ("incidents", "alerts")
+    i = 0
+    while i < len(rest):
+        original, word = rest[i], rest[i].lower()
+        i += 1
+        if filters and word == "search":
+            if i >= len(rest):
+                raise CommandError(f'Search for what? Usage: {head} search WORDS, e.g. "{head} search qakbot".')
+            arguments["search"] = " ".join(rest[i:])
+            break
+        if filters and word in _ENTITY_WORDS and "entity" not in arguments:
+            if i >= len(rest):
+                raise CommandError(f'Which {word}? Usage: {head} {word} VALUE, e.g. "{head} host WS-FIN-160".')
+            arguments["entity"] = rest[i]
+            i += 1
+        elif filters and word in _STATUS_WORDS[head] and "status" not in arguments:
+            arguments["status"] = _STATUS_WORDS[head][word]
+        elif head == "incidents" and word in _OWNER_WORDS and "owner" not in arguments:
+            arguments["owner"] = _OWNER_WORDS[word]
+        elif filters and word in _SORT_WORDS:
+            arguments["sort"] = _SORT_WORDS[word]
+        elif word in _WINDOWS and "time_window" not in arguments:
             arguments["time_window"] = _WINDOWS[word].value
         elif word in _SEVERITIES and "min_severity" not in arguments:
             arguments["min_severity"] = _SEVERITIES[word].value
         elif word.isdigit() and head not in ("trend", "prefer") and "limit" not in arguments:
             arguments["limit"] = int(word)
         elif _looks_like_option(word):
-            raise CommandError(f'I could not read "{word}" in "{text.strip()}".\n{usage(head)}')
+            raise CommandError(f'I could not read "{original}" in "{text.strip()}".\n{usage(head)}')
         else:
             return None  # "alerts from yesterday" reads as a question for the model
-    if head == "prefer":
-        return Command("prefer", arguments=arguments)
-    return Command(head, _LIST_COMMANDS[head], arguments)
+    return arguments
+
+
+def _entity(rest: list[str], text: str) -> Command:
+    """"entity 10.1.2.3 [window] [severity]": one entity's alert counts and first/last seen (30 days unless said)."""
+    if not rest:
+        raise CommandError(f"Which entity? {ENTITY_USAGE}")
+    arguments: dict[str, Any] = {"entity": rest[0], "time_window": "last_30d"}
+    for word in (w.lower() for w in rest[1:]):
+        if word in _WINDOWS:
+            arguments["time_window"] = _WINDOWS[word].value
+        elif word in _SEVERITIES:
+            arguments["min_severity"] = _SEVERITIES[word].value
+        else:
+            raise CommandError(f'I could not read "{word}" in "{text.strip()}". {ENTITY_USAGE}')
+    return Command("entity", "get_top_entities", arguments)
 
 
 def _parse_change(text: str) -> Command | None:

@@ -144,10 +144,10 @@ def trend(records: Sequence[TrendBin]) -> str:
 def entities(records: Sequence[EntityCount], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
         [_ref(ref_for, "entity", f"{e.type}:{e.value}"), clean(e.type, 18), clean(e.value, 50), str(e.alert_count),
-         str(e.high_severity_count), age(e.last_seen, now)]
+         str(e.high_severity_count), age(e.first_seen, now), age(e.last_seen, now)]
         for e in records
     ]
-    return table(["", "Type", "Entity", "Alerts", "High", "Last seen"], rows)
+    return table(["", "Type", "Entity", "Alerts", "High", "First seen", "Last seen"], rows)
 
 
 def footer(result: QueryResult) -> str:

@@ -137,13 +137,23 @@ def _entity_row(e: EntityCount, ref_for: RefFor) -> str:
     ])
 
 
+def _pivot_row(e: EntityCount, ref_for: RefFor) -> str:
+    return f"{_entity_row(e, ref_for)}|{cell(e.first_seen)}"
+
+
 incidents_text = _table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
                                              "tactics", "title (untrusted text)"], _incident_row)
 alerts_text = _table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
                                      "entities"], _alert_row)
 trend_text = _table_text("bins", ["bin_start_utc", "severity", "alerts"], _trend_row)
-entities_text = _table_text("entities", ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"],
-                            _entity_row)
+_ENTITY_COLUMNS = ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"]
+_top_entities_text = _table_text("entities", _ENTITY_COLUMNS, _entity_row)
+_pivot_text = _table_text("entities", [*_ENTITY_COLUMNS, "first_seen_utc"], _pivot_row)
+
+
+def entities_text(result: QueryResult, ref_for: RefFor) -> str:
+    """Top entities; one entity asked for by value also gets its first sighting in the window."""
+    return (_pivot_text if result.metadata.parameters.get("entity") else _top_entities_text)(result, ref_for)
 
 
 def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
