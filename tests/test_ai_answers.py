@@ -96,3 +96,21 @@ def test_the_disclaimer_follows_what_the_answer_does_not_a_heading(answer: str, 
     from bot.orchestrator import prompts
 
     assert prompts.goes_beyond_records(answer) is beyond
+
+
+async def test_a_one_to_one_answer_suggests_what_to_ask_next(bot: Bot) -> None:  # noqa: F811
+    await bot.post(teams.personal("what high-severity incidents came in this week?", activity_id=next_id(),
+                                  service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
+    [answer] = [s for s in sent if s.type == "message"]
+    actions = answer.body["suggestedActions"]["actions"]
+    assert 1 <= len(actions) <= 3 and all(a["type"] == "imBack" and a["title"] == a["value"] for a in actions)
+    assert actions[0]["value"] == "Tell me more about [1]", "the first row, by the [n] the table shows"
+
+
+async def test_no_suggestions_in_a_channel(bot: Bot) -> None:  # noqa: F811
+    activity = teams.channel_mention("what high-severity incidents came in this week?", activity_id=next_id(),
+                                     service_url=bot.connector.url)
+    await bot.post(activity)
+    sent = await bot.connector.wait_for(lambda s: any(x.type == "message" and x.cards for x in s))
+    assert all("suggestedActions" not in s.body for s in sent)

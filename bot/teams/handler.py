@@ -485,7 +485,8 @@ class SentinelBot(TeamsActivityHandler):
         log.info("answered in %d round(s), %d tool call(s)%s", turn.rounds, len(turn.runs),
                  f" (failed: {turn.failure})" if turn.failed else "")
         reply = Reply(replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo,
-                                     changes=self._may_change(request)))
+                                     changes=self._may_change(request),
+                                     follow_ups=request.conversation_type == "personal"))
         for proposal in turn.proposals:
             self._add_proposal(reply, proposal)
         return reply

@@ -16,13 +16,13 @@ from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from botbuilder.core import CardFactory
-from botbuilder.schema import Activity, ActivityTypes, Attachment, Entity
+from botbuilder.schema import ActionTypes, Activity, ActivityTypes, Attachment, CardAction, Entity, SuggestedActions
 
 from bot import cards
 from bot.orchestrator import sources
 from bot.orchestrator.loop import TurnResult
 from bot.orchestrator.references import Reference, References, RefKind
-from bot.sentinel.models import QueryError, QueryResult
+from bot.sentinel.models import Incident, IncidentDetail, QueryError, QueryResult
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolRun
 
@@ -122,10 +122,11 @@ def source_lines(runs: Sequence[ToolRun]) -> list[cards.SourceLine]:
 
 
 def answer(turn: TurnResult, references: References, now: datetime, *, demo: bool,
-           changes: bool = False) -> list[Activity]:
+           changes: bool = False, follow_ups: bool = False) -> list[Activity]:
     """The activities for a model answer; the first replaces the progress indicator.
 
     ``changes``: incident detail cards carry the buttons that propose changes (other cards ignore it).
+    ``follow_ups``: suggested next questions under the answer (Teams shows them in 1:1 chats).
     """
     results = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult)]
     body = [TOOLS.card(r, references.ref_for, now, changes=changes) for r in _worth_a_card(results)]
@@ -137,7 +138,31 @@ def answer(turn: TurnResult, references: References, now: datetime, *, demo: boo
         # Model-written: Teams' AI label, its [n] as Teams citations, and the feedback buttons.
         activities[0].entities = [AIMessage(citations(text, references))]
         activities[0].channel_data = {"feedbackLoopEnabled": True}
+    suggestions = next_questions(results, references) if follow_ups and not turn.failed else []
+    if suggestions:
+        activities[-1].suggested_actions = SuggestedActions(actions=[
+            CardAction(type=ActionTypes.im_back, title=question, value=question) for question in suggestions])
     return activities
+
+
+def next_questions(results: Sequence[QueryResult], references: References) -> list[str]:
+    """What an analyst usually asks next about these results (at most three), naming rows by their [n]."""
+    questions: list[str] = []
+    for result in results:
+        tool, first = result.metadata.tool, result.records[0] if result.records else None
+        if first is None:
+            continue
+        if tool == "query_incidents" and isinstance(first, Incident):
+            n = references.ref_for("incident", str(first.number))
+            questions += [f"Tell me more about [{n}]" if n else f"Tell me more about incident {first.number}",
+                          "Which accounts and hosts were hit most this week?"]
+        elif tool == "get_incident_detail" and isinstance(first, IncidentDetail):
+            questions += ["Is this alert volume unusual this week?", "Show the other incidents from the last 24 hours"]
+        elif tool == "get_top_entities":
+            questions += ["Show the alerts from the last 24 hours", "Show the alert trend for the last 7 days"]
+        elif tool in ("query_alerts", "get_alert_trend"):
+            questions += ["Which incidents are open and high severity?", "Which hosts were hit most this week?"]
+    return list(dict.fromkeys(questions))[:3]
 
 
 def command_result(result: QueryResult | QueryError, run: ToolRun, references: References,
