@@ -306,3 +306,14 @@ async def test_entity_pivots_equal_a_python_evaluation(data, client) -> None:
         expected = [n for n in numbers if alert_ids & set(json.loads(latest[n]["AlertIds"] or "[]"))]
         assert [i.number for i in incidents.records] == expected[:100] and incidents.metadata.total == len(expected)
         assert expected, "the recurring host should be in some incident"
+
+
+def test_a_filtered_list_card_says_what_it_was_narrowed_by() -> None:
+    from bot.cards.filters import titled
+
+    assert titled("3 incidents", {"time_window": "last_24h"}) == "3 incidents"
+    label = titled("3 incidents", {"status": "open", "owner": "unassigned", "severity": ["High", "Low"],
+                                   "entity": "WS-FIN-160", "search": "qakbot\n| where 1==1",
+                                   "from": "2026-11-20T09:00:00Z", "sort": "most_alerts"})
+    assert label == ("3 incidents · open · unassigned · High/Low · involving WS-FIN-160 · “qakbot | where 1==1” · "
+                     "from 2026-11-20 09:00 UTC · most alerts first")

@@ -19,12 +19,14 @@ from bot.cards.common import (
     table,
     text,
 )
+from bot.cards.filters import titled
 from bot.sentinel.models import AlertSummary, QueryResult
 
 
 def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
     """[n] | Alert (name, product and age) | Severity | Entities."""
-    return list_card(result, lambda total: count_label(total, "alert"), "alerts",
+    parameters = result.metadata.parameters
+    return list_card(result, lambda total: titled(count_label(total, "alert"), parameters), "alerts",
                      "Ask for a shorter window or a higher severity to see the rest.",
                      lambda shown: alert_table(shown, ref_for, now, with_entities=True))
 

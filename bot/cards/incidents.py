@@ -30,6 +30,7 @@ from bot.cards.common import (
     warnings,
     when,
 )
+from bot.cards.filters import titled
 from bot.cards.verbs import Verb
 from bot.sentinel.changes import MAX_CLASSIFICATION_COMMENT_CHARS, MAX_COMMENT_CHARS
 from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult
@@ -60,7 +61,8 @@ COMMENT_INPUT = "comment"
 
 def incident_table(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
     """[n] | Incident (title; number, status, owner, age) | Severity | Details button."""
-    return list_card(result, lambda total: count_label(total, "incident"), "incidents",
+    parameters = result.metadata.parameters
+    return list_card(result, lambda total: titled(count_label(total, "incident"), parameters), "incidents",
                      "Ask for a shorter window or a higher severity to see the rest.",
                      lambda shown: _incident_table(shown, ref_for, now))
 
