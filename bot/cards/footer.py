@@ -54,17 +54,17 @@ def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices
         body.append(text(DISCLAIMER, size="small", isSubtle=True))
     if sources:
         body.append(text("Data sources", size="small", weight="bolder", separator=bool(body)))
-    targets = []
-    for index, source in enumerate(sources, start=1):
-        body.append(subtle(plain(source.text, 300)))
-        if source.kql.strip():
-            targets.append(f"kql-{index}")
-            body.append({"type": "Container", "id": targets[-1], "isVisible": False,
-                         "items": _kql(source.kql, kql_chars)})
+    targets = [f"kql-{index}" for index, source in enumerate(sources, start=1) if source.kql.strip()]
     if targets:
+        # The button comes before what it opens, so the query appears below it, where the reader looks.
         toggle = {"type": "Action.ToggleVisibility", "title": "Show query" if len(targets) == 1 else "Show queries",
                   "targetElements": targets}
         body.append(actions(toggle, spacing="small"))
+    for index, source in enumerate(sources, start=1):
+        body.append(subtle(plain(source.text, 300)))
+        if source.kql.strip():
+            body.append({"type": "Container", "id": f"kql-{index}", "isVisible": False,
+                         "items": _kql(source.kql, kql_chars)})
     return card(body)
 
 
