@@ -6,7 +6,8 @@ Two ``python -m bot serve`` processes with TURN_QUEUE=azure and Blob state on Az
 the round-robin proxy of tests/support/round_robin.py on 127.0.0.1; the fake Bot Connector answers their
 replies. 20 conversations send 10 messages each (commands, so no model is involved), 10% of deliveries are
 repeated to the other instance, and instance A gets SIGKILL while turns run (see tests/support/durable_rig.py
-for the three parts of the run). Printed: lost, answered twice, out of order (goal: all 0), the time from the
+for the three parts of the run). Twice: with the workers in the web processes, and with the web processes
+taking no turns and a ``python -m bot worker`` process beside each (killed and restarted with it). Printed: lost, answered twice, out of order (goal: all 0), the time from the
 kill until every turn sent before it was answered (recovery: bounded by the 15 s blob lease and queue
 visibility of the killed instance's turns), A's restart time, and the acknowledgement times through the proxy.
 
@@ -41,21 +42,24 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
     if smoke:
         print(f"SMOKE RUN (--smoke): {conversations} conversations of {messages} messages; the figures only show "
               "that it runs")
-    with tempfile.TemporaryDirectory(prefix="bench-durable-") as workdir:
-        figures = await durable_rig.run(Path(workdir), conversations=conversations, messages=messages, seed=seed,
-                                        answer_timeout_s=180)
-    print(f"== Durable turns: 2 instances, {conversations} conversations x {messages} messages, "
-          f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
-          f"instance A killed (SIGKILL) with {figures.held_at_kill} turns running")
-    print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "
-          f"goal all 0: {verdict(figures.lost == figures.twice == figures.out_of_order == 0)}")
-    print(f"Recovery: every turn sent before the kill answered {figures.recovery_s:.1f} s after it "
-          f"(instance A restarted and ready in {figures.restart_s:.1f} s)")
-    acks = figures.acks_ms
-    print(f"Acknowledgement through the proxy: median {statistics.median(acks):.1f} ms, "
-          f"p99 {figures.ack_p99_ms:.1f} ms over {len(acks)} deliveries; whole run {figures.elapsed_s:.1f} s")
-    return 0 if figures.lost == figures.twice == figures.out_of_order == 0 else 1
-
+    failed = False
+    for separate in (False, True):
+        with tempfile.TemporaryDirectory(prefix="bench-durable-") as workdir:
+            figures = await durable_rig.run(Path(workdir), conversations=conversations, messages=messages,
+                                            seed=seed, answer_timeout_s=180, separate_workers=separate)
+        where = "separate worker processes (python -m bot worker)" if separate else "workers in the web processes"
+        print(f"== Durable turns, {where}: 2 instances, {conversations} conversations x {messages} messages, "
+              f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
+              f"instance A killed (SIGKILL) with {figures.held_at_kill} turns running")
+        print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "
+              f"goal all 0: {verdict(figures.lost == figures.twice == figures.out_of_order == 0)}")
+        print(f"Recovery: every turn sent before the kill answered {figures.recovery_s:.1f} s after it "
+              f"(instance A restarted and ready in {figures.restart_s:.1f} s)")
+        acks = figures.acks_ms
+        print(f"Acknowledgement through the proxy: median {statistics.median(acks):.1f} ms, "
+              f"p99 {figures.ack_p99_ms:.1f} ms over {len(acks)} deliveries; whole run {figures.elapsed_s:.1f} s")
+        failed = failed or not figures.lost == figures.twice == figures.out_of_order == 0
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -48,15 +48,18 @@ def free_port() -> int:
 
 
 class BotProcess:
-    """``python -m bot serve`` with durable turns, in its own process and working folder (no .env is read)."""
+    """``python -m bot serve`` with durable turns, in its own process and working folder (no .env is read); with
+    ``separate_worker``, the web process takes no turns and a ``python -m bot worker`` process beside it does."""
 
-    def __init__(self, name: str, workdir: Path, env: dict[str, str]) -> None:
+    def __init__(self, name: str, workdir: Path, env: dict[str, str], separate_worker: bool = False) -> None:
         self.name = name
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.env = {**env, "PORT": str(self.port)}
+        self.env = {**env, "PORT": str(self.port), "TURN_WORKER_IN_WEB": "false" if separate_worker else "true"}
+        self.separate_worker = separate_worker
         self.process: subprocess.Popen[bytes] | None = None
+        self.worker: subprocess.Popen[bytes] | None = None
         self.started_in = 0.0
 
     @property
@@ -68,6 +71,10 @@ class BotProcess:
         with (self.workdir / "bot.log").open("ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=self.workdir, env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if self.separate_worker:
+                self.worker = subprocess.Popen([sys.executable, "-m", "bot", "worker"], cwd=self.workdir,
+                                               env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL)
         async with aiohttp.ClientSession() as session:
             while time.monotonic() - started < START_TIMEOUT_S:
                 if self.process.poll() is not None:
@@ -85,18 +92,23 @@ class BotProcess:
     def log_tail(self) -> str:
         return (self.workdir / "bot.log").read_text(errors="replace")[-3000:]
 
+    def _processes(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in (self.process, self.worker) if p is not None and p.poll() is None]
+
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
+        for process in self._processes():
+            process.send_signal(signal.SIGKILL)
+            process.wait()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+        for process in self._processes():
+            process.terminate()
+        for process in self._processes():
             try:
-                self.process.wait(timeout=30)
+                process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.kill()
+                process.kill()
+                process.wait()
 
 
 @dataclass
@@ -155,14 +167,14 @@ def _bot_env(azurite: Azurite) -> dict[str, str]:
 
 
 async def run(workdir: Path, *, conversations: int, messages: int, repeat_share: float = 0.1, seed: int = 1,
-              answer_timeout_s: float = 120.0) -> Figures:
+              answer_timeout_s: float = 120.0, separate_workers: bool = False) -> Figures:
     figures = Figures(conversations, messages)
     chance = random.Random(seed)
     (workdir / "azurite").mkdir(parents=True, exist_ok=True)
     azurite = Azurite(workdir / "azurite")
     connector = await _Connector().start()
     env = _bot_env(azurite)
-    bots = [BotProcess(name, workdir, env) for name in ("bot-a", "bot-b")]
+    bots = [BotProcess(name, workdir, env, separate_workers) for name in ("bot-a", "bot-b")]
     proxy: RoundRobin | None = None
     started = time.monotonic()
     try:
