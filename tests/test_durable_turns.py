@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import jwt
 import pytest
 import trustme
@@ -225,3 +226,38 @@ def test_an_activity_refused_with_503_is_not_dropped_as_a_repeat_when_teams_retr
     runner.forget("a:chat", "1")  # the front answered 503: not queued
     assert not runner.is_duplicate("a:chat", "1"), "Teams' retry is taken"
     assert runner.is_duplicate("a:chat", "1"), "and a further repeat is dropped"
+
+
+async def test_the_front_queues_a_channel_mention_and_the_web_process_worker_answers_it(
+        azurite: str, demo_client: Any) -> None:
+    """In one process, as `serve` composes it: the queued turn keeps what msrest's models do not declare (the
+    mention's `mentioned`), so a channel @mention is still for the bot when a worker runs it."""
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import turn_queue_opener
+    from bot.teams.server import create_app
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    settings = Settings.from_env({"STATE_STORE": "blob", "TURN_QUEUE": "azure", "STATE_BLOB_CONNECTION_STRING": azurite,
+                                  "TURN_QUEUE_NAME": "front-turns", "TURN_BLOB_CONTAINER": "front-turns"},
+                                 dotenv_path=None)
+    await demo_client.prepare()
+    connector = await teams.FakeConnector().start()
+    storage = create_storage("blob", blob_connection_string=azurite, blob_container="front-state")
+    app = create_app(settings, sentinel=demo_client, orchestrator=None, storage=storage,
+                     turn_queue=turn_queue_opener(settings))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        url = str(server.make_url("/api/messages"))
+        async with aiohttp.ClientSession() as session:
+            for body in (teams.channel_mention("incidents 24h", activity_id="1700000000101", service_url=connector.url),
+                         teams.personal("help", activity_id="1700000000102", service_url=connector.url)):
+                async with session.post(url, json=body) as answer:
+                    assert answer.status == 201
+        await connector.wait_for(lambda sent: {s.body.get("replyToId") for s in sent if s.type == "message"}
+                                 >= {"1700000000101", "1700000000102"}, timeout=20)
+    finally:
+        await server.close()
+        await connector.stop()

@@ -155,7 +155,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
 
     async def messages(request: web.Request) -> web.StreamResponse:
         try:
-            activity = await _read_activity(request, service_urls)
+            activity, body = await _read_activity(request, service_urls)
         except Refused as refused:
             log.info("refused a request: %s (%d)", refused.reason, refused.status)
             return _problem(refused.status, refused.reason)
@@ -163,11 +163,11 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         # (authentication may fetch signing keys; the typing indicator is sent before the turn runs).
         place = runner.reserve(activity.conversation.id)
         try:
-            return await accept(activity, place, request.headers.get("Authorization", ""))
+            return await accept(activity, body, place, request.headers.get("Authorization", ""))
         finally:
             runner.release(place)  # a no-op once the turn was submitted
 
-    async def accept(activity: Activity, place: Place, authorization: str) -> web.StreamResponse:
+    async def accept(activity: Activity, body: dict[str, Any], place: Place, authorization: str) -> web.StreamResponse:
         try:
             # Local mode ignores any header: nothing could check it, and botbuilder would try (and block).
             auth = await authentication.authenticate_request(activity, authorization if tokens else "")
@@ -202,7 +202,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             log.info("dropping a repeated delivery of activity %s", activity.id)
             return web.Response(status=200)
         if durable is not None:
-            response = await durable.enqueue(activity, auth)
+            response = await durable.enqueue(activity, body, auth)
             if response.status >= 500:
                 runner.forget(activity.conversation.id, activity.id)
             return response
@@ -310,13 +310,15 @@ class _Durable:
         if self.front is not None:
             await self.front.close()
 
-    async def enqueue(self, activity: Activity, auth: Any) -> web.Response:
-        """Number the activity in its conversation and queue it: acknowledged only once it is durable."""
+    async def enqueue(self, activity: Activity, body: dict[str, Any], auth: Any) -> web.Response:
+        """Number the activity in its conversation and queue it (its checked and cleaned JSON: msrest's serialize()
+        would drop what its models do not declare, such as a mention's ``mentioned``), acknowledged only once it
+        is durable."""
         assert self.front is not None
         conversation = activity.conversation.id
         try:
             number = await self.front.number(conversation)
-            await self.front.put(Envelope(conversation, activity.id or "", number, activity.serialize(),
+            await self.front.put(Envelope(conversation, activity.id or "", number, body,
                                           auth_record(auth)))
         except Exception as error:  # noqa: BLE001 - not queued: Teams retries on a 5xx
             log.warning("could not queue a turn (%s)", type(error).__name__)
@@ -324,8 +326,8 @@ class _Durable:
         return web.Response(status=201)
 
 
-async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> Activity:
-    """The request's activity, checked and cleaned before anything else sees it; ``Refused`` otherwise."""
+async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> tuple[Activity, dict[str, Any]]:
+    """The request's activity and its cleaned JSON, checked before anything else sees them; ``Refused`` otherwise."""
     if "application/json" not in request.headers.get("Content-Type", ""):
         raise Refused(415, "Send the activity as application/json.")
     try:
@@ -345,7 +347,7 @@ async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> Act
     if not service_urls.allows(activity.service_url):
         # The bot would post its reply, with its credentials, wherever serviceUrl points.
         raise Refused(403, "The activity's serviceUrl is not one this bot replies to.")
-    return activity
+    return activity, body
 
 
 def _typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[], Awaitable[None]]:
