@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 GAP_S = 25.0
 DEFER_S = 1  # a turn that must wait is shown again this soon (the queue's visibility counts whole seconds)
 POLL_MIN_S, POLL_MAX_S = 0.05, 1.0  # pause after an empty queue, doubling up to the most
+MAX_HELD_PER_SLOT = 4  # messages a worker holds (running or waiting in line) per turn it may run at once
 RunTurn = Callable[[Envelope], Awaitable[None]]
 Tell = Callable[[Envelope, str], Awaitable[None]]
 GIVEN_UP_TEXT = ("I could not answer this message: trying it {tries} times failed, so I have set it aside. "
@@ -68,9 +69,12 @@ class TurnWorker:
         pause = POLL_MIN_S
         try:
             while not self._stop.is_set():
-                room = self.concurrency - len(self._tasks)
+                # Turns waiting in a conversation's line here count too, so one busy conversation cannot make this
+                # worker hoard messages other workers could run.
+                room = min(self.concurrency - len(self._tasks), MAX_HELD_PER_SLOT * self.concurrency - self.held)
                 if room <= 0:
-                    await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                    if self._tasks:
+                        await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 try:
                     batch = await self.turns.take(min(room, 32))
