@@ -19,9 +19,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from functools import cache, singledispatch
 
-from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, SortOrder, TimeWindow
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
 from bot.sentinel.queries import (
+    ALERT_SORT,
     ENTITY_VALUE_RULES,
+    INCIDENT_SORT,
     MAX_ALERT_ENTITY_LABELS,
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
@@ -132,7 +134,7 @@ def _incidents(query: IncidentsQuery) -> str:
     | where Severity in {_in(query.severities)}{_filters(query, "Title")});
 matched
 | extend SeverityRank = {_SEVERITY_RANK}, AlertCount = {_ALERT_COUNT}
-| sort by {_INCIDENT_ORDER[f.sort]}
+| sort by {_order(INCIDENT_SORT[f.sort])}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
 | project IncidentNumber, Title, Severity, Status, Owner = {_OWNER},
@@ -141,15 +143,10 @@ matched
     IncidentUrl, Classification, TotalMatched"""
 
 
-_INCIDENT_ORDER = {
-    SortOrder.SEVERITY: "SeverityRank asc, CreatedTime desc, IncidentNumber desc",
-    SortOrder.NEWEST: "CreatedTime desc, IncidentNumber desc",
-    SortOrder.MOST_ALERTS: "AlertCount desc, SeverityRank asc, CreatedTime desc, IncidentNumber desc",
-}
-_ALERT_ORDER = {
-    SortOrder.SEVERITY: "SeverityRank asc, TimeGenerated desc, SystemAlertId asc",
-    SortOrder.NEWEST: "TimeGenerated desc, SystemAlertId asc",
-}
+def _order(keys: tuple[tuple[str, bool], ...]) -> str:
+    return ", ".join(f"{column} {'desc' if descending else 'asc'}" for column, descending in keys)
+
+
 # The owner's fields a person filter compares with (case-insensitively), the sign-in name's part before "@" too.
 _OWNER_FIELDS = ("tostring(Owner.objectId)", "tostring(Owner.userPrincipalName)", "tostring(Owner.email)",
                  "tostring(Owner.assignedTo)", 'tostring(split(tostring(Owner.userPrincipalName), "@")[0])')
@@ -287,7 +284,7 @@ def _alerts(query: AlertsQuery) -> str:
     | where AlertSeverity in {_in(query.severities)}{_filters(query, "AlertName")});
 matched
 | extend SeverityRank = {_SEVERITY_RANK.replace("Severity", "AlertSeverity")}
-| sort by {_ALERT_ORDER[f.sort]}
+| sort by {_order(ALERT_SORT[f.sort])}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
 | mv-apply Entity = parse_json(Entities) on (

@@ -299,26 +299,23 @@ MAX_ENTITY_LENGTH = 2048  # URLs and command lines run long; anything longer is 
 
 def parse_entity(value: object) -> str | None:
     """An entity's identifying value (account, host, IP, hash, URL ...), matched case-insensitively; None when empty."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidParameter("entity", f"{_shown(value)} is not text: give a host, account, IP, hash or URL")
-    text = value.strip()
-    if len(text) > MAX_ENTITY_LENGTH:
-        raise InvalidParameter("entity", f"is {len(text):,} characters long (at most {MAX_ENTITY_LENGTH:,})")
-    return text or None
+    return _text("entity", value, MAX_ENTITY_LENGTH, "give a host, account, IP, hash or URL")
 
 
 def parse_search(value: object) -> str | None:
     """A keyword or phrase to find in titles and descriptions (case-insensitive); None when empty."""
+    return _text("search", value, MAX_SEARCH_LENGTH, "use a keyword or a short phrase")
+
+
+def _text(name: str, value: object, maximum: int, hint: str) -> str | None:
+    """Free text, stripped and length-checked (it reaches KQL only as an escaped literal); None when empty."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidParameter("search", f"{_shown(value)} is not text")
+        raise InvalidParameter(name, f"{_shown(value)} is not text: {hint}")
     text = value.strip()
-    if len(text) > MAX_SEARCH_LENGTH:
-        raise InvalidParameter("search", f"is {len(text):,} characters long (at most {MAX_SEARCH_LENGTH}): use a "
-                                         "keyword or a short phrase")
+    if len(text) > maximum:
+        raise InvalidParameter(name, f"is {len(text):,} characters long (at most {maximum:,}): {hint}")
     return text or None
 
 

@@ -26,6 +26,7 @@ from bot.sentinel.params import (
     IncidentRef,
     InvalidParameter,
     Severity,
+    SortOrder,
     TimeWindow,
     parse_bin_size,
     parse_entity,
@@ -157,6 +158,19 @@ class AlertTrendQuery(_WindowQuery):
 
 
 Query = IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery
+
+# Sort orders of the lists as (column, descending) keys, ties broken to the last key, so both backends agree.
+# SeverityRank is 0 for High up to 3 for Informational; AlertCount is the incident's.
+INCIDENT_SORT: dict[SortOrder, tuple[tuple[str, bool], ...]] = {
+    SortOrder.SEVERITY: (("SeverityRank", False), ("CreatedTime", True), ("IncidentNumber", True)),
+    SortOrder.NEWEST: (("CreatedTime", True), ("IncidentNumber", True)),
+    SortOrder.MOST_ALERTS: (("AlertCount", True), ("SeverityRank", False), ("CreatedTime", True),
+                            ("IncidentNumber", True)),
+}
+ALERT_SORT: dict[SortOrder, tuple[tuple[str, bool], ...]] = {
+    SortOrder.SEVERITY: (("SeverityRank", False), ("TimeGenerated", True), ("SystemAlertId", False)),
+    SortOrder.NEWEST: (("TimeGenerated", True), ("SystemAlertId", False)),
+}
 
 # The result columns of each query, in order. Both backends return rows with exactly these keys.
 COLUMNS: dict[str, tuple[str, ...]] = {

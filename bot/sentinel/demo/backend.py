@@ -39,8 +39,10 @@ from bot.sentinel.client import RawTable
 from bot.sentinel.demo import generator, store
 from bot.sentinel.demo.store import iso
 from bot.sentinel.models import QueryError
-from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, SortOrder, TimeWindow
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, TimeWindow
 from bot.sentinel.queries import (
+    ALERT_SORT,
+    INCIDENT_SORT,
     MAX_ALERT_ENTITY_LABELS,
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
@@ -409,21 +411,23 @@ class DemoBackend:
             f"""WITH {_uncounted(severities)},
                 live AS MATERIALIZED (  -- AlertEntity is already distinct per alert row
                     SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
-                           MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen
+                           MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen,
+                           MIN(e.EntityValue) AS Shown
                     FROM uncounted AS u JOIN AlertEntity AS e ON e.AlertRowId = u.AlertRowId
                     JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey {wanted}
                     GROUP BY 1),
                 settled AS MATERIALIZED (
                     SELECT EntityId, SUM(Alerts) AS Alerts,
                            COALESCE(SUM(CASE AlertSeverity WHEN 'High' THEN Alerts END), 0) AS High,
-                           MAX(LastSeen) AS LastSeen, MIN(FirstSeen) AS FirstSeen
+                           MAX(LastSeen) AS LastSeen, MIN(FirstSeen) AS FirstSeen, MIN(Shown) AS Shown
                     FROM EntityDay WHERE Day > :start_bucket AND AlertSeverity IN {severities} {of_wanted}
                     GROUP BY EntityId),
                 counted AS MATERIALIZED (
                     SELECT s.EntityId, s.Alerts + COALESCE(l.Alerts, 0) AS AlertCount,
                            s.High + COALESCE(l.High, 0) AS High,
                            max(s.LastSeen, COALESCE(l.LastSeen, '')) AS LastSeen,
-                           min(s.FirstSeen, COALESCE(l.FirstSeen, s.FirstSeen)) AS FirstSeen
+                           min(s.FirstSeen, COALESCE(l.FirstSeen, s.FirstSeen)) AS FirstSeen,
+                           min(s.Shown, COALESCE(l.Shown, s.Shown)) AS Shown
                     FROM settled AS s LEFT JOIN live AS l ON l.EntityId = s.EntityId
                     UNION ALL
                     SELECT * FROM live WHERE EntityId NOT IN (SELECT EntityId FROM settled)),
@@ -432,16 +436,13 @@ class DemoBackend:
                 cutoff AS (SELECT AlertCount, High, LastSeen FROM counted
                            ORDER BY AlertCount DESC, High DESC, LastSeen DESC LIMIT 1 OFFSET :limit - 1)
                 -- Shown by its least spelling among this window's alerts, as the KQL's min(EntityValue).
-                SELECT n.EntityType, (SELECT MIN(e.EntityValue) FROM AlertEntity AS e
-                        JOIN LatestAlert AS l ON l.AlertRowId = e.AlertRowId
-                        WHERE e.EntityKey = n.EntityKey AND e.EntityType = n.EntityType AND {_CURRENT}
-                          AND l.AlertSeverity IN {severities}) AS EntityValue,
-                       c.AlertCount, c.High AS HighSeverityCount, c.FirstSeen, c.LastSeen,
+                SELECT n.EntityType, c.Shown AS EntityValue, c.AlertCount, c.High AS HighSeverityCount, c.FirstSeen,
+                       c.LastSeen,
                        (SELECT COUNT(*) FROM counted) AS TotalMatched
                 FROM counted AS c JOIN Entity AS n ON n.EntityId = c.EntityId
                 WHERE NOT EXISTS (SELECT 1 FROM cutoff)
                    OR (c.AlertCount, c.High, c.LastSeen) >= (SELECT AlertCount, High, LastSeen FROM cutoff)
-                ORDER BY c.AlertCount DESC, c.High DESC, c.LastSeen DESC, n.EntityType, EntityValue
+                ORDER BY c.AlertCount DESC, c.High DESC, c.LastSeen DESC, n.EntityType, c.Shown
                 LIMIT :limit""",
             params,
         )
@@ -465,15 +466,12 @@ def _with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) ->
 
 
 # Filtered lists (issue 12). The latest row per incident (alert) in the range, then the filters on its full row.
-_INCIDENT_SORT = {
-    SortOrder.SEVERITY: "{rank}, CreatedTime DESC, IncidentNumber DESC",
-    SortOrder.NEWEST: "CreatedTime DESC, IncidentNumber DESC",
-    SortOrder.MOST_ALERTS: "AlertCount DESC, {rank}, CreatedTime DESC, IncidentNumber DESC",
-}
-_ALERT_SORT = {
-    SortOrder.SEVERITY: "{rank}, TimeGenerated DESC, SystemAlertId",
-    SortOrder.NEWEST: "TimeGenerated DESC, SystemAlertId",
-}
+def _order(keys: tuple[tuple[str, bool], ...], rank: str) -> str:
+    """A query's sort keys (``queries.INCIDENT_SORT``/``ALERT_SORT``) as SQL, the severity rank by ``rank``."""
+    return ", ".join(f"{rank if column == 'SeverityRank' else column}{' DESC' if descending else ''}"
+                     for column, descending in keys)
+
+
 # An owner's fields as the KQL compares them (``kql._OWNER_FIELDS``), casefolded.
 _OWNER_FIELDS = tuple(f"casefold(json_extract(t.Owner, '$.{key}'))" for key in
                       ("objectId", "userPrincipalName", "email", "assignedTo")) + (
@@ -530,7 +528,7 @@ def _filtered_incidents(query: IncidentsQuery, conn: sqlite3.Connection, now: da
     params, after = _range(query, now)
     params["limit"] = query.limit
     created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
-    order = _INCIDENT_SORT[query.filters.sort].format(rank=_RANK.format(column="Severity"))
+    order = _order(INCIDENT_SORT[query.filters.sort], _RANK.format(column="Severity"))
     sql = f"""
         WITH matched AS MATERIALIZED (
             SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime,
@@ -555,7 +553,7 @@ def _filtered_alerts(query: AlertsQuery, conn: sqlite3.Connection, now: datetime
                        ORDER BY TimeGenerated DESC, rowid DESC) AS k
                 FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
                      AND TimeGenerated <= :now) WHERE k = 1"""
-    order = _ALERT_SORT[query.filters.sort].format(rank=_RANK.format(column="AlertSeverity"))
+    order = _order(ALERT_SORT[query.filters.sort], _RANK.format(column="AlertSeverity"))
     sql = f"""
         WITH latest AS MATERIALIZED ({latest}),
         matched AS MATERIALIZED (

@@ -83,7 +83,7 @@ def create_database(
     _insert(conn, "SecurityIncident", [name for name, _ in tables["SecurityIncident"]], incident_rows)
     _insert(conn, "SecurityAlert", [name for name, _ in tables["SecurityAlert"]], alert_rows)
     conn.execute("CREATE TABLE AlertEntity (AlertRowId INTEGER, EntityType TEXT, EntityValue TEXT, "
-                 "EntityKey TEXT GENERATED ALWAYS AS (kql_lower(EntityValue)) VIRTUAL)")
+                 "EntityKey TEXT GENERATED ALWAYS AS (kql_lower(EntityValue)) STORED)")
     conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)", _alert_entities(conn))
     conn.executescript(
         """
@@ -124,8 +124,9 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         -- One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
         CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityKey TEXT, EntityValue TEXT,
                              UNIQUE (EntityType, EntityKey));
+        -- Shown: the day's least spelling of the entity (a window shows the least of its days').
         CREATE TABLE EntityDay (EntityId INTEGER, Day TEXT, AlertSeverity TEXT, Alerts INTEGER, LastSeen TEXT,
-                                FirstSeen TEXT, PRIMARY KEY (EntityId, Day, AlertSeverity)) WITHOUT ROWID;
+                                FirstSeen TEXT, Shown TEXT, PRIMARY KEY (EntityId, Day, AlertSeverity)) WITHOUT ROWID;
         -- The demo writer appends and replaces incident rows: recompute that incident's chain.
         CREATE TRIGGER incident_added AFTER INSERT ON SecurityIncident BEGIN
             DELETE FROM LatestIncident WHERE IncidentNumber = NEW.IncidentNumber;
@@ -153,10 +154,11 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
             ON CONFLICT DO UPDATE SET EntityValue = min(EntityValue, excluded.EntityValue);
             INSERT INTO EntityDay
             SELECT (SELECT EntityId FROM Entity WHERE EntityType = NEW.EntityType AND EntityKey = NEW.EntityKey),
-                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated, TimeGenerated
+                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated, TimeGenerated, NEW.EntityValue
             FROM LatestAlert WHERE AlertRowId = NEW.AlertRowId AND Settled
             ON CONFLICT DO UPDATE SET Alerts = Alerts + 1, LastSeen = max(LastSeen, excluded.LastSeen),
-                                      FirstSeen = min(FirstSeen, excluded.FirstSeen);
+                                      FirstSeen = min(FirstSeen, excluded.FirstSeen),
+                                      Shown = min(Shown, excluded.Shown);
         END;
         """
     )
@@ -177,7 +179,7 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
             SELECT EntityType, EntityKey, MIN(EntityValue) FROM AlertEntity GROUP BY 1, 2 ORDER BY 1, 2;
         INSERT INTO EntityDay
             SELECT n.EntityId, substr(l.TimeGenerated, 1, 10), l.AlertSeverity, COUNT(*), MAX(l.TimeGenerated),
-                   MIN(l.TimeGenerated)
+                   MIN(l.TimeGenerated), MIN(e.EntityValue)
             FROM LatestAlert AS l JOIN AlertEntity AS e ON e.AlertRowId = l.AlertRowId
             JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey
             WHERE l.Settled GROUP BY 1, 2, 3;
