@@ -13,6 +13,7 @@ import contextlib
 import gc
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -254,9 +255,11 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
 
     async def drain(_: web.Application) -> None:
         grace = settings.shutdown_grace_seconds
+        started = time.monotonic()
         if durable is not None:
             await durable.stop()  # the queue's own turns are not lost: unfinished ones reappear for another worker
-        cancelled = await runner.stop(grace)
+        # One grace for both, so the platform's stop time (WEBSITES_CONTAINER_STOP_TIME_LIMIT) still covers it.
+        cancelled = await runner.stop(max(0.0, grace - (time.monotonic() - started)))
         log.info("shutdown: running turns finished%s", f"; {cancelled} abandoned after {grace} s" if cancelled else "")
 
     app.router.add_post("/api/messages", messages)
