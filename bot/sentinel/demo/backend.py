@@ -502,7 +502,11 @@ def _conditions(query: IncidentsQuery | AlertsQuery, title: str, params: dict[st
     elif f.owner:
         params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
         parts.append("(" + " OR ".join(f"{field} = :owner" for field in _OWNER_FIELDS) + ")")
-    if f.search:
+    if f.search and title == "AlertName":  # casefolded once, in the latest-row table (or here: a ranged list)
+        params["folded"] = f.search.casefold()
+        parts.append("(instr(COALESCE(l.NameFolded, casefold(t.AlertName)), :folded) > 0 "
+                     "OR instr(COALESCE(l.DescriptionFolded, casefold(t.Description)), :folded) > 0)")
+    elif f.search:
         params["search"] = f.search
         parts.append(f"(contains_ci(t.{title}, :search) OR contains_ci(t.Description, :search))")
     if f.entity:
@@ -546,9 +550,10 @@ def _filtered_alerts(query: AlertsQuery, conn: sqlite3.Connection, now: datetime
     params, after = _range(query, now)
     params["limit"] = query.limit
     if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
-        latest = f"SELECT l.AlertRowId FROM LatestAlert AS l WHERE {_CURRENT.replace('> :start', after + ' :start')}"
+        latest = (f"SELECT l.AlertRowId, l.NameFolded, l.DescriptionFolded FROM LatestAlert AS l "
+                  f"WHERE {_CURRENT.replace('> :start', after + ' :start')}")
     else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
-        latest = f"""SELECT AlertRowId FROM (
+        latest = f"""SELECT AlertRowId, NULL AS NameFolded, NULL AS DescriptionFolded FROM (
                 SELECT rowid AS AlertRowId, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
                        ORDER BY TimeGenerated DESC, rowid DESC) AS k
                 FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
