@@ -11,8 +11,8 @@ taking no turns and a ``python -m bot worker`` process beside each (killed and r
 kill until every turn sent before it was answered (recovery: bounded by the 15 s blob lease and queue
 visibility of the killed instance's turns), A's restart time, and the acknowledgement times through the proxy.
 
-``--smoke`` runs 3 conversations of 3 messages, so CI can tell that the benchmark still runs
-(tests/test_benchmarks.py); its figures are not meaningful.
+``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, so CI can tell that the
+benchmark (and ``python -m bot worker``) still runs (tests/test_benchmarks.py); its figures are not meaningful.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
         print(f"SMOKE RUN (--smoke): {conversations} conversations of {messages} messages; the figures only show "
               "that it runs")
     failed = False
-    for separate in (False, True):
+    # The smoke run takes the separate workers only: the test suite runs the in-web workers itself.
+    for separate in (True,) if smoke else (False, True):
         with tempfile.TemporaryDirectory(prefix="bench-durable-") as workdir:
             figures = await durable_rig.run(Path(workdir), conversations=conversations, messages=messages,
                                             seed=seed, answer_timeout_s=180, separate_workers=separate)

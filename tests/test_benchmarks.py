@@ -56,9 +56,8 @@ EXPECTED = {
         rf"Counting: total {NUMBER} ms over 10 turns",
     ],
     "bench_durable.py": [
-        r"== Durable turns, workers in the web processes: 2 instances, \d+ conversations x \d+ messages, \d+ of \d+ "
-        r"deliveries repeated",
-        r"== Durable turns, separate worker processes \(python -m bot worker\): 2 instances",
+        r"== Durable turns, separate worker processes \(python -m bot worker\): 2 instances, \d+ conversations x "
+        r"\d+ messages, \d+ of \d+ deliveries repeated",
         r"lost 0, answered twice 0, out of order 0; goal all 0: met",
         rf"Recovery: every turn sent before the kill answered {NUMBER} s after it",
         rf"Acknowledgement through the proxy: median {NUMBER} ms, p99 {NUMBER} ms",
