@@ -211,3 +211,18 @@ async def test_references_and_me_resolve_before_any_query_runs(demo_client) -> N
     mine = await box.run("query_incidents", '{"owner": "me", "status": "open", "time_window": "last_30d"}')
     assert mine.ok and mine.arguments["owner"] == "00000000-0000-4000-8000-00000000a11c"
     assert 'owner_wanted = "00000000-0000-4000-8000-00000000a11c"' in mine.kql
+
+
+def test_a_change_to_that_incident_names_the_last_one_looked_at() -> None:
+    from bot.sentinel.params import InvalidParameter
+    from bot.tools import asking
+    from bot.tools.write_tools import incident_ref
+
+    asking.use(asking.Asking(last_incident="14448"))
+    assert incident_ref({"incident_ref": "that incident"}) == ("number", 14448)
+    assert incident_ref({"incident_ref": "[3]"}) == ("reference", 3)
+    asking.use(asking.Asking())
+    with pytest.raises(InvalidParameter, match="no incident has been looked at"):
+        incident_ref({"incident_ref": "that incident"})
+    with pytest.raises(InvalidParameter, match="exact incident"):
+        incident_ref({"incident_ref": "the phishing one"})

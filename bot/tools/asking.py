@@ -70,9 +70,19 @@ def incident_number(text: str, asking: Asking) -> Any:
         if isinstance(found, str):
             raise InvalidParameter("incident_ref", found)
         return found
-    if _THAT.match(text):
-        if asking.last_incident is None:
-            raise InvalidParameter("incident_ref", "no incident has been looked at in this conversation yet: give "
-                                                   "its number or a [n] from a list")
-        return int(asking.last_incident)
+    if points_back(text):
+        return last_incident_number(text, asking)
     return text
+
+
+def points_back(text: str) -> bool:
+    """"that incident", "this one", "it": the last incident looked at."""
+    return bool(_THAT.match(text))
+
+
+def last_incident_number(text: str, asking: Asking | None = None) -> int:
+    last = (asking or current()).last_incident
+    if last is None:
+        raise InvalidParameter("incident_ref", f"{text.strip()[:40]!r}: no incident has been looked at in this "
+                                               "conversation yet; give its number or a [n] from a list")
+    return int(last)

@@ -22,6 +22,7 @@ from bot.sentinel.changes import (
     owner_from_text,
 )
 from bot.sentinel.params import InvalidParameter, Severity
+from bot.tools import asking
 from bot.tools.tool import Parameter, Tool
 
 # Words an analyst uses for themselves as the assignee.
@@ -88,7 +89,7 @@ _NUMBER = re.compile(r"^\s*(?:incident\s*)?#?\s*(\d{1,10})\s*$", re.IGNORECASE)
 
 
 def incident_ref(arguments: dict[str, Any]) -> tuple[str, int]:
-    """("reference", n) for "[n]", ("number", N) for "42" / "#42"; InvalidParameter otherwise.
+    """("reference", n) for "[n]", ("number", N) for "42" / "#42" and "that incident"; InvalidParameter otherwise.
 
     A change needs an exact incident: title words, which the read tool accepts, are refused here.
     """
@@ -100,6 +101,8 @@ def incident_ref(arguments: dict[str, Any]) -> tuple[str, int]:
         return "reference", int(match.group(1))
     if match := _NUMBER.match(text):
         return "number", int(match.group(1))
+    if asking.points_back(text):  # "that incident": the last one this conversation looked at
+        return "number", asking.last_incident_number(text)
     raise InvalidParameter("incident_ref", "give the incident's number (e.g. \"42\") or its reference (e.g. "
                                            "\"[2]\"); a change needs an exact incident, not title words")
 
