@@ -7,9 +7,10 @@ the round-robin proxy of tests/support/round_robin.py on 127.0.0.1; the fake Bot
 replies. 20 conversations send 10 messages each (commands, so no model is involved), 10% of deliveries are
 repeated to the other instance, and instance A gets SIGKILL while turns run (see tests/support/durable_rig.py
 for the three parts of the run). Twice: with the workers in the web processes, and with the web processes
-taking no turns and a ``python -m bot worker`` process beside each (killed and restarted with it). Printed: lost, answered twice, out of order (goal: all 0), the time from the
-kill until every turn sent before it was answered (recovery: bounded by the 15 s blob lease and queue
-visibility of the killed instance's turns), A's restart time, and the acknowledgement times through the proxy.
+taking no turns and a ``python -m bot worker`` process beside each (killed and restarted with it).
+Printed: lost, answered twice, out of order (goal: all 0), the time from the kill until every turn sent
+before it was answered (recovery: bounded by the 15 s blob lease and queue visibility of the killed
+instance's turns), A's restart time, and the acknowledgement times through the proxy.
 
 ``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, so CI can tell that the
 benchmark (and ``python -m bot worker``) still runs (tests/test_benchmarks.py); its figures are not meaningful.

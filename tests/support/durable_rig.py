@@ -17,6 +17,7 @@ Then every answer the connector received is counted: lost (never answered), answ
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import signal
@@ -215,7 +216,7 @@ async def run(workdir: Path, *, conversations: int, messages: int, repeat_share:
             while connector.held < 2 and not answered(thirds[2]):
                 await asyncio.sleep(0.005)
             figures.held_at_kill = connector.held
-            bots[0].kill()  # every POST was answered: the killed instance's queued and running turns are what is at stake
+            bots[0].kill()  # every POST was answered: the killed instance's running turns are what is at stake
             killed_at = time.monotonic()
             connector.holding = False
             restarting = asyncio.ensure_future(bots[0].start())
@@ -233,7 +234,7 @@ async def run(workdir: Path, *, conversations: int, messages: int, repeat_share:
             figures.lost += len(set(expected) - set(answers))
             figures.twice += len(answers) - len(set(answers))
             firsts = list(dict.fromkeys(answers))
-            figures.out_of_order += sum(1 for a, b in zip(firsts, firsts[1:], strict=False)
+            figures.out_of_order += sum(1 for a, b in itertools.pairwise(firsts)
                                         if expected.index(a) > expected.index(b))
         return figures
     finally:
