@@ -52,7 +52,7 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
         where = "separate worker processes (python -m bot worker)" if separate else "workers in the web processes"
         print(f"== Durable turns, {where}: 2 instances, {conversations} conversations x {messages} messages, "
               f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
-              f"instance A killed (SIGKILL) with {figures.held_at_kill} turns running")
+              f"instance A killed (SIGKILL) with {figures.held_at_kill} turns' typing indicators held")
         print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "
               f"goal all 0: {verdict(figures.lost == figures.twice == figures.out_of_order == 0)}")
         print(f"Recovery: every turn sent before the kill answered {figures.recovery_s:.1f} s after it "

@@ -1,14 +1,15 @@
 """Durable turns on Azure Storage: a queue of turns, and per-conversation leases, numbers and markers in blobs.
 
-The web front checks an activity, gives it the next number of its conversation (:meth:`TurnQueue.number`, a
-counter blob changed with its e_tag) and puts it on the queue (:meth:`TurnQueue.put`). Workers take turns
-with a visibility timeout (:meth:`TurnQueue.take`) and delete each once it is answered, so a turn whose
-worker dies is delivered again. For one conversation, a worker holds the blob lease of its lock blob while it
-checks and runs a turn (:class:`Lease`), and runs only the turn whose number is the lock blob's ``next``: so
-a conversation's turns run one at a time, in arrival order, across instances. A repeated delivery of an
-activity is recognised by a marker blob created only if none exists (``If-None-Match: *``), keyed by
-conversation and activity id, holding the queue message id of the delivery that claimed it; a marker older
-than :data:`MARKER_TTL_S` no longer counts (the ARM template's lifecycle rule also deletes old ones).
+The web front checks an activity, gives it the next number of its conversation (:meth:`TurnQueue.number`, the
+offset of a one-byte append to the conversation's counter blob) and puts it on the queue
+(:meth:`TurnQueue.put`). Workers take turns with a visibility timeout (:meth:`TurnQueue.take`) and delete each
+once it is answered, so a turn whose worker dies is delivered again. For one conversation, a worker holds the
+blob lease of its lock blob while it checks and runs a turn (:class:`Lease`), and runs only the turn whose
+number is the lock blob's ``next``: so a conversation's turns run one at a time, in arrival order, across
+instances. A repeated delivery of an activity is recognised by a marker blob created only if none exists
+(``If-None-Match: *``), keyed by conversation and activity id, holding the queue message id of the delivery that
+claimed it; a marker older than :data:`MARKER_TTL_S` no longer counts (the ARM template's lifecycle rule also
+deletes old ones).
 
 Clients reach Storage with the bot's identity (a token credential and the account URLs); a connection
 string is accepted for local emulators (config.py refuses any other). Every client lives on the event loop
@@ -21,7 +22,7 @@ import asyncio
 import hashlib
 import json
 import logging
-import random
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +38,9 @@ LEASE_S = 15  # Azure's shortest blob lease: a dead worker's conversation is fre
 VISIBILITY_S = 15  # a taken turn reappears this long after its worker stops renewing it
 RENEW_S = 5  # how often a running turn renews its lease and its message's visibility
 MARKER_TTL_S = 24 * 3600  # Teams re-sends within minutes; a marker older than this no longer counts
-NUMBER_ATTEMPTS = 20  # tries at the conversation counter under contention before the front gives up
+NUMBER_ATTEMPTS = 5  # tries at the conversation counter (creating it, moving to its next blob) before giving up
+NUMBERS_PER_BLOB = 50_000  # Azure's limit on the blocks of one append blob: one block per turn number
+MAX_REMEMBERED_SERIES = 10_000  # conversations whose current counter blob a front remembers
 
 
 class TurnQueueError(Exception):
@@ -168,6 +171,7 @@ class TurnQueue:
         self._blobs = blobs
         self.container = blobs.get_container_client(container)
         self._credential = credential  # this queue's own: an async credential is bound to its loop too
+        self._series: OrderedDict[str, int] = OrderedDict()  # conversation digest -> its counter blob in use
 
     @classmethod
     def open(cls, *, queue_name: str, container: str, queue_account_url: str | None = None,
@@ -205,30 +209,36 @@ class TurnQueue:
     # ---- the front ----------------------------------------------------------------------------------------
 
     async def number(self, conversation_id: str) -> int:
-        """The conversation's next turn number, taken for good (an e_tag-checked increment of its counter)."""
-        blob = self.container.get_blob_client(f"seq/{_digest(conversation_id)}")
+        """The conversation's next turn number, taken for good in one request: the offset at which a one-byte block
+        lands on the conversation's append blob (Storage appends atomically, so concurrent fronts get distinct,
+        dense numbers). An append blob takes at most NUMBERS_PER_BLOB blocks; the next blob carries on."""
+        digest = _digest(conversation_id)
+        series = self._series.get(digest, 0)
         for _ in range(NUMBER_ATTEMPTS):
+            blob = self.container.get_blob_client(f"seq/{digest}/{series}")
             try:
-                properties = await blob.get_blob_properties()
+                appended = await blob.append_block(b"\0")
             except Exception as error:
-                if _status(error) != 404:
-                    raise
-                try:
-                    await blob.upload_blob(b"", overwrite=False, metadata={"next": "1"})
-                    return 0
-                except Exception as create_error:
-                    if _status(create_error) != 409:
-                        raise
-                    continue  # another front created it first
-            taken = int(properties.metadata.get("next", "0"))
-            try:
-                await blob.set_blob_metadata({"next": str(taken + 1)}, if_match=properties.etag)
-                return taken
-            except Exception as error:
-                if _status(error) != 412:
-                    raise
-            await asyncio.sleep(random.uniform(0, 0.02))  # another front took a number: read again
-        raise TurnQueueError("the conversation's turn counter stayed contended; Teams will retry")
+                if _status(error) == 404:  # the conversation's first turn (or first of this series)
+                    await self._create_series(blob)
+                    continue
+                if _status(error) == 409 and "blockcountexceedslimit" in _error_code(error).lower().replace("_", ""):
+                    series += 1
+                    continue
+                raise
+            self._series[digest] = series
+            while len(self._series) > MAX_REMEMBERED_SERIES:
+                self._series.popitem(last=False)
+            return series * NUMBERS_PER_BLOB + int(appended["blob_append_offset"])
+        raise TurnQueueError("the conversation's turn counter could not be advanced; Teams will retry")
+
+    @staticmethod
+    async def _create_series(blob: BlobClient) -> None:
+        try:
+            await blob.create_append_blob(if_none_match="*")  # never over another front's numbers
+        except Exception as error:
+            if _status(error) != 409:
+                raise
 
     async def put(self, envelope: Envelope) -> None:
         await self.queue.send_message(envelope.encode())
