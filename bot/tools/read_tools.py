@@ -42,7 +42,7 @@ def _limit(maximum: int, what: str) -> Parameter:
     return Parameter("limit", f"Max {what}.", kind="integer", minimum=1, maximum=maximum)
 
 
-_ENTITY = Parameter("entity", "Involving this host, account, IP, hash, URL...")
+_ENTITY = Parameter("entity", "A host, account, IP, hash, URL...")
 
 
 def _filters(statuses: tuple[str, ...], sorts: tuple[SortOrder, ...], owner: bool) -> tuple[Parameter, ...]:
@@ -52,7 +52,7 @@ def _filters(statuses: tuple[str, ...], sorts: tuple[SortOrder, ...], owner: boo
         Parameter("status", "", enum=("open", *statuses)),  # "open" is every status but the closed ones
         *((Parameter("owner", "Name, UPN, me or unassigned."),) if owner else ()),
         Parameter("search", "In title or description."),
-        Parameter("from", "ISO 8601, instead of time_window."),
+        Parameter("from", "ISO 8601."),
         Parameter("to", ""),
         Parameter("sort", "", enum=tuple(o.value for o in sorts)),  # severity first unless asked
         _ENTITY,
