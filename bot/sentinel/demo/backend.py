@@ -466,9 +466,10 @@ def _with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) ->
 
 
 # Filtered lists (issue 12). The latest row per incident (alert) in the range, then the filters on its full row.
-def _order(keys: tuple[tuple[str, bool], ...], rank: str) -> str:
-    """A query's sort keys (``queries.INCIDENT_SORT``/``ALERT_SORT``) as SQL, the severity rank by ``rank``."""
-    return ", ".join(f"{rank if column == 'SeverityRank' else column}{' DESC' if descending else ''}"
+def _order(keys: tuple[tuple[str, bool], ...], severity: str, table: str = "") -> str:
+    """A query's sort keys (``queries.INCIDENT_SORT``/``ALERT_SORT``) as SQL on ``table``'s columns."""
+    rank = _RANK.format(column=f"{table}{severity}")
+    return ", ".join(f"{rank if column == 'SeverityRank' else table + column}{' DESC' if descending else ''}"
                      for column, descending in keys)
 
 
@@ -491,29 +492,31 @@ def _range(query: IncidentsQuery | AlertsQuery, now: datetime) -> tuple[dict[str
     return {"start": iso(start), "end": iso(f.end) if f.end else None, "now": iso(now), "lookback": lookback}, ">="
 
 
-def _conditions(query: IncidentsQuery | AlertsQuery, title: str, params: dict[str, Any]) -> str:
-    """SQL for the severity, status, owner and keyword filters on the full row ``t`` (values bound in ``params``)."""
+def _conditions(query: IncidentsQuery | AlertsQuery, params: dict[str, Any]) -> str:
+    """SQL for the severity, status, owner, keyword and entity filters (values bound in ``params``): on the full
+    incident row ``t``, or on the alert's latest row ``l`` (``LatestAlert``'s columns)."""
     f = query.filters
-    parts = [f"t.{'Severity' if title == 'Title' else 'AlertSeverity'} IN {_bound(params, 'sev', query.severities)}"]
+    alerts = isinstance(query, AlertsQuery)
+    row = "l" if alerts else "t"
+    parts = [f"{row}.{'AlertSeverity' if alerts else 'Severity'} IN {_bound(params, 'sev', query.severities)}"]
     if f.status:
-        parts.append(f"t.Status IN {_bound(params, 'status', f.status.statuses)}")
+        parts.append(f"{row}.Status IN {_bound(params, 'status', f.status.statuses)}")
     if f.owner and f.owner.person is None:
         parts.append(f"COALESCE(json_extract(t.Owner, '$.objectId'), '') = '' AND {_OWNER} IS NULL")
     elif f.owner:
         params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
         parts.append("(" + " OR ".join(f"{field} = :owner" for field in _OWNER_FIELDS) + ")")
-    if f.search and title == "AlertName":  # casefolded once, in the latest-row table (or here: a ranged list)
+    if f.search and alerts:  # casefolded once, in the latest-row table
         params["folded"] = f.search.casefold()
-        parts.append("(instr(COALESCE(l.NameFolded, casefold(t.AlertName)), :folded) > 0 "
-                     "OR instr(COALESCE(l.DescriptionFolded, casefold(t.Description)), :folded) > 0)")
+        parts.append("(instr(l.NameFolded, :folded) > 0 OR instr(l.DescriptionFolded, :folded) > 0)")
     elif f.search:
         params["search"] = f.search
-        parts.append(f"(contains_ci(t.{title}, :search) OR contains_ci(t.Description, :search))")
+        parts.append("(contains_ci(t.Title, :search) OR contains_ci(t.Description, :search))")
     if f.entity:
         params["entity"] = f.entity.lower()  # Kusto's tolower()
         involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
-        if title == "AlertName":
-            parts.append(f"t.rowid IN ({involved})")
+        if alerts:
+            parts.append(f"l.AlertRowId IN ({involved})")
         else:  # an incident with an alert (any of its rows in the lookback: an alert's entities never change)
             parts.append(f"""EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN (
                 SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
@@ -532,7 +535,7 @@ def _filtered_incidents(query: IncidentsQuery, conn: sqlite3.Connection, now: da
     params, after = _range(query, now)
     params["limit"] = query.limit
     created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
-    order = _order(INCIDENT_SORT[query.filters.sort], _RANK.format(column="Severity"))
+    order = _order(INCIDENT_SORT[query.filters.sort], "Severity")
     sql = f"""
         WITH matched AS MATERIALIZED (
             SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime,
@@ -541,32 +544,37 @@ def _filtered_incidents(query: IncidentsQuery, conn: sqlite3.Connection, now: da
                    json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification
             FROM LatestIncident AS l JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId
             WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
-              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {_conditions(query, "Title", params)})
+              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {_conditions(query, params)})
         SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
     return _fetch(conn, sql, params)
 
 
 def _filtered_alerts(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    """Filtered on the narrow latest rows; only the rows shown are joined to their full SecurityAlert row."""
     params, after = _range(query, now)
     params["limit"] = query.limit
+    columns = "AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, NameFolded, DescriptionFolded"
     if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
-        latest = (f"SELECT l.AlertRowId, l.NameFolded, l.DescriptionFolded FROM LatestAlert AS l "
-                  f"WHERE {_CURRENT.replace('> :start', after + ' :start')}")
+        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {_CURRENT.replace('> :start', after + ' :start')}"
     else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
-        latest = f"""SELECT AlertRowId, NULL AS NameFolded, NULL AS DescriptionFolded FROM (
-                SELECT rowid AS AlertRowId, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
+        folded = ("casefold(AlertName) AS NameFolded, casefold(Description) AS DescriptionFolded"
+                  if query.filters.search else "NULL AS NameFolded, NULL AS DescriptionFolded")
+        latest = f"""SELECT AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, {folded} FROM (
+                SELECT rowid AS AlertRowId, *, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
                        ORDER BY TimeGenerated DESC, rowid DESC) AS k
                 FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
                      AND TimeGenerated <= :now) WHERE k = 1"""
-    order = _order(ALERT_SORT[query.filters.sort], _RANK.format(column="AlertSeverity"))
+    order = _order(ALERT_SORT[query.filters.sort], "AlertSeverity")
     sql = f"""
-        WITH latest AS MATERIALIZED ({latest}),
-        matched AS MATERIALIZED (
-            SELECT t.rowid AS AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
-                   COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics
-            FROM latest AS l JOIN SecurityAlert AS t ON t.rowid = l.AlertRowId
-            WHERE {_conditions(query, "AlertName", params)})
-        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
+        WITH matched AS MATERIALIZED (
+            SELECT l.AlertRowId, l.SystemAlertId, l.TimeGenerated, l.AlertSeverity FROM ({latest}) AS l
+            WHERE {_conditions(query, params)}),
+        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
+        SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
+               COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
+               (SELECT COUNT(*) FROM matched) AS TotalMatched
+        FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
+        ORDER BY {_order(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
     return _fetch(conn, sql, params)
 
 

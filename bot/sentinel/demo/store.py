@@ -103,8 +103,8 @@ def create_database(
 
 # Incidents are filtered on these, and found by title (casefolded once here, not per question).
 _INCIDENT_COLUMNS = "CreatedTime, Severity, casefold(Title)"
-# Alerts likewise, and searched in their name and description.
-_ALERT_COLUMNS = "AlertSeverity, casefold(AlertName), casefold(Description)"
+# Alerts likewise: filtered on these, and searched in their name and description.
+_ALERT_COLUMNS = "AlertSeverity, Status, casefold(AlertName), casefold(Description)"
 
 
 def _chain(table: str, key: str, columns: str, where: str = "") -> str:
@@ -121,8 +121,8 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         CREATE TABLE LatestIncident (IncidentRowId INTEGER PRIMARY KEY, IncidentNumber INTEGER, TimeGenerated TEXT,
                                      NextTime TEXT, CreatedTime TEXT, Severity TEXT, TitleFolded TEXT);
         CREATE TABLE LatestAlert (AlertRowId INTEGER PRIMARY KEY, SystemAlertId TEXT, TimeGenerated TEXT,
-                                  NextTime TEXT, AlertSeverity TEXT, NameFolded TEXT, DescriptionFolded TEXT,
-                                  Settled INTEGER);
+                                  NextTime TEXT, AlertSeverity TEXT, Status TEXT, NameFolded TEXT,
+                                  DescriptionFolded TEXT, Settled INTEGER);
         CREATE TABLE AlertHour (Hour TEXT, AlertSeverity TEXT, Alerts INTEGER, PRIMARY KEY (Hour, AlertSeverity));
         -- One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
         CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityKey TEXT, EntityValue TEXT,
