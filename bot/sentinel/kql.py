@@ -16,6 +16,7 @@ Values reach the text only as validated enums and ints, or through ``string_lite
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from functools import cache, singledispatch
 
@@ -165,12 +166,19 @@ def _declarations(query: IncidentsQuery | AlertsQuery | TopEntitiesQuery) -> str
     if entity is not None and isinstance(query, IncidentsQuery):
         lines.append(f"""let involved_alerts = toscalar(SecurityAlert
     | where TimeGenerated > ago({DETAIL_LOOKBACK.days}d)
-    | summarize arg_max(TimeGenerated, Entities) by SystemAlertId{_INVOLVING}
+    | summarize arg_max(TimeGenerated, Entities) by SystemAlertId{_involving(entity)}
     | summarize make_set(SystemAlertId));\n""")
     return "".join(lines)
 
 
-# Rows (with Entities) that name the wanted entity, by its identifying value in any letter case.
+def _involving(entity: str) -> str:
+    """Rows (with Entities) that name the wanted entity, by its identifying value in any letter case. A value
+    that JSON writes as it is (a host, IP, account, hash) first skips, by a text match, the rows that cannot hold it."""
+    plain = _JSON_VERBATIM.fullmatch(entity) is not None
+    return ("\n    | where Entities contains entity_wanted" if plain else "") + _INVOLVING
+
+
+_JSON_VERBATIM = re.compile(r"[A-Za-z0-9.@:_-]+")
 _INVOLVING = f"""
     | mv-apply Entity = parse_json(Entities) on (
         extend EntityType = tostring(Entity.Type)
@@ -193,7 +201,7 @@ def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
         parts.append(f"({title} contains search_text or Description contains search_text)")
     if f.entity and isinstance(query, IncidentsQuery):
         parts.append("array_length(set_intersect(AlertIds, involved_alerts)) > 0")
-    involving = _INVOLVING if f.entity and isinstance(query, AlertsQuery) else ""
+    involving = _involving(f.entity) if f.entity and isinstance(query, AlertsQuery) else ""
     return "".join(f"\n    | where {part}" for part in parts) + involving
 
 
