@@ -114,3 +114,15 @@ async def test_no_suggestions_in_a_channel(bot: Bot) -> None:  # noqa: F811
     await bot.post(activity)
     sent = await bot.connector.wait_for(lambda s: any(x.type == "message" and x.cards for x in s))
     assert all("suggestedActions" not in s.body for s in sent)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ({"action": "command", "command": "incidents 24h"}, "incidents (last 24 hours"),
+    ({"action": "ask", "question": "Which hosts were hit most this week?"}, "Most targeted"),
+])
+async def test_help_card_buttons_are_answered_as_if_typed(bot: Bot, value: dict, expected: str) -> None:  # noqa: F811
+    """The help card's buttons are plain submits (the Agents Playground's page sends nothing for messageBack):
+    the question or command in their data is answered as typed text."""
+    await bot.post(teams.submit(value, activity_id=next_id(), service_url=bot.connector.url))
+    sent = await bot.connector.wait_for(lambda s: any(expected in json.dumps(x.body) for x in s))
+    assert any(expected in json.dumps(x.body) for x in sent if x.type == "message")

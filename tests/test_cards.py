@@ -315,9 +315,7 @@ def test_incident_rows_carry_their_reference_and_details_button() -> None:
         assert row[1]["items"][1]["text"] == f"#{record.number} · Active · Dana Whitfield · 14h ago"
         button = row[3]["items"][0]["actions"][0]
         assert button["type"] == "Action.Submit" and button["title"] == "Details"
-        assert button["data"] == {"action": "incident_detail", "incident": record.number, "msteams": {
-            "type": "messageBack", "displayText": f"Details of incident #{record.number}",
-            "text": f"incident {record.number}"}}
+        assert button["data"] == {"action": "incident_detail", "incident": record.number}  # a plain submit
     severities = [(cell_text(row[2]), row[2]["items"][0]["color"]) for row in table_rows(card)]
     assert severities[:4] == [("High", "attention"), ("Medium", "warning"), ("Low", "accent"), ("Info", "default")]
     assert "6 incidents (last 7 days, Low and above)" in texts(card)
@@ -666,9 +664,9 @@ def test_welcome(demo: bool, model_enabled: bool) -> None:
     buttons = [a for node in walk(card) if node.get("type") == "ActionSet" for a in node["actions"]]
     assert 4 <= len(buttons) <= 5
     for button in buttons:
-        back = button["data"]["msteams"]
-        assert back["type"] == "messageBack" and back["text"] == back["displayText"]
-    sent = [b["data"]["msteams"]["text"] for b in buttons]
+        assert button["type"] == "Action.Submit" and "msteams" not in button["data"]
+        assert button["data"]["action"] in ("ask", "command")
+    sent = [b["data"].get("question") or b["data"].get("command") for b in buttons]
     if model_enabled:
         assert "Which hosts were hit most this week?" in sent
     else:

@@ -121,15 +121,14 @@ def table(headers: Sequence[str], widths: Sequence[int], rows: Sequence[Sequence
     }
 
 
-def message_back(title: str, command: str, display: str, data: dict[str, Any] | None = None) -> Element:
-    """A button that posts ``command`` as if typed: Teams shows ``display`` and the bot reads the text."""
-    payload = {**(data or {}), "msteams": {"type": "messageBack", "displayText": display, "text": command}}
-    return {"type": "Action.Submit", "title": title, "data": payload}
+def submit(title: str, data: dict[str, Any]) -> Element:
+    """A plain Action.Submit: Teams sends ``data`` as the activity's value. (Not messageBack: the Agents
+    Playground's page sends nothing for those, so its buttons would look dead where people first try the bot.)"""
+    return {"type": "Action.Submit", "title": title, "data": data}
 
 
 def details_action(number: int, title: str = "Details") -> Element:
-    return message_back(title, f"incident {number}", f"Details of incident #{number}",
-                        {"action": Verb.INCIDENT_DETAIL, "incident": number})
+    return submit(title, {"action": Verb.INCIDENT_DETAIL, "incident": number})
 
 
 def actions(*buttons: Element, **style: Any) -> Element:

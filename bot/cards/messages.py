@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.cards.common import Element, actions, card, message_back, plain, subtle, text
+from bot.cards.common import Element, actions, card, plain, submit, subtle, text
 from bot.cards.verbs import Verb
 from bot.sentinel.models import DEMO_NOTICE
 
@@ -72,8 +72,8 @@ def _commands() -> list[Element]:
 
 
 def _ask(title: str, question: str) -> Element:
-    return message_back(title, question, question, {"action": Verb.ASK, "question": question})
+    return submit(title, {"action": Verb.ASK, "question": question})
 
 
 def _command(command: str) -> Element:
-    return message_back(command, command, command, {"action": Verb.COMMAND, "command": command})
+    return submit(command, {"action": Verb.COMMAND, "command": command})

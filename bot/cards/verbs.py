@@ -1,7 +1,7 @@
 """What a card button asks the bot to do: the ``action`` in its data, one verb per kind of press.
 
-The Teams handler routes each verb to one handler (its verb table); buttons that post text
-(messageBack: ``ASK``, ``COMMAND``) arrive as typed text and are answered like it.
+The Teams handler routes each verb to one handler (its verb table); the buttons that stand for text
+(``ASK``: a suggested question, ``COMMAND``: a command on the help card) are answered as if it was typed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ class Verb(StrEnum):
     CHANGE_PROPOSE = "change_propose"  # Assign to me, Close..., Severity..., Comment..., Reopen
     CHANGE_CONFIRM = "change_confirm"  # Confirm on a confirmation card
     CHANGE_CANCEL = "change_cancel"  # Cancel on a confirmation card
-    ASK = "ask"  # a suggested question (messageBack)
-    COMMAND = "command"  # a command button on the help card (messageBack)
+    ASK = "ask"  # a suggested question: data["question"] is answered as typed
+    COMMAND = "command"  # a command button on the help card: data["command"] is run as typed
 
     @classmethod
     def of(cls, value: object) -> Verb | None:

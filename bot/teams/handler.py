@@ -397,6 +397,9 @@ class SentinelBot(TeamsActivityHandler):
     async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                        progress: Progress, facts: TurnFacts) -> Reply:
         verb = Verb.of(request.value)
+        if verb in (Verb.ASK, Verb.COMMAND):  # a button that stands for text: answered as if it was typed
+            said = (request.value or {}).get("question" if verb is Verb.ASK else "command")
+            request, verb = replace(request, text=str(said or "").strip()[:MAX_TEXT_CHARS], value=None), None
         typed = self._typed_decision(data, request) if verb is None and not request.value else None
         if typed is not None:  # "yes" / "cancel" typed while a change waits: that card's button, pressed
             request, verb = typed, Verb.of(typed.value)
