@@ -64,10 +64,13 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
-              timeout_ms: int = 20000) -> None:
-    """Drive the page as a person would and wait until every ``expect`` text is visible on it."""
+              timeout_ms: int = 20000, press: str | None = None) -> None:
+    """Drive the page as a person would (type, send, press a card button) and wait until every ``expect`` text
+    is visible on it."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
             "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out)]
+    if press:
+        argv += ["--press", press]
     for text in say:
         argv += ["--say", text]
     for text in expect:
@@ -83,6 +86,11 @@ async def see(url: str, out: Path, *, say: list[str], expect: list[str], convers
 async def test_one_to_one_answer_text_and_its_card_are_on_the_page(page_url: str, tmp_path: Path) -> None:
     await see(page_url, tmp_path / "personal.png", say=["what high-severity incidents came in this week?"],
               expect=["most severe first", "Data sources", "AI generated"])
+
+
+async def test_the_details_button_shows_the_incident_on_the_page(page_url: str, tmp_path: Path) -> None:
+    await see(page_url, tmp_path / "details.png", say=["incidents 24h"], press="Details",
+              expect=["Open in Sentinel"])
 
 
 async def test_group_chat_command_with_mention_is_on_the_page(page_url: str, tmp_path: Path) -> None:
