@@ -170,3 +170,16 @@ async def test_a_change_confirmed_on_the_card_makes_the_next_answer_about_it_tru
     fake_openai.script(oa.text(f"I've assigned #{number} to Alice Ng; it is owned by Alice Ng now."))
     after = await orchestrator(fake_openai, demo_client).answer(conversation, "done?")
     assert after.findings == [], after.text
+
+
+async def test_a_filtered_list_total_counts_with_its_filters_words(demo_client: SentinelClient) -> None:
+    """'12 open unassigned incidents' is checked against a list asked for with status=open, owner=unassigned."""
+    result = await demo_client.run("query_incidents", {"time_window": "last_30d", "status": "open",
+                                                       "owner": "unassigned", "limit": 1})
+    assert isinstance(result, QueryResult) and result.metadata.total > 1 and result.metadata.truncated
+    conversation = Conversation()
+    conversation.remember(result, NOW)
+    total = result.metadata.total
+    check = lambda text: grounding.check(text, conversation.facts, conversation.references, NOW)  # noqa: E731
+    assert check(f"There are {total} open unassigned incidents this month.") == []
+    assert check(f"There are {total + 3} open unassigned incidents this month.")

@@ -311,8 +311,7 @@ class Facts:
         """The counts an answer may state about this result, computed here rather than trusted."""
         meta = result.metadata
         scope = f"{meta.tool} {meta.parameters.get('time_window', '')}".strip()
-        floor = str(meta.parameters.get("min_severity") or "Informational")
-        implied = () if floor == "Informational" else (floor.lower(),)  # "min_severity=High": the total is "high"
+        implied = _implied_qualifiers(meta.parameters)
         records = result.records
         if meta.tool == "get_alert_trend":
             bins = [r for r in records if isinstance(r, TrendBin)]
@@ -354,6 +353,27 @@ class Facts:
         for severity in SEVERITIES:
             if (severity.lower(),) not in tally:
                 self._count(noun, (severity.lower(),), 0, scope)
+
+
+def _implied_qualifiers(parameters: dict[str, Any]) -> tuple[str, ...]:
+    """What a query's filters make its total: "min_severity=High" and "status=open" make 12 "high open" incidents,
+    owner=unassigned makes them "unassigned". Other narrowing (an owner's name, a keyword, an entity, a date
+    range) has no word a count claim would use; those totals stay plain counts."""
+    words: list[str] = []
+    floor = str(parameters.get("min_severity") or "Informational")
+    severities = parameters.get("severity") or []
+    if isinstance(severities, list) and len(severities) == 1:
+        words.append(str(severities[0]).lower())
+    elif floor != "Informational":
+        words.append(floor.lower())
+    status = str(parameters.get("status") or "").lower()
+    if status in ("open", "closed", "new", "active"):
+        words.append(status)
+    elif status in ("resolved", "dismissed"):
+        words.append("closed")
+    if str(parameters.get("owner") or "").lower() == "unassigned":
+        words.append("unassigned")
+    return tuple(words)
 
 
 _ENTITY_KINDS = {"ip": IdKind.IP, "host": IdKind.HOST, "dns": IdKind.DOMAIN, "domain": IdKind.DOMAIN,
