@@ -434,7 +434,7 @@ class SentinelBot(TeamsActivityHandler):
         """Typed text (or a button that posts text): a command, or a question for the model."""
         conversation = data.conversation
         text = request.text or str((request.value or {}).get("text") or "")
-        routed = await self.commands.route(text, conversation, progress.update)
+        routed = await self.commands.route(text, conversation, progress.update, me=request.user_aad_id)
         if routed.command is not None:
             facts.kind, facts.command = TurnKind.COMMAND, routed.command.name
         match routed.route:
