@@ -8,8 +8,11 @@ from bot.sentinel.models import DEMO_NOTICE
 
 COMMANDS = (
     ("incidents [window] [severity]", "Incidents created in a window, most severe first"),
+    ("incidents open mine", "Filters: open, new, active, closed; mine, unassigned; newest; host, ip, account X"),
+    ("incidents search WORDS", "Incidents whose title or description contains the words"),
     ("incident N", "One incident with its alerts and entities (also: incident [2])"),
-    ("alerts [window] [severity]", "Recent alerts"),
+    ("alerts [window] [severity]", "Recent alerts (also: alerts host WS-FIN-160, alerts open)"),
+    ("entity X [window]", "One host, account, IP, hash or URL: its alerts, first and last seen"),
     ("trend [window] [severity]", "Alert counts over time, per severity"),
     ("entities [window] [severity]", "The accounts, hosts and IPs in the most alerts"),
     ("prefer [window] [severity]", "Your defaults for this conversation (prefer reset clears them)"),
@@ -23,7 +26,7 @@ EXAMPLE_QUESTIONS = (  # (button title, the question it sends)
     ("Is alert volume unusual?", "Is the alert volume unusual this week?"),
     ("Alerts in the last hour", "Show me the alerts from the last hour"),
 )
-EXAMPLE_COMMANDS = ("incidents 24h high", "alerts 1h", "trend 7d medium", "entities 30d")
+EXAMPLE_COMMANDS = ("incidents 24h high", "incidents open mine", "alerts 1h", "entities 30d")
 
 
 def error(title: str, message: str, hint: str | None = None) -> Element:
