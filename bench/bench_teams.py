@@ -66,6 +66,7 @@ from tests.support import connector_fake as teams  # noqa: E402
 from tests.support import rule_model  # noqa: E402
 from tests.support.connector_fake import FakeConnector, Sent  # noqa: E402
 from tests.support.openai_fake import FakeOpenAI  # noqa: E402
+from tests.support.serving import serve  # noqa: E402
 
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)  # a fixed clock: the same demo rows every run
 ACK_GOAL_S = 0.050
@@ -603,11 +604,8 @@ async def _door(entra: Any, seed: int) -> tuple[web.AppRunner, str]:
                                   "ALLOWED_SERVICE_URLS": "http://127.0.0.1:*"}, dotenv_path=None)
     app = create_app(settings, sentinel=SentinelClient(DemoBackend(seed=seed, clock=lambda: NOW)),
                      orchestrator=None, storage=MemoryStorage())
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    runner, port = await serve(app, access_log=None)
+    return runner, f"http://127.0.0.1:{port}"
 
 
 def _quiet(service_url: str) -> dict[str, Any]:

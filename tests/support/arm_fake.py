@@ -59,6 +59,7 @@ from aiohttp import web
 from azure.core.pipeline.transport import AioHttpTransport
 
 from tests.support.loganalytics_fake import TOKEN, FakeCredential
+from tests.support.serving import serve
 
 __all__ = ["TOKEN", "FakeArm", "FakeCredential", "RecordedRequest", "arm_error"]
 
@@ -148,11 +149,9 @@ class FakeArm:
     async def start(self) -> FakeArm:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5)  # a scripted delay must not hold up stop()
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._server_ssl)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        # A short shutdown timeout: a scripted delay must not hold up stop().
+        self._runner, port = await serve(app, host=self._host, port=self._port, ssl_context=self._server_ssl,
+                                         shutdown_timeout=0.5)
         self.endpoint = f"https://127.0.0.1:{port}"
         return self
 

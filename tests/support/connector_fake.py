@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.support.serving import serve
 
 
 @dataclass
@@ -67,11 +69,8 @@ class FakeConnector:
         app.router.add_put("/v3/conversations/{cid}/activities/{aid}", self._put)
         app.router.add_delete("/v3/conversations/{cid}/activities/{aid}", self._delete)
         app.router.add_get("/v3/conversations/{cid}/members/{uid}", self._member)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/"  # type: ignore[union-attr]
+        self._runner, port = await serve(app, shutdown_timeout=0.5, access_log=None)
+        self.url = f"http://127.0.0.1:{port}/"
         return self
 
     async def stop(self) -> None:

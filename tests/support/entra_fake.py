@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import RSAAlgorithm
 
 from tests.support.connector_fake import TENANT
+from tests.support.serving import serve
 
 CHANNEL_ISSUER = "https://api.botframework.com"
 APP_ID = "5f0b9a9e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
@@ -66,11 +67,8 @@ class FakeEntra:
         app.router.add_get("/v1/.well-known/keys", self._keys)
         app.router.add_post("/{tenant}/oauth2/v2.0/token", self._token)
         app.router.add_post("/v1.0/directoryObjects/{id}/checkMemberGroups", self._check_member_groups)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.2, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+        self._runner, port = await serve(app, shutdown_timeout=0.2, access_log=None)
+        self.url = f"http://127.0.0.1:{port}"
         return self
 
     async def stop(self) -> None:

@@ -24,6 +24,8 @@ from aiohttp import web
 from azure.core.credentials import AccessToken
 from azure.core.pipeline.transport import AioHttpTransport
 
+from tests.support.serving import serve
+
 # Result column types of each query's KQL (checked against Microsoft's parser in test_kql_parser).
 RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
     "query_incidents": (
@@ -143,11 +145,7 @@ class FakeLogAnalytics:
     async def start(self) -> "FakeLogAnalytics":
         app = web.Application()
         app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._server_ssl)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, port = await serve(app, ssl_context=self._server_ssl)
         self.endpoint = f"https://127.0.0.1:{port}"
         return self
 

@@ -27,6 +27,8 @@ from typing import Any, Literal
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tests.support.serving import serve
+
 DEFAULT_MODEL = "gpt-4o"
 
 CONTENT_FILTER_MESSAGE = (
@@ -381,11 +383,7 @@ class FakeOpenAI:
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._chat_completions)
         app.router.add_route("*", "/{tail:.*}", self._unknown_path)
         # A short shutdown timeout: a test that fails mid-latency must not hang teardown for a minute.
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, bound = await serve(app, port=port, shutdown_timeout=0.5, access_log=None)
         self.endpoint = f"http://127.0.0.1:{bound}"
         return self
 

@@ -12,6 +12,8 @@ import itertools
 import aiohttp
 from aiohttp import web
 
+from tests.support.serving import serve
+
 TWICE_HEADER = "X-Deliver-Twice"
 _HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", TWICE_HEADER.lower()}
 
@@ -29,11 +31,8 @@ class RoundRobin:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+        self._runner, port = await serve(app, access_log=None, shutdown_timeout=0.5)
+        self.url = f"http://127.0.0.1:{port}"
         return self
 
     async def stop(self) -> None:
