@@ -161,7 +161,7 @@ def find(sentence: str, offset: int, now: datetime) -> list[Claim]:
     claims: list[Claim] = []
     claims += _changes(sentence, offset)
     claims += _matches(sentence, offset, _SEVERITY, Topic.SEVERITY, lambda v: v.capitalize())
-    claims += _matches(sentence, offset, _STATUS, Topic.STATUS, _status_value)
+    claims += _matches(sentence, offset, _STATUS, Topic.STATUS, status_value)
     claims += _owners(sentence, offset)
     claims += _benign(sentence, offset)
     claims += _times(sentence, offset, now)
@@ -184,7 +184,7 @@ def _matches(sentence: str, offset: int, patterns: list[re.Pattern[str]], topic:
     return claims
 
 
-def _status_value(word: str) -> str:
+def status_value(word: str) -> str:
     lower = word.lower()
     if lower in ("closed", "resolved"):
         return "Closed"

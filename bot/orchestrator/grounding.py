@@ -62,12 +62,12 @@ class _Check:
         self.ids = extract(answer)
 
     def run(self) -> list[Finding]:
-        for sentence in _sentences(self.answer):
-            self._identifiers(sentence)
+        units = list(_units(self.answer))
+        named = [self._mentions((start, end)) for start, end, _ in units]  # what each sentence or row names
+        everything = [m for mentions in named for m in mentions]
         previous: list[_Mention] = []
-        everything = [m for s in _sentences(self.answer) for m in self._mentions(s)]
-        for start, end, cells in _units(self.answer):
-            mentions = self._mentions((start, end))
+        for (start, end, cells), mentions in zip(units, named, strict=True):
+            self._identifiers((start, end))
             if cells is not None:
                 mentions = mentions or self._table_subject(cells)
                 found = _cell_claims(cells, self.now)
@@ -348,10 +348,6 @@ def _units(answer: str) -> Iterator[tuple[int, int, list[tuple[str, str, int, in
             yield s, e, None
 
 
-def _sentences(answer: str) -> list[tuple[int, int]]:
-    return [(s, e) for s, e, _ in _units(answer)]
-
-
 def _split(line: str, offset: int) -> Iterator[tuple[int, int]]:
     position = 0
     for m in _SENTENCE_END.finditer(line):
@@ -384,7 +380,7 @@ def _cell_claims(cells: list[tuple[str, str, int, int]], now: datetime) -> list[
             found.append(Claim(Topic.SEVERITY, cell.capitalize(), *span))
         elif "status" in name or name == "state":
             word = cell.split()[0].strip("(),")
-            value_of = claimed._status_value(word.capitalize() if word.lower() in ("active", "closed", "new") else word)
+            value_of = claimed.status_value(word.capitalize() if word.lower() in ("active", "closed", "new") else word)
             if value_of:
                 found.append(Claim(Topic.STATUS, value_of, *span))
         elif "owner" in name or "assign" in name:

@@ -328,13 +328,12 @@ class _Assembled:
     both (and finds the same faults in both)."""
 
     def __init__(self) -> None:
-        self.parts: list[str] = []
         self.refusal: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: Any = None
         self.usage: Any = None
         self.error: Any = None
-        self.text = ""
+        self.text = ""  # the answer's content so far
         self.answered = False  # a chunk with a choice arrived (a stream of nothing is an empty response)
 
     def add(self, chunk: Any) -> bool:
@@ -357,7 +356,6 @@ class _Assembled:
             self.refusal.append(delta["refusal"])
         content = delta.get("content")
         if isinstance(content, str) and content:
-            self.parts.append(content)
             self.text += content
             return True
         return False
@@ -372,11 +370,11 @@ class _Assembled:
                 call[key] += function[key]
 
     def body(self) -> dict[str, Any]:
-        if self.error is not None and not self.parts and not self.calls:
+        if self.error is not None and not self.text and not self.calls:
             return {"error": self.error}
         if not self.answered:
             return {}
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.parts) or None,
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None,
                                    "refusal": "".join(self.refusal) or None}
         if self.calls:
             message["tool_calls"] = [{"id": c["id"], "type": "function",
