@@ -71,7 +71,7 @@ def _incident_table(incidents: Sequence[Incident], ref_for: RefFor, now: datetim
     rows = [
         [
             cell(text(ref(ref_for, "incident", str(i.number)), weight="bolder")),
-            cell(text(plain(i.title, 90), maxLines=2), subtle(_incident_line(i, now))),
+            cell(text(plain(i.title, 90), maxLines=2), subtle(incident_line(i, now))),
             cell(severity_text(i.severity)),
             cell(actions(details_action(i.number))),
         ]
@@ -113,25 +113,35 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
         body += _entities(d.entities, ref_for, limit * MAX_DETAIL_ENTITIES // MAX_DETAIL_ALERTS)
     if d.other_matches:
         body += _other_matches(d)
-    url = i.url.strip()
-    buttons = [{"type": "Action.OpenUrl", "title": "Open in Sentinel", "url": url}] if _SAFE_URL.fullmatch(url) else []
-    return card(body, buttons)
+    return card(body, open_in_sentinel(i.url))
+
+
+def open_in_sentinel(url: str) -> list[Element]:
+    """The "Open in Sentinel" button, when the incident's URL is a plain https URL (else none)."""
+    url = url.strip()
+    return [{"type": "Action.OpenUrl", "title": "Open in Sentinel", "url": url}] if _SAFE_URL.fullmatch(url) else []
 
 
 def _change_row(i: Incident) -> list[Element]:
     """ "Change": Assign to me, Close… (Reopen when closed), Severity…, Comment…; each a proposal."""
     number = str(i.number)
-    closed = i.status.strip().lower() == "closed"
-    row = [_propose("Assign to me", "assign_incident", {"incident_ref": number, "assignee": "me"}),
-           _propose("Reopen", "set_incident_status", {"incident_ref": number, "status": "Active"}) if closed
-           else _form("Close…", _close_inputs(), "Propose closing", "set_incident_status",
-                      {"incident_ref": number, "status": "Closed"}),
+    row = [*assign_and_close(i),
            _form("Severity…", _severity_inputs(i.severity), "Propose severity", "set_incident_severity",
                  {"incident_ref": number}),
            _form("Comment…", _comment_inputs(), "Propose comment", "add_incident_comment", {"incident_ref": number})]
     return [text("Change", weight="bolder", separator=True, spacing="medium"),
             subtle("Nothing changes until you confirm on the card that follows."),
             actions(*row, spacing="small")]
+
+
+def assign_and_close(i: Incident) -> list[Element]:
+    """Assign to me, and Close… (Reopen when closed): proposals confirmed on the card that follows."""
+    number = str(i.number)
+    closed = i.status.strip().lower() == "closed"
+    return [_propose("Assign to me", "assign_incident", {"incident_ref": number, "assignee": "me"}),
+            _propose("Reopen", "set_incident_status", {"incident_ref": number, "status": "Active"}) if closed
+            else _form("Close…", _close_inputs(), "Propose closing", "set_incident_status",
+                       {"incident_ref": number, "status": "Closed"})]
 
 
 def _propose(title: str, tool: str, arguments: dict[str, str]) -> Element:
@@ -229,7 +239,7 @@ def _other_matches(d: IncidentDetail) -> list[Element]:
     ]
 
 
-def _incident_line(i: Incident, now: datetime) -> str:
+def incident_line(i: Incident, now: datetime) -> str:
     """ "#14431 · Active · Dana Whitfield · 14h ago" """
     status = plain(f"{i.status} ({i.classification})" if i.classification else i.status, 40)
     return f"#{i.number} · {status} · {plain(i.owner or 'Unassigned', 30)} · {age(i.created, now)}"

@@ -73,6 +73,7 @@ Ask in plain language, or use these commands:
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
   close [n] false positive: why   close with a classification (true positive, benign positive, undetermined)
   reopen [n]  |  severity [n] high  |  comment [n]: text
+  watch high open                 post new incidents matching the filters here as they arrive (watches, unwatch [N])
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   help                            this list
   clear                           forget this conversation (preferences are kept)
@@ -112,6 +113,9 @@ def parse(text: str) -> Command | None:
         return Command("prefer", arguments={"reset": True})
     if words in ("prefer", "preferences"):
         return Command("prefer")
+    watch = _watch(words, text)
+    if watch is not None:
+        return watch
     if words in _CHANGE_USAGE:
         # Bare command names, as the command menu inserts them.
         raise CommandError(_CHANGE_USAGE[words])
@@ -193,6 +197,30 @@ def _list_arguments(head: str, rest: list[str], text: str) -> dict[str, Any] | N
         else:
             return None  # "alerts from yesterday" reads as a question for the model
     return arguments
+
+
+WATCH_USAGE = ('Usage: watch [severity] [filters], e.g. "watch high" or "watch medium open unassigned" (the filters of '
+               '"incidents"); "watches" lists this conversation\'s watches; "unwatch" stops them all, "unwatch 2" one.')
+_UNWATCH = re.compile(r"^(?:unwatch|stop watching)(?:\s+#?(\d{1,3}))?$")
+
+
+def _watch(words: str, text: str) -> Command | None:
+    """"watch high", "watches", "unwatch [N]": subscribe this conversation to new incidents matching the filters of
+    the incidents command (checked, and "mine" resolved, where the watch is made), list them, stop them."""
+    if words in ("watches", "watch list", "list watches"):
+        return Command("watches")
+    if unwatch := _UNWATCH.match(words):
+        return Command("unwatch", arguments={"number": int(unwatch.group(1))} if unwatch.group(1) else {})
+    head, _, tail = " ".join(text.strip().lstrip("/").split()).partition(" ")
+    if head.lower() != "watch":
+        return None
+    rest = tail.split(" ") if tail else []
+    if len(rest) > 3 and not _FILTER_WORDS.intersection(w.lower() for w in rest):
+        return None  # "watch out for ..." is a question
+    arguments = _list_arguments("incidents", rest, text)
+    if arguments is None:
+        raise CommandError(f'I could not read "{text.strip()}" as a watch. {WATCH_USAGE}')
+    return Command("watch", arguments=arguments)
 
 
 def _entity(rest: list[str], text: str) -> Command:

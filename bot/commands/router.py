@@ -33,6 +33,7 @@ from bot.tools.toolbox import ToolRun
 Status = Callable[[str], Awaitable[None]]
 # "[2]" cites a reference; "[x]", "[ ]" and "array[1]" do not.
 _CITED = re.compile(r"(?<![\w\]])\[(\d{1,6})\]")
+WATCH_COMMANDS = ("watch", "watches", "unwatch")
 LISTED_REFERENCES = 10  # how many of the conversation's references a "no such [n]" answer lists
 
 
@@ -45,6 +46,7 @@ class Route(StrEnum):
     UNRESOLVED = "unresolved"  # text: an "[n]" that names nothing here (or not an incident)
     NO_REFERENCE = "no_reference"  # text: the cited [n] that do not exist here, and the ones that do
     INVALID = "invalid"  # text: the command's usage
+    WATCH = "watch"  # command: watch, watches or unwatch (the surface keeps watches: it can post later)
     QUESTION = "question"  # for the model
 
 
@@ -82,6 +84,8 @@ class CommandRouter:
             return Routed(Route.QUESTION)
         if command.name == "change":
             return Routed(Route.CHANGE, command=command)
+        if command.name in WATCH_COMMANDS:
+            return Routed(Route.WATCH, command=command)
         run = await self.run_query(conversation, command, status)
         if isinstance(run, str):
             return Routed(Route.UNRESOLVED, run, command)

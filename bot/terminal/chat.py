@@ -29,6 +29,8 @@ from bot.tools.toolbox import ToolRun
 # The terminal has no signed-in analyst to confirm a change, so it stays read-only.
 TERMINAL_READ_ONLY = ("Incidents are changed from Teams, where the analyst who asks confirms the change on a card. "
                       "The terminal chat only reads.")
+TERMINAL_NO_WATCHES = ("Watches post new incidents into a Teams conversation (a channel, group chat or 1:1 with the "
+                       "bot); the terminal chat has nowhere to post them. Type \"watch high\" in Teams.")
 
 QUIT = ("/quit", "/exit", "quit", "exit")
 
@@ -72,6 +74,8 @@ class TerminalChat:
                 return routed.text
             case Route.CHANGE:
                 return TERMINAL_READ_ONLY
+            case Route.WATCH:
+                return TERMINAL_NO_WATCHES
             case Route.QUERY:
                 assert routed.run is not None
                 self._last_runs = [routed.run]
