@@ -247,7 +247,7 @@ async def serve(settings: Settings) -> None:
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
                      runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings),
-                     turn_queue=turn_queue_opener(settings))
+                     turn_queue=turn_queue_opener(settings), poll_watches=True)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()

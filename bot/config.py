@@ -114,6 +114,7 @@ class Settings:
     turn_workers: int = 8  # turns one worker process runs at once
     web_runs_worker: bool = True  # the web process also takes turns from the queue
     turn_max_attempts: int = 3  # deliveries of one turn before it is moved aside and its user told
+    watch_poll_seconds: int = 60  # how often watches look for new incidents (one query whatever their number); 0: off
     instance_count: int = 1  # instances serving this bot (the deployment's scale-out), to refuse per-instance state
     max_tool_rounds: int = 5
     max_turns: int = 30
@@ -317,6 +318,7 @@ class _Reader:
             graph_endpoint=self.url("GRAPH_ENDPOINT", https_only=False) or "https://graph.microsoft.com",
             login_endpoint=self.url("ENTRA_LOGIN_ENDPOINT", https_only=False) or "https://login.microsoftonline.com",
             group_cache_seconds=self.number("READER_GROUP_CACHE_SECONDS", 300, 0, 86_400),
+            watch_poll_seconds=self.number("WATCH_POLL_SECONDS", 60, 0, 3600),
             model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
             model_turns_per_conversation_minute=self.number("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, 1, 1000),
             state_store=self._state_store(),

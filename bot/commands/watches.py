@@ -79,12 +79,28 @@ class Snapshot:
         return out
 
     @classmethod
+    def of(cls, changed: Any) -> Snapshot:
+        """From a changed-incident record (``incident`` and its row's ``time_generated``); the owner's fields and
+        the description are used where the record carries them, the owner as listed otherwise."""
+        i: Incident = changed.incident
+        return cls(number=i.number, title=i.title, severity=i.severity, status=i.status, created=i.created,
+                   last_modified=i.last_modified, time_generated=changed.time_generated,
+                   owner_id=str(getattr(changed, "owner_id", "") or ""),
+                   owner_upn=str(getattr(changed, "owner_upn", "") or ""),
+                   owner_email=str(getattr(changed, "owner_email", "") or ""), owner_name=i.owner or "",
+                   description=str(getattr(changed, "description", "") or ""), url=i.url,
+                   classification=i.classification or "", alert_count=i.alert_count)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         for name in ("created", "last_modified", "time_generated"):
             if isinstance(values.get(name), str):
                 values[name] = _moment(values[name])
         return cls(**values)
+
+
+_OURS = ("owner_is_creator", "owner_name")  # kept with a watch's arguments, not the query's
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,7 @@ class WatchFilter:
     @property
     def query(self) -> IncidentsQuery:
         """The incidents query these arguments make (make_query takes its own parameters; the creator flag is ours)."""
-        query = make_query(IncidentsQuery.tool, {k: v for k, v in self.arguments.items() if k != "owner_is_creator"})
+        query = make_query(IncidentsQuery.tool, {k: v for k, v in self.arguments.items() if k not in _OURS})
         assert isinstance(query, IncidentsQuery)
         return query
 
@@ -125,10 +141,11 @@ class WatchFilter:
                 if incident.owner_id or incident.owner:
                     return False
             else:
-                wanted = filters.owner.person.casefold()
+                # "mine": the creator's object id, or their name where the incident names its owner only.
+                wanted = {filters.owner.person.casefold(), str(self.arguments.get("owner_name") or "").casefold()}
                 fields = (incident.owner_id, incident.owner_upn, incident.owner_email, incident.owner_name,
                           incident.owner_upn.split("@")[0] if incident.owner_upn else "")
-                if not any(f and f.casefold() == wanted for f in fields):
+                if not any(f and f.casefold() in wanted for f in fields):
                     return False
         if filters.search is not None:
             needle = filters.search.casefold()
@@ -137,7 +154,7 @@ class WatchFilter:
         return True
 
 
-def watch_filter(arguments: Mapping[str, Any], me: str | None) -> WatchFilter:
+def watch_filter(arguments: Mapping[str, Any], me: str | None, my_name: str | None = None) -> WatchFilter:
     """The filter of a "watch ..." command, or InvalidParameter saying what a watch cannot take."""
     for name, what in _NOT_FOR_WATCHES.items():
         if name in arguments:
@@ -149,6 +166,8 @@ def watch_filter(arguments: Mapping[str, Any], me: str | None) -> WatchFilter:
         if not me:
             raise InvalidParameter("owner", '"mine" needs a signed-in Teams user')
         wanted["owner"], wanted["owner_is_creator"] = me, True
+        if my_name:
+            wanted["owner_name"] = my_name
     checked = WatchFilter(wanted)
     checked.query  # noqa: B018 - validates every value now, so a bad watch is refused when made, not at each poll
     return checked

@@ -51,6 +51,7 @@ from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
+from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
@@ -174,8 +175,10 @@ class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
                  runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(UTC),
                  capture_content: bool = False, desk: ConfirmationDesk | None = None,
-                 access: AccessPolicy | None = None, limits: TurnLimits | None = None) -> None:
+                 access: AccessPolicy | None = None, limits: TurnLimits | None = None,
+                 watches: WatchStore | None = None) -> None:
         self.sentinel = sentinel
+        self.watches = watches
         self.access = access
         self.limits = limits
         self.desk = desk
@@ -452,6 +455,13 @@ class SentinelBot(TeamsActivityHandler):
                                            (routed.command.tool or "", routed.command.arguments))
             case Route.UNRESOLVED:
                 return Reply([replies.message(f"{routed.text} Ask about an incident by its number instead.")])
+            case Route.WATCH:
+                assert routed.command is not None
+                if self.watches is None:
+                    return Reply([replies.message("Watches are off on this bot (WATCH_POLL_SECONDS=0).")])
+                return Reply([replies.message(await self.watches.command(
+                    routed.command, conversation_id=request.conversation_id, reference=request.reference,
+                    user_name=request.user_name, user_aad_id=request.user_aad_id))])
             case Route.NO_REFERENCE:  # answered without the model, which could only guess
                 facts.kind, facts.command = TurnKind.COMMAND, facts.command or "reference"
                 return Reply([replies.message(routed.text)])

@@ -37,6 +37,7 @@ from bot.teams.progress import send_with_retry
 from bot.teams.queue import Envelope, TurnQueue
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.state import StateStore
+from bot.teams.watches import AdapterSender, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from bot.teams.worker import TurnWorker
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links,
 LOOPBACK_REMOTES = ("127.0.0.1", "::1")  # the operator on the machine sees /readyz's details
 BOT_KEY = web.AppKey("bot", SentinelBot)
 RUNNER_KEY = web.AppKey("runner", TurnRunner)
+POLLER_KEY = web.AppKey("watch_poller", WatchPoller)
 
 
 @dataclass
@@ -132,14 +134,16 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
     limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute)
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
-                      access=access, limits=limits)
+                      access=access, limits=limits,
+                      watches=WatchStore(storage) if settings.watch_poll_seconds else None)
     tokens = channel_tokens(settings)
     return Surface(bot, create_adapter(settings, tokens), tokens, settings)
 
 
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
                storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None,
-               graph_token: TokenSource | None = None, turn_queue: OpenQueue | None = None) -> web.Application:
+               graph_token: TokenSource | None = None, turn_queue: OpenQueue | None = None,
+               poll_watches: bool = False) -> web.Application:
     """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
     and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure: it opens a TurnQueue on
     the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
@@ -150,9 +154,13 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     bot, adapter, tokens = surface.bot, surface.adapter, surface.tokens
     authentication = surface.authentication
     durable = _Durable(turn_queue, surface, runner) if turn_queue is not None else None
+    poller = _watch_poller(surface, sentinel, storage, desk) if poll_watches else None
+    watching: concurrent.futures.Future[None] | None = None
     service_urls = ServiceUrls(settings.allowed_service_urls)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations
+    if poller is not None:
+        app[POLLER_KEY] = poller
 
     async def messages(request: web.Request) -> web.StreamResponse:
         try:
@@ -252,12 +260,19 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         runner.start()
         if durable is not None:
             await durable.start()
+        if poller is not None:  # on the runner's loop, where the store, workspace and connector clients live
+            nonlocal watching
+            watching = runner.background(poller.run())
 
     async def drain(_: web.Application) -> None:
         grace = settings.shutdown_grace_seconds
         started = time.monotonic()
         if durable is not None:
             await durable.stop()  # the queue's own turns are not lost: unfinished ones reappear for another worker
+        if poller is not None and watching is not None:
+            runner.call_soon(poller.stop)
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(watching)
         # One grace for both, so the platform's stop time (WEBSITES_CONTAINER_STOP_TIME_LIMIT) still covers it.
         cancelled = await runner.stop(max(0.0, grace - (time.monotonic() - started)))
         log.info("shutdown: running turns finished%s", f"; {cancelled} abandoned after {grace} s" if cancelled else "")
@@ -276,6 +291,19 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
 
 
 OpenQueue = Callable[[], TurnQueue]  # opens a TurnQueue whose clients live on the calling loop
+
+
+def _watch_poller(surface: Surface, sentinel: SentinelClient, storage: Storage,
+                  desk: ConfirmationDesk | None) -> WatchPoller | None:
+    """The watches' poller (WATCH_POLL_SECONDS; 0: none): one query per interval, under a lease in the state store
+    so that one instance polls, posting as the bot through the adapter."""
+    settings, store = surface.settings, surface.bot.watches
+    if store is None:
+        return None
+    interval = settings.watch_poll_seconds
+    return WatchPoller(store, sentinel_feed(sentinel), AdapterSender(surface.adapter, settings.microsoft_app_id or ""),
+                       StoreLease(storage, seconds=2 * interval + 10), interval_s=interval, demo=sentinel.is_demo,
+                       changes_buttons=desk is not None and desk.enabled)
 
 
 class _Durable:

@@ -1,0 +1,496 @@
+"""Watches on the Teams surface: kept in the bot's state store, polled, posted and updated proactively.
+
+- :class:`WatchStore` keeps each conversation's watches with its conversation reference, an index of the
+  conversations that have any, the poller's cursor, and what it posted (a record per card, and per incident
+  the cards showing it), all as items of the state store (SQLite by default, Azure Blob with several instances).
+- :class:`StoreLease`: with several instances only one polls. The lease is an item of the same store, taken and
+  renewed by conditional writes (the e_tag read: SQLite's row version, the blob's ETag), so two instances
+  cannot both take it; one that dies stops renewing and another takes over when it expires.
+- :class:`WatchPoller`: each interval, under the lease, ONE query for the incidents changed since the cursor,
+  whatever the number of watches; ``bot.commands.watches.plan`` decides what to post and update; the
+  :class:`Sender` posts and updates through the Bot Framework adapter (``continue_conversation``). The cursor
+  moves only once everything of the poll is delivered (a failed post is tried again next time; what was
+  posted is recorded first, so it is not posted twice); a failed query is one log line, and the next poll
+  catches up from the same cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from botbuilder.core import BotAdapter, Storage, TurnContext
+from botbuilder.schema import ConversationReference
+
+from bot.cards.watches import watched_digest, watched_incident
+from bot.commands.parser import Command
+from bot.commands.watches import (
+    MAX_WATCHES_PER_CONVERSATION,
+    Cursor,
+    Plan,
+    Post,
+    Posted,
+    Snapshot,
+    Subscriber,
+    Update,
+    Watch,
+    plan,
+    watch_filter,
+)
+from bot.sentinel.models import QueryError
+from bot.sentinel.params import InvalidParameter
+from bot.teams import replies
+from bot.teams.progress import _status_of, send_with_retry
+
+log = logging.getLogger(__name__)
+Clock = Callable[[], datetime]
+INDEX_KEY = "watches/index"
+CURSOR_KEY = "watches/cursor"
+LEASE_KEY = "watches/lease"
+_CONFLICT_RETRIES = 5
+_GONE = (403, 404)  # the bot was removed from the conversation: its posts can never be delivered
+
+
+def _conversation_key(conversation_id: str) -> str:
+    return f"watches/conversation/{conversation_id}"
+
+
+def _incident_key(number: int) -> str:
+    return f"watches/incident/{number}"
+
+
+def _card_key(conversation_id: str, activity_id: str) -> str:
+    return f"watches/card/{conversation_id}/{activity_id}"
+
+
+# ---- the store ------------------------------------------------------------------------------------------------
+
+
+class WatchStore:
+    """Watches and the poller's records, as items of a botbuilder ``Storage`` (read-modify-write with e_tags)."""
+
+    def __init__(self, storage: Storage, clock: Clock = lambda: datetime.now(UTC)) -> None:
+        self.storage = storage
+        self.clock = clock
+
+    async def command(self, command: Command, *, conversation_id: str, reference: ConversationReference,
+                      user_name: str | None, user_aad_id: str | None) -> str:
+        """The reply to watch / watches / unwatch in a conversation."""
+        if command.name == "watches":
+            return self.describe(await self.watches(conversation_id))
+        if command.name == "unwatch":
+            return await self.unwatch(conversation_id, command.arguments.get("number"))
+        try:
+            checked = watch_filter(command.arguments, user_aad_id, user_name)
+        except InvalidParameter as problem:
+            return f"I could not make that watch: {problem}"
+        watch = Watch(checked, user_name or "someone", self.clock(), user_aad_id)
+        return await self.add(conversation_id, reference, watch)
+
+    async def add(self, conversation_id: str, reference: ConversationReference, watch: Watch) -> str:
+        key = _conversation_key(conversation_id)
+        answer = ""
+
+        def change(item: dict[str, Any]) -> bool:
+            nonlocal answer
+            watches = [Watch.from_dict(w) for w in item.get("watches", [])]
+            if any(w.filter.arguments == watch.filter.arguments for w in watches):
+                answer = f'This conversation already watches for {watch.filter.label}. "watches" lists them.'
+                return False
+            if len(watches) >= MAX_WATCHES_PER_CONVERSATION:
+                answer = (f"This conversation has {len(watches)} watches, the most it may have. "
+                          '"unwatch N" stops one ("watches" lists them).')
+                return False
+            item["watches"] = [*item.get("watches", []), watch.to_dict()]
+            item["reference"] = reference.serialize()
+            answer = (f"Watching for {watch.filter.label}: new incidents that match are posted here as they "
+                      'arrive. "watches" lists this conversation\'s watches; "unwatch" stops them.')
+            return True
+
+        if await self._change(key, change):
+            await self._change(INDEX_KEY, lambda index: _add_to_index(index, conversation_id))
+        return answer
+
+    async def unwatch(self, conversation_id: str, number: int | None) -> str:
+        key = _conversation_key(conversation_id)
+        answer = ""
+
+        def change(item: dict[str, Any]) -> bool:
+            nonlocal answer
+            watches = list(item.get("watches", []))
+            if not watches:
+                answer = 'This conversation has no watches. "watch high" starts one.'
+                return False
+            if number is None:
+                item["watches"] = []
+                answer = f"Stopped {len(watches)} watch{'es' if len(watches) != 1 else ''} in this conversation."
+                return True
+            if not 1 <= number <= len(watches):
+                answer = f'There is no watch {number} here. {self.describe([Watch.from_dict(w) for w in watches])}'
+                return False
+            stopped = Watch.from_dict(watches.pop(number - 1))
+            item["watches"] = watches
+            answer = f"Stopped watching for {stopped.filter.label}."
+            return True
+
+        if await self._change(key, change) and not (await self._read(key)).get("watches"):
+            await self._change(INDEX_KEY, lambda index: _remove_from_index(index, conversation_id))
+        return answer
+
+    async def watches(self, conversation_id: str) -> list[Watch]:
+        item = await self._read(_conversation_key(conversation_id))
+        return [Watch.from_dict(w) for w in item.get("watches", [])]
+
+    @staticmethod
+    def describe(watches: Sequence[Watch]) -> str:
+        if not watches:
+            return 'This conversation has no watches. "watch high" (or any filter of "incidents") starts one.'
+        return "Watches here:\n" + "\n".join(w.describe(n) for n, w in enumerate(watches, 1)) + \
+            '\n"unwatch N" stops one, "unwatch" all.'
+
+    async def subscribers(self) -> list[Subscriber]:
+        """Every conversation with watches: one read of the index, one batched read of their items."""
+        index = await self._read(INDEX_KEY)
+        keys = [_conversation_key(c) for c in index.get("conversations", [])]
+        items = await self.storage.read(keys) if keys else {}
+        out = []
+        for conversation_id in index.get("conversations", []):
+            item = items.get(_conversation_key(conversation_id)) or {}
+            try:
+                watches = tuple(Watch.from_dict(w) for w in item.get("watches", []))
+            except (KeyError, TypeError, ValueError):
+                log.warning("skipping unreadable watches of one conversation")
+                continue
+            if watches and isinstance(item.get("reference"), dict):
+                out.append(Subscriber(conversation_id, item["reference"], watches))
+        return out
+
+    async def cursor(self) -> Cursor:
+        return Cursor.from_dict(await self._read(CURSOR_KEY))
+
+    async def save_cursor(self, cursor: Cursor) -> None:
+        await self.storage.write({CURSOR_KEY: cursor.to_dict()})
+
+    async def posted(self, numbers: Sequence[int]) -> dict[int, list[Posted]]:
+        """The cards showing each of these incidents (two batched reads whatever their number)."""
+        if not numbers:
+            return {}
+        records = await self.storage.read([_incident_key(n) for n in numbers])
+        card_keys = sorted({k for r in records.values() for k in r.get("cards", [])})
+        card_items = await self.storage.read(card_keys) if card_keys else {}
+        out: dict[int, list[Posted]] = {}
+        for number in numbers:
+            for key in (records.get(_incident_key(number)) or {}).get("cards", []):
+                item = card_items.get(key)
+                if item:
+                    out.setdefault(number, []).append(_posted(key, item))
+        return out
+
+    async def card(self, key: str) -> dict[str, Any]:
+        return await self._read(key)
+
+    async def record_card(self, key: str, item: dict[str, Any], numbers: Sequence[int]) -> None:
+        """A posted (or updated) card, and for each incident it shows, that it shows it."""
+        await self.storage.write({key: {k: v for k, v in item.items() if k != "e_tag"}})
+        for number in numbers:
+            await self._change(_incident_key(number), lambda record: _add_card(record, key))
+
+    async def _read(self, key: str) -> dict[str, Any]:
+        return dict((await self.storage.read([key])).get(key) or {})
+
+    async def _change(self, key: str, change: Callable[[dict[str, Any]], bool]) -> bool:
+        """Read, change, write with the e_tag read; again on a conflict. False when ``change`` wrote nothing."""
+        for _ in range(_CONFLICT_RETRIES):
+            item = await self._read(key)
+            if not change(item):
+                return False
+            item.setdefault("e_tag", "*")
+            try:
+                await self.storage.write({key: item})
+                return True
+            except KeyError:  # written by someone else since we read it: read again
+                continue
+        raise RuntimeError(f"{key} kept changing under us; try again")
+
+
+def _add_to_index(index: dict[str, Any], conversation_id: str) -> bool:
+    conversations = list(index.get("conversations", []))
+    if conversation_id in conversations:
+        return False
+    index["conversations"] = [*conversations, conversation_id]
+    return True
+
+
+def _remove_from_index(index: dict[str, Any], conversation_id: str) -> bool:
+    conversations = list(index.get("conversations", []))
+    if conversation_id not in conversations:
+        return False
+    index["conversations"] = [c for c in conversations if c != conversation_id]
+    return True
+
+
+def _add_card(record: dict[str, Any], key: str) -> bool:
+    if key in record.get("cards", []):
+        return False
+    record["cards"] = [*record.get("cards", []), key]
+    return True
+
+
+def _posted(key: str, item: dict[str, Any]) -> Posted:
+    return Posted(key, str(item.get("conversation", "")),
+                  tuple(Snapshot.from_dict(s) for s in item.get("incidents", [])))
+
+
+# ---- the lease ------------------------------------------------------------------------------------------------
+
+
+class StoreLease:
+    """Who polls: an item holding the holder's id and when its hold expires, changed only by a conditional write
+    with the e_tag read (a conflict means someone else wrote first: they hold it)."""
+
+    def __init__(self, storage: Storage, *, seconds: float, holder: str | None = None,
+                 clock: Clock = lambda: datetime.now(UTC), key: str = LEASE_KEY) -> None:
+        self.storage = storage
+        self.seconds = seconds
+        self.holder = holder or uuid.uuid4().hex
+        self.clock = clock
+        self.key = key
+
+    async def hold(self) -> bool:
+        """Take the lease, or renew it if ours: True when this instance holds it for the next ``seconds``."""
+        item = (await self.storage.read([self.key])).get(self.key)
+        if item is None:
+            # Created free first (the same by whoever writes it), so the hold below is always conditional.
+            await self.storage.write({self.key: {"holder": "", "until": ""}})
+            item = (await self.storage.read([self.key])).get(self.key) or {}
+        now = self.clock()
+        until = item.get("until") or ""
+        if item.get("holder") not in ("", self.holder) and until > now.isoformat():
+            return False
+        taken = {"holder": self.holder, "until": (now + timedelta(seconds=self.seconds)).isoformat(),
+                 "e_tag": item.get("e_tag") or "*"}
+        try:
+            await self.storage.write({self.key: taken})
+        except KeyError:
+            return False
+        return True
+
+    async def release(self) -> None:
+        item = (await self.storage.read([self.key])).get(self.key)
+        if item and item.get("holder") == self.holder:
+            with contextlib.suppress(KeyError):
+                await self.storage.write({self.key: {"holder": "", "until": "", "e_tag": item.get("e_tag") or "*"}})
+
+
+# ---- sending --------------------------------------------------------------------------------------------------
+
+
+class Sender(Protocol):
+    async def post(self, reference: dict[str, Any], card: dict[str, Any]) -> str: ...
+
+    async def update(self, reference: dict[str, Any], activity_id: str, card: dict[str, Any]) -> None: ...
+
+
+class AdapterSender:
+    """Proactive messages through the Bot Framework adapter, as the bot (its app id), to a stored reference."""
+
+    def __init__(self, adapter: BotAdapter, app_id: str) -> None:
+        self.adapter = adapter
+        self.app_id = app_id
+
+    async def post(self, reference: dict[str, Any], card: dict[str, Any]) -> str:
+        sent: list[str] = []
+
+        async def send(context: TurnContext) -> None:
+            response = await send_with_retry(lambda: context.send_activity(replies.message(card_list=[card])))
+            sent.append(str(getattr(response, "id", "") or ""))
+
+        await self.adapter.continue_conversation(ConversationReference().deserialize(reference), send, self.app_id)
+        return sent[0] if sent else ""
+
+    async def update(self, reference: dict[str, Any], activity_id: str, card: dict[str, Any]) -> None:
+        async def send(context: TurnContext) -> None:
+            activity = replies.message(card_list=[card])
+            activity.id = activity_id
+            await send_with_retry(lambda: context.update_activity(activity))
+
+        await self.adapter.continue_conversation(ConversationReference().deserialize(reference), send, self.app_id)
+
+
+# ---- the poller -----------------------------------------------------------------------------------------------
+
+ChangeFeed = Callable[[datetime], Awaitable[Sequence[Snapshot]]]  # incidents changed since; raises when it cannot
+
+
+class FeedError(Exception):
+    """The changed incidents could not be read (Log Analytics' answer, as the data layer says it)."""
+
+
+def sentinel_feed(sentinel: Any) -> ChangeFeed:
+    """The change feed of the workspace: ``incident_changes`` (one query), as snapshots."""
+
+    async def changes(since: datetime) -> list[Snapshot]:
+        result = await sentinel.incident_changes(since)
+        if isinstance(result, QueryError):
+            raise FeedError(f"{result.code}: {result.detail or result.message}")
+        return [Snapshot.of(record) for record in result.records]
+
+    return changes
+
+
+@dataclass
+class PollReport:
+    """What one poll did (for logs, tests and the benchmark)."""
+
+    polled: bool = False  # False: another instance holds the lease
+    queries: int = 0
+    changed: int = 0
+    posted: int = 0  # cards posted (a digest counts once)
+    updated: int = 0
+    failed: str | None = None  # why the poll could not read or deliver everything (the cursor stayed)
+    seconds: float = 0.0
+
+
+class WatchPoller:
+    def __init__(self, store: WatchStore, changes: ChangeFeed, sender: Sender, lease: StoreLease, *,
+                 interval_s: float, demo: bool, changes_buttons: bool = False,
+                 clock: Clock = lambda: datetime.now(UTC)) -> None:
+        self.store = store
+        self.changes = changes
+        self.sender = sender
+        self.lease = lease
+        self.interval_s = interval_s
+        self.demo = demo
+        self.changes_buttons = changes_buttons
+        self.clock = clock
+        self._stop = asyncio.Event()
+        self.polls = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Poll every interval until stopped; nothing a poll raises stops the loop."""
+        self._stop = asyncio.Event()
+        try:
+            while not self._stop.is_set():
+                try:
+                    await self.poll()
+                except Exception as error:  # noqa: BLE001 - one line; the next poll tries again
+                    log.warning("watch poll failed (%s: %s); trying again in %.0f s", type(error).__name__, error,
+                                self.interval_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.interval_s)
+        finally:
+            with contextlib.suppress(Exception):
+                await self.lease.release()
+
+    async def poll(self) -> PollReport:
+        """One poll under the lease: the changed incidents, then what they mean for every watch."""
+        started = time.perf_counter()
+        report = PollReport()
+        if not await self.lease.hold():
+            return report
+        report.polled = True
+        self.polls += 1
+        renewing = asyncio.ensure_future(self._renew())
+        try:
+            await self._poll(report)
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewing
+            report.seconds = time.perf_counter() - started
+        return report
+
+    async def _renew(self) -> None:
+        """Keep the lease while a poll runs longer than a third of it."""
+        while True:
+            await asyncio.sleep(self.lease.seconds / 3)
+            await self.lease.hold()
+
+    async def _poll(self, report: PollReport) -> None:
+        cursor = await self.store.cursor()
+        now = self.clock()
+        if cursor.at is None:  # the first poll ever: from now on (kept, so a failing first query misses nothing)
+            cursor.at = now
+            await self.store.save_cursor(cursor)
+        report.queries += 1
+        try:
+            rows = await self.changes(cursor.since(now))
+        except Exception as error:  # noqa: BLE001 - Log Analytics down or throttled: the cursor stays
+            report.failed = f"query: {error}"
+            log.warning("watch poll: could not read changed incidents (%s); the next poll catches up",
+                        str(error)[:200] or type(error).__name__)
+            return
+        fresh = cursor.fresh(rows)
+        report.changed = len(fresh)
+        if not fresh:
+            cursor.advance(rows, now)
+            await self.store.save_cursor(cursor)
+            return
+        subscribers = await self.store.subscribers()
+        todo = plan(fresh, subscribers, await self.store.posted([i.number for i in fresh]))
+        delivered = await self._deliver(todo, report)
+        if delivered:
+            cursor.advance(fresh, now)
+            await self.store.save_cursor(cursor)
+
+    async def _deliver(self, todo: Plan, report: PollReport) -> bool:
+        """Post and update; True when nothing is left to try again (a removed bot's posts never will be)."""
+        complete = True
+        for update in todo.updates:
+            complete &= await self._attempt(self._update, update, report)
+        for post in todo.posts:
+            complete &= await self._attempt(self._post, post, report)
+        return complete
+
+    async def _attempt(self, action: Callable[[Any, PollReport], Awaitable[None]], item: Post | Update,
+                       report: PollReport) -> bool:
+        try:
+            await action(item, report)
+            return True
+        except Exception as error:  # noqa: BLE001 - one conversation's failure must not stop the others
+            status, _ = _status_of(error)
+            where = item.conversation if isinstance(item, Post) else item.card.conversation
+            if status in _GONE:
+                log.warning("watch: conversation %s refuses the bot's messages (HTTP %s); skipped", where, status)
+                return True
+            report.failed = f"delivery: {type(error).__name__}"
+            log.warning("watch: could not deliver to %s (%s); trying again next poll", where,
+                        type(error).__name__)
+            return False
+
+    async def _post(self, post: Post, report: PollReport) -> None:
+        card = self.card(post.incidents, post.label)
+        activity_id = await self.sender.post(post.reference, card)
+        item = {"conversation": post.conversation, "reference": post.reference, "activity_id": activity_id,
+                "label": post.label, "incidents": [i.to_dict() for i in post.incidents]}
+        await self.store.record_card(_card_key(post.conversation, activity_id or uuid.uuid4().hex), item,
+                                     [i.number for i in post.incidents])
+        report.posted += 1
+
+    async def _update(self, update: Update, report: PollReport) -> None:
+        item = await self.store.card(update.card.key)
+        if not item.get("activity_id"):
+            return
+        card = self.card(update.incidents, str(item.get("label") or ""))
+        await self.sender.update(item["reference"], str(item["activity_id"]), card)
+        item["incidents"] = [i.to_dict() for i in update.incidents]
+        await self.store.record_card(update.card.key, item, ())
+        report.updated += 1
+
+    def card(self, incidents: Sequence[Snapshot], label: str) -> dict[str, Any]:
+        now = self.clock()
+        if len(incidents) == 1:
+            return watched_incident(incidents[0].incident(), watch=label, now=now, demo=self.demo,
+                                    changes=self.changes_buttons)
+        return watched_digest([i.incident() for i in incidents], watch=label, now=now, demo=self.demo)
+
