@@ -195,8 +195,9 @@ async def test_restart_posts_no_duplicate_and_misses_nothing(tmp_path) -> None:
     assert (await first.poll()).posted == 1
     await first.lease.release()
     await storage.close()
-    # Down for a while: one incident arrives while the bot is away, the first is still in the overlap.
-    rows.append(snapshot(2, "High", created=clock.now, at=clock.tick()))
+    # Down for half an hour: one incident arrives early in the outage, far beyond the overlap of the restart's now.
+    rows.append(snapshot(2, "High", created=clock.tick(60), at=clock.now))
+    clock.tick(1800)
     storage = SqliteStorage(path)
     second = poller(storage)
     report = await second.poll()
