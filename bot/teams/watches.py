@@ -55,6 +55,7 @@ INDEX_KEY = "watches/index"
 CURSOR_KEY = "watches/cursor"
 LEASE_KEY = "watches/lease"
 _CONFLICT_RETRIES = 5
+SEND_CONCURRENCY = 8  # posts and updates in flight at once, to different conversations
 _GONE = (403, 404)  # the bot was removed from the conversation: its posts can never be delivered
 
 
@@ -197,10 +198,15 @@ class WatchStore:
         return await self._read(key)
 
     async def record_card(self, key: str, item: dict[str, Any], numbers: Sequence[int]) -> None:
-        """A posted (or updated) card, and for each incident it shows, that it shows it."""
-        await self.storage.write({key: {k: v for k, v in item.items() if k != "e_tag"}})
+        """A posted (or updated) card, and for each incident it shows, that it shows it: one write (one transaction
+        in SQLite). Only the lease holder writes these records, one card at a time, so no e_tag is needed."""
+        changes = {key: {k: v for k, v in item.items() if k != "e_tag"}}
+        records = await self.storage.read([_incident_key(n) for n in numbers]) if numbers else {}
         for number in numbers:
-            await self._change(_incident_key(number), lambda record: _add_card(record, key))
+            record = dict(records.get(_incident_key(number)) or {})
+            if _add_card(record, key):
+                changes[_incident_key(number)] = record | {"e_tag": "*"}
+        await self.storage.write(changes)
 
     async def _read(self, key: str) -> dict[str, Any]:
         return dict((await self.storage.read([key])).get(key) or {})
@@ -372,6 +378,10 @@ class WatchPoller:
         self.clock = clock
         self._stop = asyncio.Event()
         self.polls = 0
+        # Cards go to several conversations at once (each conversation gets at most one per poll, or a digest);
+        # the records of what was posted are written one card at a time.
+        self._sending = asyncio.Semaphore(SEND_CONCURRENCY)
+        self._recording = asyncio.Lock()
 
     def stop(self) -> None:
         self._stop.set()
@@ -445,17 +455,15 @@ class WatchPoller:
 
     async def _deliver(self, todo: Plan, report: PollReport) -> bool:
         """Post and update; True when nothing is left to try again (a removed bot's posts never will be)."""
-        complete = True
-        for update in todo.updates:
-            complete &= await self._attempt(self._update, update, report)
-        for post in todo.posts:
-            complete &= await self._attempt(self._post, post, report)
-        return complete
+        attempts = [self._attempt(self._update, update, report) for update in todo.updates]
+        attempts += [self._attempt(self._post, post, report) for post in todo.posts]
+        return all(await asyncio.gather(*attempts))
 
     async def _attempt(self, action: Callable[[Any, PollReport], Awaitable[None]], item: Post | Update,
                        report: PollReport) -> bool:
         try:
-            await action(item, report)
+            async with self._sending:
+                await action(item, report)
             return True
         except Exception as error:  # noqa: BLE001 - one conversation's failure must not stop the others
             status, _ = _status_of(error)
@@ -473,8 +481,9 @@ class WatchPoller:
         activity_id = await self.sender.post(post.reference, card)
         item = {"conversation": post.conversation, "reference": post.reference, "activity_id": activity_id,
                 "label": post.label, "incidents": [i.to_dict() for i in post.incidents]}
-        await self.store.record_card(_card_key(post.conversation, activity_id or uuid.uuid4().hex), item,
-                                     [i.number for i in post.incidents])
+        async with self._recording:
+            await self.store.record_card(_card_key(post.conversation, activity_id or uuid.uuid4().hex), item,
+                                         [i.number for i in post.incidents])
         report.posted += 1
 
     async def _update(self, update: Update, report: PollReport) -> None:
@@ -484,7 +493,8 @@ class WatchPoller:
         card = self.card(update.incidents, str(item.get("label") or ""))
         await self.sender.update(item["reference"], str(item["activity_id"]), card)
         item["incidents"] = [i.to_dict() for i in update.incidents]
-        await self.store.record_card(update.card.key, item, ())
+        async with self._recording:
+            await self.store.record_card(update.card.key, item, ())
         report.updated += 1
 
     def card(self, incidents: Sequence[Snapshot], label: str) -> dict[str, Any]:
