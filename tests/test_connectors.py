@@ -1,18 +1,24 @@
-"""Outgoing activities: card content is sent as the JSON it is, without msrest's value-by-value walk (issue 13).
+"""Outgoing activities: card content is sent as the JSON it is, without msrest's value-by-value walk, and reply,
+send and update go out on aiohttp instead of msrest's requests-on-a-thread pipeline (issue 13).
 
-The wire body must be exactly what msrest would have produced, for every kind of activity the bot sends.
+The wire request must be exactly what msrest would have produced, for every kind of activity the bot sends.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from aiohttp import web
 from botbuilder.schema import Activity, Attachment, ChannelAccount, ConversationAccount, Entity, HeroCard
 from botframework.connector.aio import ConnectorClient
 from botframework.connector.auth import MicrosoftAppCredentials
+from msrest.authentication import BasicTokenAuthentication
 
-from bot.teams.connectors import CardSerializer, _with_card_serializer
+from bot.teams.connectors import CardSerializer, ConnectorError, DirectConversations, HttpSessions, _direct
+from bot.teams.progress import send_with_retry
+from tests.support.serving import serve
 
 CARD = {"type": "AdaptiveCard", "version": "1.5", "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "body": [{"type": "TextBlock", "text": "Incidents — 3 open ✓", "wrap": True, "size": None},
@@ -39,9 +45,85 @@ def _activity(attachments: list[Attachment] | None) -> Activity:
 def test_the_body_is_what_msrest_would_send(attachments: list[Attachment] | None) -> None:
     client = ConnectorClient(MicrosoftAppCredentials("", ""), base_url="http://127.0.0.1:1/")
     plain = client.conversations._serialize
-    fast = _with_card_serializer(client).conversations._serialize
+    fast = _direct(client, HttpSessions()).conversations._serialize
     assert isinstance(fast, CardSerializer) and not isinstance(plain, CardSerializer)
     activity = _activity(attachments)
     expected: Any = plain.body(activity, "Activity")
     assert fast.body(activity, "Activity") == expected
     assert activity.attachments == attachments, "the activity itself is left as it was"
+
+
+class _Recorder:
+    """A Bot Connector that records each request and answers with the next of ``statuses`` (then 200)."""
+
+    def __init__(self, statuses: list[int] | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.statuses = list(statuses or [])
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.requests.append({"method": request.method, "path": request.raw_path,
+                              "headers": {k.lower(): v for k, v in request.headers.items()},
+                              "body": json.loads(body) if body else None})
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status != 200:
+            return web.json_response({"error": {"code": "Throttled"}}, status=status, headers={"Retry-After": "0"})
+        return web.json_response({"id": f"sent-{len(self.requests)}"})
+
+
+async def _serve(recorder: _Recorder) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", recorder.handle)
+    runner, port = await serve(app)
+    return runner, f"http://127.0.0.1:{port}/amer/"
+
+
+KEPT_HEADERS = ("authorization", "content-type", "accept", "x-ms-conversation-id")
+
+
+@pytest.mark.parametrize("operation", ["reply_to_activity", "send_to_conversation", "update_activity"])
+async def test_direct_requests_are_the_ones_msrest_makes(operation: str) -> None:
+    recorder = _Recorder()
+    runner, base = await _serve(recorder)
+    sessions = HttpSessions()
+    try:
+        plain = ConnectorClient(BasicTokenAuthentication({"access_token": "bot-token"}), base_url=base)
+        direct = _direct(ConnectorClient(BasicTokenAuthentication({"access_token": "bot-token"}), base_url=base),
+                         sessions)
+        assert isinstance(direct.conversations, DirectConversations)
+        conversation = "19:war-room@thread.tacv2;messageid=17/x y"  # a channel thread: ; / and a space in the id
+        arguments: tuple[Any, ...] = {
+            "reply_to_activity": (conversation, "1700000000001", _activity(None)),
+            "send_to_conversation": (conversation, _activity(None)),
+            "update_activity": (conversation, "activity/1", _activity(None)),
+        }[operation]
+        expected = await getattr(plain.conversations, operation)(*arguments)
+        answer = await getattr(direct.conversations, operation)(*arguments)
+    finally:
+        await sessions.close()
+        await runner.cleanup()
+    by_msrest, by_aiohttp = recorder.requests
+    assert (by_aiohttp["method"], by_aiohttp["path"], by_aiohttp["body"]) == \
+        (by_msrest["method"], by_msrest["path"], by_msrest["body"])
+    assert {h: by_aiohttp["headers"].get(h) for h in KEPT_HEADERS} == \
+        {h: by_msrest["headers"].get(h) for h in KEPT_HEADERS}
+    assert by_aiohttp["headers"]["authorization"] == "Bearer bot-token"
+    assert (expected.id, answer.id) == ("sent-1", "sent-2")
+
+
+async def test_a_throttled_send_is_retried_and_an_error_says_its_status() -> None:
+    recorder = _Recorder([429])
+    runner, base = await _serve(recorder)
+    sessions = HttpSessions()
+    try:
+        conversations = _direct(ConnectorClient(MicrosoftAppCredentials("", ""), base_url=base), sessions).conversations
+        answer = await send_with_retry(lambda: conversations.send_to_conversation("a:chat", _activity(None)))
+        recorder.statuses = [503]
+        with pytest.raises(ConnectorError) as failed:
+            await conversations.send_to_conversation("a:chat", _activity(None))
+    finally:
+        await sessions.close()
+        await runner.cleanup()
+    assert answer.id == "sent-2", "the 429 was waited out (Retry-After: 0) and the send tried again"
+    assert failed.value.response.status_code == 503 and failed.value.response.headers["Retry-After"] == "0"
+    assert "authorization" not in recorder.requests[0]["headers"], "no token in local mode (no app id)"

@@ -4,7 +4,9 @@ botbuilder's CloudAdapter builds a new ConnectorClient and UserTokenClient for e
 msrest each costs several milliseconds of CPU (its retry policy setup alone), which dominated the
 bot's per-turn CPU. Both are stateless apart from credentials, and the adapter never closes them, so
 this wrapper keeps one per (service URL, audience, app id) and per app id, in bounded caches. Their
-conversation operations serialise card content with ``json`` instead of msrest (:class:`CardSerializer`).
+conversation operations serialise card content with ``json`` instead of msrest (:class:`CardSerializer`), and the
+three a turn sends through (reply, send, update) go out on aiohttp (:class:`DirectConversations`): msrest would
+run each through ``requests`` on a thread pool, which with its pipeline cost a seventh of a model turn's CPU.
 
 With ``tokens`` (an app id is set), requests are authenticated by the front door's own token check
 (front_door.ChannelTokens) instead of botbuilder's, which blocks the event loop while it fetches keys.
@@ -12,11 +14,17 @@ With ``tokens`` (an app id is set), requests are authenticated by the front door
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
+import weakref
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
-from botbuilder.schema import Activity, CallerIdConstants
+import aiohttp
+from botbuilder.schema import Activity, CallerIdConstants, ResourceResponse
 from botframework.connector.auth import (
     AuthenticateRequestResult,
     BotFrameworkAuthentication,
@@ -24,10 +32,12 @@ from botframework.connector.auth import (
     ConnectorFactory,
 )
 from msrest.serialization import Serializer
+from yarl import URL
 
 from bot.teams.front_door import ChannelTokens
 
 MAX_CACHED_CLIENTS = 64
+SEND_TIMEOUT_S = 60  # one request to the Bot Connector; Teams answers in well under a second
 
 
 class _Cache:
@@ -80,26 +90,134 @@ class CardSerializer(Serializer):
         return serialized
 
 
-def _with_card_serializer(client: Any) -> Any:
-    """The connector client, its conversation operations (send, reply, update) using :class:`CardSerializer`."""
+class ConnectorError(Exception):
+    """The Bot Connector answered a request with an error status. ``response`` carries the status and headers the
+    way msrest's errors do, so callers read both shapes alike (progress.send_with_retry: 429 and Retry-After)."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], detail: str) -> None:
+        super().__init__(f"the Bot Connector answered {status}: {detail[:200]}")
+        self.response = _Answer(status, dict(headers))
+
+
+class _Answer:
+    def __init__(self, status: int, headers: dict[str, str]) -> None:
+        self.status_code = status
+        self.headers = headers
+
+
+class _Headers:
+    """What msrest credentials sign: an object with ``headers`` (they set or drop Authorization)."""
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+
+
+class HttpSessions:
+    """One aiohttp session per event loop (a session is bound to the loop that made it): the web loop sends early
+    typing indicators, the turn loop everything else."""
+
+    def __init__(self) -> None:
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = \
+            weakref.WeakKeyDictionary()
+
+    def current(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        session = self._by_loop.get(loop)
+        if session is None or session.closed:
+            session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SEND_TIMEOUT_S))
+            self._by_loop[loop] = session
+        return session
+
+    async def close(self) -> None:
+        """Close this loop's session (each loop's owner calls this at its stop)."""
+        session = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
+
+
+class DirectConversations:
+    """A connector client's conversation operations, with reply, send and update sent on aiohttp.
+
+    The request is the one msrest would make: the same URL (msrest's own formatting), headers, credentials and
+    body (its serializer, :class:`CardSerializer`); the answer is read as msrest would (a ResourceResponse). Calls
+    with options this class does not know, and every other operation, go to msrest's operations unchanged.
+    """
+
+    def __init__(self, operations: Any, sessions: HttpSessions) -> None:
+        self._operations = operations
+        self._sessions = sessions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._operations, name)
+
+    async def reply_to_activity(self, conversation_id: str, activity_id: str, activity: Any, **options: Any) -> Any:
+        if options:
+            return await self._operations.reply_to_activity(conversation_id, activity_id, activity, **options)
+        return await self._send("POST", self._operations.reply_to_activity, activity,
+                                {"x-ms-conversation-id": conversation_id},  # as msrest sends a reply
+                                conversationId=conversation_id, activityId=activity_id)
+
+    async def send_to_conversation(self, conversation_id: str, activity: Any, **options: Any) -> Any:
+        if options:
+            return await self._operations.send_to_conversation(conversation_id, activity, **options)
+        return await self._send("POST", self._operations.send_to_conversation, activity, {},
+                                conversationId=conversation_id)
+
+    async def update_activity(self, conversation_id: str, activity_id: str, activity: Any, **options: Any) -> Any:
+        if options:
+            return await self._operations.update_activity(conversation_id, activity_id, activity, **options)
+        return await self._send("PUT", self._operations.update_activity, activity, {},
+                                conversationId=conversation_id, activityId=activity_id)
+
+    async def _send(self, method: str, operation: Any, activity: Any, extra_headers: dict[str, str],
+                    **path: str) -> ResourceResponse:
+        operations = self._operations
+        url = operations._client.format_url(operation.metadata["url"],
+                                            **{name: quote(str(value), safe="") for name, value in path.items()})
+        signed = _Headers()
+        credentials = getattr(operations.config, "credentials", None)
+        if credentials is not None:
+            credentials.signed_session(signed)  # the bot's token (cached by MSAL), or none in local mode
+        headers = {**signed.headers, "Accept": "application/json", "Content-Type": "application/json; charset=utf-8",
+                   **extra_headers}
+        body = json.dumps(operations._serialize.body(activity, "Activity"), separators=(",", ":"))
+        # encoded=True: the path goes out quoted exactly as msrest quoted it (Teams ids hold ':', '@', ';', '=').
+        async with self._sessions.current().request(method, URL(url, encoded=True), data=body.encode(),
+                                                    headers=headers) as response:
+            text = await response.text()
+            if response.status not in (200, 201, 202):
+                raise ConnectorError(response.status, response.headers, text)
+        try:
+            answer = json.loads(text) if text.strip() else {}
+        except ValueError:
+            answer = {}
+        return ResourceResponse(id=answer.get("id") if isinstance(answer, dict) else None)
+
+
+def _direct(client: Any, sessions: HttpSessions) -> Any:
+    """The connector client, its conversation operations using :class:`CardSerializer`, and reply, send and
+    update going out on aiohttp (:class:`DirectConversations`)."""
     operations = getattr(client, "conversations", None)
     serializer = getattr(operations, "_serialize", None)
     if isinstance(serializer, Serializer) and not isinstance(serializer, CardSerializer):
         operations._serialize = CardSerializer(serializer.dependencies)  # type: ignore[union-attr]
+    if operations is not None and not isinstance(operations, DirectConversations):
+        client.conversations = DirectConversations(operations, sessions)
     return client
 
 
 class _CachingConnectorFactory(ConnectorFactory):
-    def __init__(self, inner: ConnectorFactory, cache: _Cache, app_id: str) -> None:
+    def __init__(self, inner: ConnectorFactory, cache: _Cache, app_id: str, sessions: HttpSessions) -> None:
         self._inner = inner
         self._cache = cache
         self._app_id = app_id
+        self._sessions = sessions
 
     async def create(self, service_url: str, audience: str | None = None) -> Any:
         key = (service_url, audience, self._app_id)
         client = self._cache.get(key)
         if client is None:
-            client = self._cache.put(key, _with_card_serializer(await self._inner.create(service_url, audience)))
+            client = self._cache.put(key, _direct(await self._inner.create(service_url, audience), self._sessions))
         return client
 
 
@@ -119,6 +237,7 @@ class CachingAuthentication(BotFrameworkAuthentication):
         self.tokens = tokens
         self._connectors = _Cache()
         self._user_token_clients = _Cache()
+        self.sessions = HttpSessions()  # close() it on each loop that sent, at that loop's stop
 
     async def authenticate_request(self, activity: Activity, auth_header: str) -> AuthenticateRequestResult:
         """Raises front_door.Refused for a request that is not from the channel (with ``tokens``)."""
@@ -134,7 +253,7 @@ class CachingAuthentication(BotFrameworkAuthentication):
             result.connector_factory = self._inner.create_connector_factory(result.claims_identity)
         if result.connector_factory is not None:
             result.connector_factory = _CachingConnectorFactory(
-                result.connector_factory, self._connectors, _app_id(result.claims_identity))
+                result.connector_factory, self._connectors, _app_id(result.claims_identity), self.sessions)
         return result
 
     async def authenticate_streaming_request(
@@ -154,7 +273,7 @@ class CachingAuthentication(BotFrameworkAuthentication):
 
     def create_connector_factory(self, claims_identity: ClaimsIdentity) -> ConnectorFactory:
         return _CachingConnectorFactory(self._inner.create_connector_factory(claims_identity), self._connectors,
-                                        _app_id(claims_identity))
+                                        _app_id(claims_identity), self.sessions)
 
     async def create_user_token_client(self, claims_identity: ClaimsIdentity) -> Any:
         key = (_app_id(claims_identity),)

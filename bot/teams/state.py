@@ -1,8 +1,13 @@
 """Per-conversation state: what one Teams conversation (1:1, group chat or channel thread) remembers.
 
-Stored through botbuilder ``ConversationState`` (so any botbuilder ``Storage`` works), read once at the
-start of a turn and saved once at its end. It is bounded: if the serialised state grows past
-``MAX_STATE_BYTES``, the oldest turns of the history are dropped until it fits.
+Stored in any botbuilder ``Storage``, under the key and in the layout botbuilder's ``ConversationState`` uses
+(``<channel>/conversations/<id>``, the data under one property), read once at the start of a turn and saved once
+at its end. ``ConversationState`` itself is not used: it hashes the whole state with jsonpickle when it loads and
+again when it saves, to find out whether it changed, which cost a tenth of a model turn's CPU; a turn always
+changes its conversation's state, so it is simply written, with the e_tag it was read with.
+
+It is bounded: if the serialised state grows past ``MAX_STATE_BYTES``, the oldest turns of the history are
+dropped until it fits.
 
 A save that fails (a full disk, a storage outage) is retried after short pauses; if it still fails, the
 save reports it (the handler tells the user) and :class:`SaveHealth` stays degraded, which /readyz shows,
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botbuilder.core import ConversationState, TurnContext
+from botbuilder.core import Storage, TurnContext
 
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.memory import Memory
@@ -29,6 +34,7 @@ MAX_STATE_BYTES = 64_000
 SAVE_RETRY_DELAYS_S = (0.1, 0.5)  # pauses before the second and third attempts at a save
 MAX_RECENT_ACTIVITY_IDS = 50
 STATE_PROPERTY = "sentinel_conversation"
+_LOADED_KEY = "bot.state.loaded"  # turn_state: the stored item as read (its e_tag guards the save)
 
 
 @dataclass
@@ -66,14 +72,16 @@ def state_bytes(data: ConversationData) -> int:
 def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYTES) -> int:
     """Drop the oldest whole turns until the state fits; returns how many turns were dropped."""
     dropped = 0
-    while state_bytes(data) > max_bytes and data.conversation.history:
+    size = state_bytes(data)  # serialising the state is most of this function's cost: once when it fits
+    while size > max_bytes and data.conversation.history:
         turns = len(memory.turn_starts(data.conversation))
         if turns <= 1:
             data.conversation.history.clear()
             data.conversation.token_counts.clear()
-            break
-        dropped += memory.trim(data.conversation, max_turns=turns - 1, max_tokens=10**9)
-    if state_bytes(data) > max_bytes:
+        else:
+            dropped += memory.trim(data.conversation, max_turns=turns - 1, max_tokens=10**9)
+        size = state_bytes(data)
+    if size > max_bytes:
         # Only the bounded lists are left; keep their newest halves.
         c = data.conversation
         c.facts.halve()
@@ -113,28 +121,39 @@ class SaveHealth:
 
 
 class StateStore:
-    """Loads and saves ConversationData through botbuilder ConversationState."""
+    """Loads and saves ConversationData in a botbuilder Storage, as ConversationState would store it."""
 
-    def __init__(self, conversation_state: ConversationState,
-                 retry_delays_s: tuple[float, ...] = SAVE_RETRY_DELAYS_S) -> None:
-        self._state = conversation_state
-        self._accessor = conversation_state.create_property(STATE_PROPERTY)
+    def __init__(self, storage: Storage, retry_delays_s: tuple[float, ...] = SAVE_RETRY_DELAYS_S) -> None:
+        self._storage = storage
         self.retry_delays_s = retry_delays_s
         self.health = SaveHealth()
 
+    @staticmethod
+    def key(context: TurnContext) -> str:
+        """ConversationState's key: the channel and the conversation (a channel thread is its own conversation)."""
+        activity = context.activity
+        conversation_id = activity.conversation.id if activity.conversation else None
+        if not activity.channel_id or not conversation_id:
+            raise TypeError("an activity without a channel or conversation id has no conversation state")
+        return f"{activity.channel_id}/conversations/{conversation_id}"
+
     async def load(self, context: TurnContext) -> ConversationData:
-        raw = await self._accessor.get(context, dict)
-        return ConversationData.from_dict(raw)
+        key = self.key(context)
+        item = (await self._storage.read([key])).get(key)
+        item = dict(item) if isinstance(item, dict) else {}
+        context.turn_state[_LOADED_KEY] = item
+        return ConversationData.from_dict(item.get(STATE_PROPERTY))
 
     async def save(self, context: TurnContext, data: ConversationData) -> bool:
         """Save the turn's state, retrying a failed write; False (logged, health degraded) when it never succeeded.
 
         A conflict or an item the store refuses is not retried: the same write would fail the same way.
         """
-        await self._accessor.set(context, data.to_dict())
+        item = dict(context.turn_state.get(_LOADED_KEY) or {})
+        item[STATE_PROPERTY] = data.to_dict()  # other properties a previous version stored are kept
         for attempt in range(len(self.retry_delays_s) + 1):
             try:
-                await self._state.save_changes(context)
+                await self._storage.write({self.key(context): item})
             except Exception as error:  # every store fails in its own way (sqlite3, Azure, OSError)
                 final = attempt == len(self.retry_delays_s) or isinstance(error, EtagConflictError | StateValueError)
                 log.warning("saving conversation state failed (%s), attempt %d%s", type(error).__name__,
@@ -145,5 +164,7 @@ class StateStore:
                 await asyncio.sleep(self.retry_delays_s[attempt])
             else:
                 self.health.succeeded()
+                # The stored e_tag is a new one now: a second save in this turn overwrites the first.
+                context.turn_state[_LOADED_KEY] = {**item, "e_tag": "*"}
                 return True
         raise AssertionError("unreachable")  # pragma: no cover
