@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from botbuilder.core import ConversationState, Storage, TurnContext
+from botbuilder.core import Storage, TurnContext
 from botbuilder.core.serializer_helper import serializer_helper
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
 from botbuilder.schema import Activity
@@ -132,12 +132,14 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
     access = access_policy(settings, graph_token)
     runner.add_cleanup(access.close)  # its Graph clients live on the runner's loop, where turns check access
     limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute)
-    bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(ConversationState(storage)),
+    bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(storage),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
                       access=access, limits=limits,
                       watches=WatchStore(storage) if settings.watch_poll_seconds else None)
     tokens = channel_tokens(settings)
-    return Surface(bot, create_adapter(settings, tokens), tokens, settings)
+    surface = Surface(bot, create_adapter(settings, tokens), tokens, settings)
+    runner.add_cleanup(surface.authentication.sessions.close)  # the turns' replies go out on the runner's loop
+    return surface
 
 
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
@@ -281,6 +283,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     async def close_keys(_: web.Application) -> None:
+        await authentication.sessions.close()  # early typing indicators went out on this loop
         if tokens is not None:
             await tokens.keys.close()
 
