@@ -20,6 +20,7 @@ from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.tools.toolbox import ToolBox
+from bot.sentinel.identity import UserSessions
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class Components:
     orchestrator: Orchestrator | None  # None when no language model is configured
     desk: ConfirmationDesk | None = None  # incident changes (its writer is None when write actions are off)
     _closers: list[Any] = field(default_factory=list)
+    users: UserSessions | None = None  # QUERY_IDENTITY=user: each analyst's own credential and clients
 
     async def close(self) -> None:
         if self.orchestrator is not None:
@@ -62,14 +64,42 @@ class _LazyCredential:
 
 async def build(settings: Settings) -> Components:
     credential = _LazyCredential()
-    sentinel = build_sentinel_client(settings, credential)
+    users = build_user_sessions(settings)
+    sentinel = build_sentinel_client(settings, credential, users)
     await sentinel.prepare()
-    desk = build_action_desk(settings, sentinel, credential)
+    desk = build_action_desk(settings, sentinel, credential, users)
     orchestrator = build_orchestrator(settings, sentinel, credential, desk)
-    return Components(settings, sentinel, orchestrator, desk, [credential])
+    return Components(settings, sentinel, orchestrator, desk, users, [credential])
 
 
-def build_sentinel_client(settings: Settings, credential: _LazyCredential | None = None) -> SentinelClient:
+def build_user_sessions(settings: Settings, **credential_options: Any) -> UserSessions | None:
+    """QUERY_IDENTITY=user: each analyst's on-behalf-of credential, from their Teams single sign-on token, for the
+    app registration SSO_APP_ID (with its secret, or with the bot's managed identity as its federated credential).
+    ``credential_options`` go to each credential (tests: a transport trusting a fake's certificate)."""
+    if settings.query_identity != "user":
+        return None
+    from bot.sentinel import identity
+    from bot.sentinel.loganalytics import DEFAULT_ENDPOINT
+
+    assert settings.sso_app_id and settings.microsoft_app_tenant_id
+    assertion = None
+    if not settings.sso_client_secret:
+        from azure.identity.aio import ManagedIdentityCredential
+
+        assertion = identity.ManagedIdentityAssertion(ManagedIdentityCredential(client_id=settings.microsoft_app_id))
+    factory = identity.on_behalf_of(tenant_id=settings.microsoft_app_tenant_id, client_id=settings.sso_app_id,
+                                    authority=settings.login_endpoint, client_secret=settings.sso_client_secret,
+                                    assertion=assertion, **credential_options)
+    scopes = [f"{settings.logs_endpoint or DEFAULT_ENDPOINT}/.default"]
+    if settings.write_actions_enabled:
+        scopes.append(f"{settings.arm_endpoint}/.default")
+    log.info("Reads%s run with each analyst's own permissions (on-behalf-of, app registration %s)",
+             " and writes" if settings.write_actions_enabled else "", settings.sso_app_id)
+    return identity.UserSessions(factory, scopes=tuple(scopes))
+
+
+def build_sentinel_client(settings: Settings, credential: _LazyCredential | None = None,
+                          users: UserSessions | None = None, **client_options: Any) -> SentinelClient:
     """The workspace client: Log Analytics when SENTINEL_WORKSPACE_ID is set, else the demo workspace."""
     if settings.uses_demo_workspace:
         from bot.sentinel.demo.backend import DemoBackend
@@ -81,14 +111,17 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 
     assert settings.sentinel_workspace_id is not None
-    client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.logs_endpoint)
+    client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.logs_endpoint,
+                                **client_options)
+    if users is not None:  # each analyst's queries through their own client (client_options: tests' transport)
+        users.add_client("logs", lambda own: create_logs_client(own, endpoint=settings.logs_endpoint, **client_options))
     backend = LogAnalyticsBackend(client, settings.sentinel_workspace_id,
-                                  server_timeout_s=settings.query_timeout_seconds)
+                                  server_timeout_s=settings.query_timeout_seconds, users=users)
     return AuditedSentinelClient(backend)  # every read audited with who asked
 
 
-def build_action_desk(settings: Settings, sentinel: SentinelClient,
-                      credential: _LazyCredential | None = None) -> ConfirmationDesk:
+def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: _LazyCredential | None = None,
+                      users: UserSessions | None = None, **writer_options: Any) -> ConfirmationDesk:
     """Incident changes: the demo workspace's own writer, or Sentinel's REST API on Azure Resource Manager.
 
     With WRITE_ACTIONS_ENABLED off there is no writer at all, and every request to change an incident is
@@ -105,11 +138,17 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient,
     from bot.sentinel.incident_writer import ArmIncidentWriter
 
     assert settings.sentinel_subscription_id and settings.sentinel_resource_group and settings.sentinel_workspace_name
-    writer = ArmIncidentWriter(endpoint=settings.arm_endpoint, subscription_id=settings.sentinel_subscription_id,
-                               resource_group=settings.sentinel_resource_group,
-                               workspace_name=settings.sentinel_workspace_name,
-                               credential=(credential or _LazyCredential()).get(),
-                               api_version=settings.sentinel_api_version)
+    place = {"endpoint": settings.arm_endpoint, "subscription_id": settings.sentinel_subscription_id,
+             "resource_group": settings.sentinel_resource_group, "workspace_name": settings.sentinel_workspace_name,
+             "api_version": settings.sentinel_api_version} | writer_options
+    writer: Any
+    if users is not None:  # each analyst's changes with their own token: Sentinel names them, their roles apply
+        from bot.sentinel.identity import AnalystIncidentWriter
+
+        users.add_client("arm", lambda own: ArmIncidentWriter(credential=own, **place))
+        writer = AnalystIncidentWriter(users)
+    else:
+        writer = ArmIncidentWriter(credential=(credential or _LazyCredential()).get(), **place)
     log.info("Write actions enabled (workspace %s) for %d responder(s)", settings.sentinel_workspace_name,
              len(policy.responders))
     return ConfirmationDesk(sentinel, writer, policy)
@@ -247,7 +286,7 @@ async def serve(settings: Settings) -> None:
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
                      runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings),
-                     turn_queue=turn_queue_opener(settings), poll_watches=True)
+                     turn_queue=turn_queue_opener(settings), poll_watches=True, users=components.users)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()
@@ -281,7 +320,7 @@ async def work(settings: Settings) -> None:
     runner.add_cleanup(components.close)
     surface = create_surface(settings, sentinel=components.sentinel, orchestrator=components.orchestrator,
                              storage=storage, runner=runner, desk=components.desk,
-                             graph_token=managed_identity_graph_token(settings))
+                             graph_token=managed_identity_graph_token(settings), users=components.users)
     turns = opener()
     try:
         await turns.ensure()

@@ -4,7 +4,8 @@ Incident changes write theirs in orchestrator/confirmations.py; this module adds
 own logs cannot show, because every query runs with the bot's identity:
 
 - ``read``: every workspace query, with who asked (the analyst the surface set with ``asking``), where, which
-  tool with which validated arguments, how many rows came back, and when;
+  tool with which validated arguments, how many rows came back, when, and whose identity ran it (``identity``:
+  ``bot``, or ``user`` in on-behalf-of mode, where Log Analytics' own log names the analyst too);
 - ``access.refused``: an activity turned away at the door, and why.
 
 Records carry identifiers, names, counts and codes; never message text or row values.
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.sentinel.client import SentinelClient
+from bot.sentinel.identity import running_as
 from bot.sentinel.models import QueryError, QueryResult
 
 audit_log = logging.getLogger("bot.audit")
@@ -74,9 +76,10 @@ class AuditedSentinelClient(SentinelClient):
         if isinstance(result, QueryResult):
             meta = result.metadata
             record("read", tool=meta.tool, arguments=meta.parameters, rows=meta.returned, total=meta.total,
-                   truncated=meta.truncated, source=meta.source, elapsed_ms=elapsed_ms, result="ok")
+                   truncated=meta.truncated, source=meta.source, elapsed_ms=elapsed_ms, result="ok",
+                   identity=running_as())
         else:  # the arguments may be the model's raw text: only their names
             names = sorted({*(arguments or {}), *more})
             record("read", tool=tool[:64], argument_names=[str(n)[:64] for n in names], rows=0,
-                   source=self.source, elapsed_ms=elapsed_ms, result=result.code)
+                   source=self.source, elapsed_ms=elapsed_ms, result=result.code, identity=running_as())
         return result

@@ -97,6 +97,13 @@ class Settings:
     login_endpoint: str = "https://login.microsoftonline.com"
     group_cache_seconds: int = 300
     # Cost and abuse: model turns per minute, per analyst and per conversation.
+    # Whose permissions reads and writes run with: the bot's identity, or each analyst's own (on-behalf-of, after
+    # Teams single sign-on through the Azure Bot's OAuth connection; an app registration whose API Teams signs in to).
+    query_identity: str = "bot"
+    sso_connection_name: str = "sentinel-sso"
+    sso_app_id: str | None = None
+    sso_client_secret: str | None = field(default=None, repr=False)
+    bot_oauth_url: str | None = None  # the Bot Framework token service (default: botbuilder's); tests, sovereign clouds
     model_turns_per_user_minute: int = 6
     model_turns_per_conversation_minute: int = 20
     # Conversation state and the tool loop.
@@ -320,6 +327,14 @@ class _Reader:
             group_cache_seconds=self.number("READER_GROUP_CACHE_SECONDS", 300, 0, 86_400),
             watch_poll_seconds=self.number("WATCH_POLL_SECONDS", 60, 0, 3600),
             model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
+            query_identity=self.choice("QUERY_IDENTITY", ("bot", "user"), "bot"),
+            sso_connection_name=self.checked("SSO_CONNECTION_NAME", lambda v: bool(re.fullmatch(r"[\w.-]{1,80}", v)),
+                                             "is not a connection name: use the OAuth connection's name on the Azure "
+                                             "Bot (letters, digits, '.', '_' and '-').") or "sentinel-sso",
+            sso_app_id=self.guid("SSO_APP_ID", "the client id of the app registration Teams single sign-on "
+                                 "issues tokens to"),
+            sso_client_secret=self.text("SSO_CLIENT_SECRET"),
+            bot_oauth_url=self.url("BOT_OAUTH_URL", https_only=False),
             model_turns_per_conversation_minute=self.number("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, 1, 1000),
             state_store=self._state_store(),
             state_blob_connection_string=self._storage_connection_string(),
@@ -354,6 +369,8 @@ class _Reader:
             self._check_writes(settings)
         if self.problems:
             raise ConfigError(self.problems)
+        if settings.query_identity == "user":
+            self._check_on_behalf_of(settings)
         return settings
 
     def _responders(self) -> frozenset[str]:
@@ -406,6 +423,22 @@ class _Reader:
 
     def _app_type(self) -> str:
         raw = self.text("MICROSOFT_APP_TYPE")
+    def _check_on_behalf_of(self, settings: Settings) -> None:
+        """QUERY_IDENTITY=user: Teams single sign-on, then the on-behalf-of flow, need all of these."""
+        needs = [(name, why) for name, missing, why in (
+            ("SENTINEL_WORKSPACE_ID", settings.uses_demo_workspace,
+             "the demo workspace has no permissions to apply per analyst"),
+            ("MICROSOFT_APP_ID", not settings.microsoft_app_id, "Teams signs analysts in to a registered bot only"),
+            ("SSO_APP_ID", not settings.sso_app_id, "the app registration whose API Teams signs analysts in to"),
+            ("MICROSOFT_APP_TENANT_ID", not settings.microsoft_app_tenant_id, "the tenant of that app registration"),
+        ) if missing]
+        for name, why in needs:
+            self.problems.append(f"QUERY_IDENTITY=user needs {name}: {why}.")
+        if not settings.sso_client_secret and settings.microsoft_app_type != "UserAssignedMSI":
+            self.problems.append("QUERY_IDENTITY=user needs SSO_CLIENT_SECRET (the app registration's client secret),"
+                                 " or MICROSOFT_APP_TYPE=UserAssignedMSI with the managed identity as the "
+                                 "registration's federated credential.")
+
         if raw is None:
             return "MultiTenant"
         for app_type in APP_TYPES:

@@ -41,6 +41,7 @@ from azure.monitor.query import LogsQueryPartialResult, LogsQueryResult
 from azure.monitor.query.aio import LogsQueryClient
 
 from bot.sentinel.client import RawTable
+from bot.sentinel.identity import TokenProblem, UserSessions, current_analyst, token_problem
 from bot.sentinel.models import QueryError
 from bot.sentinel.queries import Query
 from bot.sentinel.responses import TableRead, UnreadableResponse, partial_detail, read_table
@@ -97,8 +98,11 @@ class LogAnalyticsBackend:
         backoff_s: float = 1.0,
         max_backoff_s: float = 10.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        users: UserSessions | None = None,
     ) -> None:
         self._client = client
+        # On-behalf-of mode: each analyst's queries go through their own client, with their own token.
+        self._users = users
         self._workspace_id = workspace_id
         self._server_timeout_s = server_timeout_s  # the ceiling; each query gets server_timeout_for(...)
         # The service stops at server_timeout; the grace covers the network and one SDK retry.
@@ -109,6 +113,9 @@ class LogAnalyticsBackend:
         self._sleep = sleep
 
     async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError:
+        client = await self._client_for_turn()
+        if isinstance(client, QueryError):
+            return client
         query_id = str(uuid.uuid4())
         timeout_s = server_timeout_for(query, self._server_timeout_s)
         statuses: list[int] = []  # HTTP status of each response, for the shapes the SDK cannot read (204)
@@ -117,7 +124,7 @@ class LogAnalyticsBackend:
             started = time.monotonic()
             try:
                 response = await asyncio.wait_for(
-                    self._client.query_workspace(
+                    client.query_workspace(
                         self._workspace_id,
                         kql_text,
                         timespan=query.timespan,
@@ -144,6 +151,8 @@ class LogAnalyticsBackend:
                 log.info("query %s failed: HTTP %s %s", query_id, err.status_code, error.detail)
                 return error
             except ClientAuthenticationError as err:
+                if self._users is not None:
+                    return _token_error(token_problem(err), _service_text(str(err)))
                 return QueryError(
                     "credential_unavailable",
                     "The bot could not get an Azure token for Log Analytics. Locally, sign in with `az login`; "
@@ -165,6 +174,17 @@ class LogAnalyticsBackend:
             return _to_raw_table(response, query, query_id)
         raise AssertionError("unreachable: the loop always returns")  # pragma: no cover
 
+    async def _client_for_turn(self) -> LogsQueryClient | QueryError:
+        """The bot's client, or in on-behalf-of mode the turn's analyst's (never the bot's: a turn without a
+        signed-in analyst reads nothing)."""
+        if self._users is None:
+            return self._client
+        analyst = current_analyst()
+        if analyst is None:
+            return _token_error(TokenProblem.SIGN_IN)
+        client: LogsQueryClient = await self._users.client("logs", analyst)
+        return client
+
     def _unreadable(self, query: Query, query_id: str, statuses: list[int], reason: str) -> QueryError:
         status = statuses[-1] if statuses else None
         if status == 204:  # documented: the workspace holds no data at all; not "nothing matched"
@@ -182,6 +202,8 @@ class LogAnalyticsBackend:
 
     async def close(self) -> None:
         await self._client.close()
+        if self._users is not None:
+            await self._users.close()
 
 
 def _to_raw_table(response: LogsQueryResult | LogsQueryPartialResult, query: Query,
@@ -293,6 +315,10 @@ _TOKEN_PROBLEMS = {
         "Log Analytics rejected the bot's token as invalid (403 InvalidAuthenticationToken). Check the identity "
         "the bot runs as (managed identity or AZURE_* settings); a restart gets a fresh token."),
 }
+
+
+def _token_error(problem: TokenProblem, detail: str = "") -> QueryError:
+    return QueryError(problem.value, problem.message, retry_possible=problem.retry_possible, detail=detail)
 
 
 def _timeout_error(server_timeout_s: int, status: int | None = None, detail: str = "") -> QueryError:

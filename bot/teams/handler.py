@@ -46,11 +46,13 @@ from bot.orchestrator.memory import Memory
 from bot.orchestrator.pending import PendingAction
 from bot.sentinel.changes import Owner
 from bot.sentinel.client import SentinelClient
+from bot.sentinel.identity import acting_as
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.state import ConversationData, StateStore, bound
+from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
@@ -176,9 +178,10 @@ class SentinelBot(TeamsActivityHandler):
                  runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(UTC),
                  capture_content: bool = False, desk: ConfirmationDesk | None = None,
                  access: AccessPolicy | None = None, limits: TurnLimits | None = None,
-                 watches: WatchStore | None = None) -> None:
+                 watches: WatchStore | None = None, signin: SignIn | None = None) -> None:
         self.sentinel = sentinel
         self.watches = watches
+        self.signin = signin  # QUERY_IDENTITY=user: turns that read run with the analyst's own token
         self.access = access
         self.limits = limits
         self.desk = desk
@@ -269,6 +272,8 @@ class SentinelBot(TeamsActivityHandler):
         if activity.name == FEEDBACK_INVOKE:
             return self._feedback(activity)
         if activity.name != "adaptiveCard/action":
+        if activity.name in SIGNIN_INVOKES and self.signin is not None:
+            return await self._signed_in(turn_context)
             return await super().on_invoke_activity(turn_context)
         value = activity.value if isinstance(activity.value, dict) else {}
         raw_action = value.get("action")
@@ -276,7 +281,14 @@ class SentinelBot(TeamsActivityHandler):
         data = dict(action.get("data") or {})
         if action.get("verb"):
             data.setdefault("action", action["verb"])
-        request = self._request(turn_context, "", data)
+        if not self._answer_later(turn_context, self._request(turn_context, "", data)):
+            return InvokeResponse(status=200, body=_MessageInvokeResponse("I'm busy or restarting; try again soon."))
+        # A message response leaves the card as it is and tells the user the action was received.
+        return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
+
+    def _answer_later(self, turn_context: TurnContext, request: TurnRequest) -> bool:
+        """Run ``request`` as a new turn after this invoke is answered, at the invoke's place in its conversation's
+        line; False when the runner takes no more turns."""
         adapter = turn_context.adapter
         claims = turn_context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
         audience = turn_context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
@@ -286,10 +298,18 @@ class SentinelBot(TeamsActivityHandler):
                 claims, request.reference, audience, lambda context: self._run_turn(context, request, False))
 
         place = turn_context.turn_state.get(PLACE_STATE_KEY)  # taken by the server when the invoke arrived
-        if not self.runner.submit(place if isinstance(place, Place) else request.conversation_id, work):
-            return InvokeResponse(status=200, body=_MessageInvokeResponse("I'm busy or restarting; try again soon."))
-        # A message response leaves the card as it is and tells the user the action was received.
-        return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
+        return self.runner.submit(place if isinstance(place, Place) else request.conversation_id, work)
+
+    async def _signed_in(self, turn_context: TurnContext) -> InvokeResponse:
+        """Teams single sign-on's invokes: the token exchanged (200, or 412 so Teams falls back to the sign-in
+        button), then the question that asked for the sign-in answered in a new turn."""
+        assert self.signin is not None
+        response, kept = await self.signin.invoke(turn_context)
+        if kept is not None and not self._answer_later(
+                turn_context, self._request(turn_context, kept.text[:MAX_TEXT_CHARS], kept.value)):
+            await send_with_retry(lambda: turn_context.send_activity(replies.message(
+                "You're signed in, but I'm busy or restarting: please ask your question again.")))
+        return response
 
     def _feedback(self, activity: Activity) -> InvokeResponse:
         """A thumbs up or down on an answer (its feedback buttons): audited and counted, never its text."""
@@ -346,7 +366,7 @@ class SentinelBot(TeamsActivityHandler):
         progress = progress_for(context, request.conversation_type, typing_sent=typing_sent)
         await progress.start()
         try:
-            reply = await self._respond(context, data, request, progress, facts)
+            reply = await self._as_analyst(context, data, request, progress, facts)
         except Exception as error:
             facts.error = type(error).__name__
             log.exception("turn failed")
@@ -398,6 +418,18 @@ class SentinelBot(TeamsActivityHandler):
             return False
 
     async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+    async def _as_analyst(self, context: TurnContext, data: ConversationData, request: TurnRequest,
+                          progress: Progress, facts: TurnFacts) -> Reply:
+        """On-behalf-of mode: a turn that reads runs with the analyst's own token, or gets a sign-in card."""
+        if self.signin is None or not self.signin.needs_analyst(request.text, request.value):
+            return await self._respond(context, data, request, progress, facts)
+        analyst = await self.signin.resolve(context, request.text, request.value, object_id=request.user_aad_id,
+                                            tenant_id=request.tenant_id)
+        if isinstance(analyst, list):
+            return Reply(analyst)
+        with acting_as(analyst):
+            return await self._respond(context, data, request, progress, facts)
+
                        progress: Progress, facts: TurnFacts) -> Reply:
         verb = Verb.of(request.value)
         if verb in (Verb.ASK, Verb.COMMAND):  # a button that stands for text: answered as if it was typed

@@ -29,6 +29,7 @@ from bot.orchestrator.confirmations import ConfirmationDesk
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
+from bot.sentinel.identity import UserSessions
 from bot.teams.access import TokenSource, TurnLimits, access_policy
 from bot.teams.connectors import CachingAuthentication, auth_record
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
@@ -36,6 +37,7 @@ from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry
 from bot.teams.queue import Envelope, TurnQueue
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
+from bot.teams.signin import SignIn
 from bot.teams.state import StateStore
 from bot.teams.watches import AdapterSender, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from bot.teams.worker import TurnWorker
@@ -122,8 +124,9 @@ class Surface:
 
 def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
                    storage: Storage, runner: TurnRunner, desk: ConfirmationDesk | None = None,
-                   graph_token: TokenSource | None = None) -> Surface:
-    """The bot and its adapter; clients that live on the runner's loop are closed there at stop."""
+                   graph_token: TokenSource | None = None, users: UserSessions | None = None) -> Surface:
+    """The bot and its adapter; clients that live on the runner's loop are closed there at stop. With ``users``
+    (QUERY_IDENTITY=user) turns that read sign the analyst in and run with their own token."""
     closer = getattr(storage, "close", None)
     if closer is not None:
         runner.add_cleanup(closer)  # its clients live on the runner's loop
@@ -135,7 +138,9 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(storage),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
                       access=access, limits=limits,
-                      watches=WatchStore(storage) if settings.watch_poll_seconds else None)
+                      watches=WatchStore(storage) if settings.watch_poll_seconds else None,
+                      signin=SignIn(settings.sso_connection_name, users, oauth_url=settings.bot_oauth_url,
+                                    local_app_id=settings.sso_app_id) if users is not None else None)
     tokens = channel_tokens(settings)
     surface = Surface(bot, create_adapter(settings, tokens), tokens, settings)
     runner.add_cleanup(surface.authentication.sessions.close)  # the turns' replies go out on the runner's loop
@@ -145,14 +150,14 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
                storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None,
                graph_token: TokenSource | None = None, turn_queue: OpenQueue | None = None,
-               poll_watches: bool = False) -> web.Application:
+               poll_watches: bool = False, users: UserSessions | None = None) -> web.Application:
     """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
     and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure: it opens a TurnQueue on
     the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
     with TURN_WORKER_IN_WEB)."""
     runner = runner or TurnRunner(deadline_s=settings.turn_deadline_seconds)
     surface = create_surface(settings, sentinel=sentinel, orchestrator=orchestrator, storage=storage, runner=runner,
-                             desk=desk, graph_token=graph_token)
+                             desk=desk, graph_token=graph_token, users=users)
     bot, adapter, tokens = surface.bot, surface.adapter, surface.tokens
     authentication = surface.authentication
     durable = _Durable(turn_queue, surface, runner) if turn_queue is not None else None

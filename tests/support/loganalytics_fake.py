@@ -12,7 +12,7 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -138,6 +138,7 @@ class FakeLogAnalytics:
         self.ca_file = tmp_path / "fake-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
         self._server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    caller: str = "bot"  # "bot" (the bot's TOKEN), or the user object id a user's bearer names (``trust``)
         ca.issue_cert("127.0.0.1", "localhost").configure_cert(self._server_ssl)
         self._runner: web.AppRunner | None = None
         self.endpoint = ""
@@ -146,6 +147,8 @@ class FakeLogAnalytics:
         app = web.Application()
         app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
         self._runner, port = await serve(app, ssl_context=self._server_ssl)
+        # On-behalf-of tests: reads a user's bearer token (the user object id it names, or None: 401).
+        self.trust: Callable[[str], str | None] | None = None
         self.endpoint = f"https://127.0.0.1:{port}"
         return self
 
@@ -168,10 +171,13 @@ class FakeLogAnalytics:
 
     async def _query(self, request: web.Request) -> web.Response:
         body = await request.json()
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, time.monotonic()))
+        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        caller = "bot" if bearer == TOKEN else (self.trust(bearer) if self.trust is not None and bearer else None)
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, time.monotonic(),
+                                             caller or "unknown"))
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if caller is None:
             return web.json_response(error_body("AuthorizationRequiredError", "Valid authentication was not provided"),
                                      status=401)
         if self.script:

@@ -1,0 +1,306 @@
+"""On-behalf-of mode (QUERY_IDENTITY=user): Teams single sign-on, then each analyst's own token for their reads.
+
+The real app over HTTP in local mode, with fakes at every process boundary: the Bot Connector, the Bot Framework
+token service (tests/support/token_service_fake.py, reached by botbuilder's UserTokenClient), Entra's token endpoint
+with the on-behalf-of grant (tests/support/entra_fake.py, over HTTPS as azure-identity requires) and Log Analytics
+(tests/support/loganalytics_fake.py), which records whose bearer token each query carried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from botbuilder.core import MemoryStorage
+
+from bot.app import build_sentinel_client, build_user_sessions
+from bot.audit import AuditedSentinelClient
+from bot.config import Settings
+from bot.sentinel.identity import Analyst, TokenProblem, UserSessions, acting_as
+from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
+from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
+from bot.teams.signin import OAUTH_CARD, SIGNED_IN_ASK_AGAIN
+from tests.support import connector_fake as teams
+from tests.support.connector_fake import TENANT, FakeConnector
+from tests.support.entra_fake import SSO_APP_ID, FakeEntra
+from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body
+from tests.support.token_service_fake import EXCHANGE_URI, FakeTokenService
+from tests.test_teams_bot import next_id
+
+WORKSPACE = "11111111-2222-3333-4444-555555555555"
+CONNECTION = "sentinel-sso"
+
+
+@dataclass
+class Rig:
+    url: str
+    app: Any
+    connector: FakeConnector
+    entra: FakeEntra
+    logs: FakeLogAnalytics
+    tokens: FakeTokenService
+    users: UserSessions | None
+
+    async def post(self, body: dict[str, Any]) -> tuple[int, Any]:
+        async with aiohttp.ClientSession() as session, session.post(self.url, json=body) as response:
+            text = await response.text()
+            return response.status, (json.loads(text) if text else None)
+
+    async def settle(self, before: int) -> list[teams.Sent]:
+        await self.connector.wait_for(lambda sent: any(s.type == "message" for s in sent[before:]))
+        while self.app[RUNNER_KEY].pending:
+            await asyncio.sleep(0.01)  # the connector (this loop) answers the turn's later activities meanwhile
+        return [s for s in self.connector.sent[before:] if s.type == "message"]
+
+    async def say(self, text: str, user: str = "alice") -> list[teams.Sent]:
+        before = len(self.connector.sent)
+        status, _ = await self.post(self.message(text, user))
+        assert status == 201
+        return await self.settle(before)
+
+    def message(self, text: str, user: str) -> dict[str, Any]:
+        return teams.personal(text, activity_id=next_id(), service_url=self.connector.url, user=user,
+                              conversation_id=f"a:1personal-chat-{user}")
+
+    def signin_invoke(self, name: str, value: dict[str, Any], user: str = "alice") -> dict[str, Any]:
+        body = self.message("", user)
+        body.update(type="invoke", name=name, value=value)
+        body.pop("text", None)
+        return body
+
+    def sign_in(self, user: str, **claims: Any) -> str:
+        """The token service already holds ``user``'s sign-in (as after an earlier exchange)."""
+        token = self.entra.sso_token(f"aad-{user}", **claims)
+        self.tokens.tokens[(f"29:{user}", CONNECTION)] = token
+        return token
+
+
+def oauth_cards(sent: list[teams.Sent]) -> list[dict[str, Any]]:
+    return [a["content"] for s in sent for a in s.body.get("attachments") or [] if a.get("contentType") == OAUTH_CARD]
+
+
+def audit_reads(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [r.audit for r in caplog.records if r.name == "bot.audit" and r.audit["event"] == "read"]  # type: ignore[attr-defined]
+
+
+def settings_for(rig_parts: dict[str, Any], identity: str) -> Settings:
+    return replace(Settings.from_env({}, dotenv_path=None), sentinel_workspace_id=WORKSPACE,
+                   logs_endpoint=rig_parts["logs"].endpoint, query_identity=identity, sso_app_id=SSO_APP_ID,
+                   sso_client_secret="test-secret", microsoft_app_tenant_id=TENANT,
+                   login_endpoint=rig_parts["entra"].url, bot_oauth_url=rig_parts["tokens"].url,
+                   sso_connection_name=CONNECTION)
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[Any]:
+    cleanup: list[Any] = []
+
+    async def run(identity: str = "user") -> Rig:
+        entra = await FakeEntra(tls=True).start()
+        logs = await FakeLogAnalytics(tmp_path).start()
+        logs.trust = lambda bearer: entra.user_of(bearer, audience=logs.endpoint)
+        tokens = await FakeTokenService(accepts=lambda t: entra.user_of_sso(t) is not None).start()
+        connector = await FakeConnector().start()
+        settings = settings_for({"logs": logs, "entra": entra, "tokens": tokens}, identity)
+        users = build_user_sessions(settings, connection_verify=entra.ca_file)
+        if users is not None:
+            sentinel = build_sentinel_client(settings, None, users, connection_verify=str(logs.ca_file))
+        else:
+            sentinel = AuditedSentinelClient(LogAnalyticsBackend(
+                create_logs_client(FakeCredential(), endpoint=logs.endpoint, connection_verify=str(logs.ca_file)),
+                WORKSPACE))
+        app = create_app(settings, sentinel=sentinel, orchestrator=None, storage=MemoryStorage(), users=users)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        cleanup.extend([server.close, connector.stop, tokens.stop, logs.stop, entra.stop])
+        return Rig(str(server.make_url("/api/messages")), app, connector, entra, logs, tokens, users)
+
+    yield run
+    for stop in cleanup:
+        await stop()
+
+
+def no_incidents(logs: FakeLogAnalytics, times: int = 1) -> None:
+    for _ in range(times):
+        logs.respond(200, table_body("query_incidents", []))
+
+
+async def test_without_a_token_the_analyst_gets_a_sign_in_card_then_the_question_runs_as_them(
+        start: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bot.audit")
+    rig = await start()
+    [card_message] = await rig.say("incidents 24h")
+    [card] = oauth_cards([card_message])
+    assert card["connectionName"] == CONNECTION and card["buttons"][0]["type"] == "signin"
+    assert card["tokenExchangeResource"]["uri"] == EXCHANGE_URI, "Teams exchanges silently through this resource"
+    assert not rig.logs.requests, "nothing was read before the analyst signed in"
+
+    no_incidents(rig.logs)
+    before = len(rig.connector.sent)
+    status, body = await rig.post(rig.signin_invoke("signin/tokenExchange", {
+        "id": "exchange-1", "connectionName": CONNECTION, "token": rig.entra.sso_token("aad-alice")}))
+    assert status == 200 and body == {"id": "exchange-1", "connectionName": CONNECTION}
+    answer = await rig.settle(before)
+    assert not oauth_cards(answer) and answer, "the question that asked for the sign-in is answered"
+    [query] = rig.logs.requests
+    assert query.caller == "aad-alice", "Log Analytics saw the analyst's own token, not the bot's"
+    assert rig.entra.on_behalf_of == [("aad-alice", rig.logs.endpoint)]
+    [read] = audit_reads(caplog)
+    assert read["identity"] == "user" and read["actor_object_id"] == "aad-alice"
+
+    no_incidents(rig.logs, 2)
+    await rig.say("incidents 24h")
+    await rig.say("incidents 7d")
+    assert [r.caller for r in rig.logs.requests] == ["aad-alice"] * 3
+    assert rig.users is not None and rig.users.created == 1, "one credential and client per analyst, not per turn"
+    assert len(rig.entra.on_behalf_of) == 1, "the analyst's Log Analytics token is cached by their credential"
+
+
+async def test_a_failed_exchange_answers_412_so_teams_falls_back_to_the_sign_in_button(start: Any) -> None:
+    rig = await start()
+    await rig.say("incidents 24h")
+    rig.tokens.fail_exchange = True
+    status, body = await rig.post(rig.signin_invoke("signin/tokenExchange", {
+        "id": "exchange-2", "connectionName": CONNECTION, "token": rig.entra.sso_token("aad-alice")}))
+    assert status == 412 and body["id"] == "exchange-2" and body["failureDetail"]
+    status, _ = await rig.post(rig.signin_invoke("signin/tokenExchange", {
+        "id": "exchange-3", "connectionName": "another-connection", "token": "x"}))
+    assert status == 412, "a token for another connection is not exchanged"
+    assert not rig.logs.requests
+
+
+async def test_the_sign_in_button_ends_in_verify_state_and_the_question_runs(start: Any) -> None:
+    rig = await start()
+    await rig.say("incidents 24h", user="dave")
+    rig.tokens.codes["424242"] = rig.entra.sso_token("aad-dave")
+    no_incidents(rig.logs)
+    before = len(rig.connector.sent)
+    status, _ = await rig.post(rig.signin_invoke("signin/verifyState", {"state": "424242"}, user="dave"))
+    assert status == 200
+    await rig.settle(before)
+    assert [r.caller for r in rig.logs.requests] == ["aad-dave"]
+    status, _ = await rig.post(rig.signin_invoke("signin/verifyState", {"state": "wrong"}, user="erin"))
+    assert status == 404
+
+
+async def test_a_sign_in_with_nothing_kept_tells_the_analyst_to_ask_again(start: Any) -> None:
+    rig = await start()
+    before = len(rig.connector.sent)
+    status, _ = await rig.post(rig.signin_invoke("signin/tokenExchange", {
+        "id": "exchange-4", "connectionName": CONNECTION, "token": rig.entra.sso_token("aad-alice")}))
+    assert status == 200
+    [told] = await rig.settle(before)
+    assert told.text == SIGNED_IN_ASK_AGAIN
+
+
+async def test_consent_missing_expired_and_revoked_sign_ins_get_clear_messages(start: Any) -> None:
+    rig = await start()
+    rig.sign_in("bob")
+    rig.entra.needs_consent.add("aad-bob")
+    [consent] = await rig.say("incidents 24h", user="bob")
+    assert consent.text == TokenProblem.CONSENT.message and "administrator" in consent.text
+    assert not oauth_cards([consent]), "signing in again would not help: the admin must consent"
+
+    rig.sign_in("carol", lifetime_s=-120, nbf=0, iat=0)
+    expired = await rig.say("incidents 24h", user="carol")
+    assert expired[0].text == TokenProblem.SIGN_IN_AGAIN.message and oauth_cards(expired)
+    assert ("29:carol", CONNECTION) not in rig.tokens.tokens, "the stale token is signed out at the token service"
+
+    rig.sign_in("frank")
+    rig.entra.revoked.add("aad-frank")
+    revoked = await rig.say("incidents 24h", user="frank")
+    assert revoked[0].text == TokenProblem.SIGN_IN_AGAIN.message and oauth_cards(revoked)
+
+    rig.sign_in("gina")
+    rig.entra.needs_mfa.add("aad-gina")
+    [mfa, _card] = await rig.say("incidents 24h", user="gina")
+    assert mfa.text == TokenProblem.INTERACTION.message
+    assert not rig.logs.requests, "no refused analyst read anything"
+    for sent in rig.connector.sent:
+        assert "Traceback" not in json.dumps(sent.body) and "AADSTS" not in json.dumps(sent.body)
+
+
+async def test_commands_that_read_nothing_need_no_sign_in(start: Any) -> None:
+    rig = await start()
+    [help_reply] = await rig.say("help")
+    assert help_reply.cards and not oauth_cards([help_reply])
+    assert rig.tokens.requests["get_token"] == 0
+
+
+async def test_two_analysts_turns_at_once_never_carry_each_others_token(start: Any) -> None:
+    rig = await start()
+    rig.logs.latency_s = 0.05
+    rig.sign_in("alice")
+    rig.sign_in("bob")
+    users = rig.users
+    assert users is not None
+    sentinel = rig.app[BOT_KEY].sentinel
+    limits = {"alice": 7, "bob": 9}
+    analysts = {user: Analyst(f"aad-{user}", TENANT, rig.tokens.tokens[(f"29:{user}", CONNECTION)])
+                for user in limits}
+
+    async def turn(user: str) -> None:
+        with acting_as(analysts[user]):
+            result = await sentinel.query_incidents(time_window="last_24h", limit=limits[user])
+        assert not hasattr(result, "code"), result
+
+    no_incidents(rig.logs, 40)
+    await asyncio.gather(*(turn(user) for _ in range(20) for user in limits))
+    assert len(rig.logs.requests) == 40
+    for request in rig.logs.requests:
+        limit = int(re.search(r"\| take (\d+)", request.body["query"]).group(1))  # type: ignore[union-attr]
+        owner = next(user for user, n in limits.items() if n == limit)
+        assert request.caller == f"aad-{owner}", "a query ran with another analyst's token"
+    assert users.created == 2 and len(users) == 2
+
+
+async def test_bot_mode_is_unchanged_the_bot_identity_reads_and_no_one_is_asked_to_sign_in(
+        start: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bot.audit")
+    rig = await start("bot")
+    no_incidents(rig.logs)
+    reply = await rig.say("incidents 24h")
+    assert not oauth_cards(reply)
+    assert [r.caller for r in rig.logs.requests] == ["bot"]
+    assert rig.tokens.requests.total() == 0 and rig.entra.requests["obo"] == 0
+    [read] = audit_reads(caplog)
+    assert read["identity"] == "bot"
+
+
+async def test_sessions_are_bounded_expire_and_follow_a_new_sign_in() -> None:
+    closed: list[str] = []
+
+    class Credential:
+        def __init__(self, analyst: Analyst) -> None:
+            self.name = analyst.object_id
+
+        async def close(self) -> None:
+            closed.append(self.name)
+
+    now = [0.0]
+    sessions = UserSessions(Credential, max_sessions=2, ttl_s=100, clock=lambda: now[0])
+    a, b, c = (Analyst(name, TENANT, f"token-{name}") for name in "abc")
+    for analyst in (a, b, a, c):  # b is the least recently used when c arrives
+        await sessions._session(analyst)
+    assert closed == ["b"] and len(sessions) == 2
+    await sessions._session(replace(a, token="a-new-sign-in"))
+    assert closed == ["b", "a"], "a new sign-in token replaces the analyst's session"
+    now[0] = 150
+    await sessions._session(c)
+    assert closed == ["b", "a", "c"] and sessions.created == 5, "a session lives at most its TTL"
+    await sessions.close()
+
+
+async def test_outside_a_signed_in_turn_on_behalf_of_mode_reads_nothing(start: Any) -> None:
+    rig = await start()
+    result = await rig.app[BOT_KEY].sentinel.query_incidents(time_window="last_24h")
+    assert result.code == TokenProblem.SIGN_IN.value and not rig.logs.requests
