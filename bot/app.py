@@ -19,8 +19,8 @@ from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.tools.toolbox import ToolBox
 from bot.sentinel.identity import UserSessions
+from bot.tools.toolbox import ToolBox
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ class Components:
     sentinel: SentinelClient
     orchestrator: Orchestrator | None  # None when no language model is configured
     desk: ConfirmationDesk | None = None  # incident changes (its writer is None when write actions are off)
-    _closers: list[Any] = field(default_factory=list)
     users: UserSessions | None = None  # QUERY_IDENTITY=user: each analyst's own credential and clients
+    _closers: list[Any] = field(default_factory=list)
 
     async def close(self) -> None:
         if self.orchestrator is not None:

@@ -96,7 +96,6 @@ class Settings:
     graph_endpoint: str = "https://graph.microsoft.com"
     login_endpoint: str = "https://login.microsoftonline.com"
     group_cache_seconds: int = 300
-    # Cost and abuse: model turns per minute, per analyst and per conversation.
     # Whose permissions reads and writes run with: the bot's identity, or each analyst's own (on-behalf-of, after
     # Teams single sign-on through the Azure Bot's OAuth connection; an app registration whose API Teams signs in to).
     query_identity: str = "bot"
@@ -104,6 +103,7 @@ class Settings:
     sso_app_id: str | None = None
     sso_client_secret: str | None = field(default=None, repr=False)
     bot_oauth_url: str | None = None  # the Bot Framework token service (default: botbuilder's); tests, sovereign clouds
+    # Cost and abuse: model turns per minute, per analyst and per conversation.
     model_turns_per_user_minute: int = 6
     model_turns_per_conversation_minute: int = 20
     # Conversation state and the tool loop.
@@ -325,8 +325,6 @@ class _Reader:
             graph_endpoint=self.url("GRAPH_ENDPOINT", https_only=False) or "https://graph.microsoft.com",
             login_endpoint=self.url("ENTRA_LOGIN_ENDPOINT", https_only=False) or "https://login.microsoftonline.com",
             group_cache_seconds=self.number("READER_GROUP_CACHE_SECONDS", 300, 0, 86_400),
-            watch_poll_seconds=self.number("WATCH_POLL_SECONDS", 60, 0, 3600),
-            model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
             query_identity=self.choice("QUERY_IDENTITY", ("bot", "user"), "bot"),
             sso_connection_name=self.checked("SSO_CONNECTION_NAME", lambda v: bool(re.fullmatch(r"[\w.-]{1,80}", v)),
                                              "is not a connection name: use the OAuth connection's name on the Azure "
@@ -335,6 +333,8 @@ class _Reader:
                                  "issues tokens to"),
             sso_client_secret=self.text("SSO_CLIENT_SECRET"),
             bot_oauth_url=self.url("BOT_OAUTH_URL", https_only=False),
+            watch_poll_seconds=self.number("WATCH_POLL_SECONDS", 60, 0, 3600),
+            model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
             model_turns_per_conversation_minute=self.number("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, 1, 1000),
             state_store=self._state_store(),
             state_blob_connection_string=self._storage_connection_string(),
@@ -367,10 +367,10 @@ class _Reader:
         )
         if settings.write_actions_enabled:
             self._check_writes(settings)
-        if self.problems:
-            raise ConfigError(self.problems)
         if settings.query_identity == "user":
             self._check_on_behalf_of(settings)
+        if self.problems:
+            raise ConfigError(self.problems)
         return settings
 
     def _responders(self) -> frozenset[str]:
@@ -421,8 +421,6 @@ class _Reader:
             self.problems.append(f"WRITE_ACTIONS_ENABLED=true needs {', '.join(missing)}: the workspace's Azure "
                                  "resource, where incidents are changed (Azure Resource Manager).")
 
-    def _app_type(self) -> str:
-        raw = self.text("MICROSOFT_APP_TYPE")
     def _check_on_behalf_of(self, settings: Settings) -> None:
         """QUERY_IDENTITY=user: Teams single sign-on, then the on-behalf-of flow, need all of these."""
         needs = [(name, why) for name, missing, why in (
@@ -439,6 +437,8 @@ class _Reader:
                                  " or MICROSOFT_APP_TYPE=UserAssignedMSI with the managed identity as the "
                                  "registration's federated credential.")
 
+    def _app_type(self) -> str:
+        raw = self.text("MICROSOFT_APP_TYPE")
         if raw is None:
             return "MultiTenant"
         for app_type in APP_TYPES:

@@ -51,8 +51,8 @@ from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
-from bot.teams.state import ConversationData, StateStore, bound
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
+from bot.teams.state import ConversationData, StateStore, bound
 from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
@@ -180,8 +180,8 @@ class SentinelBot(TeamsActivityHandler):
                  access: AccessPolicy | None = None, limits: TurnLimits | None = None,
                  watches: WatchStore | None = None, signin: SignIn | None = None) -> None:
         self.sentinel = sentinel
-        self.watches = watches
         self.signin = signin  # QUERY_IDENTITY=user: turns that read run with the analyst's own token
+        self.watches = watches
         self.access = access
         self.limits = limits
         self.desk = desk
@@ -271,9 +271,9 @@ class SentinelBot(TeamsActivityHandler):
         activity = turn_context.activity
         if activity.name == FEEDBACK_INVOKE:
             return self._feedback(activity)
-        if activity.name != "adaptiveCard/action":
         if activity.name in SIGNIN_INVOKES and self.signin is not None:
             return await self._signed_in(turn_context)
+        if activity.name != "adaptiveCard/action":
             return await super().on_invoke_activity(turn_context)
         value = activity.value if isinstance(activity.value, dict) else {}
         raw_action = value.get("action")
@@ -417,7 +417,6 @@ class SentinelBot(TeamsActivityHandler):
             log.info("could not update card %s in place (%s)", card_id, type(error).__name__)
             return False
 
-    async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
     async def _as_analyst(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                           progress: Progress, facts: TurnFacts) -> Reply:
         """On-behalf-of mode: a turn that reads runs with the analyst's own token, or gets a sign-in card."""
@@ -430,6 +429,7 @@ class SentinelBot(TeamsActivityHandler):
         with acting_as(analyst):
             return await self._respond(context, data, request, progress, facts)
 
+    async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                        progress: Progress, facts: TurnFacts) -> Reply:
         verb = Verb.of(request.value)
         if verb in (Verb.ASK, Verb.COMMAND):  # a button that stands for text: answered as if it was typed
