@@ -126,6 +126,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     received_at: float = 0.0  # time.monotonic()
+    caller: str = "bot"  # "bot" (the bot's TOKEN), or the user object id a user's bearer names (``trust``)
 
 
 class FakeLogAnalytics:
@@ -134,11 +135,12 @@ class FakeLogAnalytics:
         self.script: list[Scripted] = []  # answered first, in order
         self.known: dict[str, dict[str, Any]] = {}  # query text -> 200 body
         self.latency_s = 0.0  # added to every answer (concurrency tests, benchmarks)
+        # On-behalf-of tests: reads a user's bearer token (the user object id it names, or None: 401).
+        self.trust: Callable[[str], str | None] | None = None
         ca = trustme.CA()
         self.ca_file = tmp_path / "fake-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
         self._server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    caller: str = "bot"  # "bot" (the bot's TOKEN), or the user object id a user's bearer names (``trust``)
         ca.issue_cert("127.0.0.1", "localhost").configure_cert(self._server_ssl)
         self._runner: web.AppRunner | None = None
         self.endpoint = ""
@@ -147,8 +149,6 @@ class FakeLogAnalytics:
         app = web.Application()
         app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
         self._runner, port = await serve(app, ssl_context=self._server_ssl)
-        # On-behalf-of tests: reads a user's bearer token (the user object id it names, or None: 401).
-        self.trust: Callable[[str], str | None] | None = None
         self.endpoint = f"https://127.0.0.1:{port}"
         return self
 
