@@ -1,4 +1,5 @@
-"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve | worker | package --app-id GUID --domain HOST."""
+"""Command line: python -m bot chat | kql TOOL [--args JSON] | serve | worker | package --app-id GUID --domain HOST
+| demo new-incident --title TEXT [--severity High] [--owner UPN]."""
 
 from __future__ import annotations
 
@@ -30,12 +31,21 @@ def main(argv: list[str] | None = None) -> int:
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
     kql_parser.add_argument("--args", default="{}", help='tool arguments as JSON, e.g. \'{"time_window": "last_7d"}\'')
     package.add_arguments(commands.add_parser("package", help="build the Teams app package (zip) to upload to Teams"))
+    demo = commands.add_parser("demo", help="change the running demo workspace (its DEMO_INBOX file)")
+    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
+    new_incident = demo_commands.add_parser("new-incident", help="add a new incident (one alert, status New)")
+    new_incident.add_argument("--title", required=True)
+    new_incident.add_argument("--severity", default="High", help="High, Medium, Low or Informational (High)")
+    new_incident.add_argument("--owner", default=None, help="a demo analyst's UPN or name (unassigned if not given)")
+    new_incident.add_argument("--inbox", default=None, help="the inbox file (default: DEMO_INBOX)")
     args = parser.parse_args(argv)
 
     if args.command == "kql":
         return _print_kql(args.tool, args.args)
     if args.command == "package":
         return package.run(args)
+    if args.command == "demo":
+        return _new_incident(args)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
@@ -72,6 +82,32 @@ def _print_kql(tool: str, raw_arguments: str) -> int:
         return 2
     print(kql.build(query))
     print(f"// timespan sent with the query: {iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
+    return 0
+
+
+def _new_incident(args: argparse.Namespace) -> int:
+    """Append an incident to the demo inbox; the bot running with the same DEMO_INBOX adds it at its next query."""
+    from pathlib import Path
+
+    from bot.sentinel.demo import inject
+
+    inbox = args.inbox
+    if inbox is None:
+        try:
+            inbox = Settings.from_env().demo_inbox
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+    if not inbox:
+        print("No demo inbox: set DEMO_INBOX (the same file for the running bot and this command) or pass --inbox.",
+              file=sys.stderr)
+        return 2
+    try:
+        number = inject.append(Path(inbox), args.title, args.severity, args.owner)
+    except InvalidParameter as exc:
+        print(f"Invalid incident: {exc}", file=sys.stderr)
+        return 2
+    print(number)
     return 0
 
 

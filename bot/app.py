@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bot import telemetry
@@ -106,7 +107,8 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
 
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo_data_seed)
-        return AuditedSentinelClient(DemoBackend(seed=settings.demo_data_seed))
+        inbox = Path(settings.demo_inbox) if settings.demo_inbox else None
+        return AuditedSentinelClient(DemoBackend(seed=settings.demo_data_seed, inbox=inbox))
 
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 

@@ -73,6 +73,7 @@ class Settings:
     write_actions_enabled: bool = False
     write_responders: frozenset[str] = frozenset()
     demo_data_seed: int = 42
+    demo_inbox: str | None = None  # a file: incidents `python -m bot demo new-incident` adds to the running demo
     # Bot identity and web server.
     microsoft_app_id: str | None = None
     microsoft_app_password: str | None = field(default=None, repr=False)
@@ -307,6 +308,7 @@ class _Reader:
             write_actions_enabled=self.flag("WRITE_ACTIONS_ENABLED", False),
             write_responders=self._responders(),
             demo_data_seed=self.number("DEMO_DATA_SEED", 42, 0, 2**31 - 1),
+            demo_inbox=self.text("DEMO_INBOX"),
             microsoft_app_id=app_id,
             microsoft_app_password=password,
             microsoft_app_type=app_type,

@@ -103,12 +103,15 @@ def _cli_kql(tool: str, arguments: str) -> str:
     return done.stdout
 
 
+_CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}'}
+
+
 def test_cli_prints_parsable_kql() -> None:
     """The issue's example, and every tool with its defaults."""
     example = _cli_kql("query_incidents", '{"time_window":"last_7d","min_severity":"Medium"}')
     assert 'Severity in ("High", "Medium")' in example and "ago(7d)" in example
     printed = [example] + [
-        _cli_kql(tool, '{"incident_ref": "42"}' if tool == "get_incident_detail" else "{}") for tool in sorted(COLUMNS)
+        _cli_kql(tool, _CLI_REQUIRED.get(tool, "{}")) for tool in sorted(COLUMNS)
     ]
     for text, result in zip(printed, kusto.check(printed)):
         assert result["ok"], (text[:60], result["errors"])

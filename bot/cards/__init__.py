@@ -18,6 +18,7 @@ from bot.cards.results import (
     entities_card,
     incident_detail_card,
     incidents_card,
+    on_call_card,
     result_card,
     trend_card,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "incident_detail_card",
     "incident_table",
     "incidents_card",
+    "on_call_card",
     "plain",
     "result_card",
     "top_entities",

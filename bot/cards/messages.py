@@ -15,7 +15,9 @@ COMMANDS = (
     ("entity X [window]", "One host, account, IP, hash or URL: its alerts, first and last seen"),
     ("trend [window] [severity]", "Alert counts over time, per severity"),
     ("entities [window] [severity]", "The accounts, hosts and IPs in the most alerts"),
+    ("who is on call", "Who is on shift now and next, from the OnCall watchlist (also: oncall)"),
     ("prefer [window] [severity]", "Your defaults for this conversation (prefer reset clears them)"),
+    ("watch high open", "Post new incidents matching the filters here as they arrive (watches, unwatch [N])"),
     ("help", "This list"),
     ("clear", "Forget this conversation (preferences are kept)"),
 )

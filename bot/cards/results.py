@@ -12,6 +12,7 @@ from bot.cards.common import Element, RefFor, nothing_matched
 from bot.cards.entities import top_entities
 from bot.cards.incidents import incident_detail, incident_table
 from bot.cards.messages import error
+from bot.cards.oncall import on_call
 from bot.cards.trend import alert_trend
 from bot.sentinel.models import QueryError, QueryResult
 
@@ -38,6 +39,10 @@ def trend_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: boo
 
 def entities_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
     return top_entities(result, ref_for, now)
+
+
+def on_call_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    return on_call(result, now)
 
 
 def result_card(result: QueryResult | QueryError, build: CardBuilder, ref_for: RefFor, now: datetime, *,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.sentinel.params import Severity, TimeWindow
+from bot.sentinel.queries import parameter_names
 
 _WINDOWS = {w.kql_timespan: w for w in TimeWindow} | {w.value: w for w in TimeWindow}
 _WINDOWS |= {"today": TimeWindow.LAST_24H, "day": TimeWindow.LAST_24H, "week": TimeWindow.LAST_7D,
@@ -24,6 +25,8 @@ _LIST_COMMANDS = {
     "entities": "get_top_entities",
 }
 _ALIASES = {"incident list": "incidents", "top entities": "entities", "alert trend": "trend"}
+_ON_CALL_WORDS = frozenset({"who is on call", "who's on call", "whos on call", "oncall", "on call", "on-call",
+                            "on call now", "who is on shift"})
 _DETAIL = re.compile(r"^(?:incident|details?|show)\s+(?:#|number\s+)?(\d{1,10})$")
 _REFERENCE = re.compile(r"^(?:incident|details?|show)\s+\[(\d{1,3})\]$")
 
@@ -75,6 +78,7 @@ Ask in plain language, or use these commands:
   reopen [n]  |  severity [n] high  |  comment [n]: text
   watch high open                 post new incidents matching the filters here as they arrive (watches, unwatch [N])
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
+  who is on call                  who is on shift now and next, from the OnCall watchlist (also: oncall)
   help                            this list
   clear                           forget this conversation (preferences are kept)
 window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
@@ -119,6 +123,8 @@ def parse(text: str) -> Command | None:
     if words in _CHANGE_USAGE:
         # Bare command names, as the command menu inserts them.
         raise CommandError(_CHANGE_USAGE[words])
+    if words.rstrip("?").strip() in _ON_CALL_WORDS:
+        return Command("oncall", "get_on_call")
     if words in ("incident", "details", "detail"):
         # What Teams inserts from the command menu, before the analyst types a number.
         raise CommandError("Which incident? Usage: incident N (its number), or incident [n] for a row shown "
@@ -295,9 +301,9 @@ def _closing(rest: str) -> dict[str, Any]:
 def with_preferences(command: Command, preferences: dict[str, str]) -> dict[str, Any]:
     """The command's arguments, with the analyst's preferred window and severity where it gave none."""
     arguments = dict(command.arguments)
-    if command.tool and command.tool != "get_incident_detail":
+    if command.tool:
         for name in ("time_window", "min_severity"):
-            if name in preferences and name not in arguments:
+            if name in preferences and name not in arguments and name in parameter_names(command.tool):
                 arguments[name] = preferences[name]
     return arguments
 

@@ -1,4 +1,4 @@
-"""SentinelClient: the five read methods, the same over every backend.
+"""SentinelClient: the read methods, the same over every backend.
 
 Each method validates its parameters, builds the query (as data and as KQL), lets the backend run
 it, times it, and turns the rows into typed records with their metadata (total before the limit,
@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -26,8 +27,10 @@ from bot.sentinel.queries import (
     QUERY_NAMES,
     AlertsQuery,
     AlertTrendQuery,
+    IncidentChangesQuery,
     IncidentDetailQuery,
     IncidentsQuery,
+    OnCallQuery,
     Query,
     TopEntitiesQuery,
     make_query,
@@ -65,6 +68,12 @@ _DECODERS: dict[str, Callable[[rows.Row], Any]] = {
     AlertsQuery.tool: rows.alert,
     AlertTrendQuery.tool: rows.trend_bin,
     TopEntitiesQuery.tool: rows.entity_count,
+    IncidentChangesQuery.tool: rows.changed_incident,
+    OnCallQuery.tool: rows.on_call_entry,
+}
+# Rows a query leaves out on purpose (bad roster rows): said in the result, never an error however many.
+_SKIPPED_ROWS: dict[str, str] = {
+    OnCallQuery.tool: "on-call row(s) without a UPN or with a malformed shift time were left out",
 }
 
 
@@ -102,6 +111,17 @@ class SentinelClient:
         self, time_window: object = None, min_severity: object = None, limit: object = None
     ) -> QueryResult | QueryError:
         return await self.run("get_top_entities", time_window=time_window, min_severity=min_severity, limit=limit)
+
+    async def incident_changes(self, since: datetime, limit: int | None = None) -> QueryResult | QueryError:
+        """Incidents with a SecurityIncident row ingested after ``since`` (aware), latest state of each, as
+        ``ChangedIncident`` records ascending by that row's TimeGenerated; at most ``limit`` (default and cap
+        ``MAX_CHANGES``), ``metadata.truncated`` when more changed (ask again from the last one's time)."""
+        return await self.run(IncidentChangesQuery.tool, since=since, limit=limit)
+
+    async def get_on_call(self) -> QueryResult | QueryError:
+        """The on-call roster (``OnCallEntry`` records); rows without a UPN or with a bad shift are left out and
+        counted in ``metadata.warnings``."""
+        return await self.run(OnCallQuery.tool)
 
     async def run(
         self, tool: str, arguments: Mapping[str, object] | None = None, /, **more: object
@@ -161,7 +181,8 @@ class SentinelClient:
             return dataclasses.replace(raw, tool=tool, kql=text)
         records, skipped = rows.decode_rows(raw.rows, _DECODERS[tool])
         skipped += raw.skipped
-        if skipped and not records:  # rows came back and none could be read: that is not "nothing matched"
+        # Rows came back and none could be read: that is not "nothing matched" (unless leaving them out is the rule).
+        if skipped and not records and tool not in _SKIPPED_ROWS:
             log.warning("query %s (query id %s): all %d result rows unreadable", tool, raw.query_id, skipped)
             return QueryError(
                 "unreadable_response",
@@ -172,8 +193,11 @@ class SentinelClient:
             )
         warnings = list(raw.warnings)
         if skipped:
-            warnings.append(f"{skipped} result row(s) could not be read and were left out.")
+            why = _SKIPPED_ROWS.get(tool, "result row(s) could not be read and were left out")
+            warnings.append(f"{skipped} {why}.")
         total = max((rows.as_int(r.get("TotalMatched"), -1) for r in raw.rows), default=0)
+        if tool in _SKIPPED_ROWS:  # rows left out on purpose are not rows beyond the limit
+            total -= skipped
         total = max(total, len(records))
         truncated = total > len(records) or raw.service_truncated
         if tool == IncidentDetailQuery.tool and records:

@@ -1,4 +1,4 @@
-"""KQL for the five read queries, following Microsoft's own idioms.
+"""KQL for the read queries, following Microsoft's own idioms.
 
 The idioms are those of Microsoft's Sentinel workbooks and detections (Azure/Azure-Sentinel repository:
 Workbooks/IncidentOverview.json, Workbooks/SecurityOperationsEfficiency.json, Detections/SecurityAlert/)
@@ -29,11 +29,15 @@ from bot.sentinel.queries import (
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
+    MAX_ON_CALL,
     MAX_OTHER_MATCHES,
+    ON_CALL_WATCHLIST,
     AlertsQuery,
     AlertTrendQuery,
+    IncidentChangesQuery,
     IncidentDetailQuery,
     IncidentsQuery,
+    OnCallQuery,
     Query,
     TopEntitiesQuery,
 )
@@ -343,3 +347,40 @@ entities
 | take {query.limit}
 | extend TotalMatched = toscalar(entities | count)
 | project EntityType, EntityValue, AlertCount, HighSeverityCount, FirstSeen, LastSeen, TotalMatched"""
+
+
+@build.register
+def _incident_changes(query: IncidentChangesQuery) -> str:
+    # Ascending by the latest row's time and capped: a poller that moves its cursor to the last row shown
+    # gets the rest next time (an incident's latest row is later than every row of the incidents before it).
+    return f"""// incident_changes: incidents with a row ingested after the cursor, latest state of each
+let changed = materialize(SecurityIncident
+    | where TimeGenerated > {_moment(query.since)}
+    | summarize arg_max(TimeGenerated, Title, Description, Severity, Status, Owner, CreatedTime, LastModifiedTime,
+        AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber);
+changed
+| sort by TimeGenerated asc, IncidentNumber asc
+| take {query.limit}
+| extend TotalMatched = toscalar(changed | count)
+| project IncidentNumber, Title, Severity, Status, Owner = {_OWNER},
+    CreatedTime, LastModifiedTime, AlertCount = {_ALERT_COUNT},
+    Tactics = AdditionalData.tactics, Products = AdditionalData.alertProductNames,
+    IncidentUrl, Classification, TimeGenerated,
+    Description = substring(Description, 0, {MAX_DESCRIPTION_CHARS}),
+    OwnerObjectId = tostring(Owner.objectId), OwnerUPN = tostring(Owner.userPrincipalName),
+    OwnerEmail = tostring(Owner.email), OwnerAssignedTo = tostring(Owner.assignedTo), TotalMatched"""
+
+
+@build.register
+def _on_call(query: OnCallQuery) -> str:
+    # _GetWatchlist unpacks the watchlist's own columns (their types depend on the upload): read each as text.
+    own = ", ".join(f"{c} = tostring({c})" for c in ("Name", "UPN", "Email", "Phone", "Location", "Team",
+                                                      "ShiftStart", "ShiftEnd"))
+    return f"""// get_on_call: the on-call roster from the watchlist {ON_CALL_WATCHLIST}
+let roster = materialize(_GetWatchlist({string_literal(ON_CALL_WATCHLIST)})
+    | project SearchKey = tostring(SearchKey), {own});
+roster
+| sort by Team asc, Name asc, SearchKey asc
+| take {MAX_ON_CALL}
+| extend AsOf = now(), TotalMatched = toscalar(roster | count)
+| project SearchKey, Name, UPN, Email, Phone, Location, Team, ShiftStart, ShiftEnd, AsOf, TotalMatched"""

@@ -7,8 +7,9 @@ source of truth. ``to_dict()`` gives plain JSON-ready data for logs, state and t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, time, timedelta
 from typing import Any, Generic, TypeVar
 
 
@@ -110,7 +111,79 @@ class TrendBin:
     count: int
 
 
-Record = TypeVar("Record", Incident, IncidentDetail, AlertSummary, EntityCount, TrendBin)
+@dataclass(frozen=True)
+class ChangedIncident:
+    """An incident as its latest SecurityIncident row shows it, with that row's time (a poller's cursor) and what
+    a watch's filters compare beyond ``Incident``: the description and each of the owner's fields."""
+
+    incident: Incident
+    time_generated: datetime
+    description: str = ""
+    owner_object_id: str | None = None
+    owner_upn: str | None = None
+    owner_email: str | None = None
+    owner_assigned_to: str | None = None  # the owner's display name
+
+
+@dataclass(frozen=True)
+class OnCallEntry:
+    """One analyst of the on-call roster, their shift resolved against the service's "now" (``as_of``).
+
+    A daily shift ("08:00" to "16:00", UTC; one ending at or before its start runs past midnight, equal times
+    round the clock) becomes its occurrence under way at ``as_of``, or its next one; a dated shift (ISO 8601
+    date-times) is itself. ``at(moment)`` resolves the same row against another moment.
+    """
+
+    name: str
+    upn: str
+    email: str
+    phone: str
+    location: str
+    team: str
+    shift_start: datetime  # aware, UTC
+    shift_end: datetime
+    daily: bool  # a daily shift (HH:MM UTC), not a dated one
+    as_of: datetime
+
+    @property
+    def on_shift(self) -> bool:
+        return self.shift_start <= self.as_of < self.shift_end
+
+    @property
+    def ended(self) -> bool:
+        """A dated shift that is over."""
+        return self.shift_end <= self.as_of
+
+    def at(self, moment: datetime) -> OnCallEntry:
+        """This entry judged at ``moment`` (aware): a daily shift moves to its occurrence then."""
+        if not self.daily:
+            return dataclasses.replace(self, as_of=moment)
+        start, end = daily_shift(self.shift_start.time(), self.shift_end.time(), moment)
+        return dataclasses.replace(self, shift_start=start, shift_end=end, as_of=moment)
+
+
+def on_call_order(entries: Iterable[OnCallEntry]) -> list[OnCallEntry]:
+    """On shift first, then by the start of their next shift; dated shifts that are over last."""
+    return sorted(entries, key=lambda e: (not e.on_shift, e.ended, e.shift_start, e.team, e.name))
+
+
+def daily_shift(start: time, end: time, moment: datetime) -> tuple[datetime, datetime]:
+    """The occurrence of a daily shift (UTC times) under way at ``moment``, else its next one."""
+    moment = moment.astimezone(UTC)
+    length = (datetime.combine(moment.date(), end) - datetime.combine(moment.date(), start)) % timedelta(days=1)
+    length = length or timedelta(days=1)  # equal times: round the clock
+    for days_back in (1, 0):  # yesterday's occurrence may still run (a night shift)
+        first = datetime.combine(moment.date() - timedelta(days=days_back), start, UTC)
+        if first <= moment < first + length:
+            return first, first + length
+    upcoming = datetime.combine(moment.date(), start, UTC)
+    if upcoming <= moment:
+        upcoming += timedelta(days=1)
+    return upcoming, upcoming + length
+
+
+Record = TypeVar("Record", Incident, IncidentDetail, AlertSummary, EntityCount, TrendBin, ChangedIncident,
+                 OnCallEntry)
 
 
 @dataclass(frozen=True)

@@ -342,6 +342,18 @@ def parse_moment(value: object, name: str) -> datetime | None:
     return moment.astimezone(UTC)
 
 
+def parse_since(value: object) -> datetime:
+    """A poller's cursor: an aware datetime, or an ISO 8601 date-time with its offset (UTC when it has none)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidParameter("since", "must be timezone-aware (a naive time is ambiguous for a cursor)")
+        return value.astimezone(UTC)
+    moment = parse_moment(value, "since")
+    if moment is None:
+        raise InvalidParameter("since", "is required: the time after which changes are wanted (ISO 8601)")
+    return moment
+
+
 @dataclass(frozen=True)
 class Filters:
     """What a list is narrowed by, besides its window, minimum severity and limit. All optional."""

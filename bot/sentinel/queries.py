@@ -1,4 +1,4 @@
-"""The five read queries as typed data, independent of the backend that runs them.
+"""The read queries as typed data, independent of the backend that runs them.
 
 A query object holds validated parameters only (see ``params``). ``kql.build`` turns one into KQL for
 Log Analytics; the demo backend runs the same query in SQLite with the same semantics. ``COLUMNS``
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.sentinel.params import (
@@ -37,6 +37,7 @@ from bot.sentinel.params import (
     parse_search,
     parse_severities,
     parse_severity,
+    parse_since,
     parse_sort,
     parse_status,
     parse_time_window,
@@ -48,6 +49,9 @@ MAX_DETAIL_ENTITIES = 50
 MAX_ALERT_ENTITY_LABELS = 50
 MAX_OTHER_MATCHES = 5
 MAX_DESCRIPTION_CHARS = 4000
+MAX_CHANGES = 500  # incidents per poll: a poller advances its cursor to the last one and asks again
+MAX_ON_CALL = 200  # roster rows
+ON_CALL_WATCHLIST = "OnCall"  # the Sentinel watchlist alias the roster is read from
 # Log Analytics' mv-expand default; the demo applies the same cap so both backends agree.
 MV_EXPAND_LIMIT = 128
 
@@ -157,7 +161,41 @@ class AlertTrendQuery(_WindowQuery):
         return super().parameters() | {"bin_size": self.bin_size.value}
 
 
-Query = IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery
+@dataclass(frozen=True)
+class IncidentChangesQuery:
+    """Incidents with a SecurityIncident row ingested after ``since`` (the poller's cursor), latest state of each.
+
+    Run by the bot itself (one query per poll for every watch), never offered to the model."""
+
+    since: datetime  # aware, UTC
+    limit: int = MAX_CHANGES
+
+    tool = "incident_changes"
+
+    @property
+    def timespan(self) -> timedelta:
+        return DETAIL_LOOKBACK  # "now" is the backend's: the longest lookback covers any cursor the bot keeps
+
+    def parameters(self) -> dict[str, Any]:
+        return {"since": self.since.isoformat().replace("+00:00", "Z")}
+
+
+@dataclass(frozen=True)
+class OnCallQuery:
+    """The on-call roster: the rows of the Sentinel watchlist ``OnCall``, with the service's "now"."""
+
+    tool = "get_on_call"
+
+    @property
+    def timespan(self) -> timedelta:
+        return DETAIL_LOOKBACK  # watchlist rows are re-ingested periodically; their age is not the question
+
+    def parameters(self) -> dict[str, Any]:
+        return {}
+
+
+Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | IncidentChangesQuery
+         | OnCallQuery)
 
 # Sort orders of the lists as (column, descending) keys, ties broken to the last key, so both backends agree.
 # SeverityRank is 0 for High up to 3 for Informational; AlertCount is the incident's.
@@ -192,7 +230,20 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     TopEntitiesQuery.tool: (
         "EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "FirstSeen", "LastSeen", "TotalMatched",
     ),
+    # The list's columns, the row's time (the cursor), and what watches filter on: description, owner's fields.
+    IncidentChangesQuery.tool: (
+        "IncidentNumber", "Title", "Severity", "Status", "Owner", "CreatedTime", "LastModifiedTime",
+        "AlertCount", "Tactics", "Products", "IncidentUrl", "Classification", "TimeGenerated", "Description",
+        "OwnerObjectId", "OwnerUPN", "OwnerEmail", "OwnerAssignedTo", "TotalMatched",
+    ),
+    # The watchlist's own columns (SearchKey is the UPN), then the service's "now" to judge shifts by.
+    OnCallQuery.tool: (
+        "SearchKey", "Name", "UPN", "Email", "Phone", "Location", "Team", "ShiftStart", "ShiftEnd", "AsOf",
+        "TotalMatched",
+    ),
 }
+# Queries the bot runs itself: no tool declares them, so the model is never offered them.
+INTERNAL_QUERIES: tuple[str, ...] = (IncidentChangesQuery.tool,)
 
 
 # How an entity of each type is identified, for "top entities" and entity lists. Each rule is a list
@@ -285,6 +336,11 @@ _PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "limit": lambda v: parse_limit(v, DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT),
         "entity": parse_entity,
     },
+    IncidentChangesQuery.tool: {
+        "since": parse_since,
+        "limit": lambda v: parse_limit(v, MAX_CHANGES, MAX_CHANGES),
+    },
+    OnCallQuery.tool: {},
 }
 
 _CONSTRUCTORS: dict[str, Callable[..., Query]] = {
@@ -298,9 +354,12 @@ _CONSTRUCTORS: dict[str, Callable[..., Query]] = {
     ),
     TopEntitiesQuery.tool: lambda time_window, min_severity, limit, entity: TopEntitiesQuery(
         time_window, min_severity, limit, entity),
+    IncidentChangesQuery.tool: lambda since, limit: IncidentChangesQuery(since, limit),
+    OnCallQuery.tool: lambda: OnCallQuery(),
 }
 
 QUERY_NAMES: tuple[str, ...] = tuple(_PARAMETERS)
+MODEL_QUERY_NAMES: tuple[str, ...] = tuple(name for name in QUERY_NAMES if name not in INTERNAL_QUERIES)
 
 
 def _filters(values: dict[str, Any]) -> Filters:
@@ -329,5 +388,7 @@ def make_query(tool: str, arguments: Mapping[str, object] | None = None) -> Quer
         )
     if tool == IncidentDetailQuery.tool and "incident_ref" not in arguments:
         raise InvalidParameter("incident_ref", "is required: an incident number (e.g. 42) or words from its title")
+    if tool == IncidentChangesQuery.tool and "since" not in arguments:
+        raise InvalidParameter("since", "is required: the time after which changes are wanted (ISO 8601)")
     values = {name: parse(arguments.get(name)) for name, parse in parsers.items()}
     return _CONSTRUCTORS[tool](**values)

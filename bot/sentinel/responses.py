@@ -24,8 +24,10 @@ from bot.sentinel.queries import (
     COLUMNS,
     AlertsQuery,
     AlertTrendQuery,
+    IncidentChangesQuery,
     IncidentDetailQuery,
     IncidentsQuery,
+    OnCallQuery,
     TopEntitiesQuery,
 )
 
@@ -41,6 +43,8 @@ KEY_COLUMNS: dict[str, tuple[str, ...]] = {
     AlertsQuery.tool: ("SystemAlertId",),
     AlertTrendQuery.tool: ("BinStart",),
     TopEntitiesQuery.tool: ("EntityValue",),
+    IncidentChangesQuery.tool: ("IncidentNumber",),
+    OnCallQuery.tool: ("SearchKey", "UPN"),
 }
 # Metadata columns: their absence changes no field the analyst sees.
 _QUIET_COLUMNS = frozenset({"TotalMatched"})

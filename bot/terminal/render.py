@@ -15,9 +15,11 @@ from bot.sentinel.models import (
     EntityCount,
     Incident,
     IncidentDetail,
+    OnCallEntry,
     QueryError,
     QueryResult,
     TrendBin,
+    on_call_order,
     one_line,
 )
 
@@ -69,9 +71,19 @@ def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | No
         body = alerts(result.records, ref_for, now)
     elif tool == "get_alert_trend":
         body = trend(result.records)
+    elif tool == "get_on_call":
+        body = on_call(result.records)
     else:
         body = entities(result.records, ref_for, now)
     return "\n".join(part for part in (body, footer(result) if with_footer else "") if part)
+
+
+def on_call(records: Sequence[OnCallEntry]) -> str:
+    """Who is on shift now first, then by the start of their next shift."""
+    rows = [["now" if e.on_shift else "ended" if e.ended else f"from {e.shift_start:%d %b %H:%M}", clean(e.name, 24),
+             clean(e.upn, 36), clean(e.team, 18), f"{e.shift_start:%H:%M}-{e.shift_end:%H:%M} UTC", clean(e.phone, 18)]
+            for e in on_call_order(records)]
+    return table(["On shift", "Name", "UPN", "Team", "Shift", "Phone"], rows)
 
 
 def incidents(records: Sequence[Incident], ref_for: RefFor, now: datetime | None = None) -> str:

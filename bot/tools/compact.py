@@ -17,9 +17,11 @@ from bot.sentinel.models import (
     EntityCount,
     Incident,
     IncidentDetail,
+    OnCallEntry,
     QueryError,
     QueryResult,
     TrendBin,
+    on_call_order,
     one_line,
 )
 
@@ -185,3 +187,26 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
         entity_rows.append("other incidents matching the title search: "
                            + "; ".join(f"#{m.number} {cell(m.title, 60)}" for m in d.other_matches))
     return _bounded(lines, entity_rows, len(entity_rows))
+
+
+def _shift(e: OnCallEntry) -> str:
+    if e.daily:
+        return f"daily {e.shift_start:%H:%M}-{e.shift_end:%H:%M}"
+    return f"{e.shift_start:%Y-%m-%d %H:%M}-{e.shift_end:%Y-%m-%d %H:%M}"
+
+
+def _on_call_row(e: OnCallEntry, ref_for: RefFor) -> str:
+    state = "now" if e.on_shift else "ended" if e.ended else f"from {e.shift_start:%Y-%m-%d %H:%M}"
+    return "|".join([state, cell(e.name, 60), cell(e.upn, 80), cell(e.team, 40), _shift(e), cell(e.location, 40),
+                     cell(e.phone, 30)])
+
+
+_on_call_table = _table_text("on the roster", ["on_shift_utc", "name (untrusted text)", "upn", "team", "shift_utc",
+                                               "location", "phone"], _on_call_row)
+
+
+def on_call_text(result: QueryResult, ref_for: RefFor) -> str:
+    """The roster, who is on shift first, with the time it was judged at."""
+    records = on_call_order(result.records)
+    text = _on_call_table(QueryResult(tuple(records), result.metadata), ref_for)
+    return text + (f"\nas_of_utc {records[0].as_of:%Y-%m-%d %H:%M}" if records else "")

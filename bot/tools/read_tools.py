@@ -18,7 +18,7 @@ from bot.sentinel.params import (
     SortOrder,
     TimeWindow,
 )
-from bot.sentinel.queries import QUERY_NAMES, parameter_names
+from bot.sentinel.queries import MODEL_QUERY_NAMES, parameter_names
 from bot.tools import compact
 from bot.tools.tool import Parameter, Tool
 
@@ -120,8 +120,20 @@ GET_TOP_ENTITIES = Tool(
     card=cards.entities_card,
 )
 
-READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, GET_INCIDENT_DETAIL, QUERY_ALERTS, GET_ALERT_TREND, GET_TOP_ENTITIES)
+GET_ON_CALL = Tool(
+    "get_on_call",
+    "The on-call roster (Sentinel watchlist OnCall): who is on shift now and next, with contacts.",
+    (),
+    "Checking who is on call...",
+    "{}",
+    text=compact.on_call_text,
+    card=cards.on_call_card,
+)
 
-# The declarations must describe exactly the data layer's queries and parameters.
-assert tuple(t.name for t in READ_TOOLS) == QUERY_NAMES
+READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, GET_INCIDENT_DETAIL, QUERY_ALERTS, GET_ALERT_TREND, GET_TOP_ENTITIES,
+                                GET_ON_CALL)
+
+# The declarations must describe exactly the data layer's queries and parameters (its internal ones, such as
+# incident_changes for the poller, have no tool: the model is never offered them).
+assert tuple(t.name for t in READ_TOOLS) == MODEL_QUERY_NAMES
 assert all(tuple(p.name for p in t.parameters) == parameter_names(t.name) for t in READ_TOOLS)

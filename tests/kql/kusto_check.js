@@ -3,9 +3,11 @@
 // Bridge.NET build shipped in the npm package @kusto/language-service-next). Test-only helper.
 //
 //   npm ci --prefix tests/kql          # once; or set KUSTO_LS_DIR to the package folder
-//   node tests/kql/kusto_check.js --schema bot/sentinel/tables.json < queries.jsonl
+//   node tests/kql/kusto_check.js --schema bot/sentinel/tables.json [--functions tests/kql/functions.json] < q.jsonl
 //
 // --schema: {"Table": [{"name": "Col", "type": "string"}, ...], ...}
+// --functions: the workspace's functions the queries call (Sentinel's _GetWatchlist):
+//   {"name": {"parameters": "(p: string)", "body": "{ <KQL giving its result> }"}, ...}
 // stdin:    one JSON object per line: {"id": <any>, "query": "<KQL>"}
 // stdout:   one JSON object per input line, same order:
 //   {"id", "ok", "errors": [{"code", "message", "line", "column", "text"}],
@@ -37,7 +39,20 @@ function loadKusto() {
   return global.Kusto.Language;
 }
 
-function buildGlobals(K, schemaPath) {
+function readFunctions(K, functionsPath) {
+  if (!functionsPath) return [];
+  let functions;
+  try {
+    functions = JSON.parse(fs.readFileSync(functionsPath, 'utf8'));
+  } catch (e) {
+    usage(`cannot read functions ${functionsPath}: ${e.message}`);
+  }
+  // FunctionSymbol(name, parameterList, body, description): the binder takes the result columns from the body.
+  return Object.entries(functions).map(([name, f]) =>
+    new K.Symbols.FunctionSymbol.$ctor16(name, String(f.parameters), String(f.body), ''));
+}
+
+function buildGlobals(K, schemaPath, functionsPath) {
   let schema;
   try {
     schema = JSON.parse(fs.readFileSync(schemaPath, 'utf8'));
@@ -55,7 +70,8 @@ function buildGlobals(K, schemaPath) {
     });
     return new S.TableSymbol.$ctor4(table, columns);
   });
-  return K.GlobalState.Default.WithDatabase(new S.DatabaseSymbol.ctor('db', tables));
+  const members = tables.concat(readFunctions(K, functionsPath));
+  return K.GlobalState.Default.WithDatabase(new S.DatabaseSymbol.ctor('db', members));
 }
 
 function position(text, offset) {
@@ -99,17 +115,19 @@ function check(K, globals, query) {
 
 async function main() {
   const args = process.argv.slice(2);
-  const help = 'usage: kusto_check.js --schema PATH < queries.jsonl';
+  const help = 'usage: kusto_check.js --schema PATH [--functions PATH] < queries.jsonl';
   let schemaPath = null;
+  let functionsPath = null;
   for (let i = 0; i < args.length; i++) {
-    if (args[i] !== '--schema') usage(`unexpected argument ${JSON.stringify(args[i])}; ${help}`);
-    if (i + 1 >= args.length) usage(`--schema needs a PATH; ${help}`);
-    schemaPath = args[++i];
+    if (args[i] !== '--schema' && args[i] !== '--functions') usage(`unexpected argument ${JSON.stringify(args[i])}; ${help}`);
+    if (i + 1 >= args.length) usage(`${args[i]} needs a PATH; ${help}`);
+    if (args[i] === '--schema') schemaPath = args[++i];
+    else functionsPath = args[++i];
   }
   if (!schemaPath) usage(`missing --schema PATH; ${help}`);
 
   const K = loadKusto();
-  const globals = buildGlobals(K, schemaPath);
+  const globals = buildGlobals(K, schemaPath, functionsPath);
 
   let exitCode = 0;
   let lineNo = 0;

@@ -11,6 +11,7 @@ from tests.support.tooling import require_tool
 
 KQL_DIR = Path(__file__).resolve().parent.parent / "kql"
 SCHEMA = Path(__file__).resolve().parents[2] / "bot" / "sentinel" / "tables.json"
+FUNCTIONS = KQL_DIR / "functions.json"  # workspace functions (Sentinel's _GetWatchlist) with their result columns
 
 
 def require_parser() -> None:
@@ -23,7 +24,7 @@ def check(queries: list[str]) -> list[dict[str, Any]]:
     require_parser()
     lines = "".join(json.dumps({"id": i, "query": q}) + "\n" for i, q in enumerate(queries))
     done = subprocess.run(
-        ["node", str(KQL_DIR / "kusto_check.js"), "--schema", str(SCHEMA)],
+        ["node", str(KQL_DIR / "kusto_check.js"), "--schema", str(SCHEMA), "--functions", str(FUNCTIONS)],
         input=lines, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode in (0, 1), f"kusto_check failed to run: {done.stderr[-2000:]}"

@@ -53,6 +53,18 @@ RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
         ("EntityType", "string"), ("EntityValue", "string"), ("AlertCount", "long"), ("HighSeverityCount", "long"),
         ("FirstSeen", "datetime"), ("LastSeen", "datetime"), ("TotalMatched", "long"),
     ),
+    "incident_changes": (
+        ("IncidentNumber", "int"), ("Title", "string"), ("Severity", "string"), ("Status", "string"),
+        ("Owner", "string"), ("CreatedTime", "datetime"), ("LastModifiedTime", "datetime"), ("AlertCount", "int"),
+        ("Tactics", "dynamic"), ("Products", "dynamic"), ("IncidentUrl", "string"), ("Classification", "string"),
+        ("TimeGenerated", "datetime"), ("Description", "string"), ("OwnerObjectId", "string"),
+        ("OwnerUPN", "string"), ("OwnerEmail", "string"), ("OwnerAssignedTo", "string"), ("TotalMatched", "long"),
+    ),
+    "get_on_call": (
+        ("SearchKey", "string"), ("Name", "string"), ("UPN", "string"), ("Email", "string"), ("Phone", "string"),
+        ("Location", "string"), ("Team", "string"), ("ShiftStart", "string"), ("ShiftEnd", "string"),
+        ("AsOf", "datetime"), ("TotalMatched", "long"),
+    ),
 }
 
 TOKEN = "fake-token-for-tests"

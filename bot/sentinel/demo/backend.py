@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.sentinel.client import RawTable
-from bot.sentinel.demo import generator, store
+from bot.sentinel.demo import generator, inject, oncall, store
 from bot.sentinel.demo.store import iso
+from bot.sentinel.demo.world import build_world
 from bot.sentinel.models import QueryError
 from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, TimeWindow
 from bot.sentinel.queries import (
@@ -47,11 +48,14 @@ from bot.sentinel.queries import (
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
+    MAX_ON_CALL,
     MAX_OTHER_MATCHES,
     AlertsQuery,
     AlertTrendQuery,
+    IncidentChangesQuery,
     IncidentDetailQuery,
     IncidentsQuery,
+    OnCallQuery,
     Query,
     TopEntitiesQuery,
 )
@@ -100,7 +104,7 @@ class DemoBackend:
     source = "demo"
 
     def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC), *, volume: int = 1,
-                 refresh_lead: timedelta = timedelta(hours=1)) -> None:
+                 refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None) -> None:
         self._seed = seed
         self._clock = clock
         self._volume = volume
@@ -113,6 +117,10 @@ class DemoBackend:
         self._closed = False
         self.regenerations = 0  # swaps of data built beside the live one (tests and the benchmark read it)
         self.last_wait_s = 0.0  # how long the last query waited for the database (a generation in place, a swap)
+        self.roster: list[dict[str, Any]] = oncall.roster(seed)  # the OnCall watchlist's rows (tests replace them)
+        self._inbox = inbox  # new incidents another process adds (``inject``); None: only inject_incident
+        self._inbox_offset = 0
+        self._injected: list[tuple[dict[str, Any], dict[str, Any]]] = []  # rows applied, replayed on regeneration
 
     @property
     def seed(self) -> int:
@@ -163,10 +171,15 @@ class DemoBackend:
                 old.close()
         elif now >= live.generated_until - self._refresh_lead:
             self._start_refresh(now)
+        if self._inbox is not None:
+            self._read_inbox(live.conn, now)
         return live.conn
 
     def _go_live(self, data: _Data) -> _Data | None:
         """Swap ``data`` in (under the lock; the hooks see it first) and return the data it replaces."""
+        for incident, alert in self._injected:  # before the writer's hook, which may change them
+            _add_incident(data.conn, incident, alert)
+        data.conn.commit()
         for hook in self._on_generated:
             hook(data.conn)
         old, self._data = self._data, data
@@ -209,6 +222,52 @@ class DemoBackend:
         if old is not None:
             old.close()  # outside the lock: freeing a big database takes a moment
         log.info("demo workspace regenerated for %s", day.date())
+
+    def inject_incident(self, title: str, severity: str = "High", owner: str | None = None) -> int:
+        """Add a new incident (status New, one alert with a host, an account and an IP) created at the clock's now,
+        and return its number. Blocking: call it from a worker thread in async code. With an inbox it goes
+        through the inbox file, as ``python -m bot demo new-incident`` does."""
+        if self._inbox is not None:
+            number = inject.append(self._inbox, title, severity, owner)
+            self.prepare_sync()  # reads the inbox
+            return number
+        with self._lock:
+            now = self._clock()
+            conn = self._database(now)
+            number = inject.FIRST_NUMBER + len(self._injected)
+            self._apply(conn, inject.Injection.checked(number, title, severity, owner), now)
+            return number
+
+    def _read_inbox(self, conn: sqlite3.Connection, now: datetime) -> None:
+        assert self._inbox is not None
+        try:
+            size = self._inbox.stat().st_size
+        except FileNotFoundError:
+            return
+        if size <= self._inbox_offset:
+            return
+        found, self._inbox_offset = inject.read(self._inbox, self._inbox_offset)
+        applied = {incident["IncidentNumber"] for incident, _ in self._injected}
+        for injection in found:
+            if injection.number not in applied:
+                self._apply(conn, injection, now)
+
+    def _apply(self, conn: sqlite3.Connection, injection: inject.Injection, now: datetime) -> None:
+        incident, alert = inject.rows(injection, now, self._analyst(injection.owner))
+        _add_incident(conn, incident, alert)
+        conn.commit()
+        self._injected.append((incident, alert))
+        log.info("demo incident %d added: %s", injection.number, injection.severity.value)
+
+    def _analyst(self, who: str | None) -> dict[str, Any] | None:
+        """The demo analyst an owner names (UPN, email or display name, any case); None when unassigned."""
+        if who is None:
+            return None
+        wanted = who.casefold()
+        for analyst in build_world(self._seed).analysts:
+            if wanted in {str(analyst[k]).casefold() for k in ("userPrincipalName", "email", "assignedTo")}:
+                return analyst
+        return {"objectId": None, "email": who, "assignedTo": who, "userPrincipalName": who}
 
     def wait_for_refresh(self, timeout: float | None = None) -> None:
         """Block until a regeneration under way is live (tests and the benchmark)."""
@@ -398,6 +457,35 @@ class DemoBackend:
         return rows
 
     @_run.register
+    def _incident_changes(self, query: IncidentChangesQuery, conn: sqlite3.Connection,
+                          now: datetime) -> list[dict[str, Any]]:
+        # The latest row at now of each incident, when it is later than the cursor: KQL's arg_max over (since, now].
+        sql = f"""
+        WITH changed AS MATERIALIZED (
+            SELECT l.IncidentRowId, l.IncidentNumber, l.TimeGenerated FROM LatestIncident AS l
+            WHERE l.TimeGenerated > :since AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)),
+        top AS MATERIALIZED (SELECT * FROM changed ORDER BY TimeGenerated, IncidentNumber LIMIT :limit)
+        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
+               {_ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
+               json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
+               t.TimeGenerated, substr(t.Description, 1, {MAX_DESCRIPTION_CHARS}) AS Description,
+               json_extract(t.Owner, '$.objectId') AS OwnerObjectId,
+               json_extract(t.Owner, '$.userPrincipalName') AS OwnerUPN, json_extract(t.Owner, '$.email') AS OwnerEmail,
+               json_extract(t.Owner, '$.assignedTo') AS OwnerAssignedTo, (SELECT COUNT(*) FROM changed) AS TotalMatched
+        FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
+        ORDER BY m.TimeGenerated, m.IncidentNumber"""
+        return _fetch(conn, sql, {"since": iso(query.since), "now": iso(now), "limit": query.limit})
+
+    @_run.register
+    def _on_call(self, query: OnCallQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+        # The watchlist is small and fixed: its rows in Python, projected and sorted as the KQL does.
+        roster = [{column: row.get(column, "") for column in ("SearchKey", "Name", "UPN", "Email", "Phone",
+                                                              "Location", "Team", "ShiftStart", "ShiftEnd")}
+                  for row in self.roster]
+        roster.sort(key=lambda r: (r["Team"], r["Name"], r["SearchKey"]))
+        return [r | {"AsOf": iso(now), "TotalMatched": len(roster)} for r in roster[:MAX_ON_CALL]]
+
+    @_run.register
     def _top_entities(self, query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
         params = _window(query.window, now, BinSize.DAY) | {"limit": query.limit,
                                                             "entity": (query.entity or "").lower()}
@@ -446,6 +534,17 @@ class DemoBackend:
                 LIMIT :limit""",
             params,
         )
+
+
+def _add_incident(conn: sqlite3.Connection, incident: dict[str, Any], alert: dict[str, Any]) -> None:
+    """An injected incident's rows into a database (its triggers keep the latest-row tables right)."""
+    if conn.execute("SELECT 1 FROM SecurityIncident WHERE IncidentNumber = ? LIMIT 1",
+                    (incident["IncidentNumber"],)).fetchone():
+        return  # already there (a replay into data that has it)
+    columns = ", ".join(f'"{column}"' for column in incident)
+    conn.execute(f"INSERT INTO SecurityIncident ({columns}) VALUES ({', '.join('?' for _ in incident)})",
+                 list(incident.values()))
+    store.add_alert(conn, alert)
 
 
 def _with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

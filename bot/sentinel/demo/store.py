@@ -113,6 +113,27 @@ def _chain(table: str, key: str, columns: str, where: str = "") -> str:
             f"ORDER BY TimeGenerated, rowid) AS NextTime, {columns} FROM {table} {where}")
 
 
+_ALERTS_FIXED = """CREATE TRIGGER alert_added BEFORE INSERT ON SecurityAlert BEGIN
+            SELECT RAISE(ABORT, 'demo alerts are fixed once generated: add them in the generator or add_alert');
+        END;"""
+
+
+def add_alert(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+    """Add one new alert row (an injected incident's) with its derived rows: not settled, so the precounted
+    totals never hold it and every query counts it live (the one way past the ``alert_added`` guard)."""
+    columns = [name for name, _ in load_table_columns()["SecurityAlert"]]
+    conn.execute("DROP TRIGGER alert_added")
+    try:
+        _insert(conn, "SecurityAlert", columns, [row])
+    finally:
+        conn.execute(_ALERTS_FIXED)
+    row_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    conn.execute(f"INSERT INTO LatestAlert SELECT rowid, SystemAlertId, TimeGenerated, NULL, {_ALERT_COLUMNS}, 0 "
+                 "FROM SecurityAlert WHERE rowid = ?", (row_id,))
+    conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)",
+                     list(_alert_entities(conn, row_id)))
+
+
 def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
     incident_chain = _chain("SecurityIncident", "IncidentNumber", _INCIDENT_COLUMNS,
                             "WHERE IncidentNumber = {row}.IncidentNumber")
@@ -144,9 +165,7 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
                                       CreatedTime = NEW.CreatedTime WHERE IncidentRowId = NEW.rowid;
         END;
         -- Alerts are fixed once generated (nothing in the bot writes them); say so rather than count wrong.
-        CREATE TRIGGER alert_added BEFORE INSERT ON SecurityAlert BEGIN
-            SELECT RAISE(ABORT, 'demo alerts are fixed once generated: add them in the generator');
-        END;
+        {_ALERTS_FIXED}
         CREATE TRIGGER alert_removed BEFORE DELETE ON SecurityAlert BEGIN
             SELECT RAISE(ABORT, 'demo alerts are fixed once generated: remove them in the generator');
         END;
@@ -215,9 +234,10 @@ def _insert(conn: sqlite3.Connection, table: str, columns: list[str], rows: Iter
     )
 
 
-def _alert_entities(conn: sqlite3.Connection) -> Iterable[tuple[int, str, str]]:
+def _alert_entities(conn: sqlite3.Connection, only: int | None = None) -> Iterable[tuple[int, str, str]]:
     """(alert row id, type, value) for each identifiable top-level entity, as the KQL expands them."""
-    for row_id, entities in conn.execute("SELECT rowid, Entities FROM SecurityAlert").fetchall():
+    where = "" if only is None else f"WHERE rowid = {int(only)}"
+    for row_id, entities in conn.execute(f"SELECT rowid, Entities FROM SecurityAlert {where}").fetchall():
         try:
             items = json.loads(entities) if entities else []
         except ValueError:
