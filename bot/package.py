@@ -2,7 +2,10 @@
 
 ``python -m bot package --app-id GUID --domain bot.example.com [--version 1.0.0] [--out PATH]`` fills the
 template appPackage/manifest.json (placeholders ``{{NAME}}`` inside its strings), checks the result against
-the rules of manifest schema 1.23 that this app touches, and writes the zip. The full schema validation
+the rules of manifest schema 1.23 that this app touches, and writes the zip. With ``--sso-app-id GUID``
+(on-behalf-of mode, QUERY_IDENTITY=user) the manifest also gets Teams single sign-on: ``webApplicationInfo``
+naming that app registration and its API ``api://botid-<app id>``, and the Bot Framework token service among
+the valid domains (the sign-in card's fallback page). The full schema validation
 runs in the tests (tests/test_app_package.py), so building needs nothing but the standard library.
 """
 
@@ -31,6 +34,7 @@ DEFAULT_VERSION = "1.0.0"
 # Placeholders, honest about being placeholders: example.com is reserved for documentation (RFC 2606).
 DEFAULT_DEVELOPER_URL = "https://example.com"
 DEFAULT_DEVELOPER_NAME = "Sentinel Assistant (self-hosted)"
+TOKEN_SERVICE_DOMAIN = "token.botframework.com"  # where the OAuth card's Sign in button goes
 
 _GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
@@ -52,14 +56,23 @@ class PackageInputs:
     version: str = DEFAULT_VERSION
     developer_name: str = DEFAULT_DEVELOPER_NAME
     developer_url: str = DEFAULT_DEVELOPER_URL
+    sso_app_id: str | None = None  # the app registration Teams single sign-on issues tokens to (SSO_APP_ID)
 
     @classmethod
     def checked(cls, app_id: str, domain: str, version: str = DEFAULT_VERSION,
                 developer_name: str = DEFAULT_DEVELOPER_NAME,
-                developer_url: str = DEFAULT_DEVELOPER_URL) -> PackageInputs:
+                developer_url: str = DEFAULT_DEVELOPER_URL, sso_app_id: str | None = None) -> PackageInputs:
         """The inputs, validated and normalised (lower-case GUID and host, no trailing slash on the URL)."""
         return cls(_app_id(app_id), _domain(domain), _version(version), _developer_name(developer_name),
-                   _developer_url(developer_url))
+                   _developer_url(developer_url), _app_id(sso_app_id, "--sso-app-id") if sso_app_id else None)
+
+    def single_sign_on(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """``manifest`` with Teams single sign-on when an SSO app registration is given (unchanged otherwise)."""
+        if not self.sso_app_id:
+            return manifest
+        domains = [*manifest.get("validDomains", []), TOKEN_SERVICE_DOMAIN]
+        return manifest | {"webApplicationInfo": {"id": self.sso_app_id, "resource": f"api://botid-{self.app_id}"},
+                           "validDomains": list(dict.fromkeys(domains))}
 
     def placeholders(self) -> dict[str, str]:
         return {"MICROSOFT_APP_ID": self.app_id, "BOT_DOMAIN": self.domain, "APP_VERSION": self.version,
@@ -68,14 +81,20 @@ class PackageInputs:
 
 # ---- inputs -----------------------------------------------------------------------------------------------
 
-def _app_id(value: str) -> str:
+_APP_ID_HELP = {"--app-id": "the bot's Microsoft App ID (MICROSOFT_APP_ID: with a user-assigned managed identity, "
+                            "its client id)",
+                "--sso-app-id": "the client id of the app registration Teams single sign-on issues tokens to "
+                                "(SSO_APP_ID)"}
+
+
+def _app_id(value: str, option: str = "--app-id") -> str:
     guid = value.strip().lower()
     if not _GUID.fullmatch(guid):
         raise PackageError(
-            f'--app-id "{value}" is not a GUID. Give the bot\'s Microsoft App ID (MICROSOFT_APP_ID: with a '
-            "user-assigned managed identity, its client id), e.g. 00000000-1111-2222-3333-444444444444.")
+            f'{option} "{value}" is not a GUID. Give {_APP_ID_HELP[option]}, e.g. '
+            "00000000-1111-2222-3333-444444444444.")
     if set(guid) <= {"0", "-"}:
-        raise PackageError("--app-id is the all-zero GUID, a placeholder: give the bot's Microsoft App ID.")
+        raise PackageError(f"{option} is the all-zero GUID, a placeholder: give {_APP_ID_HELP[option]}.")
     return guid
 
 
@@ -189,6 +208,12 @@ def check_manifest(manifest: dict[str, Any]) -> list[str]:
                      f'command "{title}": description must be 1 to 128 characters')
     domains = manifest.get("validDomains") or []
     need(len(domains) <= 16, "at most 16 validDomains")
+    sso = manifest.get("webApplicationInfo")
+    if sso is not None:  # Teams single sign-on: the API Teams asks a token for is the bot's own
+        need(_GUID.fullmatch(str(sso.get("id", "")).lower()) is not None, "webApplicationInfo.id must be a GUID")
+        need(sso.get("resource") == f"api://botid-{manifest.get('id')}",
+             "webApplicationInfo.resource must be api://botid-<the bot's app id>")
+        need(TOKEN_SERVICE_DOMAIN in domains, f"single sign-on needs {TOKEN_SERVICE_DOMAIN} in validDomains")
     leftover = sorted(set(_PLACEHOLDER.findall(json.dumps(manifest))))
     need(not leftover, f"placeholders left unfilled: {', '.join(leftover)}")
     return problems
@@ -220,7 +245,7 @@ def build(inputs: PackageInputs, out: Path = DEFAULT_OUT, source: Path = SOURCE)
         template = json.loads((source / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PackageError(f"Cannot read the manifest template {source / MANIFEST}: {exc}") from exc
-    manifest = render(template, inputs.placeholders())
+    manifest = inputs.single_sign_on(render(template, inputs.placeholders()))
     problems = check_manifest(manifest)
     icons: dict[str, bytes] = {}
     for name, side in ICON_SIZES.items():
@@ -265,6 +290,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the zip to write (default {DEFAULT_OUT})")
     parser.add_argument("--developer-name", default=DEFAULT_DEVELOPER_NAME,
                         help=f"publisher shown in Teams, up to 32 characters (default \"{DEFAULT_DEVELOPER_NAME}\")")
+    parser.add_argument("--sso-app-id", default=None, metavar="GUID",
+                        help="on-behalf-of mode (QUERY_IDENTITY=user): the client id of the app registration Teams "
+                             "single sign-on issues tokens to (SSO_APP_ID); adds webApplicationInfo")
     parser.add_argument("--developer-url", default=DEFAULT_DEVELOPER_URL,
                         help="https URL of your page about the app; URL/privacy and URL/terms are linked as the "
                              f"privacy statement and terms of use (default {DEFAULT_DEVELOPER_URL}, a placeholder)")
@@ -274,13 +302,13 @@ def run(args: argparse.Namespace) -> int:
     """The package subcommand: build, then say what was built and where to upload it; 2 on bad input."""
     try:
         inputs = PackageInputs.checked(args.app_id, args.domain, args.version, args.developer_name,
-                                       args.developer_url)
+                                       args.developer_url, getattr(args, "sso_app_id", None))
         build(inputs, args.out)
     except PackageError as exc:
         print(f"Cannot build the Teams app package. {exc}", file=sys.stderr)
         return 2
     print(f"Wrote {args.out}: manifest {MANIFEST_VERSION}, app {inputs.app_id}, version {inputs.version}, "
-          f"domain {inputs.domain}.")
+          f"domain {inputs.domain}" + (f", single sign-on through {inputs.sso_app_id}." if inputs.sso_app_id else "."))
     if inputs.developer_url == DEFAULT_DEVELOPER_URL:
         print(f"Note: the developer, privacy and terms links point at {DEFAULT_DEVELOPER_URL}, a placeholder; "
               "pass --developer-url with your own page before publishing to your organisation.", file=sys.stderr)

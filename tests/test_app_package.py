@@ -176,12 +176,12 @@ def test_every_menu_command_is_one_the_bot_handles(manifest: dict[str, Any]) -> 
 def test_every_scope_lists_every_command_of_the_help_text(manifest: dict[str, Any]) -> None:
     help_commands = {line.split()[0] for line in HELP_TEXT.splitlines() if line.startswith("  ")}
     assert help_commands == {"help", "incidents", "incident", "alerts", "entity", "trend", "entities", "assign",
-                             "close", "reopen", "prefer", "clear"}
-    # Teams shows at most 10 commands per scope: the rarer incident changes (reopen, severity, comment) and clear
-    # are in the help text only.
+                             "close", "reopen", "escalate", "prefer", "clear"}
+    # Teams shows at most 10 commands per scope: the rarer incident changes (reopen, severity, comment, escalate)
+    # and clear are in the help text only.
     for entry in manifest["bots"][0]["commandLists"]:
         titles = [command["title"] for command in entry["commands"]]
-        assert sorted(titles) == sorted(help_commands - {"reopen", "clear"}), entry["scopes"]
+        assert sorted(titles) == sorted(help_commands - {"reopen", "escalate", "clear"}), entry["scopes"]
 
 
 # ---- icons -----------------------------------------------------------------------------------------------
@@ -365,3 +365,26 @@ def test_the_build_time_check_names_what_is_wrong(manifest: dict[str, Any]) -> N
                      "commandLists[0] must hold 1 to 10 commands", "title must be 1 to 32 characters",
                      "placeholders left unfilled: BOT_DOMAIN", "accentColor is missing"):
         assert expected in problems
+
+
+SSO_APP_ID = "7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a"
+
+
+def test_single_sign_on_adds_web_application_info_and_stays_valid(tmp_path: Path, validator: Draft6Validator,
+                                                                   manifest: dict[str, Any]) -> None:
+    out = tmp_path / "sso.zip"
+    assert main(cli("--sso-app-id", SSO_APP_ID.upper(), out=out)) == 0
+    with zipfile.ZipFile(out) as archive:
+        sso = json.loads(archive.read("manifest.json"))
+    assert _errors(validator, sso) == []
+    assert sso["webApplicationInfo"] == {"id": SSO_APP_ID, "resource": f"api://botid-{APP_ID}"}
+    assert sso["validDomains"] == [DOMAIN, package.TOKEN_SERVICE_DOMAIN], "the sign-in card's fallback page"
+    assert "webApplicationInfo" not in manifest, "without --sso-app-id the package is unchanged"
+    wrong = copy.deepcopy(sso)
+    wrong["webApplicationInfo"]["resource"] = "api://botid-00000000-1111-2222-3333-444444444444"
+    assert package.check_manifest(wrong) == ["webApplicationInfo.resource must be api://botid-<the bot's app id>"]
+
+
+def test_a_bad_sso_app_id_is_refused_naming_its_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(cli("--sso-app-id", "my-sso-app", out=tmp_path / "x.zip")) == 2
+    assert '--sso-app-id "my-sso-app" is not a GUID' in capsys.readouterr().err
