@@ -68,6 +68,14 @@ EXPECTED = {
         rf"The final message came at most -?{NUMBER} s after the model finished",
         r"Benchmark took",
     ],
+    "bench_watches.py": [
+        r"== Watch polls: Log Analytics queries and time per poll",
+        *(rf"(?m)^ +\d+ {poll} +1 +\d+ +\d+ +{NUMBER}$" for poll in (r"quiet \(median\)", "one new", "burst of 8",
+                                                                       "changed")),
+        rf"Most Log Analytics queries in one poll: 1 with 1 and \d+ watches; goal 1 whatever the number of watches: "
+        rf"{VERDICT}",
+        r"Benchmark took",
+    ],
     "bench_teams.py": [
         r"Bot process pid \d+ .* started in",
         r"== 1\. HTTP acknowledgement .* 2\. request -> first feedback",

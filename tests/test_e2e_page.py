@@ -117,3 +117,74 @@ async def test_a_reply_that_never_shows_fails_the_check(page_url: str, tmp_path:
     with pytest.raises(AssertionError, match="not visible on the page"):
         await see(page_url, tmp_path / "never.png", say=["incidents 24h"], expect=["no bot ever says this"],
                   timeout_ms=4000)
+
+
+# ---- watches (issue 15): a new incident posted where the team works, seen on the page -------------------------
+
+WATCH_INTERVAL_S = 2
+
+
+async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_across_a_restart(
+        tmp_path: Path) -> None:
+    """``watch high`` in a channel thread; an incident injected into the running demo workspace (its inbox file,
+    as ``python -m bot demo new-incident`` does) is on the page within one poll interval; the bot is stopped, a
+    second incident injected, the bot started again (same state, same port): the second is shown, the first not
+    again. The page stays open throughout (it shows only what arrives while it is open)."""
+    reason = chromium_missing()
+    if reason:
+        pytest.skip(f"page-level tests: {reason}")
+    import json
+    import sqlite3
+    import time
+
+    from bot.sentinel.demo import inject
+    from tests.support.playground import free_port
+
+    inbox, state = tmp_path / "inbox.jsonl", tmp_path / "bot"
+    state.mkdir()
+    settings = {"PORT": str(free_port()), "DEMO_INBOX": str(inbox), "WATCH_POLL_SECONDS": str(WATCH_INTERVAL_S)}
+    first, second = "Watched: ransomware on FIN-DB-01", "Watched: beacon from WS-HR-07 while the bot was down"
+
+    def stored(prefix: str) -> bool:
+        try:
+            with sqlite3.connect(state / "state.db") as db:
+                return db.execute("SELECT COUNT(*) FROM bot_state WHERE key LIKE ?", (prefix + "%",)).fetchone()[0] > 0
+        except sqlite3.Error:
+            return False
+
+    async def until(check, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.1)
+
+    async with oa.FakeOpenAI(brain=brain) as model:
+        bot = await start_sentinel_bot(model.endpoint, state, **settings)
+        try:
+            async with Playground(f"http://127.0.0.1:{settings['PORT']}/api/messages", tmp_path / "pg") as playground:
+                argv = ["node", str(SCRIPT), "--url", playground.url + "/", "--conversation", "general", "--hide-log",
+                        "--full-page", "--chromium", CHROMIUM, "--timeout", "60000", "--out", str(tmp_path / "watch.png"),
+                        "--say", "watch high", "--wait-text", "Watching for high",
+                        "--wait-text", first, "--wait-text", second,
+                        "--count-text", "New incident #900001", "--count-text", "New incident #900002"]
+                page = await asyncio.create_subprocess_exec(*argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
+                                                            stderr=asyncio.subprocess.PIPE)
+                await until(lambda: stored("watches/index"))
+                assert inject.append(inbox, first, "High") == 900001
+                injected = time.time()
+                await until(lambda: stored("watches/card/"))
+                await bot.stop()
+                assert inject.append(inbox, second, "High") == 900002
+                bot = await start_sentinel_bot(model.endpoint, state, **settings)
+                stdout, stderr = await asyncio.wait_for(page.communicate(), timeout=150)
+                assert page.returncode == 0, f"not visible on the page; screenshot {tmp_path / 'watch.png'}\n" \
+                                             f"{stderr.decode()[-2000:]}"
+        finally:
+            await bot.stop()
+    lines = [json.loads(line) for line in stdout.decode().splitlines() if line.startswith("{")]
+    seen = {line["seen"]: line["at"] / 1000 for line in lines if "seen" in line}
+    counts = {line["count"]: line["n"] for line in lines if "count" in line}
+    print(f"\nwatch card on the page {seen[first] - injected:.1f} s after the injection (poll interval "
+          f"{WATCH_INTERVAL_S} s); shown {counts}")
+    assert seen[first] - injected <= WATCH_INTERVAL_S + 1.5, "on the page within one poll interval (and the poll)"
+    assert counts == {"New incident #900001": 1, "New incident #900002": 1}, "nothing twice, nothing missed"

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.sentinel.models import Incident
+from bot.sentinel.models import ChangedIncident, Incident
 from bot.sentinel.params import SELF_WORDS, InvalidParameter, Severity
 from bot.sentinel.queries import IncidentsQuery, make_query
 
@@ -79,17 +79,18 @@ class Snapshot:
         return out
 
     @classmethod
-    def of(cls, changed: Any) -> Snapshot:
-        """From a changed-incident record (``incident`` and its row's ``time_generated``); the owner's fields and
-        the description are used where the record carries them, the owner as listed otherwise."""
-        i: Incident = changed.incident
+    def of(cls, changed: ChangedIncident) -> Snapshot:
+        """From the workspace's changed-incident record: the incident, its row's time, the owner's fields and the
+        description (what the filters compare)."""
+        i = changed.incident
         return cls(number=i.number, title=i.title, severity=i.severity, status=i.status, created=i.created,
                    last_modified=i.last_modified, time_generated=changed.time_generated,
-                   owner_id=str(getattr(changed, "owner_id", "") or ""),
-                   owner_upn=str(getattr(changed, "owner_upn", "") or ""),
-                   owner_email=str(getattr(changed, "owner_email", "") or ""), owner_name=i.owner or "",
-                   description=str(getattr(changed, "description", "") or ""), url=i.url,
-                   classification=i.classification or "", alert_count=i.alert_count)
+                   owner_id=changed.owner_object_id or "", owner_upn=changed.owner_upn or "",
+                   owner_email=changed.owner_email or "",
+                   owner_name=changed.owner_assigned_to or (i.owner if not (changed.owner_email or changed.owner_upn)
+                                                            else "") or "",
+                   description=changed.description, url=i.url, classification=i.classification or "",
+                   alert_count=i.alert_count)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:

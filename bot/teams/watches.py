@@ -44,7 +44,8 @@ from bot.commands.watches import (
     plan,
     watch_filter,
 )
-from bot.sentinel.models import QueryError
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.models import ChangedIncident, QueryError
 from bot.sentinel.params import InvalidParameter
 from bot.teams import replies
 from bot.teams.progress import _status_of, send_with_retry
@@ -339,14 +340,14 @@ class FeedError(Exception):
     """The changed incidents could not be read (Log Analytics' answer, as the data layer says it)."""
 
 
-def sentinel_feed(sentinel: Any) -> ChangeFeed:
+def sentinel_feed(sentinel: SentinelClient) -> ChangeFeed:
     """The change feed of the workspace: ``incident_changes`` (one query), as snapshots."""
 
     async def changes(since: datetime) -> list[Snapshot]:
         result = await sentinel.incident_changes(since)
         if isinstance(result, QueryError):
             raise FeedError(f"{result.code}: {result.detail or result.message}")
-        return [Snapshot.of(record) for record in result.records]
+        return [Snapshot.of(record) for record in result.records if isinstance(record, ChangedIncident)]
 
     return changes
 

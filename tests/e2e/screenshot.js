@@ -14,7 +14,9 @@
 //                         bot to hear it. In a channel the first --say starts a new post ("Start a new post",
 //                         then "Post"); later ones reply inside that thread (its "Type a message..." box).
 //   --press TITLE         after the messages, click the last card button with this title (Action.Submit/Execute)
-//   --wait-text TEXT      (repeatable) wait until this text is visible before the screenshot
+//   --wait-text TEXT      (repeatable) wait until this text is visible before the screenshot; prints
+//                         {"seen": TEXT, "at": ms since the epoch} when it is
+//   --count-text TEXT     (repeatable) after the waits, print {"count": TEXT, "n": how many elements show it}
 //   --hide-log            close the log panel on the right
 //   --full-page           capture the whole scrollable page
 //   --width N --height N  viewport (default 1400 x 900); --timeout MS for each wait (default 15000)
@@ -37,7 +39,8 @@ const CONVERSATIONS = {
 };
 
 function parseArgs(argv) {
-  const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], width: 1400, height: 900,
+  const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [],
+    width: 1400, height: 900,
     timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false, fullPage: false };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
@@ -52,6 +55,7 @@ function parseArgs(argv) {
       case '--say': options.say.push(next()); break;
       case '--press': options.press = next(); break;
       case '--wait-text': options.waitText.push(next()); break;
+      case '--count-text': options.countText.push(next()); break;
       case '--hide-log': options.hideLog = true; break;
       case '--full-page': options.fullPage = true; break;
       case '--width': options.width = Number(next()); break;
@@ -126,10 +130,14 @@ async function main() {
     for (const text of options.waitText) {
       try {
         await page.getByText(text).last().waitFor({ state: 'visible' });
+        console.log(JSON.stringify({ seen: text, at: Date.now() }));
       } catch (error) {
         missing = error;
         break;
       }
+    }
+    for (const text of options.countText) {
+      console.log(JSON.stringify({ count: text, n: await page.getByText(text).count() }));
     }
     if (options.hideLog) await page.getByRole('button', { name: 'Hide log panel' }).click();
     await page.waitForTimeout(300); // let the card renderer finish layout
