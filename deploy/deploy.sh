@@ -92,6 +92,7 @@ app_id="$(output botAppId)"
 host_name="$(output webAppHostName)"
 endpoint="$(output messagingEndpoint)"
 web_app="$(output webAppName)"
+sso_app_id="$(output ssoAppId)"  # empty unless on-behalf-of mode (ssoAppId) was deployed
 
 cat <<EOF
 
@@ -104,7 +105,14 @@ Next:
   1. Check the bot is up (role assignments can take a few minutes to apply):
        curl https://$host_name/healthz
   2. Build the Teams app package with this app id and domain:
-       python -m bot package --app-id $app_id --domain $host_name
+       python -m bot package --app-id $app_id --domain $host_name${sso_app_id:+ --sso-app-id $sso_app_id}
   3. Upload the zip to Teams: Apps > Manage your apps > Upload an app (or ask your Teams admin to
      publish it to the organisation), then say "help" to the bot.
 EOF
+if [[ -n "$sso_app_id" ]]; then
+  cat <<EOF
+  4. On-behalf-of mode: the app registration $sso_app_id must expose api://botid-$app_id, trust the
+     identity as a federated credential and have admin consent for Log Analytics Data.Read and Azure
+     Resource Manager user_impersonation (deploy/README.md, "Reading with each analyst's permissions").
+EOF
+fi

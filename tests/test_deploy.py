@@ -387,9 +387,17 @@ def test_the_checker_sees_references_in_the_right_scope() -> None:
             parse(broken)
 
 
+# The one secret a deployment may pass: the on-behalf-of app registration's client secret, which only the Azure Bot's
+# OAuth connection (the Bot Framework token service) keeps; the web app never sees it (test below).
+CONNECTION_SECRET = "ssoClientSecret"
+
+
 def test_no_parameter_holds_a_secret() -> None:
     for template, _ in templates():
         for name, declaration in template.get("parameters", {}).items():
+            if template is TEMPLATE and name == CONNECTION_SECRET:
+                assert declaration["type"] == "securestring" and declaration["defaultValue"] == ""
+                continue
             assert declaration["type"].lower() not in ("securestring", "secureobject"), name
             assert not SECRET_NAME.search(name) or name.endswith("ResourceId"), f"{name} sounds like a secret"
             assert not SECRET_VALUE.search(json.dumps(declaration.get("defaultValue", ""))), name
@@ -774,6 +782,7 @@ case "$1 $2" in
       *webAppHostName*) echo sentinelbot-abc.azurewebsites.net ;;
       *messagingEndpoint*) echo https://sentinelbot-abc.azurewebsites.net/api/messages ;;
       *webAppName*) echo sentinelbot-abc ;;
+      *ssoAppId*) echo "${SSO_APP_ID:-}" ;;
       *) exit 98 ;;
     esac ;;
   *) echo "unexpected az call: $*" >&2; exit 99 ;;
@@ -815,8 +824,11 @@ def test_deploy_script_deploys_the_template_and_prints_the_next_step(fake_az: di
                       f"{DEPLOY / 'azuredeploy.json'} --parameters @{fake_az['parameters']} --output none")
     assert not any(c.startswith("acr") for c in az_calls(fake_az))
     assert ("python -m bot package --app-id 44444444-4444-4444-4444-444444444444 "
-            "--domain sentinelbot-abc.azurewebsites.net") in result.stdout
+            "--domain sentinelbot-abc.azurewebsites.net\n") in result.stdout
     assert "https://sentinelbot-abc.azurewebsites.net/api/messages" in result.stdout
+    sso = fake_az["run"]("-g", "rg-bot", "-p", fake_az["parameters"], SSO_APP_ID="7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a")
+    assert ("--domain sentinelbot-abc.azurewebsites.net --sso-app-id 7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a"
+            in sso.stdout and "admin consent" in sso.stdout), "on-behalf-of: the package gets single sign-on"
 
 
 def test_deploy_script_can_build_the_image_in_the_registry_first(fake_az: dict[str, Any]) -> None:
@@ -862,3 +874,38 @@ def test_deploy_readme_cites_the_role_ids_and_offers_the_button() -> None:
     assert "learn.microsoft.com/azure/role-based-access-control/built-in-roles" in readme
     assert "https://portal.azure.com/#create/Microsoft.Template/uri/" in readme
     assert "APPLICATIONINSIGHTS_CONNECTION_STRING" in readme
+
+
+def test_on_behalf_of_is_off_by_default_and_its_secret_reaches_only_the_oauth_connection() -> None:
+    deployed, outputs = deploy()
+    assert not [d for d in deployed if d.resource["type"] == "Microsoft.BotService/botServices/connections"]
+    settings, _ = app_settings()
+    assert settings["QUERY_IDENTITY"] == "bot" and settings["SSO_APP_ID"] == "" and outputs["onBehalfOf"] is False
+    assert Settings.from_env(settings, dotenv_path=None).query_identity == "bot"
+    uses = [text for text in strings(TEMPLATE) if f"parameters('{CONNECTION_SECRET}')" in text]
+    assert uses == [f"[parameters('{CONNECTION_SECRET}')]"], "used once: the connection's clientSecret"
+    connection = next(r for r in TEMPLATE["resources"] if r["type"] == "Microsoft.BotService/botServices/connections")
+    assert connection["properties"]["clientSecret"] == uses[0]
+    assert CONNECTION_SECRET not in json.dumps(TEMPLATE["outputs"]) and CONNECTION_SECRET not in EXAMPLE
+
+
+def test_on_behalf_of_adds_the_oauth_connection_and_the_settings_the_app_accepts() -> None:
+    sso_app = "7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a"
+    deployed, outputs = deploy(ssoAppId=f" {sso_app} ", ssoClientSecret="value-from-key-vault")
+    bot = only(deployed, "Microsoft.BotService/botServices")
+    connection = only(deployed, "Microsoft.BotService/botServices/connections")
+    identity = identity_id(deployed)
+    resource = f"api://botid-{fake_reference(identity)['clientId']}"
+    assert connection["name"] == f"{bot['name']}/sentinel-sso" and connection["location"] == "global"
+    properties = connection["properties"]
+    assert properties["serviceProviderId"] == "30dd229c-58e3-4a48-bdfd-91ec48eb906c"  # Azure AD v2
+    assert properties["clientId"] == sso_app and properties["scopes"] == f"{resource}/access_as_user"
+    assert {p["key"]: p["value"] for p in properties["parameters"]} == {"tenantID": TENANT,
+                                                                       "tokenExchangeUrl": resource}
+    assert outputs["onBehalfOf"] is True and outputs["ssoResource"] == resource
+    settings, _ = app_settings(ssoAppId=sso_app, ssoClientSecret="value-from-key-vault")
+    assert (settings["QUERY_IDENTITY"], settings["SSO_APP_ID"], settings["SSO_CONNECTION_NAME"]) == (
+        "user", sso_app, "sentinel-sso")
+    assert "value-from-key-vault" not in json.dumps(settings), "the web app never gets the connection's secret"
+    app = Settings.from_env(settings, dotenv_path=None)  # on-behalf-of through the managed identity: no secret
+    assert app.query_identity == "user" and app.sso_app_id == sso_app and app.sso_client_secret is None
