@@ -25,11 +25,14 @@ from botbuilder.core import MemoryStorage
 from bot.app import build_sentinel_client, build_user_sessions
 from bot.audit import AuditedSentinelClient
 from bot.config import Settings
-from bot.sentinel.identity import Analyst, TokenProblem, UserSessions, acting_as
+from bot.sentinel.changes import WriteError
+from bot.sentinel.identity import Analyst, AnalystIncidentWriter, TokenProblem, UserSessions, acting_as, on_behalf_of
+from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
 from bot.teams.signin import OAUTH_CARD, SIGNED_IN_ASK_AGAIN
 from tests.support import connector_fake as teams
+from tests.support.arm_fake import FakeArm
 from tests.support.connector_fake import TENANT, FakeConnector
 from tests.support.entra_fake import SSO_APP_ID, FakeEntra
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body
@@ -304,3 +307,31 @@ async def test_outside_a_signed_in_turn_on_behalf_of_mode_reads_nothing(start: A
     rig = await start()
     result = await rig.app[BOT_KEY].sentinel.query_incidents(time_window="last_24h")
     assert result.code == TokenProblem.SIGN_IN.value and not rig.logs.requests
+
+
+async def test_incident_writes_run_with_the_analysts_own_token(tmp_path: Path) -> None:
+    entra = await FakeEntra(tls=True).start()
+    try:
+        async with FakeArm(tmp_path, token=None) as arm:
+            name = arm.add_incident(number=42, title="Suspicious sign-in", severity="High")["name"]
+            credentials = on_behalf_of(tenant_id=TENANT, client_id=SSO_APP_ID, authority=entra.url,
+                                       client_secret="test-secret", connection_verify=entra.ca_file)
+            users = UserSessions(credentials, {"arm": lambda own: ArmIncidentWriter(
+                credential=own, endpoint=arm.endpoint, transport=arm.transport(), **arm.workspace)})
+            writer = AnalystIncidentWriter(users)
+            with pytest.raises(WriteError) as outside:
+                await writer.read(name)
+            assert outside.value.message == TokenProblem.SIGN_IN.message and not arm.requests
+            with acting_as(Analyst("aad-alice", TENANT, entra.sso_token("aad-alice"))):
+                await writer.add_comment(name, "comment-1", "Looked at it")
+            bearer = arm.requests[-1].headers["Authorization"].removeprefix("Bearer ")
+            assert entra.user_of(bearer, audience=arm.endpoint) == "aad-alice", "ARM saw the analyst's token"
+            entra.needs_consent.add("aad-bob")
+            with acting_as(Analyst("aad-bob", TENANT, entra.sso_token("aad-bob"))), \
+                    pytest.raises(WriteError) as refused:
+                await writer.read(name)
+            assert refused.value.kind == "unauthorized" and "administrator" in refused.value.message
+            assert "AADSTS" not in refused.value.message and len(arm.requests) == 1
+            await users.close()
+    finally:
+        await entra.stop()

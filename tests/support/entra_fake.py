@@ -30,8 +30,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import jwt
 import aiohttp
+import jwt
 import trustme
 from aiohttp import web
 from azure.core.pipeline.transport import AioHttpTransport
