@@ -138,6 +138,11 @@ class Settings:
         return self.sentinel_workspace_id is None
 
     @property
+    def watches_enabled(self) -> bool:
+        """Watches poll with the bot's own read access: nobody is signed in when it looks for new incidents."""
+        return self.watch_poll_seconds > 0 and self.query_identity == "bot"
+
+    @property
     def llm_provider(self) -> str | None:
         """"azure", "openai", or None when no language model is configured."""
         if self.azure_openai_endpoint:

@@ -20,6 +20,7 @@ from bot.sentinel.models import Incident, QueryResult
 from bot.sentinel.params import InvalidParameter
 from bot.teams.storage import SqliteStorage
 from bot.teams.watches import StoreLease, WatchPoller, WatchStore
+from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.test_cards import assert_valid
 
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
@@ -397,3 +398,65 @@ def posted_numbers(card: dict[str, Any]) -> list[int]:
     import re
 
     return sorted({int(n) for n in re.findall(r"#(\d+)", text)})
+
+
+async def test_a_conversation_that_removed_the_bot_loses_its_watches() -> None:
+    from types import SimpleNamespace
+
+    class Forbidden(Exception):
+        response = SimpleNamespace(status_code=403, headers={})
+
+    class Refusing(RecordingSender):
+        async def post(self, reference: dict[str, Any], card: dict[str, Any]) -> str:
+            if reference["conversation"]["id"] == "chat":
+                raise Forbidden("the bot is not a member of this conversation")
+            return await super().post(reference, card)
+
+    storage = MemoryStorage()
+    clock = Clock()
+    store = WatchStore(storage, clock=clock)
+    for where_ in ("channel", "chat"):
+        await store.command(parse("watch high"), **where(where_))
+    sender = Refusing()
+    poller = WatchPoller(store, _feed([snapshot(1, "High", created=clock.now, at=clock.tick())]), sender,
+                         StoreLease(storage, seconds=30, clock=clock), interval_s=1, demo=True, clock=clock)
+    report = await poller.poll()
+    assert report.posted == 1 and report.failed is None, "the cursor moves on: that post can never be delivered"
+    assert [s.key for s in await store.subscribers()] == ["channel"]
+
+
+async def test_watches_cursor_and_lease_in_blob_storage(azurite: str) -> None:
+    """The store several instances share (Azure Blob, here Azurite): keys with '/' and ';', conditional writes."""
+    from bot.teams.storage import create_storage
+
+    def blob():
+        return create_storage("blob", blob_connection_string=azurite, blob_container="watch-test")
+
+    one, two = blob(), blob()
+    try:
+        clock = Clock()
+        thread = "19:war-room@thread.tacv2;messageid=1700000000000"
+        store = WatchStore(one, clock=clock)
+        await store.command(parse("watch high"), **where(thread))
+        sender = RecordingSender()
+        rows = [snapshot(7, "High", created=clock.now, at=clock.tick())]
+        first = WatchPoller(store, _feed(rows), sender, StoreLease(one, seconds=30, clock=clock), interval_s=1,
+                            demo=True, clock=clock)
+        second = WatchPoller(WatchStore(two, clock=clock), _feed(rows), sender, StoreLease(two, seconds=30, clock=clock),
+                             interval_s=1, demo=True, clock=clock)
+        assert (await first.poll()).posted == 1
+        assert not (await second.poll()).polled, "the other instance holds the lease"
+        clock.tick(31)
+        assert (await second.poll()).posted == 0, "taken over after expiry: nothing posted twice"
+        assert len(sender.posts) == 1
+        import asyncio
+
+        leases = [StoreLease(blob(), seconds=30, key="watches/race") for _ in range(4)]
+        try:
+            assert sum(await asyncio.gather(*(lease.hold() for lease in leases))) == 1
+        finally:
+            for lease in leases:
+                await lease.storage.close()
+    finally:
+        await one.close()
+        await two.close()

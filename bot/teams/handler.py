@@ -490,7 +490,7 @@ class SentinelBot(TeamsActivityHandler):
             case Route.WATCH:
                 assert routed.command is not None
                 if self.watches is None:
-                    return Reply([replies.message("Watches are off on this bot (WATCH_POLL_SECONDS=0).")])
+                    return Reply([replies.message(WATCHES_OFF)])
                 return Reply([replies.message(await self.watches.command(
                     routed.command, conversation_id=request.conversation_id, reference=request.reference,
                     user_name=request.user_name, user_aad_id=request.user_aad_id))])
@@ -669,6 +669,8 @@ _TYPED_DECISIONS = dict.fromkeys(("yes", "confirm", "confirm it", "yes do it", "
 _TYPED_DECISIONS |= dict.fromkeys(("no", "cancel", "cancel it"), Verb.CHANGE_CANCEL)
 _TYPED_PUNCTUATION = re.compile(r"[.,!]")
 _VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change"}  # the turn's command, for telemetry
+WATCHES_OFF = ("Watches are off on this bot. They need WATCH_POLL_SECONDS above 0 and the bot's own read access "
+               "(QUERY_IDENTITY=bot): nobody is signed in when the bot looks for new incidents.")
 _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
                     ProposalStatus.INVALID: "I could not prepare that change",
                     ProposalStatus.FAILED: "I could not prepare that change"}

@@ -138,7 +138,7 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(storage),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
                       access=access, limits=limits,
-                      watches=WatchStore(storage) if settings.watch_poll_seconds else None,
+                      watches=WatchStore(storage) if settings.watches_enabled else None,
                       signin=SignIn(settings.sso_connection_name, users, oauth_url=settings.bot_oauth_url,
                                     local_app_id=settings.sso_app_id) if users is not None else None)
     tokens = channel_tokens(settings)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from botbuilder.core import BotAdapter, Storage, TurnContext
 from botbuilder.schema import ConversationReference
 
+from bot import audit
 from bot.cards.watches import watched_digest, watched_incident
 from bot.commands.parser import Command
 from bot.commands.watches import (
@@ -56,6 +57,7 @@ INDEX_KEY = "watches/index"
 CURSOR_KEY = "watches/cursor"
 LEASE_KEY = "watches/lease"
 _CONFLICT_RETRIES = 5
+POLLER_ASKER = audit.Asker(None, "watch poller", "", "poller")
 SEND_CONCURRENCY = 8  # posts and updates in flight at once, to different conversations
 _GONE = (403, 404)  # the bot was removed from the conversation: its posts can never be delivered
 
@@ -118,6 +120,7 @@ class WatchStore:
 
         if await self._change(key, change):
             await self._change(INDEX_KEY, lambda index: _add_to_index(index, conversation_id))
+            audit.record("watch.created", filter=watch.filter.arguments)  # as the turn's analyst
         return answer
 
     async def unwatch(self, conversation_id: str, number: int | None) -> str:
@@ -142,8 +145,10 @@ class WatchStore:
             answer = f"Stopped watching for {stopped.filter.label}."
             return True
 
-        if await self._change(key, change) and not (await self._read(key)).get("watches"):
-            await self._change(INDEX_KEY, lambda index: _remove_from_index(index, conversation_id))
+        if await self._change(key, change):
+            audit.record("watch.stopped", conversation=conversation_id, number=number)
+            if not (await self._read(key)).get("watches"):
+                await self._change(INDEX_KEY, lambda index: _remove_from_index(index, conversation_id))
         return answer
 
     async def watches(self, conversation_id: str) -> list[Watch]:
@@ -413,7 +418,8 @@ class WatchPoller:
         self.polls += 1
         renewing = asyncio.ensure_future(self._renew())
         try:
-            await self._poll(report)
+            with audit.asking(POLLER_ASKER):  # its one read per poll is audited as the poller's
+                await self._poll(report)
         finally:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -470,7 +476,10 @@ class WatchPoller:
             status, _ = _status_of(error)
             where = item.conversation if isinstance(item, Post) else item.card.conversation
             if status in _GONE:
-                log.warning("watch: conversation %s refuses the bot's messages (HTTP %s); skipped", where, status)
+                log.warning("watch: conversation %s refuses the bot's messages (HTTP %s): its watches are stopped",
+                            where, status)
+                with contextlib.suppress(Exception):
+                    await self.store.unwatch(where, None)
                 return True
             report.failed = f"delivery: {type(error).__name__}"
             log.warning("watch: could not deliver to %s (%s); trying again next poll", where,
