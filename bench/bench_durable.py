@@ -12,8 +12,16 @@ Printed: lost, answered twice, out of order (goal: all 0), the time from the kil
 before it was answered (recovery: bounded by the 15 s blob lease and queue visibility of the killed
 instance's turns), A's restart time, and the acknowledgement times through the proxy.
 
-``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, so CI can tell that the
-benchmark (and ``python -m bot worker``) still runs (tests/test_benchmarks.py); its figures are not meaningful.
+Then the web front alone (tests/support/durable_rig.py ``front_acks``): one web process that only checks and enqueues,
+one ``python -m bot worker`` beside it. Printed: acknowledgement p50/p99 for a burst of 50 conversations it has not
+seen and the same 50 again (goal p99 < 50 ms), then for steady open-loop rates (turns/s offered, answered, p50/p99),
+the highest rate whose p99 stays under 50 ms, and the front's CPU per activity. Each enqueue is two Storage
+requests (the conversation's next number, then the queue message; a conversation's first adds creating its counter),
+so on this machine the figures are the Azure SDK's CPU and Azurite's speed more than the bot's.
+
+``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, and the front at tiny sizes, so
+CI can tell that the benchmark (and ``python -m bot worker``) still runs (tests/test_benchmarks.py); its figures are
+not meaningful.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support import durable_rig  # noqa: E402 - after the path is set
 from tests.support.azurite import AZURITE_ALL  # noqa: E402
+
+ACK_GOAL_MS = 50.0
 
 
 def verdict(met: bool) -> str:
@@ -61,7 +71,31 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
         print(f"Acknowledgement through the proxy: median {statistics.median(acks):.1f} ms, "
               f"p99 {figures.ack_p99_ms:.1f} ms over {len(acks)} deliveries; whole run {figures.elapsed_s:.1f} s")
         failed = failed or not figures.lost == figures.twice == figures.out_of_order == 0
+    with tempfile.TemporaryDirectory(prefix="bench-front-") as workdir:
+        fronts = await durable_rig.front_acks(Path(workdir), burst=5 if smoke else 50,
+                                              rates=(5,) if smoke else (10, 25, 50, 100),
+                                              rate_seconds=1.0 if smoke else 3.0)
+    print_front(fronts)
     return 1 if failed else 0
+
+
+def print_front(figures: durable_rig.AckFigures) -> None:
+    p99 = durable_rig.percentile
+    burst = len(figures.burst_new_ms)
+    print(f"== The web front alone: enqueues only, turns in a separate python -m bot worker (Azurite); "
+          f"goal ack p99 < {ACK_GOAL_MS:.0f} ms")
+    for label, acks in ((f"burst of {burst} conversations it has not seen", figures.burst_new_ms),
+                        (f"burst of the same {burst} again", figures.burst_known_ms)):
+        print(f"{label:<48} ack p50 {p99(acks, 50):7.1f} ms  p99 {p99(acks, 99):7.1f} ms  "
+              f"{verdict(p99(acks, 99) < ACK_GOAL_MS)}")
+    print(f"{'offered turns/s':>16} {'sent':>5} {'answered/s':>11} {'ack p50 ms':>11} {'ack p99 ms':>11}")
+    for rate in figures.rates:
+        print(f"{rate.offered_per_s:>16.0f} {rate.sent:>5} {rate.answered_per_s:>11.1f} {rate.ack_p50_ms:>11.1f} "
+              f"{rate.ack_p99_ms:>11.1f}")
+    within = [r.offered_per_s for r in figures.rates if r.ack_p99_ms < ACK_GOAL_MS]
+    print(f"Highest steady rate with ack p99 < {ACK_GOAL_MS:.0f} ms: "
+          f"{f'{max(within):.0f} turns/s' if within else 'none of those tried'}; "
+          f"the front's CPU per activity {figures.front_cpu_ms:.2f} ms")
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -61,6 +61,10 @@ EXPECTED = {
         r"lost 0, answered twice 0, out of order 0; goal all 0: met",
         rf"Recovery: every turn sent before the kill answered {NUMBER} s after it",
         rf"Acknowledgement through the proxy: median {NUMBER} ms, p99 {NUMBER} ms",
+        r"== The web front alone: enqueues only, turns in a separate python -m bot worker",
+        rf"burst of \d+ conversations it has not seen +ack p50 +{NUMBER} ms +p99 +{NUMBER} ms +{VERDICT}",
+        rf"(?m)^ +5 +5 +{NUMBER} +{NUMBER} +{NUMBER}$",
+        rf"the front's CPU per activity {NUMBER} ms",
     ],
     "bench_streaming.py": [
         r"== Streamed answers in a 1:1 chat: seconds from the request",

@@ -12,6 +12,10 @@ conversations at once, in three parts:
    replied yet, and must be answered once, by B or by A after its restart, in order;
 3. A is restarted; once it is ready, the last third.
 Then every answer the connector received is counted: lost (never answered), answered twice, out of order.
+
+:func:`front_acks` measures the web front alone: one ``python -m bot serve`` taking no turns and one ``python -m bot
+worker`` beside it, on Azurite; acknowledgement times for bursts and for steady rates, and the front's CPU per
+activity (from /proc: Linux).
 """
 
 from __future__ import annotations
@@ -242,5 +246,99 @@ async def run(workdir: Path, *, conversations: int, messages: int, repeat_share:
             await proxy.stop()
         for bot in bots:
             bot.stop()
+        await connector.stop()
+        azurite.stop()
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+@dataclass
+class RateFigures:
+    offered_per_s: float
+    sent: int
+    answered_per_s: float
+    ack_p50_ms: float
+    ack_p99_ms: float
+
+
+@dataclass
+class AckFigures:
+    burst_new_ms: list[float] = field(default_factory=list)  # 50 conversations the front has not seen, at once
+    burst_known_ms: list[float] = field(default_factory=list)  # the same conversations again, at once
+    rates: list[RateFigures] = field(default_factory=list)
+    front_cpu_ms: float = 0.0  # the web process's CPU per activity over the steady rates
+
+
+async def front_acks(workdir: Path, *, burst: int = 50, rates: tuple[float, ...] = (10, 25, 50, 100),
+                     rate_seconds: float = 3.0, answer_timeout_s: float = 120.0) -> AckFigures:
+    """Acknowledgement times of a web front that only enqueues (its turns run in a separate worker process)."""
+    figures = AckFigures()
+    (workdir / "azurite").mkdir(parents=True, exist_ok=True)
+    azurite = Azurite(workdir / "azurite")
+    connector = await FakeConnector().start()
+    bot = BotProcess("front", workdir, _bot_env(azurite), separate_worker=True)
+    sent: set[str] = set()
+    try:
+        await bot.start()
+        assert bot.process is not None
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def post(conversation: str, activity_id: str) -> float:
+                body = teams.personal("help", activity_id=activity_id, service_url=connector.url,
+                                      conversation_id=conversation, user=conversation.rsplit("-", 1)[-1])
+                started = time.monotonic()
+                async with session.post(f"{bot.url}/api/messages", json=body) as answer:
+                    await answer.read()
+                if answer.status >= 300:
+                    raise RuntimeError(f"the front answered {answer.status}: {bot.log_tail()}")
+                sent.add(activity_id)
+                return (time.monotonic() - started) * 1000
+
+            async def all_answered() -> None:
+                deadline = time.monotonic() + answer_timeout_s
+                while time.monotonic() < deadline:
+                    got = {str(m.body.get("replyToId")) for m in connector.sent if m.type == "message"}
+                    if sent <= got:
+                        return
+                    await asyncio.sleep(0.05)
+                raise RuntimeError(f"{len(sent - got)} turns were not answered in {answer_timeout_s:.0f} s")
+
+            await post("a:front-warmup", "warmup")
+            await all_answered()
+            conversations = [f"a:front-{i}" for i in range(burst)]
+            figures.burst_new_ms = list(await asyncio.gather(*(post(c, f"new-{i}") for i, c in
+                                                               enumerate(conversations))))
+            await all_answered()
+            figures.burst_known_ms = list(await asyncio.gather(*(post(c, f"known-{i}") for i, c in
+                                                                 enumerate(conversations))))
+            await all_answered()
+            cpu_before, activities = process_cpu_s(bot.process.pid), 0
+            for rate in rates:
+                count = max(1, int(rate * rate_seconds))
+                started = time.monotonic()
+                posts = []
+                for n in range(count):  # an open loop: each at its time, whatever the earlier ones are doing
+                    await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
+                    posts.append(asyncio.ensure_future(post(conversations[n % burst], f"rate{rate:g}-{n}")))
+                acks = list(await asyncio.gather(*posts))
+                await all_answered()
+                elapsed = time.monotonic() - started
+                activities += count
+                figures.rates.append(RateFigures(rate, count, count / elapsed, percentile(acks, 50),
+                                                 percentile(acks, 99)))
+            figures.front_cpu_ms = (process_cpu_s(bot.process.pid) - cpu_before) * 1000 / max(1, activities)
+        return figures
+    finally:
+        bot.stop()
         await connector.stop()
         azurite.stop()
