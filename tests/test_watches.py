@@ -460,3 +460,25 @@ async def test_watches_cursor_and_lease_in_blob_storage(azurite: str) -> None:
     finally:
         await one.close()
         await two.close()
+
+
+async def test_a_digest_card_is_updated_in_place_when_one_of_its_incidents_closes() -> None:
+    storage = MemoryStorage()
+    clock = Clock()
+    rows = [snapshot(n, "High", created=clock.now, at=clock.tick(1)) for n in range(1, DIGEST_OVER + 2)]
+    sender = RecordingSender()
+    store = WatchStore(storage, clock=clock)
+    await store.command(parse("watch high"), **where("channel"))
+    poller = WatchPoller(store, _feed(rows), sender, StoreLease(storage, seconds=30, clock=clock), interval_s=1,
+                         demo=True, clock=clock)
+    assert (await poller.poll()).posted == 1
+    assert f"{DIGEST_OVER + 1} new incidents" in json.dumps(sender.posts[0])
+    rows.append(snapshot(3, "High", status="Closed", created=rows[2].created, at=clock.tick(), modified=clock.now))
+    assert (await poller.poll()).updated == 1
+    [(activity_id, card)] = sender.updates
+    assert activity_id == "activity-1" and "Closed" in json.dumps(card) and len(sender.posts) == 1
+
+
+def test_a_stored_filter_that_no_longer_reads_matches_nothing_and_breaks_nothing() -> None:
+    broken = Watch(WatchFilter({"min_severity": "Critical"}), "Alice", NOW - timedelta(minutes=1))
+    assert not broken.wants(snapshot(1, "High"))

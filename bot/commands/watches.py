@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from bot.sentinel.models import ChangedIncident, Incident
@@ -110,7 +111,7 @@ class WatchFilter:
 
     arguments: dict[str, Any]
 
-    @property
+    @cached_property  # checked once per watch loaded, not once per incident compared
     def query(self) -> IncidentsQuery:
         """The incidents query these arguments make (make_query takes its own parameters; the creator flag is ours)."""
         query = make_query(IncidentsQuery.tool, {k: v for k, v in self.arguments.items() if k not in _OURS})
@@ -198,7 +199,12 @@ class Watch:
     def wants(self, incident: Snapshot) -> bool:
         """A new incident for this watch: it matches, and it was created after the watch (give or take)."""
         created = incident.created or incident.time_generated
-        return (created is None or created >= self.created_at - NEW_GRACE) and self.filter.matches(incident)
+        if created is not None and created < self.created_at - NEW_GRACE:
+            return False
+        try:
+            return self.filter.matches(incident)
+        except InvalidParameter:  # a stored filter this version no longer accepts: it matches nothing, never fails
+            return False
 
 
 @dataclass(frozen=True)
