@@ -134,7 +134,8 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
         TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
     access = access_policy(settings, graph_token)
     runner.add_cleanup(access.close)  # its Graph clients live on the runner's loop, where turns check access
-    limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute)
+    limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute,
+                        settings.model_tokens_per_user_minute, settings.model_tokens_per_conversation_minute)
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(storage),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
                       access=access, limits=limits,
