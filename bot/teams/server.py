@@ -34,7 +34,7 @@ from bot.teams.access import TokenSource, TurnLimits, access_policy
 from bot.teams.connectors import CachingAuthentication, auth_record
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
 from bot.teams.handler import SentinelBot
-from bot.teams.progress import send_with_retry
+from bot.teams.progress import send_with_retry, shows_typing
 from bot.teams.queue import Envelope, TurnQueue
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.signin import SignIn
@@ -394,6 +394,8 @@ def _typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[
     """The typing indicator, sent as soon as the turn is queued, before it waits for anything."""
 
     async def send() -> None:
+        if not shows_typing(activity):
+            return
         connector = await auth.connector_factory.create(activity.service_url, auth.audience)
         typing = Activity(type="typing", from_property=activity.recipient, recipient=activity.from_property,
                           conversation=activity.conversation, channel_id=activity.channel_id,
