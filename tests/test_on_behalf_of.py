@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,13 +21,22 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from azure.core.credentials import AccessToken
 from botbuilder.core import MemoryStorage
 
 from bot.app import build_sentinel_client, build_user_sessions
 from bot.audit import AuditedSentinelClient
-from bot.config import Settings
+from bot.config import ConfigError, Settings
 from bot.sentinel.changes import WriteError
-from bot.sentinel.identity import Analyst, AnalystIncidentWriter, TokenProblem, UserSessions, acting_as, on_behalf_of
+from bot.sentinel.identity import (
+    Analyst,
+    AnalystIncidentWriter,
+    ManagedIdentityAssertion,
+    TokenProblem,
+    UserSessions,
+    acting_as,
+    on_behalf_of,
+)
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
@@ -335,3 +345,45 @@ async def test_incident_writes_run_with_the_analysts_own_token(tmp_path: Path) -
             await users.close()
     finally:
         await entra.stop()
+
+
+async def test_without_a_secret_the_managed_identity_is_the_client_assertion() -> None:
+    class ManagedIdentity:  # what ManagedIdentityCredential gives for api://AzureADTokenExchange
+        def __init__(self) -> None:
+            self.scopes: list[tuple[str, ...]] = []
+
+        async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+            self.scopes.append(scopes)
+            return AccessToken("managed-identity-assertion", int(time.time()) + 3600)
+
+        async def close(self) -> None:
+            pass
+
+    entra = await FakeEntra(tls=True).start()
+    identity = ManagedIdentity()
+    try:
+        credentials = on_behalf_of(tenant_id=TENANT, client_id=SSO_APP_ID, authority=entra.url,
+                                   assertion=ManagedIdentityAssertion(identity), connection_verify=entra.ca_file)
+        users = UserSessions(credentials, scopes=("https://api.loganalytics.io/.default",))
+        assert await users.check(Analyst("aad-alice", TENANT, entra.sso_token("aad-alice"))) is None
+        assert entra.client_assertions == ["managed-identity-assertion"], "no secret: the identity's token"
+        assert identity.scopes == [("api://AzureADTokenExchange/.default",)]
+        assert entra.on_behalf_of == [("aad-alice", "https://api.loganalytics.io")]
+        await users.close()
+    finally:
+        await entra.stop()
+
+
+def test_on_behalf_of_mode_refuses_to_start_without_what_it_needs() -> None:
+    with pytest.raises(ConfigError) as missing:
+        Settings.from_env({"QUERY_IDENTITY": "user"}, dotenv_path=None)
+    for name in ("SENTINEL_WORKSPACE_ID", "MICROSOFT_APP_ID", "SSO_APP_ID", "MICROSOFT_APP_TENANT_ID"):
+        assert f"QUERY_IDENTITY=user needs {name}" in str(missing.value)
+    base = {"QUERY_IDENTITY": "user", "SENTINEL_WORKSPACE_ID": WORKSPACE, "MICROSOFT_APP_ID": SSO_APP_ID,
+            "MICROSOFT_APP_TENANT_ID": TENANT, "SSO_APP_ID": SSO_APP_ID}
+    with pytest.raises(ConfigError) as secret:
+        Settings.from_env(base | {"MICROSOFT_APP_PASSWORD": "bot-secret"}, dotenv_path=None)
+    assert "SSO_CLIENT_SECRET" in str(secret.value) and "bot-secret" not in str(secret.value)
+    settings = Settings.from_env(base | {"MICROSOFT_APP_TYPE": "UserAssignedMSI"}, dotenv_path=None)
+    assert settings.query_identity == "user" and settings.sso_client_secret is None
+    assert Settings.from_env({}, dotenv_path=None).query_identity == "bot", "off by default"
