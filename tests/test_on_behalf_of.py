@@ -300,7 +300,7 @@ async def test_sessions_are_bounded_expire_and_follow_a_new_sign_in() -> None:
             closed.append(self.name)
 
     now = [0.0]
-    sessions = UserSessions(Credential, max_sessions=2, ttl_s=100, clock=lambda: now[0])
+    sessions = UserSessions(Credential, max_sessions=2, ttl_s=100, retire_grace_s=0, clock=lambda: now[0])
     a, b, c = (Analyst(name, TENANT, f"token-{name}") for name in "abc")
     for analyst in (a, b, a, c):  # b is the least recently used when c arrives
         await sessions._session(analyst)
@@ -311,6 +311,17 @@ async def test_sessions_are_bounded_expire_and_follow_a_new_sign_in() -> None:
     await sessions._session(c)
     assert closed == ["b", "a", "c"] and sessions.created == 5, "a session lives at most its TTL"
     await sessions.close()
+
+    closed.clear()  # with a grace, a replaced session stays usable a while (a request may still be running on it)
+    graceful = UserSessions(Credential, max_sessions=1, retire_grace_s=0.05)
+    await graceful._session(a)
+    await graceful._session(b)
+    assert closed == [] and len(graceful) == 1
+    await asyncio.sleep(0.2)
+    assert closed == ["a"]
+    await graceful._session(a)
+    await graceful.close()
+    assert sorted(closed) == ["a", "a", "b"], "closing closes the live and the retiring sessions"
 
 
 async def test_outside_a_signed_in_turn_on_behalf_of_mode_reads_nothing(start: Any) -> None:
