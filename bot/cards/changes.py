@@ -13,13 +13,21 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from bot.cards.common import Element, actions, as_utc, card, cell, fit, header, plain, subtle, table, text, unlink
 from bot.cards.verbs import Verb
-from bot.sentinel.changes import MAX_COMMENT_CHARS, ChangeKind, IncidentChange, IncidentSnapshot
+from bot.sentinel.changes import (
+    MAX_COMMENT_CHARS,
+    ChangeKind,
+    IncidentChange,
+    IncidentSnapshot,
+    Owner,
+    escalation_comment,
+)
 
 OUTCOMES = ("executed", "noop", "cancelled", "expired", "superseded", "failed")
 OUTCOME_COLOR = {"executed": "good", "failed": "attention"}  # default otherwise
@@ -33,6 +41,7 @@ MAX_SENT_ITEMS = 20  # list items per JSON array shown
 MAX_TEXT_LINES = 30  # lines of a comment shown as separate blocks; the rest joins the last one
 _SAFE_URL = re.compile(r"https://[^\s\"'<>\\^`{|}]{1,2040}")
 _ID_CHARS = re.compile(r"[^A-Za-z0-9-]")
+_PHONE = re.compile(r"\+?\d[\d ()./-]{2,39}")  # shown as is, so it can be dialled ("+1" starts no markdown list)
 # JSON escapes for the characters markdown or HTML would read; the escaped JSON means the same.
 _JSON_INERT = (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("*", "\\u002a"), ("](", "]\\u0028"))
 
@@ -54,6 +63,8 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
     if change.kind is ChangeKind.COMMENT:
         body.append(text("Comment to add", weight="bolder", spacing="medium"))
         body += _long_text(change.comment, chars)
+    elif change.kind is ChangeKind.ESCALATE:
+        body += _escalation_plan(change, incident, requester, chars)
     else:
         after = change.target_fields()
         body.append(_before_after(list(after), incident.fields(), after, spacing="medium"))
@@ -67,25 +78,67 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
     return card(body, buttons + _open_in_sentinel(incident))
 
 
+def _escalation_plan(change: IncidentChange, incident: IncidentSnapshot, requester: str, chars: int) -> list[Element]:
+    """Who the escalation goes to (the roster's row) and what Confirm will do, step by step."""
+    on_call = change.on_call
+    if on_call is None:
+        return [text("Nobody to escalate to.", spacing="medium")]
+    name = plain(on_call.person.label, 80)
+    out: list[Element] = [
+        text("On call now", weight="bolder", spacing="medium"),
+        {"type": "FactSet", "facts": [{"title": plain(k, 40), "value": v if _PHONE.fullmatch(v) else plain(v, 200)}
+                                      for k, v in on_call.details().items()]},
+        text("Confirm will", weight="bolder", spacing="medium"),
+    ]
+    steps = []
+    if change.assign:
+        steps.append(f"assign #{incident.number or change.incident_number} to {name}")
+    steps += [f"post here an @mention of {name} with the incident's summary (if Teams cannot find them in this "
+              "conversation, their name is written in plain text and you are told)",
+              "add this comment to the incident:"]
+    out += [text(f"{i}. {step}", spacing="none" if i > 1 else "small") for i, step in enumerate(steps, 1)]
+    # The requester's sign-in name is only known on Confirm; the card previews with the name it has.
+    preview = escalation_comment(on_call, Owner(name=requester), change.comment, change.assign)
+    out += _long_text(preview, min(chars, 1000))
+    if change.assign:
+        after = change.target_fields()
+        out.append(_before_after(["Owner"], incident.fields(), after, spacing="small"))
+    return out
+
+
 def change_outcome(change: IncidentChange, before: IncidentSnapshot, *, outcome: str, headline: str,
                    detail: str | None = None, after: IncidentSnapshot | None = None, requester: str,
                    confirmed_by: str | None = None, sent: dict[str, Any] | None = None,
-                   audit_comment: str | None = None, demo: bool, action_id: str | None = None) -> Element:
+                   audit_comment: str | None = None, demo: bool, action_id: str | None = None,
+                   posted: dict[str, Any] | None = None, audit_record: dict[str, Any] | None = None) -> Element:
     """What became of a proposed change, in place of its confirmation card; no buttons to answer any more.
 
     ``outcome`` is one of OUTCOMES. "View action" (for executed, and for noop or failed when there is a
     request or a result to show) opens the parameters, the incident before and after, the request sent
-    and the audit comment. ``action_id`` names the hidden container, so each card's toggle has its own id.
+    and the audit comment; for an escalation also the message posted in Teams (``posted``: exactly as sent,
+    and whom it notified) and, for any change, the audit record. ``action_id`` names the hidden container,
+    so each card's toggle has its own id.
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+    shown = _Shown(sent, audit_comment, posted, audit_record)
     return fit(lambda chars: _outcome(change, before, outcome, headline, detail, after, requester, confirmed_by,
-                                      sent, audit_comment, demo, action_id, chars), MAX_SENT_CHARS)
+                                      shown, demo, action_id, chars), MAX_SENT_CHARS)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What the View action shows beside the action and the incident."""
+
+    sent: dict[str, Any] | None
+    audit_comment: str | None
+    posted: dict[str, Any] | None
+    audit_record: dict[str, Any] | None
 
 
 def _outcome(change: IncidentChange, before: IncidentSnapshot, outcome: str, headline: str, detail: str | None,
-             after: IncidentSnapshot | None, requester: str, confirmed_by: str | None, sent: dict[str, Any] | None,
-             audit_comment: str | None, demo: bool, action_id: str | None, chars: int) -> Element:
+             after: IncidentSnapshot | None, requester: str, confirmed_by: str | None, shown: _Shown, demo: bool,
+             action_id: str | None, chars: int) -> Element:
     body = header(f"{OUTCOME_ICON[outcome]} {plain(headline, 300)}", demo=demo)
     _colour_heading(body, OUTCOME_COLOR.get(outcome, "default"))
     if detail:
@@ -97,17 +150,17 @@ def _outcome(change: IncidentChange, before: IncidentSnapshot, outcome: str, hea
     if confirmed_by:
         who += f", confirmed by {plain(confirmed_by, 80)}"
     body.append(subtle(who + "."))
-    if outcome == "executed" or (outcome in ("noop", "failed") and (sent is not None or after is not None)):
+    if outcome == "executed" or (outcome in ("noop", "failed") and (shown.sent is not None or after is not None)):
         target = _container_id(change, action_id)
         body.append(actions({"type": "Action.ToggleVisibility", "title": "View action", "targetElements": [target]},
                             spacing="small"))
         body.append({"type": "Container", "id": target, "isVisible": False,
-                     "items": _details(change, before, after, sent, audit_comment, chars)})
+                     "items": _details(change, before, after, shown, chars)})
     return card(body, _open_in_sentinel(before))
 
 
-def _details(change: IncidentChange, before: IncidentSnapshot, after: IncidentSnapshot | None,
-             sent: dict[str, Any] | None, audit_comment: str | None, chars: int) -> list[Element]:
+def _details(change: IncidentChange, before: IncidentSnapshot, after: IncidentSnapshot | None, shown: _Shown,
+             chars: int) -> list[Element]:
     width = max(min(chars // 3, MAX_COMMENT_CHARS), 100)
     items = [_section("Action", first=True),
              {"type": "FactSet", "facts": [{"title": plain(key, 40), "value": _param(value, width)}
@@ -119,13 +172,35 @@ def _details(change: IncidentChange, before: IncidentSnapshot, after: IncidentSn
     else:
         items.append({"type": "FactSet", "facts": [{"title": name, "value": _shown(value, 300)}
                                                    for name, value in before_fields.items()]})
-    if sent is not None:
+    if shown.posted is not None:
+        items.append(_section("Message posted in Teams"))
+        items += _posted(shown.posted, chars)
+    if shown.sent is not None:
         items.append(_section("Request sent to Sentinel"))
-        items += _request(sent, chars)
-    if audit_comment:
+        items += _request(shown.sent, chars)
+    if shown.audit_comment:
         items.append(_section("Audit comment written to Sentinel"))
-        items += _long_text(audit_comment, width)
+        items += _long_text(shown.audit_comment, width)
+    if shown.audit_record is not None:
+        items.append(_section("Audit record"))
+        items += _json_lines(shown.audit_record, chars // 2)
     return items
+
+
+def _posted(posted: Mapping[str, Any], chars: int) -> list[Element]:
+    """To whom (mentioned with their Teams id, or named in plain text and why), then the message as sent."""
+    facts = []
+    for person in posted.get("named") or []:
+        if not isinstance(person, Mapping):
+            continue
+        how = (f"@mentioned (Teams id {person.get('teams_id')})" if person.get("mentioned")
+               else f"named in plain text, not notified: {person.get('not_notified') or 'unknown'}")
+        facts.append({"title": plain(f"To ({person.get('role') or '?'})", 40),
+                      "value": plain(f"{person.get('name') or '?'}: {how}", 300)})
+    out: list[Element] = [{"type": "FactSet", "facts": facts}] if facts else []
+    out.append(subtle(f"In conversation {plain(posted.get('conversation_id') or '?', 200)}, message "
+                      f"{plain(posted.get('activity_id') or '?', 80)}. Exactly as sent:", spacing="small"))
+    return out + _json_lines(posted.get("message"), chars)
 
 
 def _request(sent: Mapping[str, Any], chars: int) -> list[Element]:
@@ -133,7 +208,13 @@ def _request(sent: Mapping[str, Any], chars: int) -> list[Element]:
     out = [text(line, fontType="monospace", size="small", spacing="small")]
     if "body" not in sent or sent.get("body") is None:
         return out
-    value, cut = _shorten(sent["body"], max(chars // 6, 60))
+    return out + _json_lines(sent["body"], chars)
+
+
+def _json_lines(data: Any, chars: int) -> list[Element]:
+    """``data`` as indented JSON, one monospace line per block, markup characters escaped (exact and inert)."""
+    out: list[Element] = []
+    value, cut = _shorten(data, max(chars // 6, 60))
     dumped = json.dumps(value, indent=2, ensure_ascii=False, default=str)
     for raw, escaped in _JSON_INERT:
         dumped = dumped.replace(raw, escaped)
@@ -151,8 +232,8 @@ def _request(sent: Mapping[str, Any], chars: int) -> list[Element]:
     out += [{"type": "RichTextBlock", "spacing": "none", "inlines": [
         {"type": "TextRun", "text": _code(part), "fontType": "monospace", "size": "small"}]} for part in lines]
     if cut:
-        out.append(subtle("Shortened to fit the card: long values and lines are cut (…). Sentinel received the "
-                          "full request.", spacing="small"))
+        out.append(subtle("Shortened to fit the card: long values and lines are cut (…). What was sent was "
+                          "complete.", spacing="small"))
     return out
 
 

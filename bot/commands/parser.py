@@ -42,6 +42,9 @@ _CHANGE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ("set_incident_severity", rf"^(?:raise|lower|escalate|downgrade|set)\s+{_TARGET}\s+(?:severity\s+)?to\s+"
                               rf"(?P<severity>\w+)$"),
     ("add_incident_comment", rf"^(?:comment|note)\s+(?:on\s+)?{_TARGET}\s*[:\-–—]?\s*(?P<comment>.*)$"),
+    # "escalate [2]", "escalate #42 and assign: contain WS-FIN-160 now" (after "escalate [2] to high", a severity)
+    ("escalate_incident", rf"^escalate\s+{_TARGET}(?:\s+(?:and\s+)?(?P<assign>assign(?:\s+(?:it|to\s+them))?))?"
+                          rf"(?:\s*(?::|--|\s[-–—])\s*(?P<reason>.*))?$"),
     ))
 _CLASSIFICATIONS = (("false positive", "FalsePositive"), ("falsepositive", "FalsePositive"), ("fp", "FalsePositive"),
                     ("true positive", "TruePositive"), ("truepositive", "TruePositive"), ("tp", "TruePositive"),
@@ -61,6 +64,8 @@ _CHANGE_USAGE = {
     "reopen": 'Reopen which incident? Usage: reopen [n], e.g. "reopen [3]".',
     "severity": 'Usage: severity [n] high|medium|low|informational, e.g. "severity [2] high".',
     "comment": 'Usage: comment [n]: text, e.g. "comment [2]: called the user, password reset".',
+    "escalate": ('Escalate which incident? Usage: escalate [n] [assign] [: what you need], e.g. "escalate [2]" or '
+                 '"escalate #42 assign: contain WS-FIN-160 now".'),
 }
 
 HELP_TEXT = """\
@@ -77,6 +82,7 @@ Ask in plain language, or use these commands:
   close [n] false positive: why   close with a classification (true positive, benign positive, undetermined)
   reopen [n]  |  severity [n] high  |  comment [n]: text
   watch high open                 post new incidents matching the filters here as they arrive (watches, unwatch [N])
+  escalate [n] [assign]: ask      @mention the analyst on call here, comment on the incident (assign: also assign)
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   who is on call                  who is on shift now and next, from the OnCall watchlist (also: oncall)
   help                            this list
@@ -257,6 +263,10 @@ def _parse_change(text: str) -> Command | None:
             arguments["assignee"] = groups["who"]
         elif tool == "set_incident_severity":
             arguments["severity"] = groups["severity"]
+        elif tool == "escalate_incident":
+            arguments["assign"] = bool(groups.get("assign"))
+            if (groups.get("reason") or "").strip():
+                arguments["reason"] = groups["reason"].strip()
         elif tool == "add_incident_comment":
             if not groups["comment"].strip():
                 raise CommandError('What should the comment say? Usage: comment [n]: text, e.g. "comment [2]: '

@@ -21,6 +21,13 @@ from enum import StrEnum
 from typing import Any
 
 from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.escalation import (
+    EscalationNotice,
+    Notifier,
+    NotifyError,
+    Posted,
+    unnotified_advice,
+)
 from bot.orchestrator.pending import CONFIRM_WINDOW, OutcomeStatus, PendingAction
 from bot.orchestrator.references import RefKind
 from bot.orchestrator.write_guard import REFUSAL_TEXT, Refusal
@@ -29,19 +36,23 @@ from bot.sentinel.changes import (
     IncidentChange,
     IncidentSnapshot,
     IncidentWriter,
+    OnCallContact,
     Owner,
     WriteError,
     comment_request,
+    escalation_comment,
+    make_change,
     update_request,
 )
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import IncidentDetail, QueryResult, one_line
+from bot.sentinel.models import IncidentDetail, OnCallEntry, QueryResult, one_line
 from bot.sentinel.params import InvalidParameter
 from bot.tools.registry import TOOLS
 from bot.tools.write_tools import change_from_arguments, incident_ref
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("bot.audit")
+ON_CALL_TOOL = "get_on_call"  # the roster query
 _COMMENT_IDS = uuid.UUID("6f1c1a52-6b8e-4a47-9d0c-2b8f3c1d5e70")  # namespace: audit comment id from action id
 
 WRITES_OFF = ("Changing incidents from Teams is turned off for this bot. Make the change in the Sentinel portal, "
@@ -87,6 +98,7 @@ class ProposalStatus(StrEnum):
     INVALID = "invalid"  # a value to correct
     NOOP = "noop"  # already so
     FAILED = "failed"  # Sentinel could not be read
+    NOBODY_ON_CALL = "nobody_on_call"  # an escalation with nobody on shift (or no roster to read)
 
 
 # The outcomes after which the action's card shows the outcome instead of Confirm and Cancel.
@@ -121,6 +133,8 @@ class Outcome:
     audit_comment: str | None = None
     confirmed_by: str | None = None
     renewed: PendingAction | None = None
+    posted: Posted | None = None  # an escalation's message, as posted
+    audit_record: dict[str, Any] | None = None  # the record written for this outcome
 
     @property
     def closes_card(self) -> bool:
@@ -158,7 +172,14 @@ class ConfirmationDesk:
             if declared is None or not declared.needs_confirmation:
                 raise InvalidParameter("tool", f"{tool[:60]!r} is not a write tool")
             number = self._incident_number(conversation, arguments)
-            change = change_from_arguments(declared, arguments, number, actor.user)
+            on_call = None
+            if declared.change is ChangeKind.ESCALATE:
+                found = await self._on_call()
+                if isinstance(found, str):
+                    self._audit("refused", actor, tool=tool, source=source, result="nobody_on_call")
+                    return Proposal(ProposalStatus.NOBODY_ON_CALL, found)
+                on_call = found
+            change = change_from_arguments(declared, arguments, number, actor.user, on_call)
         except InvalidParameter as error:
             return Proposal(ProposalStatus.INVALID, f"I could not prepare that change: {error}")
         incident = await self._read(number)
@@ -175,8 +196,10 @@ class ConfirmationDesk:
         action = PendingAction(uuid.uuid4().hex, change, actor.user, incident, now, now + CONFIRM_WINDOW)
         conversation.pending_action = action
         self._audit("proposed", actor, action, source=source, result="pending")
+        what = (f"escalate to {change.on_call.person.label}, on call now" if change.on_call is not None
+                else change.summary())
         return Proposal(ProposalStatus.PROPOSED,
-                        f"Proposed, not done yet: {change.summary()} on #{number} ({one_line(incident.title, 80)}). "
+                        f"Proposed, not done yet: {what} on #{number} ({one_line(incident.title, 80)}). "
                         f"{action.requester.label} must press Confirm on the card within 5 minutes; nothing changes "
                         "until then.", action=action, replaced=replaced)
 
@@ -187,7 +210,10 @@ class ConfirmationDesk:
 
     # ---- confirming and cancelling --------------------------------------------------------------------------
 
-    async def confirm(self, conversation: Conversation, action_id: str, actor: Actor) -> Outcome:
+    async def confirm(self, conversation: Conversation, action_id: str, actor: Actor,
+                      notifier: Notifier | None = None) -> Outcome:
+        """The requester's Confirm: re-read, write with the etag, comment, audit. ``notifier`` posts an
+        escalation's message (the surface's part of it)."""
         pending = self._requesters(conversation, action_id, actor, "confirm",
                                    " To make a change yourself, ask me.")
         if isinstance(pending, Outcome):
@@ -204,6 +230,8 @@ class ConfirmationDesk:
             if current.etag != pending.incident.etag:
                 return self._renew(conversation, actor, pending, current)
             change = pending.change
+            if change.kind is ChangeKind.ESCALATE:
+                return await self._escalate(conversation, actor, pending, current, notifier)
             if change.is_noop_for(current):
                 return self._close(conversation, actor, pending, OutcomeStatus.NOOP,
                                    f"Nothing to change: #{current.number} already has {_current(change, current)}.")
@@ -213,12 +241,7 @@ class ConfirmationDesk:
                     else update_request(current, change)).to_dict()
             after = current if change.kind is ChangeKind.COMMENT else await writer.update(current, change)
         except WriteError as error:
-            if error.kind == "conflict":
-                try:
-                    return self._renew(conversation, actor, pending, await writer.read(pending.incident.name))
-                except WriteError as again:
-                    error = again
-            return self._failed(conversation, actor, pending, error)
+            return await self._not_written(conversation, actor, pending, error)
         outcome = Outcome(OutcomeStatus.EXECUTED, f"Done: {pending.change.summary()} on #{current.number}.",
                           action=pending, after=after, sent=sent, audit_comment=audit_comment,
                           confirmed_by=actor.user.label)
@@ -231,13 +254,73 @@ class ConfirmationDesk:
             outcome.detail = (f"The change was made, but the audit comment could not be added to the incident: "
                               f"{error.message}")
         conversation.finish_action(pending.id, OutcomeStatus.EXECUTED, outcome.headline)
-        # The fact check's change log: "I closed #N" is true from now on, and #N's record is what Sentinel returned.
-        conversation.facts.record_change(current.number, change.kind.value, change.summary(), self.clock(),
-                                         severity=after.severity, status=after.status,
+        self._record_change(conversation, change, after)
+        outcome.audit_record = self._audit("executed", actor, pending,
+                                           result="executed" if not outcome.detail else "executed_no_comment")
+        return outcome
+
+    async def _escalate(self, conversation: Conversation, actor: Actor, pending: PendingAction,
+                        current: IncidentSnapshot, notifier: Notifier | None) -> Outcome:
+        """Assign (when asked; the one step a stale incident can refuse, so it goes first and a conflict leaves
+        nothing half done), post the notice where it was confirmed, then add the incident comment."""
+        assert self.writer is not None
+        change, writer = pending.change, self.writer
+        on_call = change.on_call
+        if on_call is None or notifier is None:
+            return self._close(conversation, actor, pending, OutcomeStatus.FAILED, "Not done.",
+                               detail="Escalations can only be posted from Microsoft Teams.")
+        sent: dict[str, Any] | None = None
+        after = current
+        try:
+            if change.assign and not make_change(ChangeKind.ASSIGN, current.number or change.incident_number,
+                                                 owner=on_call.person).is_noop_for(current):
+                sent = update_request(current, change).to_dict()
+                after = await writer.update(current, change)
+        except WriteError as error:
+            return await self._not_written(conversation, actor, pending, error)
+        notice = EscalationNotice(after, on_call, actor.user, change.comment, assigned=change.assign)
+        try:
+            posted = await notifier.post(notice)
+        except NotifyError as error:
+            assigned = f" #{after.number} was assigned to {on_call.person.label}." if sent else ""
+            conversation.finish_action(pending.id, OutcomeStatus.FAILED, "Not done: the message was not posted")
+            record = self._audit("failed", actor, pending, result="not_posted", assigned=bool(sent))
+            return Outcome(OutcomeStatus.FAILED, "Not done: the escalation could not be posted in Teams.",
+                           detail=error.message + assigned + " Nothing was added to the incident.", action=pending,
+                           after=after if sent else None, sent=sent, confirmed_by=actor.user.label,
+                           audit_record=record)
+        comment = escalation_comment(on_call, actor.user, change.comment, change.assign)
+        comment_id = str(uuid.uuid5(_COMMENT_IDS, pending.id))
+        sent = sent or comment_request(after.name, comment_id, comment).to_dict()
+        problems = [advice] if (advice := unnotified_advice(posted, on_call)) else []
+        commented = True
+        try:
+            await writer.add_comment(after.name, comment_id, comment)
+        except WriteError as error:
+            log.warning("escalation comment not added to incident %s: %s", after.number, error.kind)
+            commented = False
+            problems.append(f"The message was posted, but the comment could not be added to the incident: "
+                            f"{error.message}")
+        headline = (f"Done: #{after.number} escalated to {on_call.person.label} (on call)"
+                    + (" and assigned to them." if change.assign else "."))
+        conversation.finish_action(pending.id, OutcomeStatus.EXECUTED, headline)
+        self._record_change(conversation, change, after)
+        named = {n.role: n.mentioned for n in posted.named}
+        record = self._audit("executed", actor, pending, result="executed" if commented else "executed_no_comment",
+            escalated_to=on_call.person.user_principal_name, assigned=change.assign,
+            mentioned_on_call=named.get("on call"), mentioned_owner=named.get("owner"),
+            message_id=posted.activity_id)
+        return Outcome(OutcomeStatus.EXECUTED, headline, detail="\n".join(problems) or None, action=pending,
+                       after=after, sent=sent, audit_comment=comment, confirmed_by=actor.user.label, posted=posted,
+                       audit_record=record)
+
+    def _record_change(self, conversation: Conversation, change: IncidentChange, after: IncidentSnapshot) -> None:
+        """The fact check's change log: "I closed #N" is true from now on, and #N's record is what Sentinel
+        returned."""
+        conversation.facts.record_change(after.number or change.incident_number, change.kind.value, change.summary(),
+                                         self.clock(), severity=after.severity, status=after.status,
                                          owner=after.owner.label if after.owner.assigned else None,
                                          classification=after.classification, tool="the confirmed change")
-        self._audit("executed", actor, pending, result="executed" if not outcome.detail else "executed_no_comment")
-        return outcome
 
     def cancel(self, conversation: Conversation, action_id: str, actor: Actor) -> Outcome:
         pending = self._requesters(conversation, action_id, actor, "cancel")
@@ -318,6 +401,17 @@ class ConfirmationDesk:
                        "new state on the new card and confirm again.", detail=detail, action=pending,
                        renewed=renewed)
 
+    async def _not_written(self, conversation: Conversation, actor: Actor, pending: PendingAction,
+                           error: WriteError) -> Outcome:
+        """A write refused: a conflict asks again with the incident's new state; anything else is a failure."""
+        assert self.writer is not None
+        if error.kind == "conflict":
+            try:
+                return self._renew(conversation, actor, pending, await self.writer.read(pending.incident.name))
+            except WriteError as again:
+                error = again
+        return self._failed(conversation, actor, pending, error)
+
     def _failed(self, conversation: Conversation, actor: Actor, pending: PendingAction, error: WriteError) -> Outcome:
         log.warning("incident change failed: %s (status %s)", error.kind, error.status)
         log.debug("incident change failure detail: %s", error.detail)
@@ -344,6 +438,27 @@ class ConfirmationDesk:
             log.warning("reading incident for a change failed: %s", error.kind)
             return f"I could not read incident #{number} from Sentinel: {error.message}"
 
+    async def _on_call(self) -> OnCallContact | str:
+        """The analyst on shift now, from the on-call roster; or why nobody can be escalated to."""
+        result = await self.sentinel.run(ON_CALL_TOOL, {})
+        if not isinstance(result, QueryResult):
+            return f"Not proposed: I could not read the on-call roster: {result.message}"
+        now = self.clock()  # the desk's own now: the roster's rows are judged at the moment of the request
+        entries = [e.at(now) for e in result.records if isinstance(e, OnCallEntry) and e.upn]
+        # The analyst whose shift started last (the freshest); ties in the roster's order, by team then name.
+        on_shift = sorted((e for e in entries if e.on_shift),
+                          key=lambda e: (-e.shift_start.timestamp(), e.team, e.name))
+        if not on_shift:
+            upcoming = min((e for e in entries if e.shift_start > now), key=lambda e: e.shift_start, default=None)
+            later = (f" Next on call: {one_line(upcoming.name, 80)} from {upcoming.shift_start:%d %b %H:%M} UTC."
+                     if upcoming else "")
+            return (f"Not proposed: nobody is on call right now ({now:%H:%M} UTC): no shift in the on-call roster "
+                    f"covers it.{later} Escalate in the Sentinel portal or reach the team directly.")
+        chosen = on_shift[0]
+        return OnCallContact(Owner(user_principal_name=chosen.upn, name=chosen.name or None,
+                                   email=chosen.email or None), phone=chosen.phone or None, team=chosen.team or None,
+                             location=chosen.location or None, shift_end=chosen.shift_end.isoformat())
+
     @staticmethod
     def _incident_number(conversation: Conversation, arguments: dict[str, Any]) -> int:
         how, value = incident_ref(arguments)
@@ -356,7 +471,8 @@ class ConfirmationDesk:
             raise InvalidParameter("incident_ref", f"[{value}] is {reference.kind} {reference.label}, not an incident")
         return int(reference.key)
 
-    def _audit(self, event: str, actor: Actor, action: PendingAction | None = None, **fields: Any) -> None:
+    def _audit(self, event: str, actor: Actor, action: PendingAction | None = None,
+               **fields: Any) -> dict[str, Any]:
         """One structured record per step: who, what, when, where, result. Never comment or message text."""
         record: dict[str, Any] = {
             "event": f"incident_change.{event}", "at": self.clock().isoformat(),
@@ -369,11 +485,13 @@ class ConfirmationDesk:
                        "change": _audit_fields(action.change)}
         record |= {k: v for k, v in fields.items() if v is not None}
         audit_log.info("audit %s", json.dumps(record, sort_keys=True), extra={"audit": record})
+        return record
 
 
 def _audit_fields(change: IncidentChange) -> dict[str, Any]:
     """What changed, for the audit log: kinds and values, but comment texts only as their length."""
-    fields = {k: v for k, v in change.parameters().items() if k not in ("comment", "classification_comment")}
+    fields = {k: v for k, v in change.parameters().items()
+              if k not in ("comment", "classification_comment", "reason")}
     if change.comment:
         fields["comment_length"] = len(change.comment)
     if change.classification_comment:

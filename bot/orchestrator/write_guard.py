@@ -33,7 +33,13 @@ _INTENT_WORDS: dict[ChangeKind, re.Pattern[str]] = {
                                     r"\bseverity\b[^.?!]*\bto\b"),
     ChangeKind.COMMENT: re.compile(r"\b(add|write|post|leave|put|record)\b[^.?!]*\b(comment|note)\b|^\s*comment\b|"
                                    r"\bannotate\b|\bcomment\s+(on|that)\b"),
+    # "escalate [2]", "page the on-call", "get whoever is on call on it"; "escalate [2] to high" is a severity.
+    ChangeKind.ESCALATE: re.compile(r"\b(escalate|escalating)\b(?![^.?!]*\b(severity|sev|to\s+(high|medium|low|"
+                                    r"informational))\b)|\b(escalate|page|ping|notify|alert|call|wake|get|tell|"
+                                    r"hand)\b[^.?!]*\bon[- ]?call\b"),
 }
+
+_ASSIGN_WORDS = re.compile(r"\b(assign|assigning|owner|take\s+(it|this|that|over))\b")
 
 # "Did anyone close it?", "why did someone set the severity to high?": questions about what happened, not
 # requests ("can you close [3]?" still is one).
@@ -96,6 +102,9 @@ class WriteGuard:
             assignee = "me" if assignee in SELF_WORDS else assignee
             if assignee not in assignees_named(analyst_text):
                 return Refusal.OTHER_ASSIGNEE
+        if tool.change is ChangeKind.ESCALATE and arguments.get("assign") not in (None, False, "false", "") \
+                and not _ASSIGN_WORDS.search(analyst_text.lower()):
+            return Refusal.OTHER_ASSIGNEE  # the roster names the assignee; assigning at all must be asked for
         numbers, references = incidents_named(analyst_text)
         try:
             how, value = incident_ref(arguments)

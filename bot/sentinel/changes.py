@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from bot.sentinel.models import one_line
@@ -20,6 +21,7 @@ from bot.sentinel.params import InvalidParameter, Severity
 
 MAX_COMMENT_CHARS = 2000  # Sentinel allows more; a Teams-typed comment does not need it
 MAX_CLASSIFICATION_COMMENT_CHARS = 1000
+MAX_REASON_CHARS = 500  # what an escalation asks of the on-call analyst
 _OBJECT_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")  # Entra object ids (test tenants use non-standard lengths)
 _UPN = re.compile(r"^[^@\s\"'<>()\[\],;:\\]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,63}$")
 
@@ -29,6 +31,7 @@ class ChangeKind(enum.Enum):
     STATUS = "status"
     SEVERITY = "severity"
     COMMENT = "comment"
+    ESCALATE = "escalate"  # tell the on-call analyst in Teams, comment on the incident, optionally assign
 
 
 class IncidentStatus(enum.Enum):
@@ -120,6 +123,56 @@ def owner_from_text(value: str) -> Owner:
 
 
 @dataclass(frozen=True)
+class OnCallContact:
+    """The analyst an escalation goes to, as the on-call roster named them when it was proposed."""
+
+    person: Owner  # name, sign-in name (what Teams and Sentinel resolve), email
+    phone: str | None = None
+    team: str | None = None
+    location: str | None = None
+    shift_end: str | None = None  # ISO 8601, UTC
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"person": self.person.to_dict(), "phone": self.phone, "team": self.team, "location": self.location,
+                "shift_end": self.shift_end}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> OnCallContact:
+        data = data if isinstance(data, dict) else {}
+        return cls(Owner.from_dict(data.get("person")),
+                   **{k: (str(data[k]) if data.get(k) else None) for k in ("phone", "team", "location", "shift_end")})
+
+    def details(self) -> dict[str, str]:
+        """Display values for the cards and the View action (empty ones left out)."""
+        shown = {"Name": self.person.name, "Sign-in name": self.person.user_principal_name,
+                 "Email": self.person.email, "Phone": self.phone, "Team": self.team, "Location": self.location,
+                 "On shift until": _utc_label(self.shift_end)}
+        return {k: one_line(v, 200) for k, v in shown.items() if v}
+
+
+def _utc_label(value: str | None) -> str | None:
+    """An ISO 8601 time as "20 Nov 16:00 UTC"; anything else as it is."""
+    try:
+        moment = datetime.fromisoformat(value or "")
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%d %b %H:%M UTC")
+
+
+def escalation_comment(on_call: OnCallContact, requester: Owner, reason: str | None, assigned: bool) -> str:
+    """The incident comment an escalation adds: "Escalated to X by Y from Microsoft Teams", and what was asked."""
+    person = on_call.person
+    upn = person.user_principal_name
+    who = person.label + (f" ({upn})" if upn and upn != person.label else "")
+    text = f"Escalated to {who} by {requester.audit_label} from Microsoft Teams"
+    if assigned:
+        text += "; assigned to them"
+    return text + (f"\n\nAsked: {reason}" if reason else "")
+
+
+@dataclass(frozen=True)
 class IncidentChange:
     """One change to one incident. Build it with ``make_change`` (validated)."""
 
@@ -131,7 +184,9 @@ class IncidentChange:
     classification_reason: ClassificationReason | None = None
     classification_comment: str | None = None
     severity: Severity | None = None  # severity
-    comment: str | None = None  # comment
+    comment: str | None = None  # comment; escalate: what is asked of the on-call analyst
+    on_call: OnCallContact | None = None  # escalate
+    assign: bool = False  # escalate: also make the on-call analyst the owner
 
     def summary(self) -> str:
         """What changes, as the audit comment and the cards say it: "Status set to Closed (FalsePositive: pen test)"."""
@@ -141,6 +196,9 @@ class IncidentChange:
             return f"Severity set to {self.severity.value if self.severity else '?'}"
         if self.kind is ChangeKind.COMMENT:
             return "Comment added"
+        if self.kind is ChangeKind.ESCALATE:
+            who = self.on_call.person.label if self.on_call else "?"
+            return f"Escalated to {who} (on call)" + (" and assigned to them" if self.assign else "")
         text = f"Status set to {self.status.value if self.status else '?'}"
         if self.classification:
             note = f": {one_line(self.classification_comment, 200)}" if self.classification_comment else ""
@@ -155,6 +213,9 @@ class IncidentChange:
             return {"Severity": self.severity.value if self.severity else ""}
         if self.kind is ChangeKind.COMMENT:
             return {"Comment": one_line(self.comment, 300)}
+        if self.kind is ChangeKind.ESCALATE:
+            who = self.on_call.person.label if self.on_call else ""
+            return {"Escalated to": who} | ({"Owner": who} if self.assign else {})
         # Reopening clears the classification (as the portal does), so the card shows that too.
         return {"Status": self.status.value if self.status else "",
                 "Classification": self.classification.value if self.classification else "",
@@ -172,8 +233,14 @@ class IncidentChange:
                 out[key] = value.value
         if self.classification_comment:
             out["classification_comment"] = self.classification_comment
+        if self.on_call is not None:
+            out["on_call"] = {k: v for k, v in {**self.on_call.person.to_dict(), "phone": self.on_call.phone,
+                                                "team": self.on_call.team, "location": self.on_call.location,
+                                                "shift_end": self.on_call.shift_end}.items() if v}
+        if self.kind is ChangeKind.ESCALATE:
+            out["assign"] = self.assign
         if self.comment:
-            out["comment"] = self.comment
+            out["reason" if self.kind is ChangeKind.ESCALATE else "comment"] = self.comment
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,7 +249,8 @@ class IncidentChange:
                 "status": _value(self.status), "classification": _value(self.classification),
                 "classification_reason": _value(self.classification_reason),
                 "classification_comment": self.classification_comment, "severity": _value(self.severity),
-                "comment": self.comment}
+                "comment": self.comment, "on_call": self.on_call.to_dict() if self.on_call else None,
+                "assign": self.assign}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IncidentChange:
@@ -193,7 +261,9 @@ class IncidentChange:
                            classification=data.get("classification"),
                            classification_reason=data.get("classification_reason"),
                            classification_comment=data.get("classification_comment"),
-                           severity=data.get("severity"), comment=data.get("comment"))
+                           severity=data.get("severity"), comment=data.get("comment"),
+                           on_call=OnCallContact.from_dict(data["on_call"]) if data.get("on_call") else None,
+                           assign=bool(data.get("assign")))
 
     def is_noop_for(self, incident: IncidentSnapshot) -> bool:
         """True when the incident already is what this change would make it (nothing to write)."""
@@ -217,6 +287,8 @@ class IncidentChange:
         out = {k: v for k, v in properties.items() if k not in READ_ONLY_PROPERTIES}
         if self.kind is ChangeKind.ASSIGN and self.owner is not None:
             out["owner"] = self.owner.to_api()
+        elif self.kind is ChangeKind.ESCALATE and self.assign and self.on_call is not None:
+            out["owner"] = self.on_call.person.to_api()
         elif self.kind is ChangeKind.SEVERITY and self.severity is not None:
             out["severity"] = self.severity.value
         elif self.kind is ChangeKind.STATUS and self.status is not None:
@@ -242,7 +314,8 @@ READ_ONLY_PROPERTIES = frozenset({
 
 def make_change(kind: ChangeKind, incident_number: int, *, owner: Owner | None = None, status: Any = None,
                 classification: Any = None, classification_reason: Any = None,
-                classification_comment: Any = None, severity: Any = None, comment: Any = None) -> IncidentChange:
+                classification_comment: Any = None, severity: Any = None, comment: Any = None,
+                on_call: OnCallContact | None = None, assign: bool = False) -> IncidentChange:
     """A validated change; a bad value raises InvalidParameter saying what is allowed."""
     if not isinstance(incident_number, int) or isinstance(incident_number, bool) or not 0 < incident_number < 10**10:
         raise InvalidParameter("incident", "must be an incident number, e.g. 42")
@@ -257,6 +330,11 @@ def make_change(kind: ChangeKind, incident_number: int, *, owner: Owner | None =
         if not text:
             raise InvalidParameter("comment", "the comment is empty; say what to write")
         return IncidentChange(kind, incident_number, comment=text)
+    if kind is ChangeKind.ESCALATE:
+        if on_call is None or not on_call.person.user_principal_name:
+            raise InvalidParameter("on_call", "nobody with a sign-in name is on call to escalate to")
+        return IncidentChange(kind, incident_number, on_call=on_call, assign=bool(assign),
+                              comment=_text(comment, "reason", MAX_REASON_CHARS) or None)
     new_status = _enum(IncidentStatus, status, "status")
     if new_status is not IncidentStatus.CLOSED:
         return IncidentChange(kind, incident_number, status=new_status)

@@ -49,6 +49,7 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import acting_as
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
+from bot.teams.mentions import TeamsNotifier
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
@@ -524,8 +525,6 @@ class SentinelBot(TeamsActivityHandler):
         actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
                                               stream=_streamed_to(progress))
-        if self.limits is not None:
-            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.tokens)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
         if turn.failed:
             facts.error = f"llm.{turn.failure}"
@@ -585,7 +584,7 @@ class SentinelBot(TeamsActivityHandler):
         pending = data.conversation.pending_action
         card_id = (pending.card_id if pending is not None and pending.id == action_id else None) or request.reply_to_id
         if confirm:
-            outcome = await self.desk.confirm(data.conversation, action_id, actor)
+            outcome = await self.desk.confirm(data.conversation, action_id, actor, notifier=TeamsNotifier(context))
         else:
             outcome = self.desk.cancel(data.conversation, action_id, actor)
         reply = Reply([replies.message(_outcome_text(outcome))])
@@ -627,7 +626,9 @@ class SentinelBot(TeamsActivityHandler):
                                     headline=outcome.headline, detail=outcome.detail, after=outcome.after,
                                     requester=action.requester.label, confirmed_by=outcome.confirmed_by,
                                     sent=outcome.sent, audit_comment=outcome.audit_comment,
-                                    demo=self.sentinel.is_demo, action_id=action.id)
+                                    demo=self.sentinel.is_demo, action_id=action.id,
+                                    posted=outcome.posted.to_dict() if outcome.posted else None,
+                                    audit_record=outcome.audit_record)
 
     def _may_change(self, request: TurnRequest) -> bool:
         """Whether this analyst gets the change buttons on incident cards (writes on, and a responder)."""
@@ -675,7 +676,8 @@ WATCHES_OFF = ("Watches are off on this bot. They need WATCH_POLL_SECONDS above 
                "(QUERY_IDENTITY=bot): nobody is signed in when the bot looks for new incidents.")
 _PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
                     ProposalStatus.INVALID: "I could not prepare that change",
-                    ProposalStatus.FAILED: "I could not prepare that change"}
+                    ProposalStatus.FAILED: "I could not prepare that change",
+                    ProposalStatus.NOBODY_ON_CALL: "Nobody is on call"}
 
 
 def _streamed_to(progress: Progress) -> Callable[[str], Awaitable[None]] | None:
@@ -739,5 +741,5 @@ def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def _outcome_text(outcome: Outcome) -> str:
     """The short message that goes with an updated card (the card carries the details)."""
-    return outcome.headline + (f" {outcome.detail}" if outcome.detail and outcome.status != OutcomeStatus.EXECUTED
-                               else "")
+    return outcome.headline + (f" {outcome.detail}" if outcome.detail and (outcome.status != OutcomeStatus.EXECUTED
+                                                                            or outcome.posted is not None) else "")

@@ -17,6 +17,7 @@ from bot.sentinel.changes import (
     ClassificationReason,
     IncidentChange,
     IncidentStatus,
+    OnCallContact,
     Owner,
     make_change,
     owner_from_text,
@@ -82,7 +83,19 @@ ADD_INCIDENT_COMMENT = Tool(
     change=ChangeKind.COMMENT,
 )
 
-WRITE_TOOLS: tuple[Tool, ...] = (ASSIGN_INCIDENT, SET_INCIDENT_STATUS, SET_INCIDENT_SEVERITY, ADD_INCIDENT_COMMENT)
+ESCALATE_INCIDENT = Tool(
+    "escalate_incident",
+    "Propose escalating an incident to the analyst on call now (from the on-call roster): the bot @mentions them "
+    "here with the incident and comments on the incident. " + _CONFIRM,
+    (_INCIDENT, Parameter("assign", "Also assign it to them; only if the analyst says so.", kind="boolean"),
+     Parameter("reason", "What the on-call analyst is asked to do, in the analyst's words.")),
+    "Finding who is on call...",
+    _EXAMPLE,
+    change=ChangeKind.ESCALATE,
+)
+
+WRITE_TOOLS: tuple[Tool, ...] = (ASSIGN_INCIDENT, SET_INCIDENT_STATUS, SET_INCIDENT_SEVERITY, ADD_INCIDENT_COMMENT,
+                                 ESCALATE_INCIDENT)
 
 _REFERENCE = re.compile(r"^\s*\[(\d{1,3})\]\s*$")
 _NUMBER = re.compile(r"^\s*(?:incident\s*)?#?\s*(\d{1,10})\s*$", re.IGNORECASE)
@@ -112,11 +125,16 @@ def is_self(assignee: object) -> bool:
 
 
 def change_from_arguments(tool: Tool, arguments: dict[str, Any], incident_number: int,
-                          requester: Owner) -> IncidentChange:
-    """The validated change a write tool call asks for; InvalidParameter says what to correct."""
+                          requester: Owner, on_call: OnCallContact | None = None) -> IncidentChange:
+    """The validated change a write tool call asks for; InvalidParameter says what to correct.
+
+    ``on_call``: for an escalation, the analyst on shift now (the caller reads the roster)."""
     kind = tool.change
     if kind is None:
         raise InvalidParameter("tool", f"{tool.name[:60]!r} is not a write tool")
+    if kind is ChangeKind.ESCALATE:
+        return make_change(kind, incident_number, on_call=on_call, assign=_flag(arguments.get("assign")),
+                           comment=arguments.get("reason"))
     if kind is ChangeKind.ASSIGN:
         assignee = str(arguments.get("assignee") or "").strip()
         if is_self(assignee):
@@ -134,3 +152,10 @@ def change_from_arguments(tool: Tool, arguments: dict[str, Any], incident_number
                        classification=arguments.get("classification"),
                        classification_reason=arguments.get("classification_reason"),
                        classification_comment=arguments.get("comment"))
+
+
+def _flag(value: object) -> bool:
+    """A boolean argument as the model or a command sends it (true, "true", "yes")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return value is True

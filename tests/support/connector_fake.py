@@ -56,6 +56,10 @@ class FakeConnector:
     sent: list[Sent] = field(default_factory=list)
     url: str = ""
     member_lookups: int = 0
+    # Member lookups by sign-in name (GET .../members/{upn}, .../pagedmembers): anyone is a member unless listed
+    # in ``not_members``; ``member_status`` answers every member request with that HTTP error instead.
+    not_members: set[str] = field(default_factory=set)
+    member_status: int | None = None
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -69,6 +73,7 @@ class FakeConnector:
         app.router.add_put("/v3/conversations/{cid}/activities/{aid}", self._put)
         app.router.add_delete("/v3/conversations/{cid}/activities/{aid}", self._delete)
         app.router.add_get("/v3/conversations/{cid}/members/{uid}", self._member)
+        app.router.add_get("/v3/conversations/{cid}/pagedmembers", self._paged_members)
         self._runner, port = await serve(app, shutdown_timeout=0.5, access_log=None)
         self.url = f"http://127.0.0.1:{port}/"
         return self
@@ -122,12 +127,26 @@ class FakeConnector:
         return web.json_response({"id": activity_id}, status=200 if method == "PUT" else 201)
 
     async def _member(self, request: web.Request) -> web.Response:
-        """TeamsInfo.get_member: the user's profile, as Teams returns it (sign-in name and email included)."""
+        """TeamsInfo.get_member: the user's profile, as Teams returns it (sign-in name and email included), by
+        Teams id or sign-in name; 404 MemberNotFoundInConversation for someone listed in ``not_members``."""
         self.member_lookups += 1
-        user = request.match_info["uid"].removeprefix("29:")
-        return web.json_response({"id": f"29:{user}", "name": user.title(), "aadObjectId": f"aad-{user}",
-                                  "userPrincipalName": f"{user}@contoso.com", "email": f"{user}@contoso.com",
-                                  "tenantId": TENANT, "userRole": "user"})
+        uid = request.match_info["uid"]
+        if self.member_status is not None:
+            return web.json_response({"error": {"code": "ServiceError", "message": "Unknown"}},
+                                     status=self.member_status)
+        if uid.lower() in self.not_members:
+            return web.json_response({"error": {"code": "MemberNotFoundInConversation",
+                                                "message": "The member is not found in the conversation."}},
+                                     status=404)
+        return web.json_response(member_profile(uid))
+
+    async def _paged_members(self, request: web.Request) -> web.Response:
+        """TeamsInfo.get_paged_members: the conversation's members, Alice and Bob (one page)."""
+        self.member_lookups += 1
+        if self.member_status is not None:
+            return web.json_response({"error": {"code": "ServiceError", "message": "Unknown"}},
+                                     status=self.member_status)
+        return web.json_response({"members": [member_profile(u) for u in ("29:alice", "29:bob")]})
 
     async def _post(self, request: web.Request) -> web.Response:
         return await self._answer(request, "POST", f"activity-{next(self._ids)}")
@@ -141,6 +160,14 @@ class FakeConnector:
 
 BOT_ID = "28:sentinel-bot"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"  # an Entra tenant id, as Teams sends it
+
+
+def member_profile(uid: str) -> dict[str, Any]:
+    """A member as Teams describes one, from a Teams id ("29:alice") or a sign-in name (alice@contoso.com)."""
+    user = uid.removeprefix("29:").split("@")[0].lower()
+    upn = uid.lower() if "@" in uid else f"{user}@contoso.com"
+    return {"id": f"29:{user}", "name": user.replace(".", " ").title(), "aadObjectId": f"aad-{user}",
+            "userPrincipalName": upn, "email": upn, "tenantId": TENANT, "userRole": "user"}
 
 
 def personal(text: str, *, activity_id: str, service_url: str, user: str = "alice",
