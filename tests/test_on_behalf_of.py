@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,13 +21,22 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from azure.core.credentials import AccessToken
 from botbuilder.core import MemoryStorage
 
 from bot.app import build_sentinel_client, build_user_sessions
 from bot.audit import AuditedSentinelClient
-from bot.config import Settings
+from bot.config import ConfigError, Settings
 from bot.sentinel.changes import WriteError
-from bot.sentinel.identity import Analyst, AnalystIncidentWriter, TokenProblem, UserSessions, acting_as, on_behalf_of
+from bot.sentinel.identity import (
+    Analyst,
+    AnalystIncidentWriter,
+    ManagedIdentityAssertion,
+    TokenProblem,
+    UserSessions,
+    acting_as,
+    on_behalf_of,
+)
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
@@ -35,7 +45,7 @@ from tests.support import connector_fake as teams
 from tests.support.arm_fake import FakeArm
 from tests.support.connector_fake import TENANT, FakeConnector
 from tests.support.entra_fake import SSO_APP_ID, FakeEntra
-from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body
+from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
 from tests.support.token_service_fake import EXCHANGE_URI, FakeTokenService
 from tests.test_teams_bot import next_id
 
@@ -232,6 +242,16 @@ async def test_consent_missing_expired_and_revoked_sign_ins_get_clear_messages(s
         assert "Traceback" not in json.dumps(sent.body) and "AADSTS" not in json.dumps(sent.body)
 
 
+async def test_an_analyst_without_a_reader_role_is_told_it_is_their_own_role(start: Any) -> None:
+    rig = await start()
+    rig.sign_in("hana")
+    rig.logs.respond(403, error_body("InsufficientAccessError", "The provided credentials have insufficient access"))
+    [refused] = await rig.say("incidents 24h", user="hana")
+    shown = json.dumps(refused.body)
+    assert "refused your account access" in shown and "Log Analytics Reader" in shown
+    assert [r.caller for r in rig.logs.requests] == ["aad-hana"]
+
+
 async def test_commands_that_read_nothing_need_no_sign_in(start: Any) -> None:
     rig = await start()
     [help_reply] = await rig.say("help")
@@ -290,7 +310,7 @@ async def test_sessions_are_bounded_expire_and_follow_a_new_sign_in() -> None:
             closed.append(self.name)
 
     now = [0.0]
-    sessions = UserSessions(Credential, max_sessions=2, ttl_s=100, clock=lambda: now[0])
+    sessions = UserSessions(Credential, max_sessions=2, ttl_s=100, retire_grace_s=0, clock=lambda: now[0])
     a, b, c = (Analyst(name, TENANT, f"token-{name}") for name in "abc")
     for analyst in (a, b, a, c):  # b is the least recently used when c arrives
         await sessions._session(analyst)
@@ -301,6 +321,17 @@ async def test_sessions_are_bounded_expire_and_follow_a_new_sign_in() -> None:
     await sessions._session(c)
     assert closed == ["b", "a", "c"] and sessions.created == 5, "a session lives at most its TTL"
     await sessions.close()
+
+    closed.clear()  # with a grace, a replaced session stays usable a while (a request may still be running on it)
+    graceful = UserSessions(Credential, max_sessions=1, retire_grace_s=0.05)
+    await graceful._session(a)
+    await graceful._session(b)
+    assert closed == [] and len(graceful) == 1
+    await asyncio.sleep(0.2)
+    assert closed == ["a"]
+    await graceful._session(a)
+    await graceful.close()
+    assert sorted(closed) == ["a", "a", "b"], "closing closes the live and the retiring sessions"
 
 
 async def test_outside_a_signed_in_turn_on_behalf_of_mode_reads_nothing(start: Any) -> None:
@@ -335,3 +366,45 @@ async def test_incident_writes_run_with_the_analysts_own_token(tmp_path: Path) -
             await users.close()
     finally:
         await entra.stop()
+
+
+async def test_without_a_secret_the_managed_identity_is_the_client_assertion() -> None:
+    class ManagedIdentity:  # what ManagedIdentityCredential gives for api://AzureADTokenExchange
+        def __init__(self) -> None:
+            self.scopes: list[tuple[str, ...]] = []
+
+        async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+            self.scopes.append(scopes)
+            return AccessToken("managed-identity-assertion", int(time.time()) + 3600)
+
+        async def close(self) -> None:
+            pass
+
+    entra = await FakeEntra(tls=True).start()
+    identity = ManagedIdentity()
+    try:
+        credentials = on_behalf_of(tenant_id=TENANT, client_id=SSO_APP_ID, authority=entra.url,
+                                   assertion=ManagedIdentityAssertion(identity), connection_verify=entra.ca_file)
+        users = UserSessions(credentials, scopes=("https://api.loganalytics.io/.default",))
+        assert await users.check(Analyst("aad-alice", TENANT, entra.sso_token("aad-alice"))) is None
+        assert entra.client_assertions == ["managed-identity-assertion"], "no secret: the identity's token"
+        assert identity.scopes == [("api://AzureADTokenExchange/.default",)]
+        assert entra.on_behalf_of == [("aad-alice", "https://api.loganalytics.io")]
+        await users.close()
+    finally:
+        await entra.stop()
+
+
+def test_on_behalf_of_mode_refuses_to_start_without_what_it_needs() -> None:
+    with pytest.raises(ConfigError) as missing:
+        Settings.from_env({"QUERY_IDENTITY": "user"}, dotenv_path=None)
+    for name in ("SENTINEL_WORKSPACE_ID", "MICROSOFT_APP_ID", "SSO_APP_ID", "MICROSOFT_APP_TENANT_ID"):
+        assert f"QUERY_IDENTITY=user needs {name}" in str(missing.value)
+    base = {"QUERY_IDENTITY": "user", "SENTINEL_WORKSPACE_ID": WORKSPACE, "MICROSOFT_APP_ID": SSO_APP_ID,
+            "MICROSOFT_APP_TENANT_ID": TENANT, "SSO_APP_ID": SSO_APP_ID}
+    with pytest.raises(ConfigError) as secret:
+        Settings.from_env(base | {"MICROSOFT_APP_PASSWORD": "bot-secret"}, dotenv_path=None)
+    assert "SSO_CLIENT_SECRET" in str(secret.value) and "bot-secret" not in str(secret.value)
+    settings = Settings.from_env(base | {"MICROSOFT_APP_TYPE": "UserAssignedMSI"}, dotenv_path=None)
+    assert settings.query_identity == "user" and settings.sso_client_secret is None
+    assert Settings.from_env({}, dotenv_path=None).query_identity == "bot", "off by default"

@@ -18,6 +18,7 @@ Each query carries an id (the ``x-ms-client-request-id`` header), logged with ev
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -141,6 +142,8 @@ class LogAnalyticsBackend:
             except HttpResponseError as err:
                 elapsed = time.monotonic() - started
                 error = _http_error(err, self._workspace_id, timeout_s, elapsed)
+                if self._users is not None and error.code == "forbidden":
+                    error = _analyst_forbidden(error, self._workspace_id)
                 wait = _retry_after(err)
                 if error.code == "throttled" and attempt < self._throttle_retries and (
                         wait is None or wait <= self._max_backoff_s):
@@ -315,6 +318,14 @@ _TOKEN_PROBLEMS = {
         "Log Analytics rejected the bot's token as invalid (403 InvalidAuthenticationToken). Check the identity "
         "the bot runs as (managed identity or AZURE_* settings); a restart gets a fresh token."),
 }
+
+
+def _analyst_forbidden(error: QueryError, workspace_id: str) -> QueryError:
+    """On-behalf-of mode: a 403 is about the analyst's own roles, not the bot's."""
+    return dataclasses.replace(error, message=(
+        f"Log Analytics refused your account access to workspace {workspace_id} (403): queries run with your own "
+        f"permissions here, and you need the {READER_ROLES} role on the workspace or its resource group. Ask a "
+        "workspace Owner to assign it to you (or to a group of yours); the grant can take a few minutes to apply."))
 
 
 def _token_error(problem: TokenProblem, detail: str = "") -> QueryError:
