@@ -37,6 +37,7 @@ ARM_SCOPE = "https://management.azure.com/.default"
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange/.default"  # a managed identity's token as a client assertion
 MAX_SESSIONS = 256
 SESSION_TTL_S = 3600.0
+RETIRE_GRACE_S = 120.0  # a turn still using a replaced session finishes before its clients are closed
 
 
 @dataclass(frozen=True)
@@ -157,15 +158,18 @@ class UserSessions:
 
     def __init__(self, credential_for: CredentialFactory, clients: dict[str, ClientFactory] | None = None, *,
                  scopes: tuple[str, ...] = (LOGS_SCOPE,), max_sessions: int = MAX_SESSIONS,
-                 ttl_s: float = SESSION_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+                 ttl_s: float = SESSION_TTL_S, retire_grace_s: float = RETIRE_GRACE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._credential_for = credential_for
         self._factories = dict(clients or {})
         self.scopes = scopes  # what check() asks for up front
         self._max = max_sessions
         self._ttl = ttl_s
         self._clock = clock
+        # Only synchronous steps touch the table, so turns on one event loop need no lock around it.
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        self._lock = asyncio.Lock()
+        self._grace = retire_grace_s
+        self._retiring: set[_Session] = set()
         self.created = 0  # sessions built (tests and figures: one per analyst and sign-in, not per request)
 
     def add_client(self, kind: str, factory: ClientFactory) -> None:
@@ -195,14 +199,13 @@ class UserSessions:
         return None
 
     async def forget(self, analyst: Analyst) -> None:
-        async with self._lock:
-            session = self._sessions.pop(analyst.key, None)
+        session = self._sessions.pop(analyst.key, None)
         if session is not None:
-            await session.close()
+            await self._retire([session])
 
     async def close(self) -> None:
-        async with self._lock:
-            sessions, self._sessions = list(self._sessions.values()), OrderedDict()
+        sessions = [*self._sessions.values(), *self._retiring]
+        self._sessions, self._retiring = OrderedDict(), set()
         for session in sessions:
             await session.close()
 
@@ -211,23 +214,40 @@ class UserSessions:
 
     async def _session(self, analyst: Analyst) -> _Session:
         retired: list[_Session] = []
-        async with self._lock:
-            now = self._clock()
-            session = self._sessions.get(analyst.key)
-            stale = session is not None and now - session.created > self._ttl
-            if session is not None and (stale or session.fingerprint != analyst.fingerprint):
-                retired.append(self._sessions.pop(analyst.key))
-                session = None
-            if session is None:
-                session = _Session(analyst, self._credential_for(analyst), now)
-                self.created += 1
-            self._sessions[analyst.key] = session
-            self._sessions.move_to_end(analyst.key)
-            while len(self._sessions) > self._max:
-                retired.append(self._sessions.popitem(last=False)[1])
-        for old in retired:  # closed outside the lock: other analysts' turns need not wait for it
-            await old.close()
+        now = self._clock()
+        session = self._sessions.get(analyst.key)
+        stale = session is not None and now - session.created > self._ttl
+        if session is not None and (stale or session.fingerprint != analyst.fingerprint):
+            retired.append(self._sessions.pop(analyst.key))
+            session = None
+        if session is None:
+            session = _Session(analyst, self._credential_for(analyst), now)
+            self.created += 1
+        self._sessions[analyst.key] = session
+        self._sessions.move_to_end(analyst.key)
+        while len(self._sessions) > self._max:
+            retired.append(self._sessions.popitem(last=False)[1])
+        await self._retire(retired)
         return session
+
+    async def _retire(self, sessions: list[_Session]) -> None:
+        """Close replaced sessions: at once without a grace, else after it (a request may still be using them)."""
+        if not self._grace:
+            for old in sessions:
+                await old.close()
+            return
+        loop = asyncio.get_running_loop()
+        for old in sessions:
+            self._retiring.add(old)
+            loop.call_later(self._grace, self._later, loop, old)
+
+    def _later(self, loop: asyncio.AbstractEventLoop, session: _Session) -> None:
+        loop.create_task(self._close_retired(session))
+
+    async def _close_retired(self, session: _Session) -> None:
+        if session in self._retiring:
+            self._retiring.discard(session)
+            await session.close()
 
 
 def on_behalf_of(*, tenant_id: str, client_id: str, authority: str, client_secret: str | None = None,

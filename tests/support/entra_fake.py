@@ -71,6 +71,7 @@ class FakeEntra:
     needs_mfa: set[str] = field(default_factory=set)  # user object ids a Conditional Access policy challenges
     obo_latency_s: float = 0.0
     on_behalf_of: list[tuple[str, str]] = field(default_factory=list)  # (user object id, scope) per OBO grant
+    client_assertions: list[str] = field(default_factory=list)  # what OBO requests authenticated the app with
 
     def __post_init__(self) -> None:
         self.key = new_key()
@@ -185,6 +186,8 @@ class FakeEntra:
         self.requests["obo"] += 1
         if self.obo_latency_s:
             await asyncio.sleep(self.obo_latency_s)
+        if form.get("client_assertion"):
+            self.client_assertions.append(str(form.get("client_assertion")))
         has_credential = form.get("client_secret") or form.get("client_assertion")
         if form.get("requested_token_use") != "on_behalf_of" or form.get("client_id") != SSO_APP_ID \
                 or not has_credential:
