@@ -176,6 +176,7 @@ async def test_without_a_token_the_analyst_gets_a_sign_in_card_then_the_question
     assert [r.caller for r in rig.logs.requests] == ["aad-alice"] * 3
     assert rig.users is not None and rig.users.created == 1, "one credential and client per analyst, not per turn"
     assert len(rig.entra.on_behalf_of) == 1, "the analyst's Log Analytics token is cached by their credential"
+    assert rig.tokens.requests["get_token"] == 2, "the token service is asked once a minute, not every turn"
 
 
 async def test_a_failed_exchange_answers_412_so_teams_falls_back_to_the_sign_in_button(start: Any) -> None:

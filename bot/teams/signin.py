@@ -44,6 +44,7 @@ VERIFY_STATE = "signin/verifyState"
 SIGNIN_INVOKES = (TOKEN_EXCHANGE, VERIFY_STATE)
 OAUTH_CARD = "application/vnd.microsoft.card.oauth"
 KEEP_SECONDS = 600.0
+TOKEN_REUSE_SECONDS = 60.0  # an analyst's token from the token service serves their turns for this long
 MAX_KEPT = 1000
 # Commands that read nothing: answered without a sign-in.
 _NO_DATA_COMMANDS = frozenset({"help", "clear", "prefer"})
@@ -75,6 +76,8 @@ class SignIn:
         self._clock = clock
         self._kept: OrderedDict[tuple[str, str], Kept] = OrderedDict()
         self._exchanged: OrderedDict[str, None] = OrderedDict()  # Teams sends an exchange from every client
+        # Each analyst's token as the token service last gave it (one lookup a minute, not one per turn).
+        self._recent: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     @staticmethod
     def needs_analyst(text: str, value: dict[str, Any] | None) -> bool:
@@ -164,9 +167,19 @@ class SignIn:
 
     async def _user_token(self, context: TurnContext, magic_code: str | None = None) -> str | None:
         activity = context.activity
+        user = activity.from_property.id
+        recent = self._recent.get(user)
+        if magic_code is None and recent is not None and recent[1] > self._clock():
+            return recent[0]
         response: TokenResponse | None = await self._client(context).get_user_token(
-            activity.from_property.id, self.connection_name, activity.channel_id, magic_code)
-        return response.token if response is not None and response.token else None
+            user, self.connection_name, activity.channel_id, magic_code)
+        token = response.token if response is not None and response.token else None
+        self._recent.pop(user, None)
+        if token is not None:
+            self._recent[user] = (token, self._clock() + TOKEN_REUSE_SECONDS)
+            while len(self._recent) > MAX_KEPT:
+                self._recent.popitem(last=False)
+        return token
 
     async def _exchange(self, context: TurnContext, value: dict[str, Any]) -> bool:
         activity = context.activity
@@ -185,6 +198,7 @@ class SignIn:
 
     async def _sign_out(self, context: TurnContext) -> None:
         activity = context.activity
+        self._recent.pop(activity.from_property.id, None)
         try:
             await self._client(context).sign_out_user(activity.from_property.id, self.connection_name,
                                                       activity.channel_id)
