@@ -244,3 +244,22 @@ def _row(number: int, at: datetime) -> dict:
     return {"IncidentNumber": number, "Title": "Ransomware on FIN-DB", "Severity": "High", "Status": "New",
             "Owner": "", "CreatedTime": at, "LastModifiedTime": at, "AlertCount": 1, "Tactics": [], "Products": [],
             "IncidentUrl": "", "Classification": "", "TimeGenerated": at, "Description": "", "TotalMatched": 1}
+
+
+@pytest.mark.parametrize(("shape", "conversation"), [("personal", "a:1personal-chat-alice"),
+                                                     ("group", "19:group-chat-soc@thread.v2")])
+async def test_a_watch_in_a_chat_posts_there(connector: FakeConnector, live_demo: SentinelClient, tmp_path: Path,
+                                             shape: str, conversation: str) -> None:
+    bot = await Bot(connector, live_demo, tmp_path / "state.db").start()
+    try:
+        make = teams.personal if shape == "personal" else teams.group_chat
+        await bot.post(make("watch medium open", activity_id="1700000000001", service_url=connector.url))
+        await connector.wait_for(lambda sent: any("Watching for medium+ open" in s.text for s in sent))
+        polls = bot.polls
+        await connector.wait_for(lambda _: bot.polls > polls, timeout=5)
+        number = await inject(live_demo, "Credential dumping on WS-HR-07", "Medium")
+        await connector.wait_for(lambda sent: any(
+            s.conversation_id == conversation and f"New incident #{number}" in json.dumps(s.cards) for s in sent),
+            timeout=INTERVAL_S + 4)
+    finally:
+        await bot.stop()
