@@ -107,6 +107,8 @@ class Settings:
     # Cost and abuse: model turns per minute, per analyst and per conversation.
     model_turns_per_user_minute: int = 6
     model_turns_per_conversation_minute: int = 20
+    model_tokens_per_user_minute: int = 60_000  # 0: no token limit
+    model_tokens_per_conversation_minute: int = 150_000
     # Conversation state and the tool loop.
     state_store: StateStore = StateStore("sqlite", ".data/state.db")
     state_blob_connection_string: str | None = field(default=None, repr=False)
@@ -343,6 +345,9 @@ class _Reader:
             watch_poll_seconds=self.number("WATCH_POLL_SECONDS", 60, 0, 3600),
             model_turns_per_user_minute=self.number("MODEL_TURNS_PER_USER_MINUTE", 6, 1, 1000),
             model_turns_per_conversation_minute=self.number("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, 1, 1000),
+            model_tokens_per_user_minute=self.number("MODEL_TOKENS_PER_USER_MINUTE", 60_000, 0, 10_000_000),
+            model_tokens_per_conversation_minute=self.number("MODEL_TOKENS_PER_CONVERSATION_MINUTE", 150_000, 0,
+                                                             10_000_000),
             state_store=self._state_store(),
             state_blob_connection_string=self._storage_connection_string(),
             state_blob_container=self.text("STATE_BLOB_CONTAINER") or "bot-state",

@@ -208,6 +208,41 @@ async def test_model_turns_are_limited_per_user_and_commands_still_work(start: A
     assert "limit" not in (await bot.say("which hosts were hit most this week?", user="bob"))[0].text
 
 
+async def test_model_tokens_are_limited_per_user(start: Any) -> None:
+    # The fake model reports its usage: each question of this kind costs a few thousand prompt tokens.
+    bot = await start(local(model_turns_per_user_minute=100, model_tokens_per_user_minute=1_000), model=True)
+    [first] = await bot.say("which hosts were hit most this week?")
+    assert "limit" not in first.text, "the first turn runs: nothing was spent yet"
+    [limited] = await bot.say("which hosts were hit most this week?")
+    assert "token budget" in limited.text and "1,000 tokens a minute per person" in limited.text
+    assert "seconds" in limited.text
+    assert (await bot.say("incidents 24h"))[0].cards, "commands do not count"
+    assert "limit" not in (await bot.say("which hosts were hit most this week?", user="bob"))[0].text
+
+
+def test_token_limits_refuse_once_a_minute_of_spending_reaches_them() -> None:
+    now = [0.0]
+    limits = TurnLimits(per_user=100, per_conversation=100, tokens_per_user=1_000, tokens_per_conversation=1_500,
+                        clock=lambda: now[0])
+    assert limits.take("alice", "room") is None
+    limits.spend("alice", "room", 700)
+    now[0] = 10.0
+    assert limits.take("alice", "room") is None, "700 of 1,000 spent: under the limit"
+    limits.spend("alice", "room", 400)  # one long turn may go over: its cost is known only once it is answered
+    now[0] = 20.0
+    assert limits.take("alice", "room") == pytest.approx(40.0), "free once the 700 spent at 0 s leave the window"
+    assert "token budget (1,000 tokens a minute per person, 1,500 per conversation)" in limits.message(40.0)
+    assert limits.take("bob", "room") is None, "the room has spent 1,100 of 1,500"
+    limits.spend("bob", "room", 500)
+    assert limits.take("carol", "room") == pytest.approx(40.0), "the room's 1,600 fall to 900 at 60 s"
+    assert limits.take("carol", "elsewhere") is None
+    now[0] = 61.0
+    assert limits.take("alice", "room") is None, "a minute later the spending has left the window"
+    unlimited = TurnLimits(per_user=5, per_conversation=5)
+    unlimited.spend("alice", "room", 10**9)
+    assert unlimited.take("alice", "room") is None, "no token limit unless one is set"
+
+
 def test_turn_limits_slide_per_user_and_per_conversation() -> None:
     now = [0.0]
     limits = TurnLimits(per_user=2, per_conversation=3, clock=lambda: now[0])

@@ -68,7 +68,7 @@ async def see(url: str, out: Path, *, say: list[str], expect: list[str], convers
     """Drive the page as a person would (type, send, press a card button) and wait until every ``expect`` text
     is visible on it."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
-            "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out)]
+            "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread"]
     if press:
         argv += ["--press", press]
     for text in say:
@@ -81,6 +81,10 @@ async def see(url: str, out: Path, *, say: list[str], expect: list[str], convers
     assert process.returncode == 0, (f"not visible on the page: {expect} ({conversation}, after {say}); "
                                      f"screenshot {out}\n{stderr.decode()[-2000:]}")
     assert out.exists(), stdout.decode()
+    # A saga error makes the page reconnect its websocket, and a message arriving meanwhile is never drawn: the
+    # expected texts can still show by luck (they came before or after), so the error itself fails the scenario.
+    crashed = [line for line in stdout.decode().splitlines() if line.startswith('{"pageError":"Saga error')]
+    assert crashed == [], f"the page failed on what the bot sent ({conversation}, after {say}): {crashed}"
 
 
 async def test_one_to_one_answer_text_and_its_card_are_on_the_page(page_url: str, tmp_path: Path) -> None:
@@ -98,10 +102,9 @@ async def test_group_chat_command_with_mention_is_on_the_page(page_url: str, tmp
               expect=["incidents (last 24 hours", "Data sources"])
 
 
-# The bot's replies reach the thread (the Playground's own event log shows createMessage in the thread's
-# conversation for each), but the page sometimes does not draw them: in about half the runs after other
-# conversations were opened, never when the channel is the first page. Recorded, not hidden: issue 16 point 1.
-@pytest.mark.xfail(strict=False, reason="the Playground page intermittently does not draw bot replies in a thread")
+# A channel post and a reply in its thread, each answered in the thread. The bot sends no typing indicator in
+# channels: the page's typing state knows chats and channels but not threads, so one in a thread made the page
+# restart its websocket, and the command's answer arriving meanwhile (within ~100 ms) was never drawn.
 async def test_channel_post_and_its_thread_replies_are_on_the_page(page_url: str, tmp_path: Path) -> None:
     await see(page_url, tmp_path / "channel.png", conversation="general",
               say=["incidents 24h", "what high-severity incidents came in this week?"],

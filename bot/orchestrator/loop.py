@@ -70,6 +70,7 @@ class TurnResult:
     refused: bool = False  # the model declined; text is its refusal
     cut: bool = False  # the answer stopped at the model's length limit
     findings: list[grounding.Finding] = field(default_factory=list)  # what the fact check caught (marked in text)
+    tokens: int = 0  # prompt and completion tokens of this turn's model calls, as the model reported them
 
     @property
     def artifacts(self) -> list[Any]:
@@ -200,6 +201,7 @@ class Orchestrator:
                 raise LLMError(LLMErrorKind.CONTEXT_LENGTH, prompts.NARROWER_QUESTION, detail=error.detail,
                                reason=error.reason) from error
             result.rounds += 1
+            result.tokens += completion.prompt_tokens + completion.completion_tokens
             result.hit_round_limit = tools is None
             if tools is None or not completion.tool_calls:
                 return completion

@@ -200,37 +200,89 @@ def access_policy(settings: Settings, graph_token: TokenSource | None = None) ->
 
 @dataclass
 class TurnLimits:
-    """Model turns per minute, per analyst and per conversation (a sliding window)."""
+    """Model turns and model tokens per minute, per analyst and per conversation (sliding windows).
+
+    A turn's tokens are known only once it is answered (:meth:`spend`), so the token limits refuse the next turn
+    once a window's spending has reached them: one long turn may go over, the one after it waits.
+    ``tokens_per_user``/``tokens_per_conversation`` of 0 leave tokens unlimited.
+    """
 
     per_user: int
     per_conversation: int
+    tokens_per_user: int = 0
+    tokens_per_conversation: int = 0
     window_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
     _turns: dict[tuple[str, str], deque[float]] = field(default_factory=lambda: defaultdict(deque))
+    _tokens: dict[tuple[str, str], deque[tuple[float, int]]] = field(default_factory=lambda: defaultdict(deque))
+    last_refusal: str = ""  # "turns" or "tokens": what the last refused take() ran into
 
     def take(self, user: str, conversation: str) -> float | None:
-        """Count one model turn; or, over a limit, the seconds until one is free (nothing counted)."""
+        """Count one model turn; or, over a limit, the seconds until the turn may run (nothing counted)."""
         now = self.clock()
-        keys = ((("user", user), self.per_user), (("conversation", conversation), self.per_conversation))
-        waits = []
-        for key, limit in keys:
+        keys = ((("user", user), self.per_user, self.tokens_per_user),
+                (("conversation", conversation), self.per_conversation, self.tokens_per_conversation))
+        waits: list[tuple[float, str]] = []
+        for key, turn_limit, token_limit in keys:
             turns = self._turns[key]
             while turns and turns[0] <= now - self.window_s:
                 turns.popleft()
-            if len(turns) >= limit:
-                waits.append(turns[0] + self.window_s - now)
+            if len(turns) >= turn_limit:
+                waits.append((turns[0] + self.window_s - now, "turns"))
+            wait = self._token_wait(key, token_limit, now)
+            if wait is not None:
+                waits.append((wait, "tokens"))
         if waits:
-            return max(waits)
-        for key, _ in keys:
+            wait, self.last_refusal = max(waits)
+            return wait
+        for key, _, _ in keys:
             self._turns[key].append(now)
-        if len(self._turns) > MAX_CACHED_USERS:  # idle keys go; a busy one is recreated at its next turn
-            for key in [k for k, v in self._turns.items() if not v or v[-1] <= now - self.window_s]:
-                del self._turns[key]
+        self._forget_idle(now)
         return None
 
+    def spend(self, user: str, conversation: str, tokens: int) -> None:
+        """Record what an answered turn cost (prompt and completion tokens of all its model calls)."""
+        if tokens <= 0 or not (self.tokens_per_user or self.tokens_per_conversation):
+            return
+        now = self.clock()
+        for key in (("user", user), ("conversation", conversation)):
+            self._tokens[key].append((now, tokens))
+
+    def _token_wait(self, key: tuple[str, str], limit: int, now: float) -> float | None:
+        """Seconds until the window's spending falls under ``limit``, or None when it is under it now."""
+        if not limit:
+            return None
+        spent = self._tokens.get(key)
+        if not spent:
+            return None
+        while spent and spent[0][0] <= now - self.window_s:
+            spent.popleft()
+        total = sum(tokens for _, tokens in spent)
+        if total < limit:
+            return None
+        for at, tokens in spent:  # the oldest spending leaves the window first
+            total -= tokens
+            if total < limit:
+                return at + self.window_s - now
+        return self.window_s  # not reached: the total falls to 0, under any limit
+
+    def _forget_idle(self, now: float) -> None:
+        # Idle keys go; a busy one is recreated at its next turn.
+        for table in (self._turns, self._tokens):
+            if len(table) > MAX_CACHED_USERS:
+                for key in [k for k, v in table.items() if not v or _latest(v) <= now - self.window_s]:
+                    del table[key]
 
     def message(self, wait_s: float) -> str:
-        return (f"You've reached the limit on questions for the language model ({self.per_user} a minute per "
-                f"person, {self.per_conversation} per conversation). Please ask again in about "
-                f"{max(1, round(wait_s))} seconds; commands such as \"incidents 24h\" work now.")
+        what = (f"the language model's token budget ({self.tokens_per_user:,} tokens a minute per person, "
+                f"{self.tokens_per_conversation:,} per conversation)" if self.last_refusal == "tokens" else
+                f"questions for the language model ({self.per_user} a minute per person, {self.per_conversation} "
+                "per conversation)")
+        return (f"You've reached the limit on {what}. Please ask again in about {max(1, round(wait_s))} seconds; "
+                'commands such as "incidents 24h" work now.')
+
+
+def _latest(entries: deque[Any]) -> float:
+    last = entries[-1]
+    return float(last[0] if isinstance(last, tuple) else last)
 

@@ -525,6 +525,8 @@ class SentinelBot(TeamsActivityHandler):
         actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
                                               stream=_streamed_to(progress))
+        if self.limits is not None:
+            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.tokens)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
         if turn.failed:
             facts.error = f"llm.{turn.failure}"

@@ -5,7 +5,9 @@ Teams facts used here come from Microsoft Learn: "Stream bot messages"
 most 1,000 characters, a stream ends after 2 minutes, no streamSequence on the final message) and "Rate
 limiting for bots" (learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit: 429 and retries).
 
-- Always a typing indicator at once (sent by the server before the turn even starts).
+- A typing indicator at once (sent by the server before the turn even starts), except in channels: Teams
+  shows none in a channel thread, and the Agents Playground's page fails on one there (its typing state
+  knows chats and channels, not threads: the page restarts its websocket and drops the reply that follows).
 - When the turn outlasts a short grace period (a tool loop, a slow query):
   - 1:1 chats: Teams streaming. Informative updates ("Querying incidents...") are typing activities with
     a ``streaminfo`` entity; the first one's id is the stream id; the answer closes the stream as a
@@ -52,6 +54,12 @@ class StreamInfo(Entity):
         self.stream_type = stream_type
         self.stream_sequence = stream_sequence
         self.stream_id = stream_id
+
+
+def shows_typing(activity: Activity) -> bool:
+    """Whether a typing indicator belongs in this activity's conversation (not in channels: see above)."""
+    conversation = activity.conversation
+    return getattr(conversation, "conversation_type", None) != "channel"
 
 
 def _status_of(error: BaseException) -> tuple[int | None, float | None]:
@@ -162,6 +170,8 @@ class Progress:
         return getattr(response, "id", None)
 
     async def _typing(self) -> None:
+        if not shows_typing(self.context.activity):
+            return
         try:
             await send_with_retry(lambda: self.context.send_activity(Activity(type=ActivityTypes.typing)))
             self.typing_sent = True

@@ -34,7 +34,7 @@ from bot.teams.access import TokenSource, TurnLimits, access_policy
 from bot.teams.connectors import CachingAuthentication, auth_record
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
 from bot.teams.handler import SentinelBot
-from bot.teams.progress import send_with_retry
+from bot.teams.progress import send_with_retry, shows_typing
 from bot.teams.queue import Envelope, TurnQueue
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.signin import SignIn
@@ -134,7 +134,8 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
         TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
     access = access_policy(settings, graph_token)
     runner.add_cleanup(access.close)  # its Graph clients live on the runner's loop, where turns check access
-    limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute)
+    limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute,
+                        settings.model_tokens_per_user_minute, settings.model_tokens_per_conversation_minute)
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(storage),
                       runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
                       access=access, limits=limits,
@@ -393,6 +394,8 @@ def _typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[
     """The typing indicator, sent as soon as the turn is queued, before it waits for anything."""
 
     async def send() -> None:
+        if not shows_typing(activity):
+            return
         connector = await auth.connector_factory.create(activity.service_url, auth.audience)
         typing = Activity(type="typing", from_property=activity.recipient, recipient=activity.from_property,
                           conversation=activity.conversation, channel_id=activity.channel_id,

@@ -16,6 +16,7 @@
 //   --press TITLE         after the messages, click the last card button with this title (Action.Submit/Execute)
 //   --wait-text TEXT      (repeatable) wait until this text is visible before the screenshot; prints
 //                         {"seen": TEXT, "at": ms since the epoch} when it is
+//   --in-thread           (channels) the --wait-text texts must be inside the thread the messages went to
 //   --count-text TEXT     (repeatable) after the waits, print {"count": TEXT, "n": how many elements show it}
 //   --hide-log            close the log panel on the right
 //   --full-page           capture the whole scrollable page
@@ -40,8 +41,8 @@ const CONVERSATIONS = {
 
 function parseArgs(argv) {
   const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [],
-    width: 1400, height: 900,
-    timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false, fullPage: false };
+    width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false,
+    fullPage: false, inThread: false };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const next = () => {
@@ -57,6 +58,7 @@ function parseArgs(argv) {
       case '--wait-text': options.waitText.push(next()); break;
       case '--count-text': options.countText.push(next()); break;
       case '--hide-log': options.hideLog = true; break;
+      case '--in-thread': options.inThread = true; break;
       case '--full-page': options.fullPage = true; break;
       case '--width': options.width = Number(next()); break;
       case '--height': options.height = Number(next()); break;
@@ -84,15 +86,12 @@ async function typeMessage(page, box, text, mention, timeout) {
   await page.keyboard.type(text);
 }
 
-async function main() {
-  const options = parseArgs(process.argv.slice(2));
-  const conversation = CONVERSATIONS[options.conversation];
-  const browser = await chromium.launch({ executablePath: options.chromium, headless: true, args: CHROMIUM_FLAGS });
-  try {
-    const page = await browser.newPage({ viewport: { width: options.width, height: options.height } });
-    page.setDefaultTimeout(options.timeout);
-    await page.goto(options.url, { waitUntil: 'networkidle', timeout: options.timeout });
-    const item = page.getByRole('treeitem', { name: conversation.tree });
+async function select(page, conversation, timeout) {
+  const item = page.getByRole('treeitem', { name: conversation.tree });
+  const ready = conversation.channel ? page.getByRole('button', { name: 'Post', exact: true }) : null;
+  // A click while the page is still settling (it installs the app in each conversation it shows) can be lost:
+  // clicked again until the conversation shows.
+  for (let waited = 0; ; waited += 3000) {
     try {
       await item.click({ timeout: 2000 });
     } catch {
@@ -100,51 +99,90 @@ async function main() {
       // and narrow viewports hide the rail; a DOM click event on the item selects it all the same.
       await item.dispatchEvent('click');
     }
-    if (conversation.channel) await page.getByRole('button', { name: 'Post', exact: true }).waitFor();
-    await page.waitForTimeout(500);
+    if (ready === null) return;
+    try {
+      await ready.waitFor({ timeout: 3000 });
+      return;
+    } catch (error) {
+      if (waited + 3000 >= timeout) throw error;
+    }
+  }
+}
 
-    let thread = null; // the channel post the later messages reply in
-    for (const text of options.say) {
-      if (!conversation.channel) {
-        await typeMessage(page, page.getByRole('textbox').last(), text, conversation.mention, options.timeout);
-        await page.getByRole('button', { name: 'Send Message' }).last().click();
-      } else if (thread === null) {
-        const newPost = page.getByRole('group').filter({ has: page.getByRole('button', { name: 'Post', exact: true }) });
-        await typeMessage(page, newPost.getByRole('textbox'), text, true, options.timeout);
-        await newPost.getByRole('button', { name: 'Post', exact: true }).click();
-        // Posts are listed newest first, after the new-post editor.
-        thread = page.getByRole('group').filter({ hasText: text }).filter({
-          has: page.getByRole('button', { name: 'Send Message' }) }).first();
-        await thread.waitFor();
-      } else {
-        await typeMessage(page, thread.getByRole('textbox'), text, true, options.timeout);
-        await thread.getByRole('button', { name: 'Send Message' }).click();
-      }
-      await page.waitForTimeout(700); // the bot answers in well under a second; --wait-text to be sure
+async function drive(page, conversation, options) {
+  await page.goto(options.url, { waitUntil: 'networkidle', timeout: options.timeout });
+  await select(page, conversation, options.timeout);
+  await page.waitForTimeout(500);
+
+  let thread = null; // the channel post the later messages reply in
+  for (const text of options.say) {
+    if (!conversation.channel) {
+      await typeMessage(page, page.getByRole('textbox').last(), text, conversation.mention, options.timeout);
+      await page.getByRole('button', { name: 'Send Message' }).last().click();
+    } else if (thread === null) {
+      const newPost = page.getByRole('group').filter({ has: page.getByRole('button', { name: 'Post', exact: true }) });
+      await typeMessage(page, newPost.getByRole('textbox'), text, true, options.timeout);
+      await newPost.getByRole('button', { name: 'Post', exact: true }).click();
+      // Posts are listed newest first, after the new-post editor.
+      thread = page.getByRole('group').filter({ hasText: text }).filter({
+        has: page.getByRole('button', { name: 'Send Message' }) }).first();
+      await thread.waitFor();
+    } else {
+      await typeMessage(page, thread.getByRole('textbox'), text, true, options.timeout);
+      await thread.getByRole('button', { name: 'Send Message' }).click();
     }
-    if (options.press) {
-      await page.getByRole('button', { name: options.press, exact: true }).last().click();
-      await page.waitForTimeout(700);
+    await page.waitForTimeout(700); // the bot answers in well under a second; --wait-text to be sure
+  }
+  if (options.press) {
+    await page.getByRole('button', { name: options.press, exact: true }).last().click();
+    await page.waitForTimeout(700);
+  }
+  let missing = null;
+  // Where the user reads the answers: inside the thread the messages were posted in.
+  const scope = options.inThread && thread ? thread : page;
+  for (const text of options.waitText) {
+    try {
+      await scope.getByText(text).last().waitFor({ state: 'visible' });
+      console.log(JSON.stringify({ seen: text, at: Date.now() }));
+    } catch (error) {
+      missing = error;
+      break;
     }
-    let missing = null;
-    for (const text of options.waitText) {
-      try {
-        await page.getByText(text).last().waitFor({ state: 'visible' });
-        console.log(JSON.stringify({ seen: text, at: Date.now() }));
-      } catch (error) {
-        missing = error;
-        break;
-      }
+  }
+  for (const text of options.countText) {
+    console.log(JSON.stringify({ count: text, n: await page.getByText(text).count() }));
+  }
+  if (missing) throw missing;
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  const conversation = CONVERSATIONS[options.conversation];
+  const browser = await chromium.launch({ executablePath: options.chromium, headless: true, args: CHROMIUM_FLAGS });
+  try {
+    const page = await browser.newPage({ viewport: { width: options.width, height: options.height } });
+    page.setDefaultTimeout(options.timeout);
+    // The page's own errors, e.g. "Saga error": the page restarts its websocket after one, and a bot message
+    // arriving meanwhile is never drawn. Printed (stdout, one JSON line each) so a test can assert there are none.
+    const pageErrors = [];
+    page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
+    page.on('pageerror', (error) => pageErrors.push(String(error)));
+    let failure = null; // any step that fails still leaves a screenshot of what the user saw instead
+    try {
+      await drive(page, conversation, options);
+    } catch (error) {
+      failure = error;
     }
-    for (const text of options.countText) {
-      console.log(JSON.stringify({ count: text, n: await page.getByText(text).count() }));
+    try {
+      if (options.hideLog) await page.getByRole('button', { name: 'Hide log panel' }).click({ timeout: 2000 });
+    } catch {
+      // the log panel is already closed, or the page never loaded
     }
-    if (options.hideLog) await page.getByRole('button', { name: 'Hide log panel' }).click();
     await page.waitForTimeout(300); // let the card renderer finish layout
-    // Also when a text never showed: the screenshot is what the user saw instead.
     await page.screenshot({ path: path.resolve(options.out), fullPage: options.fullPage });
     console.log(path.resolve(options.out));
-    if (missing) throw missing;
+    for (const error of pageErrors) console.log(JSON.stringify({ pageError: error.slice(0, 500) }));
+    if (failure) throw failure;
   } finally {
     await browser.close();
   }
