@@ -409,3 +409,21 @@ def test_on_behalf_of_mode_refuses_to_start_without_what_it_needs() -> None:
     settings = Settings.from_env(base | {"MICROSOFT_APP_TYPE": "UserAssignedMSI"}, dotenv_path=None)
     assert settings.query_identity == "user" and settings.sso_client_secret is None
     assert Settings.from_env({}, dotenv_path=None).query_identity == "bot", "off by default"
+
+
+async def test_malformed_sign_in_invokes_get_4xx_never_a_5xx_or_a_traceback(
+        start: Any, caplog: pytest.LogCaptureFixture) -> None:
+    rig = await start()
+    odd: list[Any] = [None, "", 0, [], {}, "x" * 5000, {"nested": {"token": 1}}, True, "\u0000", "\ud800"]
+    statuses = set()
+    for index in range(60):
+        name = ("signin/tokenExchange", "signin/verifyState")[index % 2]
+        value: Any = {"id": odd[index % len(odd)], "connectionName": odd[(index + 3) % len(odd)],
+                      "token": odd[(index + 5) % len(odd)], "state": odd[(index + 7) % len(odd)]}
+        if index % 5 == 0:
+            value = odd[index % len(odd)]
+        status, _ = await rig.post(rig.signin_invoke(name, value))
+        statuses.add(status)
+    assert statuses <= {200, 400, 404, 412}, statuses
+    assert not rig.logs.requests and not rig.tokens.requests["exchange"], "nothing garbage was exchanged"
+    assert not [r for r in caplog.records if r.exc_info], "no traceback"
