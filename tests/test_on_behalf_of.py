@@ -40,7 +40,7 @@ from bot.sentinel.identity import (
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
-from bot.teams.signin import OAUTH_CARD, SIGNED_IN_ASK_AGAIN
+from bot.teams.signin import OAUTH_CARD, SIGN_IN_TEXT, SIGNED_IN_ASK_AGAIN
 from tests.support import connector_fake as teams
 from tests.support.arm_fake import FakeArm
 from tests.support.connector_fake import TENANT, FakeConnector
@@ -151,7 +151,8 @@ async def test_without_a_token_the_analyst_gets_a_sign_in_card_then_the_question
         start: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="bot.audit")
     rig = await start()
-    [card_message] = await rig.say("incidents 24h")
+    [told, card_message] = await rig.say("incidents 24h")
+    assert told.text == SIGN_IN_TEXT and not told.body.get("attachments"), "the text first, the card on its own"
     [card] = oauth_cards([card_message])
     assert card["connectionName"] == CONNECTION and card["buttons"][0]["type"] == "signin"
     assert card["tokenExchangeResource"]["uri"] == EXCHANGE_URI, "Teams exchanges silently through this resource"

@@ -50,6 +50,7 @@ MAX_KEPT = 1000
 _NO_DATA_COMMANDS = frozenset({"help", "clear", "prefer"})
 SIGN_IN_TEXT = ("This bot reads Microsoft Sentinel with your own permissions. Sign in once, and I'll answer your "
                 "question right after.")
+CARD_TEXT = "Sign in to read Microsoft Sentinel with your own permissions."
 SIGNED_IN_ASK_AGAIN = ("You're signed in. I no longer have the question that asked you to sign in (I keep it for "
                        "10 minutes, on the server that received it), so please ask it again.")
 SIGN_IN_SERVICE_DOWN = ("I could not reach the Bot Framework sign-in service to get your token just now, so nothing "
@@ -105,9 +106,9 @@ class SignIn:
         except Exception as error:  # noqa: BLE001 - the token service's failure is the analyst's to retry
             log.warning("token service lookup failed (%s)", type(error).__name__)
             return [_message(SIGN_IN_SERVICE_DOWN)]
-        if token is None:
+        if token is None:  # the text first (it may replace a progress message), the card as a message of its own
             self._keep(activity, text, value)
-            return [await self._card(context)]
+            return [_message(SIGN_IN_TEXT), await self._card(context)]
         analyst = Analyst(object_id=object_id or activity.from_property.id, tenant_id=tenant_id, token=token)
         problem = await self.users.check(analyst)
         if problem is None:
@@ -213,7 +214,7 @@ class SignIn:
             log.warning("could not get a sign-in resource from the token service (%s)", type(error).__name__)
             return _message(SIGN_IN_SERVICE_DOWN)
         exchange = resource.token_exchange_resource
-        content: dict[str, Any] = {"text": SIGN_IN_TEXT, "connectionName": self.connection_name,
+        content: dict[str, Any] = {"text": CARD_TEXT, "connectionName": self.connection_name,
                                    "buttons": [{"type": "signin", "title": "Sign in", "value": resource.sign_in_link}]}
         if exchange is not None:
             content["tokenExchangeResource"] = {"id": exchange.id, "uri": exchange.uri,
