@@ -113,6 +113,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 
     assert settings.sentinel_workspace_id is not None
+    client_options = {"use_env_settings": settings.env_proxies} | client_options
     client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.logs_endpoint,
                                 **client_options)
     if users is not None:  # each analyst's queries through their own client (client_options: tests' transport)
@@ -140,9 +141,10 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
     from bot.sentinel.incident_writer import ArmIncidentWriter
 
     assert settings.sentinel_subscription_id and settings.sentinel_resource_group and settings.sentinel_workspace_name
-    place = {"endpoint": settings.arm_endpoint, "subscription_id": settings.sentinel_subscription_id,
-             "resource_group": settings.sentinel_resource_group, "workspace_name": settings.sentinel_workspace_name,
-             "api_version": settings.sentinel_api_version} | writer_options
+    place: dict[str, Any] = {
+        "endpoint": settings.arm_endpoint, "subscription_id": settings.sentinel_subscription_id,
+        "resource_group": settings.sentinel_resource_group, "workspace_name": settings.sentinel_workspace_name,
+        "api_version": settings.sentinel_api_version, "use_env_settings": settings.env_proxies} | writer_options
     writer: Any
     if users is not None:  # each analyst's changes with their own token: Sentinel names them, their roles apply
         from bot.sentinel.identity import AnalystIncidentWriter
@@ -236,7 +238,8 @@ def _state_storage(settings: Settings, closers: list[Any]) -> Any:
     return create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
                           blob_connection_string=settings.state_blob_connection_string,
                           blob_container=settings.state_blob_container,
-                          blob_account_url=settings.state_blob_account_url, credential=credential)
+                          blob_account_url=settings.state_blob_account_url, credential=credential,
+                          use_env_settings=settings.env_proxies)
 
 
 def turn_queue_opener(settings: Settings) -> Any:
@@ -255,7 +258,8 @@ def turn_queue_opener(settings: Settings) -> Any:
         return TurnQueue.open(queue_name=settings.turn_queue_name, container=settings.turn_blob_container,
                               queue_account_url=settings.turn_queue_account_url,
                               blob_account_url=settings.state_blob_account_url, credential=credential,
-                              connection_string=settings.state_blob_connection_string)
+                              connection_string=settings.state_blob_connection_string,
+                              use_env_settings=settings.env_proxies)
 
     return open_queue
 

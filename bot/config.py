@@ -126,6 +126,9 @@ class Settings:
     turn_max_attempts: int = 3  # deliveries of one turn before it is moved aside and its user told
     watch_poll_seconds: int = 60  # how often watches look for new incidents (one query whatever their number); 0: off
     instance_count: int = 1  # instances serving this bot (the deployment's scale-out), to refuse per-instance state
+    # Whether the Azure SDK clients read proxy settings from the environment. aiohttp then looks up .netrc and the
+    # proxy variables on a thread for every request (two thread hops each): only done when a proxy is configured.
+    env_proxies: bool = False
     max_tool_rounds: int = 5
     max_turns: int = 30
     max_history_tokens: int = 24_000
@@ -184,6 +187,9 @@ LLM_HELP = (
     "(plus AZURE_OPENAI_API_KEY, or sign in for Entra ID), or OPENAI_API_KEY (with OPENAI_BASE_URL and "
     "OPENAI_MODEL for an OpenAI-compatible server such as vLLM, Ollama or LM Studio)."
 )
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NETRC")
 
 
 class _Reader:
@@ -366,6 +372,7 @@ class _Reader:
             web_runs_worker=self.flag("TURN_WORKER_IN_WEB", True),
             turn_max_attempts=self.number("TURN_MAX_ATTEMPTS", 3, 1, 20),
             instance_count=self._instance_count(),
+            env_proxies=any(self.text(name) for name in _PROXY_VARIABLES),
             max_tool_rounds=self.number("MAX_TOOL_ROUNDS", 5, 1, 20),
             max_turns=self.number("MAX_TURNS", 30, 2, 500),
             max_history_tokens=self.number("MAX_HISTORY_TOKENS", 24_000, 2_000, 500_000),

@@ -152,3 +152,10 @@ def test_access_settings_are_checked() -> None:
     groups = ",".join(f"{i:08x}-0000-0000-0000-000000000000" for i in range(21))
     with pytest.raises(ConfigError, match="at most 20"):
         settings(**APP, MICROSOFT_APP_TENANT_ID="22222222-2222-2222-2222-222222222222", ALLOWED_READER_GROUPS=groups)
+
+
+def test_azure_clients_read_proxy_settings_only_when_a_proxy_is_configured() -> None:
+    # aiohttp with trust_env looks up .netrc and the proxy variables on a thread for every request.
+    assert settings().env_proxies is False
+    assert settings(HTTPS_PROXY="http://proxy.contoso.example:3128").env_proxies is True
+    assert settings(no_proxy="localhost").env_proxies is False, "no_proxy alone configures no proxy"

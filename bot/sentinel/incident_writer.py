@@ -78,7 +78,8 @@ class ArmIncidentWriter:
                  credential: AsyncTokenCredential, endpoint: str = DEFAULT_ENDPOINT,
                  api_version: str = DEFAULT_API_VERSION, timeout_seconds: float = 30,
                  transport: AsyncHttpTransport | None = None, scope: str | None = None,
-                 retries: int = 3, backoff_seconds: float = 0.5, max_backoff_seconds: float = 10) -> None:
+                 retries: int = 3, backoff_seconds: float = 0.5, max_backoff_seconds: float = 10,
+                 use_env_settings: bool = True) -> None:
         endpoint = endpoint.rstrip("/")
         if urlsplit(endpoint).scheme != "https":
             raise ValueError(f"the ARM endpoint must be https (the bot sends a bearer token): {endpoint!r}")
@@ -100,7 +101,9 @@ class ArmIncidentWriter:
             AsyncBearerTokenCredentialPolicy(credential, scope),
             DistributedTracingPolicy(),
         ]
-        self._client: AsyncPipelineClient = AsyncPipelineClient(endpoint, policies=policies, transport=transport)
+        # use_env_settings: the default transport reads proxy settings from the environment (see config.env_proxies).
+        self._client: AsyncPipelineClient = AsyncPipelineClient(endpoint, policies=policies, transport=transport,
+                                                                use_env_settings=use_env_settings)
 
     async def read(self, incident_name: str) -> IncidentSnapshot:
         return _snapshot(await self._call(WriteRequest("GET", f"incidents/{_name(incident_name)}", {})))

@@ -177,14 +177,18 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             log.info("refused a request: %s (%d)", refused.reason, refused.status)
             return _problem(refused.status, refused.reason)
         # The turn's place in its conversation's line is taken now, on arrival, before any network call
-        # (authentication may fetch signing keys; the typing indicator is sent before the turn runs).
-        place = runner.reserve(activity.conversation.id)
+        # (authentication may fetch signing keys; the typing indicator is sent before the turn runs). A queued
+        # message's place is its number in the conversation instead (durable.enqueue), and the runner's thread is
+        # not woken for it.
+        place = None if durable is not None and activity.type != "invoke" else runner.reserve(activity.conversation.id)
         try:
             return await accept(activity, body, place, request.headers.get("Authorization", ""))
         finally:
-            runner.release(place)  # a no-op once the turn was submitted
+            if place is not None:
+                runner.release(place)  # a no-op once the turn was submitted
 
-    async def accept(activity: Activity, body: dict[str, Any], place: Place, authorization: str) -> web.StreamResponse:
+    async def accept(activity: Activity, body: dict[str, Any], place: Place | None,
+                     authorization: str) -> web.StreamResponse:
         try:
             # Local mode ignores any header: nothing could check it, and botbuilder would try (and block).
             auth = await authentication.authenticate_request(activity, authorization if tokens else "")
@@ -227,7 +231,8 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         first = _typing_first(activity, auth, bot) if addressed else None
         abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
         late = notice(activity, auth, deadline_text(settings.turn_deadline_seconds)) if addressed else None
-        if not runner.submit(place, lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
+        if not runner.submit(place or activity.conversation.id,
+                             lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
                              on_abandon=abandoned, on_timeout=late):
             runner.forget(activity.conversation.id, activity.id)
             return _problem(503, "The bot is restarting or overloaded; Teams will retry.")

@@ -275,10 +275,11 @@ class EscapedBlobStorage(BlobStorage):
 
 def create_storage(kind: str, *, sqlite_path: str | Path | None = None, blob_connection_string: str | None = None,
                    blob_container: str = "bot-state", max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
-                   blob_account_url: str | None = None, credential: Any = None) -> Storage:
+                   blob_account_url: str | None = None, credential: Any = None,
+                   use_env_settings: bool = True) -> Storage:
     """The state store for STATE_STORE's kind: memory, sqlite (needs sqlite_path) or blob (an account URL and a token
-    credential, or a local emulator's connection string). Raises ValueError for a missing or invalid setting,
-    NotImplementedError for cosmos."""
+    credential, or a local emulator's connection string). ``use_env_settings``: the Blob client reads proxy settings
+    from the environment. Raises ValueError for a missing or invalid setting, NotImplementedError for cosmos."""
     if kind == "memory":
         return MemoryStorage()
     if kind == "sqlite":
@@ -294,11 +295,14 @@ def create_storage(kind: str, *, sqlite_path: str | Path | None = None, blob_con
                              "lowercase letters, digits and single hyphens, starting and ending with a letter or digit")
         if not blob_connection_string:
             return EscapedBlobStorage(BlobStorageSettings(container_name=blob_container), max_item_bytes=max_item_bytes,
-                                      service=BlobServiceClient(blob_account_url or "", credential=credential))
+                                      service=BlobServiceClient(blob_account_url or "", credential=credential,
+                                                                use_env_settings=use_env_settings))
         try:
             return EscapedBlobStorage(BlobStorageSettings(container_name=blob_container,
                                                           connection_string=blob_connection_string),
-                                      max_item_bytes=max_item_bytes)
+                                      max_item_bytes=max_item_bytes,
+                                      service=BlobServiceClient.from_connection_string(
+                                          blob_connection_string, use_env_settings=use_env_settings))
         except ValueError as error:  # the SDK's message never includes the secret; ours must not either
             raise ValueError(f"STATE_BLOB_CONNECTION_STRING is not a valid connection string: {error}") from None
     if kind == "cosmos":
