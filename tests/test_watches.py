@@ -425,9 +425,11 @@ async def test_a_conversation_that_removed_the_bot_loses_its_watches() -> None:
     assert [s.key for s in await store.subscribers()] == ["channel"]
 
 
-async def test_watches_cursor_and_lease_in_blob_storage(azurite: str) -> None:
-    """The store several instances share (Azure Blob, here Azurite): keys with '/' and ';', conditional writes."""
+async def test_watches_cursor_and_blob_lease_in_blob_storage(azurite: str) -> None:
+    """The store several instances share (Azure Blob, here Azurite): keys with '/' and ';', and the poller's blob
+    lease (Azure keeps its time): one instance polls, the other only once the lease is released or lapses."""
     from bot.teams.storage import create_storage
+    from bot.teams.watches import BlobLease
 
     def blob():
         return create_storage("blob", blob_connection_string=azurite, blob_container="watch-test")
@@ -440,23 +442,25 @@ async def test_watches_cursor_and_lease_in_blob_storage(azurite: str) -> None:
         await store.command(parse("watch high"), **where(thread))
         sender = RecordingSender()
         rows = [snapshot(7, "High", created=clock.now, at=clock.tick())]
-        first = WatchPoller(store, _feed(rows), sender, StoreLease(one, seconds=30, clock=clock), interval_s=1,
-                            demo=True, clock=clock)
-        second = WatchPoller(WatchStore(two, clock=clock), _feed(rows), sender, StoreLease(two, seconds=30, clock=clock),
+        first = WatchPoller(store, _feed(rows), sender, BlobLease(one.container()), interval_s=1, demo=True,
+                            clock=clock)
+        second = WatchPoller(WatchStore(two, clock=clock), _feed(rows), sender, BlobLease(two.container()),
                              interval_s=1, demo=True, clock=clock)
         assert (await first.poll()).posted == 1
+        assert (await first.poll()).polled, "renewed by its holder"
         assert not (await second.poll()).polled, "the other instance holds the lease"
-        clock.tick(31)
-        assert (await second.poll()).posted == 0, "taken over after expiry: nothing posted twice"
-        assert len(sender.posts) == 1
+        await first.lease.release()  # as at shutdown (a dead instance's lease lapses after 60 s)
+        assert (await second.poll()).polled and not (await first.poll()).polled
+        assert len(sender.posts) == 1, "taken over: nothing posted twice"
         import asyncio
 
-        leases = [StoreLease(blob(), seconds=30, key="watches/race") for _ in range(4)]
+        stores = [blob() for _ in range(4)]
         try:
+            leases = [BlobLease(s.container(), name="race.lock") for s in stores]
             assert sum(await asyncio.gather(*(lease.hold() for lease in leases))) == 1
         finally:
-            for lease in leases:
-                await lease.storage.close()
+            for s in stores:
+                await s.close()
     finally:
         await one.close()
         await two.close()

@@ -39,7 +39,8 @@ from bot.teams.queue import Envelope, TurnQueue
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.signin import SignIn
 from bot.teams.state import StateStore
-from bot.teams.watches import AdapterSender, StoreLease, WatchPoller, WatchStore, sentinel_feed
+from bot.teams.storage import EscapedBlobStorage
+from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from bot.teams.worker import TurnWorker
 
 log = logging.getLogger(__name__)
@@ -309,14 +310,15 @@ OpenQueue = Callable[[], TurnQueue]  # opens a TurnQueue whose clients live on t
 
 def _watch_poller(surface: Surface, sentinel: SentinelClient, storage: Storage,
                   desk: ConfirmationDesk | None) -> WatchPoller | None:
-    """The watches' poller (WATCH_POLL_SECONDS; 0: none): one query per interval, under a lease in the state store
-    so that one instance polls, posting as the bot through the adapter."""
+    """The watches' poller (WATCH_POLL_SECONDS; 0: none): one query per interval, under a lease so that one instance
+    polls (a blob lease with Blob state, else an item of the state store), posting as the bot through the adapter."""
     settings, store = surface.settings, surface.bot.watches
     if store is None:
         return None
     interval = settings.watch_poll_seconds
     return WatchPoller(store, sentinel_feed(sentinel), AdapterSender(surface.adapter, settings.microsoft_app_id or ""),
-                       StoreLease(storage, seconds=2 * interval + 10), interval_s=interval, demo=sentinel.is_demo,
+                       BlobLease(storage.container()) if isinstance(storage, EscapedBlobStorage)
+                       else StoreLease(storage, seconds=2 * interval + 10), interval_s=interval, demo=sentinel.is_demo,
                        changes_buttons=desk is not None and desk.enabled)
 
 

@@ -262,6 +262,10 @@ class EscapedBlobStorage(BlobStorage):
     async def close(self) -> None:
         await self._service.close()
 
+    def container(self) -> Any:
+        """The state container's client (the watch poller takes its lease on a blob there)."""
+        return self._BlobStorage__container_client
+
     async def _inner_read_blob(self, blob_client: Any) -> Any:
         try:
             return await super()._inner_read_blob(blob_client)

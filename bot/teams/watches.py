@@ -3,9 +3,9 @@
 - :class:`WatchStore` keeps each conversation's watches with its conversation reference, an index of the
   conversations that have any, the poller's cursor, and what it posted (a record per card, and per incident
   the cards showing it), all as items of the state store (SQLite by default, Azure Blob with several instances).
-- :class:`StoreLease`: with several instances only one polls. The lease is an item of the same store, taken and
-  renewed by conditional writes (the e_tag read: SQLite's row version, the blob's ETag), so two instances
-  cannot both take it; one that dies stops renewing and another takes over when it expires.
+- Only one instance polls: :class:`BlobLease` with Blob state (a blob lease: Azure keeps its time), else
+  :class:`StoreLease`, an item of the store taken and renewed by conditional writes (the e_tag read), so two
+  instances cannot both take it; one that dies stops renewing and another takes over when it expires.
 - :class:`WatchPoller`: each interval, under the lease, ONE query for the incidents changed since the cursor,
   whatever the number of watches; ``bot.commands.watches.plan`` decides what to post and update; the
   :class:`Sender` posts and updates through the Bot Framework adapter (``continue_conversation``). The cursor
@@ -301,6 +301,61 @@ class StoreLease:
                 await self.storage.write({self.key: {"holder": "", "until": "", "e_tag": item.get("e_tag") or "*"}})
 
 
+class BlobLease:
+    """With Azure Blob state: a blob lease on the poller's lock blob in the state container. Azure keeps the lease's
+    time (60 s, its longest finite lease; renewed at each poll and while one runs), so the instances' clocks do not
+    matter; a lease that lapses between polls is taken again by whichever instance polls next."""
+
+    seconds = 60.0
+
+    def __init__(self, container: Any, name: str = "watches-poller.lock") -> None:
+        self.container = container
+        self.blob = container.get_blob_client(name)
+        self._lease: Any = None
+
+    async def hold(self) -> bool:
+        if self._lease is not None:
+            try:
+                await self._lease.renew()
+                return True
+            except Exception:  # noqa: BLE001 - it lapsed and someone took it, or the blob went: acquire anew
+                self._lease = None
+        for _ in range(2):
+            try:
+                self._lease = await self.blob.acquire_lease(lease_duration=int(self.seconds))
+                return True
+            except Exception as error:
+                status = getattr(error, "status_code", None)
+                if status == 409:  # another instance holds it
+                    return False
+                if status != 404:
+                    raise
+            await self._create()  # the first poll ever: the container or the lock blob does not exist yet
+        return False
+
+    async def _create(self) -> None:
+        for create in (self.container.create_container, lambda: self.blob.upload_blob(b"", overwrite=False)):
+            try:
+                await create()
+            except Exception as error:
+                if getattr(error, "status_code", None) != 409:  # 409: it exists already
+                    raise
+
+    async def release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                await lease.release()
+
+
+class Lease(Protocol):
+    seconds: float
+
+    async def hold(self) -> bool: ...
+
+    async def release(self) -> None: ...
+
+
 # ---- sending --------------------------------------------------------------------------------------------------
 
 
@@ -371,7 +426,7 @@ class PollReport:
 
 
 class WatchPoller:
-    def __init__(self, store: WatchStore, changes: ChangeFeed, sender: Sender, lease: StoreLease, *,
+    def __init__(self, store: WatchStore, changes: ChangeFeed, sender: Sender, lease: Lease, *,
                  interval_s: float, demo: bool, changes_buttons: bool = False,
                  clock: Clock = lambda: datetime.now(UTC)) -> None:
         self.store = store
