@@ -30,6 +30,7 @@ from bot.teams.server import POLLER_KEY, create_adapter, create_app
 from bot.teams.storage import SqliteStorage
 from bot.teams.watches import AdapterSender, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from tests.support import connector_fake as teams
+from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.support.connector_fake import FakeConnector
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
 
@@ -263,3 +264,20 @@ async def test_a_watch_in_a_chat_posts_there(connector: FakeConnector, live_demo
             timeout=INTERVAL_S + 4)
     finally:
         await bot.stop()
+
+
+async def test_with_blob_state_the_poller_takes_a_blob_lease_and_with_sqlite_a_store_lease(
+        azurite: str, live_demo: SentinelClient, tmp_path: Path) -> None:
+    from bot.teams.storage import create_storage
+    from bot.teams.watches import BlobLease
+
+    settings = Settings.from_env({"WATCH_POLL_SECONDS": "1"}, dotenv_path=None)
+    blob = create_storage("blob", blob_connection_string=azurite, blob_container="watch-app")
+    sqlite = SqliteStorage(tmp_path / "state.db")
+    try:
+        for storage, kind in ((blob, BlobLease), (sqlite, StoreLease)):
+            app = create_app(settings, sentinel=live_demo, orchestrator=None, storage=storage, poll_watches=True)
+            assert isinstance(app[POLLER_KEY].lease, kind)
+    finally:
+        await blob.close()
+        await sqlite.close()
