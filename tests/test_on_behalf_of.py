@@ -39,6 +39,7 @@ from bot.sentinel.identity import (
 )
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
+from bot.teams import signin
 from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
 from bot.teams.signin import OAUTH_CARD, SIGN_IN_TEXT, SIGNED_IN_ASK_AGAIN
 from tests.support import connector_fake as teams
@@ -428,3 +429,18 @@ async def test_malformed_sign_in_invokes_get_4xx_never_a_5xx_or_a_traceback(
     assert statuses <= {200, 400, 404, 412}, statuses
     assert not rig.logs.requests and not rig.tokens.requests["exchange"], "nothing garbage was exchanged"
     assert not [r for r in caplog.records if r.exc_info], "no traceback"
+
+
+async def test_a_slow_token_service_gets_a_clear_message_and_a_412_within_the_timeout(
+        start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(signin, "TOKEN_SERVICE_TIMEOUT_S", 0.3)
+    rig = await start()
+    rig.tokens.delay_s = 3.0
+    started = time.monotonic()
+    [told] = await rig.say("incidents 24h")
+    assert told.text == signin.SIGN_IN_SERVICE_DOWN and time.monotonic() - started < 2.5
+    started = time.monotonic()
+    status, _ = await rig.post(rig.signin_invoke("signin/tokenExchange", {
+        "id": "exchange-9", "connectionName": CONNECTION, "token": rig.entra.sso_token("aad-alice")}))
+    assert status == 412 and time.monotonic() - started < 2.5, "Teams falls back instead of waiting"
+    assert not rig.logs.requests

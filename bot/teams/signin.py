@@ -16,11 +16,13 @@ challenge each get a clear message (and a new card where signing in again helps)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.core.cloud_adapter_base import CloudAdapterBase
@@ -38,12 +40,14 @@ from bot.commands.parser import CommandError, parse
 from bot.sentinel.identity import Analyst, TokenProblem, UserSessions
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TOKEN_EXCHANGE = "signin/tokenExchange"
 VERIFY_STATE = "signin/verifyState"
 SIGNIN_INVOKES = (TOKEN_EXCHANGE, VERIFY_STATE)
 OAUTH_CARD = "application/vnd.microsoft.card.oauth"
 KEEP_SECONDS = 600.0
+TOKEN_SERVICE_TIMEOUT_S = 4.0
 TOKEN_REUSE_SECONDS = 60.0  # an analyst's token from the token service serves their turns for this long
 MAX_KEPT = 1000
 # Commands that read nothing: answered without a sign-in.
@@ -172,8 +176,8 @@ class SignIn:
         recent = self._recent.get(user)
         if magic_code is None and recent is not None and recent[1] > self._clock():
             return recent[0]
-        response: TokenResponse | None = await self._client(context).get_user_token(
-            user, self.connection_name, activity.channel_id, magic_code)
+        response: TokenResponse | None = await _bounded(self._client(context).get_user_token(
+            user, self.connection_name, activity.channel_id, magic_code))
         token = response.token if response is not None and response.token else None
         self._recent.pop(user, None)
         if token is not None:
@@ -189,9 +193,9 @@ class SignIn:
             log.info("token exchange refused: wrong connection or no token")
             return False
         try:
-            response = await self._client(context).exchange_token(
+            response = await _bounded(self._client(context).exchange_token(
                 activity.from_property.id, self.connection_name, activity.channel_id,
-                TokenExchangeRequest(token=token))
+                TokenExchangeRequest(token=token)))
         except Exception as error:  # noqa: BLE001 - Teams falls back to the sign-in button on a 412
             log.info("token exchange failed (%s)", type(error).__name__)
             return False
@@ -201,15 +205,16 @@ class SignIn:
         activity = context.activity
         self._recent.pop(activity.from_property.id, None)
         try:
-            await self._client(context).sign_out_user(activity.from_property.id, self.connection_name,
-                                                      activity.channel_id)
+            await _bounded(self._client(context).sign_out_user(activity.from_property.id, self.connection_name,
+                                                               activity.channel_id))
         except Exception as error:  # noqa: BLE001 - the card still lets the analyst sign in again
             log.info("could not sign the analyst out at the token service (%s)", type(error).__name__)
 
     async def _card(self, context: TurnContext) -> Activity:
         """The OAuthCard: Teams exchanges silently through its token exchange resource, else shows the button."""
         try:
-            resource = await self._client(context).get_sign_in_resource(self.connection_name, context.activity, None)
+            resource = await _bounded(self._client(context).get_sign_in_resource(self.connection_name,
+                                                                                 context.activity, None))
         except Exception as error:  # noqa: BLE001 - the analyst is told, and can ask again
             log.warning("could not get a sign-in resource from the token service (%s)", type(error).__name__)
             return _message(SIGN_IN_SERVICE_DOWN)
@@ -243,6 +248,12 @@ class SignIn:
             self._exchanged[exchange_id] = None
             while len(self._exchanged) > MAX_KEPT:
                 self._exchanged.popitem(last=False)
+
+
+async def _bounded(call: Awaitable[T]) -> T:
+    """A token service call within TOKEN_SERVICE_TIMEOUT_S (botbuilder's own is 100 s; Teams waits about 5 s for an
+    invoke's answer, and an analyst should not wait long for a sign-in card)."""
+    return await asyncio.wait_for(call, TOKEN_SERVICE_TIMEOUT_S)
 
 
 def _message(text: str) -> Activity:

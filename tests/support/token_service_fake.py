@@ -9,6 +9,7 @@ kept per (user id, connection name); ``codes`` maps a magic code (the Sign in bu
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ EXCHANGE_URI = "api://botid-5f0b9a9e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
 class FakeTokenService:
     accepts: Callable[[str], bool] = lambda token: bool(token)
     fail_exchange: bool = False
+    delay_s: float = 0.0  # added to every answer (a slow or hanging token service)
     tokens: dict[tuple[str, str], str] = field(default_factory=dict)  # (user id, connection) -> token
     codes: dict[str, str] = field(default_factory=dict)  # magic code -> token
     requests: Counter[str] = field(default_factory=Counter)
@@ -34,18 +36,24 @@ class FakeTokenService:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> FakeTokenService:
-        app = web.Application()
+        app = web.Application(middlewares=[self._slow])
         app.router.add_get("/api/usertoken/GetToken", self._get_token)
         app.router.add_post("/api/usertoken/exchange", self._exchange)
         app.router.add_delete("/api/usertoken/SignOut", self._sign_out)
         app.router.add_get("/api/botsignin/GetSignInResource", self._sign_in_resource)
-        self._runner, port = await serve(app, access_log=None)
+        self._runner, port = await serve(app, access_log=None, shutdown_timeout=0.2)
         self.url = f"http://127.0.0.1:{port}"
         return self
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @web.middleware
+    async def _slow(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return await handler(request)
 
     def _key(self, request: web.Request) -> tuple[str, str]:
         return request.query.get("userId", ""), request.query.get("connectionName", "")
