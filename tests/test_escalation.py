@@ -3,8 +3,8 @@
 real ArmIncidentWriter against the fake ARM endpoint.
 
 At the tests' NOW (15:30 UTC) the demo roster has three analysts on shift: Grace Okonkwo (round the clock),
-and Bruno Costa (SOC Tier 1) and Emeka Obi (SOC Tier 2) since 08:00; the escalation goes to the shift that
-started last, ties by team then name: Bruno Costa.
+and Adele Vance (SOC Tier 1) and Lynne Robbins (SOC Tier 2) since 08:00; the escalation goes to the shift that
+started last, ties by team then name: Adele Vance.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from tests.conftest import NOW
 from tests.support.write_rig import WriteRig, write_rig
 from tests.test_write_actions import audit_records, propose
 
-ON_CALL = "Bruno Costa"
-ON_CALL_UPN = "bruno.costa@contoso.com"
+ON_CALL = "Adele Vance"
+ON_CALL_UPN = "adelev@example.com"
 HOSTILE_TITLE = "**URGENT** <at>Alice</at> ping [click here](https://evil.example/x) <b>now</b> _x_"
 
 
 @pytest.fixture
 async def rig(tmp_path: Path, demo_client: SentinelClient) -> AsyncIterator[WriteRig]:
     async with write_rig(tmp_path, demo_client, start=NOW) as running:
+        running.connector.names[ON_CALL_UPN] = ON_CALL
         yield running
 
 
@@ -86,10 +87,10 @@ async def test_escalation_in_a_channel_proposed_refused_for_others_confirmed_men
     post = escalation_post(sent)
     assert post.conversation_id.startswith("19:war-room@thread.tacv2;messageid="), "posted in the incident's thread"
     mentions = [e for e in post.body.get("entities") or [] if e.get("type") == "mention"]
-    assert {m["mentioned"]["id"] for m in mentions} == {"29:bruno.costa", "29:carol"}, "on call and owner, by id"
+    assert {m["mentioned"]["id"] for m in mentions} == {"29:adelev", "29:carol"}, "on call and owner, by id"
     for entity in mentions:
         assert entity["text"] in post.text and entity["text"] == f"<at>{entity['mentioned']['name']}</at>"
-    assert post.text.startswith("**Escalation** for <at>Bruno Costa</at>:")
+    assert post.text.startswith("**Escalation** for <at>Adele Vance</at>:")
     assert f"**#{number}**" in post.text and f"Severity: {incident.incident.severity}" in post.text
     assert "Owner: <at>Carol</at>" in post.text and "Escalated by Alice from Microsoft Teams" in post.text
 
@@ -101,9 +102,9 @@ async def test_escalation_in_a_channel_proposed_refused_for_others_confirmed_men
     [update] = [s for s in sent if s.method == "PUT" and s.activity_id == card_id]
     outcome = json.dumps(update.cards, ensure_ascii=False)
     assert "View action" in outcome and "Action.ToggleVisibility" in outcome and "change_confirm" not in outcome
-    for shown in ("Message posted in Teams", "@mentioned (Teams id 29:bruno.costa)", "Request sent to Sentinel",
+    for shown in ("Message posted in Teams", "@mentioned (Teams id 29:adelev)", "Request sent to Sentinel",
                   "Audit comment written to Sentinel", "Audit record", "incident_change.executed",
-                  "\\\\u003cat\\\\u003eBruno Costa\\\\u003c/at\\\\u003e"):
+                  "\\\\u003cat\\\\u003eAdele Vance\\\\u003c/at\\\\u003e"):
         assert shown in outcome, shown
     [reply] = [s for s in sent if s.text.startswith("Done")]
     assert reply.text == f"Done: #{number} escalated to {ON_CALL} (on call)."
@@ -143,11 +144,11 @@ async def test_typed_yes_escalates_and_assigns_with_the_reason(rig: WriteRig) ->
 
 async def test_nobody_on_shift_is_said_and_nothing_is_proposed(rig: WriteRig, demo_backend: DemoBackend) -> None:
     demo_backend.roster = [row | {"ShiftStart": "00:00", "ShiftEnd": "08:00"} for row in demo_backend.roster
-                           if row["Name"] in ("Alice Ng", "Dana Whitfield")]
+                           if row["Name"] in ("Megan Bowen", "Patti Fernandez")]
     await rig.say(f"escalate {rig.incidents[0].incident.number}")
     [reply] = await rig.next_messages()
     shown = json.dumps(reply.cards)
-    assert "Nobody is on call" in shown and "15:30 UTC" in shown and "Next on call: Alice Ng from 21 Nov 00:00" in shown
+    assert "Nobody is on call" in shown and "15:30 UTC" in shown and "Next on call: Megan Bowen from 21 Nov 00:00" in shown
     assert "change_confirm" not in shown and rig.arm.puts == 0
 
 
@@ -158,7 +159,7 @@ async def test_someone_the_lookup_cannot_find_is_named_in_plain_text_and_the_ana
     sent = await until_done(rig)
     post = escalation_post(sent)
     assert not [e for e in post.body.get("entities") or [] if e.get("type") == "mention"]
-    assert "<at>" not in post.text and "@Bruno" not in post.text
+    assert "<at>" not in post.text and "@Adele" not in post.text
     assert (f"{ON_CALL} (on call, {ON_CALL_UPN}; not notified in Teams: not a member of this conversation)"
             in post.text)
     [reply] = [s for s in sent if s.text.startswith("Done")]
@@ -185,7 +186,7 @@ async def test_a_hostile_title_stays_inert_in_the_escalation_message(rig: WriteR
     assert "<at>" not in json.dumps(sent[0].cards)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, where="channel")
     post = escalation_post(await until_done(rig))
-    assert post.text.count("<at>") == 1 and "<at>Bruno Costa</at>" in post.text, "only the real mention is markup"
+    assert post.text.count("<at>") == 1 and "<at>Adele Vance</at>" in post.text, "only the real mention is markup"
     assert len(post.body["entities"]) == 1
     for live in ("<at>Alice", "](https://evil", "**URGENT**", "<b>", "_x_"):
         assert live not in post.text, live

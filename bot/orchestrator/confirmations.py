@@ -445,9 +445,10 @@ class ConfirmationDesk:
             return f"Not proposed: I could not read the on-call roster: {result.message}"
         now = self.clock()  # the desk's own now: the roster's rows are judged at the moment of the request
         entries = [e.at(now) for e in result.records if isinstance(e, OnCallEntry) and e.upn]
-        # The analyst whose shift started last (the freshest); ties in the roster's order, by team then name.
+        # The analyst whose shift started last (the freshest), then the one ending first (a round-the-clock lead is
+        # the backstop, not the first call), then by team and name as the roster lists them.
         on_shift = sorted((e for e in entries if e.on_shift),
-                          key=lambda e: (-e.shift_start.timestamp(), e.team, e.name))
+                          key=lambda e: (-e.shift_start.timestamp(), e.shift_end, e.team, e.name))
         if not on_shift:
             upcoming = min((e for e in entries if e.shift_start > now), key=lambda e: e.shift_start, default=None)
             later = (f" Next on call: {one_line(upcoming.name, 80)} from {upcoming.shift_start:%d %b %H:%M} UTC."

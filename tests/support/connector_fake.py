@@ -60,6 +60,7 @@ class FakeConnector:
     # in ``not_members``; ``member_status`` answers every member request with that HTTP error instead.
     not_members: set[str] = field(default_factory=set)
     member_status: int | None = None
+    names: dict[str, str] = field(default_factory=dict)  # display names by sign-in name (else from the name itself)
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -138,7 +139,7 @@ class FakeConnector:
             return web.json_response({"error": {"code": "MemberNotFoundInConversation",
                                                 "message": "The member is not found in the conversation."}},
                                      status=404)
-        return web.json_response(member_profile(uid))
+        return web.json_response(member_profile(uid, self.names.get(uid.lower())))
 
     async def _paged_members(self, request: web.Request) -> web.Response:
         """TeamsInfo.get_paged_members: the conversation's members, Alice and Bob (one page)."""
@@ -162,11 +163,11 @@ BOT_ID = "28:sentinel-bot"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"  # an Entra tenant id, as Teams sends it
 
 
-def member_profile(uid: str) -> dict[str, Any]:
+def member_profile(uid: str, name: str | None = None) -> dict[str, Any]:
     """A member as Teams describes one, from a Teams id ("29:alice") or a sign-in name (alice@contoso.com)."""
     user = uid.removeprefix("29:").split("@")[0].lower()
     upn = uid.lower() if "@" in uid else f"{user}@contoso.com"
-    return {"id": f"29:{user}", "name": user.replace(".", " ").title(), "aadObjectId": f"aad-{user}",
+    return {"id": f"29:{user}", "name": name or user.replace(".", " ").title(), "aadObjectId": f"aad-{user}",
             "userPrincipalName": upn, "email": upn, "tenantId": TENANT, "userRole": "user"}
 
 
