@@ -486,3 +486,16 @@ async def test_a_digest_card_is_updated_in_place_when_one_of_its_incidents_close
 def test_a_stored_filter_that_no_longer_reads_matches_nothing_and_breaks_nothing() -> None:
     broken = Watch(WatchFilter({"min_severity": "Critical"}), "Alice", NOW - timedelta(minutes=1))
     assert not broken.wants(snapshot(1, "High"))
+
+
+async def test_the_number_of_watching_conversations_is_bounded(monkeypatch) -> None:
+    from bot.teams import watches
+
+    monkeypatch.setattr(watches, "MAX_CONVERSATIONS", 2)
+    store = WatchStore(MemoryStorage(), clock=lambda: NOW)
+    for conversation in ("one", "two"):
+        assert (await store.command(parse("watch high"), **where(conversation))).startswith("Watching")
+    assert (await store.command(parse("watch medium"), **where("two"))).startswith("Watching")
+    assert "already posts new incidents to 2 conversations" in await store.command(parse("watch high"),
+                                                                                    **where("three"))
+    assert [s.key for s in await store.subscribers()] == ["one", "two"]

@@ -58,6 +58,9 @@ CURSOR_KEY = "watches/cursor"
 LEASE_KEY = "watches/lease"
 _CONFLICT_RETRIES = 5
 POLLER_ASKER = audit.Asker(None, "watch poller", "", "poller")
+# Conversations with watches, at most: what the poller records per posted incident (the cards showing it) stays
+# well under the state store's item cap, and one eventful poll stays a few seconds.
+MAX_CONVERSATIONS = 1000
 SEND_CONCURRENCY = 8  # posts and updates in flight at once, to different conversations
 _GONE = (403, 404)  # the bot was removed from the conversation: its posts can never be delivered
 
@@ -100,6 +103,10 @@ class WatchStore:
 
     async def add(self, conversation_id: str, reference: ConversationReference, watch: Watch) -> str:
         key = _conversation_key(conversation_id)
+        watching = (await self._read(INDEX_KEY)).get("conversations", [])
+        if conversation_id not in watching and len(watching) >= MAX_CONVERSATIONS:
+            return (f"This bot already posts new incidents to {len(watching)} conversations, the most it keeps; "
+                    'ask for one of them to "unwatch", or watch from one of those conversations.')
         answer = ""
 
         def change(item: dict[str, Any]) -> bool:
