@@ -18,7 +18,6 @@ from bot.cards.results import (
     entities_card,
     incident_detail_card,
     incidents_card,
-    on_call_card,
     result_card,
     trend_card,
 )
@@ -45,7 +44,6 @@ __all__ = [
     "incident_detail_card",
     "incident_table",
     "incidents_card",
-    "on_call_card",
     "plain",
     "result_card",
     "top_entities",

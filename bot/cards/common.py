@@ -210,8 +210,7 @@ def list_card(result: QueryResult, title: Callable[[int], str], plural: str, hin
 
 
 _NOTHING = {"query_incidents": "No incidents", "query_alerts": "No alerts", "get_alert_trend": "No alerts",
-            "get_top_entities": "No entities", "get_incident_detail": "No incident found",
-            "get_on_call": "No on-call roster"}
+            "get_top_entities": "No entities", "get_incident_detail": "No incident found"}
 
 
 def nothing_matched(result: QueryResult) -> Element:
@@ -224,9 +223,6 @@ def nothing_matched(result: QueryResult) -> Element:
         else:
             what = f'No incident title matched "{plain(wanted, 80)}" in the last 90 days.'
         hint = "Check the incident number, or try other words from its title."
-    elif meta.tool == "get_on_call":
-        what = "The OnCall watchlist has no usable rows."
-        hint = "Add the analysts to the Sentinel watchlist OnCall (UPN, ShiftStart and ShiftEnd as HH:MM UTC)."
     else:
         what = f"Nothing matched in the {scope_label(meta.parameters)}."
         hint = "Try a wider time window (for example 7d or 30d) or a lower minimum severity."

@@ -12,7 +12,6 @@ from bot.cards.common import Element, RefFor, nothing_matched
 from bot.cards.entities import top_entities
 from bot.cards.incidents import incident_detail, incident_table
 from bot.cards.messages import error
-from bot.cards.oncall import on_call
 from bot.cards.trend import alert_trend
 from bot.sentinel.models import QueryError, QueryResult
 
@@ -41,12 +40,8 @@ def entities_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: 
     return top_entities(result, ref_for, now)
 
 
-def on_call_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
-    return on_call(result, now)
-
-
 def result_card(result: QueryResult | QueryError, build: CardBuilder, ref_for: RefFor, now: datetime, *,
-                changes: bool = False) -> Element:
+                changes: bool = False, empty: Callable[[QueryResult], Element] | None = None) -> Element:
     """The card for one tool result; a small "nothing matched" card when it has no rows.
 
     ``changes``: an incident detail card carries the buttons that propose changes (other cards ignore it).
@@ -55,5 +50,5 @@ def result_card(result: QueryResult | QueryError, build: CardBuilder, ref_for: R
         hint = "This kind of failure is often temporary: try again in a minute." if result.retry_possible else None
         return error("The query did not run", result.message, hint)
     if not result.records:
-        return nothing_matched(result)
+        return (empty or nothing_matched)(result)
     return build(result, ref_for, now, changes)

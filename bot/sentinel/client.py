@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -19,22 +19,10 @@ from typing import Any, Protocol
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from bot import telemetry
-from bot.sentinel import kql, rows
+from bot.sentinel import rows
 from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
 from bot.sentinel.params import InvalidParameter
-from bot.sentinel.queries import (
-    MAX_DETAIL_ALERTS,
-    QUERY_NAMES,
-    AlertsQuery,
-    AlertTrendQuery,
-    IncidentChangesQuery,
-    IncidentDetailQuery,
-    IncidentsQuery,
-    OnCallQuery,
-    Query,
-    TopEntitiesQuery,
-    make_query,
-)
+from bot.sentinel.queries import MAX_DETAIL_ALERTS, Query, is_query, make_query, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +48,6 @@ class SentinelBackend(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-_DECODERS: dict[str, Callable[[rows.Row], Any]] = {
-    IncidentsQuery.tool: rows.incident,
-    IncidentDetailQuery.tool: rows.incident_detail,
-    AlertsQuery.tool: rows.alert,
-    AlertTrendQuery.tool: rows.trend_bin,
-    TopEntitiesQuery.tool: rows.entity_count,
-    IncidentChangesQuery.tool: rows.changed_incident,
-    OnCallQuery.tool: rows.on_call_entry,
-}
-# Rows a query leaves out on purpose (bad roster rows): said in the result, never an error however many.
-_SKIPPED_ROWS: dict[str, str] = {
-    OnCallQuery.tool: "on-call row(s) without a UPN or with a malformed shift time were left out",
-}
 
 
 class SentinelClient:
@@ -116,12 +89,12 @@ class SentinelClient:
         """Incidents with a SecurityIncident row ingested after ``since`` (aware), latest state of each, as
         ``ChangedIncident`` records ascending by that row's TimeGenerated; at most ``limit`` (default and cap
         ``MAX_CHANGES``), ``metadata.truncated`` when more changed (ask again from the last one's time)."""
-        return await self.run(IncidentChangesQuery.tool, since=since, limit=limit)
+        return await self.run("incident_changes", since=since, limit=limit)
 
     async def get_on_call(self) -> QueryResult | QueryError:
         """The on-call roster (``OnCallEntry`` records); rows without a UPN or with a bad shift are left out and
         counted in ``metadata.warnings``."""
-        return await self.run(OnCallQuery.tool)
+        return await self.run("get_on_call")
 
     async def run(
         self, tool: str, arguments: Mapping[str, object] | None = None, /, **more: object
@@ -134,7 +107,7 @@ class SentinelClient:
         kind = SpanKind.INTERNAL if self.is_demo else SpanKind.CLIENT
         with telemetry.tracer().start_as_current_span(
                 "sentinel.query", kind=kind, record_exception=False, set_status_on_exception=False,
-                attributes={"sentinel.tool": tool if tool in QUERY_NAMES else "unknown",
+                attributes={"sentinel.tool": tool if is_query(tool) else "unknown",
                             "sentinel.source": self.source}) as span:
             try:
                 query = make_query(tool, {k: v for k, v in merged.items() if v is not None})
@@ -172,17 +145,18 @@ class SentinelClient:
 
     async def _execute(self, query: Query) -> QueryResult | QueryError:
         tool = query.tool
-        text = kql.build(query)
+        spec = spec_of(tool)
+        text = spec.kql(query)
         started = time.perf_counter()
         raw = await self._backend.execute(query, text)
         elapsed_ms = (time.perf_counter() - started) * 1000
         if isinstance(raw, QueryError):
             log.info("query %s failed: %s (status %s)", tool, raw.code, raw.status)
             return dataclasses.replace(raw, tool=tool, kql=text)
-        records, skipped = rows.decode_rows(raw.rows, _DECODERS[tool])
+        records, skipped = rows.decode_rows(raw.rows, spec.decode)
         skipped += raw.skipped
         # Rows came back and none could be read: that is not "nothing matched" (unless leaving them out is the rule).
-        if skipped and not records and tool not in _SKIPPED_ROWS:
+        if skipped and not records and not spec.left_out:
             log.warning("query %s (query id %s): all %d result rows unreadable", tool, raw.query_id, skipped)
             return QueryError(
                 "unreadable_response",
@@ -193,14 +167,14 @@ class SentinelClient:
             )
         warnings = list(raw.warnings)
         if skipped:
-            why = _SKIPPED_ROWS.get(tool, "result row(s) could not be read and were left out")
+            why = spec.left_out or "result row(s) could not be read and were left out"
             warnings.append(f"{skipped} {why}.")
         total = max((rows.as_int(r.get("TotalMatched"), -1) for r in raw.rows), default=0)
-        if tool in _SKIPPED_ROWS:  # rows left out on purpose are not rows beyond the limit
+        if spec.left_out:  # rows left out on purpose are not rows beyond the limit
             total -= skipped
         total = max(total, len(records))
         truncated = total > len(records) or raw.service_truncated
-        if tool == IncidentDetailQuery.tool and records:
+        if tool == "get_incident_detail" and records:
             detail = records[0]
             if detail.incident.alert_count > len(detail.alerts) and len(detail.alerts) >= MAX_DETAIL_ALERTS:
                 truncated = True

@@ -1,4 +1,4 @@
-"""KQL for the read queries, following Microsoft's own idioms.
+"""KQL the read queries share, and ``build``: a query's KQL from its declaration; Microsoft's own idioms.
 
 The idioms are those of Microsoft's Sentinel workbooks and detections (Azure/Azure-Sentinel repository:
 Workbooks/IncidentOverview.json, Workbooks/SecurityOperationsEfficiency.json, Detections/SecurityAlert/)
@@ -19,9 +19,18 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from functools import cache, singledispatch
+from typing import Any
 
 from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
-from bot.sentinel.queries import (
+from bot.sentinel.queries.legacy import (
+    AlertsQuery,
+    AlertTrendQuery,
+    IncidentDetailQuery,
+    IncidentsQuery,
+    LegacyQuery,
+    TopEntitiesQuery,
+)
+from bot.sentinel.spec import (
     ALERT_SORT,
     ENTITY_VALUE_RULES,
     INCIDENT_SORT,
@@ -29,17 +38,7 @@ from bot.sentinel.queries import (
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
-    MAX_ON_CALL,
     MAX_OTHER_MATCHES,
-    ON_CALL_WATCHLIST,
-    AlertsQuery,
-    AlertTrendQuery,
-    IncidentChangesQuery,
-    IncidentDetailQuery,
-    IncidentsQuery,
-    OnCallQuery,
-    Query,
-    TopEntitiesQuery,
 )
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -84,8 +83,8 @@ def _ago(window: TimeWindow) -> str:
 
 
 _SEVERITY_RANK = 'case(Severity == "High", 0, Severity == "Medium", 1, Severity == "Low", 2, 3)'
-_OWNER = "coalesce(tostring(Owner.assignedTo), tostring(Owner.email), tostring(Owner.userPrincipalName))"
-_ALERT_COUNT = "coalesce(toint(AdditionalData.alertsCount), toint(array_length(AlertIds)))"
+OWNER = "coalesce(tostring(Owner.assignedTo), tostring(Owner.email), tostring(Owner.userPrincipalName))"
+ALERT_COUNT = "coalesce(toint(AdditionalData.alertsCount), toint(array_length(AlertIds)))"
 
 
 @cache
@@ -119,13 +118,20 @@ def _expand_entities(alerts: str, indent: str = "    ") -> str:
     )
 
 
+def build(query: Any) -> str:
+    """The KQL text for a query, by its declaration (``bot.sentinel.queries``)."""
+    from bot.sentinel.queries import spec_of  # the declarations use this module's helpers
+
+    return spec_of(query.tool).kql(query)
+
+
 @singledispatch
-def build(query: Query) -> str:
-    """The KQL text for a query."""
+def legacy_build(query: LegacyQuery) -> str:
+    """The KQL of the queries not yet declared in modules of their own."""
     raise TypeError(f"no KQL for {type(query).__name__}")
 
 
-@build.register
+@legacy_build.register
 def _incidents(query: IncidentsQuery) -> str:
     f = query.filters
     since, created = _bounds(query, "TimeGenerated", upper=False), _bounds(query, "CreatedTime")
@@ -138,11 +144,11 @@ def _incidents(query: IncidentsQuery) -> str:
         AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber
     | where Severity in {_in(query.severities)}{_filters(query, "Title")});
 matched
-| extend SeverityRank = {_SEVERITY_RANK}, AlertCount = {_ALERT_COUNT}
+| extend SeverityRank = {_SEVERITY_RANK}, AlertCount = {ALERT_COUNT}
 | sort by {_order(INCIDENT_SORT[f.sort])}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
-| project IncidentNumber, Title, Severity, Status, Owner = {_OWNER},
+| project IncidentNumber, Title, Severity, Status, Owner = {OWNER},
     CreatedTime, LastModifiedTime, AlertCount,
     Tactics = AdditionalData.tactics, Products = AdditionalData.alertProductNames,
     IncidentUrl, Classification, TotalMatched"""
@@ -198,7 +204,7 @@ def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
     if f.status:
         parts.append(f"Status in ({', '.join(string_literal(s) for s in f.status.statuses)})")
     if f.owner and f.owner.person is None:
-        parts.append(f"isempty(tostring(Owner.objectId)) and isempty({_OWNER})")
+        parts.append(f"isempty(tostring(Owner.objectId)) and isempty({OWNER})")
     elif f.owner:
         parts.append("(" + "\n        or ".join(f"{field} =~ owner_wanted" for field in _OWNER_FIELDS) + ")")
     if f.search:
@@ -209,9 +215,9 @@ def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
     return "".join(f"\n    | where {part}" for part in parts) + involving
 
 
-def _moment(moment: datetime) -> str:
+def moment(value: datetime) -> str:
     """A validated datetime as a KQL datetime literal (never user text)."""
-    return f"datetime({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')})"
+    return f"datetime({value.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')})"
 
 
 def _bounds(query: IncidentsQuery | AlertsQuery, column: str, *, upper: bool = True) -> str:
@@ -220,8 +226,8 @@ def _bounds(query: IncidentsQuery | AlertsQuery, column: str, *, upper: bool = T
     f = query.filters
     if not f.ranged:
         return f"{column} > {_ago(query.window)}"
-    end = _moment(f.end) if f.end else None
-    start = _moment(f.start) if f.start else f"{end} - {query.window.kql_timespan}"
+    end = moment(f.end) if f.end else None
+    start = moment(f.start) if f.start else f"{end} - {query.window.kql_timespan}"
     return f"{column} >= {start}" + (f" and {column} < {end}" if upper and end else "")
 
 
@@ -233,7 +239,7 @@ def _scope(query: IncidentsQuery | AlertsQuery) -> str:
                                 f"until {f.end:%Y-%m-%d %H:%M}" if f.end else "") if p) + " UTC"
 
 
-@build.register
+@legacy_build.register
 def _incident_detail(query: IncidentDetailQuery) -> str:
     lookback = f"ago({DETAIL_LOOKBACK.days}d)"
     if query.ref.number is not None:
@@ -277,14 +283,14 @@ let other_matches = toscalar(matches
     | summarize make_list(bag_pack("number", IncidentNumber, "title", Title)));
 incident
 | project IncidentNumber, IncidentName, Title, Description = substring(Description, 0, {MAX_DESCRIPTION_CHARS}),
-    Severity, Status, Owner = {_OWNER}, CreatedTime, LastModifiedTime, ClosedTime,
+    Severity, Status, Owner = {OWNER}, CreatedTime, LastModifiedTime, ClosedTime,
     FirstActivityTime, LastActivityTime, Classification, ClassificationReason, ClassificationComment,
-    AlertCount = {_ALERT_COUNT}, Tactics = AdditionalData.tactics,
+    AlertCount = {ALERT_COUNT}, Tactics = AdditionalData.tactics,
     Products = AdditionalData.alertProductNames, CommentCount = toint(AdditionalData.commentsCount),
     Labels, IncidentUrl, Alerts = alert_list, Entities = entity_list, OtherMatches = other_matches"""
 
 
-@build.register
+@legacy_build.register
 def _alerts(query: AlertsQuery) -> str:
     f = query.filters
     description = " Description," if f.search else ""
@@ -310,7 +316,7 @@ matched
     TimeGenerated, Tactics, EntityLabels, TotalMatched"""
 
 
-@build.register
+@legacy_build.register
 def _alert_trend(query: AlertTrendQuery) -> str:
     ago = _ago(query.window)
     step = "1h" if query.bin_size is BinSize.HOUR else "1d"
@@ -326,7 +332,7 @@ SecurityAlert
 | order by BinStart asc, AlertSeverity asc"""
 
 
-@build.register
+@legacy_build.register
 def _top_entities(query: TopEntitiesQuery) -> str:
     ago = _ago(query.window)
     alerts = f"""SecurityAlert
@@ -347,40 +353,3 @@ entities
 | take {query.limit}
 | extend TotalMatched = toscalar(entities | count)
 | project EntityType, EntityValue, AlertCount, HighSeverityCount, FirstSeen, LastSeen, TotalMatched"""
-
-
-@build.register
-def _incident_changes(query: IncidentChangesQuery) -> str:
-    # Ascending by the latest row's time and capped: a poller that moves its cursor to the last row shown
-    # gets the rest next time (an incident's latest row is later than every row of the incidents before it).
-    return f"""// incident_changes: incidents with a row ingested after the cursor, latest state of each
-let changed = materialize(SecurityIncident
-    | where TimeGenerated > {_moment(query.since)}
-    | summarize arg_max(TimeGenerated, Title, Description, Severity, Status, Owner, CreatedTime, LastModifiedTime,
-        AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber);
-changed
-| sort by TimeGenerated asc, IncidentNumber asc
-| take {query.limit}
-| extend TotalMatched = toscalar(changed | count)
-| project IncidentNumber, Title, Severity, Status, Owner = {_OWNER},
-    CreatedTime, LastModifiedTime, AlertCount = {_ALERT_COUNT},
-    Tactics = AdditionalData.tactics, Products = AdditionalData.alertProductNames,
-    IncidentUrl, Classification, TimeGenerated,
-    Description = substring(Description, 0, {MAX_DESCRIPTION_CHARS}),
-    OwnerObjectId = tostring(Owner.objectId), OwnerUPN = tostring(Owner.userPrincipalName),
-    OwnerEmail = tostring(Owner.email), OwnerAssignedTo = tostring(Owner.assignedTo), TotalMatched"""
-
-
-@build.register
-def _on_call(query: OnCallQuery) -> str:
-    # _GetWatchlist unpacks the watchlist's own columns (their types depend on the upload): read each as text.
-    own = ", ".join(f"{c} = tostring({c})" for c in ("Name", "UPN", "Email", "Phone", "Location", "Team",
-                                                      "ShiftStart", "ShiftEnd"))
-    return f"""// get_on_call: the on-call roster from the watchlist {ON_CALL_WATCHLIST}
-let roster = materialize(_GetWatchlist({string_literal(ON_CALL_WATCHLIST)})
-    | project SearchKey = tostring(SearchKey), {own});
-roster
-| sort by Team asc, Name asc, SearchKey asc
-| take {MAX_ON_CALL}
-| extend AsOf = now(), TotalMatched = toscalar(roster | count)
-| project SearchKey, Name, UPN, Email, Phone, Location, Team, ShiftStart, ShiftEnd, AsOf, TotalMatched"""

@@ -20,32 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sentinel.queries import (
-    COLUMNS,
-    AlertsQuery,
-    AlertTrendQuery,
-    IncidentChangesQuery,
-    IncidentDetailQuery,
-    IncidentsQuery,
-    OnCallQuery,
-    TopEntitiesQuery,
-)
+from bot.sentinel.queries import spec_of
 
 SERVICE_MAX_ROWS = 500_000
 SERVICE_MAX_MB = 64
 PRIMARY_TABLE = "PrimaryResult"
 MAX_DETAIL_CHARS = 90
 
-# The columns that make a row mean anything; a row with none of them is skipped (and counted).
-KEY_COLUMNS: dict[str, tuple[str, ...]] = {
-    IncidentsQuery.tool: ("IncidentNumber",),
-    IncidentDetailQuery.tool: ("IncidentNumber",),
-    AlertsQuery.tool: ("SystemAlertId",),
-    AlertTrendQuery.tool: ("BinStart",),
-    TopEntitiesQuery.tool: ("EntityValue",),
-    IncidentChangesQuery.tool: ("IncidentNumber",),
-    OnCallQuery.tool: ("SearchKey", "UPN"),
-}
 # Metadata columns: their absence changes no field the analyst sees.
 _QUIET_COLUMNS = frozenset({"TotalMatched"})
 
@@ -105,7 +86,8 @@ def read_table(tables: Sequence[Any] | None, tool: str) -> TableRead:
         raise UnreadableResponse("Log Analytics answered without a result table")
     table = next((t for t in tables if getattr(t, "name", None) == PRIMARY_TABLE), tables[0])
     columns = [str(c) for c in (getattr(table, "columns", None) or [])]
-    expected, keys = COLUMNS[tool], KEY_COLUMNS[tool]
+    spec = spec_of(tool)
+    expected, keys = spec.columns, spec.keys  # a row with none of the keys means nothing: skipped, counted
     if not any(k in columns for k in keys):
         shown = ", ".join(columns[:6]) + (", ..." if len(columns) > 6 else "") if columns else "none"
         raise UnreadableResponse(

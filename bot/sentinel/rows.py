@@ -13,20 +13,17 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.sentinel.models import (
     AlertSummary,
-    ChangedIncident,
     EntityCount,
     EntityRef,
     Incident,
     IncidentDetail,
     IncidentMatch,
-    OnCallEntry,
     TrendBin,
-    daily_shift,
 )
 
 log = logging.getLogger(__name__)
@@ -228,51 +225,8 @@ def entity_count(row: Row) -> EntityCount:
     )
 
 
-def changed_incident(row: Row) -> ChangedIncident:
-    stamp = as_datetime(row.get("TimeGenerated"))
-    if stamp is None:  # without it a poller cannot move its cursor past this row
-        raise SkippedRow("an incident change without its TimeGenerated")
-    return ChangedIncident(incident(row), stamp, description=as_text(row.get("Description")),
-                           owner_object_id=as_optional_text(row.get("OwnerObjectId")),
-                           owner_upn=as_optional_text(row.get("OwnerUPN")),
-                           owner_email=as_optional_text(row.get("OwnerEmail")),
-                           owner_assigned_to=as_optional_text(row.get("OwnerAssignedTo")))
-
-
 class SkippedRow(ValueError):
     """A row the decoder leaves out on purpose; the message says why and holds no row values (it is logged)."""
-
-
-_DAILY = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
-
-
-def on_call_entry(row: Row) -> OnCallEntry:
-    """A roster row; one without a UPN (SearchKey or UPN) or with an unreadable shift time is skipped."""
-    upn = as_optional_text(row.get("UPN")) or as_optional_text(row.get("SearchKey"))
-    if upn is None:
-        raise SkippedRow("an on-call row without a UPN")
-    as_of = as_datetime(row.get("AsOf")) or datetime.now(UTC)
-    start_text, end_text = as_text(row.get("ShiftStart")).strip(), as_text(row.get("ShiftEnd")).strip()
-    daily_start, daily_end = _DAILY.match(start_text), _DAILY.match(end_text)
-    if daily_start and daily_end:
-        start, end = daily_shift(time(int(daily_start[1]), int(daily_start[2])),
-                                  time(int(daily_end[1]), int(daily_end[2])), as_of)
-        daily = True
-    else:
-        dated_start, dated_end = _dated(start_text), _dated(end_text)
-        if dated_start is None or dated_end is None or dated_end <= dated_start:
-            raise SkippedRow("an on-call row with a malformed shift time (HH:MM UTC, or ISO 8601 with a date)")
-        start, end, daily = dated_start, dated_end, False
-    return OnCallEntry(
-        name=as_text(row.get("Name")).strip() or upn, upn=upn, email=as_text(row.get("Email")).strip(),
-        phone=as_text(row.get("Phone")).strip(), location=as_text(row.get("Location")).strip(),
-        team=as_text(row.get("Team")).strip(), shift_start=start, shift_end=end, daily=daily, as_of=as_of,
-    )
-
-
-def _dated(text: str) -> datetime | None:
-    """An ISO 8601 date-time with a date (a bare time or date is not a shift boundary)."""
-    return as_datetime(text) if "T" in text or " " in text else None
 
 
 def _type_order(entity_type: str) -> int:

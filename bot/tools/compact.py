@@ -17,11 +17,9 @@ from bot.sentinel.models import (
     EntityCount,
     Incident,
     IncidentDetail,
-    OnCallEntry,
     QueryError,
     QueryResult,
     TrendBin,
-    on_call_order,
     one_line,
 )
 
@@ -72,7 +70,7 @@ def _head(result: QueryResult, kind: str, shown: str | None = None) -> str:
     return f"{head} -> {shown} {kind}{suffix}"
 
 
-def _table_text(kind: str, columns: list[str], row: Callable[[Any, RefFor], str]) -> TextBuilder:
+def table_text(kind: str, columns: list[str], row: Callable[[Any, RefFor], str]) -> TextBuilder:
     """A builder of pipe-separated rows with a header line, for one kind of list result."""
 
     def text(result: QueryResult, ref_for: RefFor) -> str:
@@ -143,14 +141,14 @@ def _pivot_row(e: EntityCount, ref_for: RefFor) -> str:
     return f"{_entity_row(e, ref_for)}|{cell(e.first_seen)}"
 
 
-incidents_text = _table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
+incidents_text = table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
                                              "tactics", "title (untrusted text)"], _incident_row)
-alerts_text = _table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
+alerts_text = table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
                                      "entities"], _alert_row)
-trend_text = _table_text("bins", ["bin_start_utc", "severity", "alerts"], _trend_row)
+trend_text = table_text("bins", ["bin_start_utc", "severity", "alerts"], _trend_row)
 _ENTITY_COLUMNS = ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"]
-_top_entities_text = _table_text("entities", _ENTITY_COLUMNS, _entity_row)
-_pivot_text = _table_text("entities", [*_ENTITY_COLUMNS, "first_seen_utc"], _pivot_row)
+_top_entities_text = table_text("entities", _ENTITY_COLUMNS, _entity_row)
+_pivot_text = table_text("entities", [*_ENTITY_COLUMNS, "first_seen_utc"], _pivot_row)
 
 
 def entities_text(result: QueryResult, ref_for: RefFor) -> str:
@@ -187,26 +185,3 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
         entity_rows.append("other incidents matching the title search: "
                            + "; ".join(f"#{m.number} {cell(m.title, 60)}" for m in d.other_matches))
     return _bounded(lines, entity_rows, len(entity_rows))
-
-
-def _shift(e: OnCallEntry) -> str:
-    if e.daily:
-        return f"daily {e.shift_start:%H:%M}-{e.shift_end:%H:%M}"
-    return f"{e.shift_start:%Y-%m-%d %H:%M}-{e.shift_end:%Y-%m-%d %H:%M}"
-
-
-def _on_call_row(e: OnCallEntry, ref_for: RefFor) -> str:
-    state = "now" if e.on_shift else "ended" if e.ended else f"from {e.shift_start:%Y-%m-%d %H:%M}"
-    return "|".join([state, cell(e.name, 60), cell(e.upn, 80), cell(e.team, 40), _shift(e), cell(e.location, 40),
-                     cell(e.phone, 30)])
-
-
-_on_call_table = _table_text("on the roster", ["on_shift_utc", "name (untrusted text)", "upn", "team", "shift_utc",
-                                               "location", "phone"], _on_call_row)
-
-
-def on_call_text(result: QueryResult, ref_for: RefFor) -> str:
-    """The roster, who is on shift first, with the time it was judged at."""
-    records = on_call_order(result.records)
-    text = _on_call_table(QueryResult(tuple(records), result.metadata), ref_for)
-    return text + (f"\nas_of_utc {records[0].as_of:%Y-%m-%d %H:%M}" if records else "")

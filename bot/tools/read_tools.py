@@ -20,6 +20,7 @@ from bot.sentinel.params import (
 )
 from bot.sentinel.queries import MODEL_QUERY_NAMES, parameter_names
 from bot.tools import compact
+from bot.tools.queries import on_call
 from bot.tools.tool import Parameter, Tool
 
 _WINDOW_EXAMPLE = '{"time_window": "last_24h"}'
@@ -120,18 +121,9 @@ GET_TOP_ENTITIES = Tool(
     card=cards.entities_card,
 )
 
-GET_ON_CALL = Tool(
-    "get_on_call",
-    "The on-call roster (Sentinel watchlist OnCall): who is on shift now and next, with contacts.",
-    (),
-    "Checking who is on call...",
-    "{}",
-    text=compact.on_call_text,
-    card=cards.on_call_card,
-)
-
+# In the order the model is offered them.
 READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, GET_INCIDENT_DETAIL, QUERY_ALERTS, GET_ALERT_TREND, GET_TOP_ENTITIES,
-                                GET_ON_CALL)
+                                on_call.TOOL)
 
 # The declarations must describe exactly the data layer's queries and parameters (its internal ones, such as
 # incident_changes for the poller, have no tool: the model is never offered them).

@@ -29,6 +29,17 @@ class Registry:
         if len(self._by_name) != len(self.tools):
             raise ValueError("two tools share a name")
 
+    def add(self, tool: Tool) -> None:
+        """Add a tool at run time (a test's own query); its name must be new."""
+        if tool.name in self._by_name:
+            raise ValueError(f"a tool named {tool.name!r} exists")
+        self.tools += (tool,)
+        self._by_name[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        self.tools = tuple(t for t in self.tools if t.name != name)
+        self._by_name.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
@@ -56,7 +67,7 @@ class Registry:
         tool = self.get(name)
         if tool is None or tool.card is None:
             return cards.error("Unknown result", f"There is no card for results of {name[:60]!r}.", None)
-        return cards.result_card(result, tool.card, ref_for, now, changes=changes)
+        return cards.result_card(result, tool.card, ref_for, now, changes=changes, empty=tool.empty)
 
 
 TOOLS = Registry(READ_TOOLS + WRITE_TOOLS)

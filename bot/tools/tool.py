@@ -10,11 +10,15 @@ lists of names of their own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from bot.cards import CardBuilder
+from bot.cards.common import Element
 from bot.sentinel.changes import ChangeKind
+from bot.sentinel.models import QueryResult
+from bot.sentinel.spec import QuerySpec
 from bot.tools.compact import TextBuilder
 
 
@@ -53,6 +57,7 @@ class Tool:
     text: TextBuilder | None = None  # read tools: the result as compact text for the model
     card: CardBuilder | None = None  # read tools: the result as an Adaptive Card
     change: ChangeKind | None = None  # write tools: the kind of incident change proposed
+    empty: Callable[[QueryResult], Element] | None = None  # read tools: the card for no rows (default: generic)
 
     @property
     def needs_confirmation(self) -> bool:
@@ -63,3 +68,12 @@ class Tool:
         required = [p.name for p in self.parameters if p.required]
         return {"type": "object", "properties": {p.name: p.schema() for p in self.parameters}} | (
             {"required": required} if required else {})
+
+
+def read_tool(spec: QuerySpec, description: str, status_text: str, *, text: TextBuilder, card: CardBuilder,
+              example: str = "{}", empty: Callable[[QueryResult], Element] | None = None) -> Tool:
+    """A read tool from its query's declaration: the parameters' schema is the declaration's, so it cannot drift
+    from what the data layer accepts."""
+    parameters = tuple(Parameter(p.name, p.description, p.kind, p.enum, p.default, p.minimum, p.maximum,
+                                 bool(p.required)) for p in spec.params)
+    return Tool(spec.name, description, parameters, status_text, example, text=text, card=card, empty=empty)

@@ -17,7 +17,6 @@ the data's span, builds in place. SQLite work runs in a worker thread, never on 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import multiprocessing
 import os
@@ -36,51 +35,30 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.sentinel.client import RawTable
-from bot.sentinel.demo import generator, inject, oncall, store
+from bot.sentinel.demo import generator, inject, oncall, sql, store
 from bot.sentinel.demo.store import iso
 from bot.sentinel.demo.world import build_world
 from bot.sentinel.models import QueryError
-from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, TimeWindow
-from bot.sentinel.queries import (
-    ALERT_SORT,
-    INCIDENT_SORT,
-    MAX_ALERT_ENTITY_LABELS,
+from bot.sentinel.params import BinSize, Filters
+from bot.sentinel.queries import spec_of
+from bot.sentinel.queries.legacy import (
+    AlertsQuery,
+    AlertTrendQuery,
+    IncidentDetailQuery,
+    IncidentsQuery,
+    LegacyQuery,
+    TopEntitiesQuery,
+)
+from bot.sentinel.spec import (
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
-    MAX_ON_CALL,
     MAX_OTHER_MATCHES,
-    AlertsQuery,
-    AlertTrendQuery,
-    IncidentChangesQuery,
-    IncidentDetailQuery,
-    IncidentsQuery,
-    OnCallQuery,
-    Query,
-    TopEntitiesQuery,
 )
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 T = TypeVar("T")
-
-_RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
-_OWNER = (
-    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
-    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
-)
-_ALERT_COUNT = "COALESCE(json_extract(AdditionalData, '$.alertsCount'), json_array_length(AlertIds))"
-# A row of a latest-row table is the latest of its incident (alert) at :now, inside (:start, :now].
-_CURRENT = "l.TimeGenerated > :start AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)"
-
-
-def _latest(name: str, latest: str, row_id: str, columns: str, where: str = "") -> str:
-    """CTE ``<name>``: the latest row per key inside the window, as KQL's ``summarize arg_max(TimeGenerated,
-    ...) by key``, with only the narrow columns of the latest-row table ``l`` (join the full row by row id
-    once the result is cut to its limit)."""
-    return f"""{name} AS MATERIALIZED (
-        SELECT l.{row_id}, {columns} FROM {latest} AS l WHERE {_CURRENT} {where})"""
-
 
 @dataclass(frozen=True)
 class _Data:
@@ -146,16 +124,16 @@ class DemoBackend:
         with self._lock:
             return work(self._database(now), now)
 
-    async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError:
+    async def execute(self, query: Any, kql_text: str) -> RawTable | QueryError:
         now = self._clock()
         return await asyncio.to_thread(self._execute_sync, query, now)
 
-    def _execute_sync(self, query: Query, now: datetime) -> RawTable:
+    def _execute_sync(self, query: Any, now: datetime) -> RawTable:
         asked = time.perf_counter()
         with self._lock:
             self.last_wait_s = time.perf_counter() - asked
             conn = self._database(now)
-            return RawTable(rows=self._run(query, conn, now))
+            return RawTable(rows=spec_of(query.tool).demo(query, conn, now, self))
 
     def _database(self, now: datetime) -> sqlite3.Connection:
         """The live database for ``now`` (under the lock): built in place only when there is none for ``now``."""
@@ -296,33 +274,34 @@ class DemoBackend:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
     @singledispatchmethod
-    def _run(self, query: Query, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    def legacy_run(self, query: LegacyQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+        """The demo evaluation of the queries not yet declared in modules of their own."""
         raise TypeError(f"the demo workspace cannot run {type(query).__name__}")
 
-    @_run.register
+    @legacy_run.register
     def _incidents(self, query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
         if query.filters != Filters():
-            return _filtered_incidents(query, conn, now)
-        params = _window(query.window, now) | {"limit": query.limit}
-        order = f"{_RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
-        matched = f"FROM LatestIncident AS l WHERE {_CURRENT} AND l.CreatedTime > :start"
+            return sql.filtered_incidents(query, conn, now)
+        params = sql.window_bounds(query.window, now) | {"limit": query.limit}
+        order = f"{sql.RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
+        matched = f"FROM LatestIncident AS l WHERE {sql.CURRENT} AND l.CreatedTime > :start"
         # Each severity's newest from its own index, then the best of those: no sort of the whole window.
         firsts = " UNION ALL ".join(
             f"SELECT * FROM (SELECT l.IncidentRowId, l.IncidentNumber, l.CreatedTime, l.Severity "
             f"{matched.replace('AS l', 'AS l INDEXED BY latest_incident_severity')} "
             f"AND l.Severity = '{severity.value}' ORDER BY l.CreatedTime DESC, l.IncidentNumber DESC LIMIT :limit)"
             for severity in query.min_severity.at_least())
-        sql = f"""
+        text = f"""
         WITH top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
-        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
-               {_ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
+        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
+               {sql.ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
                json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
-               (SELECT COUNT(*) {matched} AND l.Severity IN {_severities(query.min_severity)}) AS TotalMatched
+               (SELECT COUNT(*) {matched} AND l.Severity IN {sql.severities_in(query.min_severity)}) AS TotalMatched
         FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
         ORDER BY {order}"""
-        return _fetch(conn, sql, params)
+        return sql.fetch(conn, text, params)
 
-    @_run.register
+    @legacy_run.register
     def _incident_detail(
         self, query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime
     ) -> list[dict[str, Any]]:
@@ -333,9 +312,9 @@ class DemoBackend:
         else:  # the latest title contains the words, case-insensitively (Kusto's `contains`)
             where = "AND instr(l.TitleFolded, :search) > 0"
             params["search"] = (query.ref.title_search or "").casefold()
-        matches = _fetch(
+        matches = sql.fetch(
             conn,
-            f"""WITH {_latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
+            f"""WITH {sql.latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
                 SELECT t.* FROM found AS f JOIN SecurityIncident AS t ON t.rowid = f.IncidentRowId
                 ORDER BY f.CreatedTime DESC, f.IncidentNumber DESC LIMIT {1 + MAX_OTHER_MATCHES}""",
             params,
@@ -343,16 +322,16 @@ class DemoBackend:
         if not matches:
             return []
         incident = matches[0]
-        alerts = _fetch(
+        alerts = sql.fetch(
             conn,
-            f"""WITH {_latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
+            f"""WITH {sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
                               "AND l.SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
                 SELECT f.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
                        COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics
                 FROM found AS f JOIN SecurityAlert AS a ON a.rowid = f.AlertRowId""",
             params | {"alert_ids": incident["AlertIds"] or "[]"},
         )
-        entities = _fetch(
+        entities = sql.fetch(
             conn,
             f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
                 WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
@@ -361,8 +340,8 @@ class DemoBackend:
         )
         alerts.sort(key=lambda a: a["SystemAlertId"])
         alerts.sort(key=lambda a: a["TimeGenerated"], reverse=True)
-        additional = _json(incident["AdditionalData"]) or {}
-        owner = _json(incident["Owner"]) or {}
+        additional = sql.json_value(incident["AdditionalData"]) or {}
+        owner = sql.json_value(incident["Owner"]) or {}
         return [
             {
                 "IncidentNumber": incident["IncidentNumber"],
@@ -375,7 +354,7 @@ class DemoBackend:
                 **{k: incident[k] for k in ("CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime",
                                             "LastActivityTime", "Classification", "ClassificationReason",
                                             "ClassificationComment", "Labels", "IncidentUrl")},
-                "AlertCount": additional.get("alertsCount", len(_json(incident["AlertIds"]) or [])),
+                "AlertCount": additional.get("alertsCount", len(sql.json_value(incident["AlertIds"]) or [])),
                 "Tactics": additional.get("tactics"),
                 "Products": additional.get("alertProductNames"),
                 "CommentCount": additional.get("commentsCount"),
@@ -392,22 +371,22 @@ class DemoBackend:
             }
         ]
 
-    @_run.register
+    @legacy_run.register
     def _alerts(self, query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
         if query.filters != Filters():
-            return _with_entity_labels(conn, _filtered_alerts(query, conn, now))
-        params = _window(query.window, now, BinSize.HOUR) | {"limit": query.limit}
-        order = f"{_RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
+            return sql.with_entity_labels(conn, sql.filtered_alerts(query, conn, now))
+        params = sql.window_bounds(query.window, now, BinSize.HOUR) | {"limit": query.limit}
+        order = f"{sql.RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
         firsts = " UNION ALL ".join(
             f"SELECT * FROM (SELECT l.AlertRowId, l.SystemAlertId, l.AlertSeverity, l.TimeGenerated "
-            f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {_CURRENT} "
+            f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {sql.CURRENT} "
             f"AND l.AlertSeverity = '{severity.value}' "
             f"ORDER BY l.TimeGenerated DESC, l.SystemAlertId LIMIT :limit)"
             for severity in query.min_severity.at_least())
-        severities = _severities(query.min_severity)
-        rows = _fetch(
+        severities = sql.severities_in(query.min_severity)
+        rows = sql.fetch(
             conn,
-            f"""WITH {_uncounted(severities)},
+            f"""WITH {sql.uncounted(severities)},
                 top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
                 SELECT m.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
                        COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS ProductName, a.TimeGenerated, a.Tactics,
@@ -417,18 +396,18 @@ class DemoBackend:
                 ORDER BY {order}""",
             params,
         )
-        return _with_entity_labels(conn, rows)
+        return sql.with_entity_labels(conn, rows)
 
-    @_run.register
+    @legacy_run.register
     def _alert_trend(self, query: AlertTrendQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = _window(query.window, now, BinSize.HOUR)
+        params = sql.window_bounds(query.window, now, BinSize.HOUR)
         hourly = query.bin_size is BinSize.HOUR
         # ISO text truncated to the hour or the day is the bin's start.
         prefix = 13 if hourly else 10
-        wanted = _severities(query.min_severity)
-        counts = _fetch(
+        wanted = sql.severities_in(query.min_severity)
+        counts = sql.fetch(
             conn,
-            f"""WITH {_uncounted(wanted)},
+            f"""WITH {sql.uncounted(wanted)},
                 parts AS (
                     SELECT substr(TimeGenerated, 1, {prefix}) AS Bin, AlertSeverity, COUNT(*) AS Alerts
                     FROM uncounted GROUP BY 1, 2
@@ -440,7 +419,7 @@ class DemoBackend:
         )
         # make-series: one series per severity present, zero-filled over [bin(start), now).
         step = query.bin_size.duration
-        first = _floor(now - query.window.duration, step)
+        first = sql.floor(now - query.window.duration, step)
         bins = []
         moment = first
         while moment < now:
@@ -456,47 +435,18 @@ class DemoBackend:
                 rows.append({"BinStart": iso(start), "AlertSeverity": severity, "AlertCount": count})
         return rows
 
-    @_run.register
-    def _incident_changes(self, query: IncidentChangesQuery, conn: sqlite3.Connection,
-                          now: datetime) -> list[dict[str, Any]]:
-        # The latest row at now of each incident, when it is later than the cursor: KQL's arg_max over (since, now].
-        sql = f"""
-        WITH changed AS MATERIALIZED (
-            SELECT l.IncidentRowId, l.IncidentNumber, l.TimeGenerated FROM LatestIncident AS l
-            WHERE l.TimeGenerated > :since AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)),
-        top AS MATERIALIZED (SELECT * FROM changed ORDER BY TimeGenerated, IncidentNumber LIMIT :limit)
-        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
-               {_ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
-               json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
-               t.TimeGenerated, substr(t.Description, 1, {MAX_DESCRIPTION_CHARS}) AS Description,
-               json_extract(t.Owner, '$.objectId') AS OwnerObjectId,
-               json_extract(t.Owner, '$.userPrincipalName') AS OwnerUPN, json_extract(t.Owner, '$.email') AS OwnerEmail,
-               json_extract(t.Owner, '$.assignedTo') AS OwnerAssignedTo, (SELECT COUNT(*) FROM changed) AS TotalMatched
-        FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
-        ORDER BY m.TimeGenerated, m.IncidentNumber"""
-        return _fetch(conn, sql, {"since": iso(query.since), "now": iso(now), "limit": query.limit})
-
-    @_run.register
-    def _on_call(self, query: OnCallQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        # The watchlist is small and fixed: its rows in Python, projected and sorted as the KQL does.
-        roster = [{column: row.get(column, "") for column in ("SearchKey", "Name", "UPN", "Email", "Phone",
-                                                              "Location", "Team", "ShiftStart", "ShiftEnd")}
-                  for row in self.roster]
-        roster.sort(key=lambda r: (r["Team"], r["Name"], r["SearchKey"]))
-        return [r | {"AsOf": iso(now), "TotalMatched": len(roster)} for r in roster[:MAX_ON_CALL]]
-
-    @_run.register
+    @legacy_run.register
     def _top_entities(self, query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = _window(query.window, now, BinSize.DAY) | {"limit": query.limit,
+        params = sql.window_bounds(query.window, now, BinSize.DAY) | {"limit": query.limit,
                                                             "entity": (query.entity or "").lower()}
-        severities = _severities(query.min_severity)
+        severities = sql.severities_in(query.min_severity)
         # One entity, or all: an EntityId is one type and lower-case value (``Entity.EntityKey``).
         wanted = "AND n.EntityKey = :entity" if query.entity is not None else ""
         of_wanted = ("AND EntityId IN (SELECT EntityId FROM Entity WHERE EntityKey = :entity)"
                      if query.entity is not None else "")
-        return _fetch(
+        return sql.fetch(
             conn,
-            f"""WITH {_uncounted(severities)},
+            f"""WITH {sql.uncounted(severities)},
                 live AS MATERIALIZED (  -- AlertEntity is already distinct per alert row
                     SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
                            MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen,
@@ -547,179 +497,3 @@ def _add_incident(conn: sqlite3.Connection, incident: dict[str, Any], alert: dic
     store.add_alert(conn, alert)
 
 
-def _with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each alert row's "type: value" entity labels (as the KQL's mv-apply makes them), by its AlertRowId."""
-    labels: dict[int, list[str]] = {}
-    if rows:
-        ids = ", ".join(str(int(r["AlertRowId"])) for r in rows)
-        for entity in _fetch(
-            conn,
-            f"""SELECT DISTINCT AlertRowId, EntityType || ': ' || EntityValue AS Label FROM AlertEntity
-                WHERE AlertRowId IN ({ids}) ORDER BY AlertRowId, Label""",
-            {},
-        ):
-            labels.setdefault(entity["AlertRowId"], []).append(entity["Label"])
-    for row in rows:
-        row["EntityLabels"] = labels.get(row.pop("AlertRowId"), [])[:MAX_ALERT_ENTITY_LABELS]
-    return rows
-
-
-# Filtered lists (issue 12). The latest row per incident (alert) in the range, then the filters on its full row.
-def _order(keys: tuple[tuple[str, bool], ...], severity: str, table: str = "") -> str:
-    """A query's sort keys (``queries.INCIDENT_SORT``/``ALERT_SORT``) as SQL on ``table``'s columns."""
-    rank = _RANK.format(column=f"{table}{severity}")
-    return ", ".join(f"{rank if column == 'SeverityRank' else table + column}{' DESC' if descending else ''}"
-                     for column, descending in keys)
-
-
-# An owner's fields as the KQL compares them (``kql._OWNER_FIELDS``), casefolded.
-_OWNER_FIELDS = tuple(f"casefold(json_extract(t.Owner, '$.{key}'))" for key in
-                      ("objectId", "userPrincipalName", "email", "assignedTo")) + (
-    "casefold(CASE WHEN instr(json_extract(t.Owner, '$.userPrincipalName'), '@') "
-    "THEN substr(json_extract(t.Owner, '$.userPrincipalName'), 1, "
-    "instr(json_extract(t.Owner, '$.userPrincipalName'), '@') - 1) "
-    "ELSE json_extract(t.Owner, '$.userPrincipalName') END)",)
-
-
-def _range(query: IncidentsQuery | AlertsQuery, now: datetime) -> tuple[dict[str, Any], str]:
-    """Bind values :start, :end, :now and the comparison with :start ('>' for a window, '>=' from a "from")."""
-    f = query.filters
-    lookback = iso(now - DETAIL_LOOKBACK)  # where an incident's alerts are looked for (the KQL's involved_alerts)
-    if not f.ranged:
-        return {"start": iso(now - query.window.duration), "end": None, "now": iso(now), "lookback": lookback}, ">"
-    start = f.start or (f.end or now) - query.window.duration
-    return {"start": iso(start), "end": iso(f.end) if f.end else None, "now": iso(now), "lookback": lookback}, ">="
-
-
-def _conditions(query: IncidentsQuery | AlertsQuery, params: dict[str, Any]) -> str:
-    """SQL for the severity, status, owner, keyword and entity filters (values bound in ``params``): on the full
-    incident row ``t``, or on the alert's latest row ``l`` (``LatestAlert``'s columns)."""
-    f = query.filters
-    alerts = isinstance(query, AlertsQuery)
-    row = "l" if alerts else "t"
-    parts = [f"{row}.{'AlertSeverity' if alerts else 'Severity'} IN {_bound(params, 'sev', query.severities)}"]
-    if f.status:
-        parts.append(f"{row}.Status IN {_bound(params, 'status', f.status.statuses)}")
-    if f.owner and f.owner.person is None:
-        parts.append(f"COALESCE(json_extract(t.Owner, '$.objectId'), '') = '' AND {_OWNER} IS NULL")
-    elif f.owner:
-        params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
-        parts.append("(" + " OR ".join(f"{field} = :owner" for field in _OWNER_FIELDS) + ")")
-    if f.search and alerts:  # casefolded once, in the latest-row table
-        params["folded"] = f.search.casefold()
-        parts.append("(instr(l.NameFolded, :folded) > 0 OR instr(l.DescriptionFolded, :folded) > 0)")
-    elif f.search:
-        params["search"] = f.search
-        parts.append("(contains_ci(t.Title, :search) OR contains_ci(t.Description, :search))")
-    if f.entity:
-        params["entity"] = f.entity.lower()  # Kusto's tolower()
-        involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
-        if alerts:
-            parts.append(f"l.AlertRowId IN ({involved})")
-        else:  # an incident with an alert (any of its rows in the lookback: an alert's entities never change)
-            parts.append(f"""EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN (
-                SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
-                WHERE a.TimeGenerated > :lookback AND a.TimeGenerated <= :now))""")
-    return " AND ".join(parts)
-
-
-def _bound(params: dict[str, Any], name: str, values: Any) -> str:
-    """``(:name0, :name1)`` with the values bound in ``params``."""
-    for i, value in enumerate(values):
-        params[f"{name}{i}"] = value.value if isinstance(value, Severity) else value
-    return "(" + ", ".join(f":{name}{i}" for i in range(len(values))) + ")"
-
-
-def _filtered_incidents(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-    params, after = _range(query, now)
-    params["limit"] = query.limit
-    created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
-    order = _order(INCIDENT_SORT[query.filters.sort], "Severity")
-    sql = f"""
-        WITH matched AS MATERIALIZED (
-            SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {_OWNER} AS Owner, t.CreatedTime,
-                   t.LastModifiedTime, {_ALERT_COUNT} AS AlertCount,
-                   json_extract(AdditionalData, '$.tactics') AS Tactics,
-                   json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification
-            FROM LatestIncident AS l JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId
-            WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
-              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {_conditions(query, params)})
-        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
-    return _fetch(conn, sql, params)
-
-
-def _filtered_alerts(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-    """Filtered on the narrow latest rows; only the rows shown are joined to their full SecurityAlert row."""
-    params, after = _range(query, now)
-    params["limit"] = query.limit
-    columns = "AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, NameFolded, DescriptionFolded"
-    if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
-        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {_CURRENT.replace('> :start', after + ' :start')}"
-    else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
-        folded = ("casefold(AlertName) AS NameFolded, casefold(Description) AS DescriptionFolded"
-                  if query.filters.search else "NULL AS NameFolded, NULL AS DescriptionFolded")
-        latest = f"""SELECT AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, {folded} FROM (
-                SELECT rowid AS AlertRowId, *, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
-                       ORDER BY TimeGenerated DESC, rowid DESC) AS k
-                FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
-                     AND TimeGenerated <= :now) WHERE k = 1"""
-    order = _order(ALERT_SORT[query.filters.sort], "AlertSeverity")
-    sql = f"""
-        WITH matched AS MATERIALIZED (
-            SELECT l.AlertRowId, l.SystemAlertId, l.TimeGenerated, l.AlertSeverity FROM ({latest}) AS l
-            WHERE {_conditions(query, params)}),
-        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
-        SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
-               COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
-               (SELECT COUNT(*) FROM matched) AS TotalMatched
-        FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
-        ORDER BY {_order(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
-    return _fetch(conn, sql, params)
-
-
-def _uncounted(severities: str) -> str:
-    """CTE ``uncounted``: the latest alert rows of the window that the precomputed totals (``AlertHour``,
-    ``EntityDay``, buckets after ``:start_bucket``) do not hold: rows that may still change, and settled
-    rows in the window's first, partial bucket (before ``:next_bucket``)."""
-    columns = "l.AlertRowId, l.AlertSeverity, l.TimeGenerated"
-    return f"""uncounted AS MATERIALIZED (
-        SELECT {columns} FROM LatestAlert AS l INDEXED BY latest_alert_unsettled
-            WHERE l.Settled = 0 AND {_CURRENT} AND l.AlertSeverity IN {severities}
-        UNION ALL
-        SELECT {columns} FROM LatestAlert AS l WHERE l.Settled = 1 AND l.TimeGenerated > :start
-            AND l.TimeGenerated < :next_bucket AND l.TimeGenerated <= :now AND l.AlertSeverity IN {severities})"""
-
-
-def _window(window: TimeWindow, now: datetime, bucket: BinSize | None = None) -> dict[str, Any]:
-    """The window's bounds; with ``bucket``, also the first precomputed bucket it holds whole (hour or day)."""
-    start = now - window.duration
-    params = {"start": iso(start), "now": iso(now)}
-    if bucket is not None:
-        prefix = 13 if bucket is BinSize.HOUR else 10
-        params |= {"start_bucket": iso(start)[:prefix],
-                   "next_bucket": iso(_floor(start, bucket.duration) + bucket.duration)}
-    return params
-
-
-def _severities(min_severity: Severity) -> str:
-    # Enum values only, never user text.
-    return "(" + ", ".join(f"'{s.value}'" for s in min_severity.at_least()) + ")"
-
-
-def _floor(moment: datetime, step: timedelta) -> datetime:
-    if step >= timedelta(days=1):
-        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
-def _fetch(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(row) for row in conn.execute(sql, params).fetchall()]
-
-
-def _json(text: Any) -> Any:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None

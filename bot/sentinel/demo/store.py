@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.sentinel.demo import generator
-from bot.sentinel.queries import MV_EXPAND_LIMIT, entity_value
+from bot.sentinel.spec import MV_EXPAND_LIMIT, entity_value
 
 TABLES_FILE = Path(__file__).resolve().parent.parent / "tables.json"
 _SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL"}

@@ -1,0 +1,212 @@
+"""SQL the demo workspace's query evaluations share: the latest-row tables read as KQL's arg_max, the owner
+and alert-count expressions, the list filters as conditions, the precounted totals' buckets, and fetching.
+
+Values are bound as parameters (``:name``); only enum values and ints are written into the text.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.sentinel.demo.store import iso
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
+from bot.sentinel.spec import ALERT_SORT, INCIDENT_SORT, MAX_ALERT_ENTITY_LABELS, FilteredQuery
+
+RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
+OWNER = (
+    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
+    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
+)
+ALERT_COUNT = "COALESCE(json_extract(AdditionalData, '$.alertsCount'), json_array_length(AlertIds))"
+# A row of a latest-row table is the latest of its incident (alert) at :now, inside (:start, :now].
+CURRENT = "l.TimeGenerated > :start AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)"
+
+
+def latest(name: str, latest: str, row_id: str, columns: str, where: str = "") -> str:
+    """CTE ``<name>``: the latest row per key inside the window, as KQL's ``summarize arg_max(TimeGenerated,
+    ...) by key``, with only the narrow columns of the latest-row table ``l`` (join the full row by row id
+    once the result is cut to its limit)."""
+    return f"""{name} AS MATERIALIZED (
+        SELECT l.{row_id}, {columns} FROM {latest} AS l WHERE {CURRENT} {where})"""
+
+
+
+def with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each alert row's "type: value" entity labels (as the KQL's mv-apply makes them), by its AlertRowId."""
+    labels: dict[int, list[str]] = {}
+    if rows:
+        ids = ", ".join(str(int(r["AlertRowId"])) for r in rows)
+        for entity in fetch(
+            conn,
+            f"""SELECT DISTINCT AlertRowId, EntityType || ': ' || EntityValue AS Label FROM AlertEntity
+                WHERE AlertRowId IN ({ids}) ORDER BY AlertRowId, Label""",
+            {},
+        ):
+            labels.setdefault(entity["AlertRowId"], []).append(entity["Label"])
+    for row in rows:
+        row["EntityLabels"] = labels.get(row.pop("AlertRowId"), [])[:MAX_ALERT_ENTITY_LABELS]
+    return rows
+
+
+# Filtered lists (issue 12). The latest row per incident (alert) in the range, then the filters on its full row.
+def sort_keys(keys: tuple[tuple[str, bool], ...], severity: str, table: str = "") -> str:
+    """A query's sort keys (``queries.INCIDENT_SORT``/``ALERT_SORT``) as SQL on ``table``'s columns."""
+    rank = RANK.format(column=f"{table}{severity}")
+    return ", ".join(f"{rank if column == 'SeverityRank' else table + column}{' DESC' if descending else ''}"
+                     for column, descending in keys)
+
+
+# An owner's fields as the KQL compares them (``kql._OWNER_FIELDS``), casefolded.
+OWNER_FIELDS = tuple(f"casefold(json_extract(t.Owner, '$.{key}'))" for key in
+                      ("objectId", "userPrincipalName", "email", "assignedTo")) + (
+    "casefold(CASE WHEN instr(json_extract(t.Owner, '$.userPrincipalName'), '@') "
+    "THEN substr(json_extract(t.Owner, '$.userPrincipalName'), 1, "
+    "instr(json_extract(t.Owner, '$.userPrincipalName'), '@') - 1) "
+    "ELSE json_extract(t.Owner, '$.userPrincipalName') END)",)
+
+
+def date_range(query: FilteredQuery, now: datetime) -> tuple[dict[str, Any], str]:
+    """Bind values :start, :end, :now and the comparison with :start ('>' for a window, '>=' from a "from")."""
+    f = query.filters
+    lookback = iso(now - DETAIL_LOOKBACK)  # where an incident's alerts are looked for (the KQL's involved_alerts)
+    if not f.ranged:
+        return {"start": iso(now - query.window.duration), "end": None, "now": iso(now), "lookback": lookback}, ">"
+    start = f.start or (f.end or now) - query.window.duration
+    return {"start": iso(start), "end": iso(f.end) if f.end else None, "now": iso(now), "lookback": lookback}, ">="
+
+
+def conditions(query: FilteredQuery, params: dict[str, Any]) -> str:
+    """SQL for the severity, status, owner, keyword and entity filters (values bound in ``params``): on the full
+    incident row ``t``, or on the alert's latest row ``l`` (``LatestAlert``'s columns)."""
+    f = query.filters
+    alerts = query.of_alerts
+    row = "l" if alerts else "t"
+    parts = [f"{row}.{'AlertSeverity' if alerts else 'Severity'} IN {bound(params, 'sev', query.severities)}"]
+    if f.status:
+        parts.append(f"{row}.Status IN {bound(params, 'status', f.status.statuses)}")
+    if f.owner and f.owner.person is None:
+        parts.append(f"COALESCE(json_extract(t.Owner, '$.objectId'), '') = '' AND {OWNER} IS NULL")
+    elif f.owner:
+        params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
+        parts.append("(" + " OR ".join(f"{field} = :owner" for field in OWNER_FIELDS) + ")")
+    if f.search and alerts:  # casefolded once, in the latest-row table
+        params["folded"] = f.search.casefold()
+        parts.append("(instr(l.NameFolded, :folded) > 0 OR instr(l.DescriptionFolded, :folded) > 0)")
+    elif f.search:
+        params["search"] = f.search
+        parts.append("(contains_ci(t.Title, :search) OR contains_ci(t.Description, :search))")
+    if f.entity:
+        params["entity"] = f.entity.lower()  # Kusto's tolower()
+        involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
+        if alerts:
+            parts.append(f"l.AlertRowId IN ({involved})")
+        else:  # an incident with an alert (any of its rows in the lookback: an alert's entities never change)
+            parts.append(f"""EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN (
+                SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
+                WHERE a.TimeGenerated > :lookback AND a.TimeGenerated <= :now))""")
+    return " AND ".join(parts)
+
+
+def bound(params: dict[str, Any], name: str, values: Any) -> str:
+    """``(:name0, :name1)`` with the values bound in ``params``."""
+    for i, value in enumerate(values):
+        params[f"{name}{i}"] = value.value if isinstance(value, Severity) else value
+    return "(" + ", ".join(f":{name}{i}" for i in range(len(values))) + ")"
+
+
+def filtered_incidents(query: FilteredQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    params, after = date_range(query, now)
+    params["limit"] = query.limit
+    created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
+    order = sort_keys(INCIDENT_SORT[query.filters.sort], "Severity")
+    sql = f"""
+        WITH matched AS MATERIALIZED (
+            SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {OWNER} AS Owner, t.CreatedTime,
+                   t.LastModifiedTime, {ALERT_COUNT} AS AlertCount,
+                   json_extract(AdditionalData, '$.tactics') AS Tactics,
+                   json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification
+            FROM LatestIncident AS l JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId
+            WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
+              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {conditions(query, params)})
+        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
+    return fetch(conn, sql, params)
+
+
+def filtered_alerts(query: FilteredQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    """Filtered on the narrow latest rows; only the rows shown are joined to their full SecurityAlert row."""
+    params, after = date_range(query, now)
+    params["limit"] = query.limit
+    columns = "AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, NameFolded, DescriptionFolded"
+    if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
+        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {CURRENT.replace('> :start', after + ' :start')}"
+    else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
+        folded = ("casefold(AlertName) AS NameFolded, casefold(Description) AS DescriptionFolded"
+                  if query.filters.search else "NULL AS NameFolded, NULL AS DescriptionFolded")
+        latest = f"""SELECT AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, {folded} FROM (
+                SELECT rowid AS AlertRowId, *, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
+                       ORDER BY TimeGenerated DESC, rowid DESC) AS k
+                FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
+                     AND TimeGenerated <= :now) WHERE k = 1"""
+    order = sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity")
+    sql = f"""
+        WITH matched AS MATERIALIZED (
+            SELECT l.AlertRowId, l.SystemAlertId, l.TimeGenerated, l.AlertSeverity FROM ({latest}) AS l
+            WHERE {conditions(query, params)}),
+        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
+        SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
+               COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
+               (SELECT COUNT(*) FROM matched) AS TotalMatched
+        FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
+        ORDER BY {sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
+    return fetch(conn, sql, params)
+
+
+def uncounted(severities: str) -> str:
+    """CTE ``uncounted``: the latest alert rows of the window that the precomputed totals (``AlertHour``,
+    ``EntityDay``, buckets after ``:start_bucket``) do not hold: rows that may still change, and settled
+    rows in the window's first, partial bucket (before ``:next_bucket``)."""
+    columns = "l.AlertRowId, l.AlertSeverity, l.TimeGenerated"
+    return f"""uncounted AS MATERIALIZED (
+        SELECT {columns} FROM LatestAlert AS l INDEXED BY latest_alert_unsettled
+            WHERE l.Settled = 0 AND {CURRENT} AND l.AlertSeverity IN {severities}
+        UNION ALL
+        SELECT {columns} FROM LatestAlert AS l WHERE l.Settled = 1 AND l.TimeGenerated > :start
+            AND l.TimeGenerated < :next_bucket AND l.TimeGenerated <= :now AND l.AlertSeverity IN {severities})"""
+
+
+def window_bounds(window: TimeWindow, now: datetime, bucket: BinSize | None = None) -> dict[str, Any]:
+    """The window's bounds; with ``bucket``, also the first precomputed bucket it holds whole (hour or day)."""
+    start = now - window.duration
+    params = {"start": iso(start), "now": iso(now)}
+    if bucket is not None:
+        prefix = 13 if bucket is BinSize.HOUR else 10
+        params |= {"start_bucket": iso(start)[:prefix],
+                   "next_bucket": iso(floor(start, bucket.duration) + bucket.duration)}
+    return params
+
+
+def severities_in(min_severity: Severity) -> str:
+    # Enum values only, never user text.
+    return "(" + ", ".join(f"'{s.value}'" for s in min_severity.at_least()) + ")"
+
+
+def floor(moment: datetime, step: timedelta) -> datetime:
+    if step >= timedelta(days=1):
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def fetch(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(row) for row in conn.execute(sql, params).fetchall()]
+
+
+def json_value(text: Any) -> Any:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

@@ -1,0 +1,148 @@
+"""The read queries: one declaration (``spec.QuerySpec``) per query, one module per query, and their registry.
+
+``QUERIES`` lists them in the order the model is offered their tools. ``make_query`` turns a query's name and
+loose arguments into a validated query object; ``spec_of`` gives a query's declaration, which the client,
+``kql.build``, both backends and the response reader use. Adding a query is a module here (its query object,
+parameters, KQL, decoder and demo evaluation), its line in ``_MODULES``, and its tool in ``bot.tools.queries``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.sentinel import kql, rows
+from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
+from bot.sentinel.queries import incident_changes, legacy, on_call
+from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
+from bot.sentinel.queries.legacy import (
+    AlertsQuery,
+    AlertTrendQuery,
+    IncidentDetailQuery,
+    IncidentsQuery,
+    TopEntitiesQuery,
+)
+from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQuery
+from bot.sentinel.spec import (
+    ALERT_SORT,
+    ENTITY_VALUE_RULES,
+    INCIDENT_SORT,
+    MAX_ALERT_ENTITY_LABELS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_DETAIL_ALERTS,
+    MAX_DETAIL_ENTITIES,
+    MAX_OTHER_MATCHES,
+    MV_EXPAND_LIMIT,
+    Param,
+    QuerySpec,
+    entity_value,
+)
+
+Query = Any  # a query object: the ``make`` result of one of the declarations
+
+
+def _legacy(name: str, decode: Any, keys: tuple[str, ...]) -> QuerySpec:
+    """A query not yet in a module of its own, wrapped as a declaration."""
+    def demo(query: Any, conn: Any, now: Any, workspace: Any) -> list[dict[str, Any]]:
+        return workspace.legacy_run(query, conn, now)
+
+    def build(query: Any) -> str:  # kql may still be importing when this module is (it imports legacy)
+        return kql.legacy_build(query)
+
+    parsers = legacy.PARAMETERS[name]
+    required = {"incident_ref": "an incident number (e.g. 42) or words from its title"}
+    return QuerySpec(name, tuple(Param(n, parse, required=required.get(n, "")) for n, parse in parsers.items()),
+                     legacy.CONSTRUCTORS[name], build, legacy.LEGACY_COLUMNS[name], keys, decode, demo)
+
+
+QUERIES: tuple[QuerySpec, ...] = (
+    _legacy("query_incidents", rows.incident, ("IncidentNumber",)),
+    _legacy("get_incident_detail", rows.incident_detail, ("IncidentNumber",)),
+    _legacy("query_alerts", rows.alert, ("SystemAlertId",)),
+    _legacy("get_alert_trend", rows.trend_bin, ("BinStart",)),
+    _legacy("get_top_entities", rows.entity_count, ("EntityValue",)),
+    on_call.SPEC,
+    incident_changes.SPEC,
+)
+_BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}
+
+QUERY_NAMES: tuple[str, ...] = tuple(_BY_NAME)
+INTERNAL_QUERIES: tuple[str, ...] = tuple(spec.name for spec in QUERIES if spec.internal)
+MODEL_QUERY_NAMES: tuple[str, ...] = tuple(spec.name for spec in QUERIES if not spec.internal)
+COLUMNS: dict[str, tuple[str, ...]] = {spec.name: spec.columns for spec in QUERIES}
+
+
+def spec_of(name: str) -> QuerySpec:
+    """A query's declaration by name; KeyError for an unknown one."""
+    return _BY_NAME[name]
+
+
+def is_query(name: str) -> bool:
+    return name in _BY_NAME
+
+
+def register(spec: QuerySpec) -> None:
+    """Add a declaration at run time (a test's own query module); its name must be new. The module-level name
+    tuples keep the declared set; lookups by name (``spec_of``, ``make_query``) see the added one."""
+    if spec.name in _BY_NAME:
+        raise ValueError(f"a query named {spec.name!r} is already declared")
+    _BY_NAME[spec.name] = spec
+    COLUMNS[spec.name] = spec.columns
+
+
+def unregister(name: str) -> None:
+    _BY_NAME.pop(name, None)
+    COLUMNS.pop(name, None)
+
+
+def parameter_names(tool: str) -> tuple[str, ...]:
+    return tuple(p.name for p in _BY_NAME[tool].params)
+
+
+def make_query(tool: str, arguments: Mapping[str, object] | None = None) -> Query:
+    """A validated query from a tool name and loosely typed arguments (model output, a command, JSON).
+
+    Raises ``InvalidParameter`` for unknown names or bad values; missing values take their defaults.
+    """
+    spec = _BY_NAME.get(tool)
+    if spec is None:
+        raise InvalidParameter("tool", f"{tool!r} is not one of: {', '.join(_BY_NAME)}")
+    return spec.query(arguments)
+
+
+__all__ = [
+    "ALERT_SORT",
+    "COLUMNS",
+    "ENTITY_VALUE_RULES",
+    "INCIDENT_SORT",
+    "INTERNAL_QUERIES",
+    "MAX_ALERT_ENTITY_LABELS",
+    "MAX_CHANGES",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_DETAIL_ALERTS",
+    "MAX_DETAIL_ENTITIES",
+    "MAX_ON_CALL",
+    "MAX_OTHER_MATCHES",
+    "MAX_TREND_BINS",
+    "MODEL_QUERY_NAMES",
+    "MV_EXPAND_LIMIT",
+    "ON_CALL_WATCHLIST",
+    "QUERIES",
+    "QUERY_NAMES",
+    "AlertTrendQuery",
+    "AlertsQuery",
+    "IncidentChangesQuery",
+    "IncidentDetailQuery",
+    "IncidentsQuery",
+    "OnCallQuery",
+    "Query",
+    "QuerySpec",
+    "TopEntitiesQuery",
+    "entity_value",
+    "is_query",
+    "make_query",
+    "parameter_names",
+    "register",
+    "spec_of",
+    "unregister",
+]

@@ -1,0 +1,187 @@
+"""The five first read queries, not yet declared in modules of their own (being converted one by one).
+
+Their KQL is still in ``kql.build``'s legacy builders and their demo evaluation in the demo backend's
+``_run``; ``bot.sentinel.queries`` wraps them in ``QuerySpec``s so everything else sees one registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from bot.sentinel.params import (
+    DEFAULT_ENTITY_LIMIT,
+    DEFAULT_LIMIT,
+    DETAIL_LOOKBACK,
+    MAX_ENTITY_LIMIT,
+    MAX_LIMIT,
+    MAX_TREND_BINS,
+    BinSize,
+    Filters,
+    IncidentRef,
+    InvalidParameter,
+    TimeWindow,
+    parse_bin_size,
+    parse_entity,
+    parse_incident_ref,
+    parse_limit,
+    parse_moment,
+    parse_owner,
+    parse_search,
+    parse_severities,
+    parse_severity,
+    parse_sort,
+    parse_status,
+    parse_time_window,
+)
+from bot.sentinel.spec import FilteredQuery, ListQuery, WindowQuery
+
+
+class IncidentsQuery(FilteredQuery):
+    tool = "query_incidents"
+
+
+class AlertsQuery(FilteredQuery):
+    tool = "query_alerts"
+    of_alerts = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.filters.owner is not None:
+            raise InvalidParameter("owner", "alerts have no owner; ask for incidents by owner")
+
+
+@dataclass(frozen=True)
+class TopEntitiesQuery(ListQuery):
+    entity: str | None = None  # only this entity (its value, any letter case): its counts and first/last seen
+
+    tool = "get_top_entities"
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | ({"entity": self.entity} if self.entity else {})
+
+
+@dataclass(frozen=True)
+class IncidentDetailQuery:
+    ref: IncidentRef
+    tool = "get_incident_detail"
+
+    @property
+    def timespan(self) -> timedelta:
+        return DETAIL_LOOKBACK
+
+    def parameters(self) -> dict[str, Any]:
+        value: Any = self.ref.number if self.ref.number is not None else self.ref.title_search
+        return {"incident_ref": value}
+
+
+@dataclass(frozen=True)
+class AlertTrendQuery(WindowQuery):
+    bin_size: BinSize  # resolved on construction: never AUTO
+
+    tool = "get_alert_trend"
+
+    def __post_init__(self) -> None:
+        if self.bin_size is BinSize.AUTO:
+            object.__setattr__(self, "bin_size", self.bin_size.resolve(self.window))
+        bins = self.window.duration / self.bin_size.duration
+        if bins > MAX_TREND_BINS:
+            raise InvalidParameter(
+                "bin_size",
+                f"{self.bin_size.value} bins over {self.window.value} would be {int(bins)} bins "
+                f"(at most {MAX_TREND_BINS}): use bin_size 1d or auto",
+            )
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | {"bin_size": self.bin_size.value}
+
+
+LegacyQuery = IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery
+
+# The result columns of each query, in order. Both backends return rows with exactly these keys.
+LEGACY_COLUMNS: dict[str, tuple[str, ...]] = {
+    IncidentsQuery.tool: (
+        "IncidentNumber", "Title", "Severity", "Status", "Owner", "CreatedTime", "LastModifiedTime",
+        "AlertCount", "Tactics", "Products", "IncidentUrl", "Classification", "TotalMatched",
+    ),
+    IncidentDetailQuery.tool: (
+        "IncidentNumber", "IncidentName", "Title", "Description", "Severity", "Status", "Owner",
+        "CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime", "LastActivityTime",
+        "Classification", "ClassificationReason", "ClassificationComment", "AlertCount", "Tactics",
+        "Products", "CommentCount", "Labels", "IncidentUrl", "Alerts", "Entities", "OtherMatches",
+    ),
+    AlertsQuery.tool: (
+        "SystemAlertId", "AlertName", "AlertSeverity", "Status", "ProductName", "TimeGenerated",
+        "Tactics", "EntityLabels", "TotalMatched",
+    ),
+    AlertTrendQuery.tool: ("BinStart", "AlertSeverity", "AlertCount"),
+    TopEntitiesQuery.tool: (
+        "EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "FirstSeen", "LastSeen", "TotalMatched",
+    ),
+    # The list's columns, the row's time (the cursor), and what watches filter on: description, owner's fields.
+}
+
+
+# Parameters of each query and how each is parsed (defaults live in the parsers).
+PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
+    IncidentsQuery.tool: {
+        "time_window": parse_time_window,
+        "min_severity": parse_severity,
+        "limit": lambda v: parse_limit(v, DEFAULT_LIMIT, MAX_LIMIT),
+        "severity": parse_severities,
+        "status": parse_status,
+        "owner": parse_owner,
+        "search": parse_search,
+        "from": lambda v: parse_moment(v, "from"),
+        "to": lambda v: parse_moment(v, "to"),
+        "sort": parse_sort,
+        "entity": parse_entity,
+    },
+    IncidentDetailQuery.tool: {"incident_ref": parse_incident_ref},
+    AlertsQuery.tool: {
+        "time_window": parse_time_window,
+        "min_severity": parse_severity,
+        "limit": lambda v: parse_limit(v, DEFAULT_LIMIT, MAX_LIMIT),
+        "severity": parse_severities,
+        "status": lambda v: parse_status(v, "alert"),
+        "search": parse_search,
+        "from": lambda v: parse_moment(v, "from"),
+        "to": lambda v: parse_moment(v, "to"),
+        "sort": lambda v: parse_sort(v, "alert"),
+        "entity": parse_entity,
+    },
+    AlertTrendQuery.tool: {
+        "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
+        "min_severity": parse_severity,
+        "bin_size": parse_bin_size,
+    },
+    TopEntitiesQuery.tool: {
+        "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
+        "min_severity": parse_severity,
+        "limit": lambda v: parse_limit(v, DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT),
+        "entity": parse_entity,
+    },
+}
+
+CONSTRUCTORS: dict[str, Callable[..., LegacyQuery]] = {
+    IncidentsQuery.tool: lambda time_window, min_severity, limit, **filters: IncidentsQuery(
+        time_window, min_severity, limit, _filters(filters)),
+    IncidentDetailQuery.tool: lambda incident_ref: IncidentDetailQuery(incident_ref),
+    AlertsQuery.tool: lambda time_window, min_severity, limit, **filters: AlertsQuery(
+        time_window, min_severity, limit, _filters(filters)),
+    AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(
+        time_window, min_severity, bin_size
+    ),
+    TopEntitiesQuery.tool: lambda time_window, min_severity, limit, entity: TopEntitiesQuery(
+        time_window, min_severity, limit, entity),
+}
+
+
+def _filters(values: dict[str, Any]) -> Filters:
+    """Filters from parsed parameter values ("from"/"to" are Python keywords, hence the mapping)."""
+    renamed = {"severity": "severities", "from": "start", "to": "end"}
+    return Filters(**{renamed.get(name, name): value for name, value in values.items()})
+
+

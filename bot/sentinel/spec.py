@@ -1,0 +1,205 @@
+"""What a read query declaration is, and what the queries share.
+
+Each read query is declared once, as data, in its own module of ``bot.sentinel.queries`` (the way msticpy
+declares its queries): a ``QuerySpec`` with the query's name, its typed parameters (parser, default, limits,
+the words the model reads), the query object they make, its KQL, its result columns, the decoder of its rows
+and its evaluation on the demo workspace. Everything that runs queries (the client, the KQL text, both
+backends, the response reader) looks the declaration up by name; nothing keeps lists of its own. The tool the
+model calls (description, status text, compact text, card) is declared in ``bot.tools.queries`` and refers to
+this declaration, so the dependency direction (sentinel below cards below tools) holds.
+
+This module also holds what several queries share: the base query shapes (a window and a minimum severity,
+a limit, the list filters), caps on nested lists, sort orders, and how an entity is identified.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+from bot.sentinel.params import DETAIL_LOOKBACK, Filters, InvalidParameter, Severity, SortOrder, TimeWindow
+
+Row = Mapping[str, Any]
+
+
+class DemoWorkspace(Protocol):
+    """What a query's demo evaluation may read besides the database: the backend's seed and watchlists."""
+
+    roster: list[dict[str, Any]]  # the OnCall watchlist's rows
+
+    @property
+    def seed(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: how a loose value (model output, a command, JSON) is parsed and checked, and its schema."""
+
+    name: str
+    parse: Callable[[object], Any]  # None -> the default; a bad value raises InvalidParameter
+    description: str = ""  # for the model; sent on every call, so short (empty: left out)
+    kind: str = "string"  # JSON schema type
+    enum: tuple[str, ...] = ()
+    default: Any = None  # shown in the schema (the parser applies it)
+    minimum: int | None = None
+    maximum: int | None = None
+    required: str = ""  # required when set: what to say when it is missing
+    field: str | None = None  # the keyword the query's ``make`` takes, when not ``name`` ("from" -> start)
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """One read query, declared once."""
+
+    name: str
+    params: tuple[Param, ...]
+    make: Callable[..., Any]  # the parsed values, by field -> the query object (may raise InvalidParameter)
+    kql: Callable[[Any], str]  # the query object -> KQL (values only as escaped literals)
+    columns: tuple[str, ...]  # the result columns, in order: the KQL projects them, the demo returns them
+    keys: tuple[str, ...]  # a row with none of these is unusable (skipped and counted)
+    decode: Callable[[Row], Any]  # a row -> a typed record; ValueError (rows.SkippedRow) leaves it out
+    demo: Callable[[Any, sqlite3.Connection, datetime, DemoWorkspace], list[dict[str, Any]]]
+    internal: bool = False  # run by the bot itself (a poller), never offered to the model
+    left_out: str = ""  # rows the decoder leaves out on purpose: the warning's words (then never an error)
+
+    def query(self, arguments: Mapping[str, object] | None = None) -> Any:
+        """The validated query object from loosely typed arguments; missing values take their defaults."""
+        arguments = dict(arguments or {})
+        names = tuple(p.name for p in self.params)
+        unknown = sorted(set(arguments) - set(names))
+        if unknown:
+            raise InvalidParameter(unknown[0], f"{self.name} has no parameter {unknown[0]!r}; its parameters are: "
+                                               f"{', '.join(names) or 'none'}")
+        for param in self.params:
+            if param.required and arguments.get(param.name) is None:
+                raise InvalidParameter(param.name, f"is required: {param.required}")
+        return self.make(**{p.field or p.name: p.parse(arguments.get(p.name)) for p in self.params})
+
+
+# Caps on nested lists inside one result row.
+MAX_DETAIL_ALERTS = 50
+MAX_DETAIL_ENTITIES = 50
+MAX_ALERT_ENTITY_LABELS = 50
+MAX_OTHER_MATCHES = 5
+MAX_DESCRIPTION_CHARS = 4000
+# Log Analytics' mv-expand default; the demo applies the same cap so both backends agree.
+MV_EXPAND_LIMIT = 128
+
+
+@dataclass(frozen=True)
+class WindowQuery:
+    """A query over a time window ending now, at or above a minimum severity."""
+
+    window: TimeWindow
+    min_severity: Severity
+
+    @property
+    def timespan(self) -> timedelta:
+        return self.window.duration
+
+    def parameters(self) -> dict[str, Any]:
+        return {"time_window": self.window.value, "min_severity": self.min_severity.value}
+
+
+@dataclass(frozen=True)
+class ListQuery(WindowQuery):
+    limit: int
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | {"limit": self.limit}
+
+
+@dataclass(frozen=True)
+class FilteredQuery(ListQuery):
+    filters: Filters = field(default_factory=Filters)
+
+    of_alerts: ClassVar[bool] = False  # alerts (no owner; their own statuses), not incidents
+
+    def __post_init__(self) -> None:
+        if not self.severities:
+            raise InvalidParameter("severity", f"none of {', '.join(s.value for s in self.filters.severities)} is "
+                                               f"at or above min_severity {self.min_severity.value}")
+
+    @property
+    def timespan(self) -> timedelta:
+        # From an absolute start the span is not known here ("now" is the backend's): the longest lookback.
+        return DETAIL_LOOKBACK if self.filters.ranged else self.window.duration
+
+    @property
+    def severities(self) -> tuple[Severity, ...]:
+        """The severities wanted: at or above the minimum, and in the set when one is given."""
+        floor = self.min_severity.at_least()
+        return tuple(s for s in floor if s in self.filters.severities) if self.filters.severities else floor
+
+    def parameters(self) -> dict[str, Any]:
+        return super().parameters() | self.filters.parameters()
+
+
+# Sort orders of the lists as (column, descending) keys, ties broken to the last key, so both backends agree.
+# SeverityRank is 0 for High up to 3 for Informational; AlertCount is the incident's.
+INCIDENT_SORT: dict[SortOrder, tuple[tuple[str, bool], ...]] = {
+    SortOrder.SEVERITY: (("SeverityRank", False), ("CreatedTime", True), ("IncidentNumber", True)),
+    SortOrder.NEWEST: (("CreatedTime", True), ("IncidentNumber", True)),
+    SortOrder.MOST_ALERTS: (("AlertCount", True), ("SeverityRank", False), ("CreatedTime", True),
+                            ("IncidentNumber", True)),
+}
+ALERT_SORT: dict[SortOrder, tuple[tuple[str, bool], ...]] = {
+    SortOrder.SEVERITY: (("SeverityRank", False), ("TimeGenerated", True), ("SystemAlertId", False)),
+    SortOrder.NEWEST: (("TimeGenerated", True), ("SystemAlertId", False)),
+}
+
+# How an entity of each type is identified, for "top entities" and entity lists. Each rule is a list
+# of alternatives tried in order: (fields that must all be non-empty, separator to join them with).
+# Types without a rule (process, registry-value, ...) are not counted as entities on their own.
+# Sources: Microsoft Learn "Microsoft Sentinel entity types reference"
+# (learn.microsoft.com/azure/sentinel/entities-reference: identifying fields per type), and how Microsoft's
+# own SecurityAlert detections in the Azure/Azure-Sentinel repository read Entities (ip -> Address,
+# account -> Name + UPNSuffix or AadUserId).
+ENTITY_VALUE_RULES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    "account": ((("Name", "UPNSuffix"), "@"), (("Name",), ""), (("AadUserId",), "")),
+    "host": ((("HostName",), ""), (("NetBiosName",), ""), (("AzureID",), "")),
+    "ip": ((("Address",), ""),),
+    "url": ((("Url",), ""),),
+    "file": ((("Name",), ""),),
+    "filehash": ((("Value",), ""),),
+    "mailbox": ((("MailboxPrimaryAddress",), ""), (("Upn",), "")),
+    "dns": ((("DomainName",), ""),),
+    "cloud-application": ((("Name",), ""), (("AppId",), "")),
+    "azure-resource": ((("ResourceId",), ""),),
+    "registry-key": ((("Hive", "Key"), "\\"),),
+    "malware": ((("Name",), ""),),
+}
+
+
+def entity_value(entity: object) -> str | None:
+    """The identifying value of one Entities item, by ENTITY_VALUE_RULES; None when it has none.
+
+    Mirrors the KQL built by ``kql.entity_value_expression`` so both backends agree.
+    """
+    if not isinstance(entity, dict):
+        return None
+    rules = ENTITY_VALUE_RULES.get(_kql_tostring(entity.get("Type")))
+    if not rules:
+        return None
+    for fields, separator in rules:
+        values = [_kql_tostring(entity.get(f)) for f in fields]
+        if all(values):
+            return separator.join(values)
+    return None
+
+
+def _kql_tostring(value: object) -> str:
+    """KQL's tostring() for JSON values: null -> "", booleans lower case, containers as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
