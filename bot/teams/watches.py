@@ -86,6 +86,9 @@ class WatchStore:
     def __init__(self, storage: Storage, clock: Clock = lambda: datetime.now(UTC)) -> None:
         self.storage = storage
         self.clock = clock
+        # Incident records as the lease holder last read or wrote them (only it writes them): the cards of a poll
+        # add to them without reading each again.
+        self._records: dict[str, dict[str, Any]] = {}
 
     async def command(self, command: Command, *, conversation_id: str, reference: ConversationReference,
                       user_name: str | None, user_aad_id: str | None) -> str:
@@ -197,6 +200,7 @@ class WatchStore:
         if not numbers:
             return {}
         records = await self.storage.read([_incident_key(n) for n in numbers])
+        self._records = {k: dict(v) for k, v in records.items()}  # this poll's, kept current by record_card
         card_keys = sorted({k for r in records.values() for k in r.get("cards", [])})
         card_items = await self.storage.read(card_keys) if card_keys else {}
         out: dict[int, list[Posted]] = {}
@@ -214,12 +218,16 @@ class WatchStore:
         """A posted (or updated) card, and for each incident it shows, that it shows it: one write (one transaction
         in SQLite). Only the lease holder writes these records, one card at a time, so no e_tag is needed."""
         changes = {key: {k: v for k, v in item.items() if k != "e_tag"}}
-        records = await self.storage.read([_incident_key(n) for n in numbers]) if numbers else {}
+        missing = [_incident_key(n) for n in numbers if _incident_key(n) not in self._records]
+        if missing:
+            self._records |= {k: dict(v) for k, v in (await self.storage.read(missing)).items()}
+        records = {}
         for number in numbers:
-            record = dict(records.get(_incident_key(number)) or {})
+            record = dict(self._records.get(_incident_key(number)) or {})
             if _add_card(record, key):
-                changes[_incident_key(number)] = record | {"e_tag": "*"}
-        await self.storage.write(changes)
+                records[_incident_key(number)] = record
+        await self.storage.write(changes | {k: v | {"e_tag": "*"} for k, v in records.items()})
+        self._records |= records  # only once written
 
     async def _read(self, key: str) -> dict[str, Any]:
         return dict((await self.storage.read([key])).get(key) or {})
