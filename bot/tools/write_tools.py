@@ -85,10 +85,10 @@ ADD_INCIDENT_COMMENT = Tool(
 
 ESCALATE_INCIDENT = Tool(
     "escalate_incident",
-    "Propose escalating an incident to the analyst on call now (from the on-call roster): the bot @mentions them "
-    "here with the incident and comments on the incident. " + _CONFIRM,
-    (_INCIDENT, Parameter("assign", "Also assign it to them; only if the analyst says so.", kind="boolean"),
-     Parameter("reason", "What the on-call analyst is asked to do, in the analyst's words.")),
+    "Propose escalating an incident to whoever is on call now: @mentions them here, comments on the incident. "
+    + _CONFIRM,
+    (_INCIDENT, Parameter("assign", "Also assign it to them, if asked.", kind="boolean"),
+     Parameter("reason", "What they are asked to do.")),
     "Finding who is on call...",
     _EXAMPLE,
     change=ChangeKind.ESCALATE,
