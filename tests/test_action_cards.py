@@ -212,7 +212,7 @@ def test_notice_is_a_warning() -> None:
     card = confirmation(CHANGES["close"], notice=note)
     assert_valid(card)
     warning = next(node for node in walk(card) if node.get("type") == "Container" and node.get("style") == "warning")
-    assert warning["items"][0]["text"] == note and warning["items"][0]["color"] == "warning"
+    assert warning["items"][0]["text"] == note and "color" not in warning["items"][0], "default text on the style"
     assert not any(node.get("style") == "warning" for node in walk(confirmation(CHANGES["close"]))
                    if node.get("type") == "Container")
 
@@ -492,8 +492,9 @@ def test_demo_label_on_both_cards() -> None:
     result = outcome(CHANGES["severity"], after=done, demo=True, sent=sent_for(snapshot(), CHANGES["severity"]))
     for card in (confirm, result):
         assert_valid(card)
-        label = next(node for node in walk(card) if node.get("text") == "DEMO DATA")
-        assert label["color"] == "warning"
+        label = next(node for node in walk(card) if node.get("type") == "Column"
+                     and any(item.get("text") == "DEMO DATA" for item in node["items"]))
+        assert label["style"] == "warning" and "color" not in label["items"][0]
 
 
 # ---- the "Change" row of the incident detail card ----------------------------------------------------

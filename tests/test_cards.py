@@ -22,7 +22,7 @@ import pytest
 
 from bot import cards
 from bot.tools.registry import TOOLS
-from bot.cards.common import plain
+from bot.cards.common import ZERO_WIDTH_SPACE, plain
 from bot.orchestrator.references import References
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import (
@@ -172,7 +172,13 @@ def table_rows(card: dict) -> list[list[dict]]:
 
 
 def cell_text(cell: dict) -> str:
-    return cell["items"][0]["text"]
+    """The first text in a cell (a severity's text sits in its chip)."""
+    return next(node["text"] for node in walk(cell) if node.get("type") == "TextBlock")
+
+
+def chip_style(cell: dict) -> str | None:
+    """The container style a cell's text is drawn on (None: the card's own background)."""
+    return next((node["style"] for node in walk(cell) if node.get("type") in ("Column", "Container")), None)
 
 
 def meta(tool: str, n: int, total: int | None = None, **parameters: Any) -> QueryMetadata:
@@ -316,8 +322,8 @@ def test_incident_rows_carry_their_reference_and_details_button() -> None:
         button = row[3]["items"][0]["actions"][0]
         assert button["type"] == "Action.Submit" and button["title"] == "Details"
         assert button["data"] == {"action": "incident_detail", "incident": record.number}  # a plain submit
-    severities = [(cell_text(row[2]), row[2]["items"][0]["color"]) for row in table_rows(card)]
-    assert severities[:4] == [("High", "attention"), ("Medium", "warning"), ("Low", "accent"), ("Info", "default")]
+    severities = [(cell_text(row[2]), chip_style(row[2])) for row in table_rows(card)]
+    assert severities[:4] == [("High", "attention"), ("Medium", "warning"), ("Low", "accent"), ("Info", None)]
     assert "6 incidents (last 7 days, Low and above)" in texts(card)
 
 
@@ -358,8 +364,13 @@ def test_incident_table_shrinks_rows_rather_than_exceed_the_size_limit() -> None
 # ---- hostile text -----------------------------------------------------------------------------------
 
 
+def read(value: str) -> str:
+    """What the reader sees: the zero-width break opportunities (common.breakable) are invisible."""
+    return value.replace(ZERO_WIDTH_SPACE, "")
+
+
 def assert_inert(card: dict) -> None:
-    for value in texts(card):
+    for value in map(read, texts(card)):
         assert value.isprintable() or "\u00a0" in value, repr(value)
         assert "](" not in value and "**" not in value and "<at" not in value.lower(), value
         assert not re.search(r"<[A-Za-z/]", value), value
@@ -405,7 +416,7 @@ def test_hostile_incident_detail_is_plain_and_has_no_extra_elements() -> None:
     assert_inert(hostile)
     assert shape(hostile) == shape(benign)
     title = next(t for t in texts(hostile) if t.startswith("∗∗URGENT"))
-    assert len(title) <= 200 and title.endswith("…")
+    assert len(read(title)) <= 200 and title.endswith("…")
 
 
 def test_hostile_alert_and_entity_lists_keep_their_shape() -> None:
@@ -452,7 +463,7 @@ def test_detail_entities_are_grouped_by_type_with_references() -> None:
     card = cards.incident_detail(d, refs.ref_for, NOW)
     facts = [f for node in walk(card) if node.get("type") == "FactSet" for f in node["facts"]][-6:]
     assert [f["title"] for f in facts] == ["Account", "", "Host", "IP", "URL", "File"]
-    assert facts[0]["value"] == f"[{refs.ref_for('entity', 'account:value-0.contoso.com')}] value-0.contoso.com"
+    assert read(facts[0]["value"]) == f"[{refs.ref_for('entity', 'account:value-0.contoso.com')}] value-0.contoso.com"
 
 
 @pytest.mark.parametrize("url", ["http://portal.azure.com/x", "javascript:alert(1)", "", "https://a b", "ftp://x"])
@@ -483,7 +494,7 @@ def test_alert_rows() -> None:
     assert len(rows) == 25
     assert cell_text(rows[0][0]) == f"[{refs.ref_for('alert', 'alert-0')}]"
     assert rows[0][1]["items"][1]["text"] == "Microsoft Entra ID Protection · 3h ago"
-    assert cell_text(rows[0][3]) == "user0@contoso.com, 10.0.0.0 +2"
+    assert read(cell_text(rows[0][3])) == "user0@contoso.com, 10.0.0.0 +2"
     assert "Showing 25 of 120 alerts; 95 not shown." in " ".join(texts(card))
 
 
@@ -685,3 +696,90 @@ def test_help_card_lists_the_commands() -> None:
 def test_card_size_counts_utf8_bytes() -> None:
     assert cards.card_size({"a": "é"}) == len('{"a":"é"}'.encode())
     assert cards.MAX_CARD_BYTES == 28_000
+
+
+# ---- phones and dark mode ---------------------------------------------------------------------------
+
+UPN = "firstname.lastname@contoso.onmicrosoft.com"
+LONG_URL = "https://login.contoso-secure.example.com/oauth2/authorize?client_id=abc&redirect=x"
+SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def texts_with(card: dict, value: str) -> list[dict]:
+    return [node for node in walk(card) if node.get("type") == "TextBlock" and value in read(node["text"])] + \
+        [fact for node in walk(card) if node.get("type") == "FactSet" for fact in node["facts"]
+         if value in read(fact["value"])]
+
+
+def test_long_values_wrap_at_their_separators_and_are_never_cut() -> None:
+    """Emails, UPNs, hosts and URLs get break opportunities after '@', '.', '/' (so a phone's narrow column wraps
+    them there, not mid-word), every block holding them wraps, and the value itself is whole."""
+    entities = (EntityRef("account", UPN), EntityRef("url", LONG_URL), EntityRef("filehash", SHA256),
+                EntityRef("host", "ws-fin-160.corp.contoso.local"))
+    d = detail(entities=entities, incident=incident(14431, owner=UPN))
+    listing = QueryResult((AlertSummary("a-1", "Sign-in", "High", "New", "Entra ID", NOW, (),
+                                        (f"account: {UPN}", "ip: 10.0.0.4"), 2),), meta("query_alerts", 1))
+    top = QueryResult((EntityCount("url", LONG_URL, 9, 1, NOW - timedelta(days=1)),), meta("get_top_entities", 1))
+    built = [cards.incident_detail(d, lambda kind, key: None, NOW),
+             cards.incident_table(QueryResult((incident(1, owner=UPN),), meta("query_incidents", 1)),
+                                  lambda kind, key: None, NOW),
+             cards.alert_list(listing, lambda kind, key: None, NOW),
+             cards.top_entities(top, lambda kind, key: None, NOW)]
+    for card in built:
+        assert_valid(card)
+        assert_inert(card)
+    detail_card, table_card, alert_card, top_card = built
+    for value in (UPN, LONG_URL, SHA256, "ws-fin-160.corp.contoso.local"):
+        assert texts_with(detail_card, value), f"{value} shown whole on the detail card"
+    assert texts_with(table_card, UPN) and texts_with(alert_card, UPN) and texts_with(top_card, LONG_URL)
+    shown = [block for card in built for value in (UPN, LONG_URL) for block in texts_with(card, value)]
+    for block in shown:
+        wrapped = block.get("text", block.get("value"))
+        assert f"@{ZERO_WIDTH_SPACE}contoso.{ZERO_WIDTH_SPACE}" in wrapped or \
+            f"https://{ZERO_WIDTH_SPACE}login.{ZERO_WIDTH_SPACE}" in wrapped, repr(wrapped)
+        assert block.get("wrap", True) is True and "maxLines" not in block, block
+    assert "…" not in " ".join(read(t) for t in texts(detail_card) if SHA256[:20] in read(t))
+    # Short values and plain words are left as they are (nothing to copy with invisible characters in it).
+    assert "10.0.0.4" in cell_text(table_rows(alert_card)[0][3])
+    assert "Dana Whitfield" in texts(cards.incident_detail(detail(), lambda kind, key: None, NOW))
+
+
+def coloured_text(card: dict) -> list[str]:
+    """Text drawn in the yellow "warning" colour (or "good"/"light"): unreadable on a white card."""
+    return [node["text"] for node in walk(card) if node.get("type") in ("TextBlock", "TextRun")
+            and node.get("color") in ("warning", "good", "light")]
+
+
+def test_no_yellow_text_severity_and_demo_label_on_theme_backgrounds() -> None:
+    """Teams draws container styles from its light, dark and high-contrast themes; text colours it does not
+    adapt as well, and yellow on white is hard to read. Severities and the DEMO DATA label sit on styles."""
+    rows = tuple(incident(i, severity=s) for i, s in enumerate(("High", "Medium", "Low", "Informational")))
+    table_card = cards.incident_table(QueryResult(rows, replace(meta("query_incidents", 4), source="demo")),
+                                      lambda kind, key: None, NOW)
+    built = [table_card, cards.incident_detail(detail(), lambda kind, key: None, NOW, demo=True),
+             cards.alert_list(QueryResult(tuple(alert(i) for i in range(3)), meta("query_alerts", 3)),
+                              lambda kind, key: None, NOW),
+             cards.welcome(True, False), cards.welcome(False, True), cards.help_card(),
+             cards.footer([cards.SourceLine("q", "SecurityAlert")], demo=True, disclaimer=True, notices=["n"])]
+    for card in built:
+        assert card is not None
+        assert_valid(card)
+        assert coloured_text(card) == [], coloured_text(card)
+    for card in built[:2]:
+        label = next(node for node in walk(card) if node.get("type") == "Column"
+                     and any(item.get("text") == "DEMO DATA" for item in node["items"]))
+        assert label["style"] == "warning"
+    chips = [chip_style(row[2]) for row in table_rows(table_card)]
+    assert chips == ["attention", "warning", "accent", None]
+    medium = next(node for node in walk(table_card) if node.get("style") == "warning")
+    assert medium["type"] == "Column" and medium["width"] == "auto", "a chip as wide as the word, not the cell"
+
+
+def test_one_of_a_kind_is_singular() -> None:
+    one_incident = cards.incident_table(QueryResult((incident(1),), meta("query_incidents", 1)),
+                                        lambda kind, key: None, NOW)
+    one_alert = cards.alert_list(QueryResult((alert(1),), meta("query_alerts", 1)), lambda kind, key: None, NOW)
+    assert any(t.startswith("1 incident (") for t in texts(one_incident)), texts(one_incident)
+    assert any(t.startswith("1 alert (") for t in texts(one_alert)), texts(one_alert)
+    six = cards.footer([], demo=False, disclaimer=False, notices=[f"notice {i}" for i in range(6)])
+    assert six is not None and "1 more notice not shown." in texts(six)

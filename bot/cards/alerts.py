@@ -9,6 +9,7 @@ from bot.cards.common import (
     Element,
     RefFor,
     age,
+    breakable,
     cell,
     count_label,
     list_card,
@@ -38,7 +39,7 @@ def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, 
     for alert in alerts:
         row = [
             cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")),
-            cell(text(plain(alert.name, 90), maxLines=2),
+            cell(text(breakable(plain(alert.name, 90)), maxLines=3),
                  subtle(f"{plain(alert.product, 40)} · {age(alert.time, now)}")),
             cell(severity_text(alert.severity)),
         ]
@@ -50,6 +51,6 @@ def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, 
 
 def _entities(alert: AlertSummary) -> str:
     """The first two entity values, short: "alice@contoso.com, 10.0.0.4 +3"."""
-    values = [plain(entity.partition(": ")[2] or entity, 28) for entity in alert.entities[:2]]
+    values = [breakable(plain(entity.partition(": ")[2] or entity, 60)) for entity in alert.entities[:2]]
     more = max(alert.entity_count, len(alert.entities)) - len(values)
     return (", ".join(values) or "-") + (f" +{more}" if more > 0 else "")

@@ -59,7 +59,7 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
     body.append(text(_incident_line(change, incident), spacing="small"))
     if notice:
         body.append({"type": "Container", "style": "warning",
-                     "items": [text(plain(notice, 300), weight="bolder", color="warning")]})
+                     "items": [text(plain(notice, 300), weight="bolder")]})
     if change.kind is ChangeKind.COMMENT:
         body.append(text("Comment to add", weight="bolder", spacing="medium"))
         body += _long_text(change.comment, chars)

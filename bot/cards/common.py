@@ -25,7 +25,10 @@ RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's
 Element = dict[str, Any]
 
 SEVERITIES = ("High", "Medium", "Low", "Informational")
-SEVERITY_COLOR = {"High": "attention", "Medium": "warning", "Low": "accent", "Informational": "default"}
+# Container styles, not text colours: Teams draws each style's background from its light, dark or high-contrast
+# theme and keeps the default text colour readable on it, while coloured text (the yellow "warning" above all)
+# is hard to read on a white card and shifts with the theme.
+SEVERITY_STYLE = {"High": "attention", "Medium": "warning", "Low": "accent"}
 SEVERITY_SHORT = {"Informational": "Info"}
 
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")  # <at>, <a href>, </at>: shown, never parsed as a tag or mention
@@ -45,6 +48,18 @@ def plain(value: object, width: int = 80) -> str:
     if text and text[0] in "#>-+=":
         text = text[0].translate(_LEADING) + text[1:]
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+ZERO_WIDTH_SPACE = "\u200b"
+_LONG_TOKEN = re.compile(r"\S{16,}")  # shorter ones fit a phone's narrowest column as they are
+_BOUNDARY = re.compile(r"(?<=[@./\\:?&=_-])(?=[^\s@./\\:?&=_-])")  # after a separator, before what follows
+
+
+def breakable(value: str) -> str:
+    """``value`` (already ``plain``) with a zero-width space after each '@', '.', '/', '\\', '-', '_' ... inside
+    long tokens (emails, UPNs, hosts, URLs, paths), so a narrow column wraps them there instead of mid-word.
+    Card text only: the model, the fact check and citations read the records, never the cards."""
+    return _LONG_TOKEN.sub(lambda token: _BOUNDARY.sub(ZERO_WIDTH_SPACE, token.group(0)), value)
 
 
 def unlink(text: str) -> str:
@@ -84,11 +99,13 @@ def severity_label(severity: str) -> str:
 
 
 def severity_text(severity: str, suffix: str = "", **style: Any) -> Element:
-    """Severity as coloured text, so colour is never the only signal."""
-    if severity not in ("High", "Medium", "Low"):
-        style = {"isSubtle": True, **style}
-    return text(severity_label(severity) + suffix, color=SEVERITY_COLOR.get(severity, "default"), weight="bolder",
-                **style)
+    """Severity as a word on its style's background (a chip as wide as the word), so colour is never the only
+    signal and never the text's own; Informational and unknown values as subtle text."""
+    label = text(severity_label(severity) + suffix, weight="bolder")
+    if severity not in SEVERITY_STYLE:
+        return {**label, "isSubtle": True, **style}
+    return {"type": "ColumnSet", "columns": [
+        {"type": "Column", "width": "auto", "style": SEVERITY_STYLE[severity], "items": [label]}], **style}
 
 
 def text(value: str, **style: Any) -> Element:
@@ -145,11 +162,12 @@ def card(body: Sequence[Element], buttons: Sequence[Element] = ()) -> Element:
 def header(title: str, *, demo: bool, subtitle: str | None = None) -> list[Element]:
     """The heading of a result card, with a DEMO DATA label when the data is generated."""
     heading = text(title, weight="bolder", size="medium", style="heading")
-    if demo:
-        label = text("DEMO DATA", color="warning", weight="bolder", size="small", wrap=False)
+    if demo:  # on the warning background in the default text colour (see SEVERITY_STYLE)
+        label = text("DEMO DATA", weight="bolder", size="small", wrap=False)
         heading = {"type": "ColumnSet", "columns": [
             {"type": "Column", "width": "stretch", "items": [heading]},
-            {"type": "Column", "width": "auto", "verticalContentAlignment": "center", "items": [label]},
+            {"type": "Column", "width": "auto", "verticalContentAlignment": "center", "style": "warning",
+             "items": [label]},
         ]}
     return [heading] + ([subtle(subtitle)] if subtitle else [])
 

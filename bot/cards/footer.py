@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.cards.common import MAX_CARD_BYTES, Element, actions, card, card_size, fit, plain, subtle, text, unlink
+from bot.cards.common import (
+    MAX_CARD_BYTES,
+    Element,
+    actions,
+    card,
+    card_size,
+    count_label,
+    fit,
+    plain,
+    subtle,
+    text,
+    unlink,
+)
 from bot.sentinel.models import DEMO_NOTICE
 
 MAX_SOURCES = 8
@@ -49,7 +61,7 @@ def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices
         body.append({"type": "Container", "style": "warning", "items": [
             text(plain(notice, 300), size="small") for notice in notices[:MAX_NOTICES]]})
     if len(notices) > MAX_NOTICES:
-        body.append(subtle(f"{len(notices) - MAX_NOTICES} more notices not shown."))
+        body.append(subtle(f"{count_label(len(notices) - MAX_NOTICES, 'more notice')} not shown."))
     if disclaimer:
         body.append(text(DISCLAIMER, size="small", isSubtle=True))
     if sources:

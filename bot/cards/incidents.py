@@ -13,6 +13,7 @@ from bot.cards.common import (
     RefFor,
     actions,
     age,
+    breakable,
     card,
     cell,
     count_label,
@@ -38,6 +39,7 @@ from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult
 MAX_DETAIL_ALERTS = 15
 MAX_DETAIL_ENTITIES = 20
 MAX_OTHER_MATCHES = 5
+MAX_ENTITY_CHARS = 130  # a SHA-256 (64) or a URL whole: long values wrap (common.breakable), they are not cut
 _TYPE_LABELS = {"ip": "IP", "url": "URL", "dns": "DNS", "filehash": "File hash", "cloud-application": "Cloud app",
                 "azure-resource": "Azure resource", "registry-key": "Registry key"}
 _SAFE_URL = re.compile(r"https://[^\s\"'<>\\^`{|}]{1,2040}")
@@ -71,7 +73,7 @@ def _incident_table(incidents: Sequence[Incident], ref_for: RefFor, now: datetim
     rows = [
         [
             cell(text(ref(ref_for, "incident", str(i.number)), weight="bolder")),
-            cell(text(plain(i.title, 90), maxLines=2), subtle(incident_line(i, now))),
+            cell(text(breakable(plain(i.title, 90)), maxLines=3), subtle(incident_line(i, now))),
             cell(severity_text(i.severity)),
             cell(actions(details_action(i.number))),
         ]
@@ -96,7 +98,7 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
     i = d.incident
     number = f"{ref(ref_for, 'incident', str(i.number))} Incident #{i.number}".strip()
     body = header(number, demo=demo)
-    body.append(text(plain(i.title, 200), weight="bolder", spacing="small"))
+    body.append(text(breakable(plain(i.title, 200)), weight="bolder", spacing="small"))
     body.append(severity_text(i.severity, " severity", spacing="small"))
     body += warnings(notes)
     body.append({"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in _facts(d, now)]})
@@ -184,7 +186,7 @@ def _comment_inputs() -> list[Element]:
 
 def _facts(d: IncidentDetail, now: datetime) -> list[tuple[str, str]]:
     i = d.incident
-    facts = [("Status", plain(i.status, 30)), ("Owner", plain(i.owner or "Unassigned", 60)),
+    facts = [("Status", plain(i.status, 30)), ("Owner", breakable(plain(i.owner or "Unassigned", 60))),
              ("Created", when(i.created, now)), ("Last update", when(i.last_modified, now))]
     if d.closed:
         facts.append(("Closed", when(d.closed, now)))
@@ -212,20 +214,12 @@ def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> lis
     for kind, members in groups.items():
         for index, entity in enumerate(members):
             entity_ref = ref(ref_for, "entity", f"{entity.type}:{entity.value}")
-            label = f"{entity_ref} {_unbroken(plain(entity.value, 60))}".strip()
+            label = f"{entity_ref} {breakable(plain(entity.value, MAX_ENTITY_CHARS))}".strip()
             title = _TYPE_LABELS.get(kind) or plain(kind, 24).capitalize()
             facts.append({"title": title if index == 0 else "", "value": label})
     shown = min(len(entities), limit)
     heading = f"Entities ({shown} of {len(entities)})" if shown < len(entities) else f"Entities ({shown})"
     return [text(heading, weight="bolder", separator=True, spacing="medium"), {"type": "FactSet", "facts": facts}]
-
-
-def _unbroken(value: str, longest: int = 36) -> str:
-    """A long value without spaces (a hash, a token) cannot wrap on a phone: show its ends, as analysts
-    compare hashes anyway. The full value is in Sentinel."""
-    if len(value) <= longest or any(ch.isspace() for ch in value):
-        return value
-    return f"{value[:20]}…{value[-8:]}"
 
 
 def _other_matches(d: IncidentDetail) -> list[Element]:
@@ -242,4 +236,4 @@ def _other_matches(d: IncidentDetail) -> list[Element]:
 def incident_line(i: Incident, now: datetime) -> str:
     """ "#14431 · Active · Dana Whitfield · 14h ago" """
     status = plain(f"{i.status} ({i.classification})" if i.classification else i.status, 40)
-    return f"#{i.number} · {status} · {plain(i.owner or 'Unassigned', 30)} · {age(i.created, now)}"
+    return f"#{i.number} · {status} · {breakable(plain(i.owner or 'Unassigned', 60))} · {age(i.created, now)}"

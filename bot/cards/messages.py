@@ -53,8 +53,9 @@ def welcome(demo: bool, model_enabled: bool) -> Element:
         body.append(text("Try asking:", weight="bolder", spacing="medium"))
         body.append(actions(*(_ask(title, question) for title, question in EXAMPLE_QUESTIONS)))
     else:
-        body.append(text("Plain-language questions need a language model, and none is configured. "
-                         "The commands below work without one.", color="warning", spacing="medium"))
+        body.append({"type": "Container", "style": "warning", "spacing": "medium", "items": [
+            text("Plain-language questions need a language model, and none is configured. "
+                 "The commands below work without one.")]})
         body.append(actions(*(_command(command) for command in EXAMPLE_COMMANDS)))
     body += _commands()
     return card(body)
