@@ -26,6 +26,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 SCRIPT = repo_root() / "tests" / "e2e" / "screenshot.js"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 LIE = "(as if it were low)"
+ANALYST_OBJECT_ID = "00000000-0000-0000-0000-0000000000020"  # the Playground's current user (0.2.28)
 
 
 def chromium_missing() -> str | None:
@@ -54,7 +55,9 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
     if reason:
         pytest.skip(f"page-level tests: {reason}")
     async with oa.FakeOpenAI(brain=brain) as model:
-        bot: ManagedProcess = await start_sentinel_bot(model.endpoint, tmp_path_factory.mktemp("bot"))
+        # Incident changes on, for the Playground's current user (Alex Wilber's object id in its mocked tenant).
+        bot: ManagedProcess = await start_sentinel_bot(model.endpoint, tmp_path_factory.mktemp("bot"),
+                                                       WRITE_ACTIONS_ENABLED="true", WRITE_RESPONDERS=ANALYST_OBJECT_ID)
         try:
             async with Playground(f"http://127.0.0.1:{bot.port}/api/messages",
                                   tmp_path_factory.mktemp("playground")) as playground:
@@ -64,13 +67,15 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
-              timeout_ms: int = 20000, press: str | None = None) -> None:
+              timeout_ms: int = 20000, press: str | None = None, before_press: tuple[str, ...] = ()) -> None:
     """Drive the page as a person would (type, send, press a card button) and wait until every ``expect`` text
     is visible on it."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
             "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread"]
     if press:
         argv += ["--press", press]
+    for text in before_press:
+        argv += ["--before-press", text]
     for text in say:
         argv += ["--say", text]
     for text in expect:
@@ -109,6 +114,14 @@ async def test_channel_post_and_its_thread_replies_are_on_the_page(page_url: str
     await see(page_url, tmp_path / "channel.png", conversation="general",
               say=["incidents 24h", "what high-severity incidents came in this week?"],
               expect=["incidents (last 24 hours", "most severe first"])
+
+
+async def test_a_change_is_confirmed_on_its_card_and_the_outcome_shows_there(page_url: str, tmp_path: Path) -> None:
+    """The analyst asks for a change, sees the confirmation card, presses Confirm on the page, and the card shows
+    the outcome (the demo workspace's writer made the change)."""
+    await see(page_url, tmp_path / "confirm.png", say=["incidents open 24h", "close [1] false positive: pen test"],
+              before_press=["Confirm: Status set to Closed", "Only Alex Wilber can confirm this."], press="Confirm",
+              expect=["Done: Status set to Closed", "View action"])
 
 
 async def test_a_wrong_claim_is_marked_where_the_analyst_reads_it(page_url: str, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@
 //                         bot to hear it. In a channel the first --say starts a new post ("Start a new post",
 //                         then "Post"); later ones reply inside that thread (its "Type a message..." box).
 //   --press TITLE         after the messages, click the last card button with this title (Action.Submit/Execute)
+//   --before-press TEXT   (repeatable) wait until this text is visible before pressing (e.g. the card's heading)
 //   --wait-text TEXT      (repeatable) wait until this text is visible before the screenshot; prints
 //                         {"seen": TEXT, "at": ms since the epoch} when it is
 //   --in-thread           (channels) the --wait-text texts must be inside the thread the messages went to
@@ -41,7 +42,7 @@ const CONVERSATIONS = {
 
 function parseArgs(argv) {
   const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [],
-    width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false,
+    beforePress: [], width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false,
     fullPage: false, inThread: false };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
@@ -55,6 +56,7 @@ function parseArgs(argv) {
       case '--conversation': options.conversation = next(); break;
       case '--say': options.say.push(next()); break;
       case '--press': options.press = next(); break;
+      case '--before-press': options.beforePress.push(next()); break;
       case '--wait-text': options.waitText.push(next()); break;
       case '--count-text': options.countText.push(next()); break;
       case '--hide-log': options.hideLog = true; break;
@@ -134,6 +136,7 @@ async function drive(page, conversation, options) {
     await page.waitForTimeout(700); // the bot answers in well under a second; --wait-text to be sure
   }
   if (options.press) {
+    for (const text of options.beforePress) await page.getByText(text).last().waitFor({ state: 'visible' });
     await page.getByRole('button', { name: options.press, exact: true }).last().click();
     await page.waitForTimeout(700);
   }
