@@ -499,3 +499,29 @@ async def test_the_number_of_watching_conversations_is_bounded(monkeypatch) -> N
     assert "already posts new incidents to 2 conversations" in await store.command(parse("watch high"),
                                                                                     **where("three"))
     assert [s.key for s in await store.subscribers()] == ["one", "two"]
+
+
+async def test_making_and_stopping_a_watch_and_each_poll_are_audited(caplog) -> None:
+    import logging
+
+    from bot import audit
+
+    caplog.set_level(logging.INFO, logger="bot.audit")
+    storage = MemoryStorage()
+    store = WatchStore(storage, clock=lambda: NOW)
+    with audit.asking(audit.Asker("aad-alice", "Alice", "chat", "groupChat")):
+        await store.command(parse("watch high open"), **where("chat"))
+        await store.command(parse("unwatch"), **where("chat"))
+    poller = WatchPoller(store, _feed([]), RecordingSender(), StoreLease(storage, seconds=30), interval_s=1,
+                         demo=True, clock=lambda: NOW)
+
+    async def reading(since: datetime) -> Sequence[Snapshot]:
+        audit.record("read", tool="incident_changes")  # what AuditedSentinelClient records for the query
+        return []
+
+    poller.changes = reading
+    await poller.poll()
+    records = [r.audit for r in caplog.records if hasattr(r, "audit")]  # type: ignore[attr-defined]
+    assert [(r["event"], r.get("actor")) for r in records] == [
+        ("watch.created", "Alice"), ("watch.stopped", "Alice"), ("read", "watch poller")]
+    assert records[0]["filter"] == {"min_severity": "High", "status": "open"}
