@@ -525,3 +525,27 @@ async def test_making_and_stopping_a_watch_and_each_poll_are_audited(caplog) -> 
     assert [(r["event"], r.get("actor")) for r in records] == [
         ("watch.created", "Alice"), ("watch.stopped", "Alice"), ("read", "watch poller")]
     assert records[0]["filter"] == {"min_severity": "High", "status": "open"}
+
+
+async def test_a_deleted_card_is_not_updated_and_its_conversation_keeps_its_watches() -> None:
+    from types import SimpleNamespace
+
+    class NotFound(Exception):
+        response = SimpleNamespace(status_code=404, headers={})
+
+    class Deleted(RecordingSender):
+        async def update(self, reference: dict[str, Any], activity_id: str, card: dict[str, Any]) -> None:
+            raise NotFound("the message was deleted")
+
+    storage = MemoryStorage()
+    clock = Clock()
+    store = WatchStore(storage, clock=clock)
+    await store.command(parse("watch high"), **where("channel"))
+    rows = [snapshot(1, "High", created=clock.now, at=clock.tick())]
+    poller = WatchPoller(store, _feed(rows), Deleted(), StoreLease(storage, seconds=30, clock=clock), interval_s=1,
+                         demo=True, clock=clock)
+    await poller.poll()
+    rows.append(snapshot(1, "High", status="Closed", created=rows[0].created, at=clock.tick(), modified=clock.now))
+    report = await poller.poll()
+    assert report.failed is None and report.updated == 0
+    assert [s.key for s in await store.subscribers()] == ["channel"]

@@ -545,6 +545,9 @@ class WatchPoller:
         except Exception as error:  # noqa: BLE001 - one conversation's failure must not stop the others
             status, _ = _status_of(error)
             where = item.conversation if isinstance(item, Post) else item.card.conversation
+            if status in _GONE and isinstance(item, Update):  # that card was deleted: nothing left to update
+                log.info("watch: a posted card in %s is gone (HTTP %s); not updated", where, status)
+                return True
             if status in _GONE:
                 log.warning("watch: conversation %s refuses the bot's messages (HTTP %s): its watches are stopped",
                             where, status)
