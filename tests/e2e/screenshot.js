@@ -42,8 +42,8 @@ const CONVERSATIONS = {
 
 function parseArgs(argv) {
   const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [],
-    beforePress: [], width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium', hideLog: false,
-    fullPage: false, inThread: false };
+    beforePress: [], width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium',
+    hideLog: false, fullPage: false, inThread: false };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const next = () => {
