@@ -259,3 +259,32 @@ async def test_an_escalation_the_analyst_did_not_ask_for_is_refused_before_any_c
         assert result.startswith("Not proposed: the analyst's message does not ask for this change")
         assert "change_confirm" not in json.dumps(answer.cards) and rig.arm.puts == 0
         assert not [s for s in rig.connector.sent if "Escalation" in s.text]
+
+
+async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thread(rig: WriteRig) -> None:
+    """Confirmed in a 1:1 chat, the escalation goes to the war room: the channel thread where a watch posted the
+    incident's card (the watch store's record of it), and the outcome says so."""
+    from botbuilder.core import TurnContext
+    from botbuilder.schema import Activity
+
+    from bot.teams.server import BOT_KEY
+    from tests.support import connector_fake as teams
+
+    number = rig.incidents[0].incident.number
+    in_channel = teams.channel_mention("watch high", activity_id="watch-1", service_url=rig.connector.url)
+    reference = TurnContext.get_conversation_reference(Activity().deserialize(in_channel)).serialize()
+    war_room = in_channel["conversation"]["id"]
+    store = rig.app[BOT_KEY].watches
+    await store.record_card(f"watches/card/{war_room}/activity-77", {
+        "conversation": war_room, "reference": reference, "activity_id": "activity-77", "incidents": []}, [number])
+
+    action_id, card_id, _ = await propose(rig, f"escalate {number}")
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
+    sent = await until_done(rig)
+    post = escalation_post(sent)
+    assert post.conversation_id == war_room, "posted in the war-room thread, not the 1:1 chat"
+    assert [e["mentioned"]["id"] for e in post.body["entities"]] == ["29:adelev"]
+    [reply] = [s for s in sent if s.text.startswith("Done")]
+    assert reply.conversation_id == "a:1personal-chat-alice"
+    assert "Posted in the conversation where a watch posted the incident." in reply.text
+    assert len(comments(rig)) == 1

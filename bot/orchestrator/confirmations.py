@@ -292,7 +292,8 @@ class ConfirmationDesk:
         comment = escalation_comment(on_call, actor.user, change.comment, change.assign)
         comment_id = str(uuid.uuid5(_COMMENT_IDS, pending.id))
         sent = sent or comment_request(after.name, comment_id, comment).to_dict()
-        problems = [advice] if (advice := unnotified_advice(posted, on_call)) else []
+        problems = [f"Posted in {posted.place}."] if posted.place else []
+        problems += [advice] if (advice := unnotified_advice(posted, on_call)) else []
         commented = True
         try:
             await writer.add_comment(after.name, comment_id, comment)

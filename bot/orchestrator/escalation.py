@@ -56,6 +56,7 @@ class Posted:
     conversation_id: str
     activity_id: str | None
     named: tuple[Named, ...] = field(default_factory=tuple)
+    place: str | None = None  # where, when not the conversation the escalation was confirmed in
 
     def person(self, role: str) -> Named | None:
         return next((n for n in self.named if n.role == role), None)
@@ -64,7 +65,7 @@ class Posted:
         """As the message went out (its text and mention entities) and who it named how."""
         entities = [{"type": "mention", "text": f"<at>{n.name}</at>", "mentioned": {"id": n.teams_id, "name": n.name}}
                     for n in self.named if n.teams_id]
-        return {"conversation_id": self.conversation_id, "activity_id": self.activity_id,
+        return {"conversation_id": self.conversation_id, "activity_id": self.activity_id, "place": self.place,
                 "named": [n.to_dict() for n in self.named],
                 "message": {"type": "message", "textFormat": "markdown", "text": self.text, "entities": entities}}
 

@@ -44,12 +44,12 @@ from bot.orchestrator.confirmations import Actor, ConfirmationDesk, Outcome, Out
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
 from bot.orchestrator.pending import PendingAction
-from bot.sentinel.changes import Owner
+from bot.sentinel.changes import ChangeKind, Owner
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import acting_as
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
-from bot.teams.mentions import TeamsNotifier
+from bot.teams.mentions import TeamsNotifier, war_room
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
@@ -586,7 +586,11 @@ class SentinelBot(TeamsActivityHandler):
         pending = data.conversation.pending_action
         card_id = (pending.card_id if pending is not None and pending.id == action_id else None) or request.reply_to_id
         if confirm:
-            outcome = await self.desk.confirm(data.conversation, action_id, actor, notifier=TeamsNotifier(context))
+            room = None  # an escalation goes to the incident's war room when a watch posted it elsewhere
+            if pending is not None and pending.id == action_id and pending.change.kind is ChangeKind.ESCALATE:
+                room = await war_room(self.watches, pending.change.incident_number, request.conversation_id)
+            outcome = await self.desk.confirm(data.conversation, action_id, actor,
+                                              notifier=TeamsNotifier(context, room=room))
         else:
             outcome = self.desk.cancel(data.conversation, action_id, actor)
         reply = Reply([replies.message(_outcome_text(outcome))])

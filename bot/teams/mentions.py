@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from botbuilder.core import TurnContext
+from botbuilder.core import BotAdapter, TurnContext
 from botbuilder.core.teams import TeamsInfo
-from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, Mention
+from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, ConversationReference, Mention
 
 from bot import cards
 from bot.orchestrator.escalation import EscalationNotice, Named, NotifyError, Posted
 from bot.sentinel.changes import Owner
 from bot.teams.progress import send_with_retry
+from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
 LOOKUP_TIMEOUT_S = 3.0
@@ -106,26 +107,83 @@ class MemberDirectory:
         return self._members
 
 
-class TeamsNotifier:
-    """Posts an escalation notice in the turn's conversation (in a channel: the thread it was confirmed in)."""
+@dataclass(frozen=True)
+class WarRoom:
+    """A conversation where the incident is already being worked: the one a watch posted its card in."""
 
-    def __init__(self, context: TurnContext, directory: MemberDirectory | None = None) -> None:
+    reference: dict[str, Any]  # the conversation reference the card was posted with
+    conversation_id: str
+
+
+async def war_room(watches: WatchStore | None, number: int, here: str) -> WarRoom | None:
+    """The latest conversation other than ``here`` where a watch posted incident ``number``'s card, if any."""
+    if watches is None:
+        return None
+    try:
+        cards_posted = (await watches.posted([number])).get(number, [])
+        for posted in reversed(cards_posted):
+            item = await watches.card(posted.key)
+            reference = item.get("reference")
+            if isinstance(reference, dict) and posted.conversation and posted.conversation != here:
+                return WarRoom(reference, posted.conversation)
+    except Exception as error:  # noqa: BLE001 - the escalation is then posted where it was confirmed
+        log.warning("could not look up where incident %s was posted (%s)", number, type(error).__name__)
+    return None
+
+
+class TeamsNotifier:
+    """Posts an escalation notice in the incident's war room when a watch posted it in another conversation (a
+    channel thread, a group chat), else where it was confirmed (in a channel: the thread it was confirmed in)."""
+
+    def __init__(self, context: TurnContext, directory: MemberDirectory | None = None,
+                 room: WarRoom | None = None) -> None:
         self.context = context
         self.directory = directory or MemberDirectory(context)
+        self.room = room
 
     async def post(self, notice: EscalationNotice) -> Posted:
-        on_call = await self.directory.find(notice.on_call.person)
-        owner_person = notice.incident.owner
-        owner = await self.directory.find(owner_person) if owner_person.assigned and not notice.assigned else None
-        text, entities, named = escalation_message(notice, on_call, owner)
-        activity = Activity(type=ActivityTypes.message, text=text, text_format="markdown", entities=entities or None)
+        if self.room is None:
+            return await _post(self.context, self.directory, notice)
+        room = self.room
+        done: list[Posted] = []
+        adapter = self.context.adapter
+        claims = self.context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
+        audience = self.context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
+
+        async def there(context: TurnContext) -> None:
+            if context.activity.channel_data is None:
+                context.activity.channel_data = {}  # TeamsInfo reads it for a team id; a reference carries none
+            done.append(replace(await _post(context, MemberDirectory(context), notice),
+                                place="the conversation where a watch posted the incident"))
+
         try:
-            response = await send_with_retry(lambda: self.context.send_activity(activity))
-        except Exception as error:  # noqa: BLE001 - said to the analyst; nothing is written to Sentinel after
-            log.warning("posting the escalation failed (%s)", type(error).__name__)
-            raise NotifyError(f"Teams did not accept the message ({type(error).__name__}).") from None
-        conversation = self.context.activity.conversation
-        return Posted(text, conversation.id if conversation else "", getattr(response, "id", None), tuple(named))
+            await adapter.continue_conversation_with_claims(
+                claims, ConversationReference().deserialize(room.reference), audience, there)
+        except NotifyError:
+            raise
+        except Exception as error:  # noqa: BLE001 - e.g. the bot was removed there: post where it was confirmed
+            log.warning("posting in the war room failed (%s); posting where it was confirmed", type(error).__name__)
+        if done:
+            return done[0]
+        posted = await _post(self.context, self.directory, notice)
+        return replace(posted, place="here, because the conversation where a watch posted the incident could not "
+                                     "be reached")
+
+
+async def _post(context: TurnContext, directory: MemberDirectory, notice: EscalationNotice) -> Posted:
+    """Look the people up in ``context``'s conversation, compose the message, send it there."""
+    on_call = await directory.find(notice.on_call.person)
+    owner_person = notice.incident.owner
+    owner = await directory.find(owner_person) if owner_person.assigned and not notice.assigned else None
+    text, entities, named = escalation_message(notice, on_call, owner)
+    activity = Activity(type=ActivityTypes.message, text=text, text_format="markdown", entities=entities or None)
+    try:
+        response = await send_with_retry(lambda: context.send_activity(activity))
+    except Exception as error:  # noqa: BLE001 - said to the analyst; nothing is written to Sentinel after
+        log.warning("posting the escalation failed (%s)", type(error).__name__)
+        raise NotifyError(f"Teams did not accept the message ({type(error).__name__}).") from None
+    conversation = context.activity.conversation
+    return Posted(text, conversation.id if conversation else "", getattr(response, "id", None), tuple(named))
 
 
 def escalation_message(notice: EscalationNotice, on_call: Lookup,
