@@ -549,3 +549,21 @@ async def test_a_deleted_card_is_not_updated_and_its_conversation_keeps_its_watc
     report = await poller.poll()
     assert report.failed is None and report.updated == 0
     assert [s.key for s in await store.subscribers()] == ["channel"]
+
+
+async def test_a_watch_posts_only_where_the_access_policy_still_admits_it() -> None:
+    """Made in two channels; the administrator then allows only one (ALLOWED_CHANNELS): the other gets nothing."""
+    from bot.teams.access import AccessPolicy, Where
+
+    storage = MemoryStorage()
+    clock = Clock()
+    store = WatchStore(storage, clock=clock)
+    for channel in ("19:war-room@thread.tacv2", "19:general@thread.tacv2"):
+        await store.command(parse("watch high"), **where(channel + ";messageid=1"),
+                            where=Where("tenant", "aad-alice", "channel", "19:soc@thread.tacv2", channel))
+    sender = RecordingSender()
+    poller = WatchPoller(store, _feed([snapshot(1, "High", created=clock.now, at=clock.tick())]), sender,
+                         StoreLease(storage, seconds=30, clock=clock), interval_s=1, demo=True, clock=clock,
+                         access=AccessPolicy(channels=frozenset({"19:war-room@thread.tacv2"})))
+    assert (await poller.poll()).posted == 1
+    assert [c for c, _ in sender.post_log] == ["19:war-room@thread.tacv2;messageid=1"]

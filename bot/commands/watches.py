@@ -183,15 +183,20 @@ class Watch:
     created_by: str  # a display name
     created_at: datetime
     created_by_id: str | None = None
+    # Where it was made, as the access policy reads an activity (tenant, object id, conversation type, team,
+    # channel): each poll checks it again, so a watch stops posting where the bot may no longer answer.
+    where: dict[str, str | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"filter": self.filter.arguments, "created_by": self.created_by,
-                "created_at": self.created_at.isoformat(), "created_by_id": self.created_by_id}
+                "created_at": self.created_at.isoformat(), "created_by_id": self.created_by_id, "where": self.where}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Watch:
+        where = data.get("where")
         return cls(WatchFilter(dict(data["filter"])), str(data.get("created_by") or "someone"),
-                   _moment(str(data["created_at"])), data.get("created_by_id"))
+                   _moment(str(data["created_at"])), data.get("created_by_id"),
+                   dict(where) if isinstance(where, dict) else {})
 
     def describe(self, n: int) -> str:
         return f"{n}. {self.filter.label} (by {self.created_by}, {self.created_at:%d %b %H:%M} UTC)"

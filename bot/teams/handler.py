@@ -494,7 +494,7 @@ class SentinelBot(TeamsActivityHandler):
                     return Reply([replies.message(WATCHES_OFF)])
                 return Reply([replies.message(await self.watches.command(
                     routed.command, conversation_id=request.conversation_id, reference=request.reference,
-                    user_name=request.user_name, user_aad_id=request.user_aad_id))])
+                    user_name=request.user_name, user_aad_id=request.user_aad_id, where=_where(context.activity)))])
             case Route.NO_REFERENCE:  # answered without the model, which could only guess
                 facts.kind, facts.command = TurnKind.COMMAND, facts.command or "reference"
                 return Reply([replies.message(routed.text)])

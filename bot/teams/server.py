@@ -319,7 +319,7 @@ def _watch_poller(surface: Surface, sentinel: SentinelClient, storage: Storage,
     return WatchPoller(store, sentinel_feed(sentinel), AdapterSender(surface.adapter, settings.microsoft_app_id or ""),
                        BlobLease(storage.container()) if isinstance(storage, EscapedBlobStorage)
                        else StoreLease(storage, seconds=2 * interval + 10), interval_s=interval, demo=sentinel.is_demo,
-                       changes_buttons=desk is not None and desk.enabled)
+                       changes_buttons=desk is not None and desk.enabled, access=surface.bot.access)
 
 
 class _Durable:

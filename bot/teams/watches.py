@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -49,6 +50,7 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import ChangedIncident, QueryError
 from bot.sentinel.params import InvalidParameter
 from bot.teams import replies
+from bot.teams.access import AccessPolicy, Where
 from bot.teams.progress import _status_of, send_with_retry
 
 log = logging.getLogger(__name__)
@@ -91,7 +93,7 @@ class WatchStore:
         self._records: dict[str, dict[str, Any]] = {}
 
     async def command(self, command: Command, *, conversation_id: str, reference: ConversationReference,
-                      user_name: str | None, user_aad_id: str | None) -> str:
+                      user_name: str | None, user_aad_id: str | None, where: Where | None = None) -> str:
         """The reply to watch / watches / unwatch in a conversation."""
         if command.name == "watches":
             return self.describe(await self.watches(conversation_id))
@@ -101,7 +103,8 @@ class WatchStore:
             checked = watch_filter(command.arguments, user_aad_id, user_name)
         except InvalidParameter as problem:
             return f"I could not make that watch: {problem}"
-        watch = Watch(checked, user_name or "someone", self.clock(), user_aad_id)
+        watch = Watch(checked, user_name or "someone", self.clock(), user_aad_id,
+                      dataclasses.asdict(where) if where is not None else {})
         return await self.add(conversation_id, reference, watch)
 
     async def add(self, conversation_id: str, reference: ConversationReference, watch: Watch) -> str:
@@ -443,8 +446,9 @@ class PollReport:
 class WatchPoller:
     def __init__(self, store: WatchStore, changes: ChangeFeed, sender: Sender, lease: Lease, *,
                  interval_s: float, demo: bool, changes_buttons: bool = False,
-                 clock: Clock = lambda: datetime.now(UTC)) -> None:
+                 clock: Clock = lambda: datetime.now(UTC), access: AccessPolicy | None = None) -> None:
         self.store = store
+        self.access = access
         self.changes = changes
         self.sender = sender
         self.lease = lease
@@ -523,12 +527,37 @@ class WatchPoller:
             cursor.advance(rows, now)
             await self.store.save_cursor(cursor)
             return
-        subscribers = await self.store.subscribers()
+        subscribers = await self.admitted(await self.store.subscribers())
         todo = plan(fresh, subscribers, await self.store.posted([i.number for i in fresh]))
         delivered = await self._deliver(todo, report)
         if delivered:
             cursor.advance(fresh, now)
             await self.store.save_cursor(cursor)
+
+    async def admitted(self, subscribers: Sequence[Subscriber]) -> list[Subscriber]:
+        """The watches whose place the access policy still admits (tenant, conversation type, team, channel, and
+        their maker as a reader), checked at each poll with changes: a watch made where the bot may no longer
+        answer posts nothing there."""
+        if self.access is None:
+            return list(subscribers)
+        decided: dict[tuple[Any, ...], bool] = {}
+        out = []
+        for subscriber in subscribers:
+            kept = []
+            for watch in subscriber.watches:
+                w = watch.where
+                where = Where(w.get("tenant_id"), w.get("object_id"), w.get("conversation_type") or "personal",
+                              w.get("team_id"), w.get("channel_id"))
+                key = dataclasses.astuple(where)
+                if key not in decided:  # a watch kept from before places were recorded is admitted
+                    decided[key] = not w or await self.access.refusal(where) is None
+                if decided[key]:
+                    kept.append(watch)
+                else:
+                    log.info("watch: not posting to %s, where the access policy no longer admits it", subscriber.key)
+            if kept:
+                out.append(dataclasses.replace(subscriber, watches=tuple(kept)))
+        return out
 
     async def _deliver(self, todo: Plan, report: PollReport) -> bool:
         """Post and update; True when nothing is left to try again (a removed bot's posts never will be)."""
