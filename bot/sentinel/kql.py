@@ -21,14 +21,12 @@ from datetime import UTC, datetime
 from functools import cache, singledispatch
 from typing import Any
 
-from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
+from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.queries.legacy import (
     AlertsQuery,
-    AlertTrendQuery,
     IncidentDetailQuery,
     IncidentsQuery,
     LegacyQuery,
-    TopEntitiesQuery,
 )
 from bot.sentinel.spec import (
     ALERT_SORT,
@@ -39,6 +37,7 @@ from bot.sentinel.spec import (
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
     MAX_OTHER_MATCHES,
+    FilteredQuery,
 )
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -71,18 +70,18 @@ def _unwritable(ch: str) -> bool:
 
 def severity_list(min_severity: Severity) -> str:
     """``("High", "Medium")`` for Medium: the severities at or above the minimum."""
-    return _in(min_severity.at_least())
+    return in_list(min_severity.at_least())
 
 
-def _in(severities: tuple[Severity, ...]) -> str:
+def in_list(severities: tuple[Severity, ...]) -> str:
     return "(" + ", ".join(string_literal(s.value) for s in severities) + ")"
 
 
-def _ago(window: TimeWindow) -> str:
+def ago(window: TimeWindow) -> str:
     return f"ago({window.kql_timespan})"
 
 
-_SEVERITY_RANK = 'case(Severity == "High", 0, Severity == "Medium", 1, Severity == "Low", 2, 3)'
+SEVERITY_RANK = 'case(Severity == "High", 0, Severity == "Medium", 1, Severity == "Low", 2, 3)'
 OWNER = "coalesce(tostring(Owner.assignedTo), tostring(Owner.email), tostring(Owner.userPrincipalName))"
 ALERT_COUNT = "coalesce(toint(AdditionalData.alertsCount), toint(array_length(AlertIds)))"
 
@@ -106,7 +105,7 @@ def entity_value_expression(var: str = "Entity", type_column: str = "EntityType"
     return "case(" + ",\n        ".join(branches) + ',\n        "")'
 
 
-def _expand_entities(alerts: str, indent: str = "    ") -> str:
+def expand_entities(alerts: str, indent: str = "    ") -> str:
     """Rows of ``alerts`` expanded to one row per identifiable entity (EntityType, EntityValue)."""
     return (
         f"{alerts}\n"
@@ -134,18 +133,18 @@ def legacy_build(query: LegacyQuery) -> str:
 @legacy_build.register
 def _incidents(query: IncidentsQuery) -> str:
     f = query.filters
-    since, created = _bounds(query, "TimeGenerated", upper=False), _bounds(query, "CreatedTime")
+    since, created = bounds(query, "TimeGenerated", upper=False), bounds(query, "CreatedTime")
     description = " Description," if f.search else ""
-    return f"""// query_incidents: incidents created {_scope(query)}, latest state of each
-{_declarations(query)}let matched = materialize(SecurityIncident
+    return f"""// query_incidents: incidents created {scope(query)}, latest state of each
+{filter_declarations(query)}let matched = materialize(SecurityIncident
     | where {since}
     | where {created}
     | summarize arg_max(TimeGenerated, Title,{description} Severity, Status, Owner, CreatedTime, LastModifiedTime,
         AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber
-    | where Severity in {_in(query.severities)}{_filters(query, "Title")});
+    | where Severity in {in_list(query.severities)}{filters(query, "Title")});
 matched
-| extend SeverityRank = {_SEVERITY_RANK}, AlertCount = {ALERT_COUNT}
-| sort by {_order(INCIDENT_SORT[f.sort])}
+| extend SeverityRank = {SEVERITY_RANK}, AlertCount = {ALERT_COUNT}
+| sort by {order_by(INCIDENT_SORT[f.sort])}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
 | project IncidentNumber, Title, Severity, Status, Owner = {OWNER},
@@ -154,7 +153,7 @@ matched
     IncidentUrl, Classification, TotalMatched"""
 
 
-def _order(keys: tuple[tuple[str, bool], ...]) -> str:
+def order_by(keys: tuple[tuple[str, bool], ...]) -> str:
     return ", ".join(f"{column} {'desc' if descending else 'asc'}" for column, descending in keys)
 
 
@@ -163,33 +162,36 @@ _OWNER_FIELDS = ("tostring(Owner.objectId)", "tostring(Owner.userPrincipalName)"
                  "tostring(Owner.assignedTo)", 'tostring(split(tostring(Owner.userPrincipalName), "@")[0])')
 
 
-def _declarations(query: IncidentsQuery | AlertsQuery | TopEntitiesQuery) -> str:
-    """The analyst's free text, each value declared once as one escaped literal and used by name below."""
-    if isinstance(query, TopEntitiesQuery):
-        owner, search, entity = None, None, query.entity
-    else:
-        f = query.filters
-        owner, search, entity = f.owner.person if f.owner else None, f.search, f.entity
+def declarations(*, owner: str | None = None, search: str | None = None, entity: str | None = None,
+                 involved_alerts: bool = False) -> str:
+    """The analyst's free text, each value declared once as one escaped literal and used by name below;
+    ``involved_alerts``: also the ids of the alerts that name the entity (an incident list's entity filter)."""
     lines = [f"let owner_wanted = {string_literal(owner)};\n" if owner is not None else "",
              f"let search_text = {string_literal(search)};\n" if search is not None else "",
              f"let entity_wanted = tolower({string_literal(entity)});\n" if entity is not None else ""]
-    if entity is not None and isinstance(query, IncidentsQuery):
+    if entity is not None and involved_alerts:
         lines.append(f"""let involved_alerts = toscalar(SecurityAlert
     | where TimeGenerated > ago({DETAIL_LOOKBACK.days}d)
-    | summarize arg_max(TimeGenerated, Entities) by SystemAlertId{_involving(entity)}
+    | summarize arg_max(TimeGenerated, Entities) by SystemAlertId{involving(entity)}
     | summarize make_set(SystemAlertId));\n""")
     return "".join(lines)
 
 
-def _involving(entity: str) -> str:
+def filter_declarations(query: FilteredQuery) -> str:
+    f = query.filters
+    return declarations(owner=f.owner.person if f.owner else None, search=f.search, entity=f.entity,
+                        involved_alerts=not query.of_alerts)
+
+
+def involving(entity: str) -> str:
     """Rows (with Entities) that name the wanted entity, by its identifying value in any letter case. A value
     that JSON writes as it is (a host, IP, account, hash) first skips, by a text match, the rows that cannot hold it."""
-    plain = _JSON_VERBATIM.fullmatch(entity) is not None
-    return ("\n    | where Entities contains entity_wanted" if plain else "") + _INVOLVING
+    plain = JSON_VERBATIM.fullmatch(entity) is not None
+    return ("\n    | where Entities contains entity_wanted" if plain else "") + INVOLVING_TAIL
 
 
-_JSON_VERBATIM = re.compile(r"[A-Za-z0-9.@:_-]+")
-_INVOLVING = f"""
+JSON_VERBATIM = re.compile(r"[A-Za-z0-9.@:_-]+")
+INVOLVING_TAIL = f"""
     | mv-apply Entity = parse_json(Entities) on (
         extend EntityType = tostring(Entity.Type)
         | extend EntityValue = {entity_value_expression()}
@@ -197,7 +199,7 @@ _INVOLVING = f"""
     | where Involved > 0"""
 
 
-def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
+def filters(query: FilteredQuery, title: str) -> str:
     """The status, owner and keyword filters on the latest state (after arg_max), one ``| where`` each."""
     f = query.filters
     parts = []
@@ -209,10 +211,10 @@ def _filters(query: IncidentsQuery | AlertsQuery, title: str) -> str:
         parts.append("(" + "\n        or ".join(f"{field} =~ owner_wanted" for field in _OWNER_FIELDS) + ")")
     if f.search:
         parts.append(f"({title} contains search_text or Description contains search_text)")
-    if f.entity and isinstance(query, IncidentsQuery):
+    if f.entity and not query.of_alerts:
         parts.append("array_length(set_intersect(AlertIds, involved_alerts)) > 0")
-    involving = _involving(f.entity) if f.entity and isinstance(query, AlertsQuery) else ""
-    return "".join(f"\n    | where {part}" for part in parts) + involving
+    tail = involving(f.entity) if f.entity and query.of_alerts else ""
+    return "".join(f"\n    | where {part}" for part in parts) + tail
 
 
 def moment(value: datetime) -> str:
@@ -220,18 +222,18 @@ def moment(value: datetime) -> str:
     return f"datetime({value.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')})"
 
 
-def _bounds(query: IncidentsQuery | AlertsQuery, column: str, *, upper: bool = True) -> str:
+def bounds(query: FilteredQuery, column: str, *, upper: bool = True) -> str:
     """``column`` inside the query's range: the window ending now, or from/to (a missing "from" is the window's
     length before "to")."""
     f = query.filters
     if not f.ranged:
-        return f"{column} > {_ago(query.window)}"
+        return f"{column} > {ago(query.window)}"
     end = moment(f.end) if f.end else None
     start = moment(f.start) if f.start else f"{end} - {query.window.kql_timespan}"
     return f"{column} >= {start}" + (f" and {column} < {end}" if upper and end else "")
 
 
-def _scope(query: IncidentsQuery | AlertsQuery) -> str:
+def scope(query: FilteredQuery) -> str:
     f = query.filters
     if not f.ranged:
         return f"in the {query.window.label}"
@@ -271,7 +273,7 @@ let alert_list = toscalar(alerts
     | summarize make_list(bag_pack("id", SystemAlertId, "name", AlertName, "severity", AlertSeverity,
         "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
         "tactics", Tactics)));
-let entity_list = toscalar({_expand_entities("alerts", "    ")}
+let entity_list = toscalar({expand_entities("alerts", "    ")}
     | summarize by EntityType, EntityValue
     | sort by EntityType asc, EntityValue asc
     | take {MAX_DETAIL_ENTITIES}
@@ -294,15 +296,15 @@ incident
 def _alerts(query: AlertsQuery) -> str:
     f = query.filters
     description = " Description," if f.search else ""
-    return f"""// query_alerts: alerts {_scope(query)}, latest state of each
-{_declarations(query)}let matched = materialize(SecurityAlert
-    | where {_bounds(query, "TimeGenerated")}
+    return f"""// query_alerts: alerts {scope(query)}, latest state of each
+{filter_declarations(query)}let matched = materialize(SecurityAlert
+    | where {bounds(query, "TimeGenerated")}
     | summarize arg_max(TimeGenerated, AlertName,{description} AlertSeverity, Status, ProductName, ProviderName,
         Tactics, Entities) by SystemAlertId
-    | where AlertSeverity in {_in(query.severities)}{_filters(query, "AlertName")});
+    | where AlertSeverity in {in_list(query.severities)}{filters(query, "AlertName")});
 matched
-| extend SeverityRank = {_SEVERITY_RANK.replace("Severity", "AlertSeverity")}
-| sort by {_order(ALERT_SORT[f.sort])}
+| extend SeverityRank = {SEVERITY_RANK.replace("Severity", "AlertSeverity")}
+| sort by {order_by(ALERT_SORT[f.sort])}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
 | mv-apply Entity = parse_json(Entities) on (
@@ -316,40 +318,3 @@ matched
     TimeGenerated, Tactics, EntityLabels, TotalMatched"""
 
 
-@legacy_build.register
-def _alert_trend(query: AlertTrendQuery) -> str:
-    ago = _ago(query.window)
-    step = "1h" if query.bin_size is BinSize.HOUR else "1d"
-    return f"""// get_alert_trend: alerts per {step} bin and severity over the {query.window.label}, zero-filled
-SecurityAlert
-| where TimeGenerated > {ago}
-| summarize arg_max(TimeGenerated, AlertSeverity) by SystemAlertId
-| where AlertSeverity in {severity_list(query.min_severity)}
-| make-series AlertCount = count() default = 0 on TimeGenerated from bin({ago}, {step}) to now() step {step}
-    by AlertSeverity
-| mv-expand BinStart = TimeGenerated to typeof(datetime), AlertCount to typeof(long)
-| project BinStart, AlertSeverity, AlertCount
-| order by BinStart asc, AlertSeverity asc"""
-
-
-@legacy_build.register
-def _top_entities(query: TopEntitiesQuery) -> str:
-    ago = _ago(query.window)
-    alerts = f"""SecurityAlert
-    | where TimeGenerated > {ago}
-    | summarize arg_max(TimeGenerated, AlertSeverity, Entities) by SystemAlertId
-    | where AlertSeverity in {severity_list(query.min_severity)}"""
-    # One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
-    wanted = "\n    | where EntityKey == entity_wanted" if query.entity is not None else ""
-    return f"""// get_top_entities: entities seen in the most alerts over the {query.window.label}
-{_declarations(query)}let entities = materialize({_expand_entities(alerts)}
-    | extend EntityKey = tolower(EntityValue){wanted}
-    | summarize EntityValue = min(EntityValue) by SystemAlertId, AlertSeverity, TimeGenerated, EntityType, EntityKey
-    | summarize AlertCount = count(), HighSeverityCount = countif(AlertSeverity == "High"),
-        FirstSeen = min(TimeGenerated), LastSeen = max(TimeGenerated), EntityValue = min(EntityValue)
-        by EntityType, EntityKey);
-entities
-| sort by AlertCount desc, HighSeverityCount desc, LastSeen desc, EntityType asc, EntityValue asc
-| take {query.limit}
-| extend TotalMatched = toscalar(entities | count)
-| project EntityType, EntityValue, AlertCount, HighSeverityCount, FirstSeen, LastSeen, TotalMatched"""

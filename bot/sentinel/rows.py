@@ -18,12 +18,10 @@ from typing import Any
 
 from bot.sentinel.models import (
     AlertSummary,
-    EntityCount,
     EntityRef,
     Incident,
     IncidentDetail,
     IncidentMatch,
-    TrendBin,
 )
 
 log = logging.getLogger(__name__)
@@ -202,26 +200,6 @@ def alert(row: Row) -> AlertSummary:
         tactics=tactics(row.get("Tactics")),
         entities=tuple(ordered[:MAX_ENTITIES_PER_ALERT_SHOWN]),
         entity_count=len(labels),
-    )
-
-
-def trend_bin(row: Row) -> TrendBin:
-    start = as_datetime(row.get("BinStart"))
-    return TrendBin(
-        start=start or datetime.fromtimestamp(0, UTC),
-        severity=as_text(row.get("AlertSeverity")),
-        count=as_int(row.get("AlertCount")),
-    )
-
-
-def entity_count(row: Row) -> EntityCount:
-    return EntityCount(
-        type=as_text(row.get("EntityType")),
-        value=as_text(row.get("EntityValue")),
-        alert_count=as_int(row.get("AlertCount")),
-        high_severity_count=as_int(row.get("HighSeverityCount")),
-        last_seen=as_datetime(row.get("LastSeen")),
-        first_seen=as_datetime(row.get("FirstSeen")),
     )
 
 

@@ -21,7 +21,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
-from bot.sentinel.params import DETAIL_LOOKBACK, Filters, InvalidParameter, Severity, SortOrder, TimeWindow
+from bot.sentinel.params import (
+    ALERT_STATUSES,
+    DETAIL_LOOKBACK,
+    INCIDENT_STATUSES,
+    Filters,
+    InvalidParameter,
+    Severity,
+    SortOrder,
+    TimeWindow,
+    parse_entity,
+    parse_limit,
+    parse_moment,
+    parse_owner,
+    parse_search,
+    parse_severities,
+    parse_severity,
+    parse_sort,
+    parse_status,
+    parse_time_window,
+)
 
 Row = Mapping[str, Any]
 
@@ -78,6 +97,39 @@ class QuerySpec:
             if param.required and arguments.get(param.name) is None:
                 raise InvalidParameter(param.name, f"is required: {param.required}")
         return self.make(**{p.field or p.name: p.parse(arguments.get(p.name)) for p in self.params})
+
+
+# Parameters several queries take. Every description is sent on every model call: the window's hint once (on
+# the first tool) is enough for the model.
+def window_param(default: TimeWindow, hint: bool = False) -> Param:
+    return Param("time_window", lambda v: parse_time_window(v, default),
+                 "Ending now (\"overnight\"/\"today\" = last_24h, \"this week\" = last_7d)." if hint else "",
+                 enum=tuple(w.value for w in TimeWindow), default=default.value)
+
+
+SEVERITY_PARAM = Param("min_severity", parse_severity, enum=tuple(s.value for s in Severity))
+ENTITY_PARAM = Param("entity", parse_entity, "A host, account, IP, hash, URL...")
+
+
+def limit_param(default: int, maximum: int, what: str) -> Param:
+    return Param("limit", lambda v: parse_limit(v, default, maximum), f"Max {what}.", kind="integer", minimum=1,
+                 maximum=maximum)
+
+
+def filter_params(table: str, sorts: tuple[SortOrder, ...]) -> tuple[Param, ...]:
+    """The optional filters of a list (incidents or alerts); ``make`` gets them as ``Filters`` fields."""
+    statuses = INCIDENT_STATUSES if table == "incident" else ALERT_STATUSES[:-1]
+    return (
+        Param("severity", parse_severities, "e.g. \"High,Low\"", field="severities"),
+        # "open" is every status but the closed ones.
+        Param("status", lambda v: parse_status(v, table), enum=("open", *statuses)),
+        *((Param("owner", parse_owner, "Name, UPN, me or unassigned."),) if table == "incident" else ()),
+        Param("search", parse_search, "In title or description."),
+        Param("from", lambda v: parse_moment(v, "from"), "ISO 8601.", field="start"),
+        Param("to", lambda v: parse_moment(v, "to"), field="end"),
+        Param("sort", lambda v: parse_sort(v, table), enum=tuple(o.value for o in sorts)),  # severity unless asked
+        ENTITY_PARAM,
+    )
 
 
 # Caps on nested lists inside one result row.

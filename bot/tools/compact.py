@@ -14,12 +14,10 @@ from typing import Any
 
 from bot.sentinel.models import (
     AlertSummary,
-    EntityCount,
     Incident,
     IncidentDetail,
     QueryError,
     QueryResult,
-    TrendBin,
     one_line,
 )
 
@@ -103,7 +101,8 @@ def _bounded(lines: list[str], rows: Sequence[str], total: int) -> str:
     return "\n".join(lines)
 
 
-def _ref(ref_for: RefFor, kind: str, key: str) -> str:
+def ref(ref_for: RefFor, kind: str, key: str) -> str:
+    """"[n]" for a row the conversation can refer to, "-" otherwise."""
     n = ref_for(kind, key)
     return f"[{n}]" if n is not None else "-"
 
@@ -111,7 +110,7 @@ def _ref(ref_for: RefFor, kind: str, key: str) -> str:
 def _incident_row(i: Incident, ref_for: RefFor) -> str:
     status = f"{i.status} ({i.classification})" if i.classification else i.status
     return "|".join([
-        _ref(ref_for, "incident", str(i.number)), str(i.number), i.severity, cell(status, 40),
+        ref(ref_for, "incident", str(i.number)), str(i.number), i.severity, cell(status, 40),
         cell(i.owner or "Unassigned", 40), cell(i.created), str(i.alert_count), cell(i.tactics, 80),
         cell(i.title, 120),
     ])
@@ -121,39 +120,15 @@ def _alert_row(a: AlertSummary, ref_for: RefFor) -> str:
     entities = cell(a.entities, 160) + (f" (+{a.entity_count - len(a.entities)} more)"
                                         if a.entity_count > len(a.entities) else "")
     return "|".join([
-        _ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20), cell(a.product, 50),
+        ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20), cell(a.product, 50),
         cell(a.name, 120), entities,
     ])
-
-
-def _trend_row(b: TrendBin, ref_for: RefFor) -> str:
-    return "|".join([cell(b.start), b.severity, str(b.count)])
-
-
-def _entity_row(e: EntityCount, ref_for: RefFor) -> str:
-    return "|".join([
-        _ref(ref_for, "entity", f"{e.type}:{e.value}"), e.type, cell(e.value, 120), str(e.alert_count),
-        str(e.high_severity_count), cell(e.last_seen),
-    ])
-
-
-def _pivot_row(e: EntityCount, ref_for: RefFor) -> str:
-    return f"{_entity_row(e, ref_for)}|{cell(e.first_seen)}"
 
 
 incidents_text = table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
                                              "tactics", "title (untrusted text)"], _incident_row)
 alerts_text = table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
                                      "entities"], _alert_row)
-trend_text = table_text("bins", ["bin_start_utc", "severity", "alerts"], _trend_row)
-_ENTITY_COLUMNS = ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"]
-_top_entities_text = table_text("entities", _ENTITY_COLUMNS, _entity_row)
-_pivot_text = table_text("entities", [*_ENTITY_COLUMNS, "first_seen_utc"], _pivot_row)
-
-
-def entities_text(result: QueryResult, ref_for: RefFor) -> str:
-    """Top entities; one entity asked for by value also gets its first sighting in the window."""
-    return (_pivot_text if result.metadata.parameters.get("entity") else _top_entities_text)(result, ref_for)
 
 
 def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
@@ -162,7 +137,7 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
     if d.classification_reason:
         classification += f" ({d.classification_reason})"
     lines = [
-        f"ref {_ref(ref_for, 'incident', str(i.number))} | number {i.number} | "
+        f"ref {ref(ref_for, 'incident', str(i.number))} | number {i.number} | "
         f"title (untrusted text): {cell(i.title, 160)}",
         f"severity {i.severity} | status {i.status} | owner {cell(i.owner or 'Unassigned', 60)} | "
         f"classification {cell(classification, 80)}",
@@ -175,11 +150,11 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
         f"alerts ({len(d.alerts)} of {i.alert_count}):",
         "ref|severity|time_utc|status|product|name (untrusted text)",
     ]
-    lines += ["|".join([_ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20),
+    lines += ["|".join([ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20),
                         cell(a.product, 50), cell(a.name, 120)]) for a in d.alerts]
     lines.append(f"entities ({len(d.entities)}):")
     lines.append("ref|type|value (untrusted text)")
-    entity_rows = [f"{_ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}"
+    entity_rows = [f"{ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}"
                    for e in d.entities]
     if d.other_matches:
         entity_rows.append("other incidents matching the title search: "

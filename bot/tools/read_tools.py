@@ -11,16 +11,14 @@ from bot import cards
 from bot.sentinel.params import (
     ALERT_STATUSES,
     INCIDENT_STATUSES,
-    MAX_ENTITY_LIMIT,
     MAX_LIMIT,
-    BinSize,
     Severity,
     SortOrder,
     TimeWindow,
 )
 from bot.sentinel.queries import MODEL_QUERY_NAMES, parameter_names
 from bot.tools import compact
-from bot.tools.queries import on_call
+from bot.tools.queries import alert_trend, on_call, top_entities
 from bot.tools.tool import Parameter, Tool
 
 _WINDOW_EXAMPLE = '{"time_window": "last_24h"}'
@@ -92,37 +90,8 @@ QUERY_ALERTS = Tool(
     card=cards.alerts_card,
 )
 
-GET_ALERT_TREND = Tool(
-    "get_alert_trend",
-    "Alert counts per time bin and severity, zero-filled. For volume, spikes and \"is this unusual?\".",
-    (
-        _window(TimeWindow.LAST_7D),
-        _SEVERITY,
-        Parameter(
-            "bin_size",
-            "auto = hourly up to 3 days, else daily.",
-            enum=tuple(b.value for b in BinSize),
-        ),
-    ),
-    "Analyzing alert trends...",
-    _WINDOW_EXAMPLE,
-    text=compact.trend_text,
-    card=cards.trend_card,
-)
-
-GET_TOP_ENTITIES = Tool(
-    "get_top_entities",
-    "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High-severity counts. For "
-    "\"which hosts/users were hit most\".",
-    (_window(TimeWindow.LAST_7D), _SEVERITY, _limit(MAX_ENTITY_LIMIT, "entities"), _ENTITY),
-    "Finding top targeted entities...",
-    _WINDOW_EXAMPLE,
-    text=compact.entities_text,
-    card=cards.entities_card,
-)
-
 # In the order the model is offered them.
-READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, GET_INCIDENT_DETAIL, QUERY_ALERTS, GET_ALERT_TREND, GET_TOP_ENTITIES,
+READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, GET_INCIDENT_DETAIL, QUERY_ALERTS, alert_trend.TOOL, top_entities.TOOL,
                                 on_call.TOOL)
 
 # The declarations must describe exactly the data layer's queries and parameters (its internal ones, such as

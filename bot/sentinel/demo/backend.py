@@ -43,11 +43,9 @@ from bot.sentinel.params import BinSize, Filters
 from bot.sentinel.queries import spec_of
 from bot.sentinel.queries.legacy import (
     AlertsQuery,
-    AlertTrendQuery,
     IncidentDetailQuery,
     IncidentsQuery,
     LegacyQuery,
-    TopEntitiesQuery,
 )
 from bot.sentinel.spec import (
     MAX_DESCRIPTION_CHARS,
@@ -397,94 +395,6 @@ class DemoBackend:
             params,
         )
         return sql.with_entity_labels(conn, rows)
-
-    @legacy_run.register
-    def _alert_trend(self, query: AlertTrendQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = sql.window_bounds(query.window, now, BinSize.HOUR)
-        hourly = query.bin_size is BinSize.HOUR
-        # ISO text truncated to the hour or the day is the bin's start.
-        prefix = 13 if hourly else 10
-        wanted = sql.severities_in(query.min_severity)
-        counts = sql.fetch(
-            conn,
-            f"""WITH {sql.uncounted(wanted)},
-                parts AS (
-                    SELECT substr(TimeGenerated, 1, {prefix}) AS Bin, AlertSeverity, COUNT(*) AS Alerts
-                    FROM uncounted GROUP BY 1, 2
-                    UNION ALL
-                    SELECT substr(Hour, 1, {prefix}), AlertSeverity, SUM(Alerts) FROM AlertHour
-                    WHERE Hour > :start_bucket AND AlertSeverity IN {wanted} GROUP BY 1, 2)
-                SELECT Bin, AlertSeverity, SUM(Alerts) AS AlertCount FROM parts GROUP BY Bin, AlertSeverity""",
-            params,
-        )
-        # make-series: one series per severity present, zero-filled over [bin(start), now).
-        step = query.bin_size.duration
-        first = sql.floor(now - query.window.duration, step)
-        bins = []
-        moment = first
-        while moment < now:
-            bins.append(moment)
-            moment += step
-        found = {(c["Bin"], c["AlertSeverity"]): c["AlertCount"] for c in counts}
-        severities = sorted({c["AlertSeverity"] for c in counts})
-        rows = []
-        for start in bins:
-            key = iso(start)[:prefix]
-            for severity in severities:
-                count = found.get((key, severity), 0)
-                rows.append({"BinStart": iso(start), "AlertSeverity": severity, "AlertCount": count})
-        return rows
-
-    @legacy_run.register
-    def _top_entities(self, query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        params = sql.window_bounds(query.window, now, BinSize.DAY) | {"limit": query.limit,
-                                                            "entity": (query.entity or "").lower()}
-        severities = sql.severities_in(query.min_severity)
-        # One entity, or all: an EntityId is one type and lower-case value (``Entity.EntityKey``).
-        wanted = "AND n.EntityKey = :entity" if query.entity is not None else ""
-        of_wanted = ("AND EntityId IN (SELECT EntityId FROM Entity WHERE EntityKey = :entity)"
-                     if query.entity is not None else "")
-        return sql.fetch(
-            conn,
-            f"""WITH {sql.uncounted(severities)},
-                live AS MATERIALIZED (  -- AlertEntity is already distinct per alert row
-                    SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
-                           MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen,
-                           MIN(e.EntityValue) AS Shown
-                    FROM uncounted AS u JOIN AlertEntity AS e ON e.AlertRowId = u.AlertRowId
-                    JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey {wanted}
-                    GROUP BY 1),
-                settled AS MATERIALIZED (
-                    SELECT EntityId, SUM(Alerts) AS Alerts,
-                           COALESCE(SUM(CASE AlertSeverity WHEN 'High' THEN Alerts END), 0) AS High,
-                           MAX(LastSeen) AS LastSeen, MIN(FirstSeen) AS FirstSeen, MIN(Shown) AS Shown
-                    FROM EntityDay WHERE Day > :start_bucket AND AlertSeverity IN {severities} {of_wanted}
-                    GROUP BY EntityId),
-                counted AS MATERIALIZED (
-                    SELECT s.EntityId, s.Alerts + COALESCE(l.Alerts, 0) AS AlertCount,
-                           s.High + COALESCE(l.High, 0) AS High,
-                           max(s.LastSeen, COALESCE(l.LastSeen, '')) AS LastSeen,
-                           min(s.FirstSeen, COALESCE(l.FirstSeen, s.FirstSeen)) AS FirstSeen,
-                           min(s.Shown, COALESCE(l.Shown, s.Shown)) AS Shown
-                    FROM settled AS s LEFT JOIN live AS l ON l.EntityId = s.EntityId
-                    UNION ALL
-                    SELECT * FROM live WHERE EntityId NOT IN (SELECT EntityId FROM settled)),
-                -- The limit-th entity's counts: only entities at or above them need a name (type and value
-                -- break the remaining ties), so thousands of one-off entities are never joined or sorted by text.
-                cutoff AS (SELECT AlertCount, High, LastSeen FROM counted
-                           ORDER BY AlertCount DESC, High DESC, LastSeen DESC LIMIT 1 OFFSET :limit - 1)
-                -- Shown by its least spelling among this window's alerts, as the KQL's min(EntityValue).
-                SELECT n.EntityType, c.Shown AS EntityValue, c.AlertCount, c.High AS HighSeverityCount, c.FirstSeen,
-                       c.LastSeen,
-                       (SELECT COUNT(*) FROM counted) AS TotalMatched
-                FROM counted AS c JOIN Entity AS n ON n.EntityId = c.EntityId
-                WHERE NOT EXISTS (SELECT 1 FROM cutoff)
-                   OR (c.AlertCount, c.High, c.LastSeen) >= (SELECT AlertCount, High, LastSeen FROM cutoff)
-                ORDER BY c.AlertCount DESC, c.High DESC, c.LastSeen DESC, n.EntityType, c.Shown
-                LIMIT :limit""",
-            params,
-        )
-
 
 def _add_incident(conn: sqlite3.Connection, incident: dict[str, Any], alert: dict[str, Any]) -> None:
     """An injected incident's rows into a database (its triggers keep the latest-row tables right)."""

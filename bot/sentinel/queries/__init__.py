@@ -13,16 +13,12 @@ from typing import Any
 
 from bot.sentinel import kql, rows
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
-from bot.sentinel.queries import incident_changes, legacy, on_call
+from bot.sentinel.queries import alert_trend, incident_changes, legacy, on_call, top_entities
+from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
-from bot.sentinel.queries.legacy import (
-    AlertsQuery,
-    AlertTrendQuery,
-    IncidentDetailQuery,
-    IncidentsQuery,
-    TopEntitiesQuery,
-)
+from bot.sentinel.queries.legacy import AlertsQuery, IncidentDetailQuery, IncidentsQuery
 from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQuery
+from bot.sentinel.queries.top_entities import TopEntitiesQuery
 from bot.sentinel.spec import (
     ALERT_SORT,
     ENTITY_VALUE_RULES,
@@ -59,8 +55,8 @@ QUERIES: tuple[QuerySpec, ...] = (
     _legacy("query_incidents", rows.incident, ("IncidentNumber",)),
     _legacy("get_incident_detail", rows.incident_detail, ("IncidentNumber",)),
     _legacy("query_alerts", rows.alert, ("SystemAlertId",)),
-    _legacy("get_alert_trend", rows.trend_bin, ("BinStart",)),
-    _legacy("get_top_entities", rows.entity_count, ("EntityValue",)),
+    alert_trend.SPEC,
+    top_entities.SPEC,
     on_call.SPEC,
     incident_changes.SPEC,
 )

@@ -12,18 +12,12 @@ from datetime import timedelta
 from typing import Any
 
 from bot.sentinel.params import (
-    DEFAULT_ENTITY_LIMIT,
     DEFAULT_LIMIT,
     DETAIL_LOOKBACK,
-    MAX_ENTITY_LIMIT,
     MAX_LIMIT,
-    MAX_TREND_BINS,
-    BinSize,
     Filters,
     IncidentRef,
     InvalidParameter,
-    TimeWindow,
-    parse_bin_size,
     parse_entity,
     parse_incident_ref,
     parse_limit,
@@ -36,7 +30,7 @@ from bot.sentinel.params import (
     parse_status,
     parse_time_window,
 )
-from bot.sentinel.spec import FilteredQuery, ListQuery, WindowQuery
+from bot.sentinel.spec import FilteredQuery
 
 
 class IncidentsQuery(FilteredQuery):
@@ -54,16 +48,6 @@ class AlertsQuery(FilteredQuery):
 
 
 @dataclass(frozen=True)
-class TopEntitiesQuery(ListQuery):
-    entity: str | None = None  # only this entity (its value, any letter case): its counts and first/last seen
-
-    tool = "get_top_entities"
-
-    def parameters(self) -> dict[str, Any]:
-        return super().parameters() | ({"entity": self.entity} if self.entity else {})
-
-
-@dataclass(frozen=True)
 class IncidentDetailQuery:
     ref: IncidentRef
     tool = "get_incident_detail"
@@ -77,28 +61,7 @@ class IncidentDetailQuery:
         return {"incident_ref": value}
 
 
-@dataclass(frozen=True)
-class AlertTrendQuery(WindowQuery):
-    bin_size: BinSize  # resolved on construction: never AUTO
-
-    tool = "get_alert_trend"
-
-    def __post_init__(self) -> None:
-        if self.bin_size is BinSize.AUTO:
-            object.__setattr__(self, "bin_size", self.bin_size.resolve(self.window))
-        bins = self.window.duration / self.bin_size.duration
-        if bins > MAX_TREND_BINS:
-            raise InvalidParameter(
-                "bin_size",
-                f"{self.bin_size.value} bins over {self.window.value} would be {int(bins)} bins "
-                f"(at most {MAX_TREND_BINS}): use bin_size 1d or auto",
-            )
-
-    def parameters(self) -> dict[str, Any]:
-        return super().parameters() | {"bin_size": self.bin_size.value}
-
-
-LegacyQuery = IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery
+LegacyQuery = IncidentsQuery | IncidentDetailQuery | AlertsQuery
 
 # The result columns of each query, in order. Both backends return rows with exactly these keys.
 LEGACY_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -115,10 +78,6 @@ LEGACY_COLUMNS: dict[str, tuple[str, ...]] = {
     AlertsQuery.tool: (
         "SystemAlertId", "AlertName", "AlertSeverity", "Status", "ProductName", "TimeGenerated",
         "Tactics", "EntityLabels", "TotalMatched",
-    ),
-    AlertTrendQuery.tool: ("BinStart", "AlertSeverity", "AlertCount"),
-    TopEntitiesQuery.tool: (
-        "EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "FirstSeen", "LastSeen", "TotalMatched",
     ),
     # The list's columns, the row's time (the cursor), and what watches filter on: description, owner's fields.
 }
@@ -152,17 +111,6 @@ PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "sort": lambda v: parse_sort(v, "alert"),
         "entity": parse_entity,
     },
-    AlertTrendQuery.tool: {
-        "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
-        "min_severity": parse_severity,
-        "bin_size": parse_bin_size,
-    },
-    TopEntitiesQuery.tool: {
-        "time_window": lambda v: parse_time_window(v, TimeWindow.LAST_7D),
-        "min_severity": parse_severity,
-        "limit": lambda v: parse_limit(v, DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT),
-        "entity": parse_entity,
-    },
 }
 
 CONSTRUCTORS: dict[str, Callable[..., LegacyQuery]] = {
@@ -171,11 +119,6 @@ CONSTRUCTORS: dict[str, Callable[..., LegacyQuery]] = {
     IncidentDetailQuery.tool: lambda incident_ref: IncidentDetailQuery(incident_ref),
     AlertsQuery.tool: lambda time_window, min_severity, limit, **filters: AlertsQuery(
         time_window, min_severity, limit, _filters(filters)),
-    AlertTrendQuery.tool: lambda time_window, min_severity, bin_size: AlertTrendQuery(
-        time_window, min_severity, bin_size
-    ),
-    TopEntitiesQuery.tool: lambda time_window, min_severity, limit, entity: TopEntitiesQuery(
-        time_window, min_severity, limit, entity),
 }
 
 

@@ -1,0 +1,43 @@
+"""get_top_entities as a tool: the entities as compact rows (one asked for by value also with its first sighting),
+and the top entities card."""
+
+from __future__ import annotations
+
+from bot import cards
+from bot.sentinel.models import EntityCount, QueryResult
+from bot.sentinel.queries import top_entities
+from bot.tools.compact import RefFor, cell, ref, table_text
+from bot.tools.tool import Tool, read_tool
+
+_COLUMNS = ["ref", "type", "value", "alerts", "high_severity_alerts", "last_seen_utc"]
+
+
+def _row(e: EntityCount, ref_for: RefFor) -> str:
+    return "|".join([
+        ref(ref_for, "entity", f"{e.type}:{e.value}"), e.type, cell(e.value, 120), str(e.alert_count),
+        str(e.high_severity_count), cell(e.last_seen),
+    ])
+
+
+def _pivot_row(e: EntityCount, ref_for: RefFor) -> str:
+    return f"{_row(e, ref_for)}|{cell(e.first_seen)}"
+
+
+_top = table_text("entities", _COLUMNS, _row)
+_pivot = table_text("entities", [*_COLUMNS, "first_seen_utc"], _pivot_row)
+
+
+def entities_text(result: QueryResult, ref_for: RefFor) -> str:
+    """Top entities; one entity asked for by value also gets its first sighting in the window."""
+    return (_pivot if result.metadata.parameters.get("entity") else _top)(result, ref_for)
+
+
+TOOL: Tool = read_tool(
+    top_entities.SPEC,
+    "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High-severity counts. For "
+    "\"which hosts/users were hit most\".",
+    "Finding top targeted entities...",
+    text=entities_text,
+    card=cards.entities_card,
+    example='{"time_window": "last_24h"}',
+)
