@@ -198,12 +198,14 @@ class WatchStore:
     async def save_cursor(self, cursor: Cursor) -> None:
         await self.storage.write({CURSOR_KEY: cursor.to_dict()})
 
-    async def posted(self, numbers: Sequence[int]) -> dict[int, list[Posted]]:
-        """The cards showing each of these incidents (two batched reads whatever their number)."""
+    async def posted(self, numbers: Sequence[int], *, polling: bool = False) -> dict[int, list[Posted]]:
+        """The cards showing each of these incidents (two batched reads whatever their number). ``polling``: the
+        poller's own read at the start of a poll, which its ``record_card`` calls then build on."""
         if not numbers:
             return {}
         records = await self.storage.read([_incident_key(n) for n in numbers])
-        self._records = {k: dict(v) for k, v in records.items()}  # this poll's, kept current by record_card
+        if polling:
+            self._records = {k: dict(v) for k, v in records.items()}
         card_keys = sorted({k for r in records.values() for k in r.get("cards", [])})
         card_items = await self.storage.read(card_keys) if card_keys else {}
         out: dict[int, list[Posted]] = {}
@@ -528,7 +530,7 @@ class WatchPoller:
             await self.store.save_cursor(cursor)
             return
         subscribers = await self.admitted(await self.store.subscribers())
-        todo = plan(fresh, subscribers, await self.store.posted([i.number for i in fresh]))
+        todo = plan(fresh, subscribers, await self.store.posted([i.number for i in fresh], polling=True))
         delivered = await self._deliver(todo, report)
         if delivered:
             cursor.advance(fresh, now)
