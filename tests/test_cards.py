@@ -284,6 +284,7 @@ async def test_demo_results_make_valid_small_cards(demo_client: SentinelClient, 
     card = TOOLS.card(result, registry(result).ref_for, now)
     assert_valid(card)
     assert "DEMO DATA" in texts(card)
+    assert coloured_text(card) == [], "no yellow (or green) text on the card's own background"
 
 
 async def test_closed_incident_detail_shows_classification(demo_client: SentinelClient, now: datetime) -> None:
