@@ -74,7 +74,8 @@ async def test_escalation_in_a_channel_proposed_refused_for_others_confirmed_men
     action_id, card_id, sent = await propose(rig, f"escalate #{number}", where="channel")
     card = json.dumps(sent[0].cards)
     assert ON_CALL in card and ON_CALL_UPN in card and "SOC Tier 1" in card and "Confirm" in card
-    assert f"Escalated to {ON_CALL} ({ON_CALL_UPN}) by Alice from Microsoft Teams" in card, "the comment, previewed"
+    assert f"Escalated to {ON_CALL} ({ON_CALL_UPN}) by alice@contoso.com from Microsoft Teams" in card, \
+        "the comment, exactly as it will be written"
     assert rig.arm.puts == 0, "a proposal writes nothing"
 
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, user="bob", where="channel")

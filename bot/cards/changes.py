@@ -47,14 +47,18 @@ _JSON_INERT = (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("*", "\\u0
 
 
 def change_confirmation(change: IncidentChange, incident: IncidentSnapshot, *, action_id: str, requester: str,
-                        expires_at: datetime, now: datetime, demo: bool, notice: str | None = None) -> Element:
-    """The change as before -> after (a comment in full), who may confirm it until when, Confirm and Cancel."""
-    return fit(lambda chars: _confirmation(change, incident, action_id, requester, expires_at, now, demo, notice,
+                        expires_at: datetime, now: datetime, demo: bool, notice: str | None = None,
+                        requester_sign_in: str | None = None) -> Element:
+    """The change as before -> after (a comment in full), who may confirm it until when, Confirm and Cancel.
+    ``requester_sign_in``: how the incident comment will name the requester (an escalation's card shows it)."""
+    who = Owner(name=requester, user_principal_name=requester_sign_in)
+    return fit(lambda chars: _confirmation(change, incident, action_id, who, expires_at, now, demo, notice,
                                            chars), 2 * MAX_COMMENT_CHARS)  # room for "](" -> "] ("
 
 
-def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id: str, requester: str,
+def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id: str, who: Owner,
                   expires_at: datetime, now: datetime, demo: bool, notice: str | None, chars: int) -> Element:
+    requester = who.label
     body = header(f"Confirm: {plain(change.summary(), 200)}", demo=demo)
     body.append(text(_incident_line(change, incident), spacing="small"))
     if notice:
@@ -64,7 +68,7 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
         body.append(text("Comment to add", weight="bolder", spacing="medium"))
         body += _long_text(change.comment, chars)
     elif change.kind is ChangeKind.ESCALATE:
-        body += _escalation_plan(change, incident, requester, chars)
+        body += _escalation_plan(change, incident, who, chars)
     else:
         after = change.target_fields()
         body.append(_before_after(list(after), incident.fields(), after, spacing="medium"))
@@ -78,7 +82,8 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
     return card(body, buttons + _open_in_sentinel(incident))
 
 
-def _escalation_plan(change: IncidentChange, incident: IncidentSnapshot, requester: str, chars: int) -> list[Element]:
+def _escalation_plan(change: IncidentChange, incident: IncidentSnapshot, requester: Owner,
+                     chars: int) -> list[Element]:
     """Who the escalation goes to (the roster's row) and what Confirm will do, step by step."""
     on_call = change.on_call
     if on_call is None:
@@ -97,8 +102,7 @@ def _escalation_plan(change: IncidentChange, incident: IncidentSnapshot, request
               "conversation, their name is written in plain text and you are told)",
               "add this comment to the incident:"]
     out += [text(f"{i}. {step}", spacing="none" if i > 1 else "small") for i, step in enumerate(steps, 1)]
-    # The requester's sign-in name is only known on Confirm; the card previews with the name it has.
-    preview = escalation_comment(on_call, Owner(name=requester), change.comment, change.assign)
+    preview = escalation_comment(on_call, requester, change.comment, change.assign)
     out += _long_text(preview, min(chars, 1000))
     if change.assign:
         after = change.target_fields()

@@ -623,7 +623,8 @@ class SentinelBot(TeamsActivityHandler):
     def _confirmation_card(self, action: PendingAction, notice: str | None = None) -> dict[str, Any]:
         return cards.change_confirmation(action.change, action.incident, action_id=action.id,
                                          requester=action.requester.label, expires_at=action.expires_at,
-                                         now=self.clock(), demo=self.sentinel.is_demo, notice=notice)
+                                         now=self.clock(), demo=self.sentinel.is_demo, notice=notice,
+                                         requester_sign_in=action.requester.user_principal_name)
 
     def _outcome_card(self, outcome: Outcome) -> dict[str, Any]:
         action = outcome.action
