@@ -23,3 +23,11 @@ async def test_escalate_in_a_group_chat_confirm_and_the_message_is_on_the_page(p
     await see(page_url, tmp_path / "escalation.png", conversation="group", say=["incidents 30d", "escalate [1]"],
               press="Confirm", expect=["Escalation for", "Escalated by Alex Wilber from Microsoft Teams",
                                        "escalated to"], timeout_ms=40000)
+
+
+async def test_escalate_in_a_channel_thread_confirm_and_the_message_is_in_the_thread(page_url: str,
+                                                                                     tmp_path: Path) -> None:
+    await see(page_url, tmp_path / "escalation-channel.png", conversation="general",
+              say=["incidents 30d", "escalate [1]"], before_press=["Confirm: Escalated to"], press="Confirm",
+              expect=["Escalation for", "Escalated by Alex Wilber from Microsoft Teams", "escalated to"],
+              timeout_ms=40000)
