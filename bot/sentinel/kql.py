@@ -24,7 +24,6 @@ from typing import Any
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.queries.legacy import (
     AlertsQuery,
-    IncidentDetailQuery,
     IncidentsQuery,
     LegacyQuery,
 )
@@ -33,10 +32,6 @@ from bot.sentinel.spec import (
     ENTITY_VALUE_RULES,
     INCIDENT_SORT,
     MAX_ALERT_ENTITY_LABELS,
-    MAX_DESCRIPTION_CHARS,
-    MAX_DETAIL_ALERTS,
-    MAX_DETAIL_ENTITIES,
-    MAX_OTHER_MATCHES,
     FilteredQuery,
 )
 
@@ -239,57 +234,6 @@ def scope(query: FilteredQuery) -> str:
         return f"in the {query.window.label}"
     return " ".join(p for p in (f"from {f.start:%Y-%m-%d %H:%M}" if f.start else "",
                                 f"until {f.end:%Y-%m-%d %H:%M}" if f.end else "") if p) + " UTC"
-
-
-@legacy_build.register
-def _incident_detail(query: IncidentDetailQuery) -> str:
-    lookback = f"ago({DETAIL_LOOKBACK.days}d)"
-    if query.ref.number is not None:
-        by_number, by_title = f"\n    | where IncidentNumber == {int(query.ref.number)}", ""
-        header = f"incident {int(query.ref.number)}"
-    else:
-        by_number = ""
-        by_title = f"\n    | where Title contains {string_literal(query.ref.title_search or '')}"
-        header = "the most recent incident whose title contains the search text"
-    return f"""// get_incident_detail: {header}, with its alerts and entities
-let matches = materialize(SecurityIncident
-    | where TimeGenerated > {lookback}{by_number}
-    | summarize arg_max(TimeGenerated, IncidentName, Title, Description, Severity, Status, Owner,
-        CreatedTime, LastModifiedTime, ClosedTime, FirstActivityTime, LastActivityTime, Classification,
-        ClassificationReason, ClassificationComment, AdditionalData, AlertIds, Labels, IncidentUrl)
-        by IncidentNumber{by_title});
-let best = toscalar(matches | sort by CreatedTime desc, IncidentNumber desc | take 1 | project IncidentNumber);
-let incident = matches | where IncidentNumber == best;
-let alerts = materialize(incident
-    | mv-expand AlertId = AlertIds to typeof(string)
-    | join kind=inner (SecurityAlert
-        | where TimeGenerated > {lookback}
-        | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName,
-            Tactics, Entities) by SystemAlertId
-        ) on $left.AlertId == $right.SystemAlertId);
-let alert_list = toscalar(alerts
-    | sort by TimeGenerated desc, SystemAlertId asc
-    | take {MAX_DETAIL_ALERTS}
-    | summarize make_list(bag_pack("id", SystemAlertId, "name", AlertName, "severity", AlertSeverity,
-        "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
-        "tactics", Tactics)));
-let entity_list = toscalar({expand_entities("alerts", "    ")}
-    | summarize by EntityType, EntityValue
-    | sort by EntityType asc, EntityValue asc
-    | take {MAX_DETAIL_ENTITIES}
-    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue)));
-let other_matches = toscalar(matches
-    | where IncidentNumber != best
-    | sort by CreatedTime desc, IncidentNumber desc
-    | take {MAX_OTHER_MATCHES}
-    | summarize make_list(bag_pack("number", IncidentNumber, "title", Title)));
-incident
-| project IncidentNumber, IncidentName, Title, Description = substring(Description, 0, {MAX_DESCRIPTION_CHARS}),
-    Severity, Status, Owner = {OWNER}, CreatedTime, LastModifiedTime, ClosedTime,
-    FirstActivityTime, LastActivityTime, Classification, ClassificationReason, ClassificationComment,
-    AlertCount = {ALERT_COUNT}, Tactics = AdditionalData.tactics,
-    Products = AdditionalData.alertProductNames, CommentCount = toint(AdditionalData.commentsCount),
-    Labels, IncidentUrl, Alerts = alert_list, Entities = entity_list, OtherMatches = other_matches"""
 
 
 @legacy_build.register

@@ -18,10 +18,7 @@ from typing import Any
 
 from bot.sentinel.models import (
     AlertSummary,
-    EntityRef,
     Incident,
-    IncidentDetail,
-    IncidentMatch,
 )
 
 log = logging.getLogger(__name__)
@@ -117,7 +114,7 @@ def owner_name(value: Any) -> str | None:
     return as_optional_text(value)
 
 
-def _list_of_dicts(value: Any) -> list[dict[str, Any]]:
+def list_of_dicts(value: Any) -> list[dict[str, Any]]:
     parsed = as_json(value)
     if not isinstance(parsed, list):
         return []
@@ -141,55 +138,9 @@ def incident(row: Row) -> Incident:
     )
 
 
-def incident_detail(row: Row) -> IncidentDetail:
-    alerts = [
-        AlertSummary(
-            alert_id=as_text(a.get("id")),
-            name=as_text(a.get("name")),
-            severity=as_text(a.get("severity")),
-            status=as_text(a.get("status")),
-            product=as_text(a.get("product")),
-            time=as_datetime(a.get("time")),
-            tactics=tactics(a.get("tactics")),
-        )
-        for a in _list_of_dicts(row.get("Alerts"))
-    ]
-    alerts.sort(key=lambda a: (-(a.time.timestamp() if a.time else 0), a.alert_id))
-    entities = sorted(
-        {EntityRef(as_text(e.get("type")), as_text(e.get("value"))) for e in _list_of_dicts(row.get("Entities"))},
-        key=lambda e: (_type_order(e.type), e.type, e.value),
-    )
-    matches = [
-        IncidentMatch(number=as_int(m.get("number")), title=as_text(m.get("title")))
-        for m in _list_of_dicts(row.get("OtherMatches"))
-    ]
-    matches.sort(key=lambda m: -m.number)
-    raw_labels = as_json(row.get("Labels"))
-    labels = tuple(
-        as_text(label.get("labelName")) if isinstance(label, dict) else as_text(label)
-        for label in (raw_labels if isinstance(raw_labels, list) else ())
-        if label
-    )
-    return IncidentDetail(
-        incident=incident(row),
-        incident_id=as_text(row.get("IncidentName")),
-        description=as_text(row.get("Description")),
-        classification_reason=as_optional_text(row.get("ClassificationReason")),
-        classification_comment=as_optional_text(row.get("ClassificationComment")),
-        closed=as_datetime(row.get("ClosedTime")),
-        first_activity=as_datetime(row.get("FirstActivityTime")),
-        last_activity=as_datetime(row.get("LastActivityTime")),
-        comment_count=as_int(row.get("CommentCount")),
-        labels=labels,
-        alerts=tuple(alerts),
-        entities=tuple(entities),
-        other_matches=tuple(matches),
-    )
-
-
 def alert(row: Row) -> AlertSummary:
     labels = as_text_tuple(row.get("EntityLabels"))
-    ordered = sorted(labels, key=lambda label: (_type_order(label.split(":", 1)[0]), label))
+    ordered = sorted(labels, key=lambda label: (type_order(label.split(":", 1)[0]), label))
     return AlertSummary(
         alert_id=as_text(row.get("SystemAlertId")),
         name=as_text(row.get("AlertName")),
@@ -207,7 +158,7 @@ class SkippedRow(ValueError):
     """A row the decoder leaves out on purpose; the message says why and holds no row values (it is logged)."""
 
 
-def _type_order(entity_type: str) -> int:
+def type_order(entity_type: str) -> int:
     try:
         return _ENTITY_TYPE_ORDER.index(entity_type.strip())
     except ValueError:

@@ -15,7 +15,6 @@ from typing import Any
 from bot.sentinel.models import (
     AlertSummary,
     Incident,
-    IncidentDetail,
     QueryError,
     QueryResult,
     one_line,
@@ -52,7 +51,7 @@ def error_text(error: QueryError, arguments: dict[str, object]) -> str:
     return f"{header(error.tool, arguments)} -> ERROR {error.code} ({retry}): {error.message}\n{hint}"
 
 
-def _head(result: QueryResult, kind: str, shown: str | None = None) -> str:
+def head(result: QueryResult, kind: str, shown: str | None = None) -> str:
     """The result's first line ("tool(args) -> 3 of 40 incidents [notes]"), or the whole text when it is empty."""
     meta = result.metadata
     head = header(meta.tool, meta.parameters)
@@ -72,22 +71,15 @@ def table_text(kind: str, columns: list[str], row: Callable[[Any, RefFor], str])
     """A builder of pipe-separated rows with a header line, for one kind of list result."""
 
     def text(result: QueryResult, ref_for: RefFor) -> str:
-        first = _head(result, kind)
+        first = head(result, kind)
         if not result.records:
             return first
-        return _bounded([first, "|".join(columns)], [row(r, ref_for) for r in result.records], result.metadata.total)
+        return bounded([first, "|".join(columns)], [row(r, ref_for) for r in result.records], result.metadata.total)
 
     return text
 
 
-def incident_detail_text(result: QueryResult, ref_for: RefFor) -> str:
-    first = _head(result, "incident", shown="1")
-    if not result.records:
-        return first
-    return f"{first}\n" + _detail(result.records[0], ref_for)
-
-
-def _bounded(lines: list[str], rows: Sequence[str], total: int) -> str:
+def bounded(lines: list[str], rows: Sequence[str], total: int) -> str:
     used = sum(len(line) + 1 for line in lines)
     kept = 0
     for row in rows:
@@ -129,34 +121,3 @@ incidents_text = table_text("incidents", ["ref", "number", "severity", "status",
                                              "tactics", "title (untrusted text)"], _incident_row)
 alerts_text = table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
                                      "entities"], _alert_row)
-
-
-def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
-    i = d.incident
-    classification = i.classification or "-"
-    if d.classification_reason:
-        classification += f" ({d.classification_reason})"
-    lines = [
-        f"ref {ref(ref_for, 'incident', str(i.number))} | number {i.number} | "
-        f"title (untrusted text): {cell(i.title, 160)}",
-        f"severity {i.severity} | status {i.status} | owner {cell(i.owner or 'Unassigned', 60)} | "
-        f"classification {cell(classification, 80)}",
-        f"created_utc {cell(i.created)} | last_modified_utc {cell(i.last_modified)} | closed_utc {cell(d.closed)} | "
-        f"first_activity_utc {cell(d.first_activity)} | last_activity_utc {cell(d.last_activity)}",
-        f"tactics {cell(i.tactics, 160)} | products {cell(i.products, 160)} | comments {d.comment_count} | "
-        f"labels {cell(d.labels, 80)}",
-        f"description (untrusted text): {cell(d.description, 600)}",
-        f"portal_url {i.url or '-'}",
-        f"alerts ({len(d.alerts)} of {i.alert_count}):",
-        "ref|severity|time_utc|status|product|name (untrusted text)",
-    ]
-    lines += ["|".join([ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20),
-                        cell(a.product, 50), cell(a.name, 120)]) for a in d.alerts]
-    lines.append(f"entities ({len(d.entities)}):")
-    lines.append("ref|type|value (untrusted text)")
-    entity_rows = [f"{ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}"
-                   for e in d.entities]
-    if d.other_matches:
-        entity_rows.append("other incidents matching the title search: "
-                           + "; ".join(f"#{m.number} {cell(m.title, 60)}" for m in d.other_matches))
-    return _bounded(lines, entity_rows, len(entity_rows))

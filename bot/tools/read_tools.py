@@ -18,7 +18,7 @@ from bot.sentinel.params import (
 )
 from bot.sentinel.queries import MODEL_QUERY_NAMES, parameter_names
 from bot.tools import compact
-from bot.tools.queries import alert_trend, on_call, top_entities
+from bot.tools.queries import alert_trend, incident_detail, on_call, top_entities
 from bot.tools.tool import Parameter, Tool
 
 _WINDOW_EXAMPLE = '{"time_window": "last_24h"}'
@@ -69,16 +69,6 @@ QUERY_INCIDENTS = Tool(
     card=cards.incidents_card,
 )
 
-GET_INCIDENT_DETAIL = Tool(
-    "get_incident_detail",
-    "One incident in depth: description, alerts, entities, owner, classification, portal link.",
-    (Parameter("incident_ref", "Number, \"[2]\", \"that incident\" or title words.", required=True),),
-    "Looking up incident details...",
-    '{"incident_ref": "42"}',
-    text=compact.incident_detail_text,
-    card=cards.incident_detail_card,
-)
-
 QUERY_ALERTS = Tool(
     "query_alerts",
     "Alerts in a window with product and entities, including alerts not in an incident.",
@@ -91,8 +81,8 @@ QUERY_ALERTS = Tool(
 )
 
 # In the order the model is offered them.
-READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, GET_INCIDENT_DETAIL, QUERY_ALERTS, alert_trend.TOOL, top_entities.TOOL,
-                                on_call.TOOL)
+READ_TOOLS: tuple[Tool, ...] = (QUERY_INCIDENTS, incident_detail.TOOL, QUERY_ALERTS, alert_trend.TOOL,
+                                top_entities.TOOL, on_call.TOOL)
 
 # The declarations must describe exactly the data layer's queries and parameters (its internal ones, such as
 # incident_changes for the poller, have no tool: the model is never offered them).

@@ -43,15 +43,8 @@ from bot.sentinel.params import BinSize, Filters
 from bot.sentinel.queries import spec_of
 from bot.sentinel.queries.legacy import (
     AlertsQuery,
-    IncidentDetailQuery,
     IncidentsQuery,
     LegacyQuery,
-)
-from bot.sentinel.spec import (
-    MAX_DESCRIPTION_CHARS,
-    MAX_DETAIL_ALERTS,
-    MAX_DETAIL_ENTITIES,
-    MAX_OTHER_MATCHES,
 )
 
 log = logging.getLogger(__name__)
@@ -298,76 +291,6 @@ class DemoBackend:
         FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
         ORDER BY {order}"""
         return sql.fetch(conn, text, params)
-
-    @legacy_run.register
-    def _incident_detail(
-        self, query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime
-    ) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"start": iso(now - query.timespan), "now": iso(now)}
-        if query.ref.number is not None:
-            where = "AND l.IncidentNumber = :number"
-            params["number"] = query.ref.number
-        else:  # the latest title contains the words, case-insensitively (Kusto's `contains`)
-            where = "AND instr(l.TitleFolded, :search) > 0"
-            params["search"] = (query.ref.title_search or "").casefold()
-        matches = sql.fetch(
-            conn,
-            f"""WITH {sql.latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
-                SELECT t.* FROM found AS f JOIN SecurityIncident AS t ON t.rowid = f.IncidentRowId
-                ORDER BY f.CreatedTime DESC, f.IncidentNumber DESC LIMIT {1 + MAX_OTHER_MATCHES}""",
-            params,
-        )
-        if not matches:
-            return []
-        incident = matches[0]
-        alerts = sql.fetch(
-            conn,
-            f"""WITH {sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
-                              "AND l.SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
-                SELECT f.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
-                       COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics
-                FROM found AS f JOIN SecurityAlert AS a ON a.rowid = f.AlertRowId""",
-            params | {"alert_ids": incident["AlertIds"] or "[]"},
-        )
-        entities = sql.fetch(
-            conn,
-            f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
-                WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
-                ORDER BY EntityType, EntityValue LIMIT {MAX_DETAIL_ENTITIES}""",
-            {},
-        )
-        alerts.sort(key=lambda a: a["SystemAlertId"])
-        alerts.sort(key=lambda a: a["TimeGenerated"], reverse=True)
-        additional = sql.json_value(incident["AdditionalData"]) or {}
-        owner = sql.json_value(incident["Owner"]) or {}
-        return [
-            {
-                "IncidentNumber": incident["IncidentNumber"],
-                "IncidentName": incident["IncidentName"],
-                "Title": incident["Title"],
-                "Description": (incident["Description"] or "")[:MAX_DESCRIPTION_CHARS],
-                "Severity": incident["Severity"],
-                "Status": incident["Status"],
-                "Owner": next((owner[k] for k in ("assignedTo", "email", "userPrincipalName") if owner.get(k)), None),
-                **{k: incident[k] for k in ("CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime",
-                                            "LastActivityTime", "Classification", "ClassificationReason",
-                                            "ClassificationComment", "Labels", "IncidentUrl")},
-                "AlertCount": additional.get("alertsCount", len(sql.json_value(incident["AlertIds"]) or [])),
-                "Tactics": additional.get("tactics"),
-                "Products": additional.get("alertProductNames"),
-                "CommentCount": additional.get("commentsCount"),
-                "Alerts": [
-                    {"id": a["SystemAlertId"], "name": a["AlertName"], "severity": a["AlertSeverity"],
-                     "status": a["Status"], "product": a["Product"], "time": a["TimeGenerated"],
-                     "tactics": a["Tactics"]}
-                    for a in alerts[:MAX_DETAIL_ALERTS]
-                ],
-                "Entities": [{"type": e["EntityType"], "value": e["EntityValue"]} for e in entities],
-                "OtherMatches": [
-                    {"number": m["IncidentNumber"], "title": m["Title"]} for m in matches[1 : 1 + MAX_OTHER_MATCHES]
-                ],
-            }
-        ]
 
     @legacy_run.register
     def _alerts(self, query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:

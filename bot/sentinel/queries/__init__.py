@@ -13,10 +13,11 @@ from typing import Any
 
 from bot.sentinel import kql, rows
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
-from bot.sentinel.queries import alert_trend, incident_changes, legacy, on_call, top_entities
+from bot.sentinel.queries import alert_trend, incident_changes, incident_detail, legacy, on_call, top_entities
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
-from bot.sentinel.queries.legacy import AlertsQuery, IncidentDetailQuery, IncidentsQuery
+from bot.sentinel.queries.incident_detail import IncidentDetailQuery
+from bot.sentinel.queries.legacy import AlertsQuery, IncidentsQuery
 from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQuery
 from bot.sentinel.queries.top_entities import TopEntitiesQuery
 from bot.sentinel.spec import (
@@ -46,14 +47,13 @@ def _legacy(name: str, decode: Any, keys: tuple[str, ...]) -> QuerySpec:
         return kql.legacy_build(query)
 
     parsers = legacy.PARAMETERS[name]
-    required = {"incident_ref": "an incident number (e.g. 42) or words from its title"}
-    return QuerySpec(name, tuple(Param(n, parse, required=required.get(n, "")) for n, parse in parsers.items()),
+    return QuerySpec(name, tuple(Param(n, parse) for n, parse in parsers.items()),
                      legacy.CONSTRUCTORS[name], build, legacy.LEGACY_COLUMNS[name], keys, decode, demo)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
     _legacy("query_incidents", rows.incident, ("IncidentNumber",)),
-    _legacy("get_incident_detail", rows.incident_detail, ("IncidentNumber",)),
+    incident_detail.SPEC,
     _legacy("query_alerts", rows.alert, ("SystemAlertId",)),
     alert_trend.SPEC,
     top_entities.SPEC,

@@ -7,19 +7,14 @@ Their KQL is still in ``kql.build``'s legacy builders and their demo evaluation 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from bot.sentinel.params import (
     DEFAULT_LIMIT,
-    DETAIL_LOOKBACK,
     MAX_LIMIT,
     Filters,
-    IncidentRef,
     InvalidParameter,
     parse_entity,
-    parse_incident_ref,
     parse_limit,
     parse_moment,
     parse_owner,
@@ -47,33 +42,13 @@ class AlertsQuery(FilteredQuery):
             raise InvalidParameter("owner", "alerts have no owner; ask for incidents by owner")
 
 
-@dataclass(frozen=True)
-class IncidentDetailQuery:
-    ref: IncidentRef
-    tool = "get_incident_detail"
-
-    @property
-    def timespan(self) -> timedelta:
-        return DETAIL_LOOKBACK
-
-    def parameters(self) -> dict[str, Any]:
-        value: Any = self.ref.number if self.ref.number is not None else self.ref.title_search
-        return {"incident_ref": value}
-
-
-LegacyQuery = IncidentsQuery | IncidentDetailQuery | AlertsQuery
+LegacyQuery = IncidentsQuery | AlertsQuery
 
 # The result columns of each query, in order. Both backends return rows with exactly these keys.
 LEGACY_COLUMNS: dict[str, tuple[str, ...]] = {
     IncidentsQuery.tool: (
         "IncidentNumber", "Title", "Severity", "Status", "Owner", "CreatedTime", "LastModifiedTime",
         "AlertCount", "Tactics", "Products", "IncidentUrl", "Classification", "TotalMatched",
-    ),
-    IncidentDetailQuery.tool: (
-        "IncidentNumber", "IncidentName", "Title", "Description", "Severity", "Status", "Owner",
-        "CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime", "LastActivityTime",
-        "Classification", "ClassificationReason", "ClassificationComment", "AlertCount", "Tactics",
-        "Products", "CommentCount", "Labels", "IncidentUrl", "Alerts", "Entities", "OtherMatches",
     ),
     AlertsQuery.tool: (
         "SystemAlertId", "AlertName", "AlertSeverity", "Status", "ProductName", "TimeGenerated",
@@ -98,7 +73,6 @@ PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
         "sort": parse_sort,
         "entity": parse_entity,
     },
-    IncidentDetailQuery.tool: {"incident_ref": parse_incident_ref},
     AlertsQuery.tool: {
         "time_window": parse_time_window,
         "min_severity": parse_severity,
@@ -116,7 +90,6 @@ PARAMETERS: dict[str, dict[str, Callable[[object], Any]]] = {
 CONSTRUCTORS: dict[str, Callable[..., LegacyQuery]] = {
     IncidentsQuery.tool: lambda time_window, min_severity, limit, **filters: IncidentsQuery(
         time_window, min_severity, limit, _filters(filters)),
-    IncidentDetailQuery.tool: lambda incident_ref: IncidentDetailQuery(incident_ref),
     AlertsQuery.tool: lambda time_window, min_severity, limit, **filters: AlertsQuery(
         time_window, min_severity, limit, _filters(filters)),
 }

@@ -1,0 +1,231 @@
+"""get_incident_detail: one incident in depth (by number, or the newest whose title has the words), with its
+alerts, its entities and the other incidents a title search also matched."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.sentinel import kql
+from bot.sentinel.demo import sql
+from bot.sentinel.demo.store import iso
+from bot.sentinel.models import AlertSummary, EntityRef, IncidentDetail, IncidentMatch
+from bot.sentinel.params import DETAIL_LOOKBACK, IncidentRef, parse_incident_ref
+from bot.sentinel.rows import (
+    as_datetime,
+    as_int,
+    as_json,
+    as_optional_text,
+    as_text,
+    incident,
+    list_of_dicts,
+    tactics,
+    type_order,
+)
+from bot.sentinel.spec import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_DETAIL_ALERTS,
+    MAX_DETAIL_ENTITIES,
+    MAX_OTHER_MATCHES,
+    DemoWorkspace,
+    Param,
+    QuerySpec,
+    Row,
+)
+
+
+@dataclass(frozen=True)
+class IncidentDetailQuery:
+    ref: IncidentRef
+    tool = "get_incident_detail"
+
+    @property
+    def timespan(self) -> timedelta:
+        return DETAIL_LOOKBACK
+
+    def parameters(self) -> dict[str, Any]:
+        value: Any = self.ref.number if self.ref.number is not None else self.ref.title_search
+        return {"incident_ref": value}
+
+
+def _kql(query: IncidentDetailQuery) -> str:
+    lookback = f"ago({DETAIL_LOOKBACK.days}d)"
+    if query.ref.number is not None:
+        by_number, by_title = f"\n    | where IncidentNumber == {int(query.ref.number)}", ""
+        header = f"incident {int(query.ref.number)}"
+    else:
+        by_number = ""
+        by_title = f"\n    | where Title contains {kql.string_literal(query.ref.title_search or '')}"
+        header = "the most recent incident whose title contains the search text"
+    return f"""// get_incident_detail: {header}, with its alerts and entities
+let matches = materialize(SecurityIncident
+    | where TimeGenerated > {lookback}{by_number}
+    | summarize arg_max(TimeGenerated, IncidentName, Title, Description, Severity, Status, Owner,
+        CreatedTime, LastModifiedTime, ClosedTime, FirstActivityTime, LastActivityTime, Classification,
+        ClassificationReason, ClassificationComment, AdditionalData, AlertIds, Labels, IncidentUrl)
+        by IncidentNumber{by_title});
+let best = toscalar(matches | sort by CreatedTime desc, IncidentNumber desc | take 1 | project IncidentNumber);
+let incident = matches | where IncidentNumber == best;
+let alerts = materialize(incident
+    | mv-expand AlertId = AlertIds to typeof(string)
+    | join kind=inner (SecurityAlert
+        | where TimeGenerated > {lookback}
+        | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName,
+            Tactics, Entities) by SystemAlertId
+        ) on $left.AlertId == $right.SystemAlertId);
+let alert_list = toscalar(alerts
+    | sort by TimeGenerated desc, SystemAlertId asc
+    | take {MAX_DETAIL_ALERTS}
+    | summarize make_list(bag_pack("id", SystemAlertId, "name", AlertName, "severity", AlertSeverity,
+        "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
+        "tactics", Tactics)));
+let entity_list = toscalar({kql.expand_entities("alerts", "    ")}
+    | summarize by EntityType, EntityValue
+    | sort by EntityType asc, EntityValue asc
+    | take {MAX_DETAIL_ENTITIES}
+    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue)));
+let other_matches = toscalar(matches
+    | where IncidentNumber != best
+    | sort by CreatedTime desc, IncidentNumber desc
+    | take {MAX_OTHER_MATCHES}
+    | summarize make_list(bag_pack("number", IncidentNumber, "title", Title)));
+incident
+| project IncidentNumber, IncidentName, Title, Description = substring(Description, 0, {MAX_DESCRIPTION_CHARS}),
+    Severity, Status, Owner = {kql.OWNER}, CreatedTime, LastModifiedTime, ClosedTime,
+    FirstActivityTime, LastActivityTime, Classification, ClassificationReason, ClassificationComment,
+    AlertCount = {kql.ALERT_COUNT}, Tactics = AdditionalData.tactics,
+    Products = AdditionalData.alertProductNames, CommentCount = toint(AdditionalData.commentsCount),
+    Labels, IncidentUrl, Alerts = alert_list, Entities = entity_list, OtherMatches = other_matches"""
+
+
+def decode(row: Row) -> IncidentDetail:
+    alerts = [
+        AlertSummary(
+            alert_id=as_text(a.get("id")),
+            name=as_text(a.get("name")),
+            severity=as_text(a.get("severity")),
+            status=as_text(a.get("status")),
+            product=as_text(a.get("product")),
+            time=as_datetime(a.get("time")),
+            tactics=tactics(a.get("tactics")),
+        )
+        for a in list_of_dicts(row.get("Alerts"))
+    ]
+    alerts.sort(key=lambda a: (-(a.time.timestamp() if a.time else 0), a.alert_id))
+    entities = sorted(
+        {EntityRef(as_text(e.get("type")), as_text(e.get("value"))) for e in list_of_dicts(row.get("Entities"))},
+        key=lambda e: (type_order(e.type), e.type, e.value),
+    )
+    matches = [
+        IncidentMatch(number=as_int(m.get("number")), title=as_text(m.get("title")))
+        for m in list_of_dicts(row.get("OtherMatches"))
+    ]
+    matches.sort(key=lambda m: -m.number)
+    raw_labels = as_json(row.get("Labels"))
+    labels = tuple(
+        as_text(label.get("labelName")) if isinstance(label, dict) else as_text(label)
+        for label in (raw_labels if isinstance(raw_labels, list) else ())
+        if label
+    )
+    return IncidentDetail(
+        incident=incident(row),
+        incident_id=as_text(row.get("IncidentName")),
+        description=as_text(row.get("Description")),
+        classification_reason=as_optional_text(row.get("ClassificationReason")),
+        classification_comment=as_optional_text(row.get("ClassificationComment")),
+        closed=as_datetime(row.get("ClosedTime")),
+        first_activity=as_datetime(row.get("FirstActivityTime")),
+        last_activity=as_datetime(row.get("LastActivityTime")),
+        comment_count=as_int(row.get("CommentCount")),
+        labels=labels,
+        alerts=tuple(alerts),
+        entities=tuple(entities),
+        other_matches=tuple(matches),
+    )
+
+
+def _demo(query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime,
+          workspace: DemoWorkspace) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {"start": iso(now - query.timespan), "now": iso(now)}
+    if query.ref.number is not None:
+        where = "AND l.IncidentNumber = :number"
+        params["number"] = query.ref.number
+    else:  # the latest title contains the words, case-insensitively (Kusto's `contains`)
+        where = "AND instr(l.TitleFolded, :search) > 0"
+        params["search"] = (query.ref.title_search or "").casefold()
+    matches = sql.fetch(
+        conn,
+        f"""WITH {sql.latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
+            SELECT t.* FROM found AS f JOIN SecurityIncident AS t ON t.rowid = f.IncidentRowId
+            ORDER BY f.CreatedTime DESC, f.IncidentNumber DESC LIMIT {1 + MAX_OTHER_MATCHES}""",
+        params,
+    )
+    if not matches:
+        return []
+    incident = matches[0]
+    alerts = sql.fetch(
+        conn,
+        f"""WITH {sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
+                          "AND l.SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
+            SELECT f.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
+                   COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics
+            FROM found AS f JOIN SecurityAlert AS a ON a.rowid = f.AlertRowId""",
+        params | {"alert_ids": incident["AlertIds"] or "[]"},
+    )
+    entities = sql.fetch(
+        conn,
+        f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
+            WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
+            ORDER BY EntityType, EntityValue LIMIT {MAX_DETAIL_ENTITIES}""",
+        {},
+    )
+    alerts.sort(key=lambda a: a["SystemAlertId"])
+    alerts.sort(key=lambda a: a["TimeGenerated"], reverse=True)
+    additional = sql.json_value(incident["AdditionalData"]) or {}
+    owner = sql.json_value(incident["Owner"]) or {}
+    return [
+        {
+            "IncidentNumber": incident["IncidentNumber"],
+            "IncidentName": incident["IncidentName"],
+            "Title": incident["Title"],
+            "Description": (incident["Description"] or "")[:MAX_DESCRIPTION_CHARS],
+            "Severity": incident["Severity"],
+            "Status": incident["Status"],
+            "Owner": next((owner[k] for k in ("assignedTo", "email", "userPrincipalName") if owner.get(k)), None),
+            **{k: incident[k] for k in ("CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime",
+                                        "LastActivityTime", "Classification", "ClassificationReason",
+                                        "ClassificationComment", "Labels", "IncidentUrl")},
+            "AlertCount": additional.get("alertsCount", len(sql.json_value(incident["AlertIds"]) or [])),
+            "Tactics": additional.get("tactics"),
+            "Products": additional.get("alertProductNames"),
+            "CommentCount": additional.get("commentsCount"),
+            "Alerts": [
+                {"id": a["SystemAlertId"], "name": a["AlertName"], "severity": a["AlertSeverity"],
+                 "status": a["Status"], "product": a["Product"], "time": a["TimeGenerated"],
+                 "tactics": a["Tactics"]}
+                for a in alerts[:MAX_DETAIL_ALERTS]
+            ],
+            "Entities": [{"type": e["EntityType"], "value": e["EntityValue"]} for e in entities],
+            "OtherMatches": [
+                {"number": m["IncidentNumber"], "title": m["Title"]} for m in matches[1 : 1 + MAX_OTHER_MATCHES]
+            ],
+        }
+    ]
+
+
+SPEC = QuerySpec(
+    name=IncidentDetailQuery.tool,
+    params=(Param("incident_ref", parse_incident_ref, "Number, \"[2]\", \"that incident\" or title words.",
+                  required="an incident number (e.g. 42) or words from its title", field="ref"),),
+    make=IncidentDetailQuery,
+    kql=_kql,
+    columns=("IncidentNumber", "IncidentName", "Title", "Description", "Severity", "Status", "Owner",
+             "CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime", "LastActivityTime",
+             "Classification", "ClassificationReason", "ClassificationComment", "AlertCount", "Tactics",
+             "Products", "CommentCount", "Labels", "IncidentUrl", "Alerts", "Entities", "OtherMatches"),
+    keys=("IncidentNumber",),
+    decode=decode,
+    demo=_demo,
+)

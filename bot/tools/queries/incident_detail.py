@@ -1,0 +1,57 @@
+"""get_incident_detail as a tool: the incident, its alerts and entities as compact text, and the detail card."""
+
+from __future__ import annotations
+
+from bot import cards
+from bot.sentinel.models import IncidentDetail, QueryResult
+from bot.sentinel.queries import incident_detail
+from bot.tools.compact import RefFor, bounded, cell, head, ref
+from bot.tools.tool import Tool, read_tool
+
+
+def incident_detail_text(result: QueryResult, ref_for: RefFor) -> str:
+    first = head(result, "incident", shown="1")
+    if not result.records:
+        return first
+    return f"{first}\n" + _detail(result.records[0], ref_for)
+
+
+def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
+    i = d.incident
+    classification = i.classification or "-"
+    if d.classification_reason:
+        classification += f" ({d.classification_reason})"
+    lines = [
+        f"ref {ref(ref_for, 'incident', str(i.number))} | number {i.number} | "
+        f"title (untrusted text): {cell(i.title, 160)}",
+        f"severity {i.severity} | status {i.status} | owner {cell(i.owner or 'Unassigned', 60)} | "
+        f"classification {cell(classification, 80)}",
+        f"created_utc {cell(i.created)} | last_modified_utc {cell(i.last_modified)} | closed_utc {cell(d.closed)} | "
+        f"first_activity_utc {cell(d.first_activity)} | last_activity_utc {cell(d.last_activity)}",
+        f"tactics {cell(i.tactics, 160)} | products {cell(i.products, 160)} | comments {d.comment_count} | "
+        f"labels {cell(d.labels, 80)}",
+        f"description (untrusted text): {cell(d.description, 600)}",
+        f"portal_url {i.url or '-'}",
+        f"alerts ({len(d.alerts)} of {i.alert_count}):",
+        "ref|severity|time_utc|status|product|name (untrusted text)",
+    ]
+    lines += ["|".join([ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20),
+                        cell(a.product, 50), cell(a.name, 120)]) for a in d.alerts]
+    lines.append(f"entities ({len(d.entities)}):")
+    lines.append("ref|type|value (untrusted text)")
+    entity_rows = [f"{ref(ref_for, 'entity', f'{e.type}:{e.value}')}|{e.type}|{cell(e.value, 120)}"
+                   for e in d.entities]
+    if d.other_matches:
+        entity_rows.append("other incidents matching the title search: "
+                           + "; ".join(f"#{m.number} {cell(m.title, 60)}" for m in d.other_matches))
+    return bounded(lines, entity_rows, len(entity_rows))
+
+
+TOOL: Tool = read_tool(
+    incident_detail.SPEC,
+    "One incident in depth: description, alerts, entities, owner, classification, portal link.",
+    "Looking up incident details...",
+    text=incident_detail_text,
+    card=cards.incident_detail_card,
+    example='{"incident_ref": "42"}',
+)
