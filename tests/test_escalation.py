@@ -116,7 +116,8 @@ async def test_escalation_in_a_channel_proposed_refused_for_others_confirmed_men
     executed = records[-1]
     assert executed["escalated_to"] == ON_CALL_UPN and executed["mentioned_on_call"] is True
     assert executed["mentioned_owner"] is True and executed["message_id"] == post.activity_id
-    assert executed["change"]["action"] == "escalate" and "Escalation" not in json.dumps(executed)
+    assert executed["change"] == {"action": "escalate", "incident": number, "assign": False, "on_call": ON_CALL_UPN}
+    assert "Escalation" not in json.dumps(executed) and "+1 425" not in json.dumps(records)
 
 
 async def test_typed_yes_escalates_and_assigns_with_the_reason(rig: WriteRig) -> None:

@@ -491,9 +491,12 @@ class ConfirmationDesk:
 
 
 def _audit_fields(change: IncidentChange) -> dict[str, Any]:
-    """What changed, for the audit log: kinds and values, but comment texts only as their length."""
+    """What changed, for the audit log: kinds and values, but comment texts only as their length, and the on-call
+    analyst by sign-in name only (the roster's phone and location are not the audit's business)."""
     fields = {k: v for k, v in change.parameters().items()
-              if k not in ("comment", "classification_comment", "reason")}
+              if k not in ("comment", "classification_comment", "reason", "on_call")}
+    if change.on_call is not None:
+        fields["on_call"] = change.on_call.person.user_principal_name
     if change.comment:
         fields["comment_length"] = len(change.comment)
     if change.classification_comment:
