@@ -290,3 +290,20 @@ async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thre
     assert reply.conversation_id == "a:1personal-chat-alice"
     assert "Posted in the conversation where a watch posted the incident." in reply.text
     assert len(comments(rig)) == 1
+
+
+async def test_a_message_teams_refuses_is_not_followed_by_the_comment(rig: WriteRig) -> None:
+    """The escalation is the message: when Teams refuses it, nothing is written to the incident and the analyst is
+    told (with the assignment already made said too)."""
+    incident = next(i for i in rig.incidents if i.incident.status != "Closed")
+    rig.connector.refuse_containing = "**Escalation**"
+    action_id, card_id, _ = await propose(rig, f"escalate {incident.incident.number} assign")
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
+    sent = await until_done(rig)
+    [reply] = [s for s in sent if s.text.startswith("Not done")]
+    assert reply.text.startswith("Not done: the escalation could not be posted in Teams. Teams did not accept")
+    assert f"#{incident.incident.number} was assigned to {ON_CALL}." in reply.text
+    assert "Nothing was added to the incident." in reply.text
+    assert comments(rig) == [] and rig.arm.puts == 1, "the assignment (asked for, made first), no comment"
+    [update] = [s for s in sent if s.method == "PUT" and s.activity_id == card_id]
+    assert "View action" in json.dumps(update.cards)

@@ -61,6 +61,7 @@ class FakeConnector:
     not_members: set[str] = field(default_factory=set)
     member_status: int | None = None
     names: dict[str, str] = field(default_factory=dict)  # display names by sign-in name (else from the name itself)
+    refuse_containing: str | None = None  # a message whose text contains this is refused (403), as a policy would
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -119,6 +120,9 @@ class FakeConnector:
             retry_after = self.throttle.pop(0)
             return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
                                      status=429, headers={"Retry-After": str(retry_after)})
+        if self.refuse_containing and self.refuse_containing in str(body.get("text") or ""):
+            return web.json_response({"error": {"code": "Forbidden", "message": "The bot may not post here"}},
+                                     status=403)
         streaming = any(e.get("type") == "streaminfo" for e in body.get("entities") or [])
         if self.refuse_streaming and streaming and body.get("type") == "typing":
             return web.json_response({"error": {"code": "ContentStreamNotAllowed",
