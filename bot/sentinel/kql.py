@@ -18,20 +18,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from functools import cache, singledispatch
+from functools import cache
 from typing import Any
 
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
-from bot.sentinel.queries.legacy import (
-    AlertsQuery,
-    IncidentsQuery,
-    LegacyQuery,
-)
 from bot.sentinel.spec import (
-    ALERT_SORT,
     ENTITY_VALUE_RULES,
-    INCIDENT_SORT,
-    MAX_ALERT_ENTITY_LABELS,
     FilteredQuery,
 )
 
@@ -117,35 +109,6 @@ def build(query: Any) -> str:
     from bot.sentinel.queries import spec_of  # the declarations use this module's helpers
 
     return spec_of(query.tool).kql(query)
-
-
-@singledispatch
-def legacy_build(query: LegacyQuery) -> str:
-    """The KQL of the queries not yet declared in modules of their own."""
-    raise TypeError(f"no KQL for {type(query).__name__}")
-
-
-@legacy_build.register
-def _incidents(query: IncidentsQuery) -> str:
-    f = query.filters
-    since, created = bounds(query, "TimeGenerated", upper=False), bounds(query, "CreatedTime")
-    description = " Description," if f.search else ""
-    return f"""// query_incidents: incidents created {scope(query)}, latest state of each
-{filter_declarations(query)}let matched = materialize(SecurityIncident
-    | where {since}
-    | where {created}
-    | summarize arg_max(TimeGenerated, Title,{description} Severity, Status, Owner, CreatedTime, LastModifiedTime,
-        AdditionalData, AlertIds, IncidentUrl, Classification) by IncidentNumber
-    | where Severity in {in_list(query.severities)}{filters(query, "Title")});
-matched
-| extend SeverityRank = {SEVERITY_RANK}, AlertCount = {ALERT_COUNT}
-| sort by {order_by(INCIDENT_SORT[f.sort])}
-| take {query.limit}
-| extend TotalMatched = toscalar(matched | count)
-| project IncidentNumber, Title, Severity, Status, Owner = {OWNER},
-    CreatedTime, LastModifiedTime, AlertCount,
-    Tactics = AdditionalData.tactics, Products = AdditionalData.alertProductNames,
-    IncidentUrl, Classification, TotalMatched"""
 
 
 def order_by(keys: tuple[tuple[str, bool], ...]) -> str:
@@ -234,31 +197,5 @@ def scope(query: FilteredQuery) -> str:
         return f"in the {query.window.label}"
     return " ".join(p for p in (f"from {f.start:%Y-%m-%d %H:%M}" if f.start else "",
                                 f"until {f.end:%Y-%m-%d %H:%M}" if f.end else "") if p) + " UTC"
-
-
-@legacy_build.register
-def _alerts(query: AlertsQuery) -> str:
-    f = query.filters
-    description = " Description," if f.search else ""
-    return f"""// query_alerts: alerts {scope(query)}, latest state of each
-{filter_declarations(query)}let matched = materialize(SecurityAlert
-    | where {bounds(query, "TimeGenerated")}
-    | summarize arg_max(TimeGenerated, AlertName,{description} AlertSeverity, Status, ProductName, ProviderName,
-        Tactics, Entities) by SystemAlertId
-    | where AlertSeverity in {in_list(query.severities)}{filters(query, "AlertName")});
-matched
-| extend SeverityRank = {SEVERITY_RANK.replace("Severity", "AlertSeverity")}
-| sort by {order_by(ALERT_SORT[f.sort])}
-| take {query.limit}
-| extend TotalMatched = toscalar(matched | count)
-| mv-apply Entity = parse_json(Entities) on (
-    extend EntityType = tostring(Entity.Type)
-    | where isnotempty(EntityType)
-    | extend EntityValue = {entity_value_expression()}
-    | where isnotempty(EntityValue)
-    | summarize EntityLabels = make_set(strcat(EntityType, ": ", EntityValue), {MAX_ALERT_ENTITY_LABELS})
-    )
-| project SystemAlertId, AlertName, AlertSeverity, Status, ProductName = coalesce(ProductName, ProviderName),
-    TimeGenerated, Tactics, EntityLabels, TotalMatched"""
 
 

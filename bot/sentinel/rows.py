@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.sentinel.models import (
-    AlertSummary,
     Incident,
 )
 
@@ -135,22 +134,6 @@ def incident(row: Row) -> Incident:
         products=as_text_tuple(row.get("Products")),
         url=as_text(row.get("IncidentUrl")),
         classification=as_optional_text(row.get("Classification")),
-    )
-
-
-def alert(row: Row) -> AlertSummary:
-    labels = as_text_tuple(row.get("EntityLabels"))
-    ordered = sorted(labels, key=lambda label: (type_order(label.split(":", 1)[0]), label))
-    return AlertSummary(
-        alert_id=as_text(row.get("SystemAlertId")),
-        name=as_text(row.get("AlertName")),
-        severity=as_text(row.get("AlertSeverity")),
-        status=as_text(row.get("Status")),
-        product=as_text(row.get("ProductName")),
-        time=as_datetime(row.get("TimeGenerated")),
-        tactics=tactics(row.get("Tactics")),
-        entities=tuple(ordered[:MAX_ENTITIES_PER_ALERT_SHOWN]),
-        entity_count=len(labels),
     )
 
 

@@ -1,9 +1,9 @@
 """Tool results as compact text for the model: pipe-separated rows with their [n], not verbose JSON.
 
-Each read tool names its builder here (``read_tools``). Every value is flattened to one line and stripped
-of control characters; free text written by attackers (titles, descriptions, entity names) is cut short
-and stays inside its cell. Output is held
-to a budget of about 4,000 tokens, and says "showing first N of M" when rows were left out.
+Each read tool's own module (``bot.tools.queries``) builds its rows with these helpers. Every value is flattened
+to one line and stripped of control characters; free text written by attackers (titles, descriptions, entity
+names) is cut short and stays inside its cell. Output is held to a budget of about 4,000 tokens, and says
+"showing first N of M" when rows were left out.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from bot.sentinel.models import (
-    AlertSummary,
-    Incident,
     QueryError,
     QueryResult,
     one_line,
@@ -97,27 +95,3 @@ def ref(ref_for: RefFor, kind: str, key: str) -> str:
     """"[n]" for a row the conversation can refer to, "-" otherwise."""
     n = ref_for(kind, key)
     return f"[{n}]" if n is not None else "-"
-
-
-def _incident_row(i: Incident, ref_for: RefFor) -> str:
-    status = f"{i.status} ({i.classification})" if i.classification else i.status
-    return "|".join([
-        ref(ref_for, "incident", str(i.number)), str(i.number), i.severity, cell(status, 40),
-        cell(i.owner or "Unassigned", 40), cell(i.created), str(i.alert_count), cell(i.tactics, 80),
-        cell(i.title, 120),
-    ])
-
-
-def _alert_row(a: AlertSummary, ref_for: RefFor) -> str:
-    entities = cell(a.entities, 160) + (f" (+{a.entity_count - len(a.entities)} more)"
-                                        if a.entity_count > len(a.entities) else "")
-    return "|".join([
-        ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20), cell(a.product, 50),
-        cell(a.name, 120), entities,
-    ])
-
-
-incidents_text = table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts",
-                                             "tactics", "title (untrusted text)"], _incident_row)
-alerts_text = table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
-                                     "entities"], _alert_row)

@@ -30,22 +30,15 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import singledispatchmethod
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.sentinel.client import RawTable
-from bot.sentinel.demo import generator, inject, oncall, sql, store
+from bot.sentinel.demo import generator, inject, oncall, store
 from bot.sentinel.demo.store import iso
 from bot.sentinel.demo.world import build_world
 from bot.sentinel.models import QueryError
-from bot.sentinel.params import BinSize, Filters
 from bot.sentinel.queries import spec_of
-from bot.sentinel.queries.legacy import (
-    AlertsQuery,
-    IncidentsQuery,
-    LegacyQuery,
-)
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
@@ -264,60 +257,6 @@ class DemoBackend:
         if self._closed and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
-    @singledispatchmethod
-    def legacy_run(self, query: LegacyQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        """The demo evaluation of the queries not yet declared in modules of their own."""
-        raise TypeError(f"the demo workspace cannot run {type(query).__name__}")
-
-    @legacy_run.register
-    def _incidents(self, query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        if query.filters != Filters():
-            return sql.filtered_incidents(query, conn, now)
-        params = sql.window_bounds(query.window, now) | {"limit": query.limit}
-        order = f"{sql.RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
-        matched = f"FROM LatestIncident AS l WHERE {sql.CURRENT} AND l.CreatedTime > :start"
-        # Each severity's newest from its own index, then the best of those: no sort of the whole window.
-        firsts = " UNION ALL ".join(
-            f"SELECT * FROM (SELECT l.IncidentRowId, l.IncidentNumber, l.CreatedTime, l.Severity "
-            f"{matched.replace('AS l', 'AS l INDEXED BY latest_incident_severity')} "
-            f"AND l.Severity = '{severity.value}' ORDER BY l.CreatedTime DESC, l.IncidentNumber DESC LIMIT :limit)"
-            for severity in query.min_severity.at_least())
-        text = f"""
-        WITH top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
-        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
-               {sql.ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
-               json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
-               (SELECT COUNT(*) {matched} AND l.Severity IN {sql.severities_in(query.min_severity)}) AS TotalMatched
-        FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
-        ORDER BY {order}"""
-        return sql.fetch(conn, text, params)
-
-    @legacy_run.register
-    def _alerts(self, query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-        if query.filters != Filters():
-            return sql.with_entity_labels(conn, sql.filtered_alerts(query, conn, now))
-        params = sql.window_bounds(query.window, now, BinSize.HOUR) | {"limit": query.limit}
-        order = f"{sql.RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
-        firsts = " UNION ALL ".join(
-            f"SELECT * FROM (SELECT l.AlertRowId, l.SystemAlertId, l.AlertSeverity, l.TimeGenerated "
-            f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {sql.CURRENT} "
-            f"AND l.AlertSeverity = '{severity.value}' "
-            f"ORDER BY l.TimeGenerated DESC, l.SystemAlertId LIMIT :limit)"
-            for severity in query.min_severity.at_least())
-        severities = sql.severities_in(query.min_severity)
-        rows = sql.fetch(
-            conn,
-            f"""WITH {sql.uncounted(severities)},
-                top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
-                SELECT m.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
-                       COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS ProductName, a.TimeGenerated, a.Tactics,
-                       (SELECT COUNT(*) FROM uncounted) + (SELECT COALESCE(SUM(Alerts), 0) FROM AlertHour
-                        WHERE Hour > :start_bucket AND AlertSeverity IN {severities}) AS TotalMatched
-                FROM top AS m JOIN SecurityAlert AS a ON a.rowid = m.AlertRowId
-                ORDER BY {order}""",
-            params,
-        )
-        return sql.with_entity_labels(conn, rows)
 
 def _add_incident(conn: sqlite3.Connection, incident: dict[str, Any], alert: dict[str, Any]) -> None:
     """An injected incident's rows into a database (its triggers keep the latest-row tables right)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.sentinel.demo.store import iso
 from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
-from bot.sentinel.spec import ALERT_SORT, INCIDENT_SORT, MAX_ALERT_ENTITY_LABELS, FilteredQuery
+from bot.sentinel.spec import MAX_ALERT_ENTITY_LABELS, FilteredQuery
 
 RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
 OWNER = (
@@ -115,53 +115,6 @@ def bound(params: dict[str, Any], name: str, values: Any) -> str:
     for i, value in enumerate(values):
         params[f"{name}{i}"] = value.value if isinstance(value, Severity) else value
     return "(" + ", ".join(f":{name}{i}" for i in range(len(values))) + ")"
-
-
-def filtered_incidents(query: FilteredQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-    params, after = date_range(query, now)
-    params["limit"] = query.limit
-    created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
-    order = sort_keys(INCIDENT_SORT[query.filters.sort], "Severity")
-    sql = f"""
-        WITH matched AS MATERIALIZED (
-            SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {OWNER} AS Owner, t.CreatedTime,
-                   t.LastModifiedTime, {ALERT_COUNT} AS AlertCount,
-                   json_extract(AdditionalData, '$.tactics') AS Tactics,
-                   json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification
-            FROM LatestIncident AS l JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId
-            WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
-              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {conditions(query, params)})
-        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
-    return fetch(conn, sql, params)
-
-
-def filtered_alerts(query: FilteredQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
-    """Filtered on the narrow latest rows; only the rows shown are joined to their full SecurityAlert row."""
-    params, after = date_range(query, now)
-    params["limit"] = query.limit
-    columns = "AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, NameFolded, DescriptionFolded"
-    if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
-        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {CURRENT.replace('> :start', after + ' :start')}"
-    else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
-        folded = ("casefold(AlertName) AS NameFolded, casefold(Description) AS DescriptionFolded"
-                  if query.filters.search else "NULL AS NameFolded, NULL AS DescriptionFolded")
-        latest = f"""SELECT AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, {folded} FROM (
-                SELECT rowid AS AlertRowId, *, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
-                       ORDER BY TimeGenerated DESC, rowid DESC) AS k
-                FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
-                     AND TimeGenerated <= :now) WHERE k = 1"""
-    order = sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity")
-    sql = f"""
-        WITH matched AS MATERIALIZED (
-            SELECT l.AlertRowId, l.SystemAlertId, l.TimeGenerated, l.AlertSeverity FROM ({latest}) AS l
-            WHERE {conditions(query, params)}),
-        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
-        SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
-               COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
-               (SELECT COUNT(*) FROM matched) AS TotalMatched
-        FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
-        ORDER BY {sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
-    return fetch(conn, sql, params)
 
 
 def uncounted(severities: str) -> str:

@@ -3,7 +3,7 @@
 ``QUERIES`` lists them in the order the model is offered their tools. ``make_query`` turns a query's name and
 loose arguments into a validated query object; ``spec_of`` gives a query's declaration, which the client,
 ``kql.build``, both backends and the response reader use. Adding a query is a module here (its query object,
-parameters, KQL, decoder and demo evaluation), its line in ``_MODULES``, and its tool in ``bot.tools.queries``.
+parameters, KQL, decoder and demo evaluation), its line in ``QUERIES``, and its tool in ``bot.tools.queries``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.sentinel import kql, rows
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
-from bot.sentinel.queries import alert_trend, incident_changes, incident_detail, legacy, on_call, top_entities
+from bot.sentinel.queries import (
+    alert_trend,
+    alerts,
+    incident_changes,
+    incident_detail,
+    incidents,
+    on_call,
+    top_entities,
+)
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
+from bot.sentinel.queries.alerts import AlertsQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
-from bot.sentinel.queries.legacy import AlertsQuery, IncidentsQuery
+from bot.sentinel.queries.incidents import IncidentsQuery
 from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQuery
 from bot.sentinel.queries.top_entities import TopEntitiesQuery
 from bot.sentinel.spec import (
@@ -30,7 +38,6 @@ from bot.sentinel.spec import (
     MAX_DETAIL_ENTITIES,
     MAX_OTHER_MATCHES,
     MV_EXPAND_LIMIT,
-    Param,
     QuerySpec,
     entity_value,
 )
@@ -38,23 +45,10 @@ from bot.sentinel.spec import (
 Query = Any  # a query object: the ``make`` result of one of the declarations
 
 
-def _legacy(name: str, decode: Any, keys: tuple[str, ...]) -> QuerySpec:
-    """A query not yet in a module of its own, wrapped as a declaration."""
-    def demo(query: Any, conn: Any, now: Any, workspace: Any) -> list[dict[str, Any]]:
-        return workspace.legacy_run(query, conn, now)
-
-    def build(query: Any) -> str:  # kql may still be importing when this module is (it imports legacy)
-        return kql.legacy_build(query)
-
-    parsers = legacy.PARAMETERS[name]
-    return QuerySpec(name, tuple(Param(n, parse) for n, parse in parsers.items()),
-                     legacy.CONSTRUCTORS[name], build, legacy.LEGACY_COLUMNS[name], keys, decode, demo)
-
-
 QUERIES: tuple[QuerySpec, ...] = (
-    _legacy("query_incidents", rows.incident, ("IncidentNumber",)),
+    incidents.SPEC,
     incident_detail.SPEC,
-    _legacy("query_alerts", rows.alert, ("SystemAlertId",)),
+    alerts.SPEC,
     alert_trend.SPEC,
     top_entities.SPEC,
     on_call.SPEC,

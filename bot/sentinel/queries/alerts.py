@@ -1,0 +1,149 @@
+"""query_alerts: alerts in a window (or a from/to range), latest state of each, with their product and entities,
+including alerts in no incident; the list filters (severity set, status, keyword, entity) and a sort order."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from bot.sentinel import kql
+from bot.sentinel.demo import sql
+from bot.sentinel.models import AlertSummary
+from bot.sentinel.params import DEFAULT_LIMIT, MAX_LIMIT, BinSize, Filters, InvalidParameter, SortOrder, TimeWindow
+from bot.sentinel.rows import MAX_ENTITIES_PER_ALERT_SHOWN, as_datetime, as_text, as_text_tuple, tactics, type_order
+from bot.sentinel.spec import (
+    ALERT_SORT,
+    MAX_ALERT_ENTITY_LABELS,
+    SEVERITY_PARAM,
+    DemoWorkspace,
+    FilteredQuery,
+    QuerySpec,
+    Row,
+    filter_params,
+    limit_param,
+    window_param,
+)
+
+
+class AlertsQuery(FilteredQuery):
+    tool = "query_alerts"
+    of_alerts = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.filters.owner is not None:
+            raise InvalidParameter("owner", "alerts have no owner; ask for incidents by owner")
+
+
+def _kql(query: AlertsQuery) -> str:
+    f = query.filters
+    description = " Description," if f.search else ""
+    return f"""// query_alerts: alerts {kql.scope(query)}, latest state of each
+{kql.filter_declarations(query)}let matched = materialize(SecurityAlert
+    | where {kql.bounds(query, "TimeGenerated")}
+    | summarize arg_max(TimeGenerated, AlertName,{description} AlertSeverity, Status, ProductName, ProviderName,
+        Tactics, Entities) by SystemAlertId
+    | where AlertSeverity in {kql.in_list(query.severities)}{kql.filters(query, "AlertName")});
+matched
+| extend SeverityRank = {kql.SEVERITY_RANK.replace("Severity", "AlertSeverity")}
+| sort by {kql.order_by(ALERT_SORT[f.sort])}
+| take {query.limit}
+| extend TotalMatched = toscalar(matched | count)
+| mv-apply Entity = parse_json(Entities) on (
+    extend EntityType = tostring(Entity.Type)
+    | where isnotempty(EntityType)
+    | extend EntityValue = {kql.entity_value_expression()}
+    | where isnotempty(EntityValue)
+    | summarize EntityLabels = make_set(strcat(EntityType, ": ", EntityValue), {MAX_ALERT_ENTITY_LABELS})
+    )
+| project SystemAlertId, AlertName, AlertSeverity, Status, ProductName = coalesce(ProductName, ProviderName),
+    TimeGenerated, Tactics, EntityLabels, TotalMatched"""
+
+
+def decode(row: Row) -> AlertSummary:
+    labels = as_text_tuple(row.get("EntityLabels"))
+    ordered = sorted(labels, key=lambda label: (type_order(label.split(":", 1)[0]), label))
+    return AlertSummary(
+        alert_id=as_text(row.get("SystemAlertId")),
+        name=as_text(row.get("AlertName")),
+        severity=as_text(row.get("AlertSeverity")),
+        status=as_text(row.get("Status")),
+        product=as_text(row.get("ProductName")),
+        time=as_datetime(row.get("TimeGenerated")),
+        tactics=tactics(row.get("Tactics")),
+        entities=tuple(ordered[:MAX_ENTITIES_PER_ALERT_SHOWN]),
+        entity_count=len(labels),
+    )
+
+
+def _demo(query: AlertsQuery, conn: sqlite3.Connection, now: datetime,
+          workspace: DemoWorkspace) -> list[dict[str, Any]]:
+    if query.filters != Filters():
+        return sql.with_entity_labels(conn, _filtered(query, conn, now))
+    params = sql.window_bounds(query.window, now, BinSize.HOUR) | {"limit": query.limit}
+    order = f"{sql.RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
+    firsts = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT l.AlertRowId, l.SystemAlertId, l.AlertSeverity, l.TimeGenerated "
+        f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {sql.CURRENT} "
+        f"AND l.AlertSeverity = '{severity.value}' "
+        f"ORDER BY l.TimeGenerated DESC, l.SystemAlertId LIMIT :limit)"
+        for severity in query.min_severity.at_least())
+    severities = sql.severities_in(query.min_severity)
+    rows = sql.fetch(
+        conn,
+        f"""WITH {sql.uncounted(severities)},
+            top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
+            SELECT m.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
+                   COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS ProductName, a.TimeGenerated, a.Tactics,
+                   (SELECT COUNT(*) FROM uncounted) + (SELECT COALESCE(SUM(Alerts), 0) FROM AlertHour
+                    WHERE Hour > :start_bucket AND AlertSeverity IN {severities}) AS TotalMatched
+            FROM top AS m JOIN SecurityAlert AS a ON a.rowid = m.AlertRowId
+            ORDER BY {order}""",
+        params,
+    )
+    return sql.with_entity_labels(conn, rows)
+
+
+def _filtered(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    """Filtered on the narrow latest rows; only the rows shown are joined to their full SecurityAlert row."""
+    params, after = sql.date_range(query, now)
+    params["limit"] = query.limit
+    columns = "AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, NameFolded, DescriptionFolded"
+    if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
+        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {sql.CURRENT.replace('> :start', after + ' :start')}"
+    else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
+        folded = ("casefold(AlertName) AS NameFolded, casefold(Description) AS DescriptionFolded"
+                  if query.filters.search else "NULL AS NameFolded, NULL AS DescriptionFolded")
+        latest = f"""SELECT AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, {folded} FROM (
+                SELECT rowid AS AlertRowId, *, ROW_NUMBER() OVER (PARTITION BY SystemAlertId
+                       ORDER BY TimeGenerated DESC, rowid DESC) AS k
+                FROM SecurityAlert WHERE TimeGenerated {after} :start AND TimeGenerated < :end
+                     AND TimeGenerated <= :now) WHERE k = 1"""
+    order = sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity")
+    text = f"""
+        WITH matched AS MATERIALIZED (
+            SELECT l.AlertRowId, l.SystemAlertId, l.TimeGenerated, l.AlertSeverity FROM ({latest}) AS l
+            WHERE {sql.conditions(query, params)}),
+        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
+        SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
+               COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
+               (SELECT COUNT(*) FROM matched) AS TotalMatched
+        FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
+        ORDER BY {sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
+    return sql.fetch(conn, text, params)
+
+
+SPEC = QuerySpec(
+    name=AlertsQuery.tool,
+    params=(window_param(TimeWindow.LAST_24H), SEVERITY_PARAM, limit_param(DEFAULT_LIMIT, MAX_LIMIT, "alerts"),
+            *filter_params("alert", (SortOrder.SEVERITY, SortOrder.NEWEST))),
+    make=lambda time_window, min_severity, limit, **filters: AlertsQuery(time_window, min_severity, limit,
+                                                                         Filters(**filters)),
+    kql=_kql,
+    columns=("SystemAlertId", "AlertName", "AlertSeverity", "Status", "ProductName", "TimeGenerated",
+             "Tactics", "EntityLabels", "TotalMatched"),
+    keys=("SystemAlertId",),
+    decode=decode,
+    demo=_demo,
+)

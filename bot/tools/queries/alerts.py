@@ -1,0 +1,29 @@
+"""query_alerts as a tool: alerts as compact rows with their [n] and a few entities, and the alert list card."""
+
+from __future__ import annotations
+
+from bot import cards
+from bot.sentinel.models import AlertSummary
+from bot.sentinel.queries import alerts
+from bot.tools.compact import RefFor, cell, ref, table_text
+from bot.tools.tool import Tool, read_tool
+
+
+def _row(a: AlertSummary, ref_for: RefFor) -> str:
+    entities = cell(a.entities, 160) + (f" (+{a.entity_count - len(a.entities)} more)"
+                                        if a.entity_count > len(a.entities) else "")
+    return "|".join([
+        ref(ref_for, "alert", a.alert_id), a.severity, cell(a.time), cell(a.status, 20), cell(a.product, 50),
+        cell(a.name, 120), entities,
+    ])
+
+
+TOOL: Tool = read_tool(
+    alerts.SPEC,
+    "Alerts in a window with product and entities, including alerts not in an incident.",
+    "Querying alerts...",
+    text=table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
+                               "entities"], _row),
+    card=cards.alerts_card,
+    example='{"time_window": "last_24h"}',
+)
