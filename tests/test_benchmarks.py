@@ -72,6 +72,14 @@ EXPECTED = {
         rf"The final message came at most -?{NUMBER} s after the model finished",
         r"Benchmark took",
     ],
+    "bench_escalation.py": [
+        r"== Escalations: Confirm to the posted mention and to the outcome",
+        *(rf"(?m)^{case} +{NUMBER} +{NUMBER} +{NUMBER} +[\d/]+ +[\d/]+$" for case in ("member", "not member",
+                                                                                     "owner", "assign")),
+        r"escalate_incident's declaration: \d+ tokens",
+        rf"Slowest median to the posted mention {NUMBER} ms; goal under 100 ms: {VERDICT}",
+        r"Benchmark took",
+    ],
     "bench_watches.py": [
         r"== Watch polls: Log Analytics queries and time per poll",
         *(rf"(?m)^ +\d+ {poll} +1 +\d+ +\d+ +{NUMBER}$" for poll in (r"quiet \(median\)", "one new", "burst of 8",
