@@ -22,6 +22,7 @@ from bot.sentinel.models import (
     on_call_order,
     one_line,
 )
+from bot.tools.registry import TOOLS
 
 SEVERITY_SHORT = {"High": "HIGH", "Medium": "MED", "Low": "LOW", "Informational": "INFO"}
 RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's [n]
@@ -73,8 +74,10 @@ def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | No
         body = trend(result.records)
     elif tool == "get_on_call":
         body = on_call(result.records)
-    else:
+    elif tool == "get_top_entities":
         body = entities(result.records, ref_for, now)
+    else:  # a query without a table of its own here: the rows the model reads
+        body = TOOLS.text(result, ref_for, {})
     return "\n".join(part for part in (body, footer(result) if with_footer else "") if part)
 
 

@@ -1,9 +1,9 @@
 """The registry: every tool the bot has, read and write, found by name.
 
 The orchestrator offers ``offered(writes=...)`` to the model, shows ``status_text`` while a call runs,
-and renders results with the tool's own ``text`` (for the model) and ``card`` (for Teams). Adding a read
-query is a declaration in ``read_tools`` (plus its query in ``bot.sentinel``); a write action, one in
-``write_tools`` (plus its change kind in ``bot.sentinel.changes``).
+and renders results with the tool's own ``text`` (for the model) and ``card`` (for Teams). A read query is a
+module in ``bot.sentinel.queries`` and its tool a module in ``bot.tools.queries`` (listed in ``read_tools``); a
+write action, a declaration in ``write_tools`` (plus its change kind in ``bot.sentinel.changes``).
 """
 
 from __future__ import annotations
