@@ -1,4 +1,4 @@
-"""Query results -> cards. Each read tool names its card builder (``bot.tools.read_tools``); every builder
+"""Query results -> cards. Each read tool names its card builder (its module in ``bot.tools.queries``); every builder
 here takes the same arguments, and ``result_card`` adds what all results share: the error card and the
 small "nothing matched" card."""
 

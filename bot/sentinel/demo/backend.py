@@ -1,4 +1,5 @@
-"""The demo workspace backend: the five queries in SQLite, with the semantics of the KQL in ``kql.py``.
+"""The demo workspace backend: each read query in SQLite (its declaration's ``demo`` evaluation, in its module of
+``bot.sentinel.queries``), with the semantics of its KQL.
 
 Same windows (rows with TimeGenerated in (now - window, now]), same dedupe (latest row per incident
 and per alert), same filters, caps, tie-breaking sort orders and result columns, so an answer from

@@ -9,7 +9,6 @@ parameters, KQL, decoder and demo evaluation), its line in ``QUERIES``, and its 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
 from bot.sentinel.queries import (
@@ -42,7 +41,9 @@ from bot.sentinel.spec import (
     entity_value,
 )
 
-Query = Any  # a query object: the ``make`` result of one of the declarations
+# A query object: what a declaration's ``make`` returns (a test may register one of its own).
+Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
+         | IncidentChangesQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
