@@ -47,8 +47,12 @@ CALLS = [
     ("query_alerts", {"from": "FROM", "to": "TO", "sort": "newest"}),
     ("query_alerts", {"time_window": "last_30d", "entity": "HOST"}),
     ("get_top_entities", {"time_window": "last_30d", "entity": "HOST"}),
+    # The watch poller's one query per interval (a minute's and a day's changes), and the on-call roster.
+    ("incident_changes", {"since": "MINUTE_AGO"}),
+    ("incident_changes", {"since": "DAY_AGO"}),
+    ("get_on_call", {}),
 ]
-Values = dict[str, object]  # placeholder -> value: NUMBER (an incident), HOST, FROM and TO
+Values = dict[str, object]  # placeholder -> value: NUMBER (an incident), HOST, FROM, TO, MINUTE_AGO, DAY_AGO
 Timings = dict[int, tuple[str, str, int, list[float]]]  # call index -> (tool, arguments, rows, timings ms)
 
 
@@ -81,7 +85,8 @@ async def placeholders(client: SentinelClient, now: datetime) -> Values:
     assert isinstance(latest, QueryResult) and latest.records and isinstance(top, QueryResult)
     host = next(e.value for e in top.records if e.type == "host")
     return {"NUMBER": latest.records[0].number, "HOST": host,
-            "FROM": f"{now - timedelta(days=7):%Y-%m-%dT%H:%MZ}", "TO": f"{now - timedelta(days=1):%Y-%m-%dT%H:%MZ}"}
+            "FROM": f"{now - timedelta(days=7):%Y-%m-%dT%H:%MZ}", "TO": f"{now - timedelta(days=1):%Y-%m-%dT%H:%MZ}",
+            "MINUTE_AGO": (now - timedelta(minutes=1)).isoformat(), "DAY_AGO": (now - timedelta(days=1)).isoformat()}
 
 
 def shown_arguments(index: int, values: Values) -> str:
