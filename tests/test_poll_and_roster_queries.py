@@ -288,3 +288,17 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     restarted = SentinelClient(DemoBackend(SEED, clock=lambda: NOW, inbox=inbox))  # a new bot reads the whole inbox
     again = ok(asyncio.run(restarted.incident_changes(NOW - timedelta(seconds=1))))
     assert [c.incident.number for c in again.records] == numbers
+
+
+async def test_an_answer_may_cite_the_on_call_analysts_and_nobody_else(demo_client: SentinelClient) -> None:
+    """The roster's records name their UPNs and emails (``NamesEntities``), so the fact check knows them."""
+    from bot.orchestrator import grounding
+    from bot.orchestrator.facts import Facts
+    from bot.orchestrator.references import References
+
+    facts = Facts()
+    facts.observe(ok(await demo_client.get_on_call()), NOW)
+    cited = "Adele Vance (adelev@example.com) is on call until 16:00 UTC; Isaiah Langer (isaiahl@example.com) is next."
+    assert grounding.check(cited, facts, References(), NOW) == []
+    [made_up] = grounding.check("Call mallory@evil.example now.", facts, References(), NOW)
+    assert made_up.claimed == "mallory@evil.example"

@@ -19,7 +19,15 @@ from datetime import datetime
 from typing import Any
 
 from bot.orchestrator.identifiers import IdKind, extract, host_variants, normalise
-from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult, TrendBin
+from bot.sentinel.models import (
+    AlertSummary,
+    EntityCount,
+    Incident,
+    IncidentDetail,
+    NamesEntities,
+    QueryResult,
+    TrendBin,
+)
 
 # Sized for the conversation's state budget (teams/state.py): about 20 KB when all are full.
 MAX_INCIDENTS = 100
@@ -167,6 +175,9 @@ class Facts:
                 scope = f"{record.type} {record.value}"
                 self._count("alerts", (), record.alert_count, scope)
                 self._count("alerts", ("high",), record.high_severity_count, scope)
+            elif isinstance(record, NamesEntities):  # any other query's records that name entities
+                for entity_type, value in record.identifiers():
+                    self._identify(entity_type, value)
         for text in texts:
             for found in extract(text):
                 if found.kind is IdKind.INCIDENT:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 
 def one_line(value: object, width: int | None = None) -> str:
@@ -111,6 +111,14 @@ class TrendBin:
     count: int
 
 
+@runtime_checkable
+class NamesEntities(Protocol):
+    """A record type of a query that says which entity values (type, value) it holds, so the fact check lets an
+    answer cite them without knowing the record type (a new query needs no change there)."""
+
+    def identifiers(self) -> tuple[tuple[str, str], ...]: ...
+
+
 @dataclass(frozen=True)
 class ChangedIncident:
     """An incident as its latest SecurityIncident row shows it, with that row's time (a poller's cursor) and what
@@ -153,6 +161,10 @@ class OnCallEntry:
     def ended(self) -> bool:
         """A dated shift that is over."""
         return self.shift_end <= self.as_of
+
+    def identifiers(self) -> tuple[tuple[str, str], ...]:
+        """The entity values an answer may cite from this record (``NamesEntities``)."""
+        return tuple(("account", value) for value in dict.fromkeys((self.upn, self.email)) if value)
 
     def at(self, moment: datetime) -> OnCallEntry:
         """This entry judged at ``moment`` (aware): a daily shift moves to its occurrence then."""
