@@ -107,6 +107,9 @@ def _new_incident(args: argparse.Namespace) -> int:
     except InvalidParameter as exc:
         print(f"Invalid incident: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the inbox cannot be written: say which file and why, no traceback
+        print(f"Cannot write the demo inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(number)
     return 0
 
