@@ -38,6 +38,7 @@ from bot.orchestrator.items import (
     UserMessage,
 )
 from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind, TextSink, WaitBudget
+from bot.orchestrator.local_time import LocalZone, time_context
 from bot.orchestrator.memory import Memory, digest
 from bot.orchestrator.write_guard import WriteGuard
 from bot.sentinel.models import QueryResult
@@ -93,16 +94,18 @@ class Orchestrator:
         self.offered: tuple[Tool, ...] = tools.registry.offered(writes=self.desk is not None)
 
     async def answer(self, conversation: Conversation, text: str, progress: Progress = _no_progress,
-                     actor: Actor | None = None, stream: TextSink | None = None) -> TurnResult:
+                     actor: Actor | None = None, stream: TextSink | None = None,
+                     local: LocalZone | None = None) -> TurnResult:
         """Answer ``text``; ``actor`` (who asks, where) lets write tools propose changes for them. ``stream``: the
         answer's text is streamed to it as it is written, whole sentences only, fact-checked and marked; the
-        TurnResult's text (with the summary on top) is the final word."""
+        TurnResult's text (with the summary on top) is the final word. ``local``: the analyst's time zone, for
+        the times they give."""
         notices = self.memory.before_turn(conversation)
         user_text = text.strip()[:MAX_USER_TEXT]
         turn: list[Item] = [UserMessage(user_text)]
         wants_examples = prompts.asks_for_example_data(user_text)
         result = TurnResult(text="", notices=notices)
-        asking = _Asking(user_text, actor, budget=self.model.wait_budget(),
+        asking = _Asking(user_text, actor, local, budget=self.model.wait_budget(),
                          live=_LiveAnswer(stream, conversation, self.clock) if stream is not None else None)
         try:
             completion = await self._run_rounds(conversation, turn, result, wants_examples, progress, asking)
@@ -178,7 +181,7 @@ class Orchestrator:
         dropped_history = shrunk_results = False
         while True:
             tools = self.offered if result.rounds < self.max_rounds else None
-            messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None)
+            messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None, local=asking.local)
             try:
                 completion = await self.model.complete(messages, tools, round_number=result.rounds + 1,
                                                        budget=asking.budget, on_text=asking.live)
@@ -260,10 +263,10 @@ class Orchestrator:
         text = prompts.system_prompt(writes=self.desk is not None) + (f"\n\n{prompts.DEMO_NOTE}" if self.demo else "")
         return [Instruction(text)]
 
-    def _context(self, conversation: Conversation) -> list[Message]:
-        """What changes from turn to turn (preferences, summary, references), placed after the history
+    def _context(self, conversation: Conversation, local: LocalZone | None = None) -> list[Message]:
+        """What changes from turn to turn (the time, preferences, summary, references), placed after the history
         so the prefix stays cacheable."""
-        parts = []
+        parts = [time_context(self.clock(), local)]
         if conversation.preferences:
             parts.append(prompts.preferences_context(conversation.preferences))
         if conversation.summary:
@@ -271,12 +274,12 @@ class Orchestrator:
         listing = conversation.references.context()
         if listing:
             parts.append(prompts.references_context(listing))
-        return [Instruction("\n\n".join(parts))] if parts else []
+        return [Instruction("\n\n".join(parts))]
 
     def _messages(self, conversation: Conversation, turn: list[Item], wants_examples: bool,
-                  synthesis: bool) -> list[Message]:
+                  synthesis: bool, local: LocalZone | None = None) -> list[Message]:
         # The context goes just before this turn's question, and reflects references made during the turn.
-        messages = [*self._system(), *conversation.history, *self._context(conversation), *turn]
+        messages = [*self._system(), *conversation.history, *self._context(conversation, local), *turn]
         if wants_examples:
             messages.append(Instruction(prompts.EXAMPLE_DATA_INSTRUCTION))
         if synthesis:
@@ -296,6 +299,7 @@ class _Asking:
 
     text: str
     actor: Actor | None
+    local: LocalZone | None = None  # the analyst's time zone
     write_calls: int = 0  # the model's write tool calls this turn, proposed or not
     budget: WaitBudget = field(default_factory=WaitBudget)  # the turn's model retry waits left
     live: _LiveAnswer | None = None  # where the answer streams to, if anywhere

@@ -41,6 +41,7 @@ from bot.commands.parser import Command
 from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
 from bot.orchestrator.confirmations import Actor, ConfirmationDesk, Outcome, OutcomeStatus, Proposal, ProposalStatus
+from bot.orchestrator.local_time import LocalZone, zone_of
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
 from bot.orchestrator.pending import PendingAction
@@ -102,6 +103,7 @@ class TurnRequest:
     correlation_id: str
     reply_to_id: str | None = None  # for a card button: the message holding the card
     tenant_id: str | None = None
+    local: LocalZone | None = None  # the sender's time zone (Teams sends it with each message)
 
 
 @dataclass
@@ -349,6 +351,7 @@ class SentinelBot(TeamsActivityHandler):
             correlation_id=telemetry.new_correlation_id(),
             reply_to_id=activity.reply_to_id,
             tenant_id=_where(activity).tenant_id,
+            local=zone_of(activity.local_timezone, activity.local_timestamp),
         )
 
     async def _run_turn(self, context: TurnContext, request: TurnRequest, typing_sent: bool) -> None:
@@ -524,7 +527,7 @@ class SentinelBot(TeamsActivityHandler):
             return Reply([replies.message(self.limits.message(wait))])
         actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
-                                              stream=_streamed_to(progress))
+                                              stream=_streamed_to(progress), local=request.local)
         if self.limits is not None:
             self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.tokens)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)

@@ -19,6 +19,7 @@ from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
 from bot.orchestrator import sources
 from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.local_time import machine_zone
 from bot.orchestrator.loop import Orchestrator, TurnResult
 from bot.orchestrator.prompts import DISCLAIMER
 from bot.sentinel.client import SentinelClient
@@ -90,7 +91,7 @@ class TerminalChat:
         async def progress(status: str) -> None:
             self._say_status(status)
 
-        turn = await self._orchestrator.answer(self.conversation, text, progress)
+        turn = await self._orchestrator.answer(self.conversation, text, progress, local=machine_zone())
         self._last_runs = turn.runs
         return self._format_turn(turn)
 
