@@ -30,7 +30,7 @@ from bot.sentinel.changes import (
 )
 
 OUTCOMES = ("executed", "noop", "cancelled", "expired", "superseded", "failed")
-OUTCOME_COLOR = {"executed": "good", "failed": "attention"}  # default otherwise
+OUTCOME_STYLE = {"executed": "good", "failed": "attention"}  # the heading's container; default otherwise
 OUTCOME_ICON = {"executed": "✅", "noop": "☑️", "cancelled": "✖️", "expired": "⌛", "superseded": "🔁",
                 "failed": "⚠️"}
 PORTAL_HOSTS = frozenset({"portal.azure.com", "security.microsoft.com"})
@@ -144,7 +144,7 @@ def _outcome(change: IncidentChange, before: IncidentSnapshot, outcome: str, hea
              after: IncidentSnapshot | None, requester: str, confirmed_by: str | None, shown: _Shown, demo: bool,
              action_id: str | None, chars: int) -> Element:
     body = header(f"{OUTCOME_ICON[outcome]} {plain(headline, 300)}", demo=demo)
-    _colour_heading(body, OUTCOME_COLOR.get(outcome, "default"))
+    _style_heading(body, OUTCOME_STYLE.get(outcome, "default"))
     if detail:
         body += [text(plain(line, 500), spacing="small") for line in detail.splitlines()[:6] if line.strip()]
     body.append(subtle(_incident_line(change, before), spacing="small"))
@@ -368,9 +368,10 @@ def _section(title: str, first: bool = False) -> Element:
     return text(title, weight="bolder", size="small", **({} if first else {"separator": True, "spacing": "medium"}))
 
 
-def _colour_heading(body: list[Element], color: str) -> None:
-    """Colours the heading ``header`` made (a TextBlock, or the first column's TextBlock beside DEMO DATA)."""
-    first = body[0]
-    heading = first["columns"][0]["items"][0] if first.get("type") == "ColumnSet" else first
-    heading["color"] = color
+def _style_heading(body: list[Element], style: str) -> None:
+    """Puts the heading ``header`` made on a container of ``style`` (good: done, attention: failed). Its text keeps
+    the default colour: green or red text is hard to read on a white card, and Teams adapts container styles to
+    its dark theme."""
+    if style != "default":
+        body[0] = {"type": "Container", "style": style, "items": [body[0]]}
 

@@ -218,8 +218,8 @@ class _Check:
         if claim.own and isinstance(subject, IncidentFact) and claim.noun == "alerts" and not claim.qualifiers:
             if _count_matches(value, subject.alert_count, claim.approx):
                 return None
-            return (f"#{subject.number} has {subject.alert_count} alerts ({subject.seen.describe()})",
-                    f"record: {subject.alert_count} alerts")
+            alerts = f"{subject.alert_count} alert{'' if subject.alert_count == 1 else 's'}"
+            return (f"#{subject.number} has {alerts} ({subject.seen.describe()})", f"record: {alerts}")
         nouns = [claim.noun] if claim.noun else ["incidents", "alerts"]
         candidates = [c for noun in nouns for c in self.facts.counts_for(noun, claim.qualifiers)]
         if any(_count_matches(value, c.value, claim.approx) for c in candidates):

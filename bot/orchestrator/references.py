@@ -85,7 +85,7 @@ class References:
             elif isinstance(record, AlertSummary):
                 self._alert(record)
             elif isinstance(record, EntityCount):
-                self._entity(record.type, record.value, f"{record.alert_count} alerts")
+                self._entity(record.type, record.value, f"{record.alert_count} alert{_s(record.alert_count)}")
 
     def context(self) -> str:
         """The compact reference list the model sees each turn."""
@@ -132,3 +132,7 @@ def _context_label(reference: Reference) -> str:
 
 def _short(text: str, width: int = 50) -> str:
     return one_line(text, width)
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
