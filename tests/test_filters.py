@@ -1,8 +1,9 @@
 """The demo backend's filtered lists equal an independent evaluation in Python over the same generated rows.
 
-Each filter alone and combined (status, owner, severity set, keyword, from/to, sort), on incidents and
-alerts: the expected rows are computed here from ``generator.generate`` output (latest row per incident
-or alert in the range, then the filters, then the sort), never through the backend's SQL.
+Each filter alone and combined (status, owner, severity set, keyword, from/to, sort, product, tactic,
+classification), on incidents and alerts: the expected rows are computed here from ``generator.generate``
+output (latest row per incident or alert in the range, then the filters, then the sort), never through the
+backend's SQL.
 """
 
 from __future__ import annotations
@@ -76,6 +77,33 @@ def _common(row: dict, arguments: dict[str, Any], severity: str, title: str, sta
     return not search or any(search.casefold() in (row[c] or "").casefold() for c in (title, "Description"))
 
 
+def _named(text: str) -> str:
+    """A tactic or classification as the analyst may type it ("credential access"), compared as the table spells
+    it once spaces are dropped and case ignored."""
+    return text.replace(" ", "").replace("_", "").lower()
+
+
+def _incident_extras(row: dict, arguments: dict[str, Any]) -> bool:
+    """Product (part of any of its product names), tactic (one of its tactics) and classification."""
+    extra = json.loads(row["AdditionalData"] or "{}")
+    product = arguments.get("product")
+    if product and not any(product.casefold() in p.casefold() for p in extra.get("alertProductNames", [])):
+        return False
+    if "tactic" in arguments and _named(arguments["tactic"]) not in [t.lower() for t in extra.get("tactics", [])]:
+        return False
+    return "classification" not in arguments or (row["Classification"] or "").lower() == _named(
+        arguments["classification"])
+
+
+def _alert_extras(row: dict, arguments: dict[str, Any]) -> bool:
+    """Product (part of its product name, else provider name) and tactic (a whole item of its comma list)."""
+    product = arguments.get("product")
+    if product and product.casefold() not in (row["ProductName"] or row["ProviderName"] or "").casefold():
+        return False
+    tactics = [t.strip().lower() for t in (row["Tactics"] or "").split(",")]
+    return "tactic" not in arguments or _named(arguments["tactic"]) in tactics
+
+
 def expected_incidents(data: generator.DemoData, arguments: dict[str, Any]) -> tuple[list[int], int]:
     start, end, inclusive = _bounds(arguments)
     statuses = {"open": ("New", "Active")}.get(arguments.get("status", ""), (arguments.get("status"),))
@@ -87,6 +115,8 @@ def expected_incidents(data: generator.DemoData, arguments: dict[str, Any]) -> t
         if not _common(row, arguments, "Severity", "Title", statuses):  # type: ignore[arg-type]
             continue
         if "owner" in arguments and not _owner_matches(row["Owner"], arguments["owner"]):
+            continue
+        if not _incident_extras(row, arguments):
             continue
         rows.append(row)
 
@@ -107,7 +137,8 @@ def expected_alerts(data: generator.DemoData, arguments: dict[str, Any]) -> tupl
     start, end, inclusive = _bounds(arguments)
     statuses = {"open": ("New", "InProgress")}.get(arguments.get("status", ""), (arguments.get("status"),))
     rows = [r for r in _latest(data.alert_rows, "SystemAlertId", start, end, inclusive)
-            if _common(r, arguments, "AlertSeverity", "AlertName", statuses)]  # type: ignore[arg-type]
+            if _common(r, arguments, "AlertSeverity", "AlertName", statuses)  # type: ignore[arg-type]
+            and _alert_extras(r, arguments)]
     ordered = sorted(rows, key=lambda r: r["SystemAlertId"])
     ordered.sort(key=lambda r: r["TimeGenerated"], reverse=True)
     if arguments.get("sort", "severity") == "severity":
@@ -140,6 +171,15 @@ INCIDENT_VARIANTS: list[dict[str, Any]] = [
     {"time_window": "last_30d", "status": "open", "owner": "unassigned", "severity": ["High", "Medium"],
      "sort": "newest", "limit": 100},
     {"from": FROM, "to": TO, "status": "Closed", "search": "sign", "sort": "most_alerts"},
+    {"time_window": "last_7d", "product": "defender for ENDPOINT"},
+    {"time_window": "last_30d", "product": "Office 365", "limit": 100},
+    {"time_window": "last_7d", "tactic": "credential access"},
+    {"time_window": "last_30d", "tactic": "LateralMovement", "limit": 100},
+    {"time_window": "last_30d", "classification": "true positive", "limit": 100},
+    {"time_window": "last_30d", "classification": "Undetermined", "status": "Closed"},
+    {"time_window": "last_30d", "product": "Defender", "tactic": "Execution", "classification": "BenignPositive",
+     "severity": ["High", "Medium"], "sort": "newest", "limit": 100},
+    {"from": FROM, "to": TO, "tactic": "initial_access", "product": "entra", "status": "open"},
 ]
 ALERT_VARIANTS: list[dict[str, Any]] = [
     {"time_window": "last_24h", "status": "open"},
@@ -153,6 +193,11 @@ ALERT_VARIANTS: list[dict[str, Any]] = [
     {"time_window": "last_30d", "status": "open", "severity": ["Medium"], "search": "sign", "sort": "newest",
      "limit": 100},
     {"from": FROM, "to": TO, "status": "Resolved", "search": "a", "limit": 100},
+    {"time_window": "last_7d", "product": "cloud apps"},
+    {"time_window": "last_7d", "tactic": "Initial Access"},
+    {"time_window": "last_30d", "tactic": "Impact", "limit": 100},
+    {"time_window": "last_30d", "product": "Defender", "tactic": "execution", "status": "open", "sort": "newest"},
+    {"from": FROM, "to": TO, "product": "Sentinel", "tactic": "Discovery", "limit": 100},
 ]
 
 
@@ -197,6 +242,13 @@ async def test_alert_filters_equal_a_python_evaluation(arguments, data, client) 
     ("query_alerts", {"owner": "alice"}, ["owner"]),
     ("query_alerts", {"sort": "most_alerts"}, ["sort", "newest"]),
     ("query_alerts", {"status": "Closed"}, ["status", "Resolved"]),
+    ("query_incidents", {"tactic": "lateral"}, ["tactic", "MITRE", "LateralMovement", "CredentialAccess"]),
+    ("query_alerts", {"tactic": "T1110"}, ["tactic", "InitialAccess", "Impact"]),
+    ("query_incidents", {"classification": "malicious"}, ["classification", "TruePositive", "Undetermined"]),
+    ("query_alerts", {"classification": "TruePositive"}, ["classification"]),
+    ("query_incidents", {"product": "p" * 101}, ["product", "101", "at most 100"]),
+    ("query_alerts", {"product": "  "}, ["product", "empty"]),
+    ("query_incidents", {"product": "Defender\x00| where 1==1"}, ["product", "control characters"]),
 ])
 async def test_bad_filters_are_tool_errors_that_say_what_to_send(tool, arguments, words, client) -> None:
     result = await client.run(tool, arguments)
@@ -317,3 +369,6 @@ def test_a_filtered_list_card_says_what_it_was_narrowed_by() -> None:
                                    "from": "2026-11-20T09:00:00Z", "sort": "most_alerts"})
     assert label == ("3 incidents · open · unassigned · High/Low · involving WS-FIN-160 · “qakbot | where 1==1” · "
                      "from 2026-11-20 09:00 UTC · most alerts first")
+    label = titled("2 alerts", {"product": "Defender for Endpoint", "tactic": "CredentialAccess",
+                                "classification": "TruePositive"})
+    assert label == "2 alerts · product Defender for Endpoint · CredentialAccess · TruePositive"

@@ -5,13 +5,17 @@ import pytest
 from bot.sentinel import kql
 from bot.sentinel.params import (
     MAX_TITLE_SEARCH_LENGTH,
+    TACTICS,
     IncidentRef,
     InvalidParameter,
     Severity,
     TimeWindow,
+    parse_classification,
     parse_incident_ref,
     parse_limit,
+    parse_product,
     parse_severity,
+    parse_tactic,
     parse_time_window,
 )
 from bot.sentinel.queries import entity_value, make_query
@@ -117,3 +121,40 @@ def test_string_literal_escaping(text: str, literal: str) -> None:
 )
 def test_entity_values(entity: object, value: str | None) -> None:
     assert entity_value(entity) == value
+
+
+@pytest.mark.parametrize("value, tactic", [
+    ("CredentialAccess", "CredentialAccess"), ("credential access", "CredentialAccess"),
+    (" Command and Control ", "CommandAndControl"), ("lateral_movement", "LateralMovement"),
+    ("privilege-escalation", "PrivilegeEscalation"), (None, None), ("  ", None),
+])
+def test_tactics_in_any_case_and_spacing(value: object, tactic: str | None) -> None:
+    assert parse_tactic(value) == tactic
+
+
+@pytest.mark.parametrize("value", ["Credential", "T1110", "Unknown", "credential\naccess | where 1==1", 3, ["Impact"]])
+def test_unknown_tactics_are_refused_with_the_valid_names(value: object) -> None:
+    with pytest.raises(InvalidParameter, match="tactic") as refused:
+        parse_tactic(value)
+    assert all(name in str(refused.value) for name in TACTICS)
+
+
+def test_classifications() -> None:
+    assert parse_classification("true positive") == "TruePositive"
+    assert parse_classification("FALSE_POSITIVE") == "FalsePositive"
+    assert parse_classification("benign positive") == "BenignPositive"
+    assert parse_classification("undetermined") == "Undetermined"
+    assert parse_classification(None) is None
+    with pytest.raises(InvalidParameter, match="TruePositive, FalsePositive, BenignPositive, Undetermined"):
+        parse_classification("malicious")
+
+
+def test_product_names() -> None:
+    assert parse_product("  Defender for Endpoint ") == "Defender for Endpoint"
+    assert parse_product(None) is None
+    assert parse_product('x" | where 1==1 //') == 'x" | where 1==1 //'  # kept, as one escaped literal later
+    for value, words in (("", "empty"), ("   ", "empty"), ("p" * 101, "at most 100"), (7, "not text"),
+                         ("Defender\nfor Endpoint", "control characters"), ("a\x00b", "control characters"),
+                         ("a\x85b", "control characters")):
+        with pytest.raises(InvalidParameter, match=words):
+            parse_product(value)

@@ -91,7 +91,7 @@ def _demo(query: AlertProductsQuery, conn: sqlite3.Connection, now: datetime,
 
 SPEC = QuerySpec(
     name=AlertProductsQuery.tool,
-    params=(window_param(TimeWindow.LAST_24H), limit_param(5, 20, "products")),
+    params=(window_param(TimeWindow.LAST_24H), limit_param(5, 20)),
     make=lambda time_window, limit: AlertProductsQuery(time_window, limit),
     kql=_kql,
     columns=("ProductName", "AlertCount", "TotalMatched"),
@@ -143,8 +143,7 @@ async def test_a_query_declared_in_one_module_is_offered_run_and_rendered(regist
                                                                           demo_backend: DemoBackend) -> None:
     assert TOOL.name in {t.name for t in TOOLS.offered(writes=False)}
     schema = TOOL.parameters_schema()
-    assert schema["properties"]["limit"] == {"type": "integer", "description": "Max products.", "minimum": 1,
-                                             "maximum": 20}
+    assert schema["properties"]["limit"] == {"type": "integer", "minimum": 1, "maximum": 20}
     [checked] = kusto.check([kql.build(queries.make_query(SPEC.name, {"time_window": "last_7d"}))])
     assert checked["ok"], checked["errors"]
     assert tuple(c["name"] for c in checked["result_columns"]) == SPEC.columns

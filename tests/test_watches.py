@@ -52,7 +52,8 @@ def test_a_sentence_starting_with_watch_is_a_question_and_bad_words_say_the_usag
 
 
 @pytest.mark.parametrize("arguments", [{"time_window": "last_24h"}, {"limit": 5}, {"sort": "newest"},
-                                       {"entity": "10.1.2.3"}, {"min_severity": "Critical"}])
+                                       {"entity": "10.1.2.3"}, {"min_severity": "Critical"},
+                                       {"product": "Defender"}, {"tactic": "Impact"}, {"classification": "bad"}])
 def test_what_a_watch_cannot_take_is_refused_when_it_is_made(arguments: dict) -> None:
     with pytest.raises(InvalidParameter):
         watch_filter(arguments, "aad-alice")
@@ -74,6 +75,7 @@ def test_mine_is_the_creator() -> None:
 @pytest.mark.parametrize("arguments", [
     {"min_severity": "High"}, {"min_severity": "Medium", "status": "open"}, {"status": "Closed"},
     {"owner": "unassigned"}, {"severity": "Low,Informational", "status": "New"}, {"status": "Active", "min_severity": "Low"},
+    {"classification": "benign positive"},
 ])
 async def test_python_matching_agrees_with_the_demo_workspace_query(demo_client: SentinelClient,
                                                                      arguments: dict) -> None:
@@ -359,7 +361,7 @@ def snapshot(number: int, severity: str = "High", *, status: str = "New", owner_
 
 def of_incident(i: Incident) -> Snapshot:
     return Snapshot(number=i.number, title=i.title, severity=i.severity, status=i.status, created=i.created,
-                    owner_name=i.owner or "")
+                    owner_name=i.owner or "", classification=i.classification or "")
 
 
 def subscriber(key: str, arguments: dict):

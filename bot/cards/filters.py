@@ -22,6 +22,11 @@ def filter_label(parameters: dict[str, Any]) -> str:
         parts.append(f"involving {plain(str(parameters['entity']), 60)}")
     if parameters.get("search"):
         parts.append(f"“{plain(str(parameters['search']), 40)}”")
+    if parameters.get("product"):
+        parts.append(f"product {plain(str(parameters['product']), 40)}")
+    for name in ("tactic", "classification"):
+        if parameters.get(name):
+            parts.append(plain(str(parameters[name]), 30))
     if parameters.get("from"):
         parts.append(f"from {plain(str(parameters['from']), 20).replace('T', ' ').replace(':00Z', ' UTC')}")
     if parameters.get("to"):

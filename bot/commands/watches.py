@@ -28,6 +28,8 @@ MAX_SEEN = 5000  # (incident, version) pairs remembered within the overlap
 # What a watch cannot follow: new incidents have no window, order or page; from/to and entities are not tracked.
 _NOT_FOR_WATCHES = {"time_window": "a time window", "limit": "a number of rows", "sort": "an order",
                     "from": "a start time", "to": "an end time", "entity": "an entity"}
+# Nor what the poller's incident rows do not carry.
+_NOT_READ_BY_POLLER = {"product": "products", "tactic": "tactics"}
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,8 @@ class WatchFilter:
                  str(a.get("status") or "").lower(),
                  "mine" if a.get("owner_is_creator") else ("unassigned" if a.get("owner") == "unassigned"
                                                           else (f"owner {a['owner']}" if a.get("owner") else "")),
-                 f'search "{a["search"]}"' if a.get("search") else ""]
+                 f'search "{a["search"]}"' if a.get("search") else "",
+                 str(a.get("classification") or "")]
         return " ".join(w for w in words if w) or "all new incidents"
 
     def matches(self, incident: Snapshot) -> bool:
@@ -153,7 +156,7 @@ class WatchFilter:
             needle = filters.search.casefold()
             if needle not in incident.title.casefold() and needle not in incident.description.casefold():
                 return False
-        return True
+        return filters.classification is None or incident.classification == filters.classification
 
 
 def watch_filter(arguments: Mapping[str, Any], me: str | None, my_name: str | None = None) -> WatchFilter:
@@ -162,6 +165,10 @@ def watch_filter(arguments: Mapping[str, Any], me: str | None, my_name: str | No
         if name in arguments:
             raise InvalidParameter(name, f"a watch posts incidents as they arrive, so it takes no {what}; use the "
                                          'severity, status, owner and search filters (e.g. "watch high open")')
+    for name, what in _NOT_READ_BY_POLLER.items():
+        if name in arguments:
+            raise InvalidParameter(name, f"a watch cannot follow {what} (the poller does not read them); use the "
+                                         "severity, status, owner, search and classification filters")
     wanted = dict(arguments)
     owner = wanted.get("owner")
     if isinstance(owner, str) and owner.strip().lower() in SELF_WORDS:

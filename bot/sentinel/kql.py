@@ -121,12 +121,13 @@ _OWNER_FIELDS = ("tostring(Owner.objectId)", "tostring(Owner.userPrincipalName)"
 
 
 def declarations(*, owner: str | None = None, search: str | None = None, entity: str | None = None,
-                 involved_alerts: bool = False) -> str:
+                 product: str | None = None, involved_alerts: bool = False) -> str:
     """The analyst's free text, each value declared once as one escaped literal and used by name below;
     ``involved_alerts``: also the ids of the alerts that name the entity (an incident list's entity filter)."""
     lines = [f"let owner_wanted = {string_literal(owner)};\n" if owner is not None else "",
              f"let search_text = {string_literal(search)};\n" if search is not None else "",
-             f"let entity_wanted = tolower({string_literal(entity)});\n" if entity is not None else ""]
+             f"let entity_wanted = tolower({string_literal(entity)});\n" if entity is not None else "",
+             f"let product_wanted = {string_literal(product)};\n" if product is not None else ""]
     if entity is not None and involved_alerts:
         lines.append(f"""let involved_alerts = toscalar(SecurityAlert
     | where TimeGenerated > ago({DETAIL_LOOKBACK.days}d)
@@ -138,7 +139,7 @@ def declarations(*, owner: str | None = None, search: str | None = None, entity:
 def filter_declarations(query: FilteredQuery) -> str:
     f = query.filters
     return declarations(owner=f.owner.person if f.owner else None, search=f.search, entity=f.entity,
-                        involved_alerts=not query.of_alerts)
+                        product=f.product, involved_alerts=not query.of_alerts)
 
 
 def involving(entity: str) -> str:
@@ -157,8 +158,16 @@ INVOLVING_TAIL = f"""
     | where Involved > 0"""
 
 
+# An incident with an alert from the wanted product: any of its product names contains it.
+_INCIDENT_PRODUCT = """
+    | mv-apply Product = AdditionalData.alertProductNames to typeof(string) on (
+        summarize ProductMatches = countif(Product contains product_wanted))
+    | where ProductMatches > 0"""
+
+
 def filters(query: FilteredQuery, title: str) -> str:
-    """The status, owner and keyword filters on the latest state (after arg_max), one ``| where`` each."""
+    """The status, owner, keyword, entity, product, tactic and classification filters on the latest state (after
+    arg_max), one ``| where`` each. A tactic is one word, so ``has`` matches it as a whole item of the list."""
     f = query.filters
     parts = []
     if f.status:
@@ -171,7 +180,16 @@ def filters(query: FilteredQuery, title: str) -> str:
         parts.append(f"({title} contains search_text or Description contains search_text)")
     if f.entity and not query.of_alerts:
         parts.append("array_length(set_intersect(AlertIds, involved_alerts)) > 0")
+    if f.product and query.of_alerts:
+        parts.append("coalesce(ProductName, ProviderName) contains product_wanted")
+    if f.tactic:
+        tactics = "Tactics" if query.of_alerts else "tostring(AdditionalData.tactics)"
+        parts.append(f"{tactics} has {string_literal(f.tactic)}")
+    if f.classification:
+        parts.append(f"Classification == {string_literal(f.classification)}")
     tail = involving(f.entity) if f.entity and query.of_alerts else ""
+    if f.product and not query.of_alerts:
+        tail += _INCIDENT_PRODUCT
     return "".join(f"\n    | where {part}" for part in parts) + tail
 
 

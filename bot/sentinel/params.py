@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -354,6 +355,46 @@ def parse_since(value: object) -> datetime:
     return moment
 
 
+MAX_PRODUCT_LENGTH = 100  # "Microsoft Defender for Cloud Apps" is 33
+# MITRE ATT&CK tactics as Sentinel writes them (Enterprise, then the two ICS ones Sentinel also uses).
+TACTICS = ("Reconnaissance", "ResourceDevelopment", "InitialAccess", "Execution", "Persistence", "PrivilegeEscalation",
+           "DefenseEvasion", "CredentialAccess", "Discovery", "LateralMovement", "Collection", "CommandAndControl",
+           "Exfiltration", "Impact", "ImpairProcessControl", "InhibitResponseFunction")
+CLASSIFICATIONS = ("TruePositive", "FalsePositive", "BenignPositive", "Undetermined")
+
+
+def parse_product(value: object) -> str | None:
+    """A product name or part of it ("Defender for Endpoint"); None when not given."""
+    if value is None:
+        return None
+    text = _text("product", value, MAX_PRODUCT_LENGTH, "use a product name or part of it")
+    if text is None:
+        raise InvalidParameter("product", "is empty: give a product name (e.g. Defender for Endpoint) or leave it out")
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        raise InvalidParameter("product", "contains control characters: give a product name on one line")
+    return text
+
+
+def _named(name: str, value: object, allowed: tuple[str, ...], what: str) -> str | None:
+    """One of ``allowed`` in any letter case, spaces, "_" and "-" ignored ("credential access"); None when empty."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        wanted = re.sub(r"[\s_-]+", "", value).lower()
+        for item in allowed:
+            if item.lower() == wanted:
+                return item
+    raise InvalidParameter(name, f"{_shown(value)} is not {what}; use one of: {', '.join(allowed)}")
+
+
+def parse_tactic(value: object) -> str | None:
+    return _named("tactic", value, TACTICS, "a MITRE ATT&CK tactic")
+
+
+def parse_classification(value: object) -> str | None:
+    return _named("classification", value, CLASSIFICATIONS, "an incident classification")
+
+
 @dataclass(frozen=True)
 class Filters:
     """What a list is narrowed by, besides its window, minimum severity and limit. All optional."""
@@ -366,6 +407,9 @@ class Filters:
     end: datetime | None = None  # "to": exclusive
     sort: SortOrder = SortOrder.SEVERITY
     entity: str | None = None  # involving this entity (its value, any letter case)
+    product: str | None = None  # a product name containing this (any letter case)
+    tactic: str | None = None  # one of TACTICS
+    classification: str | None = None  # incidents only: one of CLASSIFICATIONS
 
     def __post_init__(self) -> None:
         if self.start is not None and self.end is not None and self.start >= self.end:
@@ -378,7 +422,8 @@ class Filters:
     @property
     def narrowing(self) -> bool:
         """Anything beyond the window and severities: the backend cannot use its precounted totals."""
-        return bool(self.status or self.owner or self.search or self.ranged or self.entity)
+        return bool(self.status or self.owner or self.search or self.ranged or self.entity or self.product
+                    or self.tactic or self.classification)
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -398,4 +443,7 @@ class Filters:
             out["sort"] = self.sort.value
         if self.entity:
             out["entity"] = self.entity
+        for name in ("product", "tactic", "classification"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
         return out

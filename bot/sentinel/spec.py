@@ -30,15 +30,18 @@ from bot.sentinel.params import (
     Severity,
     SortOrder,
     TimeWindow,
+    parse_classification,
     parse_entity,
     parse_limit,
     parse_moment,
     parse_owner,
+    parse_product,
     parse_search,
     parse_severities,
     parse_severity,
     parse_sort,
     parse_status,
+    parse_tactic,
     parse_time_window,
 )
 
@@ -103,7 +106,7 @@ class QuerySpec:
 # the first tool) is enough for the model.
 def window_param(default: TimeWindow, hint: bool = False) -> Param:
     return Param("time_window", lambda v: parse_time_window(v, default),
-                 "Ending now (\"overnight\"/\"today\" = last_24h, \"this week\" = last_7d)." if hint else "",
+                 "Ending now; overnight/today = last_24h, this week = last_7d." if hint else "",
                  enum=tuple(w.value for w in TimeWindow), default=default.value)
 
 
@@ -111,16 +114,16 @@ SEVERITY_PARAM = Param("min_severity", parse_severity, enum=tuple(s.value for s 
 ENTITY_PARAM = Param("entity", parse_entity, "A host, account, IP, hash, URL...")
 
 
-def limit_param(default: int, maximum: int, what: str) -> Param:
-    return Param("limit", lambda v: parse_limit(v, default, maximum), f"Max {what}.", kind="integer", minimum=1,
-                 maximum=maximum)
+def limit_param(default: int, maximum: int) -> Param:
+    # No description: a "limit" with its minimum and maximum on a list tool says it all.
+    return Param("limit", lambda v: parse_limit(v, default, maximum), kind="integer", minimum=1, maximum=maximum)
 
 
 def filter_params(table: str, sorts: tuple[SortOrder, ...]) -> tuple[Param, ...]:
     """The optional filters of a list (incidents or alerts); ``make`` gets them as ``Filters`` fields."""
     statuses = INCIDENT_STATUSES if table == "incident" else ALERT_STATUSES[:-1]
     return (
-        Param("severity", parse_severities, "e.g. \"High,Low\"", field="severities"),
+        Param("severity", parse_severities, "e.g. High,Low", field="severities"),
         # "open" is every status but the closed ones.
         Param("status", lambda v: parse_status(v, table), enum=("open", *statuses)),
         *((Param("owner", parse_owner, "Name, UPN, me or unassigned."),) if table == "incident" else ()),
@@ -129,6 +132,11 @@ def filter_params(table: str, sorts: tuple[SortOrder, ...]) -> tuple[Param, ...]
         Param("to", lambda v: parse_moment(v, "to"), field="end"),
         Param("sort", lambda v: parse_sort(v, table), enum=tuple(o.value for o in sorts)),  # severity unless asked
         ENTITY_PARAM,
+        # No descriptions, no enums (16 tactics would cost tokens on every call): the names say what they take,
+        # the parsers accept "credential access" or "true positive", and a wrong value's error lists the valid ones.
+        Param("product", parse_product),
+        Param("tactic", parse_tactic),
+        *((Param("classification", parse_classification),) if table == "incident" else ()),
     )
 
 

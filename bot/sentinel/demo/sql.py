@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.sentinel.demo.store import iso
-from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Severity, TimeWindow
+from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, TimeWindow
 from bot.sentinel.spec import MAX_ALERT_ENTITY_LABELS, FilteredQuery
 
 RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
@@ -79,8 +79,9 @@ def date_range(query: FilteredQuery, now: datetime) -> tuple[dict[str, Any], str
 
 
 def conditions(query: FilteredQuery, params: dict[str, Any]) -> str:
-    """SQL for the severity, status, owner, keyword and entity filters (values bound in ``params``): on the full
-    incident row ``t``, or on the alert's latest row ``l`` (``LatestAlert``'s columns)."""
+    """SQL for the severity, status, owner, keyword, entity, product, tactic and classification filters (values
+    bound in ``params``): on the full incident row ``t``, or on the alert's latest row ``l`` (``LatestAlert``'s
+    columns)."""
     f = query.filters
     alerts = query.of_alerts
     row = "l" if alerts else "t"
@@ -107,7 +108,30 @@ def conditions(query: FilteredQuery, params: dict[str, Any]) -> str:
             parts.append(f"""EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN (
                 SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
                 WHERE a.TimeGenerated > :lookback AND a.TimeGenerated <= :now))""")
+    parts += _product_tactic_classification(f, alerts, params)
     return " AND ".join(parts)
+
+
+def _product_tactic_classification(f: Filters, alerts: bool, params: dict[str, Any]) -> list[str]:
+    """An incident's product names and tactics are JSON lists in AdditionalData; an alert's (read from its full row
+    by ``l.AlertRowId``) are its product (else provider) name and a comma-separated tactics text."""
+    parts = []
+    alert_row = "EXISTS (SELECT 1 FROM SecurityAlert AS a WHERE a.rowid = l.AlertRowId AND {})"
+    if f.product:
+        params["product"] = f.product
+        parts.append(alert_row.format("contains_ci(COALESCE(NULLIF(a.ProductName, ''), a.ProviderName), :product)")
+                     if alerts else "EXISTS (SELECT 1 FROM json_each(t.AdditionalData, '$.alertProductNames') "
+                                    "WHERE contains_ci(value, :product))")
+    if f.tactic and alerts:  # a whole item of the list, as KQL's `has` matches one word
+        params["tactic"] = f",{f.tactic.lower()},"
+        parts.append(alert_row.format("instr(',' || replace(lower(a.Tactics), ' ', '') || ',', :tactic) > 0"))
+    elif f.tactic:
+        params["tactic"] = f.tactic.lower()
+        parts.append("EXISTS (SELECT 1 FROM json_each(t.AdditionalData, '$.tactics') WHERE lower(value) = :tactic)")
+    if f.classification:
+        params["classification"] = f.classification
+        parts.append("t.Classification = :classification")
+    return parts
 
 
 def bound(params: dict[str, Any], name: str, values: Any) -> str:

@@ -1,5 +1,6 @@
 """query_alerts: alerts in a window (or a from/to range), latest state of each, with their product and entities,
-including alerts in no incident; the list filters (severity set, status, keyword, entity) and a sort order."""
+including alerts in no incident; the list filters (severity set, status, keyword, entity, product, tactic) and a
+sort order."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ class AlertsQuery(FilteredQuery):
         super().__post_init__()
         if self.filters.owner is not None:
             raise InvalidParameter("owner", "alerts have no owner; ask for incidents by owner")
+        if self.filters.classification is not None:
+            raise InvalidParameter("classification", "alerts have no classification; ask for incidents by it")
 
 
 def _kql(query: AlertsQuery) -> str:
@@ -136,7 +139,7 @@ def _filtered(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> li
 
 SPEC = QuerySpec(
     name=AlertsQuery.tool,
-    params=(window_param(TimeWindow.LAST_24H), SEVERITY_PARAM, limit_param(DEFAULT_LIMIT, MAX_LIMIT, "alerts"),
+    params=(window_param(TimeWindow.LAST_24H), SEVERITY_PARAM, limit_param(DEFAULT_LIMIT, MAX_LIMIT),
             *filter_params("alert", (SortOrder.SEVERITY, SortOrder.NEWEST))),
     make=lambda time_window, min_severity, limit, **filters: AlertsQuery(time_window, min_severity, limit,
                                                                          Filters(**filters)),

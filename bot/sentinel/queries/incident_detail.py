@@ -217,7 +217,7 @@ def _demo(query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime,
 
 SPEC = QuerySpec(
     name=IncidentDetailQuery.tool,
-    params=(Param("incident_ref", parse_incident_ref, "Number, \"[2]\", \"that incident\" or title words.",
+    params=(Param("incident_ref", parse_incident_ref, "Number, [2], that incident or title words.",
                   required="an incident number (e.g. 42) or words from its title", field="ref"),),
     make=IncidentDetailQuery,
     kql=_kql,

@@ -1,5 +1,5 @@
 """query_incidents: incidents created in a window (or a from/to range), latest state of each, with the list
-filters (severity set, status, owner, keyword, entity) and a sort order."""
+filters (severity set, status, owner, keyword, entity, product, tactic, classification) and a sort order."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _filtered(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) ->
 SPEC = QuerySpec(
     name=IncidentsQuery.tool,
     params=(window_param(TimeWindow.LAST_24H, hint=True), SEVERITY_PARAM,
-            limit_param(DEFAULT_LIMIT, MAX_LIMIT, "incidents"), *filter_params("incident", tuple(SortOrder))),
+            limit_param(DEFAULT_LIMIT, MAX_LIMIT), *filter_params("incident", tuple(SortOrder))),
     make=lambda time_window, min_severity, limit, **filters: IncidentsQuery(time_window, min_severity, limit,
                                                                             Filters(**filters)),
     kql=_kql,

@@ -123,7 +123,7 @@ def _demo(query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime,
 SPEC = QuerySpec(
     name=TopEntitiesQuery.tool,
     params=(window_param(TimeWindow.LAST_7D), SEVERITY_PARAM,
-            limit_param(DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT, "entities"), ENTITY_PARAM),
+            limit_param(DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT), ENTITY_PARAM),
     make=lambda time_window, min_severity, limit, entity: TopEntitiesQuery(time_window, min_severity, limit, entity),
     kql=_kql,
     columns=("EntityType", "EntityValue", "AlertCount", "HighSeverityCount", "FirstSeen", "LastSeen", "TotalMatched"),

@@ -15,7 +15,7 @@ def _row(b: TrendBin, ref_for: RefFor) -> str:
 
 TOOL: Tool = read_tool(
     alert_trend.SPEC,
-    "Alert counts per time bin and severity, zero-filled. For volume, spikes and \"is this unusual?\".",
+    "Alert counts per time bin and severity, zero-filled: volume, spikes, \"is this unusual?\".",
     "Analyzing alert trends...",
     text=table_text("bins", ["bin_start_utc", "severity", "alerts"], _row),
     card=cards.trend_card,

@@ -20,7 +20,7 @@ def _row(a: AlertSummary, ref_for: RefFor) -> str:
 
 TOOL: Tool = read_tool(
     alerts.SPEC,
-    "Alerts in a window with product and entities, including alerts not in an incident.",
+    "Alerts in a window with product and entities, also those in no incident.",
     "Querying alerts...",
     text=table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
                                "entities"], _row),

@@ -20,7 +20,7 @@ def _row(i: Incident, ref_for: RefFor) -> str:
 
 TOOL: Tool = read_tool(
     incidents.SPEC,
-    "Incidents created in a window: severity, status, owner, alerts, tactics. For the queue and who is on what.",
+    "Incidents created in a window: severity, status, owner, alerts, tactics; the queue, who is on what.",
     "Querying incidents...",
     text=table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts", "tactics",
                                   "title (untrusted text)"], _row),

@@ -82,7 +82,7 @@ def _in(moment: datetime, as_of: datetime) -> str:
 
 TOOL: Tool = read_tool(
     on_call.SPEC,
-    "The on-call roster (Sentinel watchlist OnCall): who is on shift now and next, with contacts.",
+    "The on-call roster: who is on shift now and next, with contacts.",
     "Checking who is on call...",
     text=on_call_text,
     card=on_call_card,
