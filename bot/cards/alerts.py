@@ -11,7 +11,6 @@ from bot.cards.common import (
     age,
     breakable,
     cell,
-    count_label,
     list_card,
     plain,
     ref,
@@ -21,7 +20,7 @@ from bot.cards.common import (
     text,
 )
 from bot.cards.filters import titled
-from bot.sentinel.models import AlertSummary, QueryResult
+from bot.sentinel.models import AlertSummary, QueryResult, count_label
 
 
 def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:

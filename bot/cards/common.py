@@ -199,10 +199,6 @@ def scope_label(parameters: dict[str, Any]) -> str:
     return f"{window_label(parameters.get('time_window'))}, {shown}"
 
 
-def count_label(n: int, singular: str, plural: str | None = None) -> str:
-    return f"{n} {singular if n == 1 else plural or singular + 's'}"
-
-
 def shown_note(shown: int, total: int, plural: str, hint: str) -> str | None:
     """ "Showing 25 of 80 incidents; 55 not shown. <hint>" when rows were left out."""
     if shown >= total:

@@ -11,14 +11,13 @@ from bot.cards.common import (
     actions,
     card,
     card_size,
-    count_label,
     fit,
     plain,
     subtle,
     text,
     unlink,
 )
-from bot.sentinel.models import DEMO_NOTICE
+from bot.sentinel.models import DEMO_NOTICE, count_label
 
 MAX_SOURCES = 8
 MAX_NOTICES = 5

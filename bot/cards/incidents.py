@@ -16,7 +16,6 @@ from bot.cards.common import (
     breakable,
     card,
     cell,
-    count_label,
     details_action,
     fit,
     header,
@@ -34,7 +33,7 @@ from bot.cards.common import (
 from bot.cards.filters import titled
 from bot.cards.verbs import Verb
 from bot.sentinel.changes import MAX_CLASSIFICATION_COMMENT_CHARS, MAX_COMMENT_CHARS
-from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult
+from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult, count_label
 
 MAX_DETAIL_ALERTS = 15
 MAX_DETAIL_ENTITIES = 20

@@ -19,7 +19,6 @@ from bot.cards.common import (
     as_utc,
     card,
     cell,
-    count_label,
     header,
     nothing_matched,
     scope_label,
@@ -28,7 +27,7 @@ from bot.cards.common import (
     text,
     warnings,
 )
-from bot.sentinel.models import QueryResult, TrendBin
+from bot.sentinel.models import QueryResult, TrendBin, count_label
 from bot.sentinel.params import InvalidParameter, parse_time_window
 
 MAX_CHART_POINTS = 48

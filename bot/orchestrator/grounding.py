@@ -21,6 +21,7 @@ from bot.orchestrator.claims import Claim, Topic
 from bot.orchestrator.facts import AlertFact, Facts, IncidentFact
 from bot.orchestrator.identifiers import Identifier, IdKind, extract
 from bot.orchestrator.references import References, RefKind
+from bot.sentinel.models import count_label
 
 NAVIGATION_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com", "microsoft.com",
                     "azure.com", "office.com", "microsoftonline.com")
@@ -218,7 +219,7 @@ class _Check:
         if claim.own and isinstance(subject, IncidentFact) and claim.noun == "alerts" and not claim.qualifiers:
             if _count_matches(value, subject.alert_count, claim.approx):
                 return None
-            alerts = f"{subject.alert_count} alert{'' if subject.alert_count == 1 else 's'}"
+            alerts = count_label(subject.alert_count, "alert")
             return (f"#{subject.number} has {alerts} ({subject.seen.describe()})", f"record: {alerts}")
         nouns = [claim.noun] if claim.noun else ["incidents", "alerts"]
         candidates = [c for noun in nouns for c in self.facts.counts_for(noun, claim.qualifiers)]

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from bot.sentinel.models import AlertSummary, EntityCount, Incident, IncidentDetail, QueryResult, one_line
+from bot.sentinel.models import (
+    AlertSummary,
+    EntityCount,
+    Incident,
+    IncidentDetail,
+    QueryResult,
+    count_label,
+    one_line,
+)
 
 MAX_REFERENCES = 300
 CONTEXT_REFERENCES = 30  # how many of the most recent references the model sees each turn
@@ -85,7 +93,7 @@ class References:
             elif isinstance(record, AlertSummary):
                 self._alert(record)
             elif isinstance(record, EntityCount):
-                self._entity(record.type, record.value, f"{record.alert_count} alert{_s(record.alert_count)}")
+                self._entity(record.type, record.value, count_label(record.alert_count, "alert"))
 
     def context(self) -> str:
         """The compact reference list the model sees each turn."""
@@ -132,7 +140,3 @@ def _context_label(reference: Reference) -> str:
 
 def _short(text: str, width: int = 50) -> str:
     return one_line(text, width)
-
-
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"

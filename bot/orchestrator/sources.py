@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.sentinel.models import QueryResult
+from bot.sentinel.models import QueryResult, count_label
 from bot.tools.toolbox import ToolRun
 
 
@@ -26,7 +26,7 @@ class Source:
         elif self.total > self.rows:
             outcome = f"{self.rows} of {self.total} rows"
         else:
-            outcome = f"{self.rows} row{'s' if self.rows != 1 else ''}"
+            outcome = count_label(self.rows, "row")
         return f"{self.tool}({self.arguments}): {outcome}, {self.elapsed_ms:.0f} ms"
 
 

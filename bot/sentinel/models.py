@@ -31,6 +31,11 @@ def one_line(value: object, width: int | None = None) -> str:
     return text
 
 
+def count_label(n: int, singular: str, plural: str | None = None) -> str:
+    """"1 alert", "3 alerts": every surface that counts records in words says it this way."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
 DEMO_NOTICE = "Demo workspace: generated sample data, not from a real Sentinel workspace."
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.sentinel.models import count_label
 from bot.sentinel.queries import spec_of
 
 SERVICE_MAX_ROWS = 500_000
@@ -74,7 +75,7 @@ class PartialDetail:
     def warning(self, rows_back: int) -> str:
         """One line for the analyst (cards show 200 characters): which limit, how many rows, what to do."""
         what = self.what
-        rows = f"{rows_back} row{'' if rows_back == 1 else 's'} came back"
+        rows = f"{count_label(rows_back, 'row')} came back"
         if not self.cut_short:
             return f"Partial result: {what} ({rows})."
         return f"Partial result: {what}; {rows}, more may be missing. Narrow the time window or raise the severity."
