@@ -28,28 +28,31 @@ def zone_of(name: object, timestamp: object = None) -> LocalZone | None:
     """The sender's time zone from a Teams activity's ``localTimezone`` and ``localTimestamp`` (text, or the
     datetime botbuilder made of it); None when neither says (or says something unusable: both come from the
     client)."""
-    if isinstance(timestamp, datetime):
-        offset = timestamp.utcoffset()
-        timestamp = f"{timestamp.replace(tzinfo=None).isoformat()}{_offset_text(offset)}" if offset is not None \
-            else None
     if isinstance(name, str) and len(name) <= 64 and _ZONE_NAME.fullmatch(name.strip()):
         try:
             return LocalZone(name.strip(), ZoneInfo(name.strip()))
         except (ZoneInfoNotFoundError, ValueError, OSError):
             pass  # no time zone database here, or a name it does not know: the timestamp's offset still helps
-    if isinstance(timestamp, str) and len(timestamp) <= 40 and _OFFSET.search(timestamp.strip()):
-        try:
-            offset = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00")).utcoffset()
-        except ValueError:
-            return None
-        if offset is not None and abs(offset) <= MAX_OFFSET:
-            return LocalZone(f"UTC{_offset_text(offset)}", timezone(offset))
-    return None
+    offset = _offset_of(timestamp)
+    return _fixed(offset) if offset is not None and abs(offset) <= MAX_OFFSET else None
 
 
 def machine_zone() -> LocalZone:
     """This machine's time zone (the terminal chat's analyst sits at it), by its offset now."""
-    offset = datetime.now().astimezone().utcoffset() or timedelta()
+    return _fixed(datetime.now().astimezone().utcoffset() or timedelta())
+
+
+def _offset_of(timestamp: object) -> timedelta | None:
+    """The UTC offset a ``localTimestamp`` carries, if it carries one."""
+    if isinstance(timestamp, str) and len(timestamp) <= 40 and _OFFSET.search(timestamp.strip()):
+        try:
+            timestamp = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return timestamp.utcoffset() if isinstance(timestamp, datetime) else None
+
+
+def _fixed(offset: timedelta) -> LocalZone:
     return LocalZone(f"UTC{_offset_text(offset)}", timezone(offset))
 
 
