@@ -198,6 +198,29 @@ def access_policy(settings: Settings, graph_token: TokenSource | None = None) ->
                         channels=settings.allowed_channels)
 
 
+class _Window:
+    """What one analyst or conversation used in a sliding window: (when, how much) entries, oldest first."""
+
+    def __init__(self) -> None:
+        self.entries: deque[tuple[float, int]] = deque()
+
+    def wait(self, limit: int, now: float, window_s: float) -> float | None:
+        """Seconds until the window's total falls under ``limit``; None when it is under it now (or 0: no limit)."""
+        while self.entries and self.entries[0][0] <= now - window_s:
+            self.entries.popleft()
+        total = sum(amount for _, amount in self.entries)
+        if not limit or total < limit:
+            return None
+        for at, amount in self.entries:  # the oldest use leaves the window first
+            total -= amount
+            if total < limit:
+                return at + window_s - now
+        return window_s  # not reached: the total falls to 0, under any limit
+
+    def idle(self, now: float, window_s: float) -> bool:
+        return not self.entries or self.entries[-1][0] <= now - window_s
+
+
 @dataclass
 class TurnLimits:
     """Model turns and model tokens per minute, per analyst and per conversation (sliding windows).
@@ -213,31 +236,26 @@ class TurnLimits:
     tokens_per_conversation: int = 0
     window_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
-    _turns: dict[tuple[str, str], deque[float]] = field(default_factory=lambda: defaultdict(deque))
-    _tokens: dict[tuple[str, str], deque[tuple[float, int]]] = field(default_factory=lambda: defaultdict(deque))
+    _used: dict[tuple[str, str, str], _Window] = field(default_factory=lambda: defaultdict(_Window))
     last_refusal: str = ""  # "turns" or "tokens": what the last refused take() ran into
 
     def take(self, user: str, conversation: str) -> float | None:
         """Count one model turn; or, over a limit, the seconds until the turn may run (nothing counted)."""
         now = self.clock()
-        keys = ((("user", user), self.per_user, self.tokens_per_user),
-                (("conversation", conversation), self.per_conversation, self.tokens_per_conversation))
-        waits: list[tuple[float, str]] = []
-        for key, turn_limit, token_limit in keys:
-            turns = self._turns[key]
-            while turns and turns[0] <= now - self.window_s:
-                turns.popleft()
-            if len(turns) >= turn_limit:
-                waits.append((turns[0] + self.window_s - now, "turns"))
-            wait = self._token_wait(key, token_limit, now)
-            if wait is not None:
-                waits.append((wait, "tokens"))
+        limits = (("user", user, "turns", self.per_user), ("user", user, "tokens", self.tokens_per_user),
+                  ("conversation", conversation, "turns", self.per_conversation),
+                  ("conversation", conversation, "tokens", self.tokens_per_conversation))
+        waits = [(wait, kind) for who, key, kind, limit in limits
+                 if (window := self._used.get((who, key, kind))) is not None
+                 and (wait := window.wait(limit, now, self.window_s)) is not None]
         if waits:
             wait, self.last_refusal = max(waits)
             return wait
-        for key, _, _ in keys:
-            self._turns[key].append(now)
-        self._forget_idle(now)
+        for who, key in (("user", user), ("conversation", conversation)):
+            self._used[(who, key, "turns")].entries.append((now, 1))
+        if len(self._used) > MAX_CACHED_USERS:  # idle keys go; a busy one is recreated at its next turn
+            for idle in [k for k, window in self._used.items() if window.idle(now, self.window_s)]:
+                del self._used[idle]
         return None
 
     def spend(self, user: str, conversation: str, tokens: int) -> None:
@@ -245,33 +263,8 @@ class TurnLimits:
         if tokens <= 0 or not (self.tokens_per_user or self.tokens_per_conversation):
             return
         now = self.clock()
-        for key in (("user", user), ("conversation", conversation)):
-            self._tokens[key].append((now, tokens))
-
-    def _token_wait(self, key: tuple[str, str], limit: int, now: float) -> float | None:
-        """Seconds until the window's spending falls under ``limit``, or None when it is under it now."""
-        if not limit:
-            return None
-        spent = self._tokens.get(key)
-        if not spent:
-            return None
-        while spent and spent[0][0] <= now - self.window_s:
-            spent.popleft()
-        total = sum(tokens for _, tokens in spent)
-        if total < limit:
-            return None
-        for at, tokens in spent:  # the oldest spending leaves the window first
-            total -= tokens
-            if total < limit:
-                return at + self.window_s - now
-        return self.window_s  # not reached: the total falls to 0, under any limit
-
-    def _forget_idle(self, now: float) -> None:
-        # Idle keys go; a busy one is recreated at its next turn.
-        for table in (self._turns, self._tokens):
-            if len(table) > MAX_CACHED_USERS:
-                for key in [k for k, v in table.items() if not v or _latest(v) <= now - self.window_s]:
-                    del table[key]
+        for who, key in (("user", user), ("conversation", conversation)):
+            self._used[(who, key, "tokens")].entries.append((now, tokens))
 
     def message(self, wait_s: float) -> str:
         what = (f"the language model's token budget ({self.tokens_per_user:,} tokens a minute per person, "
@@ -280,9 +273,4 @@ class TurnLimits:
                 "per conversation)")
         return (f"You've reached the limit on {what}. Please ask again in about {max(1, round(wait_s))} seconds; "
                 'commands such as "incidents 24h" work now.')
-
-
-def _latest(entries: deque[Any]) -> float:
-    last = entries[-1]
-    return float(last[0] if isinstance(last, tuple) else last)
 
