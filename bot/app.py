@@ -243,23 +243,27 @@ def _state_storage(settings: Settings, closers: list[Any]) -> Any:
 
 
 def turn_queue_opener(settings: Settings) -> Any:
-    """TURN_QUEUE=azure: a function that opens the turn queue on the calling loop (with its own credential, or the
-    emulator's connection string); None otherwise."""
+    """TURN_QUEUE=azure or local: a function that opens the turn queue on the calling loop (Azure: with its own
+    credential, or the emulator's connection string; local: the SQLite file); None otherwise."""
+    if settings.turn_queue == "local":
+        from bot.teams.local_queue import LocalTurnQueue
+
+        return lambda: LocalTurnQueue.open(settings.turn_queue_path)
     if settings.turn_queue != "azure":
         return None
-    from bot.teams.queue import TurnQueue
+    from bot.teams.queue import AzureTurnQueue
 
-    def open_queue() -> TurnQueue:
+    def open_queue() -> AzureTurnQueue:
         credential = None
         if not settings.state_blob_connection_string:
             from azure.identity.aio import DefaultAzureCredential
 
             credential = DefaultAzureCredential()
-        return TurnQueue.open(queue_name=settings.turn_queue_name, container=settings.turn_blob_container,
-                              queue_account_url=settings.turn_queue_account_url,
-                              blob_account_url=settings.state_blob_account_url, credential=credential,
-                              connection_string=settings.state_blob_connection_string,
-                              use_env_settings=settings.env_proxies)
+        return AzureTurnQueue.open(queue_name=settings.turn_queue_name, container=settings.turn_blob_container,
+                                   queue_account_url=settings.turn_queue_account_url,
+                                   blob_account_url=settings.state_blob_account_url, credential=credential,
+                                   connection_string=settings.state_blob_connection_string,
+                                   use_env_settings=settings.env_proxies)
 
     return open_queue
 
@@ -296,15 +300,26 @@ async def serve(settings: Settings) -> None:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()
+    workers = None
+    if settings.turn_worker_processes:
+        from bot.teams.supervisor import WorkerProcesses
+
+        workers = WorkerProcesses(settings.turn_worker_processes)
+        workers.start()
     where = "the demo workspace" if components.sentinel.is_demo else "Log Analytics"
     log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",
              settings.host, settings.port, where, settings.state_store.kind,
              settings.llm_provider or "none, commands only",
-             "queued on Azure Storage" if settings.turn_queue == "azure" else "in this process")
+             {"azure": "queued on Azure Storage", "local": f"queued in {settings.turn_queue_path}"}.get(
+                 settings.turn_queue, "in this process")
+             + (f", {settings.turn_worker_processes} worker processes" if settings.turn_worker_processes else ""))
     stop = asyncio.Event()
     _on_signals(stop.set)
     await stop.wait()
     log.info("shutting down")
+    # The workers first: a turn they cut short goes back on the queue, where the next start finds it.
+    if workers is not None:
+        await workers.stop(settings.shutdown_grace_seconds)
     await runner.cleanup()
 
 
@@ -315,7 +330,8 @@ async def work(settings: Settings) -> None:
 
     opener = turn_queue_opener(settings)
     if opener is None:
-        raise SystemExit("python -m bot worker needs TURN_QUEUE=azure: without a queue, turns run in the web process")
+        raise SystemExit("python -m bot worker needs TURN_QUEUE=local or azure: without a queue, turns run in the web "
+                         "process")
     configure_telemetry(settings)
     components = await build(settings)
     closers: list[Any] = []
@@ -332,7 +348,8 @@ async def work(settings: Settings) -> None:
         await turns.ensure()
         worker = surface.worker(turns)
         _on_signals(worker.stop)
-        log.info("Sentinel assistant worker taking turns from queue %s (%d at once)", settings.turn_queue_name,
+        log.info("Sentinel assistant worker taking turns from %s (%d at once)",
+                 settings.turn_queue_path if settings.turn_queue == "local" else f"queue {settings.turn_queue_name}",
                  settings.turn_workers)
         await worker.run(settings.shutdown_grace_seconds)
     finally:

@@ -117,12 +117,16 @@ class Settings:
     # Turns: one overall deadline each; the drain at shutdown; durable turns on an Azure Storage queue.
     turn_deadline_seconds: int = 120
     shutdown_grace_seconds: int = 20
-    turn_queue: str = "off"  # off: turns run in the web process; azure: queued on Azure Storage (several instances)
+    # off: turns run in the web process; azure: queued on Azure Storage (several instances); local: queued in a SQLite
+    # file for worker processes on this machine (one instance, its cores).
+    turn_queue: str = "off"
+    turn_queue_path: str = ".data/turns.db"  # TURN_QUEUE=local
     turn_queue_account_url: str | None = None  # https://<account>.queue.core.windows.net
     turn_queue_name: str = "bot-turns"
     turn_blob_container: str = "bot-turns"  # per-conversation leases, sequence numbers, duplicate markers
     turn_workers: int = 8  # turns one worker process runs at once
     web_runs_worker: bool = True  # the web process also takes turns from the queue
+    turn_worker_processes: int = 0  # python -m bot worker processes that serve starts, watches and restarts
     turn_max_attempts: int = 3  # deliveries of one turn before it is moved aside and its user told
     watch_poll_seconds: int = 60  # how often watches look for new incidents (one query whatever their number); 0: off
     instance_count: int = 1  # instances serving this bot (the deployment's scale-out), to refuse per-instance state
@@ -361,6 +365,7 @@ class _Reader:
             turn_deadline_seconds=self.number("TURN_DEADLINE_SECONDS", 120, 1, 3600),
             shutdown_grace_seconds=self.number("SHUTDOWN_GRACE_SECONDS", 20, 0, 110),
             turn_queue=self._turn_queue(),
+            turn_queue_path=self.text("TURN_QUEUE_PATH") or self._beside_state("turns.db"),
             turn_queue_account_url=self.url("TURN_QUEUE_ACCOUNT_URL", https_only=False),
             turn_queue_name=self.checked("TURN_QUEUE_NAME", lambda v: bool(_STORAGE_NAME.match(v)),
                                          "is not a valid queue name: 3-63 lowercase letters, digits and single "
@@ -370,6 +375,7 @@ class _Reader:
                                              "single hyphens.") or "bot-turns",
             turn_workers=self.number("TURN_WORKERS", 8, 1, 256),
             web_runs_worker=self.flag("TURN_WORKER_IN_WEB", True),
+            turn_worker_processes=self._worker_processes(),
             turn_max_attempts=self.number("TURN_MAX_ATTEMPTS", 3, 1, 20),
             instance_count=self._instance_count(),
             env_proxies=any(self.text(name) for name in _PROXY_VARIABLES),
@@ -495,13 +501,17 @@ class _Reader:
         count = self.number("INSTANCE_COUNT", 1, 1, 100)
         store = self.text("STATE_STORE") or DEFAULT_STATE_STORE
         if count > 1 and (store != "blob" or (self.text("TURN_QUEUE") or "off").lower() != "azure"):
+            # TURN_QUEUE=local too: its file is one machine's, and SQLite's locks do not hold over network shares.
             self.problems.append(f"INSTANCE_COUNT={count} needs STATE_STORE=blob and TURN_QUEUE=azure: SQLite and "
                                  "memory state are per instance, and without the queue two instances could answer "
                                  "one message twice or out of order.")
         return count
 
     def _turn_queue(self) -> str:
-        kind = self.choice("TURN_QUEUE", ("off", "azure"), "off")
+        kind = self.choice("TURN_QUEUE", ("off", "azure", "local"), "off")
+        if kind == "local" and (self.text("STATE_STORE") or DEFAULT_STATE_STORE) == "memory":
+            self.problems.append("TURN_QUEUE=local needs STATE_STORE=sqlite:///... (or blob): worker processes must "
+                                 "see each conversation's state.")
         if kind == "azure":
             if not (self.text("TURN_QUEUE_ACCOUNT_URL") or self.text("STATE_BLOB_CONNECTION_STRING")):
                 self.problems.append("TURN_QUEUE=azure needs TURN_QUEUE_ACCOUNT_URL (https://<account>.queue.core."
@@ -510,6 +520,19 @@ class _Reader:
                 self.problems.append("TURN_QUEUE=azure needs STATE_STORE=blob: every instance must see each "
                                      "conversation's state, and the turns' leases live beside it.")
         return kind
+
+    def _beside_state(self, name: str) -> str:
+        """A file next to the SQLite state (.data/ by default)."""
+        raw = self.text("STATE_STORE") or DEFAULT_STATE_STORE
+        folder = raw.removeprefix("sqlite:///").rpartition("/")[0] if raw.startswith("sqlite:///") else ".data"
+        return f"{folder}/{name}" if folder else name
+
+    def _worker_processes(self) -> int:
+        count = self.number("TURN_WORKER_PROCESSES", 0, 0, 64)
+        if count and (self.text("TURN_QUEUE") or "off").lower() == "off":
+            self.problems.append(f"TURN_WORKER_PROCESSES={count} needs TURN_QUEUE=local (this machine) or azure: "
+                                 "worker processes take their turns from the queue.")
+        return count
 
     def _log_level(self) -> str:
         raw = (self.text("LOG_LEVEL") or "INFO").upper()

@@ -1,7 +1,8 @@
-"""Durable turns on Azure Storage (issue 13), against Azurite: queue, leases, numbers, markers, workers.
+"""Durable turns (issue 13): queue, leases, numbers, markers, workers, on both queues: Azure Storage (against
+Azurite) and the SQLite file of one machine (TURN_QUEUE=local).
 
-The workers here run test turns (a coroutine recording what it ran) on the real TurnQueue and TurnWorker; the
-last test runs two real bot processes behind a round-robin proxy and kills one (tests/support/durable_rig.py).
+The workers here run test turns (a coroutine recording what it ran) on the real queues and TurnWorker; the rig tests
+run real bot processes behind a round-robin proxy and kill one (tests/support/durable_rig.py).
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import sqlite3
+
 import aiohttp
 import jwt
 import pytest
 import trustme
 
 from bot.config import Settings
-from bot.teams.queue import Envelope, TurnQueue
+from bot.teams.local_queue import LocalTurnQueue
+from bot.teams.queue import AzureTurnQueue
+from bot.teams.turns import Envelope, TurnQueue
 from bot.teams.worker import GIVEN_UP_TEXT, TurnWorker
 from tests.support import durable_rig
 from tests.support.azurite import Azurite, azurite, require_azurite  # noqa: F401 - a fixture
@@ -27,15 +32,37 @@ from tests.support.azurite import Azurite, azurite, require_azurite  # noqa: F40
 _names = iter(range(1, 1000))
 
 
-@pytest.fixture
-async def queues(azurite: str) -> AsyncIterator[list[TurnQueue]]:
-    """Two TurnQueues on one fresh queue and container: two instances' view of the same storage."""
-    name = f"turns-{next(_names)}"
-    opened = [TurnQueue.open(queue_name=name, container=name, connection_string=azurite) for _ in range(2)]
+@pytest.fixture(params=["azure", "local"])
+async def queues(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[TurnQueue]]:
+    """Two queues on one fresh store: two instances' (Azure) or two processes' (local) view of the same turns."""
+    opened: list[TurnQueue]
+    if request.param == "azure":
+        azurite = request.getfixturevalue("azurite")
+        name = f"turns-{next(_names)}"
+        opened = [AzureTurnQueue.open(queue_name=name, container=name, connection_string=azurite) for _ in range(2)]
+    else:
+        opened = [LocalTurnQueue.open(tmp_path / "turns.db") for _ in range(2)]
     await opened[0].ensure()
     yield opened
     for turns in opened:
         await turns.close()
+
+
+async def put_unreadable(turns: TurnQueue, content: str) -> None:
+    """A queue message as an older or broken writer may have left it."""
+    if isinstance(turns, AzureTurnQueue):
+        await turns.queue.send_message(content)
+    else:
+        assert isinstance(turns, LocalTurnQueue)
+        with sqlite3.connect(turns.path) as db:
+            db.execute("INSERT INTO turns (conversation, body) VALUES ('', ?)", (content,))
+
+
+async def set_aside(turns: TurnQueue) -> list[dict[str, Any]]:
+    if isinstance(turns, AzureTurnQueue):
+        return [json.loads(m.content) async for m in turns.poison.receive_messages(max_messages=10)]
+    assert isinstance(turns, LocalTurnQueue)
+    return await turns.set_aside()
 
 
 class Recorder:
@@ -57,9 +84,7 @@ class Recorder:
 
 
 async def queue_turn(turns: TurnQueue, conversation: str, activity_id: str) -> int:
-    number = await turns.number(conversation)
-    await turns.put(Envelope(conversation, activity_id, number, {"type": "message", "id": activity_id}, {}))
-    return number
+    return await turns.enqueue(conversation, activity_id, {"type": "message", "id": activity_id}, {})
 
 
 async def until(predicate: Any, timeout: float = 20.0) -> None:
@@ -80,9 +105,12 @@ async def stopped(tasks: list[asyncio.Task[None]], *workers: TurnWorker) -> None
 
 
 async def test_turn_numbers_are_unique_and_dense_under_contention(queues: list[TurnQueue]) -> None:
-    numbers = await asyncio.gather(*(queues[n % 2].number("a:busy") for n in range(12)))
+    numbers = await asyncio.gather(*(queue_turn(queues[n % 2], "a:busy", str(n)) for n in range(12)))
     assert sorted(numbers) == list(range(12))
-    assert await queues[0].number("a:other") == 0, "each conversation counts on its own"
+    assert await queue_turn(queues[0], "a:other", "1") == 0, "each conversation counts on its own"
+    taken = await queues[1].take(32)
+    assert sorted((t.envelope.conversation_id, t.envelope.number) for t in taken if t.envelope) == sorted(
+        [("a:busy", n) for n in range(12)] + [("a:other", 0)]), "every numbered turn is on the queue"
 
 
 async def test_a_marker_claims_an_activity_once_but_lets_its_own_redelivery_through(queues: list[TurnQueue]) -> None:
@@ -102,8 +130,8 @@ async def test_two_workers_answer_each_turn_once_in_order_and_set_aside_what_the
         for activity_id in ids:
             await queue_turn(queues[0], conversation, activity_id)
     await queue_turn(queues[1], "a:chat-0", "0-2")  # Teams re-sent it to the other instance
-    await queues[0].queue.send_message("{not json")
-    await queues[0].queue.send_message(json.dumps({"v": 99}))
+    await put_unreadable(queues[0], "{not json")
+    await put_unreadable(queues[0], json.dumps({"v": 99}))
     workers = [TurnWorker(turns, recorder.run, recorder.tell, concurrency=4) for turns in queues]
     tasks = await working(*workers)
     try:
@@ -113,7 +141,7 @@ async def test_two_workers_answer_each_turn_once_in_order_and_set_aside_what_the
         await stopped(tasks, *workers)
     for conversation, ids in expected.items():
         assert [a for c, a in recorder.ran if c == conversation] == ids, "each once, in arrival order"
-    aside = [json.loads(m.content) async for m in queues[0].poison.receive_messages(max_messages=10)]
+    aside = await set_aside(queues[0])
     assert sorted(m["content"] for m in aside) == sorted(["{not json", json.dumps({"v": 99})])
     assert all(m["reason"].startswith(("not a turn envelope", "unknown envelope version")) for m in aside)
 
@@ -137,11 +165,14 @@ async def test_a_turn_that_never_finishes_is_retried_then_set_aside_with_its_use
     finally:
         await stopped(tasks, worker)
     assert recorder.told == [("poison", GIVEN_UP_TEXT.format(tries=3))]
-    [aside] = [json.loads(m.content) async for m in queues[0].poison.receive_messages(max_messages=10)]
+    [aside] = await set_aside(queues[0])
     assert aside["reason"] == "started 3 times without finishing"
 
 
+# Azure only: a local enqueue numbers and queues a turn in one transaction, so no number is ever taken alone.
+@pytest.mark.parametrize("queues", ["azure"], indirect=True)
 async def test_a_number_taken_but_never_queued_is_skipped_after_the_gap_wait(queues: list[TurnQueue]) -> None:
+    assert isinstance(queues[0], AzureTurnQueue)
     recorder = Recorder()
     await queue_turn(queues[0], "a:chat", "first")
     await queues[0].number("a:chat")  # a front that died between numbering and queueing
@@ -179,7 +210,7 @@ async def test_queue_and_blobs_are_reached_with_a_token_over_https(tmp_path: Pat
     cert.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
     authority.cert_pem.write_to_path(tmp_path / "ca.pem")
     emulator = Azurite(tmp_path, cert=tmp_path / "cert.pem", key=tmp_path / "key.pem")
-    turns = TurnQueue.open(queue_name="turns", container="turns", queue_account_url=emulator.queue_url,
+    turns = AzureTurnQueue.open(queue_name="turns", container="turns", queue_account_url=emulator.queue_url,
                            blob_account_url=emulator.blob_url, credential=_TestToken(),
                            connection_verify=str(tmp_path / "ca.pem"))
     try:
@@ -214,6 +245,16 @@ def test_connection_strings_are_for_local_emulators_only() -> None:
 async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path: Path) -> None:
     require_azurite()
     figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90)
+    assert (figures.lost, figures.twice, figures.out_of_order) == (0, 0, 0), figures
+    assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
+
+
+async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_repeat_and_reorder_nothing(
+        tmp_path: Path) -> None:
+    """TURN_QUEUE=local: two web processes share the SQLite queue and state, each starting its own worker process
+    (TURN_WORKER_PROCESSES=1); one is killed with its worker (SIGKILL to the process group) and restarted."""
+    figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90, separate_workers=True,
+                                    queue="local")
     assert (figures.lost, figures.twice, figures.out_of_order) == (0, 0, 0), figures
     assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
 

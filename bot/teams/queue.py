@@ -1,8 +1,9 @@
-"""Durable turns on Azure Storage: a queue of turns, and per-conversation leases, numbers and markers in blobs.
+"""Durable turns on Azure Storage (TURN_QUEUE=azure, several instances): a queue of turns, and per-conversation
+leases, numbers and markers in blobs.
 
-The web front checks an activity, gives it the next number of its conversation (:meth:`TurnQueue.number`, the
+The web front checks an activity, gives it the next number of its conversation (:meth:`AzureTurnQueue.number`, the
 offset of a one-byte append to the conversation's counter blob) and puts it on the queue
-(:meth:`TurnQueue.put`). Workers take turns with a visibility timeout (:meth:`TurnQueue.take`) and delete each
+(:meth:`AzureTurnQueue.put`). Workers take turns with a visibility timeout (:meth:`AzureTurnQueue.take`) and delete each
 once it is answered, so a turn whose worker dies is delivered again. For one conversation, a worker holds the
 blob lease of its lock blob while it checks and runs a turn (:class:`Lease`), and runs only the turn whose
 number is the lock blob's ``next``: so a conversation's turns run one at a time, in arrival order, across
@@ -13,7 +14,7 @@ deletes old ones).
 
 Clients reach Storage with the bot's identity (a token credential and the account URLs); a connection
 string is accepted for local emulators (config.py refuses any other). Every client lives on the event loop
-that created it: the front and each worker process build their own :class:`TurnQueue`.
+that created it: the front and each worker process build their own :class:`AzureTurnQueue`.
 """
 
 from __future__ import annotations
@@ -24,27 +25,19 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from azure.storage.blob.aio import BlobClient, BlobLeaseClient, BlobServiceClient
 from azure.storage.queue.aio import QueueClient
 
+from bot.teams.turns import LEASE_S, MARKER_TTL_S, RENEW_S, VISIBILITY_S, Envelope, LockState, Taken, TurnQueueError
+
 log = logging.getLogger(__name__)
 
-ENVELOPE_VERSION = 1
-LEASE_S = 15  # Azure's shortest blob lease: a dead worker's conversation is free again this soon
-VISIBILITY_S = 15  # a taken turn reappears this long after its worker stops renewing it
-RENEW_S = 5  # how often a running turn renews its lease and its message's visibility
-MARKER_TTL_S = 24 * 3600  # Teams re-sends within minutes; a marker older than this no longer counts
 NUMBER_ATTEMPTS = 5  # tries at the conversation counter (creating it, moving to its next blob) before giving up
 NUMBERS_PER_BLOB = 50_000  # Azure's limit on the blocks of one append blob: one block per turn number
 MAX_REMEMBERED_SERIES = 10_000  # conversations whose current counter blob a front remembers
-
-
-class TurnQueueError(Exception):
-    """The queue or its blobs failed in a way the caller should report (the message says what to check)."""
 
 
 def _status(error: BaseException) -> int | None:
@@ -57,74 +50,6 @@ def _error_code(error: BaseException) -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """One turn as queued: the checked activity (as its JSON), its place in its conversation, who sent it."""
-
-    conversation_id: str
-    activity_id: str
-    number: int
-    activity: dict[str, Any]
-    auth: dict[str, Any]  # what the front's check of the channel token established (connectors.trusted)
-
-    def encode(self) -> str:
-        return json.dumps({"v": ENVELOPE_VERSION, "conversation": self.conversation_id, "id": self.activity_id,
-                           "n": self.number, "activity": self.activity, "auth": self.auth}, separators=(",", ":"))
-
-    @classmethod
-    def decode(cls, text: Any) -> Envelope:
-        """ValueError for anything this version did not write."""
-        try:
-            data = json.loads(text)
-            if data.get("v") != ENVELOPE_VERSION:
-                raise ValueError(f"unknown envelope version {data.get('v')!r}")
-            envelope = cls(str(data["conversation"]), str(data["id"]), int(data["n"]), dict(data["activity"]),
-                           dict(data["auth"]))
-        except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as error:
-            raise ValueError(f"not a turn envelope: {type(error).__name__}") from None
-        if not envelope.conversation_id or envelope.number < 0:
-            raise ValueError("not a turn envelope: no conversation or a negative number")
-        return envelope
-
-
-@dataclass
-class Taken:
-    """A queue message a worker holds: its envelope (None when it could not be read) and receipt."""
-
-    message: Any
-    envelope: Envelope | None
-    problem: str = ""
-    guard: asyncio.Lock = field(default_factory=asyncio.Lock)  # a receipt changes with each update: one at a time
-
-    @property
-    def deliveries(self) -> int:
-        return int(self.message.dequeue_count or 0)
-
-
-@dataclass
-class LockState:
-    """What a conversation's lock blob holds: the number of the next turn to run, and the current one's tries."""
-
-    next: int = 0
-    tries: int = 0  # runs started of turn ``next``
-    gap_since: float = 0.0  # when a later turn first found ``next`` missing (epoch seconds), 0 when none is
-
-    def advance(self, number: int) -> None:
-        self.next, self.tries, self.gap_since = number, 0, 0.0
-
-    def dumps(self) -> bytes:
-        return json.dumps({"next": self.next, "tries": self.tries, "gap_since": self.gap_since}).encode()
-
-    @classmethod
-    def loads(cls, raw: bytes) -> LockState:
-        try:
-            data = json.loads(raw or b"{}")
-            return cls(int(data.get("next", 0)), int(data.get("tries", 0)), float(data.get("gap_since", 0.0)))
-        except (ValueError, TypeError, AttributeError):
-            log.warning("a conversation lock blob could not be read; starting its count again")
-            return cls()
 
 
 class Lease:
@@ -161,8 +86,10 @@ class Lease:
             log.info("could not release a conversation lease (%s); it expires by itself", type(error).__name__)
 
 
-class TurnQueue:
+class AzureTurnQueue:
     """The queue of turns, its poison queue, and the container of per-conversation blobs."""
+
+    poll_max_s = 1.0  # an idle worker's look is a billed request
 
     def __init__(self, queue: QueueClient, poison: QueueClient, blobs: BlobServiceClient, container: str,
                  credential: Any = None) -> None:
@@ -176,7 +103,7 @@ class TurnQueue:
     @classmethod
     def open(cls, *, queue_name: str, container: str, queue_account_url: str | None = None,
              blob_account_url: str | None = None, credential: Any = None,
-             connection_string: str | None = None, **options: Any) -> TurnQueue:
+             connection_string: str | None = None, **options: Any) -> AzureTurnQueue:
         """With the account URLs and a token credential (Azure), or a connection string (local emulators);
         ``options`` go to every client (e.g. ``connection_verify``: the CA of an emulator served over HTTPS)."""
         if connection_string:
@@ -242,6 +169,12 @@ class TurnQueue:
 
     async def put(self, envelope: Envelope) -> None:
         await self.queue.send_message(envelope.encode())
+
+    async def enqueue(self, conversation_id: str, activity_id: str, activity: dict[str, Any],
+                      auth: dict[str, Any]) -> int:
+        number = await self.number(conversation_id)
+        await self.put(Envelope(conversation_id, activity_id, number, activity, auth))
+        return number
 
     # ---- workers ------------------------------------------------------------------------------------------
 

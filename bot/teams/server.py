@@ -35,11 +35,11 @@ from bot.teams.connectors import CachingAuthentication, auth_record
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
 from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry, shows_typing
-from bot.teams.queue import Envelope, TurnQueue
 from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.signin import SignIn
 from bot.teams.state import StateStore
 from bot.teams.storage import EscapedBlobStorage
+from bot.teams.turns import Envelope, TurnQueue
 from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from bot.teams.worker import TurnWorker
 
@@ -154,8 +154,8 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
                graph_token: TokenSource | None = None, turn_queue: OpenQueue | None = None,
                poll_watches: bool = False, users: UserSessions | None = None) -> web.Application:
     """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
-    and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure: it opens a TurnQueue on
-    the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
+    and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure or local: it opens a TurnQueue
+    on the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
     with TURN_WORKER_IN_WEB)."""
     runner = runner or TurnRunner(deadline_s=settings.turn_deadline_seconds)
     surface = create_surface(settings, sentinel=sentinel, orchestrator=orchestrator, storage=storage, runner=runner,
@@ -323,7 +323,8 @@ def _watch_poller(surface: Surface, sentinel: SentinelClient, storage: Storage,
 
 
 class _Durable:
-    """TURN_QUEUE=azure in the web process: the front's queue client, and this process's worker if it runs one."""
+    """TURN_QUEUE=azure or local in the web process: the front's queue client, and this process's worker if it
+    runs one."""
 
     def __init__(self, open_queue: OpenQueue, surface: Surface, runner: TurnRunner) -> None:
         self._open = open_queue
@@ -364,9 +365,7 @@ class _Durable:
         assert self.front is not None
         conversation = activity.conversation.id
         try:
-            number = await self.front.number(conversation)
-            await self.front.put(Envelope(conversation, activity.id or "", number, body,
-                                          auth_record(auth)))
+            await self.front.enqueue(conversation, activity.id or "", body, auth_record(auth))
         except Exception as error:  # noqa: BLE001 - not queued: Teams retries on a 5xx
             log.warning("could not queue a turn (%s)", type(error).__name__)
             return _problem(503, "The bot could not queue the activity; Teams will retry.")

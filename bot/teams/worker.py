@@ -1,8 +1,9 @@
 """Workers of durable turns: take turns from the queue and run them, one conversation at a time, in order.
 
 A worker runs in the web process (on the turn runner's loop) or alone (``python -m bot worker``); any number
-of them, on any number of machines, share one queue. For each message taken:
-- an envelope that cannot be read is moved to the poison queue at once: it can never block anything;
+of them share one queue (bot/teams/turns.py: on Azure Storage, from any number of machines; in a SQLite file,
+from the processes of one machine). For each message taken:
+- an envelope that cannot be read is set aside at once (the poison queue): it can never block anything;
 - the conversation's lease is taken (another worker holding it: the message is shown again in a second);
 - a turn numbered below the conversation's ``next`` was already answered: its message is deleted; one above it
   waits for the turns before it, unless the conversation has waited :data:`GAP_S` for them (a number the front
@@ -14,8 +15,9 @@ of them, on any number of machines, share one queue. For each message taken:
   dies before the delete leaves the message to reappear: the turn is run again elsewhere or after restart.
 
 Turns of one conversation taken by one worker wait in a local line under one lease instead of bouncing back
-to the queue. Leases and visibility expire by Storage's clock; only the gap wait compares instances' clocks
-(its start is written in the lock blob), so skew between them only shifts when a gap is skipped.
+to the queue. Leases and visibility expire by the queue's clock (Storage's, or the one machine's); only the gap
+wait compares instances' clocks (its start is written in the lock state), so skew between them only shifts when a
+gap is skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.teams.queue import RENEW_S, Envelope, Lease, Taken, TurnQueue
+from bot.teams.turns import RENEW_S, ConversationLease, Envelope, Taken, TurnQueue
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 # turn stays invisible (VISIBILITY_S), so a number is skipped only when its turn was never queued.
 GAP_S = 25.0
 DEFER_S = 1  # a turn that must wait is shown again this soon (the queue's visibility counts whole seconds)
-POLL_MIN_S, POLL_MAX_S = 0.05, 1.0  # pause after an empty queue, doubling up to the most
+POLL_MIN_S = 0.05  # pause after an empty queue, doubling up to the queue's poll_max_s
+ERROR_PAUSE_S = 1.0  # pause after the queue failed
 MAX_HELD_PER_SLOT = 4  # messages a worker holds (running or waiting in line) per turn it may run at once
 RunTurn = Callable[[Envelope], Awaitable[None]]
 Tell = Callable[[Envelope, str], Awaitable[None]]
@@ -81,7 +84,7 @@ class TurnWorker:
                 except Exception as error:  # noqa: BLE001 - an outage: wait and try again
                     log.warning("could not take turns from the queue (%s)", type(error).__name__)
                     batch = []
-                    pause = POLL_MAX_S
+                    pause = ERROR_PAUSE_S
                 for taken in batch:
                     self._accept(taken)
                 if batch:
@@ -89,7 +92,7 @@ class TurnWorker:
                     continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), pause)
-                pause = min(pause * 2, POLL_MAX_S)
+                pause = min(pause * 2, self.turns.poll_max_s)
         finally:
             if self._tasks:
                 _, unfinished = await asyncio.wait(set(self._tasks), timeout=grace_s)
@@ -118,7 +121,7 @@ class TurnWorker:
     async def _serve(self, key: str) -> None:
         """Run the conversation's turns taken here, lowest number first, under one lease."""
         line = self._lines[key]
-        lease: Lease | None = None
+        lease: ConversationLease | None = None
         try:
             lease = await self.turns.lease(key)
             if lease is None:  # another worker runs this conversation now
@@ -142,7 +145,7 @@ class TurnWorker:
             if left:  # taken while the line was closing: back to the queue for the next worker
                 await self._show_again(left, at_once=True)
 
-    async def _one(self, taken: Taken, lease: Lease) -> bool:
+    async def _one(self, taken: Taken, lease: ConversationLease) -> bool:
         """Settle one turn under the lease; False when it must wait for an earlier one first."""
         envelope = taken.envelope
         assert envelope is not None

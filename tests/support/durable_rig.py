@@ -21,6 +21,7 @@ activity (from /proc: Linux).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import random
@@ -54,15 +55,20 @@ def free_port() -> int:
 
 class BotProcess:
     """``python -m bot serve`` with durable turns, in its own process and working folder (no .env is read); with
-    ``separate_worker``, the web process takes no turns and a ``python -m bot worker`` process beside it does."""
+    ``separate_worker``, the web process takes no turns and a ``python -m bot worker`` process beside it does: one
+    the rig starts, or with ``supervised`` one serve starts itself (TURN_WORKER_PROCESSES=1). Each instance is its
+    own process group, killed whole as a machine or container would go."""
 
-    def __init__(self, name: str, workdir: Path, env: dict[str, str], separate_worker: bool = False) -> None:
+    def __init__(self, name: str, workdir: Path, env: dict[str, str], separate_worker: bool = False,
+                 supervised: bool = False) -> None:
         self.name = name
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.env = {**env, "PORT": str(self.port), "TURN_WORKER_IN_WEB": "false" if separate_worker else "true"}
-        self.separate_worker = separate_worker
+        if separate_worker and supervised:
+            self.env["TURN_WORKER_PROCESSES"] = "1"
+        self.separate_worker = separate_worker and not supervised
         self.process: subprocess.Popen[bytes] | None = None
         self.worker: subprocess.Popen[bytes] | None = None
         self.started_in = 0.0
@@ -75,7 +81,8 @@ class BotProcess:
         started = time.monotonic()
         with (self.workdir / "bot.log").open("ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=self.workdir, env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
             if self.separate_worker:
                 self.worker = subprocess.Popen([sys.executable, "-m", "bot", "worker"], cwd=self.workdir,
                                                env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -102,7 +109,11 @@ class BotProcess:
 
     def kill(self) -> None:
         for process in self._processes():
-            process.send_signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                if process is self.process:
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
             process.wait()
 
     def stop(self) -> None:
@@ -114,6 +125,9 @@ class BotProcess:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if self.process is not None:  # anything of the group left behind (a supervised worker)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 @dataclass
@@ -163,23 +177,38 @@ def _answers(connector: FakeConnector) -> dict[str, list[str]]:
     return answers
 
 
-def _bot_env(azurite: Azurite) -> dict[str, str]:
+def _bot_env(workdir: Path, azurite: Azurite | None) -> dict[str, str]:
+    """Azure: Blob state and the queue on Azurite. Local (no Azurite): the instances are processes of one machine
+    sharing the SQLite state and the SQLite turn queue in ``workdir``."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AZURE", "OPENAI", "MICROSOFT"))}
-    env.update({"PYTHONPATH": str(ROOT), "HOST": "127.0.0.1", "STATE_STORE": "blob", "TURN_QUEUE": "azure",
-                "STATE_BLOB_CONNECTION_STRING": azurite.connection_string, "LOG_LEVEL": "WARNING",
-                "SHUTDOWN_GRACE_SECONDS": "2"})
+    env.update({"PYTHONPATH": str(ROOT), "HOST": "127.0.0.1", "LOG_LEVEL": "WARNING", "SHUTDOWN_GRACE_SECONDS": "2"})
+    if azurite is not None:
+        env.update({"STATE_STORE": "blob", "TURN_QUEUE": "azure", "STATE_BLOB_CONNECTION_STRING":
+                    azurite.connection_string})
+    else:
+        env.update({"STATE_STORE": f"sqlite:///{workdir.resolve() / 'state.db'}", "TURN_QUEUE": "local",
+                    "TURN_QUEUE_PATH": str(workdir.resolve() / "turns.db")})
     return env
 
 
+def _azurite(workdir: Path, queue: str) -> Azurite | None:
+    if queue == "local":
+        return None
+    (workdir / "azurite").mkdir(parents=True, exist_ok=True)
+    return Azurite(workdir / "azurite")
+
+
 async def run(workdir: Path, *, conversations: int, messages: int, repeat_share: float = 0.1, seed: int = 1,
-              answer_timeout_s: float = 120.0, separate_workers: bool = False) -> Figures:
+              answer_timeout_s: float = 120.0, separate_workers: bool = False, queue: str = "azure") -> Figures:
+    """``queue`` azure: two instances on Azurite. local: two web processes of one machine on the SQLite queue, each
+    starting its worker process itself when ``separate_workers``."""
     figures = Figures(conversations, messages)
     chance = random.Random(seed)
-    (workdir / "azurite").mkdir(parents=True, exist_ok=True)
-    azurite = Azurite(workdir / "azurite")
+    azurite = _azurite(workdir, queue)
     connector = await _Connector().start()
-    env = _bot_env(azurite)
-    bots = [BotProcess(name, workdir, env, separate_workers) for name in ("bot-a", "bot-b")]
+    env = _bot_env(workdir, azurite)
+    bots = [BotProcess(name, workdir, env, separate_workers, supervised=queue == "local")
+            for name in ("bot-a", "bot-b")]
     proxy: RoundRobin | None = None
     started = time.monotonic()
     try:
@@ -247,7 +276,8 @@ async def run(workdir: Path, *, conversations: int, messages: int, repeat_share:
         for bot in bots:
             bot.stop()
         await connector.stop()
-        azurite.stop()
+        if azurite is not None:
+            azurite.stop()
 
 
 def process_cpu_s(pid: int) -> float:
@@ -280,13 +310,13 @@ class AckFigures:
 
 
 async def front_acks(workdir: Path, *, burst: int = 50, rates: tuple[float, ...] = (10, 25, 50, 100),
-                     rate_seconds: float = 3.0, answer_timeout_s: float = 120.0) -> AckFigures:
-    """Acknowledgement times of a web front that only enqueues (its turns run in a separate worker process)."""
+                     rate_seconds: float = 3.0, answer_timeout_s: float = 120.0, queue: str = "azure") -> AckFigures:
+    """Acknowledgement times of a web front that only enqueues (its turns run in a separate worker process), on
+    Azurite or on the local queue."""
     figures = AckFigures()
-    (workdir / "azurite").mkdir(parents=True, exist_ok=True)
-    azurite = Azurite(workdir / "azurite")
+    azurite = _azurite(workdir, queue)
     connector = await FakeConnector().start()
-    bot = BotProcess("front", workdir, _bot_env(azurite), separate_worker=True)
+    bot = BotProcess("front", workdir, _bot_env(workdir, azurite), separate_worker=True)
     sent: set[str] = set()
     try:
         await bot.start()
@@ -341,4 +371,5 @@ async def front_acks(workdir: Path, *, burst: int = 50, rates: tuple[float, ...]
     finally:
         bot.stop()
         await connector.stop()
-        azurite.stop()
+        if azurite is not None:
+            azurite.stop()

@@ -1,0 +1,134 @@
+"""Durable turns: what the front, the queues and the workers share.
+
+A turn is queued as an :class:`Envelope` (the checked activity, its number in its conversation, who sent it). Two
+queues keep the same contract, :class:`TurnQueue`: Azure Storage for several instances (bot/teams/queue.py,
+TURN_QUEUE=azure) and a SQLite file for the processes of one machine (bot/teams/local_queue.py, TURN_QUEUE=local).
+The workers (bot/teams/worker.py) know only this contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+ENVELOPE_VERSION = 1
+LEASE_S = 15  # Azure's shortest blob lease: a dead worker's conversation is free again this soon
+VISIBILITY_S = 15  # a taken turn reappears this long after its worker stops renewing it
+RENEW_S = 5  # how often a running turn renews its lease and its message's visibility
+MARKER_TTL_S = 24 * 3600  # Teams re-sends within minutes; a marker older than this no longer counts
+
+
+class TurnQueueError(Exception):
+    """The queue or its blobs failed in a way the caller should report (the message says what to check)."""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One turn as queued: the checked activity (as its JSON), its place in its conversation, who sent it."""
+
+    conversation_id: str
+    activity_id: str
+    number: int
+    activity: dict[str, Any]
+    auth: dict[str, Any]  # what the front's check of the channel token established (connectors.trusted)
+
+    def encode(self) -> str:
+        return json.dumps({"v": ENVELOPE_VERSION, "conversation": self.conversation_id, "id": self.activity_id,
+                           "n": self.number, "activity": self.activity, "auth": self.auth}, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: Any) -> Envelope:
+        """ValueError for anything this version did not write."""
+        try:
+            data = json.loads(text)
+            if data.get("v") != ENVELOPE_VERSION:
+                raise ValueError(f"unknown envelope version {data.get('v')!r}")
+            envelope = cls(str(data["conversation"]), str(data["id"]), int(data["n"]), dict(data["activity"]),
+                           dict(data["auth"]))
+        except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as error:
+            raise ValueError(f"not a turn envelope: {type(error).__name__}") from None
+        if not envelope.conversation_id or envelope.number < 0:
+            raise ValueError("not a turn envelope: no conversation or a negative number")
+        return envelope
+
+
+@dataclass
+class Taken:
+    """A queue message a worker holds: its envelope (None when it could not be read) and receipt."""
+
+    message: Any
+    envelope: Envelope | None
+    problem: str = ""
+    guard: asyncio.Lock = field(default_factory=asyncio.Lock)  # a receipt changes with each update: one at a time
+
+    @property
+    def deliveries(self) -> int:
+        return int(self.message.dequeue_count or 0)
+
+
+@dataclass
+class LockState:
+    """What a conversation's lock blob holds: the number of the next turn to run, and the current one's tries."""
+
+    next: int = 0
+    tries: int = 0  # runs started of turn ``next``
+    gap_since: float = 0.0  # when a later turn first found ``next`` missing (epoch seconds), 0 when none is
+
+    def advance(self, number: int) -> None:
+        self.next, self.tries, self.gap_since = number, 0, 0.0
+
+    def dumps(self) -> bytes:
+        return json.dumps({"next": self.next, "tries": self.tries, "gap_since": self.gap_since}).encode()
+
+    @classmethod
+    def loads(cls, raw: bytes) -> LockState:
+        try:
+            data = json.loads(raw or b"{}")
+            return cls(int(data.get("next", 0)), int(data.get("tries", 0)), float(data.get("gap_since", 0.0)))
+        except (ValueError, TypeError, AttributeError):
+            log.warning("a conversation's lock state could not be read; starting its count again")
+            return cls()
+
+
+class ConversationLease(Protocol):
+    """A worker's hold on one conversation: while it lasts, no other worker runs the conversation's turns."""
+
+    lost: bool
+
+    async def read(self) -> LockState: ...
+
+    async def write(self, state: LockState) -> None: ...
+
+    async def release(self) -> None: ...
+
+
+class TurnQueue(Protocol):
+    """What the front and the workers need of a queue of turns."""
+
+    poll_max_s: float  # the longest pause of an idle worker between two looks at the queue
+
+    async def ensure(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def enqueue(self, conversation_id: str, activity_id: str, activity: dict[str, Any],
+                      auth: dict[str, Any]) -> int:
+        """Number the activity in its conversation and queue it; returns its number once it is durable."""
+        ...
+
+    async def take(self, count: int) -> list[Taken]: ...
+
+    async def keep(self, taken: Taken, seconds: int = VISIBILITY_S) -> None: ...
+
+    async def done(self, taken: Taken) -> None: ...
+
+    async def move_aside(self, taken: Taken, reason: str) -> None: ...
+
+    async def lease(self, conversation_id: str) -> ConversationLease | None: ...
+
+    async def claim(self, envelope: Envelope, message_id: str) -> bool: ...

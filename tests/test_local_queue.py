@@ -1,0 +1,129 @@
+"""TURN_QUEUE=local: what the SQLite turn queue does beyond the contract both queues pass (tests/test_durable_turns.py),
+the worker processes serve starts (TURN_WORKER_PROCESSES), and the settings that refuse what cannot work."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, Settings
+from bot.teams import local_queue, supervisor
+from bot.teams.local_queue import LocalTurnQueue
+from bot.teams.turns import Envelope, LockState, TurnQueueError
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[list[LocalTurnQueue]]:
+    """Two processes' view of one queue file."""
+    opened = [LocalTurnQueue.open(tmp_path / "turns.db") for _ in range(2)]
+    await opened[0].ensure()
+    yield opened
+    for turns in opened:
+        await turns.close()
+
+
+async def test_numbers_follow_arrival_and_a_burst_is_queued_whole(pair: list[LocalTurnQueue]) -> None:
+    numbers = await asyncio.gather(*(pair[0].enqueue("a:chat", str(n), {"n": n}, {}) for n in range(40)))
+    assert numbers == list(range(40)), "a conversation's numbers follow the order its activities arrived in"
+    taken = await pair[1].take(64)
+    assert [(t.envelope.number, t.envelope.activity) for t in taken if t.envelope] == [(n, {"n": n})
+                                                                                      for n in range(40)]
+
+
+async def test_a_lease_never_released_expires_and_its_holder_can_no_longer_write(
+        pair: list[LocalTurnQueue], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_queue, "LEASE_S", 0.3)
+    held = await pair[0].lease("a:chat")
+    assert held is not None
+    await held.write(LockState(next=3))
+    assert await pair[1].lease("a:chat") is None, "held by another worker"
+    held._renewer.cancel()  # its worker hangs: nothing renews the lease
+    await asyncio.sleep(0.4)
+    taken = await pair[1].lease("a:chat")
+    assert taken is not None, "expired: free for the next worker"
+    assert (await taken.read()).next == 3, "with the conversation's place kept"
+    with pytest.raises(TurnQueueError, match="taken by another worker"):
+        await held.write(LockState(next=4))
+    assert held.lost
+    await taken.release()
+    assert await pair[0].lease("a:chat") is not None, "released: free at once"
+
+
+async def test_a_turn_whose_worker_stops_reappears_and_the_stale_holder_cannot_finish_it(
+        pair: list[LocalTurnQueue], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_queue, "VISIBILITY_S", 0.2)
+    await pair[0].enqueue("a:chat", "1", {}, {})
+    [first] = await pair[0].take(8)
+    assert await pair[1].take(8) == [], "hidden while held"
+    await asyncio.sleep(0.3)
+    [again] = await pair[1].take(8)
+    assert again.deliveries == 2
+    await pair[0].done(first)  # the first worker wakes up late: its receipt is stale
+    with pytest.raises(TurnQueueError):
+        await pair[0].keep(first)
+    await pair[1].keep(again, 30)
+    assert await pair[0].take(8) == [], "still there, held by the second worker"
+    await pair[1].done(again)
+    await asyncio.sleep(0.3)
+    assert await pair[0].take(8) == [], "gone once its holder finished it"
+
+
+async def test_a_marker_older_than_its_time_to_live_no_longer_counts(
+        pair: list[LocalTurnQueue], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_queue, "MARKER_TTL_S", 0.2)
+    envelope = Envelope("a:chat", "17", 0, {}, {})
+    assert await pair[0].claim(envelope, "1")
+    assert not await pair[1].claim(envelope, "2")
+    await asyncio.sleep(0.3)
+    assert await pair[1].claim(envelope, "2"), "Teams re-sends within minutes: an old marker is not a repeat"
+
+
+async def test_a_queue_file_that_cannot_be_opened_says_what_to_check(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    turns = LocalTurnQueue.open(blocker / "turns.db")
+    with pytest.raises(TurnQueueError, match="TURN_QUEUE_PATH"):
+        await turns.ensure()
+    await turns.close()
+
+
+async def test_serve_restarts_a_worker_process_that_dies_and_stops_them_at_shutdown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(supervisor, "FIRST_PAUSE_S", 0.05)
+    workers = supervisor.WorkerProcesses(2, command=[sys.executable, "-c", "import time; time.sleep(120)"])
+    workers.start()
+
+    async def until(predicate: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 20
+        while not predicate():
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.02)
+
+    await until(lambda: workers.alive == 2)
+    first = workers.processes[0]
+    assert first is not None
+    first.kill()
+    await until(lambda: workers.restarts == 1 and workers.alive == 2)
+    assert workers.processes[0] is not first
+    running = [p for p in workers.processes if p is not None]
+    await workers.stop(grace_s=1)
+    assert workers.alive == 0 and all(p.returncode is not None for p in running)
+    assert workers.restarts == 1, "a worker stopped at shutdown is not started again"
+
+
+def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
+    settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": "sqlite:///var/bot/state.db",
+                                  "TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
+    assert (settings.turn_queue, settings.turn_queue_path, settings.turn_worker_processes) == (
+        "local", "var/bot/turns.db", 2), "the queue file sits beside the state by default"
+    with pytest.raises(ConfigError, match="TURN_QUEUE=local needs STATE_STORE=sqlite"):
+        Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": "memory"}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="INSTANCE_COUNT=2 needs STATE_STORE=blob and TURN_QUEUE=azure"):
+        Settings.from_env({"TURN_QUEUE": "local", "INSTANCE_COUNT": "2"}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=2 needs TURN_QUEUE=local"):
+        Settings.from_env({"TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
