@@ -1,4 +1,4 @@
-"""Durable turns (issue 13): two bot instances, one killed with SIGKILL mid-run and restarted.
+"""Durable turns (issue 13): two bot instances, one killed with SIGKILL mid-run and restarted; and the web front alone.
 
 Run: .venv/bin/python bench/bench_durable.py [--conversations N] [--messages M] [--seed S] [--smoke]
 
@@ -8,18 +8,21 @@ replies. 20 conversations send 10 messages each (commands, so no model is involv
 repeated to the other instance, and instance A gets SIGKILL while turns run (see tests/support/durable_rig.py
 for the three parts of the run). Twice: with the workers in the web processes, and with the web processes
 taking no turns and a ``python -m bot worker`` process beside each (killed and restarted with it).
+Then the same on the local queue (TURN_QUEUE=local): two web processes of one machine sharing the SQLite queue and
+state, each starting its own worker process (TURN_WORKER_PROCESSES=1), one killed with its worker.
 Printed: lost, answered twice, out of order (goal: all 0), the time from the kill until every turn sent
-before it was answered (recovery: bounded by the 15 s blob lease and queue visibility of the killed
-instance's turns), A's restart time, and the acknowledgement times through the proxy.
+before it was answered (recovery: bounded by the 15 s lease and visibility of the killed instance's turns), A's
+restart time, and the acknowledgement times through the proxy.
 
-Then the web front alone (tests/support/durable_rig.py ``front_acks``): one web process that only checks and enqueues,
-one ``python -m bot worker`` beside it. Printed: acknowledgement p50/p99 for a burst of 50 conversations it has not
-seen and the same 50 again (goal p99 < 50 ms), then for steady open-loop rates (turns/s offered, answered, p50/p99),
-the highest rate whose p99 stays under 50 ms, and the front's CPU per activity. Each enqueue is two Storage
-requests (the conversation's next number, then the queue message; a conversation's first adds creating its counter),
-so on this machine the figures are the Azure SDK's CPU and Azurite's speed more than the bot's.
+Then the web front alone (tests/support/durable_rig.py ``front_acks``), on each queue: one web process that only
+checks and enqueues, one ``python -m bot worker`` beside it. Printed: acknowledgement p50/p99 for a burst of 50
+conversations it has not seen and the same 50 again (goal p99 < 50 ms), then for steady open-loop rates (turns/s
+offered, answered, p50/p99), the highest rate whose p99 stays under 50 ms, and the front's CPU per activity. On Azure
+each enqueue is two Storage requests (the conversation's next number, then the queue message; a conversation's first
+adds creating its counter), so there the figures are the Azure SDK's CPU and Azurite's speed more than the bot's; on
+the local queue an enqueue is a row in a commit shared with the enqueues that arrived with it.
 
-``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, and the front at tiny sizes, so
+``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, and the fronts at tiny sizes, so
 CI can tell that the benchmark (and ``python -m bot worker``) still runs (tests/test_benchmarks.py); its figures are
 not meaningful.
 """
@@ -55,12 +58,15 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
               "that it runs")
     failed = False
     # The smoke run takes the separate workers only: the test suite runs the in-web workers itself.
-    for separate in (True,) if smoke else (False, True):
+    runs = [("azure", True)] if smoke else [("azure", False), ("azure", True)]
+    for queue, separate in [*runs, ("local", True)]:
         with tempfile.TemporaryDirectory(prefix="bench-durable-") as workdir:
             figures = await durable_rig.run(Path(workdir), conversations=conversations, messages=messages,
-                                            seed=seed, answer_timeout_s=180, separate_workers=separate)
+                                            seed=seed, answer_timeout_s=180, separate_workers=separate, queue=queue)
         where = "separate worker processes (python -m bot worker)" if separate else "workers in the web processes"
-        print(f"== Durable turns, {where}: 2 instances, {conversations} conversations x {messages} messages, "
+        where = (f"Azure Storage (Azurite), {where}: 2 instances" if queue == "azure" else
+                 "the local queue (SQLite), a worker process started by each web process: 2 web processes")
+        print(f"== Durable turns on {where}, {conversations} conversations x {messages} messages, "
               f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
               f"instance A killed (SIGKILL) with {figures.held_at_kill} turns' typing indicators held")
         print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "
@@ -71,18 +77,19 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
         print(f"Acknowledgement through the proxy: median {statistics.median(acks):.1f} ms, "
               f"p99 {figures.ack_p99_ms:.1f} ms over {len(acks)} deliveries; whole run {figures.elapsed_s:.1f} s")
         failed = failed or not figures.lost == figures.twice == figures.out_of_order == 0
-    with tempfile.TemporaryDirectory(prefix="bench-front-") as workdir:
-        fronts = await durable_rig.front_acks(Path(workdir), burst=5 if smoke else 50,
-                                              rates=(5,) if smoke else (10, 25, 50, 100),
-                                              rate_seconds=1.0 if smoke else 3.0)
-    print_front(fronts)
+    for queue, rates in (("azure", (10, 25, 50, 100)), ("local", (25, 50, 100, 150))):
+        with tempfile.TemporaryDirectory(prefix="bench-front-") as workdir:
+            fronts = await durable_rig.front_acks(Path(workdir), burst=5 if smoke else 50,
+                                                  rates=(5,) if smoke else rates,
+                                                  rate_seconds=1.0 if smoke else 3.0, queue=queue)
+        print_front(fronts, "Azure Storage (Azurite)" if queue == "azure" else "the local queue (SQLite)")
     return 1 if failed else 0
 
 
-def print_front(figures: durable_rig.AckFigures) -> None:
+def print_front(figures: durable_rig.AckFigures, where: str) -> None:
     p99 = durable_rig.percentile
     burst = len(figures.burst_new_ms)
-    print(f"== The web front alone: enqueues only, turns in a separate python -m bot worker (Azurite); "
+    print(f"== The web front alone on {where}: enqueues only, turns in a separate python -m bot worker; "
           f"goal ack p99 < {ACK_GOAL_MS:.0f} ms")
     for label, acks in ((f"burst of {burst} conversations it has not seen", figures.burst_new_ms),
                         (f"burst of the same {burst} again", figures.burst_known_ms)):

@@ -73,6 +73,35 @@ async def test_a_turn_whose_worker_stops_reappears_and_the_stale_holder_cannot_f
     assert await pair[0].take(8) == [], "gone once its holder finished it"
 
 
+async def test_the_turns_and_leases_of_a_worker_process_that_died_are_free_at_once(tmp_path: Path) -> None:
+    """A worker killed with SIGKILL holds a turn and its conversation's lease, both for 15 s: on one machine its
+    process id shows it is gone, so the next worker takes both without waiting."""
+    path = tmp_path / "turns.db"
+    turns = LocalTurnQueue.open(path)
+    await turns.ensure()
+    await turns.enqueue("a:chat", "1", {}, {})
+    script = ("import asyncio, sys\n"
+              "from bot.teams.local_queue import LocalTurnQueue\n"
+              "async def hold():\n"
+              "    turns = LocalTurnQueue.open(sys.argv[1])\n"
+              "    assert len(await turns.take(8)) == 1 and await turns.lease('a:chat') is not None\n"
+              "    print('held', flush=True)\n"
+              "    await asyncio.sleep(120)\n"
+              "asyncio.run(hold())\n")
+    worker = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(path),
+                                                  stdout=asyncio.subprocess.PIPE)
+    try:
+        assert worker.stdout is not None
+        assert await asyncio.wait_for(worker.stdout.readline(), 30) == b"held\n"
+        assert await turns.take(8) == [] and await turns.lease("a:chat") is None, "held by a running process"
+    finally:
+        worker.kill()
+        await worker.wait()
+    [taken] = await turns.take(8)
+    assert taken.deliveries == 2 and await turns.lease("a:chat") is not None
+    await turns.close()
+
+
 async def test_a_marker_older_than_its_time_to_live_no_longer_counts(
         pair: list[LocalTurnQueue], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_queue, "MARKER_TTL_S", 0.2)

@@ -5,7 +5,9 @@ It keeps the contract of the Azure queue (bot/teams/turns.py), so the same :clas
 runs its turns: a taken turn is hidden for a visibility timeout and deleted once answered, so the turn of a worker that
 dies reappears; a conversation's lease (a row with a holder and an expiry) lets one worker at a time run its turns,
 in the order of their numbers; a marker per (conversation, activity id), created only if none exists, recognises a
-repeated delivery. Everything runs on one machine, so one clock times visibility, leases and markers.
+repeated delivery. Everything runs on one machine, so one clock times visibility, leases and markers, and a holder
+is known by its process id too: a turn or a lease whose process is gone (SIGKILL, a crash) is free at once, without
+waiting for its expiry.
 
 Why not just the in-process runner: the web process then only checks and enqueues, and answers Teams at once,
 while the turns' CPU (the model's answers parsed, cards built, replies sent) is spent in other processes on the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import time
 import uuid
@@ -39,8 +42,7 @@ PRUNE_EVERY = 500  # markers claimed between two deletions of expired ones
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL, "
     "body TEXT NOT NULL, visible_at REAL NOT NULL DEFAULT 0, deliveries INTEGER NOT NULL DEFAULT 0, "
-    "receipt INTEGER NOT NULL DEFAULT 0)",
-    "CREATE INDEX IF NOT EXISTS turns_visible ON turns (visible_at, id)",
+    "receipt INTEGER NOT NULL DEFAULT 0, holder INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS counters (conversation TEXT PRIMARY KEY, next INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS leases (conversation TEXT PRIMARY KEY, state TEXT NOT NULL DEFAULT '', "
     "holder TEXT NOT NULL DEFAULT '', expires REAL NOT NULL DEFAULT 0)",
@@ -49,6 +51,24 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS set_aside (id INTEGER PRIMARY KEY AUTOINCREMENT, reason TEXT NOT NULL, "
     "deliveries INTEGER NOT NULL, content TEXT, at REAL NOT NULL)",
 )
+
+
+def _gone(pid: int | str) -> bool:
+    """Whether the process that holds a turn or a lease (its id, or a lease holder "pid:token") has ended. A pid
+    reused since only delays the turn or lease to its expiry."""
+    try:
+        number = int(str(pid).partition(":")[0])
+    except ValueError:
+        return False
+    if number <= 0 or number == os.getpid():
+        return False
+    try:
+        os.kill(number, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
 
 
 @dataclass
@@ -137,6 +157,7 @@ class LocalTurnQueue:
             connection = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")  # an acknowledged turn is on disk
+            connection.create_function("gone", 1, _gone)
             self._connection = connection
         return self._connection
 
@@ -212,9 +233,11 @@ class LocalTurnQueue:
 
     async def take(self, count: int) -> list[Taken]:
         rows = await self.call(self._transaction, lambda db: db.execute(
-            "UPDATE turns SET visible_at = ?, deliveries = deliveries + 1, receipt = receipt + 1 WHERE id IN "
-            "(SELECT id FROM turns WHERE visible_at <= ? ORDER BY visible_at, id LIMIT ?) "
-            "RETURNING id, body, deliveries, receipt", (time.time() + VISIBILITY_S, time.time(), count)).fetchall())
+            "UPDATE turns SET visible_at = ?, deliveries = deliveries + 1, receipt = receipt + 1, holder = ? "
+            "WHERE id IN (SELECT id FROM turns WHERE visible_at <= ? OR (holder != 0 AND gone(holder)) "
+            "ORDER BY id LIMIT ?) "
+            "RETURNING id, body, deliveries, receipt", (time.time() + VISIBILITY_S, os.getpid(), time.time(),
+                                                        count)).fetchall())
         taken: list[Taken] = []
         for row_id, body, deliveries, receipt in sorted(rows):
             message = LocalMessage(row_id, body, deliveries, receipt)
@@ -257,11 +280,12 @@ class LocalTurnQueue:
         return [{"reason": r, "deliveries": d, "content": c, "at": a} for r, d, c, a in rows]
 
     async def lease(self, conversation_id: str) -> LocalLease | None:
-        """The conversation's lease, or None while another worker's has not expired."""
-        holder = uuid.uuid4().hex
+        """The conversation's lease, or None while another worker's has not expired and its process runs."""
+        holder = f"{os.getpid()}:{uuid.uuid4().hex}"
         acquired = await self.call(self._transaction, lambda db: db.execute(
             "INSERT INTO leases (conversation, holder, expires) VALUES (?, ?, ?) ON CONFLICT (conversation) "
-            "DO UPDATE SET holder = excluded.holder, expires = excluded.expires WHERE leases.expires <= ?",
+            "DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
+            "WHERE leases.expires <= ? OR gone(leases.holder)",
             (conversation_id, holder, time.time() + LEASE_S, time.time())).rowcount)
         return LocalLease(self, conversation_id, holder) if acquired else None
 
