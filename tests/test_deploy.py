@@ -498,6 +498,17 @@ def test_sqlite_state_above_one_instance_is_refused() -> None:
         Settings.from_env(settings, dotenv_path=None)
 
 
+def test_worker_processes_queue_turns_beside_the_state_and_the_web_process_only_checks_and_queues() -> None:
+    app = Settings.from_env(app_settings()[0], dotenv_path=None)
+    assert (app.turn_queue, app.turn_worker_processes, app.web_runs_worker) == ("off", 0, True), "default: as before"
+    local = Settings.from_env(app_settings(workerProcesses=2)[0], dotenv_path=None)
+    assert (local.turn_queue, local.turn_queue_path, local.turn_worker_processes, local.web_runs_worker) == (
+        "local", "/app/.data/turns.db", 2, False), "SQLite state: the local queue on the same disk"
+    shared = Settings.from_env(app_settings(workerProcesses=2, stateStore="blob", instanceCount=2)[0],
+                               dotenv_path=None)
+    assert (shared.turn_queue, shared.turn_worker_processes, shared.web_runs_worker) == ("azure", 2, False)
+
+
 RESPONDERS = "aaaaaaaa-1111-4111-8111-aaaaaaaaaaaa,bbbbbbbb-2222-4222-8222-bbbbbbbbbbbb"
 
 
