@@ -183,3 +183,21 @@ async def test_a_filtered_list_total_counts_with_its_filters_words(demo_client: 
     check = lambda text: grounding.check(text, conversation.facts, conversation.references, NOW)  # noqa: E731
     assert check(f"There are {total} open unassigned incidents this month.") == []
     assert check(f"There are {total + 3} open unassigned incidents this month.")
+
+
+def test_remembered_identifiers_and_facts_are_the_same_as_fresh_ones_and_cannot_be_changed_by_a_reader() -> None:
+    """Short texts' identifiers and facts' stored forms are built once (a model turn's CPU): a caller changing what
+    it got back must not change what the next caller gets."""
+    from bot.orchestrator.facts import CountFact
+    from bot.orchestrator.identifiers import _extract, extract
+
+    title = "Mimikatz on WS-FIN-160.contoso.local by alice@contoso.com, see #14448"
+    first = extract(title)
+    assert first == _extract(title) and first
+    first.clear()
+    assert extract(title) == _extract(title), "the cached identifiers are not the caller's list"
+    fact = CountFact("alerts", frozenset({"high", "open"}), 3, "incident #14448")
+    assert fact.to_dict() == {"noun": "alerts", "qualifiers": ["high", "open"], "value": 3,
+                              "scope": "incident #14448"}
+    assert fact.to_dict() is fact.to_dict() and CountFact.from_dict(fact.to_dict()) == fact
+    assert hash(fact) == hash(CountFact.from_dict(fact.to_dict())), "the stored form is not part of equality"

@@ -38,8 +38,23 @@ MAX_CHANGES = 20
 SEVERITIES = ("High", "Medium", "Low", "Informational")
 
 
+class _Stored:
+    """A frozen fact is stored with the conversation after every turn, unchanged: its dict form is built once.
+    Readers only serialise it (never change it)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        stored: dict[str, Any] | None = self.__dict__.get("_stored")
+        if stored is None:
+            stored = self._as_dict()
+            object.__setattr__(self, "_stored", stored)  # not a field: equality and hashing ignore it
+        return stored
+
+    def _as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Seen:
+class Seen(_Stored):
     """Where a fact came from: the tool, and when it returned it."""
 
     tool: str
@@ -48,7 +63,7 @@ class Seen:
     def describe(self) -> str:
         return f"per {self.tool} at {self.at:%H:%M} UTC"
 
-    def to_dict(self) -> dict[str, Any]:
+    def _as_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "at": self.at.isoformat()}
 
     @classmethod
@@ -57,7 +72,7 @@ class Seen:
 
 
 @dataclass(frozen=True)
-class IncidentFact:
+class IncidentFact(_Stored):
     number: int
     severity: str
     status: str
@@ -78,7 +93,7 @@ class IncidentFact:
         owner = f"owned by {self.owner}" if self.owner else "unassigned"
         return f"#{self.number} is {self.severity}, {state}, {owner}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def _as_dict(self) -> dict[str, Any]:
         return {"number": self.number, "severity": self.severity, "status": self.status, "owner": self.owner,
                 "classification": self.classification, "alert_count": self.alert_count,
                 "created": _iso(self.created), "times": [t.isoformat() for t in self.times],
@@ -92,14 +107,14 @@ class IncidentFact:
 
 
 @dataclass(frozen=True)
-class AlertFact:
+class AlertFact(_Stored):
     alert_id: str
     severity: str
     status: str
     time: datetime | None
     seen: Seen
 
-    def to_dict(self) -> dict[str, Any]:
+    def _as_dict(self) -> dict[str, Any]:
         return {"alert_id": self.alert_id, "severity": self.severity, "status": self.status,
                 "time": _iso(self.time), "seen": self.seen.to_dict()}
 
@@ -110,7 +125,7 @@ class AlertFact:
 
 
 @dataclass(frozen=True)
-class CountFact:
+class CountFact(_Stored):
     """A number the bot computed from a result: ``value`` ``qualifiers`` ``noun`` ("12 high alerts")."""
 
     noun: str  # "incidents" or "alerts"
@@ -118,7 +133,7 @@ class CountFact:
     value: int
     scope: str  # what was counted, for the correction: "get_alert_trend last_7d", "incident #14440"
 
-    def to_dict(self) -> dict[str, Any]:
+    def _as_dict(self) -> dict[str, Any]:
         return {"noun": self.noun, "qualifiers": sorted(self.qualifiers), "value": self.value, "scope": self.scope}
 
     @classmethod
@@ -127,7 +142,7 @@ class CountFact:
 
 
 @dataclass(frozen=True)
-class ChangeFact:
+class ChangeFact(_Stored):
     """A change this conversation confirmed and Sentinel accepted."""
 
     incident: int
@@ -135,7 +150,7 @@ class ChangeFact:
     summary: str  # "Status set to Closed (FalsePositive)"
     at: datetime
 
-    def to_dict(self) -> dict[str, Any]:
+    def _as_dict(self) -> dict[str, Any]:
         return {"incident": self.incident, "kind": self.kind, "summary": self.summary, "at": self.at.isoformat()}
 
     @classmethod

@@ -9,6 +9,7 @@ rankings ("the #1 concern"), percentages, dates and times are not identifiers.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable
@@ -135,9 +136,25 @@ def host_variants(value: str) -> set[str]:
     return {name, name.split(".", 1)[0]} if name else set()
 
 
+CACHED_TEXT_CHARS = 512  # titles and entity values: the same ones come back turn after turn
+
+
 def extract(text: str) -> list[Identifier]:
     """Every identifier in ``text``, in order of position. Overlapping matches keep the most specific kind
     (a URL over the domain inside it, a file name over a domain, an e-mail address over its domain)."""
+    if len(text) <= CACHED_TEXT_CHARS:
+        # Every tool result's titles and entity values are read again for the fact check, and a conversation asks
+        # about the same incidents over and over: a dozen regular expressions over each was a sixth of a turn's CPU.
+        return list(_extract_short(text))
+    return _extract(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _extract_short(text: str) -> tuple[Identifier, ...]:
+    return tuple(_extract(text))
+
+
+def _extract(text: str) -> list[Identifier]:
     found: list[Identifier] = []
     taken = bytearray(len(text) + 1)  # 1 where an identifier already is: checking a span costs its length
 
