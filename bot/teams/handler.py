@@ -380,13 +380,12 @@ class SentinelBot(TeamsActivityHandler):
                 f"If it keeps happening, give your administrator this reference: {request.correlation_id}.")])
         finally:
             data.mark_seen(request.activity_id)
-            bound(data, self.memory)
         try:
             await self._deliver(context, data, reply, progress)
         except Exception:
             facts.error = facts.error or "delivery"
             log.exception("could not deliver the answer")
-        if not await self.state.save(context, data):
+        if not await self.state.save(context, data, bound(data, self.memory)):
             facts.error = facts.error or "state_save"
             try:
                 await send_with_retry(lambda: context.send_activity(replies.message(STATE_NOT_SAVED)))

@@ -7,7 +7,8 @@ again when it saves, to find out whether it changed, which cost a tenth of a mod
 changes its conversation's state, so it is simply written, with the e_tag it was read with.
 
 It is bounded: if the serialised state grows past ``MAX_STATE_BYTES``, the oldest turns of the history are
-dropped until it fits.
+dropped until it fits. The JSON measured for that is the JSON stored (:class:`EncodedState`): the state is
+serialised once per save.
 
 A save that fails (a full disk, a storage outage) is retried after short pauses; if it still fails, the
 save reports it (the handler tells the user) and :class:`SaveHealth` stays degraded, which /readyz shows,
@@ -27,7 +28,7 @@ from botbuilder.core import Storage, TurnContext
 
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.memory import Memory
-from bot.teams.storage import EtagConflictError, StateValueError
+from bot.teams.storage import EncodedItem, EtagConflictError, StateValueError
 
 log = logging.getLogger(__name__)
 MAX_STATE_BYTES = 64_000
@@ -65,29 +66,46 @@ class ConversationData:
         return cls(conversation=conversation, recent_activity_ids=ids)
 
 
+@dataclass(frozen=True)
+class EncodedState:
+    """The state as it will be stored: its dict and that dict's compact JSON, built once per save."""
+
+    value: dict[str, Any]
+    text: str
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+    @classmethod
+    def of(cls, data: ConversationData) -> EncodedState:
+        value = data.to_dict()
+        return cls(value, json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
+
+
 def state_bytes(data: ConversationData) -> int:
-    return len(json.dumps(data.to_dict(), separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    return EncodedState.of(data).size
 
 
-def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYTES) -> int:
-    """Drop the oldest whole turns until the state fits; returns how many turns were dropped."""
-    dropped = 0
-    size = state_bytes(data)  # serialising the state is most of this function's cost: once when it fits
-    while size > max_bytes and data.conversation.history:
+def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYTES) -> EncodedState:
+    """Drop the oldest whole turns until the state fits; returns the state as it is to be stored."""
+    encoded = EncodedState.of(data)  # serialising the state is most of this function's cost: once when it fits
+    while encoded.size > max_bytes and data.conversation.history:
         turns = len(memory.turn_starts(data.conversation))
         if turns <= 1:
             data.conversation.history.clear()
             data.conversation.token_counts.clear()
         else:
-            dropped += memory.trim(data.conversation, max_turns=turns - 1, max_tokens=10**9)
-        size = state_bytes(data)
-    if size > max_bytes:
+            memory.trim(data.conversation, max_turns=turns - 1, max_tokens=10**9)
+        encoded = EncodedState.of(data)
+    if encoded.size > max_bytes:
         # Only the bounded lists are left; keep their newest halves.
         c = data.conversation
         c.facts.halve()
         c.references.items = c.references.items[len(c.references.items) // 2:]
         c.references = type(c.references).from_dict(c.references.to_dict())
-    return dropped
+        encoded = EncodedState.of(data)
+    return encoded
 
 
 @dataclass
@@ -144,16 +162,23 @@ class StateStore:
         context.turn_state[_LOADED_KEY] = item
         return ConversationData.from_dict(item.get(STATE_PROPERTY))
 
-    async def save(self, context: TurnContext, data: ConversationData) -> bool:
-        """Save the turn's state, retrying a failed write; False (logged, health degraded) when it never succeeded.
+    async def save(self, context: TurnContext, data: ConversationData, encoded: EncodedState | None = None) -> bool:
+        """Save the turn's state (``encoded``: as :func:`bound` left it, unchanged since), retrying a failed write;
+        False (logged, health degraded) when it never succeeded.
 
         A conflict or an item the store refuses is not retried: the same write would fail the same way.
         """
+        encoded = encoded or EncodedState.of(data)
         item = dict(context.turn_state.get(_LOADED_KEY) or {})
-        item[STATE_PROPERTY] = data.to_dict()  # other properties a previous version stored are kept
+        item[STATE_PROPERTY] = encoded.value  # other properties a previous version stored are kept
+        others = {k: v for k, v in item.items() if k not in (STATE_PROPERTY, "e_tag")}
+        # The item's JSON, made from the state's JSON already built instead of serialising the state again.
+        head = json.dumps(others, separators=(",", ":"), ensure_ascii=False, allow_nan=False)[:-1]
+        head += "," if others else ""
+        stored = EncodedItem(item, f'{head}"{STATE_PROPERTY}":{encoded.text}}}')
         for attempt in range(len(self.retry_delays_s) + 1):
             try:
-                await self._storage.write({self.key(context): item})
+                await self._storage.write({self.key(context): stored})
             except Exception as error:  # every store fails in its own way (sqlite3, Azure, OSError)
                 final = attempt == len(self.retry_delays_s) or isinstance(error, EtagConflictError | StateValueError)
                 log.warning("saving conversation state failed (%s), attempt %d%s", type(error).__name__,

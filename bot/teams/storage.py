@@ -54,6 +54,15 @@ class StateValueError(StateStorageError, ValueError):
     """An item the store cannot hold: not a JSON object, or over the size cap."""
 
 
+class EncodedItem(dict[str, Any]):
+    """An item whose JSON (without its e_tag) the caller already made: stores that read ``text`` instead of
+    serialising the item again; any other store sees the dict."""
+
+    def __init__(self, value: Mapping[str, Any], text: str) -> None:
+        super().__init__(value)
+        self.text = text
+
+
 def encode_item(key: str, value: Any, max_bytes: int) -> tuple[str | None, str]:
     """(e_tag, JSON text of the item without its e_tag), or StateValueError saying what is wrong."""
     if not isinstance(key, str) or not key:
@@ -64,8 +73,9 @@ def encode_item(key: str, value: Any, max_bytes: int) -> tuple[str | None, str]:
     if e_tag == "":
         raise StateValueError(f"state for key {key!r} has an empty e_tag: use the e_tag read, '*', or none")
     try:
-        text = json.dumps({k: v for k, v in value.items() if k != "e_tag"},
-                          ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = value.text if isinstance(value, EncodedItem) else json.dumps(
+            {k: v for k, v in value.items() if k != "e_tag"}, ensure_ascii=False, allow_nan=False,
+            separators=(",", ":"))
     except (TypeError, ValueError) as error:
         raise StateValueError(f"state for key {key!r} is not JSON-serialisable ({error}); "
                               "store only dicts, lists, strings, numbers, booleans and None") from error
