@@ -8,7 +8,8 @@ own logs cannot show, because every query runs with the bot's identity:
   ``bot``, or ``user`` in on-behalf-of mode, where Log Analytics' own log names the analyst too);
 - ``access.refused``: an activity turned away at the door, and why.
 
-Records carry identifiers, names, counts and codes; never message text or row values.
+Records carry identifiers, names, counts and codes; never message text or row values. The bot's own reads that
+found nothing (the watch poller's quiet polls, every interval) are recorded at DEBUG, so they do not bury the rest.
 """
 
 from __future__ import annotations
@@ -55,13 +56,14 @@ def asking(asker: Asker) -> Iterator[None]:
         _asker.reset(token)
 
 
-def record(event: str, asker: Asker | None = None, **fields: Any) -> dict[str, Any]:
+def record(event: str, asker: Asker | None = None, level: int = logging.INFO, **fields: Any) -> dict[str, Any]:
     """Write one audit record: the event, when, who and where, and ``fields`` (None values left out)."""
     who = asker or _asker.get()
     entry: dict[str, Any] = {"event": event, "at": datetime.now(UTC).isoformat()}
     entry |= {k: v for k, v in (asdict(who) if who else {}).items() if v is not None}
     entry |= {k: v for k, v in fields.items() if v is not None}
-    audit_log.info("audit %s", json.dumps(entry, sort_keys=True, default=str), extra={"audit": entry})
+    if audit_log.isEnabledFor(level):
+        audit_log.log(level, "audit %s", json.dumps(entry, sort_keys=True, default=str), extra={"audit": entry})
     return entry
 
 
@@ -75,9 +77,10 @@ class AuditedSentinelClient(SentinelClient):
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         if isinstance(result, QueryResult):
             meta = result.metadata
-            record("read", tool=meta.tool, arguments=meta.parameters, rows=meta.returned, total=meta.total,
-                   truncated=meta.truncated, source=meta.source, elapsed_ms=elapsed_ms, result="ok",
-                   identity=running_as())
+            quiet = meta.returned == 0 and _asker.get() is None  # the bot's own read, and nothing in it
+            record("read", level=logging.DEBUG if quiet else logging.INFO, tool=meta.tool, arguments=meta.parameters,
+                   rows=meta.returned, total=meta.total, truncated=meta.truncated, source=meta.source,
+                   elapsed_ms=elapsed_ms, result="ok", identity=running_as())
         else:  # the arguments may be the model's raw text: only their names
             names = sorted({*(arguments or {}), *more})
             record("read", tool=tool[:64], argument_names=[str(n)[:64] for n in names], rows=0,

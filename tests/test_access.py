@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -254,3 +255,21 @@ def test_turn_limits_slide_per_user_and_per_conversation() -> None:
     now[0] = 60.5
     assert limits.take("alice", "room") is None, "a minute later the window has moved on"
     assert "about 60 seconds" in limits.message(59.6)
+
+
+async def test_the_bots_own_reads_that_find_nothing_are_audited_at_debug_only(caplog: pytest.LogCaptureFixture
+                                                                               ) -> None:
+    """The watch poller reads every interval: its empty reads would bury the audit trail at INFO. An analyst's read
+    is recorded at INFO whatever it found, and so is any read of the bot's own that found something."""
+    from bot import audit
+
+    caplog.set_level(logging.DEBUG, logger="bot.audit")
+    sentinel = AuditedSentinelClient(DemoBackend(seed=SEED, clock=lambda: NOW))
+    await sentinel.run("incident_changes", {"since": NOW.isoformat()})  # the poller: nothing changed since now
+    await sentinel.run("incident_changes", {"since": (NOW - timedelta(days=1)).isoformat()})
+    with audit.asking(audit.Asker("aad-alice", "Alice", "chat", "personal")):
+        await sentinel.run("incident_changes", {"since": NOW.isoformat()})
+    levels = [(r.levelname, json.loads(r.getMessage().removeprefix("audit "))["rows"] > 0,
+               json.loads(r.getMessage().removeprefix("audit ")).get("actor"))
+              for r in caplog.records if r.name == "bot.audit"]
+    assert levels == [("DEBUG", False, None), ("INFO", True, None), ("INFO", False, "Alice")]
