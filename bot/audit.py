@@ -77,7 +77,9 @@ class AuditedSentinelClient(SentinelClient):
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         if isinstance(result, QueryResult):
             meta = result.metadata
-            quiet = meta.returned == 0 and _asker.get() is None  # the bot's own read, and nothing in it
+            asker = _asker.get()
+            own = asker is None or asker.actor_object_id is None  # no analyst: the bot's own (the watch poller)
+            quiet = own and meta.returned == 0
             record("read", level=logging.DEBUG if quiet else logging.INFO, tool=meta.tool, arguments=meta.parameters,
                    rows=meta.returned, total=meta.total, truncated=meta.truncated, source=meta.source,
                    elapsed_ms=elapsed_ms, result="ok", identity=running_as())

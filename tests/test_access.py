@@ -262,14 +262,16 @@ async def test_the_bots_own_reads_that_find_nothing_are_audited_at_debug_only(ca
     """The watch poller reads every interval: its empty reads would bury the audit trail at INFO. An analyst's read
     is recorded at INFO whatever it found, and so is any read of the bot's own that found something."""
     from bot import audit
+    from bot.teams.watches import POLLER_ASKER
 
     caplog.set_level(logging.DEBUG, logger="bot.audit")
     sentinel = AuditedSentinelClient(DemoBackend(seed=SEED, clock=lambda: NOW))
-    await sentinel.run("incident_changes", {"since": NOW.isoformat()})  # the poller: nothing changed since now
-    await sentinel.run("incident_changes", {"since": (NOW - timedelta(days=1)).isoformat()})
+    with audit.asking(POLLER_ASKER):
+        await sentinel.run("incident_changes", {"since": NOW.isoformat()})  # nothing changed since now
+        await sentinel.run("incident_changes", {"since": (NOW - timedelta(days=1)).isoformat()})
     with audit.asking(audit.Asker("aad-alice", "Alice", "chat", "personal")):
         await sentinel.run("incident_changes", {"since": NOW.isoformat()})
     levels = [(r.levelname, json.loads(r.getMessage().removeprefix("audit "))["rows"] > 0,
                json.loads(r.getMessage().removeprefix("audit ")).get("actor"))
               for r in caplog.records if r.name == "bot.audit"]
-    assert levels == [("DEBUG", False, None), ("INFO", True, None), ("INFO", False, "Alice")]
+    assert levels == [("DEBUG", False, "watch poller"), ("INFO", True, "watch poller"), ("INFO", False, "Alice")]
