@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import statistics
 import sys
 import time
@@ -206,6 +207,9 @@ if __name__ == "__main__":
     parser.add_argument("--volumes", default="1,10,100", help="incidents per day, as multiples of the default")
     parser.add_argument("--smoke", action="store_true", help="a quick run of every query (CI)")
     options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark
+    # The demo roster has two broken rows on purpose (tests/test_poll_and_roster_queries.py): one warning per get_on_call run
+    # would fill this benchmark's output.
+    logging.getLogger("bot.sentinel.rows").setLevel(logging.ERROR)
     runs = SMOKE_RUNS if options.smoke and options.runs == parser.get_default("runs") else options.runs
     volumes = tuple(sorted({int(v) for v in options.volumes.split(",")} | {1}))
     if options.smoke:
