@@ -285,6 +285,7 @@ async def serve(settings: Settings) -> None:
 
     from bot.teams.runner import TurnRunner
     from bot.teams.server import create_app
+    from bot.teams.supervisor import WorkerProcesses
 
     configure_telemetry(settings)
     components = await build(settings)
@@ -294,17 +295,15 @@ async def serve(settings: Settings) -> None:
     for closer in closers:
         turns.add_cleanup(closer)
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
+    workers = WorkerProcesses(settings.turn_worker_processes) if settings.turn_worker_processes else None
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
                      runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings),
-                     turn_queue=turn_queue_opener(settings), poll_watches=True, users=components.users)
+                     turn_queue=turn_queue_opener(settings), poll_watches=True, users=components.users,
+                     worker_processes=workers)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.port).start()
-    workers = None
-    if settings.turn_worker_processes:
-        from bot.teams.supervisor import WorkerProcesses
-
-        workers = WorkerProcesses(settings.turn_worker_processes)
+    if workers is not None:
         workers.start()
     where = "the demo workspace" if components.sentinel.is_demo else "Log Analytics"
     log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",

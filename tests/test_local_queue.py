@@ -7,6 +7,7 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,52 @@ def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
         Settings.from_env({"TURN_QUEUE": "local", "INSTANCE_COUNT": "2"}, dotenv_path=None)
     with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=2 needs TURN_QUEUE=local"):
         Settings.from_env({"TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
+
+
+async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and_the_worker_processes(
+        tmp_path: Path, demo_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As serve composes it: the front queues in the SQLite file and the web process's worker answers; /readyz
+    counts the queued turns, and a worker process that keeps dying makes it degraded (still 200)."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import turn_queue_opener
+    from bot.teams.server import create_app
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    monkeypatch.setattr(supervisor, "FIRST_PAUSE_S", 5.0)
+    settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
+                                 dotenv_path=None)
+    assert settings.turn_queue_path == f"{tmp_path}/turns.db"
+    await demo_client.prepare()
+    connector = await teams.FakeConnector().start()
+    dying = supervisor.WorkerProcesses(1, command=[sys.executable, "-c", "raise SystemExit(3)"])
+    app = create_app(settings, sentinel=demo_client, orchestrator=None,
+                     storage=create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
+                     turn_queue=turn_queue_opener(settings), worker_processes=dying)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    dying.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            body = teams.personal("help", activity_id="1700000000201", service_url=connector.url)
+            async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                assert answer.status == 201
+            await connector.wait_for(lambda sent: any(s.type == "message" and s.body.get("replyToId") ==
+                                                      "1700000000201" for s in sent), timeout=20)
+            deadline = time.monotonic() + 10
+            while True:  # the answered turn leaves the queue once its state is saved; the worker dies at once
+                async with session.get(str(server.make_url("/readyz"))) as answer:
+                    ready = await answer.json()
+                if dying.restarts and ready["checks"]["turn_queue"].startswith("ok, 0 "):
+                    break
+                assert time.monotonic() < deadline, ready
+                await asyncio.sleep(0.05)
+        assert answer.status == 200 and ready["status"] == "degraded", ready
+        assert ready["checks"]["turn_queue"] == "ok, 0 turn(s) queued"
+        assert ready["checks"]["worker_processes"] == "0 of 1 running, 1 restart(s)"
+    finally:
+        await dying.stop(grace_s=0)
+        await server.close()
+        await connector.stop()

@@ -180,6 +180,9 @@ class LocalTurnQueue:
             raise TurnQueueError(f"cannot open the turn queue {self.path}: {error}; check TURN_QUEUE_PATH and that "
                                  "its folder is writable") from error
 
+    async def waiting(self) -> int:
+        return int(await self.call(lambda: self._db().execute("SELECT COUNT(*) FROM turns").fetchone()[0]))
+
     async def close(self) -> None:
         def close() -> None:
             if self._connection is not None:

@@ -128,6 +128,9 @@ class AzureTurnQueue:
                     raise TurnQueueError(f"cannot create the turn queue or its container ({_status(error)}): "
                                          "check the account URLs and the bot identity's data roles") from error
 
+    async def waiting(self) -> int:
+        return int((await self.queue.get_queue_properties()).approximate_message_count or 0)
+
     async def close(self) -> None:
         for client in (self.queue, self.poison, self._blobs, self._credential):
             if client is not None:

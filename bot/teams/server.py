@@ -39,6 +39,7 @@ from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadli
 from bot.teams.signin import SignIn
 from bot.teams.state import StateStore
 from bot.teams.storage import EscapedBlobStorage
+from bot.teams.supervisor import WorkerProcesses
 from bot.teams.turns import Envelope, TurnQueue
 from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from bot.teams.worker import TurnWorker
@@ -152,7 +153,8 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
 def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
                storage: Storage, runner: TurnRunner | None = None, desk: ConfirmationDesk | None = None,
                graph_token: TokenSource | None = None, turn_queue: OpenQueue | None = None,
-               poll_watches: bool = False, users: UserSessions | None = None) -> web.Application:
+               poll_watches: bool = False, users: UserSessions | None = None,
+               worker_processes: WorkerProcesses | None = None) -> web.Application:
     """The web app. ``graph_token`` gives the bot's Microsoft Graph token for reader groups (default: its app id
     and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure or local: it opens a TurnQueue
     on the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
@@ -253,13 +255,24 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         checks["language_model"] = "configured" if orchestrator is not None else "not configured (commands only)"
         checks["accepting_turns"] = "yes" if runner.can_accept() else "no"
         ready = checks["state"] == "ok" and runner.can_accept()
+        if durable is not None and durable.front is not None:
+            try:  # the front can queue nothing without it: Teams' deliveries would get 503s
+                waiting = await asyncio.wait_for(durable.front.waiting(), timeout=5)
+                checks["turn_queue"] = f"ok, {waiting} turn(s) queued"
+            except Exception as error:  # noqa: BLE001
+                checks["turn_queue"] = f"failed: {type(error).__name__}"
+                ready = False
+        workers_short = worker_processes is not None and worker_processes.alive < worker_processes.count
+        if worker_processes is not None:
+            checks["worker_processes"] = (f"{worker_processes.alive} of {worker_processes.count} running, "
+                                          f"{worker_processes.restarts} restart(s)")
         saves = bot.state.health
         if request.remote not in LOOPBACK_REMOTES:
             # Anonymous callers (anyone who can reach the port) learn ready or not, nothing about the setup.
             return web.json_response({"status": "ready" if ready else "not ready"}, status=200 if ready else 503)
-        if ready and saves.degraded:
+        if ready and (saves.degraded or workers_short):
             # Still answering, so still 200: with one instance, taking it out of rotation would stop every turn,
-            # and only a turn's save can show that saving works again.
+            # only a turn's save can show that saving works again, and a worker process that died is restarted.
             checks["state"] = saves.describe()
             return web.json_response({"status": "degraded", "checks": checks}, status=200)
         return web.json_response({"status": "ready" if ready else "not ready", "checks": checks},

@@ -116,6 +116,10 @@ class TurnQueue(Protocol):
 
     async def close(self) -> None: ...
 
+    async def waiting(self) -> int:
+        """Turns on the queue (taken or not; Azure's count is approximate): for /readyz."""
+        ...
+
     async def enqueue(self, conversation_id: str, activity_id: str, activity: dict[str, Any],
                       auth: dict[str, Any]) -> int:
         """Number the activity in its conversation and queue it; returns its number once it is durable."""
