@@ -206,3 +206,46 @@ async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and
         await dying.stop(grace_s=0)
         await server.close()
         await connector.stop()
+
+
+async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there_is_room(
+        tmp_path: Path, demo_client: Any) -> None:
+    """The queue cannot take the activity (SQLite says the disk is full): the front answers 503, so Teams retries
+    instead of the message being lost, and the retry is not dropped as a repeat."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.teams.server import create_app
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
+                                 dotenv_path=None)
+    queues: list[LocalTurnQueue] = []
+
+    def open_queue() -> LocalTurnQueue:
+        queues.append(LocalTurnQueue.open(settings.turn_queue_path))
+        return queues[-1]
+
+    await demo_client.prepare()
+    connector = await teams.FakeConnector().start()
+    app = create_app(settings, sentinel=demo_client, orchestrator=None,
+                     storage=create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        front = queues[0]
+        pages = await front.call(lambda: front._db().execute("PRAGMA page_count").fetchone()[0])
+        await front.call(lambda: front._db().execute(f"PRAGMA max_page_count = {pages}"))  # no room to grow
+        body = teams.personal("incidents 24h " + "x" * 20_000, activity_id="1700000000301", service_url=connector.url)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                assert answer.status == 503 and "retry" in (await answer.json())["error"]
+            await front.call(lambda: front._db().execute("PRAGMA max_page_count = 1073741823"))
+            async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                assert answer.status == 201, "Teams' retry is taken"
+        await connector.wait_for(lambda sent: any(s.type == "message" and s.body.get("replyToId") == "1700000000301"
+                                                  for s in sent), timeout=20)
+    finally:
+        await server.close()
+        await connector.stop()
