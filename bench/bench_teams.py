@@ -15,6 +15,8 @@ work neither counts as the bot's nor shares its event loop. Every timestamp is `
    each, ~3 s) still run, 50 other conversations. Goal p99 < 50 ms. Every turn must still complete.
 2. First visible feedback: from sending the POST to the fake connector receiving that conversation's first
    activity (the typing indicator). Goal p99 < 300 ms.
+1q/2. Both again against the bot with durable turns on this machine (issue 13): a child whose web process only
+   checks and queues (TURN_QUEUE=local) and two ``python -m bot worker`` processes it starts run the turns.
 3. CPU per turn (the bot process's ``time.process_time()``, all its threads) against the minimal botbuilder
    echo bot of tests/support/echo_bot.py (same CloudAdapter stack, one reply per message), run in its own
    child process against the same fake connector in the same run. Goal ratio at most 3.
@@ -133,6 +135,38 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
     acks: list[float] = []
     runner = None
     closers: list[Any] = []
+    queued = workers = None
+    if kind == "queued":
+        # The same bot as serve composes it with durable turns on this machine: the web process only checks and
+        # queues (TURN_QUEUE=local), two python -m bot worker processes run the turns (on the demo workspace at
+        # the real clock: the acknowledgement is what is measured here).
+        from bot.app import turn_queue_opener
+        from bot.config import Settings
+        from bot.sentinel.client import SentinelClient
+        from bot.sentinel.demo.backend import DemoBackend
+        from bot.teams.local_queue import LocalTurnQueue
+        from bot.teams.server import RUNNER_KEY, create_app
+        from bot.teams.storage import SqliteStorage
+        from bot.teams.supervisor import WorkerProcesses
+
+        folder = Path(state_db).parent
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE", "OPENAI", "MICROSOFT"))}
+        env |= {"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": model_url, "OPENAI_MODEL": "rule-model",
+                "STATE_STORE": f"sqlite:///{state_db}", "TURN_QUEUE": "local", "TURN_QUEUE_PATH":
+                str(folder / "queued-turns.db"), "TURN_WORKER_IN_WEB": "false", "TURN_WORKERS": "32",
+                "WATCH_POLL_SECONDS": "0", "LOG_LEVEL": "ERROR", "PYTHONPATH": str(ROOT)}
+        settings = Settings.from_env(env, dotenv_path=None)
+        sentinel = SentinelClient(DemoBackend(seed=seed, clock=lambda: NOW))
+        await sentinel.prepare()
+        storage = SqliteStorage(state_db)
+        workers = WorkerProcesses(2, env=env, cwd=str(folder))
+        app = create_app(settings, sentinel=sentinel, orchestrator=None, storage=storage,
+                         turn_queue=turn_queue_opener(settings), worker_processes=workers)
+        runner = app[RUNNER_KEY]
+        runner.add_cleanup(sentinel.close)
+        queued = LocalTurnQueue.open(settings.turn_queue_path)
+        workers.start()
+        closers.append(queued)
     if kind == "bot":
         from bot.app import build_orchestrator
         from bot.config import Settings
@@ -153,7 +187,7 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         runner.add_cleanup(sentinel.close)
         if orchestrator is not None:
             runner.add_cleanup(orchestrator.model.close)
-    else:
+    elif kind == "echo":
         from tests.support import echo_bot
 
         app = echo_bot.create_app()
@@ -169,7 +203,8 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         return response
 
     async def stats(request: web.Request) -> web.Response:
-        body = {"cpu_s": time.process_time(), "acks": list(acks), "pending": runner.pending if runner else 0}
+        pending = (await queued.waiting()) if queued is not None else runner.pending if runner else 0
+        body = {"cpu_s": time.process_time(), "acks": list(acks), "pending": pending}
         if request.query.get("reset"):
             acks.clear()
         return web.json_response(body)
@@ -182,6 +217,8 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
     await site.start()
     print(f"listening {web_runner.addresses[0][1]}", flush=True)
     await stop.wait()
+    if workers is not None:
+        await workers.stop(2)
     await web_runner.cleanup()
     for closer in closers:
         if closer is not None:
@@ -367,11 +404,11 @@ def ack_breakdown(requests: list[Request]) -> str:
 
 
 async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: TrackingConnector,
-                        fake_llm: FakeOpenAI, sizes: Sizes) -> tuple[bool, bool]:
+                        fake_llm: FakeOpenAI, sizes: Sizes, where: str = "") -> tuple[bool, bool]:
     latency = sizes.model_latency_s
-    print(f"== 1. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> first feedback at the "
+    print(f"== 1{where and 'q'}. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> first feedback at the "
           f"connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes {latency:.1f} s, "
-          f"so a turn is ~{2 * latency:.1f} s ==")
+          f"so a turn is ~{2 * latency:.1f} s{where} ==")
     fake_llm.latency_s = latency
     steady = 2 * latency * 2  # arrivals over twice a turn's length: about half of them in flight throughout
     runs: list[tuple[str, list[tuple[str, int, float, float]]]] = [
@@ -715,8 +752,9 @@ async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
         try:
             children = list(await asyncio.gather(Child.start("bot", "bot", model_url, workdir, seed),
                                                  Child.start("echo", "echo", model_url, workdir, seed),
-                                                 Child.start("bot", "state-bot", model_url, workdir, seed)))
-            bot, echo, state_bot = children
+                                                 Child.start("bot", "state-bot", model_url, workdir, seed),
+                                                 Child.start("queued", "queued", model_url, workdir, seed)))
+            bot, echo, state_bot, queued = children
             print(f"Bot process pid {bot.process.pid} (create_app, rule-based model behind the fake Chat Completions "
                   f"server, demo workspace seed {seed}, SqliteStorage); echo bot pid {echo.process.pid}; a second bot "
                   f"for part 4 pid {state_bot.process.pid}; started in {time.monotonic() - began:.1f} s")
@@ -728,6 +766,16 @@ async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
                 await bot.wait_idle(session)
                 print()
                 await bench_latency(session, bot, connector, fake_llm, sizes)
+                print()
+                for text in ("incidents 24h", CPU_MODEL_QUESTION):  # each worker process's first turns
+                    for n in range(4):
+                        await post(session, queued.messages_url, connector, f"a:bench-queued-warmup-{n}", text)
+                for n in range(4):
+                    await connector.wait_finals(f"a:bench-queued-warmup-{n}", 2, timeout=60)
+                await queued.wait_idle(session)
+                await bench_latency(session, queued, connector, fake_llm, sizes,
+                                    where=", durable turns on this machine: the web process checks and queues "
+                                          "(TURN_QUEUE=local), two python -m bot worker processes run the turns")
                 print()
                 # Part 4 is paced by the bot's one-update-per-second progress, not by CPU: it runs meanwhile, in
                 # its own process, so part 3's CPU figures do not include it.
@@ -757,7 +805,7 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=7, help="demo workspace seed")
     parser.add_argument("--cpu-turns", type=int, default=FULL.cpu_turns, help="measured turns per variant in part 3")
     parser.add_argument("--smoke", action="store_true", help="a quick run of every part at tiny sizes (CI)")
-    parser.add_argument("--child", choices=("bot", "echo"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("bot", "echo", "queued"), help=argparse.SUPPRESS)
     parser.add_argument("--model-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--state-db", default="", help=argparse.SUPPRESS)
     options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark

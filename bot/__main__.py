@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -25,7 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="Sentinel assistant for Microsoft Teams")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="serve the Teams bot endpoint (POST /api/messages, /healthz, /readyz)")
-    commands.add_parser("worker", help="take queued turns (TURN_QUEUE=azure) without serving HTTP; run several")
+    worker = commands.add_parser("worker", help="take queued turns (TURN_QUEUE=local or azure) without serving HTTP; "
+                                                "run several")
+    worker.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
+                        help="lower this process's CPU priority by N (serve starts its workers with 5, so the web "
+                             "front's acknowledgements come first)")
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
@@ -66,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "worker":
         from bot.app import work
 
+        if args.nice and hasattr(os, "nice"):
+            os.nice(args.nice)
         _run(work(settings))
         return 0
     return 2

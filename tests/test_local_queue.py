@@ -249,3 +249,43 @@ async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there
     finally:
         await server.close()
         await connector.stop()
+
+
+async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker_is_free(
+        tmp_path: Path, demo_client: Any) -> None:
+    """Every worker busy (here: none runs at all), the analyst still sees the bot typing at once; the turn waits,
+    safely queued, for a worker. In a channel thread, where Teams shows no typing, nothing is sent."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import turn_queue_opener
+    from bot.teams.server import create_app
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}",
+                                  "TURN_WORKER_IN_WEB": "false"}, dotenv_path=None)
+    await demo_client.prepare()
+    connector = await teams.FakeConnector().start()
+    app = create_app(settings, sentinel=demo_client, orchestrator=None,
+                     storage=create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
+                     turn_queue=turn_queue_opener(settings))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            for body in (teams.personal("incidents 24h", activity_id="1700000000401", service_url=connector.url),
+                         teams.channel_mention("incidents 24h", activity_id="1700000000402",
+                                               service_url=connector.url)):
+                async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                    assert answer.status == 201
+        typing = await connector.wait_for(lambda sent: [s for s in sent if s.type == "typing"], timeout=10)
+        await asyncio.sleep(0.3)
+        assert [s.body.get("replyToId") for s in connector.sent if s.type == "typing"] == ["1700000000401"]
+        assert typing and not [s for s in connector.sent if s.type == "message"], "no worker: nothing answered yet"
+        turns = LocalTurnQueue.open(settings.turn_queue_path)
+        assert await turns.waiting() == 2, "both turns wait on the queue"
+        await turns.close()
+    finally:
+        await server.close()
+        await connector.stop()

@@ -229,6 +229,10 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             response = await durable.enqueue(activity, body, auth)
             if response.status >= 500:
                 runner.forget(activity.conversation.id, activity.id)
+            elif bot.addressed_to_bot(activity):
+                # The typing indicator goes out from here, once the turn is safely queued: the user sees it even
+                # while every worker is busy (the worker sends its own when the turn starts).
+                durable.feedback(_typing_first(activity, auth, bot))
             return response
         addressed = bot.addressed_to_bot(activity)
         first = _typing_first(activity, auth, bot) if addressed else None
@@ -346,6 +350,7 @@ class _Durable:
         self.front: TurnQueue | None = None
         self._worker: TurnWorker | None = None
         self._working: concurrent.futures.Future[None] | None = None
+        self._feedback: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self.front = self._open()
@@ -370,6 +375,18 @@ class _Durable:
                 await asyncio.wrap_future(self._working)
         if self.front is not None:
             await self.front.close()
+
+    def feedback(self, send: Callable[[], Awaitable[None]]) -> None:
+        """Send early feedback on this (the web) loop, after the acknowledgement, without waiting for it."""
+        async def sending() -> None:
+            try:
+                await send()
+            except Exception:  # the worker sends typing again when the turn starts
+                log.info("early feedback for a queued turn not delivered", exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(sending())
+        self._feedback.add(task)
+        task.add_done_callback(self._feedback.discard)
 
     async def enqueue(self, activity: Activity, body: dict[str, Any], auth: Any) -> web.Response:
         """Number the activity in its conversation and queue it (its checked and cleaned JSON: msrest's serialize()

@@ -1,7 +1,8 @@
 """The worker processes ``python -m bot serve`` starts beside itself (TURN_WORKER_PROCESSES), so one container's
 command uses the machine's cores: the web process checks and queues, the workers run the turns.
 
-Each worker is ``python -m bot worker`` with the same environment, its output going where the web process's goes.
+Each worker is ``python -m bot worker`` with the same environment, its output going where the web process's goes,
+at a lower CPU priority (:data:`NICENESS`): when both have work, the web process's acknowledgements come first.
 One that exits on its own is started again, after a pause that grows while it keeps failing soon after starting
 (1 s doubling to 30 s) and resets once it has run a while. At shutdown each gets SIGTERM, the grace it has for its
 running turns, then SIGKILL; a turn cut short reappears on the queue for the next start.
@@ -19,15 +20,18 @@ from collections.abc import Sequence
 
 log = logging.getLogger(__name__)
 FIRST_PAUSE_S, LAST_PAUSE_S = 1.0, 30.0
+NICENESS = 5  # added to the workers' nice value (Unix): a burst of turns starting cannot delay the web front
 STEADY_S = 60.0  # a worker that ran this long before exiting had not been failing: its pause starts over
 
 
 class WorkerProcesses:
-    def __init__(self, count: int, *, command: Sequence[str] = (sys.executable, "-m", "bot", "worker"),
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, count: int, *,
+                 command: Sequence[str] = (sys.executable, "-m", "bot", "worker", "--nice", str(NICENESS)),
+                 env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.count = count
         self.command = list(command)
-        self.env = env
+        self.env = env  # None: this process's (serve passes its own configuration on)
+        self.cwd = cwd
         self.processes: list[asyncio.subprocess.Process | None] = [None] * count
         self.restarts = 0
         self._keepers: list[asyncio.Task[None]] = []
@@ -45,7 +49,7 @@ class WorkerProcesses:
         while not self._stopping.is_set():
             started = time.monotonic()
             try:
-                process = await asyncio.create_subprocess_exec(*self.command, env=self.env,
+                process = await asyncio.create_subprocess_exec(*self.command, env=self.env, cwd=self.cwd,
                                                                stdin=subprocess.DEVNULL)
             except OSError as error:
                 log.error("could not start worker process %d (%s)", index + 1, error)

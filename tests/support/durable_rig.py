@@ -160,9 +160,14 @@ class _Connector(FakeConnector):
         self.holding = False
         self.held = 0
         self.typing_delay = self._hold
+        self._typed: set[str] = set()
 
-    def _hold(self, _: dict[str, Any]) -> float:
-        if not self.holding:
+    def _hold(self, body: dict[str, Any]) -> float:
+        # An activity's first typing indicator is the front's, sent once it is queued; the next is its worker's,
+        # as the turn starts: only that one is held, so a held one means a turn is running.
+        first = str(body.get("replyToId")) not in self._typed
+        self._typed.add(str(body.get("replyToId")))
+        if not self.holding or first:
             return 0.0
         self.held += 1
         return HOLD_TYPING_S
