@@ -32,7 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bot.teams.turns import LEASE_S, MARKER_TTL_S, RENEW_S, VISIBILITY_S, Envelope, LockState, Taken, TurnQueueError
+from bot.teams.turns import (
+    LEASE_S,
+    MARKER_TTL_S,
+    VISIBILITY_S,
+    Envelope,
+    LockState,
+    RenewedLease,
+    Taken,
+    TurnQueueError,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,28 +100,20 @@ class _Enqueue:
     future: asyncio.Future[int]
 
 
-class LocalLease:
-    """A conversation's lease row while this worker holds it, renewed in the background until released."""
+class LocalLease(RenewedLease):
+    """A conversation's lease row while this worker holds it."""
 
     def __init__(self, turns: LocalTurnQueue, conversation_id: str, holder: str) -> None:
         self._turns = turns
         self._conversation = conversation_id
         self._holder = holder
-        self.lost = False
-        self._renewer = asyncio.get_running_loop().create_task(self._renew())
+        super().__init__()
 
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(RENEW_S)
-            try:
-                held = await self._turns.call(self._turns.renew_lease, self._conversation, self._holder)
-            except Exception as error:  # noqa: BLE001 - the next write under the lease says whether it still holds
-                log.info("could not renew a conversation lease (%s)", type(error).__name__)
-                continue
-            if not held:
-                self.lost = True
-                log.warning("lost a conversation lease")
-                return
+    async def _renew(self) -> bool:
+        return bool(await self._turns.call(self._turns.renew_lease, self._conversation, self._holder))
+
+    async def _release(self) -> None:
+        await self._turns.call(self._turns.release_lease, self._conversation, self._holder)
 
     async def read(self) -> LockState:
         return LockState.loads(await self._turns.call(self._turns.lease_state, self._conversation, self._holder))
@@ -121,13 +122,6 @@ class LocalLease:
         if not await self._turns.call(self._turns.write_lease_state, self._conversation, self._holder, state.dumps()):
             self.lost = True
             raise TurnQueueError("the conversation's lease expired and was taken by another worker")
-
-    async def release(self) -> None:
-        self._renewer.cancel()
-        try:
-            await self._turns.call(self._turns.release_lease, self._conversation, self._holder)
-        except Exception as error:  # noqa: BLE001 - it expires by itself within LEASE_S
-            log.info("could not release a conversation lease (%s); it expires by itself", type(error).__name__)
 
 
 class LocalTurnQueue:

@@ -19,7 +19,6 @@ that created it: the front and each worker process build their own :class:`Azure
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -31,7 +30,16 @@ from typing import Any
 from azure.storage.blob.aio import BlobClient, BlobLeaseClient, BlobServiceClient
 from azure.storage.queue.aio import QueueClient
 
-from bot.teams.turns import LEASE_S, MARKER_TTL_S, RENEW_S, VISIBILITY_S, Envelope, LockState, Taken, TurnQueueError
+from bot.teams.turns import (
+    LEASE_S,
+    MARKER_TTL_S,
+    VISIBILITY_S,
+    Envelope,
+    LockState,
+    RenewedLease,
+    Taken,
+    TurnQueueError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +60,25 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-class Lease:
-    """A held lease on a conversation's lock blob, renewed in the background until released."""
+class Lease(RenewedLease):
+    """A held lease on a conversation's lock blob."""
 
     def __init__(self, blob: BlobClient, lease: BlobLeaseClient) -> None:
         self.blob = blob
         self.lease = lease
-        self.lost = False
-        self._renewer = asyncio.get_running_loop().create_task(self._renew())
+        super().__init__()
 
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(RENEW_S)
-            try:
-                await self.lease.renew()
-            except Exception as error:  # noqa: BLE001 - the turn goes on; its writes under the lease will fail
-                self.lost = True
-                log.warning("lost a conversation lease (%s)", type(error).__name__)
-                return
+    async def _renew(self) -> bool:
+        try:
+            await self.lease.renew()
+        except Exception as error:
+            if _status(error) in (409, 412):  # another lease on the blob now: this one is gone
+                return False
+            raise
+        return True
+
+    async def _release(self) -> None:
+        await self.lease.release()
 
     async def read(self) -> LockState:
         stream = await self.blob.download_blob()
@@ -77,13 +86,6 @@ class Lease:
 
     async def write(self, state: LockState) -> None:
         await self.blob.upload_blob(state.dumps(), overwrite=True, lease=self.lease)
-
-    async def release(self) -> None:
-        self._renewer.cancel()
-        try:
-            await self.lease.release()
-        except Exception as error:  # noqa: BLE001 - it expires by itself within LEASE_S
-            log.info("could not release a conversation lease (%s); it expires by itself", type(error).__name__)
 
 
 class AzureTurnQueue:

@@ -95,6 +95,41 @@ class LockState:
             return cls()
 
 
+class RenewedLease:
+    """A held conversation lease, renewed every RENEW_S in the background until released; the queues' leases
+    say how to renew (False: it was lost, someone else holds it now) and release one."""
+
+    def __init__(self) -> None:
+        self.lost = False
+        self._renewer = asyncio.get_running_loop().create_task(self._keep())
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_S)
+            try:
+                held = await self._renew()
+            except Exception as error:  # noqa: BLE001 - tried again; the turn's writes under the lease tell
+                log.info("could not renew a conversation lease (%s)", type(error).__name__)
+                continue
+            if not held:
+                self.lost = True
+                log.warning("lost a conversation lease")
+                return
+
+    async def release(self) -> None:
+        self._renewer.cancel()
+        try:
+            await self._release()
+        except Exception as error:  # noqa: BLE001 - it expires by itself within LEASE_S
+            log.info("could not release a conversation lease (%s); it expires by itself", type(error).__name__)
+
+    async def _renew(self) -> bool:
+        raise NotImplementedError
+
+    async def _release(self) -> None:
+        raise NotImplementedError
+
+
 class ConversationLease(Protocol):
     """A worker's hold on one conversation: while it lasts, no other worker runs the conversation's turns."""
 
