@@ -56,12 +56,15 @@ EXPECTED = {
         rf"Counting: total {NUMBER} ms over 10 turns",
     ],
     "bench_durable.py": [
-        r"== Durable turns, separate worker processes \(python -m bot worker\): 2 instances, \d+ conversations x "
-        r"\d+ messages, \d+ of \d+ deliveries repeated",
+        r"== Durable turns on Azure Storage \(Azurite\), separate worker processes \(python -m bot worker\): 2 "
+        r"instances, \d+ conversations x \d+ messages, \d+ of \d+ deliveries repeated",
+        r"== Durable turns on the local queue \(SQLite\), a worker process started by each web process: 2 web "
+        r"processes, \d+ conversations x \d+ messages",
         r"lost 0, answered twice 0, out of order 0; goal all 0: met",
         rf"Recovery: every turn sent before the kill answered {NUMBER} s after it",
         rf"Acknowledgement through the proxy: median {NUMBER} ms, p99 {NUMBER} ms",
-        r"== The web front alone: enqueues only, turns in a separate python -m bot worker",
+        r"== The web front alone on Azure Storage \(Azurite\): enqueues only, turns in a separate python -m bot worker",
+        r"== The web front alone on the local queue \(SQLite\): enqueues only",
         rf"burst of \d+ conversations it has not seen +ack p50 +{NUMBER} ms +p99 +{NUMBER} ms +{VERDICT}",
         rf"(?m)^ +5 +5 +{NUMBER} +{NUMBER} +{NUMBER}$",
         rf"the front's CPU per activity {NUMBER} ms",
@@ -91,6 +94,7 @@ EXPECTED = {
     "bench_teams.py": [
         r"Bot process pid \d+ .* started in",
         r"== 1\. HTTP acknowledgement .* 2\. request -> first feedback",
+        r"== 1q\. HTTP acknowledgement .* durable turns on this machine",
         *(rf"(?m)^{run} .* \| +\d+/\d+ +{NUMBER}$" for run in ("A", "B", "C")),
         (rf"1\. Ack \(client side, POST sent -> response\): p50 {NUMBER} ms, p99 {NUMBER} ms, max {NUMBER} ms; "
          rf"goal p99 < 50 ms: {VERDICT}"),
