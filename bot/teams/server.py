@@ -46,6 +46,7 @@ from bot.teams.worker import TurnWorker
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links, not in the body
+FEEDBACK_WAIT_S = 0.1  # the longest a queued turn's typing indicator waits for the acknowledgements in flight
 LOOPBACK_REMOTES = ("127.0.0.1", "::1")  # the operator on the machine sees /readyz's details
 BOT_KEY = web.AppKey("bot", SentinelBot)
 RUNNER_KEY = web.AppKey("runner", TurnRunner)
@@ -174,6 +175,15 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         app[POLLER_KEY] = poller
 
     async def messages(request: web.Request) -> web.StreamResponse:
+        if durable is None:
+            return await handle(request)
+        durable.arrived()
+        try:
+            return await handle(request)
+        finally:
+            durable.answered()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
         try:
             activity, body = await _read_activity(request, service_urls)
         except Refused as refused:
@@ -351,6 +361,8 @@ class _Durable:
         self._worker: TurnWorker | None = None
         self._working: concurrent.futures.Future[None] | None = None
         self._feedback: set[asyncio.Task[None]] = set()
+        self._in_flight = 0  # requests on /api/messages being checked and queued
+        self._quiet = asyncio.Event()
 
     async def start(self) -> None:
         self.front = self._open()
@@ -376,9 +388,21 @@ class _Durable:
         if self.front is not None:
             await self.front.close()
 
+    def arrived(self) -> None:
+        self._in_flight += 1
+        self._quiet.clear()
+
+    def answered(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._quiet.set()
+
     def feedback(self, send: Callable[[], Awaitable[None]]) -> None:
-        """Send early feedback on this (the web) loop, after the acknowledgement, without waiting for it."""
+        """Send early feedback on this (the web) loop once the requests in flight are answered (at most
+        :data:`FEEDBACK_WAIT_S` later): in a burst, every acknowledgement goes out before the typing indicators."""
         async def sending() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), FEEDBACK_WAIT_S)
             try:
                 await send()
             except Exception:  # the worker sends typing again when the turn starts
