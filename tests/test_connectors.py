@@ -16,6 +16,7 @@ from botframework.connector.aio import ConnectorClient
 from botframework.connector.auth import MicrosoftAppCredentials
 from msrest.authentication import BasicTokenAuthentication
 
+from bot.teams import connectors
 from bot.teams.connectors import CardSerializer, ConnectorError, DirectConversations, HttpSessions, _direct
 from bot.teams.progress import send_with_retry
 from tests.support.serving import serve
@@ -33,6 +34,47 @@ def _activity(attachments: list[Attachment] | None) -> Activity:
                     recipient=ChannelAccount(id="29:alice"), conversation=ConversationAccount(id="a:chat"),
                     reply_to_id="1700000000001", entities=[Entity(type="https://schema.org/Message")],
                     channel_data={"feedbackLoopEnabled": True})
+
+
+def _others() -> list[Activity]:
+    """The other activities the bot sends: typing, streaming updates, mentions, citations, suggested actions."""
+    from datetime import UTC, datetime
+
+    from botbuilder.schema import ActivityTypes, CardAction, Mention, SuggestedActions
+
+    from bot.teams.progress import StreamInfo
+    from bot.teams.replies import AIMessage
+
+    people = {"from_property": ChannelAccount(id="28:bot", name="Sentinel", role="bot"),
+              "recipient": ChannelAccount(id="29:alice", aad_object_id="aad-alice", name="Alice Ng"),
+              "conversation": ConversationAccount(id="19:abc@thread.tacv2;messageid=17", is_group=True,
+                                                  conversation_type="channel", tenant_id="tenant-1"),
+              "channel_id": "msteams", "service_url": "https://smba.trafficmanager.net/amer/"}
+    return [
+        Activity(type=ActivityTypes.typing, reply_to_id="1700000000001", **people),
+        Activity(type="typing", text="Querying incidents...", entities=[StreamInfo(stream_type="informative",
+                 stream_sequence=2, stream_id="s-1")], channel_data={"streamType": "informative"}, **people),
+        Activity(type="message", text="<at>Megan Bowen</at>, please take #14448 [1].", timestamp=datetime(
+                 2026, 11, 24, 12, 3, 4, 500, tzinfo=UTC), entities=[
+                     Mention(mentioned=ChannelAccount(id="29:megan", name="Megan Bowen"), text="<at>Megan Bowen</at>",
+                             type="mention"),
+                     AIMessage([{"@type": "Claim", "position": 1, "appearance": {"name": "#14448", "abstract": None}}]),
+                     StreamInfo(stream_type="final", stream_id="s-1")],
+                 suggested_actions=SuggestedActions(actions=[CardAction(type="imBack", title="incidents 24h",
+                                                                        value="incidents 24h")]),
+                 value={"verb": "x", "ids": [1, None, {"ok": True}]}, **people),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3), ids=["typing", "streamed update", "mention, citations, suggestions"])
+def test_the_other_activities_the_bot_sends_are_what_msrest_would_send(index: int) -> None:
+    client = ConnectorClient(MicrosoftAppCredentials("", ""), base_url="http://127.0.0.1:1/")
+    plain = client.conversations._serialize
+    fast = _direct(client, HttpSessions()).conversations._serialize
+    activity = _others()[index]
+    expected = plain.body(activity, "Activity")
+    assert fast.body(activity, "Activity") == expected
+    assert connectors._model(activity) == expected, "serialised directly, not handed back to msrest"
 
 
 @pytest.mark.parametrize("attachments", [
