@@ -30,8 +30,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from bot.teams.storage import connect_wal, immediate
 from bot.teams.turns import (
     LEASE_S,
     MARKER_TTL_S,
@@ -44,7 +45,6 @@ from bot.teams.turns import (
 )
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 POLL_MAX_S = 0.25  # an idle worker looks again this often: a look is one indexed read of a local file
 PRUNE_EVERY = 500  # markers claimed between two deletions of expired ones
 
@@ -148,24 +148,14 @@ class LocalTurnQueue:
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=FULL")  # an acknowledged turn is on disk
+            connection = connect_wal(self.path, synchronous="FULL")  # an acknowledged turn is on disk
             connection.create_function("gone", 1, _gone)
             self._connection = connection
         return self._connection
 
     def _transaction(self, work: Any) -> Any:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = work(db)
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return result
+        with immediate(self._db()) as db:
+            return work(db)
 
     async def ensure(self) -> None:
         try:
@@ -229,12 +219,12 @@ class LocalTurnQueue:
     # ---- workers ------------------------------------------------------------------------------------------
 
     async def take(self, count: int) -> list[Taken]:
+        now = time.time()
         rows = await self.call(self._transaction, lambda db: db.execute(
             "UPDATE turns SET visible_at = ?, deliveries = deliveries + 1, receipt = receipt + 1, holder = ? "
             "WHERE id IN (SELECT id FROM turns WHERE visible_at <= ? OR (holder != 0 AND gone(holder)) "
             "ORDER BY id LIMIT ?) "
-            "RETURNING id, body, deliveries, receipt", (time.time() + VISIBILITY_S, os.getpid(), time.time(),
-                                                        count)).fetchall())
+            "RETURNING id, body, deliveries, receipt", (now + VISIBILITY_S, os.getpid(), now, count)).fetchall())
         taken: list[Taken] = []
         for row_id, body, deliveries, receipt in sorted(rows):
             message = LocalMessage(row_id, body, deliveries, receipt)
@@ -321,11 +311,13 @@ class LocalTurnQueue:
                 db.execute("DELETE FROM markers WHERE at < ?", (now - MARKER_TTL_S,))
             row = db.execute("SELECT message, at FROM markers WHERE conversation = ? AND activity = ?",
                              (envelope.conversation_id, envelope.activity_id)).fetchone()
-            if row is not None and row[0] != message_id and now - row[1] <= MARKER_TTL_S:
-                return False
+            if row is not None:
+                if row[0] == message_id:  # this message's own redelivery (its worker died)
+                    return True
+                if now - row[1] <= MARKER_TTL_S:
+                    return False
             db.execute("INSERT OR REPLACE INTO markers (conversation, activity, message, at) VALUES (?, ?, ?, ?)",
-                       (envelope.conversation_id, envelope.activity_id, message_id, now if row is None or
-                        row[0] != message_id else row[1]))
+                       (envelope.conversation_id, envelope.activity_id, message_id, now))
             return True
 
         return bool(await self.call(self._transaction, claim))

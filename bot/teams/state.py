@@ -83,10 +83,6 @@ class EncodedState:
         return cls(value, json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
 
 
-def state_bytes(data: ConversationData) -> int:
-    return EncodedState.of(data).size
-
-
 def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYTES) -> EncodedState:
     """Drop the oldest whole turns until the state fits; returns the state as it is to be stored."""
     encoded = EncodedState.of(data)  # serialising the state is most of this function's cost: once when it fits

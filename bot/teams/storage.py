@@ -21,10 +21,11 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from azure.storage.blob.aio import BlobServiceClient
 from botbuilder.azure import BlobStorage, BlobStorageSettings
@@ -97,6 +98,32 @@ def _batches(keys: Iterable[str]) -> Iterable[list[str]]:
         yield unique[start:start + _SQL_BATCH]
 
 
+def connect_wal(path: Path, *, synchronous: Literal["NORMAL", "FULL"]) -> sqlite3.Connection:
+    """A connection to a SQLite file that threads and processes share: WAL, transactions only where
+    :func:`immediate` opens them, and up to 10 s of waiting for another writer."""
+    connection = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={synchronous}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+@contextmanager
+def immediate(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction, its write lock taken at the start; rolled back when the block raises."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
 class SqliteStorage(Storage):
     """State in one SQLite file (WAL mode), safe for concurrent turns and for several processes on one file.
 
@@ -112,10 +139,7 @@ class SqliteStorage(Storage):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         connection = None
         try:
-            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below).
-            connection = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")  # durable at every checkpoint; safe with WAL
+            connection = connect_wal(self.path, synchronous="NORMAL")  # durable at every checkpoint; safe with WAL
             connection.execute("CREATE TABLE IF NOT EXISTS bot_state (key TEXT PRIMARY KEY, etag TEXT NOT NULL, "
                                "data TEXT NOT NULL, updated_at TEXT NOT NULL)")
         except sqlite3.Error as error:
@@ -166,26 +190,18 @@ class SqliteStorage(Storage):
 
     def _write(self, rows: list[tuple[str, str | None, str]]) -> None:
         updated_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        with self._lock:
-            connection = self._open()
-            connection.execute("BEGIN IMMEDIATE")  # takes the write lock before the e_tag checks
-            try:
-                for key, expected, data in rows:
-                    if expected is not None and expected != "*":
-                        stored = connection.execute("SELECT etag FROM bot_state WHERE key = ?", (key,)).fetchone()
-                        if stored is None or stored[0] != expected:
-                            raise _conflict(key, expected, "was deleted since" if stored is None
-                                            else f"is now at e_tag {stored[0]!r}")
-                    connection.execute(
-                        "INSERT INTO bot_state (key, etag, data, updated_at) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT(key) DO UPDATE SET etag = excluded.etag, data = excluded.data, "
-                        "updated_at = excluded.updated_at",
-                        (key, uuid.uuid4().hex, data, updated_at))
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
+        with self._lock, immediate(self._open()) as connection:  # the write lock before the e_tag checks
+            for key, expected, data in rows:
+                if expected is not None and expected != "*":
+                    stored = connection.execute("SELECT etag FROM bot_state WHERE key = ?", (key,)).fetchone()
+                    if stored is None or stored[0] != expected:
+                        raise _conflict(key, expected, "was deleted since" if stored is None
+                                        else f"is now at e_tag {stored[0]!r}")
+                connection.execute(
+                    "INSERT INTO bot_state (key, etag, data, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET etag = excluded.etag, data = excluded.data, "
+                    "updated_at = excluded.updated_at",
+                    (key, uuid.uuid4().hex, data, updated_at))
 
     def _delete(self, keys: list[str]) -> None:
         with self._lock:
