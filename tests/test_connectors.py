@@ -17,7 +17,7 @@ from botframework.connector.auth import MicrosoftAppCredentials
 from msrest.authentication import BasicTokenAuthentication
 
 from bot.teams import connectors
-from bot.teams.connectors import CardSerializer, ConnectorError, DirectConversations, HttpSessions, _direct
+from bot.teams.connectors import ActivitySerializer, ConnectorError, DirectConversations, HttpSessions, _direct
 from bot.teams.progress import send_with_retry
 from tests.support.serving import serve
 
@@ -88,7 +88,7 @@ def test_the_body_is_what_msrest_would_send(attachments: list[Attachment] | None
     client = ConnectorClient(MicrosoftAppCredentials("", ""), base_url="http://127.0.0.1:1/")
     plain = client.conversations._serialize
     fast = _direct(client, HttpSessions()).conversations._serialize
-    assert isinstance(fast, CardSerializer) and not isinstance(plain, CardSerializer)
+    assert isinstance(fast, ActivitySerializer) and not isinstance(plain, ActivitySerializer)
     activity = _activity(attachments)
     expected: Any = plain.body(activity, "Activity")
     assert fast.body(activity, "Activity") == expected

@@ -4,9 +4,10 @@ botbuilder's CloudAdapter builds a new ConnectorClient and UserTokenClient for e
 msrest each costs several milliseconds of CPU (its retry policy setup alone), which dominated the
 bot's per-turn CPU. Both are stateless apart from credentials, and the adapter never closes them, so
 this wrapper keeps one per (service URL, audience, app id) and per app id, in bounded caches. Their
-conversation operations serialise card content with ``json`` instead of msrest (:class:`CardSerializer`), and the
-three a turn sends through (reply, send, update) go out on aiohttp (:class:`DirectConversations`): msrest would
-run each through ``requests`` on a thread pool, which with its pipeline cost a seventh of a model turn's CPU.
+conversation operations serialise activities from their models' attribute maps instead of msrest's generic walk
+(:class:`ActivitySerializer`), and the three a turn sends through (reply, send, update) go out on aiohttp
+(:class:`DirectConversations`): msrest would run each through ``requests`` on a thread pool, which with its pipeline
+cost a seventh of a model turn's CPU.
 
 With ``tokens`` (an app id is set), requests are authenticated by the front door's own token check
 (front_door.ChannelTokens) instead of botbuilder's, which blocks the event loop while it fetches keys.
@@ -127,7 +128,7 @@ def _plain(value: Any) -> Any:
 _BASIC = {"bool": bool, "int": int, "float": float}
 
 
-class CardSerializer(Serializer):
+class ActivitySerializer(Serializer):
     """msrest's serializer, except for the activities the bot sends.
 
     msrest walks an activity value by value through its generic machinery (validation, key transformers, a model
@@ -196,7 +197,7 @@ class DirectConversations:
     """A connector client's conversation operations, with reply, send and update sent on aiohttp.
 
     The request is the one msrest would make: the same URL (msrest's own formatting), headers, credentials and
-    body (its serializer, :class:`CardSerializer`); the answer is read as msrest would (a ResourceResponse). Calls
+    body (its serializer, :class:`ActivitySerializer`); the answer is read as msrest would (a ResourceResponse). Calls
     with options this class does not know, and every other operation, go to msrest's operations unchanged.
     """
 
@@ -252,12 +253,12 @@ class DirectConversations:
 
 
 def _direct(client: Any, sessions: HttpSessions) -> Any:
-    """The connector client, its conversation operations using :class:`CardSerializer`, and reply, send and
+    """The connector client, its conversation operations using :class:`ActivitySerializer`, and reply, send and
     update going out on aiohttp (:class:`DirectConversations`)."""
     operations = getattr(client, "conversations", None)
     serializer = getattr(operations, "_serialize", None)
-    if isinstance(serializer, Serializer) and not isinstance(serializer, CardSerializer):
-        operations._serialize = CardSerializer(serializer.dependencies)  # type: ignore[union-attr]
+    if isinstance(serializer, Serializer) and not isinstance(serializer, ActivitySerializer):
+        operations._serialize = ActivitySerializer(serializer.dependencies)  # type: ignore[union-attr]
     if operations is not None and not isinstance(operations, DirectConversations):
         client.conversations = DirectConversations(operations, sessions)
     return client
