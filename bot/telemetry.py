@@ -8,7 +8,7 @@ up from the global providers when used, never captured at import, so whichever p
 
 Content rule: spans, metrics and log lines carry kinds, names, counts, sizes and timings. Never the
 analyst's question, the model's answer, tool results, row values, KQL text or secrets (the one opt-in
-exception, TELEMETRY_CAPTURE_CONTENT, is handled by the Teams handler and documented in the README).
+exception, TELEMETRY_CAPTURE_CONTENT, is handled by the Teams handler and documented in docs/telemetry.md).
 """
 
 from __future__ import annotations
