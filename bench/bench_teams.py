@@ -164,7 +164,7 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
                          turn_queue=turn_queue_opener(settings), worker_processes=workers)
         runner = app[RUNNER_KEY]
         runner.add_cleanup(sentinel.close)
-        queued = LocalTurnQueue.open(settings.turn_queue_path)
+        queued = LocalTurnQueue.open(settings.turns.queue_path)
         workers.start()
         closers.append(queued)
     if kind == "bot":

@@ -56,12 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level, handlers=[telemetry.log_handler(settings.log_format)])
+    logs = settings.telemetry
+    logging.basicConfig(level=logs.log_level, handlers=[telemetry.log_handler(logs.log_format)])
     # SDK request logs carry URLs and are noise at INFO; our own log lines say what happened.
     for noisy in ("httpx", "httpx2", "openai", "azure", "msrest", "aiohttp.access"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(settings.telemetry.log_level)))
     if args.command == "chat":
-        logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+        logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.telemetry.log_level)))
         return _run(_chat(settings))
     if args.command == "serve":
         from bot.app import serve
@@ -101,7 +102,7 @@ def _new_incident(args: argparse.Namespace) -> int:
     inbox = args.inbox
     if inbox is None:
         try:
-            inbox = Settings.from_env().demo_inbox
+            inbox = Settings.from_env().demo.inbox
         except ConfigError as exc:
             print(exc, file=sys.stderr)
             return 2

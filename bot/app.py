@@ -77,49 +77,51 @@ def build_user_sessions(settings: Settings, **credential_options: Any) -> UserSe
     """QUERY_IDENTITY=user: each analyst's on-behalf-of credential, from their Teams single sign-on token, for the
     app registration SSO_APP_ID (with its secret, or with the bot's managed identity as its federated credential).
     ``credential_options`` go to each credential (tests: a transport trusting a fake's certificate)."""
-    if settings.query_identity != "user":
+    if settings.access.query_identity != "user":
         return None
     from bot.sentinel import identity
     from bot.sentinel.loganalytics import DEFAULT_ENDPOINT
 
-    assert settings.sso_app_id and settings.microsoft_app_tenant_id
+    teams = settings.teams
+    assert teams.sso_app_id and teams.app_tenant_id
     assertion = None
-    if not settings.sso_client_secret:
+    if not teams.sso_client_secret:
         from azure.identity.aio import ManagedIdentityCredential
 
-        assertion = identity.ManagedIdentityAssertion(ManagedIdentityCredential(client_id=settings.microsoft_app_id))
-    factory = identity.on_behalf_of(tenant_id=settings.microsoft_app_tenant_id, client_id=settings.sso_app_id,
-                                    authority=settings.login_endpoint, client_secret=settings.sso_client_secret,
+        assertion = identity.ManagedIdentityAssertion(ManagedIdentityCredential(client_id=teams.app_id))
+    factory = identity.on_behalf_of(tenant_id=teams.app_tenant_id, client_id=teams.sso_app_id,
+                                    authority=settings.access.login_endpoint, client_secret=teams.sso_client_secret,
                                     assertion=assertion, **credential_options)
-    scopes = [f"{settings.logs_endpoint or DEFAULT_ENDPOINT}/.default"]
-    if settings.write_actions_enabled:
-        scopes.append(f"{settings.arm_endpoint}/.default")
+    scopes = [f"{settings.workspace.logs_endpoint or DEFAULT_ENDPOINT}/.default"]
+    if settings.workspace.write_actions_enabled:
+        scopes.append(f"{settings.workspace.arm_endpoint}/.default")
     log.info("Reads%s run with each analyst's own permissions (on-behalf-of, app registration %s)",
-             " and writes" if settings.write_actions_enabled else "", settings.sso_app_id)
+             " and writes" if settings.workspace.write_actions_enabled else "", settings.teams.sso_app_id)
     return identity.UserSessions(factory, scopes=tuple(scopes))
 
 
 def build_sentinel_client(settings: Settings, credential: _LazyCredential | None = None,
                           users: UserSessions | None = None, **client_options: Any) -> SentinelClient:
     """The workspace client: Log Analytics when SENTINEL_WORKSPACE_ID is set, else the demo workspace."""
-    if settings.uses_demo_workspace:
+    if settings.workspace.uses_demo:
         from bot.sentinel.demo.backend import DemoBackend
 
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
-                 settings.demo_data_seed)
-        inbox = Path(settings.demo_inbox) if settings.demo_inbox else None
-        return AuditedSentinelClient(DemoBackend(seed=settings.demo_data_seed, inbox=inbox))
+                 settings.demo.seed)
+        inbox = Path(settings.demo.inbox) if settings.demo.inbox else None
+        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox))
 
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 
-    assert settings.sentinel_workspace_id is not None
+    assert settings.workspace.workspace_id is not None
     client_options = {"use_env_settings": settings.env_proxies} | client_options
-    client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.logs_endpoint,
+    client = create_logs_client((credential or _LazyCredential()).get(), endpoint=settings.workspace.logs_endpoint,
                                 **client_options)
     if users is not None:  # each analyst's queries through their own client (client_options: tests' transport)
-        users.add_client("logs", lambda own: create_logs_client(own, endpoint=settings.logs_endpoint, **client_options))
-    backend = LogAnalyticsBackend(client, settings.sentinel_workspace_id,
-                                  server_timeout_s=settings.query_timeout_seconds, users=users)
+        users.add_client("logs", lambda own: create_logs_client(own, endpoint=settings.workspace.logs_endpoint,
+                                                                **client_options))
+    backend = LogAnalyticsBackend(client, settings.workspace.workspace_id,
+                                  server_timeout_s=settings.workspace.query_timeout_seconds, users=users)
     return AuditedSentinelClient(backend)  # every read audited with who asked
 
 
@@ -130,8 +132,8 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
     With WRITE_ACTIONS_ENABLED off there is no writer at all, and every request to change an incident is
     refused with what the administrator would need to turn it on.
     """
-    policy = WritePolicy(settings.write_actions_enabled, settings.write_responders)
-    if not settings.write_actions_enabled:
+    policy = WritePolicy(settings.workspace.write_actions_enabled, settings.workspace.write_responders)
+    if not settings.workspace.write_actions_enabled:
         return ConfirmationDesk(sentinel, None, policy)
     if sentinel.is_demo:
         from bot.sentinel.demo.writer import DemoIncidentWriter
@@ -140,11 +142,11 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
         return ConfirmationDesk(sentinel, DemoIncidentWriter.for_client(sentinel), policy)
     from bot.sentinel.incident_writer import ArmIncidentWriter
 
-    assert settings.sentinel_subscription_id and settings.sentinel_resource_group and settings.sentinel_workspace_name
+    assert settings.workspace.writes_configured
     place: dict[str, Any] = {
-        "endpoint": settings.arm_endpoint, "subscription_id": settings.sentinel_subscription_id,
-        "resource_group": settings.sentinel_resource_group, "workspace_name": settings.sentinel_workspace_name,
-        "api_version": settings.sentinel_api_version, "use_env_settings": settings.env_proxies} | writer_options
+        "endpoint": settings.workspace.arm_endpoint, "subscription_id": settings.workspace.subscription_id,
+        "resource_group": settings.workspace.resource_group, "workspace_name": settings.workspace.workspace_name,
+        "api_version": settings.workspace.api_version, "use_env_settings": settings.env_proxies} | writer_options
     writer: Any
     if users is not None:  # each analyst's changes with their own token: Sentinel names them, their roles apply
         from bot.sentinel.identity import AnalystIncidentWriter
@@ -153,30 +155,30 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
         writer = AnalystIncidentWriter(users)
     else:
         writer = ArmIncidentWriter(credential=(credential or _LazyCredential()).get(), **place)
-    log.info("Write actions enabled (workspace %s) for %d responder(s)", settings.sentinel_workspace_name,
+    log.info("Write actions enabled (workspace %s) for %d responder(s)", settings.workspace.workspace_name,
              len(policy.responders))
     return ConfirmationDesk(sentinel, writer, policy)
 
 
 def build_orchestrator(settings: Settings, sentinel: SentinelClient, credential: _LazyCredential | None = None,
                        desk: ConfirmationDesk | None = None) -> Orchestrator | None:
-    if settings.llm_provider is None:
+    if settings.model.provider is None:
         log.warning("No language model configured: only commands will be answered")
         return None
-    needs_credential = settings.llm_provider == "azure" and not settings.azure_openai_api_key
+    needs_credential = settings.model.provider == "azure" and not settings.model.azure_api_key
     client = create_client(
-        azure_endpoint=settings.azure_openai_endpoint,
-        azure_deployment=settings.azure_openai_deployment,
-        api_version=settings.azure_openai_api_version,
-        azure_api_key=settings.azure_openai_api_key,
+        azure_endpoint=settings.model.azure_endpoint,
+        azure_deployment=settings.model.azure_deployment,
+        api_version=settings.model.azure_api_version,
+        azure_api_key=settings.model.azure_api_key,
         credential=(credential or _LazyCredential()).get() if needs_credential else None,
-        openai_api_key=settings.openai_api_key,
-        base_url=settings.openai_base_url,
+        openai_api_key=settings.model.openai_api_key,
+        base_url=settings.model.openai_base_url,
     )
-    memory = Memory(TokenCounter(), MemoryPolicy(max_turns=settings.max_turns,
-                                                 history_tokens=settings.max_history_tokens))
-    return Orchestrator(ChatModel(client, settings.model_name), ToolBox(sentinel), memory,
-                        max_rounds=settings.max_tool_rounds, demo=sentinel.is_demo, desk=desk)
+    memory = Memory(TokenCounter(), MemoryPolicy(max_turns=settings.model.max_turns,
+                                                 history_tokens=settings.model.max_history_tokens))
+    return Orchestrator(ChatModel(client, settings.model.name), ToolBox(sentinel), memory,
+                        max_rounds=settings.model.max_tool_rounds, demo=sentinel.is_demo, desk=desk)
 
 
 # Automatic instrumentations left off: web frameworks the bot does not use, and database drivers whose spans
@@ -192,32 +194,32 @@ def configure_telemetry(settings: Settings) -> bool:
     Without it nothing is installed: the OpenTelemetry API's no-op tracer and meter take the spans and
     measurements the code makes. Once per process (OpenTelemetry's global providers are set once).
     """
-    if not settings.applicationinsights_connection_string:
+    if not settings.telemetry.connection_string:
         log.info("APPLICATIONINSIGHTS_CONNECTION_STRING is not set: no traces or metrics are exported")
         return False
     from azure.monitor.opentelemetry import configure_azure_monitor
     from opentelemetry.sdk.resources import Resource
 
     configure_azure_monitor(
-        connection_string=settings.applicationinsights_connection_string,
+        connection_string=settings.telemetry.connection_string,
         resource=Resource.create({"service.name": SERVICE_NAME}),
         logger_name="bot",  # our log lines only: they are written to carry no content; SDKs' lines may not be
         instrumentation_options={name: {"enabled": False} for name in DISABLED_INSTRUMENTATIONS},
     )
     telemetry.add_correlation(logging.getLogger("bot"))  # the exported log records carry the correlation id
     log.info("Exporting traces, metrics and logs to Application Insights%s",
-             " (with question text: TELEMETRY_CAPTURE_CONTENT=true)" if settings.telemetry_capture_content else "")
+             " (with question text: TELEMETRY_CAPTURE_CONTENT=true)" if settings.telemetry.capture_content else "")
     return True
 
 
 def managed_identity_graph_token(settings: Settings) -> Any:
     """A Microsoft Graph token source for reader groups when the bot's identity is a managed identity (with an app
     secret, the Teams surface gets its own token)."""
-    if not settings.allowed_reader_groups or settings.microsoft_app_type != "UserAssignedMSI":
+    if not settings.access.reader_groups or settings.teams.app_type != "UserAssignedMSI":
         return None
     from azure.identity.aio import ManagedIdentityCredential
 
-    credential = ManagedIdentityCredential(client_id=settings.microsoft_app_id)
+    credential = ManagedIdentityCredential(client_id=settings.teams.app_id)
 
     async def token() -> str:
         return (await credential.get_token("https://graph.microsoft.com/.default")).token
@@ -230,39 +232,39 @@ def _state_storage(settings: Settings, closers: list[Any]) -> Any:
     from bot.teams.storage import create_storage
 
     credential = None
-    if settings.state_store.kind == "blob" and not settings.state_blob_connection_string:
+    if settings.storage.state.kind == "blob" and not settings.storage.blob_connection_string:
         from azure.identity.aio import DefaultAzureCredential
 
         credential = DefaultAzureCredential()
         closers.append(credential.close)
-    return create_storage(settings.state_store.kind, sqlite_path=settings.state_store.path,
-                          blob_connection_string=settings.state_blob_connection_string,
-                          blob_container=settings.state_blob_container,
-                          blob_account_url=settings.state_blob_account_url, credential=credential,
+    return create_storage(settings.storage.state.kind, sqlite_path=settings.storage.state.path,
+                          blob_connection_string=settings.storage.blob_connection_string,
+                          blob_container=settings.storage.blob_container,
+                          blob_account_url=settings.storage.blob_account_url, credential=credential,
                           use_env_settings=settings.env_proxies)
 
 
 def turn_queue_opener(settings: Settings) -> Any:
     """TURN_QUEUE=azure or local: a function that opens the turn queue on the calling loop (Azure: with its own
     credential, or the emulator's connection string; local: the SQLite file); None otherwise."""
-    if settings.turn_queue == "local":
+    if settings.turns.queue == "local":
         from bot.teams.local_queue import LocalTurnQueue
 
-        return lambda: LocalTurnQueue.open(settings.turn_queue_path)
-    if settings.turn_queue != "azure":
+        return lambda: LocalTurnQueue.open(settings.turns.queue_path)
+    if settings.turns.queue != "azure":
         return None
     from bot.teams.queue import AzureTurnQueue
 
     def open_queue() -> AzureTurnQueue:
         credential = None
-        if not settings.state_blob_connection_string:
+        if not settings.storage.blob_connection_string:
             from azure.identity.aio import DefaultAzureCredential
 
             credential = DefaultAzureCredential()
-        return AzureTurnQueue.open(queue_name=settings.turn_queue_name, container=settings.turn_blob_container,
-                                   queue_account_url=settings.turn_queue_account_url,
-                                   blob_account_url=settings.state_blob_account_url, credential=credential,
-                                   connection_string=settings.state_blob_connection_string,
+        return AzureTurnQueue.open(queue_name=settings.turns.queue_name, container=settings.turns.blob_container,
+                                   queue_account_url=settings.turns.queue_account_url,
+                                   blob_account_url=settings.storage.blob_account_url, credential=credential,
+                                   connection_string=settings.storage.blob_connection_string,
                                    use_env_settings=settings.env_proxies)
 
     return open_queue
@@ -289,36 +291,36 @@ async def serve(settings: Settings) -> None:
 
     configure_telemetry(settings)
     components = await build(settings)
-    turns = TurnRunner(deadline_s=settings.turn_deadline_seconds)
+    turns = TurnRunner(deadline_s=settings.turns.deadline_seconds)
     closers: list[Any] = []
     storage = _state_storage(settings, closers)
     for closer in closers:
         turns.add_cleanup(closer)
     turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
-    workers = WorkerProcesses(settings.turn_worker_processes) if settings.turn_worker_processes else None
+    workers = WorkerProcesses(settings.turns.worker_processes) if settings.turns.worker_processes else None
     app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
                      runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings),
                      turn_queue=turn_queue_opener(settings), poll_watches=True, users=components.users,
                      worker_processes=workers)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, settings.host, settings.port).start()
+    await web.TCPSite(runner, settings.teams.host, settings.teams.port).start()
     if workers is not None:
         workers.start()
     where = "the demo workspace" if components.sentinel.is_demo else "Log Analytics"
     log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",
-             settings.host, settings.port, where, settings.state_store.kind,
-             settings.llm_provider or "none, commands only",
-             {"azure": "queued on Azure Storage", "local": f"queued in {settings.turn_queue_path}"}.get(
-                 settings.turn_queue, "in this process")
-             + (f", {settings.turn_worker_processes} worker processes" if settings.turn_worker_processes else ""))
+             settings.teams.host, settings.teams.port, where, settings.storage.state.kind,
+             settings.model.provider or "none, commands only",
+             {"azure": "queued on Azure Storage", "local": f"queued in {settings.turns.queue_path}"}.get(
+                 settings.turns.queue, "in this process")
+             + (f", {settings.turns.worker_processes} worker processes" if settings.turns.worker_processes else ""))
     stop = asyncio.Event()
     _on_signals(stop.set)
     await stop.wait()
     log.info("shutting down")
     # The workers first: a turn they cut short goes back on the queue, where the next start finds it.
     if workers is not None:
-        await workers.stop(settings.shutdown_grace_seconds)
+        await workers.stop(settings.turns.shutdown_grace_seconds)
     await runner.cleanup()
 
 
@@ -335,7 +337,7 @@ async def work(settings: Settings) -> None:
     components = await build(settings)
     closers: list[Any] = []
     storage = _state_storage(settings, closers)
-    runner = TurnRunner(deadline_s=settings.turn_deadline_seconds)  # never started: it only closes clients here
+    runner = TurnRunner(deadline_s=settings.turns.deadline_seconds)  # never started: it only closes clients here
     for closer in closers:
         runner.add_cleanup(closer)
     runner.add_cleanup(components.close)
@@ -348,9 +350,9 @@ async def work(settings: Settings) -> None:
         worker = surface.worker(turns)
         _on_signals(worker.stop)
         log.info("Sentinel assistant worker taking turns from %s (%d at once)",
-                 settings.turn_queue_path if settings.turn_queue == "local" else f"queue {settings.turn_queue_name}",
-                 settings.turn_workers)
-        await worker.run(settings.shutdown_grace_seconds)
+                 settings.turns.queue_path if settings.turns.queue == "local" else f"queue {settings.turns.queue_name}",
+                 settings.turns.workers)
+        await worker.run(settings.turns.shutdown_grace_seconds)
     finally:
         await turns.close()
         await runner.stop(0)

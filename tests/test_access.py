@@ -103,13 +103,15 @@ async def start(fake_openai: FakeOpenAI) -> AsyncIterator[Any]:
         await connector.stop()
 
 
-def local(**changes: Any) -> Settings:
-    return replace(Settings.from_env({}, dotenv_path=None), **changes)
+def local(**access: Any) -> Settings:
+    """The local defaults with these access settings."""
+    defaults = Settings.from_env({}, dotenv_path=None)
+    return replace(defaults, access=replace(defaults.access, **access))
 
 
 async def test_only_allowed_tenants_are_answered(start: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="bot.audit")
-    bot = await start(local(allowed_tenants=frozenset({TENANT})))
+    bot = await start(local(tenants=frozenset({TENANT})))
     [answer] = await bot.say("incidents 24h")
     assert answer.cards, "an allowed tenant's user is answered"
     [refusal] = await bot.say("incidents 24h", tenant="00000000-0000-0000-0000-0000000000ff")
@@ -123,7 +125,7 @@ async def test_only_allowed_tenants_are_answered(start: Any, caplog: pytest.LogC
 async def test_listed_readers_and_group_members_are_answered_others_refused(
         start: Any, entra: FakeEntra, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="bot.audit")
-    settings = local(allowed_readers=frozenset({"aad-alice"}), allowed_reader_groups=frozenset({READERS_GROUP}),
+    settings = local(readers=frozenset({"aad-alice"}), reader_groups=frozenset({READERS_GROUP}),
                      graph_endpoint=entra.url)
     token = ClientCredentials(entra.url, TENANT, APP_ID, "app-secret", "https://graph.microsoft.com/.default")
     bot = await start(settings, graph_token=token)
@@ -142,7 +144,7 @@ async def test_listed_readers_and_group_members_are_answered_others_refused(
 
 async def test_when_graph_cannot_answer_the_user_is_refused_for_now_and_not_remembered(
         start: Any, entra: FakeEntra) -> None:
-    settings = local(allowed_reader_groups=frozenset({READERS_GROUP}), graph_endpoint=entra.url)
+    settings = local(reader_groups=frozenset({READERS_GROUP}), graph_endpoint=entra.url)
     token = ClientCredentials(entra.url, TENANT, APP_ID, "app-secret", "https://graph.microsoft.com/.default")
     bot = await start(settings, graph_token=token)
     entra.graph_status = 503
@@ -153,7 +155,7 @@ async def test_when_graph_cannot_answer_the_user_is_refused_for_now_and_not_reme
 
 
 async def test_group_membership_is_read_again_after_its_ttl(start: Any, entra: FakeEntra) -> None:
-    settings = local(allowed_reader_groups=frozenset({READERS_GROUP}), graph_endpoint=entra.url,
+    settings = local(reader_groups=frozenset({READERS_GROUP}), graph_endpoint=entra.url,
                      group_cache_seconds=0)
     token = ClientCredentials(entra.url, TENANT, APP_ID, "app-secret", "https://graph.microsoft.com/.default")
     bot = await start(settings, graph_token=token)
@@ -164,17 +166,17 @@ async def test_group_membership_is_read_again_after_its_ttl(start: Any, entra: F
 
 
 async def test_conversation_scope_restrictions(start: Any) -> None:
-    bot = await start(local(allowed_conversation_types=frozenset({"personal", "channel"}),
-                            allowed_teams=frozenset({"19:another-team@thread.tacv2"})))
+    bot = await start(local(conversation_types=frozenset({"personal", "channel"}),
+                            teams=frozenset({"19:another-team@thread.tacv2"})))
     [refusal] = await bot.say("incidents 24h", kind="channel")
     assert refusal.text == REFUSAL_TEXT[Refusal.SCOPE]
     assert (await bot.say("incidents 24h"))[0].cards, "1:1 chats are allowed"
-    bot = await start(local(allowed_teams=frozenset({"19:soc@thread.tacv2"})))
+    bot = await start(local(teams=frozenset({"19:soc@thread.tacv2"})))
     assert (await bot.say("incidents 24h", kind="channel"))[0].cards, "the allowed team's channel"
 
 
 async def test_a_refused_card_press_gets_the_refusal_in_its_invoke_response(start: Any) -> None:
-    bot = await start(local(allowed_readers=frozenset({"aad-someone-else"})))
+    bot = await start(local(readers=frozenset({"aad-someone-else"})))
     body = teams.invoke({"incident": 1}, activity_id=next_id(), service_url=bot.connector.url)
     async with aiohttp.ClientSession() as session, session.post(bot.url, json=body) as response:
         answer = await response.json()
@@ -199,7 +201,7 @@ async def test_every_read_is_audited_with_who_asked_and_no_content(start: Any, c
 
 
 async def test_model_turns_are_limited_per_user_and_commands_still_work(start: Any) -> None:
-    bot = await start(local(model_turns_per_user_minute=2), model=True)
+    bot = await start(local(turns_per_user_minute=2), model=True)
     for _ in range(2):
         [answer] = await bot.say("which hosts were hit most this week?")
         assert "limit" not in answer.text
@@ -211,7 +213,7 @@ async def test_model_turns_are_limited_per_user_and_commands_still_work(start: A
 
 async def test_model_tokens_are_limited_per_user(start: Any) -> None:
     # The fake model reports its usage: each question of this kind costs a few thousand prompt tokens.
-    bot = await start(local(model_turns_per_user_minute=100, model_tokens_per_user_minute=1_000), model=True)
+    bot = await start(local(turns_per_user_minute=100, tokens_per_user_minute=1_000), model=True)
     [first] = await bot.say("which hosts were hit most this week?")
     assert "limit" not in first.text, "the first turn runs: nothing was spent yet"
     [limited] = await bot.say("which hosts were hit most this week?")

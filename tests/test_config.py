@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.config import ConfigError, Settings, StateStore
+from bot.config import ConfigError, Settings, StateLocation
 
 
 def settings(**env: str) -> Settings:
@@ -11,16 +11,16 @@ def settings(**env: str) -> Settings:
 
 def test_defaults_run_the_demo_locally_without_a_model() -> None:
     s = settings()
-    assert s.uses_demo_workspace and s.llm_provider is None and not s.authenticates_requests
-    assert (s.host, s.port, s.max_tool_rounds, s.max_turns) == ("127.0.0.1", 3978, 5, 30)
-    assert s.state_store == StateStore("sqlite", ".data/state.db")
+    assert s.workspace.uses_demo and s.model.provider is None and not s.teams.authenticates_requests
+    assert (s.teams.host, s.teams.port, s.model.max_tool_rounds, s.model.max_turns) == ("127.0.0.1", 3978, 5, 30)
+    assert s.storage.state == StateLocation("sqlite", ".data/state.db")
 
 
 def test_model_providers() -> None:
     azure = settings(AZURE_OPENAI_ENDPOINT="https://soc.openai.azure.com/", AZURE_OPENAI_DEPLOYMENT="gpt-4o")
-    assert azure.llm_provider == "azure" and azure.azure_openai_endpoint == "https://soc.openai.azure.com"
+    assert azure.model.provider == "azure" and azure.model.azure_endpoint == "https://soc.openai.azure.com"
     local = settings(OPENAI_BASE_URL="http://127.0.0.1:11434/v1", OPENAI_MODEL="llama3.1")
-    assert local.llm_provider == "openai"
+    assert local.model.provider == "openai"
 
 
 def test_every_problem_is_reported_at_once_and_names_its_variable() -> None:
@@ -51,7 +51,7 @@ def test_bot_identity_rules() -> None:
         MICROSOFT_APP_TYPE="UserAssignedMSI",
         MICROSOFT_APP_TENANT_ID="22222222-2222-2222-2222-222222222222",
     )
-    assert msi.authenticates_requests and msi.microsoft_app_type == "UserAssignedMSI"
+    assert msi.teams.authenticates_requests and msi.teams.app_type == "UserAssignedMSI"
 
 
 def test_secrets_are_neither_echoed_nor_shown_in_repr() -> None:
@@ -63,19 +63,19 @@ def test_dotenv_file_is_read_and_the_environment_wins(tmp_path) -> None:
     dotenv = tmp_path / ".env"
     dotenv.write_text("PORT=4000\nMAX_TURNS=12\n")
     s = Settings.from_env({"PORT": "5000"}, dotenv_path=dotenv)
-    assert (s.port, s.max_turns) == (5000, 12)
+    assert (s.teams.port, s.model.max_turns) == (5000, 12)
 
 
 def test_state_store_forms() -> None:
-    assert settings(STATE_STORE="memory").state_store == StateStore("memory")
-    assert settings(STATE_STORE="sqlite:////var/lib/bot/state.db").state_store == StateStore("sqlite", "/var/lib/bot/state.db")
+    assert settings(STATE_STORE="memory").storage.state == StateLocation("memory")
+    assert settings(STATE_STORE="sqlite:////var/lib/bot/state.db").storage.state == StateLocation("sqlite", "/var/lib/bot/state.db")
 
 
 def test_blob_state_needs_its_connection_string() -> None:
     with pytest.raises(ConfigError, match="STATE_BLOB_CONNECTION_STRING"):
         settings(STATE_STORE="blob")
     blob = settings(STATE_STORE="blob", STATE_BLOB_CONNECTION_STRING="UseDevelopmentStorage=true")
-    assert blob.state_store == StateStore("blob") and blob.state_blob_container == "bot-state"
+    assert blob.storage.state == StateLocation("blob") and blob.storage.blob_container == "bot-state"
     assert "UseDevelopmentStorage" not in repr(blob)
     with pytest.raises(ConfigError, match="cosmos is not supported"):
         settings(STATE_STORE="cosmos")
@@ -83,12 +83,12 @@ def test_blob_state_needs_its_connection_string() -> None:
 
 def test_observability_settings() -> None:
     defaults = settings()
-    assert (defaults.log_format, defaults.applicationinsights_connection_string,
-            defaults.telemetry_capture_content) == ("text", None, False)
+    assert (defaults.telemetry.log_format, defaults.telemetry.connection_string,
+            defaults.telemetry.capture_content) == ("text", None, False)
     connection = "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://x.example/"
     on = settings(LOG_FORMAT="JSON", APPLICATIONINSIGHTS_CONNECTION_STRING=connection,
                   TELEMETRY_CAPTURE_CONTENT="true")
-    assert (on.log_format, on.applicationinsights_connection_string, on.telemetry_capture_content) == (
+    assert (on.telemetry.log_format, on.telemetry.connection_string, on.telemetry.capture_content) == (
         "json", connection, True)
     assert "InstrumentationKey" not in repr(on)
     with pytest.raises(ConfigError) as caught:
@@ -101,11 +101,11 @@ def test_observability_settings() -> None:
 
 
 def test_write_actions_are_off_by_default_and_need_responders_and_the_workspace_resource() -> None:
-    assert not settings().write_actions_enabled and settings().write_responders == frozenset()
+    assert not settings().workspace.write_actions_enabled and settings().workspace.write_responders == frozenset()
     on = settings(**{"WRITE_ACTIONS_ENABLED": "true",
                    "WRITE_RESPONDERS": "A636B9CD-EBF1-44B3-8EFC-0A2D01099035, 00000000-0000-0000-0000-0000000000020"})
-    assert on.write_responders == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035", "00000000-0000-0000-0000-0000000000020"}
-    assert on.sentinel_api_version == "2025-09-01"
+    assert on.workspace.write_responders == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035", "00000000-0000-0000-0000-0000000000020"}
+    assert on.workspace.api_version == "2025-09-01"
     with pytest.raises(ConfigError) as caught:
         settings(**{"WRITE_ACTIONS_ENABLED": "yes", "SENTINEL_WORKSPACE_ID": "00000000-0000-0000-0000-000000000001",
                   "WRITE_RESPONDERS": "alice@contoso.com", "SENTINEL_RESOURCE_GROUP": "rg-soc",
@@ -124,19 +124,19 @@ APP = {"MICROSOFT_APP_ID": "11111111-1111-1111-1111-111111111111", "MICROSOFT_AP
 def test_who_may_ask_defaults_to_the_bots_own_tenant_and_fails_closed_without_one() -> None:
     own = settings(**APP, MICROSOFT_APP_TYPE="SingleTenant",
                    MICROSOFT_APP_TENANT_ID="22222222-2222-2222-2222-222222222222")
-    assert own.allowed_tenants == {"22222222-2222-2222-2222-222222222222"}
-    assert own.allowed_service_urls[0] == "https://smba.trafficmanager.net/*", "Microsoft's channels with auth on"
+    assert own.access.tenants == {"22222222-2222-2222-2222-222222222222"}
+    assert own.teams.allowed_service_urls[0] == "https://smba.trafficmanager.net/*", "Microsoft's channels with auth on"
     with pytest.raises(ConfigError, match="ALLOWED_TENANTS is not set"):
         settings(**APP)  # a multi-tenant bot must say whose users may ask
     listed = settings(**APP, ALLOWED_TENANTS="33333333-3333-3333-3333-333333333333; 44444444-4444-4444-4444-444444444444",
                       ALLOWED_READERS="A636B9CD-EBF1-44B3-8EFC-0A2D01099035",
                       ALLOWED_READER_GROUPS="0b9d3a51-7a0e-4c35-9d6f-1f4a0a6c2e11",
                       ALLOWED_CONVERSATION_TYPES="personal, Channel", ALLOWED_TEAMS="19:soc@thread.tacv2")
-    assert len(listed.allowed_tenants) == 2 and listed.allowed_readers == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035"}
-    assert listed.allowed_conversation_types == {"personal", "channel"}
-    assert listed.allowed_teams == {"19:soc@thread.tacv2"} and listed.group_cache_seconds == 300
+    assert len(listed.access.tenants) == 2 and listed.access.readers == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035"}
+    assert listed.access.conversation_types == {"personal", "channel"}
+    assert listed.access.teams == {"19:soc@thread.tacv2"} and listed.access.group_cache_seconds == 300
     local = settings()
-    assert not local.allowed_tenants and local.allowed_service_urls[0].startswith("http://127.0.0.1")
+    assert not local.access.tenants and local.teams.allowed_service_urls[0].startswith("http://127.0.0.1")
 
 
 def test_access_settings_are_checked() -> None:

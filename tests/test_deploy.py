@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import Settings
+from bot.config import Settings, variables
 from bot.orchestrator.memory import TokenCounter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -483,10 +483,10 @@ def test_blob_state_creates_a_keyless_storage_account_with_the_turn_queue_and_it
         STORAGE_BLOB_CONTRIBUTOR, STORAGE_QUEUE_CONTRIBUTOR}
     settings, _ = app_settings(stateStore="blob", instanceCount=3)
     app = Settings.from_env(settings, dotenv_path=None)  # starts: durable turns, state reached as its identity
-    assert (app.state_store.kind, app.turn_queue, app.instance_count) == ("blob", "azure", 3)
-    assert app.state_blob_account_url == f"https://{storage}.blob.core.windows.net"
-    assert app.turn_queue_account_url == f"https://{storage}.queue.core.windows.net"
-    assert app.state_blob_connection_string is None
+    assert (app.storage.state.kind, app.turns.queue, app.turns.instance_count) == ("blob", "azure", 3)
+    assert app.storage.blob_account_url == f"https://{storage}.blob.core.windows.net"
+    assert app.turns.queue_account_url == f"https://{storage}.queue.core.windows.net"
+    assert app.storage.blob_connection_string is None
     assert not [d for d in deploy()[0] if d.resource["type"].startswith("Microsoft.Storage/")], "none for SQLite"
 
 
@@ -500,13 +500,13 @@ def test_sqlite_state_above_one_instance_is_refused() -> None:
 
 def test_worker_processes_queue_turns_beside_the_state_and_the_web_process_only_checks_and_queues() -> None:
     app = Settings.from_env(app_settings()[0], dotenv_path=None)
-    assert (app.turn_queue, app.turn_worker_processes, app.web_runs_worker) == ("off", 0, True), "default: as before"
+    assert (app.turns.queue, app.turns.worker_processes, app.turns.web_runs_worker) == ("off", 0, True), "default: as before"
     local = Settings.from_env(app_settings(workerProcesses=2)[0], dotenv_path=None)
-    assert (local.turn_queue, local.turn_queue_path, local.turn_worker_processes, local.web_runs_worker) == (
+    assert (local.turns.queue, local.turns.queue_path, local.turns.worker_processes, local.turns.web_runs_worker) == (
         "local", "/app/.data/turns.db", 2, False), "SQLite state: the local queue on the same disk"
     shared = Settings.from_env(app_settings(workerProcesses=2, stateStore="blob", instanceCount=2)[0],
                                dotenv_path=None)
-    assert (shared.turn_queue, shared.turn_worker_processes, shared.web_runs_worker) == ("azure", 2, False)
+    assert (shared.turns.queue, shared.turns.worker_processes, shared.turns.web_runs_worker) == ("azure", 2, False)
 
 
 RESPONDERS = "aaaaaaaa-1111-4111-8111-aaaaaaaaaaaa,bbbbbbbb-2222-4222-8222-bbbbbbbbbbbb"
@@ -549,7 +549,8 @@ def test_write_app_settings_follow_write_responders_and_start_the_app() -> None:
     assert all(read_only[name] == "" for name in (
         "WRITE_RESPONDERS", "SENTINEL_SUBSCRIPTION_ID", "SENTINEL_RESOURCE_GROUP", "SENTINEL_WORKSPACE_NAME"))
     app = Settings.from_env(read_only, dotenv_path=None)
-    assert not app.write_actions_enabled and not app.write_responders and not app.writes_configured
+    place = app.workspace
+    assert not place.write_actions_enabled and not place.write_responders and not place.writes_configured
 
     given, _ = app_settings(writeResponders=f" {RESPONDERS} ")
     assert given["WRITE_ACTIONS_ENABLED"] == "true" and given["WRITE_RESPONDERS"] == RESPONDERS
@@ -562,9 +563,9 @@ def test_write_app_settings_follow_write_responders_and_start_the_app() -> None:
     assert given.keys() <= config_reads() | PLATFORM_SETTINGS
 
     app = Settings.from_env(given, dotenv_path=None)  # the app accepts it: writes on, against the real workspace
-    assert app.write_actions_enabled and app.write_responders == frozenset(RESPONDERS.split(","))
-    assert not app.uses_demo_workspace and app.writes_configured
-    assert (app.sentinel_subscription_id, app.sentinel_resource_group, app.sentinel_workspace_name) == (
+    assert app.workspace.write_actions_enabled and app.workspace.write_responders == frozenset(RESPONDERS.split(","))
+    assert not app.workspace.uses_demo and app.workspace.writes_configured
+    assert (app.workspace.subscription_id, app.workspace.resource_group, app.workspace.workspace_name) == (
         "00000000-0000-0000-0000-000000000000", "rg-sentinel", "law-sentinel")
 
     # A workspace in another subscription and resource group is named from its own resource id.
@@ -576,14 +577,8 @@ def test_write_app_settings_follow_write_responders_and_start_the_app() -> None:
 
 
 def config_reads() -> set[str]:
-    """The variable names bot/config.py reads through its reader: self.text("X"), self.number("X", ...),
-    self.url("X", ...), self.guid("X", ...) and any other self.<reader>("X", ...) it grows."""
-    tree = ast.parse((ROOT / "bot" / "config.py").read_text())
-    return {node.args[0].value for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
-            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-            and re.fullmatch(r"[A-Z][A-Z0-9_]+", node.args[0].value)}
+    """The variable names bot/config.py reads (each section field's ``env()``)."""
+    return {name for names in variables().values() for name in names}
 
 
 def app_settings(**overrides: Any) -> tuple[dict[str, str], str]:
@@ -608,15 +603,15 @@ def test_app_settings_are_variables_the_app_reads_and_start_it_with_its_managed_
         assert is_expression(item["value"]) or not SECRET_VALUE.search(item["value"]), item["name"]
 
     app = Settings.from_env(settings, dotenv_path=None)  # raises ConfigError if the app would refuse to start
-    assert settings["MICROSOFT_APP_TYPE"] == app.microsoft_app_type == "UserAssignedMSI"
-    assert app.microsoft_app_id == settings["AZURE_CLIENT_ID"] == fake_reference(identity)["clientId"]
-    assert app.microsoft_app_tenant_id == TENANT and app.microsoft_app_password is None and app.authenticates_requests
-    assert (app.host, app.port, settings["WEBSITES_PORT"]) == ("0.0.0.0", 8000, "8000")
-    assert app.llm_provider == "azure" and app.azure_openai_api_key is None
-    assert app.azure_openai_endpoint == "https://aoai-soc.openai.azure.com"
+    assert settings["MICROSOFT_APP_TYPE"] == app.teams.app_type == "UserAssignedMSI"
+    assert app.teams.app_id == settings["AZURE_CLIENT_ID"] == fake_reference(identity)["clientId"]
+    assert app.teams.app_tenant_id == TENANT and app.teams.app_password is None and app.teams.authenticates_requests
+    assert (app.teams.host, app.teams.port, settings["WEBSITES_PORT"]) == ("0.0.0.0", 8000, "8000")
+    assert app.model.provider == "azure" and app.model.azure_api_key is None
+    assert app.model.azure_endpoint == "https://aoai-soc.openai.azure.com"
     workspace = example_id("sentinelWorkspaceResourceId")
-    assert app.sentinel_workspace_id == fake_reference(workspace)["customerId"]
-    assert app.state_store.kind == "sqlite" and app.state_store.path == "/app/.data/state.db"
+    assert app.workspace.workspace_id == fake_reference(workspace)["customerId"]
+    assert app.storage.state.kind == "sqlite" and app.storage.state.path == "/app/.data/state.db"
     given, _ = app_settings(sentinelWorkspaceId="33333333-3333-3333-3333-333333333333",
                          azureOpenAIEndpoint="https://soc.openai.azure.com")
     assert given["SENTINEL_WORKSPACE_ID"] == "33333333-3333-3333-3333-333333333333"
@@ -892,7 +887,7 @@ def test_on_behalf_of_is_off_by_default_and_its_secret_reaches_only_the_oauth_co
     assert not [d for d in deployed if d.resource["type"] == "Microsoft.BotService/botServices/connections"]
     settings, _ = app_settings()
     assert settings["QUERY_IDENTITY"] == "bot" and settings["SSO_APP_ID"] == "" and outputs["onBehalfOf"] is False
-    assert Settings.from_env(settings, dotenv_path=None).query_identity == "bot"
+    assert Settings.from_env(settings, dotenv_path=None).access.query_identity == "bot"
     uses = [text for text in strings(TEMPLATE) if f"parameters('{CONNECTION_SECRET}')" in text]
     assert uses == [f"[parameters('{CONNECTION_SECRET}')]"], "used once: the connection's clientSecret"
     connection = next(r for r in TEMPLATE["resources"] if r["type"] == "Microsoft.BotService/botServices/connections")
@@ -919,4 +914,4 @@ def test_on_behalf_of_adds_the_oauth_connection_and_the_settings_the_app_accepts
         "user", sso_app, "sentinel-sso")
     assert "value-from-key-vault" not in json.dumps(settings), "the web app never gets the connection's secret"
     app = Settings.from_env(settings, dotenv_path=None)  # on-behalf-of through the managed identity: no secret
-    assert app.query_identity == "user" and app.sso_app_id == sso_app and app.sso_client_secret is None
+    assert app.access.query_identity == "user" and app.teams.sso_app_id == sso_app and app.teams.sso_client_secret is None

@@ -232,7 +232,7 @@ def test_connection_strings_are_for_local_emulators_only() -> None:
 
     local = Settings.from_env({"STATE_STORE": "blob", "TURN_QUEUE": "azure",
                                "STATE_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"}, dotenv_path=None)
-    assert local.turn_queue == "azure"
+    assert local.turns.queue == "azure"
     remote = ("DefaultEndpointsProtocol=https;AccountName=contoso;AccountKey=a2V5;"
               "BlobEndpoint=https://contoso.blob.core.windows.net/")
     with pytest.raises(ConfigError, match="connection strings are for local emulators only"):

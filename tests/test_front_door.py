@@ -208,5 +208,6 @@ def test_settings_refuse_to_listen_beyond_loopback_without_an_app_id() -> None:
     with pytest.raises(ConfigError, match="INSECURE_ALLOW_UNAUTHENTICATED"):
         Settings.from_env({"HOST": "0.0.0.0"}, dotenv_path=None)
     insecure = Settings.from_env({"HOST": "0.0.0.0", "INSECURE_ALLOW_UNAUTHENTICATED": "true"}, dotenv_path=None)
-    assert insecure.insecure_allow_unauthenticated and insecure.allowed_service_urls[0].startswith("http://127")
-    assert replace(insecure, host="127.0.0.1").host == "127.0.0.1"
+    teams = insecure.teams
+    assert teams.insecure_allow_unauthenticated and teams.allowed_service_urls[0].startswith("http://127")
+    assert replace(insecure, teams=replace(teams, host="127.0.0.1")).teams.host == "127.0.0.1"

@@ -149,7 +149,7 @@ async def test_serve_restarts_a_worker_process_that_dies_and_stops_them_at_shutd
 def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": "sqlite:///var/bot/state.db",
                                   "TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
-    assert (settings.turn_queue, settings.turn_queue_path, settings.turn_worker_processes) == (
+    assert (settings.turns.queue, settings.turns.queue_path, settings.turns.worker_processes) == (
         "local", "var/bot/turns.db", 2), "the queue file sits beside the state by default"
     with pytest.raises(ConfigError, match="TURN_QUEUE=local needs STATE_STORE=sqlite"):
         Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": "memory"}, dotenv_path=None)
@@ -174,7 +174,7 @@ async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and
     monkeypatch.setattr(supervisor, "FIRST_PAUSE_S", 5.0)
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
                                  dotenv_path=None)
-    assert settings.turn_queue_path == f"{tmp_path}/turns.db"
+    assert settings.turns.queue_path == f"{tmp_path}/turns.db"
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
     dying = supervisor.WorkerProcesses(1, command=[sys.executable, "-c", "raise SystemExit(3)"])
@@ -224,7 +224,7 @@ async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there
     queues: list[LocalTurnQueue] = []
 
     def open_queue() -> LocalTurnQueue:
-        queues.append(LocalTurnQueue.open(settings.turn_queue_path))
+        queues.append(LocalTurnQueue.open(settings.turns.queue_path))
         return queues[-1]
 
     await demo_client.prepare()
@@ -283,7 +283,7 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
         await asyncio.sleep(0.3)
         assert [s.body.get("replyToId") for s in connector.sent if s.type == "typing"] == ["1700000000401"]
         assert typing and not [s for s in connector.sent if s.type == "message"], "no worker: nothing answered yet"
-        turns = LocalTurnQueue.open(settings.turn_queue_path)
+        turns = LocalTurnQueue.open(settings.turns.queue_path)
         assert await turns.waiting() == 2, "both turns wait on the queue"
         await turns.close()
     finally:

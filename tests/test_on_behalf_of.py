@@ -107,11 +107,13 @@ def audit_reads(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
 
 
 def settings_for(rig_parts: dict[str, Any], identity: str) -> Settings:
-    return replace(Settings.from_env({}, dotenv_path=None), sentinel_workspace_id=WORKSPACE,
-                   logs_endpoint=rig_parts["logs"].endpoint, query_identity=identity, sso_app_id=SSO_APP_ID,
-                   sso_client_secret="test-secret", microsoft_app_tenant_id=TENANT,
-                   login_endpoint=rig_parts["entra"].url, bot_oauth_url=rig_parts["tokens"].url,
-                   sso_connection_name=CONNECTION)
+    defaults = Settings.from_env({}, dotenv_path=None)
+    return replace(
+        defaults,
+        workspace=replace(defaults.workspace, workspace_id=WORKSPACE, logs_endpoint=rig_parts["logs"].endpoint),
+        access=replace(defaults.access, query_identity=identity, login_endpoint=rig_parts["entra"].url),
+        teams=replace(defaults.teams, sso_app_id=SSO_APP_ID, sso_client_secret="test-secret", app_tenant_id=TENANT,
+                      bot_oauth_url=rig_parts["tokens"].url, sso_connection_name=CONNECTION))
 
 
 @pytest.fixture
@@ -409,8 +411,8 @@ def test_on_behalf_of_mode_refuses_to_start_without_what_it_needs() -> None:
         Settings.from_env(base | {"MICROSOFT_APP_PASSWORD": "bot-secret"}, dotenv_path=None)
     assert "SSO_CLIENT_SECRET" in str(secret.value) and "bot-secret" not in str(secret.value)
     settings = Settings.from_env(base | {"MICROSOFT_APP_TYPE": "UserAssignedMSI"}, dotenv_path=None)
-    assert settings.query_identity == "user" and settings.sso_client_secret is None
-    assert Settings.from_env({}, dotenv_path=None).query_identity == "bot", "off by default"
+    assert settings.access.query_identity == "user" and settings.teams.sso_client_secret is None
+    assert Settings.from_env({}, dotenv_path=None).access.query_identity == "bot", "off by default"
 
 
 async def test_malformed_sign_in_invokes_get_4xx_never_a_5xx_or_a_traceback(

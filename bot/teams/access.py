@@ -183,19 +183,19 @@ class AccessPolicy:
 def access_policy(settings: Settings, graph_token: TokenSource | None = None) -> AccessPolicy:
     """The policy the settings describe. Group checks use ``graph_token``, else the bot's app id and secret."""
     groups = None
-    if settings.allowed_reader_groups:
+    if settings.access.reader_groups:
         token = graph_token
         if token is None:
-            if not (settings.microsoft_app_id and settings.microsoft_app_password):
+            if not (settings.teams.app_id and settings.teams.app_password):
                 raise ValueError("reader groups need the bot's identity to ask Microsoft Graph")
-            token = ClientCredentials(settings.login_endpoint, settings.microsoft_app_tenant_id or "organizations",
-                                      settings.microsoft_app_id, settings.microsoft_app_password,
+            token = ClientCredentials(settings.access.login_endpoint, settings.teams.app_tenant_id or "organizations",
+                                      settings.teams.app_id, settings.teams.app_password,
                                       "https://graph.microsoft.com/.default")
-        groups = ReaderGroups(settings.graph_endpoint, settings.allowed_reader_groups, token,
-                              ttl_s=settings.group_cache_seconds)
-    return AccessPolicy(tenants=settings.allowed_tenants, readers=settings.allowed_readers, groups=groups,
-                        conversation_types=settings.allowed_conversation_types, teams=settings.allowed_teams,
-                        channels=settings.allowed_channels)
+        groups = ReaderGroups(settings.access.graph_endpoint, settings.access.reader_groups, token,
+                              ttl_s=settings.access.group_cache_seconds)
+    return AccessPolicy(tenants=settings.access.tenants, readers=settings.access.readers, groups=groups,
+                        conversation_types=settings.access.conversation_types, teams=settings.access.teams,
+                        channels=settings.access.channels)
 
 
 class _Window:

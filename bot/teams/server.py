@@ -65,19 +65,19 @@ class _AuthConfig:
 
 def channel_tokens(settings: Settings) -> ChannelTokens | None:
     """The channel token check (None in local mode, without an app id)."""
-    if not settings.microsoft_app_id:
+    if not settings.teams.app_id:
         return None
-    return ChannelTokens(settings.microsoft_app_id, SigningKeys(settings.openid_metadata_url),
-                         tenants=settings.allowed_tenants)
+    return ChannelTokens(settings.teams.app_id, SigningKeys(settings.teams.openid_metadata_url),
+                         tenants=settings.access.tenants)
 
 
 def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> CloudAdapter:
-    if not settings.microsoft_app_id:
+    if not settings.teams.app_id:
         log.warning("MICROSOFT_APP_ID is empty: LOCAL MODE, requests are NOT authenticated. "
                     "Never expose this endpoint; set the bot identity for Teams.")
-    app_type = settings.microsoft_app_type if settings.microsoft_app_id else "MultiTenant"
-    config = _AuthConfig(settings.microsoft_app_id or "", settings.microsoft_app_password or "",
-                         app_type, settings.microsoft_app_tenant_id or "")
+    app_type = settings.teams.app_type if settings.teams.app_id else "MultiTenant"
+    config = _AuthConfig(settings.teams.app_id or "", settings.teams.app_password or "",
+                         app_type, settings.teams.app_tenant_id or "")
     adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
 
     async def on_error(context: Any, error: Exception) -> None:
@@ -112,17 +112,17 @@ class Surface:
                 await _typing_first(activity, auth, self.bot)()
             except Exception:
                 log.info("early feedback not delivered", exc_info=True)
-        late = notice(activity, auth, deadline_text(self.settings.turn_deadline_seconds))
+        late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
         await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, self.bot.on_turn),
-                                self.settings.turn_deadline_seconds, late)
+                                self.settings.turns.deadline_seconds, late)
 
     async def tell(self, envelope: Envelope, text: str) -> None:
         activity = Activity().deserialize(envelope.activity)
         await notice(activity, self.authentication.trusted(envelope.auth), text)()
 
     def worker(self, turns: TurnQueue) -> TurnWorker:
-        return TurnWorker(turns, self.run_queued, self.tell, concurrency=self.settings.turn_workers,
-                          max_attempts=self.settings.turn_max_attempts)
+        return TurnWorker(turns, self.run_queued, self.tell, concurrency=self.settings.turns.workers,
+                          max_attempts=self.settings.turns.max_attempts)
 
 
 def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator: Orchestrator | None,
@@ -134,17 +134,18 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
     if closer is not None:
         runner.add_cleanup(closer)  # its clients live on the runner's loop
     memory = orchestrator.memory if orchestrator is not None else Memory(
-        TokenCounter(), MemoryPolicy(max_turns=settings.max_turns, history_tokens=settings.max_history_tokens))
+        TokenCounter(), MemoryPolicy(max_turns=settings.model.max_turns,
+                                     history_tokens=settings.model.max_history_tokens))
     access = access_policy(settings, graph_token)
     runner.add_cleanup(access.close)  # its Graph clients live on the runner's loop, where turns check access
-    limits = TurnLimits(settings.model_turns_per_user_minute, settings.model_turns_per_conversation_minute,
-                        settings.model_tokens_per_user_minute, settings.model_tokens_per_conversation_minute)
+    limits = TurnLimits(settings.access.turns_per_user_minute, settings.access.turns_per_conversation_minute,
+                        settings.access.tokens_per_user_minute, settings.access.tokens_per_conversation_minute)
     bot = SentinelBot(sentinel=sentinel, orchestrator=orchestrator, state=StateStore(storage),
-                      runner=runner, memory=memory, capture_content=settings.telemetry_capture_content, desk=desk,
+                      runner=runner, memory=memory, capture_content=settings.telemetry.capture_content, desk=desk,
                       access=access, limits=limits,
                       watches=WatchStore(storage) if settings.watches_enabled else None,
-                      signin=SignIn(settings.sso_connection_name, users, oauth_url=settings.bot_oauth_url,
-                                    local_app_id=settings.sso_app_id) if users is not None else None)
+                      signin=SignIn(settings.teams.sso_connection_name, users, oauth_url=settings.teams.bot_oauth_url,
+                                    local_app_id=settings.teams.sso_app_id) if users is not None else None)
     tokens = channel_tokens(settings)
     surface = Surface(bot, create_adapter(settings, tokens), tokens, settings)
     runner.add_cleanup(surface.authentication.sessions.close)  # the turns' replies go out on the runner's loop
@@ -160,7 +161,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     and secret by the client credentials grant). With ``turn_queue`` (TURN_QUEUE=azure or local: it opens a TurnQueue
     on the calling loop), turns are queued durably instead of run here, and taken by workers (this process's too,
     with TURN_WORKER_IN_WEB)."""
-    runner = runner or TurnRunner(deadline_s=settings.turn_deadline_seconds)
+    runner = runner or TurnRunner(deadline_s=settings.turns.deadline_seconds)
     surface = create_surface(settings, sentinel=sentinel, orchestrator=orchestrator, storage=storage, runner=runner,
                              desk=desk, graph_token=graph_token, users=users)
     bot, adapter, tokens = surface.bot, surface.adapter, surface.tokens
@@ -168,7 +169,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
     durable = _Durable(turn_queue, surface, runner) if turn_queue is not None else None
     poller = _watch_poller(surface, sentinel, storage, desk) if poll_watches else None
     watching: concurrent.futures.Future[None] | None = None
-    service_urls = ServiceUrls(settings.allowed_service_urls)
+    service_urls = ServiceUrls(settings.teams.allowed_service_urls)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[BOT_KEY], app[RUNNER_KEY] = bot, runner  # for benchmarks and operations
     if poller is not None:
@@ -247,7 +248,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
         addressed = bot.addressed_to_bot(activity)
         first = _typing_first(activity, auth, bot) if addressed else None
         abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
-        late = notice(activity, auth, deadline_text(settings.turn_deadline_seconds)) if addressed else None
+        late = notice(activity, auth, deadline_text(settings.turns.deadline_seconds)) if addressed else None
         if not runner.submit(place or activity.conversation.id,
                              lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
                              on_abandon=abandoned, on_timeout=late):
@@ -306,7 +307,7 @@ def create_app(settings: Settings, *, sentinel: SentinelClient, orchestrator: Or
             watching = runner.background(poller.run())
 
     async def drain(_: web.Application) -> None:
-        grace = settings.shutdown_grace_seconds
+        grace = settings.turns.shutdown_grace_seconds
         started = time.monotonic()
         if durable is not None:
             await durable.stop()  # the queue's own turns are not lost: unfinished ones reappear for another worker
@@ -342,8 +343,8 @@ def _watch_poller(surface: Surface, sentinel: SentinelClient, storage: Storage,
     settings, store = surface.settings, surface.bot.watches
     if store is None:
         return None
-    interval = settings.watch_poll_seconds
-    return WatchPoller(store, sentinel_feed(sentinel), AdapterSender(surface.adapter, settings.microsoft_app_id or ""),
+    interval = settings.workspace.watch_poll_seconds
+    return WatchPoller(store, sentinel_feed(sentinel), AdapterSender(surface.adapter, settings.teams.app_id or ""),
                        BlobLease(storage.container()) if isinstance(storage, EscapedBlobStorage)
                        else StoreLease(storage, seconds=2 * interval + 10), interval_s=interval, demo=sentinel.is_demo,
                        changes_buttons=desk is not None and desk.enabled, access=surface.bot.access)
@@ -367,14 +368,14 @@ class _Durable:
     async def start(self) -> None:
         self.front = self._open()
         await self.front.ensure()
-        if self._surface.settings.web_runs_worker:
+        if self._surface.settings.turns.web_runs_worker:
             self._working = self._runner.background(self._work())
 
     async def _work(self) -> None:  # on the runner's loop, where the turns' clients live
         turns = self._open()
         self._worker = self._surface.worker(turns)
         try:
-            await self._worker.run(self._surface.settings.shutdown_grace_seconds)
+            await self._worker.run(self._surface.settings.turns.shutdown_grace_seconds)
         finally:
             await turns.close()
 
