@@ -82,21 +82,21 @@ def build_user_sessions(settings: Settings, **credential_options: Any) -> UserSe
     from bot.sentinel import identity
     from bot.sentinel.loganalytics import DEFAULT_ENDPOINT
 
-    teams = settings.teams
-    assert teams.sso_app_id and teams.app_tenant_id
+    tenant_id, access = settings.teams.app_tenant_id, settings.access
+    assert access.sso_app_id and tenant_id
     assertion = None
-    if not teams.sso_client_secret:
+    if not access.sso_client_secret:
         from azure.identity.aio import ManagedIdentityCredential
 
-        assertion = identity.ManagedIdentityAssertion(ManagedIdentityCredential(client_id=teams.app_id))
-    factory = identity.on_behalf_of(tenant_id=teams.app_tenant_id, client_id=teams.sso_app_id,
-                                    authority=settings.access.login_endpoint, client_secret=teams.sso_client_secret,
+        assertion = identity.ManagedIdentityAssertion(ManagedIdentityCredential(client_id=settings.teams.app_id))
+    factory = identity.on_behalf_of(tenant_id=tenant_id, client_id=access.sso_app_id,
+                                    authority=access.login_endpoint, client_secret=access.sso_client_secret,
                                     assertion=assertion, **credential_options)
     scopes = [f"{settings.workspace.logs_endpoint or DEFAULT_ENDPOINT}/.default"]
     if settings.workspace.write_actions_enabled:
         scopes.append(f"{settings.workspace.arm_endpoint}/.default")
     log.info("Reads%s run with each analyst's own permissions (on-behalf-of, app registration %s)",
-             " and writes" if settings.workspace.write_actions_enabled else "", settings.teams.sso_app_id)
+             " and writes" if settings.workspace.write_actions_enabled else "", settings.access.sso_app_id)
     return identity.UserSessions(factory, scopes=tuple(scopes))
 
 

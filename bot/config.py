@@ -108,7 +108,7 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class WorkspaceSettings:
-    """The Sentinel workspace (unset id: the embedded demo workspace), incident changes and the watches' poll."""
+    """The Sentinel workspace (unset id: the embedded demo workspace) and incident changes."""
 
     workspace_id: str | None = env("SENTINEL_WORKSPACE_ID", None, "guid",
                                    "the Workspace ID from the Log Analytics workspace's Overview page")
@@ -126,8 +126,6 @@ class WorkspaceSettings:
     write_responders: frozenset[str] = env(
         "WRITE_RESPONDERS", frozenset(), "ids", "an Entra object id",
         "list the analysts' object ids (Entra admin center > Users > Object ID), separated by commas.")
-    # How often watches look for new incidents (one query whatever their number); 0: off.
-    watch_poll_seconds: int = env("WATCH_POLL_SECONDS", 60, "number", 0, 3600)
 
     @property
     def uses_demo(self) -> bool:
@@ -141,7 +139,7 @@ class WorkspaceSettings:
 
 @dataclass(frozen=True)
 class TeamsSettings:
-    """The bot's identity, its web server and front door, and Teams single sign-on."""
+    """The bot's identity, its web server and front door."""
 
     app_id: str | None = env("MICROSOFT_APP_ID")
     app_password: str | None = env("MICROSOFT_APP_PASSWORD", secret=True)
@@ -154,16 +152,6 @@ class TeamsSettings:
     insecure_allow_unauthenticated: bool = env("INSECURE_ALLOW_UNAUTHENTICATED", False, "flag")
     allowed_service_urls: tuple[str, ...] = env("ALLOWED_SERVICE_URLS", LOOPBACK_SERVICE_URLS, "service_urls")
     openid_metadata_url: str = env("BOT_OPENID_METADATA_URL", DEFAULT_OPENID_METADATA_URL, "url", False)
-    # Teams single sign-on through the Azure Bot's OAuth connection, for QUERY_IDENTITY=user.
-    sso_connection_name: str = env("SSO_CONNECTION_NAME", "sentinel-sso", "checked",
-                                   lambda v: bool(re.fullmatch(r"[\w.-]{1,80}", v)),
-                                   "is not a connection name: use the OAuth connection's name on the Azure Bot "
-                                   "(letters, digits, '.', '_' and '-').")
-    sso_app_id: str | None = env("SSO_APP_ID", None, "guid",
-                                 "the client id of the app registration Teams single sign-on issues tokens to")
-    sso_client_secret: str | None = env("SSO_CLIENT_SECRET", secret=True)
-    # The Bot Framework token service (default: botbuilder's); tests, sovereign clouds.
-    bot_oauth_url: str | None = env("BOT_OAUTH_URL", None, "url", False)
 
     @property
     def authenticates_requests(self) -> bool:
@@ -173,20 +161,31 @@ class TeamsSettings:
 @dataclass(frozen=True)
 class AccessSettings:
     """Who may ask (tenants, readers, reader groups through Microsoft Graph) and where; whose permissions reads
-    run with; model turns and tokens per minute. Empty reader lists: anyone in an allowed tenant."""
+    run with (and Teams single sign-on for it); model turns and tokens per minute. Empty reader lists: anyone in an
+    allowed tenant."""
 
     tenants: frozenset[str] = env("ALLOWED_TENANTS", frozenset(), "ids", "an Entra tenant id")
     readers: frozenset[str] = env("ALLOWED_READERS", frozenset(), "ids", "an Entra user object id")
     reader_groups: frozenset[str] = env("ALLOWED_READER_GROUPS", frozenset(), "ids", "an Entra group object id")
+    group_cache_seconds: int = env("READER_GROUP_CACHE_SECONDS", 300, "number", 0, 86_400)
     conversation_types: frozenset[str] = env("ALLOWED_CONVERSATION_TYPES", frozenset(CONVERSATION_TYPES),
                                              "conversation_types")
     teams: frozenset[str] = env("ALLOWED_TEAMS", frozenset(), "names")
     channels: frozenset[str] = env("ALLOWED_CHANNELS", frozenset(), "names")
     graph_endpoint: str = env("GRAPH_ENDPOINT", "https://graph.microsoft.com", "url", False)
     login_endpoint: str = env("ENTRA_LOGIN_ENDPOINT", "https://login.microsoftonline.com", "url", False)
-    group_cache_seconds: int = env("READER_GROUP_CACHE_SECONDS", 300, "number", 0, 86_400)
     # bot: reads and writes as the bot's identity; user: as each analyst (on-behalf-of, after Teams single sign-on).
     query_identity: str = env("QUERY_IDENTITY", "bot", "choice", ("bot", "user"))
+    # Teams single sign-on through the Azure Bot's OAuth connection, for QUERY_IDENTITY=user.
+    sso_app_id: str | None = env("SSO_APP_ID", None, "guid",
+                                 "the client id of the app registration Teams single sign-on issues tokens to")
+    sso_client_secret: str | None = env("SSO_CLIENT_SECRET", secret=True)
+    sso_connection_name: str = env("SSO_CONNECTION_NAME", "sentinel-sso", "checked",
+                                   lambda v: bool(re.fullmatch(r"[\w.-]{1,80}", v)),
+                                   "is not a connection name: use the OAuth connection's name on the Azure Bot "
+                                   "(letters, digits, '.', '_' and '-').")
+    # The Bot Framework token service (default: botbuilder's); tests, sovereign clouds.
+    bot_oauth_url: str | None = env("BOT_OAUTH_URL", None, "url", False)
     # Cost and abuse: model turns and tokens per minute, per analyst and per conversation (tokens 0: no limit).
     turns_per_user_minute: int = env("MODEL_TURNS_PER_USER_MINUTE", 6, "number", 1, 1000)
     turns_per_conversation_minute: int = env("MODEL_TURNS_PER_CONVERSATION_MINUTE", 20, "number", 1, 1000)
@@ -198,7 +197,8 @@ class AccessSettings:
 @dataclass(frozen=True)
 class TurnSettings:
     """Turns: one overall deadline each, the drain at shutdown, and where they run. Queue off: in the web process;
-    azure: on Azure Storage (several instances); local: in a SQLite file for worker processes on this machine."""
+    azure: on Azure Storage (several instances); local: in a SQLite file for worker processes on this machine; and
+    the watches' poll, the turns the bot starts itself."""
 
     deadline_seconds: int = env("TURN_DEADLINE_SECONDS", 120, "number", 1, 3600)
     shutdown_grace_seconds: int = env("SHUTDOWN_GRACE_SECONDS", 20, "number", 0, 110)
@@ -215,6 +215,8 @@ class TurnSettings:
     max_attempts: int = env("TURN_MAX_ATTEMPTS", 3, "number", 1, 20)  # deliveries before a turn is set aside
     # Instances serving this bot (the deployment's scale-out), to refuse per-instance state.
     instance_count: int = env("INSTANCE_COUNT", 1, "number", 1, 100)
+    # How often watches look for new incidents (one query whatever their number); 0: off.
+    watch_poll_seconds: int = env("WATCH_POLL_SECONDS", 60, "number", 0, 3600)
 
 
 @dataclass(frozen=True)
@@ -222,11 +224,11 @@ class StorageSettings:
     """Conversation state: memory, a SQLite file, or Azure Blob Storage reached as the bot's identity."""
 
     state: StateLocation = env("STATE_STORE", DEFAULT_STATE, "state_location")  # noqa: RUF009 (a field)
+    blob_account_url: str | None = env("STATE_BLOB_ACCOUNT_URL", None, "url", False)  # https://<account>.blob...
+    blob_container: str = env("STATE_BLOB_CONTAINER", "bot-state")
     # Accepted for local emulators only: Azure accounts are reached as the bot's identity.
     blob_connection_string: str | None = env("STATE_BLOB_CONNECTION_STRING", None, "emulator_connection",
                                              secret=True)
-    blob_container: str = env("STATE_BLOB_CONTAINER", "bot-state")
-    blob_account_url: str | None = env("STATE_BLOB_ACCOUNT_URL", None, "url", False)  # https://<account>.blob...
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,7 @@ class Settings:
     @property
     def watches_enabled(self) -> bool:
         """Watches poll with the bot's own read access: nobody is signed in when it looks for new incidents."""
-        return self.workspace.watch_poll_seconds > 0 and self.access.query_identity == "bot"
+        return self.turns.watch_poll_seconds > 0 and self.access.query_identity == "bot"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, dotenv_path: str | Path | None = ".env") -> Settings:
@@ -533,12 +535,12 @@ class _Reader:
             ("SENTINEL_WORKSPACE_ID", settings.workspace.uses_demo,
              "the demo workspace has no permissions to apply per analyst"),
             ("MICROSOFT_APP_ID", not teams.app_id, "Teams signs analysts in to a registered bot only"),
-            ("SSO_APP_ID", not teams.sso_app_id, "the app registration whose API Teams signs analysts in to"),
+            ("SSO_APP_ID", not settings.access.sso_app_id, "the app registration whose API Teams signs analysts in to"),
             ("MICROSOFT_APP_TENANT_ID", not teams.app_tenant_id, "the tenant of that app registration"),
         ) if missing]
         for name, why in needs:
             self.problems.append(f"QUERY_IDENTITY=user needs {name}: {why}.")
-        if not teams.sso_client_secret and teams.app_type != "UserAssignedMSI":
+        if not settings.access.sso_client_secret and teams.app_type != "UserAssignedMSI":
             self.problems.append("QUERY_IDENTITY=user needs SSO_CLIENT_SECRET (the app registration's client secret),"
                                  " or MICROSOFT_APP_TYPE=UserAssignedMSI with the managed identity as the "
                                  "registration's federated credential.")

@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
+
 import pytest
 
-from bot.config import ConfigError, Settings, StateLocation
+from bot.config import SECTIONS, ConfigError, Settings, StateLocation, variables
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def settings(**env: str) -> Settings:
@@ -159,3 +165,36 @@ def test_azure_clients_read_proxy_settings_only_when_a_proxy_is_configured() -> 
     assert settings().env_proxies is False
     assert settings(HTTPS_PROXY="http://proxy.contoso.example:3128").env_proxies is True
     assert settings(no_proxy="localhost").env_proxies is False, "no_proxy alone configures no proxy"
+
+
+DOC_SECTIONS = {"Model": "Model", "Workspace": "Workspace", "Teams identity": "Teams", "Access": "Access",
+                "Turns": "Turn", "Storage": "Storage", "Telemetry": "Telemetry", "Demo": "Demo"}
+
+
+def documented(markdown: str) -> dict[str, list[str]]:
+    """The variables each "## Section" of docs/configuration.md lists in its table's first column."""
+    listed: dict[str, list[str]] = {}
+    for part in re.split(r"^## ", markdown, flags=re.MULTILINE)[1:]:
+        heading, _, body = part.partition("\n")
+        listed[heading.strip()] = re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", body, flags=re.MULTILINE)
+    return listed
+
+
+def test_the_settings_list_and_env_example_name_exactly_what_the_code_reads() -> None:
+    code = variables()
+    listed = documented((ROOT / "docs" / "configuration.md").read_text())
+    assert {DOC_SECTIONS[h]: names for h, names in listed.items() if h in DOC_SECTIONS} == code, (
+        "docs/configuration.md lists each section's variables in the code's order")
+    assert not [names for h, names in listed.items() if h not in DOC_SECTIONS and names], "no table elsewhere"
+    example = re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), flags=re.MULTILINE)
+    assert example == [name for names in code.values() for name in names], ".env.example: every one, once, in order"
+
+
+def test_each_default_is_written_once_and_reads_back_unchanged() -> None:
+    """A field's default is the value read when its variable is unset (no second copy in the reader)."""
+    read = Settings.from_env({}, dotenv_path=None)
+    for section in SECTIONS:
+        name = next(f.name for f in dataclasses.fields(Settings) if f.default_factory is section)
+        for f in dataclasses.fields(section):
+            if f.name not in ("allowed_service_urls", "queue_path"):  # derived from other settings when unset
+                assert getattr(getattr(read, name), f.name) == f.default, (section.__name__, f.name)

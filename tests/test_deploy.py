@@ -914,4 +914,4 @@ def test_on_behalf_of_adds_the_oauth_connection_and_the_settings_the_app_accepts
         "user", sso_app, "sentinel-sso")
     assert "value-from-key-vault" not in json.dumps(settings), "the web app never gets the connection's secret"
     app = Settings.from_env(settings, dotenv_path=None)  # on-behalf-of through the managed identity: no secret
-    assert app.access.query_identity == "user" and app.teams.sso_app_id == sso_app and app.teams.sso_client_secret is None
+    assert app.access.query_identity == "user" and app.access.sso_app_id == sso_app and app.access.sso_client_secret is None

@@ -111,9 +111,10 @@ def settings_for(rig_parts: dict[str, Any], identity: str) -> Settings:
     return replace(
         defaults,
         workspace=replace(defaults.workspace, workspace_id=WORKSPACE, logs_endpoint=rig_parts["logs"].endpoint),
-        access=replace(defaults.access, query_identity=identity, login_endpoint=rig_parts["entra"].url),
-        teams=replace(defaults.teams, sso_app_id=SSO_APP_ID, sso_client_secret="test-secret", app_tenant_id=TENANT,
-                      bot_oauth_url=rig_parts["tokens"].url, sso_connection_name=CONNECTION))
+        access=replace(defaults.access, query_identity=identity, login_endpoint=rig_parts["entra"].url,
+                       sso_app_id=SSO_APP_ID, sso_client_secret="test-secret", bot_oauth_url=rig_parts["tokens"].url,
+                       sso_connection_name=CONNECTION),
+        teams=replace(defaults.teams, app_tenant_id=TENANT))
 
 
 @pytest.fixture
@@ -411,7 +412,7 @@ def test_on_behalf_of_mode_refuses_to_start_without_what_it_needs() -> None:
         Settings.from_env(base | {"MICROSOFT_APP_PASSWORD": "bot-secret"}, dotenv_path=None)
     assert "SSO_CLIENT_SECRET" in str(secret.value) and "bot-secret" not in str(secret.value)
     settings = Settings.from_env(base | {"MICROSOFT_APP_TYPE": "UserAssignedMSI"}, dotenv_path=None)
-    assert settings.access.query_identity == "user" and settings.teams.sso_client_secret is None
+    assert settings.access.query_identity == "user" and settings.access.sso_client_secret is None
     assert Settings.from_env({}, dotenv_path=None).access.query_identity == "bot", "off by default"
 
 

@@ -144,8 +144,8 @@ def create_surface(settings: Settings, *, sentinel: SentinelClient, orchestrator
                       runner=runner, memory=memory, capture_content=settings.telemetry.capture_content, desk=desk,
                       access=access, limits=limits,
                       watches=WatchStore(storage) if settings.watches_enabled else None,
-                      signin=SignIn(settings.teams.sso_connection_name, users, oauth_url=settings.teams.bot_oauth_url,
-                                    local_app_id=settings.teams.sso_app_id) if users is not None else None)
+                      signin=SignIn(settings.access.sso_connection_name, users, oauth_url=settings.access.bot_oauth_url,
+                                    local_app_id=settings.access.sso_app_id) if users is not None else None)
     tokens = channel_tokens(settings)
     surface = Surface(bot, create_adapter(settings, tokens), tokens, settings)
     runner.add_cleanup(surface.authentication.sessions.close)  # the turns' replies go out on the runner's loop
@@ -343,7 +343,7 @@ def _watch_poller(surface: Surface, sentinel: SentinelClient, storage: Storage,
     settings, store = surface.settings, surface.bot.watches
     if store is None:
         return None
-    interval = settings.workspace.watch_poll_seconds
+    interval = settings.turns.watch_poll_seconds
     return WatchPoller(store, sentinel_feed(sentinel), AdapterSender(surface.adapter, settings.teams.app_id or ""),
                        BlobLease(storage.container()) if isinstance(storage, EscapedBlobStorage)
                        else StoreLease(storage, seconds=2 * interval + 10), interval_s=interval, demo=sentinel.is_demo,
