@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.orchestrator import grounding
+from bot.orchestrator.factcheck import grounding
 from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.facts import Facts
+from bot.orchestrator.factcheck.facts import Facts
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator, TurnResult
 from bot.orchestrator.memory import Memory, TokenCounter
@@ -148,7 +148,7 @@ def test_what_is_not_an_identifier(text: str) -> None:
 async def test_a_change_confirmed_on_the_card_makes_the_next_answer_about_it_true(
         fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
     """The write log the check reads is the confirmation desk's: after Confirm, "I've assigned it" is true."""
-    from bot.orchestrator.confirmations import Actor, ConfirmationDesk, OutcomeStatus, WritePolicy
+    from bot.orchestrator.changes.confirmations import Actor, ConfirmationDesk, OutcomeStatus, WritePolicy
     from bot.sentinel.changes import Owner
     from bot.sentinel.demo.writer import DemoIncidentWriter
 
@@ -188,8 +188,8 @@ async def test_a_filtered_list_total_counts_with_its_filters_words(demo_client: 
 def test_remembered_identifiers_and_facts_are_the_same_as_fresh_ones_and_cannot_be_changed_by_a_reader() -> None:
     """Short texts' identifiers and facts' stored forms are built once (a model turn's CPU): a caller changing what
     it got back must not change what the next caller gets."""
-    from bot.orchestrator.facts import CountFact
-    from bot.orchestrator.identifiers import _extract, extract
+    from bot.orchestrator.factcheck.facts import CountFact
+    from bot.orchestrator.factcheck.identifiers import _extract, extract
 
     title = "Mimikatz on WS-FIN-160.contoso.local by alice@contoso.com, see #14448"
     first = extract(title)

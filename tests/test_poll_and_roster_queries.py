@@ -292,8 +292,8 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
 
 async def test_an_answer_may_cite_the_on_call_analysts_and_nobody_else(demo_client: SentinelClient) -> None:
     """The roster's records name their UPNs and emails (``NamesEntities``), so the fact check knows them."""
-    from bot.orchestrator import grounding
-    from bot.orchestrator.facts import Facts
+    from bot.orchestrator.factcheck import grounding
+    from bot.orchestrator.factcheck.facts import Facts
     from bot.orchestrator.references import References
 
     facts = Facts()
