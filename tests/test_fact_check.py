@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.orchestrator.factcheck import grounding
 from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.factcheck import grounding
 from bot.orchestrator.factcheck.facts import Facts
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator, TurnResult
@@ -201,3 +201,19 @@ def test_remembered_identifiers_and_facts_are_the_same_as_fresh_ones_and_cannot_
                               "scope": "incident #14448"}
     assert fact.to_dict() is fact.to_dict() and CountFact.from_dict(fact.to_dict()) == fact
     assert hash(fact) == hash(CountFact.from_dict(fact.to_dict())), "the stored form is not part of equality"
+
+
+async def test_a_commands_rows_become_facts_as_the_orchestrator_says(fake_openai: oa.FakeOpenAI,
+                                                                      demo_client: SentinelClient) -> None:
+    """A command asks the orchestrator to remember what it read: the facts are seen by the orchestrator's clock."""
+    from bot.commands.router import CommandRouter, Route
+
+    async def status(_: str) -> None:
+        return None
+
+    conversation = Conversation()
+    routed = await CommandRouter(demo_client, orchestrator(fake_openai, demo_client)).route(
+        "incidents 7d", conversation, status)
+    assert routed.route is Route.QUERY and routed.run is not None and routed.run.artifact.records
+    assert conversation.facts.incidents and all(f.seen.at == NOW for f in conversation.facts.incidents.values())
+    assert conversation.references.items, "and its rows have their [n]"

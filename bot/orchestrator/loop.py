@@ -160,6 +160,11 @@ class Orchestrator:
             answer = "I could not put an answer together from these results. Please rephrase the question."
         return answer, said_by_bot
 
+    def remember(self, conversation: Conversation, result: QueryResult) -> None:
+        """A read's rows enter the conversation: their [n] references, and the facts the fact check reads, seen now
+        by this orchestrator's clock. The model's reads and those run without it (a command, a card button) alike."""
+        conversation.remember(result, self.clock())
+
     async def summarise_and_clear(self, conversation: Conversation) -> str:
         """/clear: keep preferences and a short model-written summary of the discussion."""
         summary = None
@@ -222,7 +227,7 @@ class Orchestrator:
         runs = await asyncio.gather(*(self.tools.run(call.name, call.arguments, call.id) for call in reads))
         for run in runs:
             if isinstance(run.artifact, QueryResult):
-                conversation.remember(run.artifact, self.clock())
+                self.remember(conversation, run.artifact)
             content = self.tools.registry.text(run.artifact, conversation.references.ref_for, run.arguments)
             turn.append(ToolResult(run.call_id, run.tool, content))
             result.runs.append(run)
