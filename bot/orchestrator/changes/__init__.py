@@ -6,9 +6,9 @@ propose, confirm by the same analyst, re-read, write with the etag, audit; ``Wri
 ``pending`` (the one proposal a conversation keeps waiting, and recent outcomes, as plain stored data) and
 ``escalation`` (what an escalation posts, and the ``Notifier`` a surface implements to post it).
 
-The loop, the conversation, the surfaces and the composition root use only what is exported here. Of the
-orchestrator it imports only ``references`` (and ``conversation``'s type), never the loop, the model, the
-memory or the fact check (``tests/test_architecture.py``).
+The loop, the surfaces and the composition root use only what is exported here; the conversation stores
+``pending``'s records. Of the orchestrator it imports only ``references`` (and ``conversation``'s type), never
+the loop, the model, the memory or the fact check (``tests/test_architecture.py``).
 """
 
 from bot.orchestrator.changes.confirmations import (
