@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(ROOT.parent / "shared" / "tiktoken")
 
-from bot.orchestrator import grounding  # noqa: E402
 from bot.orchestrator.conversation import Conversation  # noqa: E402
+from bot.orchestrator.factcheck import grounding  # noqa: E402
 from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
 from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402

@@ -14,10 +14,9 @@ from typing import Any, TypeVar
 
 from bot import package, telemetry
 from bot.config import ConfigError, Settings
-from bot.sentinel import kql
 from bot.sentinel.client import iso_duration
 from bot.sentinel.params import InvalidParameter
-from bot.sentinel.queries import QUERY_NAMES, make_query
+from bot.sentinel.queries import QUERY_NAMES, kql_of, make_query
 
 T = TypeVar("T")
 
@@ -88,7 +87,7 @@ def _print_kql(tool: str, raw_arguments: str) -> int:
     except (ValueError, InvalidParameter) as exc:
         print(f"Invalid arguments for {tool}: {exc}", file=sys.stderr)
         return 2
-    print(kql.build(query))
+    print(kql_of(query))
     print(f"// timespan sent with the query: {iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
     return 0
 

@@ -15,7 +15,7 @@ from typing import Any
 from bot import telemetry
 from bot.audit import AuditedSentinelClient
 from bot.config import Settings
-from bot.orchestrator.confirmations import ConfirmationDesk, WritePolicy
+from bot.orchestrator.changes import ConfirmationDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter

@@ -1,6 +1,6 @@
 """The audit trail of reads and refusals: one structured record per event on the ``bot.audit`` logger.
 
-Incident changes write theirs in orchestrator/confirmations.py; this module adds the two the workspace's
+Incident changes write theirs in orchestrator/changes/confirmations.py; this module adds the two the workspace's
 own logs cannot show, because every query runs with the bot's identity:
 
 - ``read``: every workspace query, with who asked (the analyst the surface set with ``asking``), where, which

@@ -73,7 +73,7 @@ class JsonFormatter(logging.Formatter):
         }
         audit = getattr(record, "audit", None)
         if isinstance(audit, dict):
-            # An audit record (orchestrator.confirmations) is structured data: a field, not JSON inside the message.
+            # An audit record (orchestrator.changes) is structured data: a field, not JSON inside the message.
             entry["message"] = f"audit {audit.get('event', '')}"
             entry["audit"] = audit
         correlation = getattr(record, "correlation_id", None) or correlation_id.get()

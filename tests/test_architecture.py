@@ -74,6 +74,28 @@ def test_layers_point_one_way() -> None:
     assert not problems, problems
 
 
+# orchestrator sub-package -> the orchestrator modules outside it that it may import: never the loop, the model,
+# the memory or the other sub-package (changes names the conversation's type; the conversation stores its pending
+# action)
+ORCHESTRATOR_PARTS = {
+    "factcheck": {"bot.orchestrator.references"},
+    "changes": {"bot.orchestrator.references", "bot.orchestrator.conversation"},
+}
+
+
+def test_the_orchestrators_parts_never_reach_back_into_the_loop() -> None:
+    problems = []
+    for part, allowed in ORCHESTRATOR_PARTS.items():
+        inside = f"bot.orchestrator.{part}"
+        for module, path in _modules():
+            if module != inside and not module.startswith(inside + "."):
+                continue
+            problems += [f"{module} imports {name}" for name in _imports(path)
+                         if (name == "bot.orchestrator" or name.startswith("bot.orchestrator."))
+                         and name != inside and not name.startswith(inside + ".") and name not in allowed]
+    assert not problems, problems
+
+
 def _owners(name: str) -> set[str] | None:
     """The owners of the most specific prefix of ``name`` in EXTERNAL_OWNERS (None: anyone may import it)."""
     matches = [prefix for prefix in EXTERNAL_OWNERS if name == prefix or name.startswith(prefix + ".")]

@@ -114,7 +114,7 @@ def test_change_requests_in_plain_words_go_to_the_model(text: str) -> None:
     ("add a note to [2] that we called the user", {"comment"}),
 ])
 def test_only_verbs_of_change_let_the_model_propose_a_change(text: str, kinds: set[str]) -> None:
-    from bot.orchestrator.write_guard import asked_for
+    from bot.orchestrator.changes.write_guard import asked_for
 
     assert {kind.value for kind in asked_for(text)} == kinds
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bot.commands.parser import CommandError, parse
-from bot.orchestrator.write_guard import asked_for
+from bot.orchestrator.changes.write_guard import asked_for
 from bot.sentinel.changes import ChangeKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot import cards
-from bot.orchestrator.escalation import EscalationNotice, Named, Posted, unnotified_advice
+from bot.orchestrator.changes.escalation import EscalationNotice, Named, Posted, unnotified_advice
 from bot.sentinel.changes import ChangeKind, OnCallContact, Owner, escalation_comment, make_change
 from bot.teams.mentions import Lookup, Member, escalation_message
 from tests.test_action_cards import ACTION_ID, EXPIRES, HOSTILE_TEXTS, facts, snapshot, toggle_and_target

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.orchestrator import grounding
 from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.facts import Facts
+from bot.orchestrator.factcheck import grounding
+from bot.orchestrator.factcheck.facts import Facts
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator, TurnResult
 from bot.orchestrator.memory import Memory, TokenCounter
@@ -148,7 +148,7 @@ def test_what_is_not_an_identifier(text: str) -> None:
 async def test_a_change_confirmed_on_the_card_makes_the_next_answer_about_it_true(
         fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
     """The write log the check reads is the confirmation desk's: after Confirm, "I've assigned it" is true."""
-    from bot.orchestrator.confirmations import Actor, ConfirmationDesk, OutcomeStatus, WritePolicy
+    from bot.orchestrator.changes.confirmations import Actor, ConfirmationDesk, OutcomeStatus, WritePolicy
     from bot.sentinel.changes import Owner
     from bot.sentinel.demo.writer import DemoIncidentWriter
 
@@ -188,8 +188,8 @@ async def test_a_filtered_list_total_counts_with_its_filters_words(demo_client: 
 def test_remembered_identifiers_and_facts_are_the_same_as_fresh_ones_and_cannot_be_changed_by_a_reader() -> None:
     """Short texts' identifiers and facts' stored forms are built once (a model turn's CPU): a caller changing what
     it got back must not change what the next caller gets."""
-    from bot.orchestrator.facts import CountFact
-    from bot.orchestrator.identifiers import _extract, extract
+    from bot.orchestrator.factcheck.facts import CountFact
+    from bot.orchestrator.factcheck.identifiers import _extract, extract
 
     title = "Mimikatz on WS-FIN-160.contoso.local by alice@contoso.com, see #14448"
     first = extract(title)
@@ -201,3 +201,19 @@ def test_remembered_identifiers_and_facts_are_the_same_as_fresh_ones_and_cannot_
                               "scope": "incident #14448"}
     assert fact.to_dict() is fact.to_dict() and CountFact.from_dict(fact.to_dict()) == fact
     assert hash(fact) == hash(CountFact.from_dict(fact.to_dict())), "the stored form is not part of equality"
+
+
+async def test_a_commands_rows_become_facts_as_the_orchestrator_says(fake_openai: oa.FakeOpenAI,
+                                                                      demo_client: SentinelClient) -> None:
+    """A command asks the orchestrator to remember what it read: the facts are seen by the orchestrator's clock."""
+    from bot.commands.router import CommandRouter, Route
+
+    async def status(_: str) -> None:
+        return None
+
+    conversation = Conversation()
+    routed = await CommandRouter(demo_client, orchestrator(fake_openai, demo_client)).route(
+        "incidents 7d", conversation, status)
+    assert routed.route is Route.QUERY and routed.run is not None and routed.run.artifact.records
+    assert conversation.facts.incidents and all(f.seen.at == NOW for f in conversation.facts.incidents.values())
+    assert conversation.references.items, "and its rows have their [n]"

@@ -14,7 +14,6 @@ import unicodedata
 
 import pytest
 
-from bot.sentinel import kql
 from bot.sentinel.params import BinSize, IncidentRef, InvalidParameter, Severity, TimeWindow
 from bot.sentinel.queries import (
     COLUMNS,
@@ -24,6 +23,7 @@ from bot.sentinel.queries import (
     IncidentDetailQuery,
     IncidentsQuery,
     TopEntitiesQuery,
+    kql_of,
     make_query,
 )
 from tests.support import kusto
@@ -70,7 +70,7 @@ def _all_enum_queries() -> list:
 def test_every_enum_combination_parses_with_the_contract_columns() -> None:
     queries = _all_enum_queries()
     assert len(queries) > 150
-    results = kusto.check([kql.build(q) for q in queries])
+    results = kusto.check([kql_of(q) for q in queries])
     failures = [(q, r["errors"]) for q, r in zip(queries, results) if not r["ok"]]
     assert not failures, failures[:3]
     for query, result in zip(queries, results):
@@ -82,7 +82,7 @@ def test_every_enum_combination_parses_with_the_contract_columns() -> None:
 def test_hostile_incident_refs_stay_one_string_literal() -> None:
     baseline = IncidentDetailQuery(IncidentRef(title_search="phishing"))
     hostile = [IncidentDetailQuery(IncidentRef(title_search=value)) for value in HOSTILE_REFS]
-    results = kusto.check([kql.build(baseline)] + [kql.build(q) for q in hostile])
+    results = kusto.check([kql_of(baseline)] + [kql_of(q) for q in hostile])
     base_literals = [lit["value"] for lit in results[0]["string_literals"]]
     assert base_literals.count("phishing") == 1
     for value, result in zip(HOSTILE_REFS, results[1:]):
@@ -163,7 +163,7 @@ def _filter_variants() -> list:
 
 def test_every_filter_alone_and_combined_parses_with_the_contract_columns() -> None:
     queries = _filter_variants()
-    results = kusto.check([kql.build(q) for q in queries])
+    results = kusto.check([kql_of(q) for q in queries])
     for query, result in zip(queries, results):
         assert result["ok"], (query.parameters(), result["errors"][:2])
         columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
@@ -186,7 +186,7 @@ def test_hostile_filter_values_are_refused_or_stay_one_string_literal(tool: str,
             refused += 1
     # Only the 10 KB string is refused (and, for a product name, text with control characters).
     assert refused == sum(_refusal(name, v) != "" for v in HOSTILE_REFS) + (name == "product") and len(kept) > 35
-    results = kusto.check([kql.build(make_query(tool, {name: benign}))] + [kql.build(q) for _, q in kept])
+    results = kusto.check([kql_of(make_query(tool, {name: benign}))] + [kql_of(q) for _, q in kept])
     base = [lit["value"] for lit in results[0]["string_literals"]]
     position = base.index(benign)
     for (value, query), result in zip(kept, results[1:]):

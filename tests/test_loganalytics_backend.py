@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.sentinel import kql
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.sentinel.models import QueryError, QueryResult
-from bot.sentinel.queries import make_query
+from bot.sentinel.queries import kql_of, make_query
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
 
 WORKSPACE = "11111111-2222-3333-4444-555555555555"
@@ -41,12 +40,12 @@ async def test_request_shape(fake_logs: FakeLogAnalytics) -> None:
     credential = FakeCredential()
     client = client_for(fake_logs, credential)
     query = make_query("query_incidents", {"time_window": "last_24h"})
-    fake_logs.known[kql.build(query)] = table_body("query_incidents", [INCIDENT_ROW])
+    fake_logs.known[kql_of(query)] = table_body("query_incidents", [INCIDENT_ROW])
     result = await client.query_incidents(time_window="last_24h")
     assert isinstance(result, QueryResult) and result.records[0].number == 42
     [request] = fake_logs.requests
     assert request.path == f"/v1/workspaces/{WORKSPACE}/query"
-    assert request.body["query"] == kql.build(query)
+    assert request.body["query"] == kql_of(query)
     assert request.body["timespan"].startswith("PT86400")  # the window also goes through the API's timespan
     assert "wait=30" in request.headers["Prefer"]  # a one-day window gets half the 60 s ceiling
     assert request.headers["x-ms-client-request-id"]  # the query id, logged with any problem

@@ -14,7 +14,7 @@ import pytest
 
 from bot.orchestrator import prompts
 from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.confirmations import Actor, ConfirmationDesk, WritePolicy
+from bot.orchestrator.changes.confirmations import Actor, ConfirmationDesk, WritePolicy
 from bot.orchestrator.items import ToolResult
 from bot.orchestrator.llm import ChatModel, create_client, to_wire
 from bot.orchestrator.loop import Orchestrator

@@ -21,7 +21,6 @@ import pytest
 
 from bot.cards import result_card
 from bot.commands.parser import Command, parse, with_preferences
-from bot.sentinel import kql
 from bot.sentinel.changes import ChangeKind, IncidentStatus, Owner, make_change
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo import generator, oncall
@@ -30,7 +29,7 @@ from bot.sentinel.demo.inject import FIRST_NUMBER
 from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.models import ChangedIncident, OnCallEntry, QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
-from bot.sentinel.queries import COLUMNS, MAX_CHANGES, make_query
+from bot.sentinel.queries import COLUMNS, MAX_CHANGES, kql_of, make_query
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW, SEED
@@ -52,13 +51,13 @@ def test_both_queries_parse_with_the_contract_columns() -> None:
                "2026-11-20"]
     queries = [make_query("incident_changes", {"since": c}) for c in cursors]
     queries += [make_query("incident_changes", {"since": NOW, "limit": 1}), make_query("get_on_call")]
-    results = kusto.check([kql.build(q) for q in queries])
+    results = kusto.check([kql_of(q) for q in queries])
     for query, result in zip(queries, results, strict=True):
         assert result["ok"], (query, result["errors"][:2])
         columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
         assert tuple(name for name, _ in columns) == COLUMNS[query.tool]
         assert columns == RESULT_TYPES[query.tool]
-    assert 'datetime(2026-11-20T07:00:00.123456Z)' in kql.build(queries[2]), "the cursor in UTC, never user text"
+    assert 'datetime(2026-11-20T07:00:00.123456Z)' in kql_of(queries[2]), "the cursor in UTC, never user text"
 
 
 def test_the_parser_knows_getwatchlist_and_only_its_columns() -> None:
@@ -292,8 +291,8 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
 
 async def test_an_answer_may_cite_the_on_call_analysts_and_nobody_else(demo_client: SentinelClient) -> None:
     """The roster's records name their UPNs and emails (``NamesEntities``), so the fact check knows them."""
-    from bot.orchestrator import grounding
-    from bot.orchestrator.facts import Facts
+    from bot.orchestrator.factcheck import grounding
+    from bot.orchestrator.factcheck.facts import Facts
     from bot.orchestrator.references import References
 
     facts = Facts()

@@ -144,7 +144,7 @@ async def test_a_query_declared_in_one_module_is_offered_run_and_rendered(regist
     assert TOOL.name in {t.name for t in TOOLS.offered(writes=False)}
     schema = TOOL.parameters_schema()
     assert schema["properties"]["limit"] == {"type": "integer", "minimum": 1, "maximum": 20}
-    [checked] = kusto.check([kql.build(queries.make_query(SPEC.name, {"time_window": "last_7d"}))])
+    [checked] = kusto.check([queries.kql_of(queries.make_query(SPEC.name, {"time_window": "last_7d"}))])
     assert checked["ok"], checked["errors"]
     assert tuple(c["name"] for c in checked["result_columns"]) == SPEC.columns
 
@@ -165,8 +165,8 @@ async def test_a_query_declared_in_one_module_is_offered_run_and_rendered(regist
 async def test_the_new_query_reads_the_same_from_log_analytics(registered: None, demo_backend: DemoBackend,
                                                                 fake_logs: FakeLogAnalytics) -> None:
     query = queries.make_query(SPEC.name, {"time_window": "last_3d"})
-    raw = await demo_backend.execute(query, kql.build(query))
-    fake_logs.known[kql.build(query)] = table_body_for(raw.rows)
+    raw = await demo_backend.execute(query, queries.kql_of(query))
+    fake_logs.known[queries.kql_of(query)] = table_body_for(raw.rows)
     client = make_la_client(fake_logs)
     try:
         remote = await client.run(SPEC.name, time_window="last_3d")

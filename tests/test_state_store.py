@@ -58,3 +58,15 @@ def test_a_state_over_its_budget_loses_its_oldest_turns_until_it_fits() -> None:
     encoded = bound(data, Memory(TokenCounter()), max_bytes=20_000)
     assert encoded.size <= 20_000 and encoded == EncodedState.of(data)
     assert data.conversation.history[-1] == UserMessage("question 39: " + "x" * 2_000), "the newest turns stay"
+
+
+def test_with_no_history_left_a_state_over_its_budget_keeps_the_newer_half_of_its_facts_and_references() -> None:
+    from tests.test_tools_and_memory import NOW, incident, result
+
+    data = ConversationData()
+    data.conversation.history.append(UserMessage("question: " + "x" * 2_000))
+    data.conversation.remember(result(*(incident(14_000 + n) for n in range(40))), NOW)
+    before = [r.n for r in data.conversation.references.items]
+    encoded = bound(data, Memory(TokenCounter()), max_bytes=200)
+    assert data.conversation.history == [] and encoded == EncodedState.of(data)
+    assert [r.n for r in data.conversation.references.items] == before[len(before) // 2:]

@@ -32,11 +32,10 @@ from bot.config import Settings
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
-from bot.sentinel import kql
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.models import QueryError, QueryResult
-from bot.sentinel.queries import make_query
+from bot.sentinel.queries import kql_of, make_query
 from bot.terminal.chat import TerminalChat
 from bot.tools.toolbox import ToolBox
 from tests.support import connector_fake as teams
@@ -162,7 +161,7 @@ async def content_of_the_question(sentinel: SentinelClient) -> list[str]:
     result = await sentinel.run("query_incidents", QUESTION_ARGUMENTS)
     assert isinstance(result, QueryResult) and result.records
     row_text = {value for record in result.records for value in (record.title, record.owner, record.url) if value}
-    literals = re.findall(r'"([^"]{3,})"', kql.build(make_query("query_incidents", QUESTION_ARGUMENTS)))
+    literals = re.findall(r'"([^"]{3,})"', kql_of(make_query("query_incidents", QUESTION_ARGUMENTS)))
     assert literals and row_text
     return [QUESTION, *sorted(row_text), *literals]
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timezone
 import jsonschema
 import pytest
 
-from bot.orchestrator import grounding, identifiers
+from bot.orchestrator.factcheck import grounding, identifiers
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.orchestrator.references import MAX_REFERENCES, References

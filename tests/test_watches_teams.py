@@ -21,7 +21,7 @@ from botbuilder.schema import ChannelAccount, ConversationAccount, ConversationR
 
 from bot.commands.parser import parse
 from bot.config import Settings
-from bot.orchestrator.confirmations import ConfirmationDesk, WritePolicy
+from bot.orchestrator.changes.confirmations import ConfirmationDesk, WritePolicy
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.demo.writer import DemoIncidentWriter

@@ -3,7 +3,7 @@
 ``route`` decides what a line asks for: help, clear, prefer, a proposed incident change, a query
 command (run here, without the model: "[n]" resolved through the conversation's references, the
 analyst's preferred window and severity filled in, the run logged for the Data sources footnote and
-"show query", its rows remembered), an unreadable command, or a question for the model. Text that
+"show query", its rows remembered by the orchestrator), an unreadable command, or a question for the model. Text that
 cites an "[n]" this conversation does not have is answered at once with the references it does have
 (the model is not asked to guess). The surface
 renders the ``Routed`` it gets back and handles what only it can (confirmation cards, the model turn).
@@ -110,8 +110,16 @@ class CommandRouter:
         result = await self.sentinel.run(tool, arguments)
         run = ToolRun(tool, arguments, result, (time.perf_counter() - started) * 1000)
         if isinstance(result, QueryResult):
-            conversation.remember(result)
+            self.remember(conversation, result)
         return run
+
+    def remember(self, conversation: Conversation, result: QueryResult) -> None:
+        """What a command read enters the conversation as the orchestrator says (``Orchestrator.remember``); without
+        a model there is no orchestrator and no fact check, and the conversation keeps its references itself."""
+        if self.orchestrator is not None:
+            self.orchestrator.remember(conversation, result)
+        else:
+            conversation.remember(result)
 
     async def clear(self, conversation: Conversation) -> str:
         """/clear: with a model, keep a summary of the discussion; preferences are always kept."""

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.orchestrator.facts import Facts
+from bot.orchestrator.changes.pending import MAX_FINISHED_ACTIONS, FinishedAction, OutcomeStatus, PendingAction
+from bot.orchestrator.factcheck import Facts
 from bot.orchestrator.items import HISTORY_VERSION, Item, from_stored, to_stored
-from bot.orchestrator.pending import MAX_FINISHED_ACTIONS, FinishedAction, OutcomeStatus, PendingAction
 from bot.orchestrator.references import References
 from bot.sentinel.models import QueryResult
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.orchestrator import grounding, prompts
-from bot.orchestrator.confirmations import Actor, ConfirmationDesk, Proposal
+from bot.orchestrator import factcheck, prompts
+from bot.orchestrator.changes import Actor, ConfirmationDesk, Proposal, WriteGuard
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.items import (
     Instruction,
@@ -40,7 +40,6 @@ from bot.orchestrator.items import (
 from bot.orchestrator.llm import ChatModel, Completion, LLMError, LLMErrorKind, TextSink, WaitBudget
 from bot.orchestrator.local_time import LocalZone, time_context
 from bot.orchestrator.memory import Memory, digest
-from bot.orchestrator.write_guard import WriteGuard
 from bot.sentinel.models import QueryResult
 from bot.tools.compact import error_text
 from bot.tools.tool import Tool
@@ -70,7 +69,7 @@ class TurnResult:
     proposals: list[Proposal] = field(default_factory=list)  # incident changes proposed (at most one)
     refused: bool = False  # the model declined; text is its refusal
     cut: bool = False  # the answer stopped at the model's length limit
-    findings: list[grounding.Finding] = field(default_factory=list)  # what the fact check caught (marked in text)
+    findings: list[factcheck.Finding] = field(default_factory=list)  # what the fact check caught (marked in text)
     tokens: int = 0  # prompt and completion tokens of this turn's model calls, as the model reported them
 
     @property
@@ -119,13 +118,13 @@ class Orchestrator:
             return result
         answer, said_by_bot = self._answer_text(completion, result, wants_examples)
         if not said_by_bot:
-            result.findings = grounding.check(answer, conversation.facts, conversation.references, self.clock())
+            result.findings = factcheck.check(answer, conversation.facts, conversation.references, self.clock())
         if result.findings:
             log.info("fact check: %d finding(s) in the answer (%s)", len(result.findings),
                      ", ".join(sorted({f.category for f in result.findings})))
             # The marked text is what the analyst reads and what the model sees next turn.
-            answer = grounding.annotate(answer, result.findings)
-            result.notices.append(grounding.summary_notice(result.findings))
+            answer = factcheck.annotate(answer, result.findings)
+            result.notices.append(factcheck.summary_notice(result.findings))
         turn.append(Notice(answer) if said_by_bot else ModelMessage(answer))
         claims_change = any(f.category == "change" for f in result.findings)
         if asking.write_calls or claims_change:
@@ -160,6 +159,11 @@ class Orchestrator:
         if not answer:
             answer = "I could not put an answer together from these results. Please rephrase the question."
         return answer, said_by_bot
+
+    def remember(self, conversation: Conversation, result: QueryResult) -> None:
+        """A read's rows enter the conversation: their [n] references, and the facts the fact check reads, seen now
+        by this orchestrator's clock. The model's reads and those run without it (a command, a card button) alike."""
+        conversation.remember(result, self.clock())
 
     async def summarise_and_clear(self, conversation: Conversation) -> str:
         """/clear: keep preferences and a short model-written summary of the discussion."""
@@ -223,7 +227,7 @@ class Orchestrator:
         runs = await asyncio.gather(*(self.tools.run(call.name, call.arguments, call.id) for call in reads))
         for run in runs:
             if isinstance(run.artifact, QueryResult):
-                conversation.remember(run.artifact, self.clock())
+                self.remember(conversation, run.artifact)
             content = self.tools.registry.text(run.artifact, conversation.references.ref_for, run.arguments)
             turn.append(ToolResult(run.call_id, run.tool, content))
             result.runs.append(run)
@@ -323,8 +327,8 @@ class _LiveAnswer:
             return
         self.shown = cut
         done = so_far[:cut].rstrip()
-        findings = grounding.check(done, self.conversation.facts, self.conversation.references, self.clock())
-        await self.sink(grounding.mark(done, findings))
+        findings = factcheck.check(done, self.conversation.facts, self.conversation.references, self.clock())
+        await self.sink(factcheck.mark(done, findings))
 
 
 def _shrink_results(turn: list[Item]) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -153,6 +153,26 @@ class Memory:
             conversation.history.pop(0)
             conversation.token_counts.pop(0)
         return removed
+
+    def shed(self, conversation: Conversation) -> Iterator[str]:
+        """What to let go of when the stored conversation is too big, least missed first, one step per item (the
+        step's name): the oldest whole turns one at a time, the last one whole; then the older halves of the facts
+        and the references. The caller (the state store) measures what it stores after each step and stops when
+        it fits; the steps end when nothing is left to drop."""
+        while conversation.history:
+            turns = len(self.turn_starts(conversation))
+            if turns <= 1:
+                conversation.history.clear()
+                conversation.token_counts.clear()
+            else:
+                self.trim(conversation, max_turns=turns - 1, max_tokens=10**9)
+            yield "oldest turn"
+        # Only the bounded lists are left; keep their newest halves.
+        conversation.facts.halve()
+        references = conversation.references
+        references.items = references.items[len(references.items) // 2:]
+        conversation.references = type(references).from_dict(references.to_dict())
+        yield "older facts and references"
 
     def drop_half(self, conversation: Conversation) -> int:
         """After a context-length error: keep only the newest half of the turns."""

@@ -1,4 +1,4 @@
-"""KQL the read queries share, and ``build``: a query's KQL from its declaration; Microsoft's own idioms.
+"""KQL the read queries share, in Microsoft's own idioms (a query's whole text: ``queries.kql_of``).
 
 The idioms are those of Microsoft's Sentinel workbooks and detections (Azure/Azure-Sentinel repository:
 Workbooks/IncidentOverview.json, Workbooks/SecurityOperationsEfficiency.json, Detections/SecurityAlert/)
@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
 
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.spec import (
@@ -102,13 +101,6 @@ def expand_entities(alerts: str, indent: str = "    ") -> str:
         f"{indent}| extend EntityValue = {entity_value_expression()}\n"
         f"{indent}| where isnotempty(EntityValue)"
     )
-
-
-def build(query: Any) -> str:
-    """The KQL text for a query, by its declaration (``bot.sentinel.queries``)."""
-    from bot.sentinel.queries import spec_of  # the declarations use this module's helpers
-
-    return spec_of(query.tool).kql(query)
 
 
 def order_by(keys: tuple[tuple[str, bool], ...]) -> str:

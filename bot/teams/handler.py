@@ -40,11 +40,18 @@ from bot.cards import Verb
 from bot.commands.parser import Command
 from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
-from bot.orchestrator.confirmations import Actor, ConfirmationDesk, Outcome, OutcomeStatus, Proposal, ProposalStatus
+from bot.orchestrator.changes import (
+    Actor,
+    ConfirmationDesk,
+    Outcome,
+    OutcomeStatus,
+    PendingAction,
+    Proposal,
+    ProposalStatus,
+)
 from bot.orchestrator.local_time import LocalZone, zone_of
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
-from bot.orchestrator.pending import PendingAction
 from bot.sentinel.changes import ChangeKind, Owner
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import acting_as

@@ -25,7 +25,7 @@ from botbuilder.core.teams import TeamsInfo
 from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, ConversationReference, Mention
 
 from bot import cards
-from bot.orchestrator.escalation import EscalationNotice, Named, NotifyError, Posted
+from bot.orchestrator.changes import EscalationNotice, Named, NotifyError, Posted
 from bot.sentinel.changes import Owner
 from bot.teams.progress import send_with_retry
 from bot.teams.watches import WatchStore

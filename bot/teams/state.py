@@ -84,22 +84,11 @@ class EncodedState:
 
 
 def bound(data: ConversationData, memory: Memory, max_bytes: int = MAX_STATE_BYTES) -> EncodedState:
-    """Drop the oldest whole turns until the state fits; returns the state as it is to be stored."""
+    """The state as it is to be stored: while it is over ``max_bytes``, the orchestrator's memory lets go
+    of the conversation's oldest turns, then of its older facts and references (``Memory.shed``)."""
     encoded = EncodedState.of(data)  # serialising the state is most of this function's cost: once when it fits
-    while encoded.size > max_bytes and data.conversation.history:
-        turns = len(memory.turn_starts(data.conversation))
-        if turns <= 1:
-            data.conversation.history.clear()
-            data.conversation.token_counts.clear()
-        else:
-            memory.trim(data.conversation, max_turns=turns - 1, max_tokens=10**9)
-        encoded = EncodedState.of(data)
-    if encoded.size > max_bytes:
-        # Only the bounded lists are left; keep their newest halves.
-        c = data.conversation
-        c.facts.halve()
-        c.references.items = c.references.items[len(c.references.items) // 2:]
-        c.references = type(c.references).from_dict(c.references.to_dict())
+    steps = memory.shed(data.conversation)
+    while encoded.size > max_bytes and next(steps, None) is not None:
         encoded = EncodedState.of(data)
     return encoded
 

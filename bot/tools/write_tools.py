@@ -2,7 +2,7 @@
 
 None of these changes anything: each ``needs_confirmation``. A call is validated into an ``IncidentChange``
 (``change_from_arguments``) and becomes a proposal that the analyst who asked confirms on a card
-(``orchestrator.confirmations``). The schemas are generated from the same enums the change is validated
+(``orchestrator.changes.confirmations``). The schemas are generated from the same enums the change is validated
 with, so they cannot drift apart.
 """
 

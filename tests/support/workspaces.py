@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sentinel import kql
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
-from bot.sentinel.queries import make_query
+from bot.sentinel.queries import kql_of, make_query
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body
 
 WORKSPACE = "11111111-2222-3333-4444-555555555555"
@@ -26,7 +25,7 @@ async def prime(fake: FakeLogAnalytics, demo: DemoBackend, tool: str, arguments:
                 dynamic_as_text: bool = True) -> str:
     """Teach the fake the demo's answer to this exact query; returns the KQL."""
     query = make_query(tool, {k: v for k, v in arguments.items() if v is not None})
-    text = kql.build(query)
+    text = kql_of(query)
     raw = await demo.execute(query, text)
     fake.known[text] = table_body(tool, raw.rows, dynamic_as_text=dynamic_as_text)
     return text

@@ -16,7 +16,7 @@ from typing import Any
 from botbuilder.core import MemoryStorage
 
 from bot.config import Settings
-from bot.orchestrator.confirmations import ConfirmationDesk, WritePolicy
+from bot.orchestrator.changes.confirmations import ConfirmationDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter

@@ -2,7 +2,7 @@
 
 ``QUERIES`` lists them in the order the model is offered their tools. ``make_query`` turns a query's name and
 loose arguments into a validated query object; ``spec_of`` gives a query's declaration, which the client,
-``kql.build``, both backends and the response reader use. Adding a query is a module here (its query object,
+``kql_of``, both backends and the response reader use. Adding a query is a module here (its query object,
 parameters, KQL, decoder and demo evaluation), its line in ``QUERIES``, and its tool in ``bot.tools.queries``.
 """
 
@@ -90,6 +90,11 @@ def parameter_names(tool: str) -> tuple[str, ...]:
     return tuple(p.name for p in _BY_NAME[tool].params)
 
 
+def kql_of(query: Query) -> str:
+    """The KQL text of a query object, by its declaration."""
+    return _BY_NAME[query.tool].kql(query)
+
+
 def make_query(tool: str, arguments: Mapping[str, object] | None = None) -> Query:
     """A validated query from a tool name and loosely typed arguments (model output, a command, JSON).
 
@@ -131,6 +136,7 @@ __all__ = [
     "TopEntitiesQuery",
     "entity_value",
     "is_query",
+    "kql_of",
     "make_query",
     "parameter_names",
     "register",

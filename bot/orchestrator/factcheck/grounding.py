@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.orchestrator import claims as claimed
-from bot.orchestrator.claims import Claim, Topic
-from bot.orchestrator.facts import AlertFact, Facts, IncidentFact
-from bot.orchestrator.identifiers import Identifier, IdKind, extract
+from bot.orchestrator.factcheck import claims as claimed
+from bot.orchestrator.factcheck.claims import Claim, Topic
+from bot.orchestrator.factcheck.facts import AlertFact, Facts, IncidentFact
+from bot.orchestrator.factcheck.identifiers import Identifier, IdKind, extract
 from bot.orchestrator.references import References, RefKind
 from bot.sentinel.models import count_label
 

@@ -18,19 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.escalation import (
+from bot.orchestrator.changes.escalation import (
     EscalationNotice,
     Notifier,
     NotifyError,
     Posted,
     unnotified_advice,
 )
-from bot.orchestrator.pending import CONFIRM_WINDOW, OutcomeStatus, PendingAction
+from bot.orchestrator.changes.pending import CONFIRM_WINDOW, OutcomeStatus, PendingAction
+from bot.orchestrator.changes.write_guard import REFUSAL_TEXT, Refusal
 from bot.orchestrator.references import RefKind
-from bot.orchestrator.write_guard import REFUSAL_TEXT, Refusal
 from bot.sentinel.changes import (
     ChangeKind,
     IncidentChange,
@@ -49,6 +48,9 @@ from bot.sentinel.models import IncidentDetail, OnCallEntry, QueryResult, one_li
 from bot.sentinel.params import InvalidParameter
 from bot.tools.registry import TOOLS
 from bot.tools.write_tools import change_from_arguments, incident_ref
+
+if TYPE_CHECKING:  # the desk works on a conversation; the conversation stores its pending action
+    from bot.orchestrator.conversation import Conversation
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("bot.audit")

@@ -12,14 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.references import RefKind
 from bot.sentinel.changes import ChangeKind
 from bot.sentinel.params import InvalidParameter
 from bot.tools.tool import Tool
 from bot.tools.write_tools import SELF_WORDS, incident_ref
+
+if TYPE_CHECKING:  # the conversation stores the changes' pending action
+    from bot.orchestrator.conversation import Conversation
 
 # What an analyst's own words must contain before the model may propose a change of that kind.
 _INTENT_WORDS: dict[ChangeKind, re.Pattern[str]] = {

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from bot.orchestrator.identifiers import IdKind, extract, host_variants, normalise
+from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,

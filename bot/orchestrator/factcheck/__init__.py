@@ -1,0 +1,17 @@
+"""The fact check: what every query returned, kept as typed facts, and each answer checked against them.
+
+It owns the facts a conversation keeps (``facts``: the incidents, alerts, identifiers and counts the queries
+returned and the changes the conversation confirmed; stored with the conversation, bounded), what an answer
+cites (``identifiers``: incident numbers, [n], IPs, hosts, accounts, hashes, URLs, normalised) and what it
+states about a record (``claims``: severity, status, owner, classification, times, counts, "I closed it"), and
+the check itself (``grounding``): ``check`` finds the mismatches, ``annotate`` marks them at the claim, puts
+``summary_notice`` on top and withholds risky sentences, ``mark`` marks a streamed sentence.
+
+The loop and the conversation use only what is exported here. Of the orchestrator it imports only
+``references`` (the [n] an answer cites), never the loop, the model or the memory (``tests/test_architecture.py``).
+"""
+
+from bot.orchestrator.factcheck.facts import Facts
+from bot.orchestrator.factcheck.grounding import Finding, annotate, check, mark, summary_notice
+
+__all__ = ["Facts", "Finding", "annotate", "check", "mark", "summary_notice"]
