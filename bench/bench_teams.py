@@ -144,10 +144,10 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         from bot.config import Settings
         from bot.sentinel.client import SentinelClient
         from bot.sentinel.demo.backend import DemoBackend
-        from bot.teams.local_queue import LocalTurnQueue
         from bot.teams.server import RUNNER_KEY, create_app
         from bot.teams.storage import SqliteStorage
-        from bot.teams.supervisor import WorkerProcesses
+        from bot.turns.local_queue import LocalTurnQueue
+        from bot.turns.supervisor import WorkerProcesses
 
         folder = Path(state_db).parent
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE", "OPENAI", "MICROSOFT"))}

@@ -246,12 +246,12 @@ def turn_queue_opener(settings: Settings) -> Any:
     """TURN_QUEUE=azure or local: a function that opens the turn queue on the calling loop (Azure: with its own
     credential, or the emulator's connection string; local: the SQLite file); None otherwise."""
     if settings.turn_queue == "local":
-        from bot.teams.local_queue import LocalTurnQueue
+        from bot.turns.local_queue import LocalTurnQueue
 
         return lambda: LocalTurnQueue.open(settings.turn_queue_path)
     if settings.turn_queue != "azure":
         return None
-    from bot.teams.queue import AzureTurnQueue
+    from bot.turns.azure_queue import AzureTurnQueue
 
     def open_queue() -> AzureTurnQueue:
         credential = None
@@ -283,9 +283,9 @@ async def serve(settings: Settings) -> None:
 
     from aiohttp import web
 
-    from bot.teams.runner import TurnRunner
     from bot.teams.server import create_app
-    from bot.teams.supervisor import WorkerProcesses
+    from bot.turns.runner import TurnRunner
+    from bot.turns.supervisor import WorkerProcesses
 
     configure_telemetry(settings)
     components = await build(settings)
@@ -324,8 +324,8 @@ async def serve(settings: Settings) -> None:
 
 async def work(settings: Settings) -> None:
     """python -m bot worker: take queued turns (TURN_QUEUE=azure) until SIGINT/SIGTERM, without a web endpoint."""
-    from bot.teams.runner import TurnRunner
     from bot.teams.server import create_surface
+    from bot.turns.runner import TurnRunner
 
     opener = turn_queue_opener(settings)
     if opener is None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import sqlite3
 
 import aiohttp
 import jwt
@@ -22,10 +21,10 @@ import pytest
 import trustme
 
 from bot.config import Settings
-from bot.teams.local_queue import LocalTurnQueue
-from bot.teams.queue import AzureTurnQueue
-from bot.teams.turns import Envelope, TurnQueue
-from bot.teams.worker import GIVEN_UP_TEXT, TurnWorker
+from bot.turns.azure_queue import AzureTurnQueue
+from bot.turns.contract import Envelope, TurnQueue
+from bot.turns.local_queue import LocalTurnQueue
+from bot.turns.worker import GIVEN_UP_TEXT, TurnWorker
 from tests.support import durable_rig
 from tests.support.azurite import Azurite, azurite, require_azurite  # noqa: F401 - a fixture
 
@@ -260,7 +259,7 @@ async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_r
 
 
 def test_an_activity_refused_with_503_is_not_dropped_as_a_repeat_when_teams_retries() -> None:
-    from bot.teams.runner import TurnRunner
+    from bot.turns.runner import TurnRunner
 
     runner = TurnRunner()
     assert not runner.is_duplicate("a:chat", "1")

@@ -7,15 +7,15 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.config import ConfigError, Settings
-from bot.teams import local_queue, supervisor
-from bot.teams.local_queue import LocalTurnQueue
-from bot.teams.turns import Envelope, LockState, TurnQueueError
+from bot.turns import local_queue, supervisor
+from bot.turns.contract import Envelope, LockState, TurnQueueError
+from bot.turns.local_queue import LocalTurnQueue
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ async def test_the_turns_and_leases_of_a_worker_process_that_died_are_free_at_on
     await turns.ensure()
     await turns.enqueue("a:chat", "1", {}, {})
     script = ("import asyncio, sys\n"
-              "from bot.teams.local_queue import LocalTurnQueue\n"
+              "from bot.turns.local_queue import LocalTurnQueue\n"
               "async def hold():\n"
               "    turns = LocalTurnQueue.open(sys.argv[1])\n"
               "    assert len(await turns.take(8)) == 1 and await turns.lease('a:chat') is not None\n"

@@ -52,10 +52,10 @@ from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.mentions import TeamsNotifier, war_room
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
-from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
 from bot.teams.watches import WatchStore
+from bot.turns.runner import Place, TurnRunner
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
@@ -64,6 +64,7 @@ MEMBER_LOOKUP_TIMEOUT_S = 3.0
 STATE_NOT_SAVED = ("I could not save this conversation just now, so I may not remember your last message or its "
                    "results ([n] references). If you refer back to it, please repeat what you need.")
 Clock = Callable[[], datetime]
+PLACE_STATE_KEY = "bot.turn_place"  # a TurnContext.turn_state key: the Place an invoke's own turn runs at
 
 
 class _MessageInvokeResponse(Model):

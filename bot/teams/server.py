@@ -33,16 +33,16 @@ from bot.sentinel.identity import UserSessions
 from bot.teams.access import TokenSource, TurnLimits, access_policy
 from bot.teams.connectors import CachingAuthentication, auth_record
 from bot.teams.front_door import ChannelTokens, Refused, ServiceUrls, SigningKeys, parse_body
-from bot.teams.handler import SentinelBot
+from bot.teams.handler import PLACE_STATE_KEY, SentinelBot
 from bot.teams.progress import send_with_retry, shows_typing
-from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner, run_with_deadline
 from bot.teams.signin import SignIn
 from bot.teams.state import StateStore
 from bot.teams.storage import EscapedBlobStorage
-from bot.teams.supervisor import WorkerProcesses
-from bot.teams.turns import Envelope, TurnQueue
 from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, WatchStore, sentinel_feed
-from bot.teams.worker import TurnWorker
+from bot.turns.contract import Envelope, TurnQueue
+from bot.turns.runner import Place, TurnRunner, run_with_deadline
+from bot.turns.supervisor import WorkerProcesses
+from bot.turns.worker import TurnWorker
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links, not in the body

@@ -23,9 +23,9 @@ from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.models import IncidentDetail, QueryResult
-from bot.teams.runner import TurnRunner
 from bot.teams.server import create_app
 from bot.tools.toolbox import ToolBox
+from bot.turns.runner import TurnRunner
 from tests.support import connector_fake as teams
 from tests.support.arm_fake import FakeArm, FakeCredential
 from tests.support.connector_fake import FakeConnector

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 MAX_SEEN_IDS = 10_000
 SEEN_TTL_S = 15 * 60
 SWITCH_INTERVAL_S = 0.001
-PLACE_STATE_KEY = "bot.turn_place"  # a TurnContext.turn_state key: the Place an invoke's own turn runs at
 T = TypeVar("T")
 Work = Callable[[], Awaitable[None]]
 Cleanup = Callable[[], Coroutine[Any, Any, None]]  # a coroutine function: it runs on the worker loop
