@@ -274,8 +274,7 @@ async def test_the_front_queues_a_channel_mention_and_the_web_process_worker_ans
     mention's `mentioned`), so a channel @mention is still for the bot when a worker runs it."""
     from aiohttp.test_utils import TestServer
 
-    from bot.app import turn_queue_opener
-    from bot.teams.server import create_app
+    from bot.app import Components, create_app, turn_queue_opener
     from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
@@ -285,8 +284,7 @@ async def test_the_front_queues_a_channel_mention_and_the_web_process_worker_ans
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
     storage = create_storage("blob", blob_connection_string=azurite, blob_container="front-state")
-    app = create_app(settings, sentinel=demo_client, orchestrator=None, storage=storage,
-                     turn_queue=turn_queue_opener(settings))
+    app = create_app(Components(settings, demo_client, None), storage, turn_queue=turn_queue_opener(settings))
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:

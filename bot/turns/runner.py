@@ -102,11 +102,6 @@ class TurnRunner:
         # Worker-loop state, created on the worker loop.
         self._slots: asyncio.Semaphore | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._cleanups: list[Cleanup] = []
-
-    def add_cleanup(self, cleanup: Cleanup) -> None:
-        """Run ``cleanup`` on the worker loop at stop: clients used by turns are closed where they live."""
-        self._cleanups.append(cleanup)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -131,28 +126,30 @@ class TurnRunner:
         self._thread.start()
         ready.wait(timeout=10)
 
-    async def stop(self, grace_s: float) -> int:
-        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled."""
+    async def stop(self, grace_s: float, *, then: Cleanup | None = None) -> int:
+        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled.
+        ``then`` runs on the worker loop before it ends: the clients turns used are closed where they live."""
         with self._guard:
             self._closing = True
         if self._loop is None:
-            await self._clean_up()  # never started (a queue worker process): its clients live on this loop
+            await self._then(then)  # never started: nothing ran on a loop of its own
             return 0
         if self._thread is None:  # already stopped
             return 0
         cancelled = await self.call(self._drain(grace_s))
-        await self._clean_up()
+        await self._then(then)
         self._loop.call_soon_threadsafe(self._loop.stop)
         await asyncio.to_thread(self._thread.join, 10)
         self._thread = None
         return cancelled
 
-    async def _clean_up(self) -> None:
-        for cleanup in reversed(self._cleanups):
-            try:
-                await self.call(cleanup())
-            except Exception:  # shutting down: log and go on
-                log.warning("a cleanup step failed at shutdown", exc_info=True)
+    async def _then(self, cleanup: Cleanup | None) -> None:
+        if cleanup is None:
+            return
+        try:
+            await self.call(cleanup())
+        except Exception:  # shutting down: log and go on
+            log.warning("a cleanup step failed at shutdown", exc_info=True)
 
     # ---- from the web server's loop -----------------------------------------------------------------------
 
