@@ -297,7 +297,7 @@ async def set_up(settings: Settings, closes: AsyncExitStack) -> tuple[Components
     return parts, _state_storage(settings, closes)
 
 
-def build_surface(parts: Components, storage: Any, runner: TurnRunner, closes: AsyncExitStack,
+def build_surface(parts: Components, storage: Any, closes: AsyncExitStack,
                   graph_token: TokenSource | None = None) -> Surface:
     """The bot and its adapter. Their clients (the state store's, Graph's for access, the Bot Connector's) live on
     the loop where turns run, whose stack is ``closes``. ``graph_token``: the bot's Microsoft Graph token for reader
@@ -312,7 +312,7 @@ def build_surface(parts: Components, storage: Any, runner: TurnRunner, closes: A
     if hasattr(storage, "close"):
         _closed_by(closes, storage)
     bot = SentinelBot(sentinel=parts.sentinel, orchestrator=parts.orchestrator, state=StateStore(storage),
-                      runner=runner, memory=_memory(parts), capture_content=settings.telemetry_capture_content,
+                      memory=_memory(parts), capture_content=settings.telemetry_capture_content,
                       desk=parts.desk, access=_closed_by(closes, access_policy(settings, graph_token)),
                       limits=_turn_limits(settings), watches=WatchStore(storage) if settings.watches_enabled else None,
                       signin=_signin(settings, parts.users))
@@ -378,7 +378,7 @@ def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = N
 
     turns = _TurnsLoop(runner or TurnRunner(deadline_s=parts.settings.turn_deadline_seconds),
                        closes or AsyncExitStack())
-    surface = build_surface(parts, storage, turns.runner, turns.closes, graph_token)
+    surface = build_surface(parts, storage, turns.closes, graph_token)
     dispatcher = Dispatcher(surface, turns.runner, QueuedTurns(turn_queue) if turn_queue is not None else None)
     poller = build_poller(surface, storage) if poll_watches else None
     app = web_app(Front(dispatcher, storage, ServiceUrls(parts.settings.allowed_service_urls), workers))
@@ -507,16 +507,13 @@ def _log_listening(settings: Settings, parts: Components) -> None:
 
 async def work(settings: Settings) -> None:
     """python -m bot worker: take queued turns (TURN_QUEUE=azure) until SIGINT/SIGTERM, without a web endpoint."""
-    from bot.turns.runner import TurnRunner
-
     opener = turn_queue_opener(settings)
     if opener is None:
         raise SystemExit("python -m bot worker needs TURN_QUEUE=local or azure: without a queue, turns run in the web "
                          "process")
     async with AsyncExitStack() as closes:  # one loop: every client lives, and is closed, on it
         parts, storage = await set_up(settings, closes)
-        runner = TurnRunner(deadline_s=settings.turn_deadline_seconds)  # never started: no invokes come here
-        surface = build_surface(parts, storage, runner, closes, managed_identity_graph_token(settings))
+        surface = build_surface(parts, storage, closes, managed_identity_graph_token(settings))
         worker = await _queue_worker(surface, opener, closes)
         await worker.turns.ensure()
         _on_signals(worker.stop)

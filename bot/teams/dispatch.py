@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -19,7 +20,7 @@ from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity
 
 from bot.teams.connectors import auth_record
-from bot.teams.handler import PLACE_STATE_KEY
+from bot.teams.handler import LATER_STATE_KEY
 from bot.teams.surface import ABANDONED_TEXT, Surface, deadline_text, notice, typing_first
 from bot.turns.contract import TurnQueue
 from bot.turns.runner import Place, TurnRunner
@@ -109,11 +110,11 @@ class Dispatcher:
 
     async def invoke(self, activity: Activity, auth: Any, place: Place | None) -> InvokeResponse | None:
         """Invokes need their answer in this response (card actions are acknowledged at once); the turn an invoke
-        starts (handler.on_invoke_activity) runs at this place."""
-        bot = self.surface.bot
+        starts (handler.on_invoke_activity) is submitted to the runner, at this place, through LATER_STATE_KEY."""
+        bot, runner = self.surface.bot, self.runner
 
         async def logic(context: TurnContext) -> None:
-            context.turn_state[PLACE_STATE_KEY] = place
+            context.turn_state[LATER_STATE_KEY] = functools.partial(runner.submit, place or activity.conversation.id)
             await bot.on_turn(context)
 
         return await self.runner.call(self.surface.adapter.process_activity(auth, activity, logic))

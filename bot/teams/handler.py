@@ -1,7 +1,7 @@
 """The Teams activity handler: decides what an activity asks for, and runs it in the background.
 
-The server acknowledges each activity at once and runs its turn on the runner's worker loop (see
-server.py and runner.py). A turn: checks the activity is for the bot (in channels and group chats the
+The server acknowledges each activity at once and runs its turn on the runner's worker loop (see server.py,
+dispatch.py and bot/turns/runner.py). A turn: checks the activity is for the bot (in channels and group chats the
 bot answers only when @mentioned, or when one of its cards is pressed), strips the mention, loads state
 once, shows progress, answers (a command without the model, or the model's tool loop), and saves state
 once (a failed save is retried; if it never succeeds, the user is told their turn may not be remembered).
@@ -55,7 +55,6 @@ from bot.teams.progress import Progress, StreamingProgress, progress_for, send_w
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
 from bot.teams.watches import WatchStore
-from bot.turns.runner import Place, TurnRunner
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
@@ -64,7 +63,10 @@ MEMBER_LOOKUP_TIMEOUT_S = 3.0
 STATE_NOT_SAVED = ("I could not save this conversation just now, so I may not remember your last message or its "
                    "results ([n] references). If you refer back to it, please repeat what you need.")
 Clock = Callable[[], datetime]
-PLACE_STATE_KEY = "bot.turn_place"  # a TurnContext.turn_state key: the Place an invoke's own turn runs at
+# A TurnContext.turn_state key: what runs a turn an invoke starts, after the invoke is answered, at the invoke's place
+# in its conversation's line (the dispatcher sets it); False when no more turns are taken.
+LATER_STATE_KEY = "bot.turn_later"
+Later = Callable[[Callable[[], Awaitable[None]]], bool]
 
 
 class _MessageInvokeResponse(Model):
@@ -179,7 +181,7 @@ def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
 
 class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
-                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(UTC),
+                 memory: Memory, clock: Clock = lambda: datetime.now(UTC),
                  capture_content: bool = False, desk: ConfirmationDesk | None = None,
                  access: AccessPolicy | None = None, limits: TurnLimits | None = None,
                  watches: WatchStore | None = None, signin: SignIn | None = None) -> None:
@@ -199,7 +201,6 @@ class SentinelBot(TeamsActivityHandler):
             Verb.CHANGE_CANCEL: self._cancel_click,
         }
         self.state = state
-        self.runner = runner
         self.memory = memory
         self.clock = clock
         self.capture_content = capture_content
@@ -301,8 +302,8 @@ class SentinelBot(TeamsActivityHandler):
             await adapter.continue_conversation_with_claims(
                 claims, request.reference, audience, lambda context: self._run_turn(context, request, False))
 
-        place = turn_context.turn_state.get(PLACE_STATE_KEY)  # taken by the server when the invoke arrived
-        return self.runner.submit(place if isinstance(place, Place) else request.conversation_id, work)
+        later: Later | None = turn_context.turn_state.get(LATER_STATE_KEY)
+        return later is not None and later(work)
 
     async def _signed_in(self, turn_context: TurnContext) -> InvokeResponse:
         """Teams single sign-on's invokes: the token exchanged (200, or 412 so Teams falls back to the sign-in
