@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the Teams surface and durable turns are imported where they
 
     from bot.teams.access import TokenSource
     from bot.teams.dispatch import Dispatcher, OpenQueue, QueuedTurns
+    from bot.teams.handler import SentinelBot
     from bot.teams.surface import Surface
     from bot.teams.watches import WatchPoller
     from bot.turns.runner import TurnRunner
@@ -302,24 +303,29 @@ def build_surface(parts: Components, storage: Any, closes: AsyncExitStack,
     """The bot and its adapter. Their clients (the state store's, Graph's for access, the Bot Connector's) live on
     the loop where turns run, whose stack is ``closes``. ``graph_token``: the bot's Microsoft Graph token for reader
     groups (default: its app id and secret by the client credentials grant)."""
+    from bot.teams.surface import Surface, channel_tokens, create_adapter
+
+    if hasattr(storage, "close"):
+        _closed_by(closes, storage)
+    tokens = channel_tokens(parts.settings)
+    surface = Surface(_bot(parts, storage, closes, graph_token), create_adapter(parts.settings, tokens), tokens,
+                      parts.settings)
+    closes.push_async_callback(surface.authentication.sessions.close)  # the turns' replies go out on that loop
+    return surface
+
+
+def _bot(parts: Components, storage: Any, closes: AsyncExitStack, graph_token: TokenSource | None) -> SentinelBot:
     from bot.teams.access import access_policy
     from bot.teams.handler import SentinelBot
     from bot.teams.state import StateStore
-    from bot.teams.surface import Surface, channel_tokens, create_adapter
     from bot.teams.watches import WatchStore
 
     settings = parts.settings
-    if hasattr(storage, "close"):
-        _closed_by(closes, storage)
-    bot = SentinelBot(sentinel=parts.sentinel, orchestrator=parts.orchestrator, state=StateStore(storage),
-                      memory=_memory(parts), capture_content=settings.telemetry_capture_content,
-                      desk=parts.desk, access=_closed_by(closes, access_policy(settings, graph_token)),
-                      limits=_turn_limits(settings), watches=WatchStore(storage) if settings.watches_enabled else None,
-                      signin=_signin(settings, parts.users))
-    tokens = channel_tokens(settings)
-    surface = Surface(bot, create_adapter(settings, tokens), tokens, settings)
-    closes.push_async_callback(surface.authentication.sessions.close)  # the turns' replies go out on that loop
-    return surface
+    return SentinelBot(sentinel=parts.sentinel, orchestrator=parts.orchestrator, state=StateStore(storage),
+                       memory=_memory(parts), capture_content=settings.telemetry_capture_content, desk=parts.desk,
+                       access=_closed_by(closes, access_policy(settings, graph_token)), limits=_turn_limits(settings),
+                       watches=WatchStore(storage) if settings.watches_enabled else None,
+                       signin=_signin(settings, parts.users))
 
 
 def _memory(parts: Components) -> Memory:
@@ -373,7 +379,7 @@ def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = N
     durably instead of run here, and taken by workers (this process's too, with TURN_WORKER_IN_WEB)."""
     from bot.teams.dispatch import Dispatcher, QueuedTurns
     from bot.teams.front_door import ServiceUrls
-    from bot.teams.server import POLLER_KEY, Front, web_app
+    from bot.teams.server import POLLER_KEY, WebParts, web_app
     from bot.turns.runner import TurnRunner
 
     turns = _TurnsLoop(runner or TurnRunner(deadline_s=parts.settings.turn_deadline_seconds),
@@ -381,7 +387,7 @@ def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = N
     surface = build_surface(parts, storage, turns.closes, graph_token)
     dispatcher = Dispatcher(surface, turns.runner, QueuedTurns(turn_queue) if turn_queue is not None else None)
     poller = build_poller(surface, storage) if poll_watches else None
-    app = web_app(Front(dispatcher, storage, ServiceUrls(parts.settings.allowed_service_urls), workers))
+    app = web_app(WebParts(dispatcher, storage, ServiceUrls(parts.settings.allowed_service_urls), workers))
     if poller is not None:
         app[POLLER_KEY] = poller
     app.cleanup_ctx.append(functools.partial(_running, dispatcher, turns, poller, workers))

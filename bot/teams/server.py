@@ -34,7 +34,7 @@ POLLER_KEY = web.AppKey("watch_poller", WatchPoller)
 
 
 @dataclass
-class Front:
+class WebParts:
     """What the routes need, built by bot.app: where turns go, the state store /readyz probes, the serviceUrl
     allow-list, and the worker processes /readyz reports (TURN_WORKER_PROCESSES)."""
 
@@ -44,10 +44,10 @@ class Front:
     workers: WorkerProcesses | None = None
 
 
-def web_app(front: Front) -> web.Application:
+def web_app(parts: WebParts) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app[BOT_KEY], app[RUNNER_KEY] = front.dispatcher.surface.bot, front.dispatcher.runner  # benchmarks, operations
-    routes = _Routes(front)
+    app[BOT_KEY], app[RUNNER_KEY] = parts.dispatcher.surface.bot, parts.dispatcher.runner  # benchmarks, operations
+    routes = _Routes(parts)
     app.router.add_post("/api/messages", routes.messages)
     app.router.add_get("/healthz", routes.healthz)
     app.router.add_get("/readyz", routes.readyz)
@@ -55,15 +55,15 @@ def web_app(front: Front) -> web.Application:
 
 
 class _Routes:
-    def __init__(self, front: Front) -> None:
-        self.front = front
-        self.dispatcher = front.dispatcher
-        self.surface = front.dispatcher.surface
+    def __init__(self, parts: WebParts) -> None:
+        self.parts = parts
+        self.dispatcher = parts.dispatcher
+        self.surface = parts.dispatcher.surface
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         with self.dispatcher.request():
             try:
-                activity, body = await _read_activity(request, self.front.service_urls)
+                activity, body = await _read_activity(request, self.parts.service_urls)
             except Refused as refused:
                 log.info("refused a request: %s (%d)", refused.reason, refused.status)
                 return problem(refused.status, refused.reason)
@@ -120,7 +120,7 @@ class _Routes:
         if request.remote not in LOOPBACK_REMOTES:
             # Anonymous callers (anyone who can reach the port) learn ready or not, nothing about the setup.
             return web.json_response({"status": "ready" if ready else "not ready"}, status=200 if ready else 503)
-        workers = self.front.workers
+        workers = self.parts.workers
         saves = self.surface.bot.state.health
         if ready and (saves.degraded or (workers is not None and workers.alive < workers.count)):
             # Still answering, so still 200: with one instance, taking it out of rotation would stop every turn,
@@ -134,7 +134,7 @@ class _Routes:
         runner, bot = self.dispatcher.runner, self.surface.bot
         checks: dict[str, str] = {}
         try:
-            await asyncio.wait_for(runner.call(self.front.storage.read(["readyz-probe"])), timeout=5)
+            await asyncio.wait_for(runner.call(self.parts.storage.read(["readyz-probe"])), timeout=5)
             checks["state"] = "ok"
         except Exception as error:  # noqa: BLE001
             checks["state"] = f"failed: {type(error).__name__}"
@@ -143,8 +143,8 @@ class _Routes:
         checks["accepting_turns"] = "yes" if runner.can_accept() else "no"
         queue_ok = await self._queue_check(checks)
         ready = checks["state"] == "ok" and runner.can_accept() and queue_ok
-        if self.front.workers is not None:
-            workers = self.front.workers
+        if self.parts.workers is not None:
+            workers = self.parts.workers
             checks["worker_processes"] = f"{workers.alive} of {workers.count} running, {workers.restarts} restart(s)"
         return checks, ready
 
