@@ -20,8 +20,8 @@ from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity
 
 from bot.teams.connectors import auth_record
-from bot.teams.handler import LATER_STATE_KEY
 from bot.teams.surface import ABANDONED_TEXT, Surface, deadline_text, notice, typing_first
+from bot.teams.turn import LATER_STATE_KEY
 from bot.turns.contract import TurnQueue
 from bot.turns.runner import Place, TurnRunner
 
