@@ -49,7 +49,6 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -161,11 +160,10 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         await sentinel.prepare()
         storage = SqliteStorage(state_db)
         workers = WorkerProcesses(2, env=env, cwd=str(folder))
-        closes = AsyncExitStack()  # the turns' loop's: the workspace client lives there
-        closes.push_async_callback(sentinel.close)
-        app = create_app(Components(settings, sentinel, None), storage, closes=closes,
-                         turn_queue=turn_queue_opener(settings), workers=workers)  # the workers start with it
+        app = create_app(Components(settings, sentinel, None), storage, turn_queue=turn_queue_opener(settings),
+                         workers=workers)  # the workers start with it
         runner = app[RUNNER_KEY]
+        runner.closes.push_async_callback(sentinel.close)
         queued = LocalTurnQueue.open(settings.turn_queue_path)
         closers.append(queued)
     if kind == "bot":
@@ -182,13 +180,12 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         await sentinel.prepare()
         orchestrator = build_orchestrator(settings, sentinel)
         storage = SqliteStorage(state_db)
-        # The model and workspace clients live on the turn loop: close them there when it stops.
-        closes = AsyncExitStack()
-        closes.push_async_callback(sentinel.close)
-        if orchestrator is not None:
-            closes.push_async_callback(orchestrator.model.close)
-        app = create_app(Components(settings, sentinel, orchestrator), storage, closes=closes)
+        app = create_app(Components(settings, sentinel, orchestrator), storage)
         runner = app[RUNNER_KEY]
+        # The model and workspace clients live on the turn loop: close them there when it stops.
+        runner.closes.push_async_callback(sentinel.close)
+        if orchestrator is not None:
+            runner.closes.push_async_callback(orchestrator.model.close)
     elif kind == "echo":
         from tests.support import echo_bot
 

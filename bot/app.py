@@ -371,20 +371,19 @@ def build_poller(surface: Surface, storage: Any) -> WatchPoller | None:
 
 
 def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = None,
-               closes: AsyncExitStack | None = None, turn_queue: OpenQueue | None = None, poll_watches: bool = False,
-               workers: WorkerProcesses | None = None, graph_token: TokenSource | None = None) -> web.Application:
+               turn_queue: OpenQueue | None = None, poll_watches: bool = False, workers: WorkerProcesses | None = None,
+               graph_token: TokenSource | None = None) -> web.Application:
     """The web app as ``serve`` runs it: the surface, the dispatcher of turns and the watch poller, started and
-    stopped with the app. ``closes``: the stack of the turns' loop (clients built for turns; closed there at the end).
-    With ``turn_queue`` (TURN_QUEUE=azure or local: it opens a TurnQueue on the calling loop), turns are queued
-    durably instead of run here, and taken by workers (this process's too, with TURN_WORKER_IN_WEB)."""
+    stopped with the app; what turns use is closed by ``runner.closes``, on the turns' loop. With ``turn_queue``
+    (TURN_QUEUE=azure or local: it opens a TurnQueue on the calling loop), turns are queued durably instead of run
+    here, and taken by workers (this process's too, with TURN_WORKER_IN_WEB)."""
     from bot.teams.dispatch import Dispatcher, QueuedTurns
     from bot.teams.front_door import ServiceUrls
     from bot.teams.server import POLLER_KEY, WebParts, web_app
     from bot.turns.runner import TurnRunner
 
-    turns = _TurnsLoop(runner or TurnRunner(deadline_s=parts.settings.turn_deadline_seconds),
-                       closes or AsyncExitStack())
-    surface = build_surface(parts, storage, turns.closes, graph_token)
+    turns = _TurnsLoop(runner or TurnRunner(deadline_s=parts.settings.turn_deadline_seconds))
+    surface = build_surface(parts, storage, turns.runner.closes, graph_token)
     dispatcher = Dispatcher(surface, turns.runner, QueuedTurns(turn_queue) if turn_queue is not None else None)
     poller = build_poller(surface, storage) if poll_watches else None
     app = web_app(WebParts(dispatcher, storage, ServiceUrls(parts.settings.allowed_service_urls), workers))
@@ -396,11 +395,10 @@ def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = N
 
 @dataclass
 class _TurnsLoop:
-    """The turn runner's loop in the web process: what runs there in the background (the web process's queue
-    worker, the watch poller), and ``closes``, the stack of every client living there, closed there at the end."""
+    """The turn runner's loop in the web process, and what runs there in the background (the web process's queue
+    worker, the watch poller)."""
 
     runner: TurnRunner
-    closes: AsyncExitStack
     background: list[tuple[Callable[[], Any], concurrent.futures.Future[None]]] = field(default_factory=list)
 
     def run(self, coroutine: Any, stop: Callable[[], Any]) -> None:
@@ -415,7 +413,7 @@ class _TurnsLoop:
         for _, running in self.background:
             with contextlib.suppress(Exception):
                 await asyncio.wrap_future(running)
-        cancelled = await self.runner.stop(max(0.0, grace_s - (time.monotonic() - started)), then=self.closes.aclose)
+        cancelled = await self.runner.stop(max(0.0, grace_s - (time.monotonic() - started)))
         log.info("shutdown: running turns finished%s",
                  f"; {cancelled} abandoned after {grace_s} s" if cancelled else "")
 
@@ -454,7 +452,7 @@ async def _start_queue(queued: QueuedTurns, surface: Surface, turns: _TurnsLoop,
     queued.front = _closed_by(stack, queued.open())
     await queued.front.ensure()
     if surface.settings.web_runs_worker:
-        worker = await turns.runner.call(_queue_worker(surface, queued.open, turns.closes))
+        worker = await turns.runner.call(_queue_worker(surface, queued.open, turns.runner.closes))
         turns.run(worker.run(surface.settings.shutdown_grace_seconds), worker.stop)
 
 
@@ -485,10 +483,10 @@ async def serve(settings: Settings) -> None:
     from bot.turns.runner import TurnRunner
     from bot.turns.supervisor import WorkerProcesses
 
-    closes = AsyncExitStack()  # the turns' loop's: closed there when the app stops
-    parts, storage = await set_up(settings, closes)
+    runner = TurnRunner(deadline_s=settings.turn_deadline_seconds)
+    parts, storage = await set_up(settings, runner.closes)  # their clients live on the turns' loop, closed there
     workers = WorkerProcesses(settings.turn_worker_processes) if settings.turn_worker_processes else None
-    app = create_app(parts, storage, runner=TurnRunner(deadline_s=settings.turn_deadline_seconds), closes=closes,
+    app = create_app(parts, storage, runner=runner,
                      turn_queue=turn_queue_opener(settings), poll_watches=True, workers=workers,
                      graph_token=managed_identity_graph_token(settings))
     site = web.AppRunner(app, access_log=None)

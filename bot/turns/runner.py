@@ -39,7 +39,6 @@ SEEN_TTL_S = 15 * 60
 SWITCH_INTERVAL_S = 0.001
 T = TypeVar("T")
 Work = Callable[[], Awaitable[None]]
-Cleanup = Callable[[], Coroutine[Any, Any, None]]  # a coroutine function: it runs on the worker loop
 
 
 @dataclass
@@ -102,6 +101,9 @@ class TurnRunner:
         # Worker-loop state, created on the worker loop.
         self._slots: asyncio.Semaphore | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Every client turns use lives on the worker loop and is closed there at stop: whoever builds one (bot.app)
+        # pushes its close here. A runner never started closes them on the caller's loop.
+        self.closes = contextlib.AsyncExitStack()
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -126,28 +128,26 @@ class TurnRunner:
         self._thread.start()
         ready.wait(timeout=10)
 
-    async def stop(self, grace_s: float, *, then: Cleanup | None = None) -> int:
-        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled.
-        ``then`` runs on the worker loop before it ends: the clients turns used are closed where they live."""
+    async def stop(self, grace_s: float) -> int:
+        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest, then close :attr:`closes`
+        on the worker loop; returns cancelled."""
         with self._guard:
             self._closing = True
         if self._loop is None:
-            await self._then(then)  # never started: nothing ran on a loop of its own
+            await self._close()
             return 0
         if self._thread is None:  # already stopped
             return 0
         cancelled = await self.call(self._drain(grace_s))
-        await self._then(then)
+        await self._close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         await asyncio.to_thread(self._thread.join, 10)
         self._thread = None
         return cancelled
 
-    async def _then(self, cleanup: Cleanup | None) -> None:
-        if cleanup is None:
-            return
+    async def _close(self) -> None:
         try:
-            await self.call(cleanup())
+            await self.call(self.closes.aclose())
         except Exception:  # shutting down: log and go on
             log.warning("a cleanup step failed at shutdown", exc_info=True)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -148,8 +148,7 @@ async def write_rig(tmp_path: Path, sentinel: SentinelClient, *, start: datetime
         await sentinel.prepare()
         incidents = await mirror_incidents(arm, sentinel)
         writer = await runner.call(make_writer())
-        closes = AsyncExitStack()  # the turns' loop's: the writer lives there
-        closes.push_async_callback(writer.close)
+        runner.closes.push_async_callback(writer.close)
         desk = ConfirmationDesk(sentinel, writer if enabled else None, WritePolicy(enabled, responders), clock=clock)
         orchestrator = None
         if fake_llm is not None:
@@ -159,7 +158,7 @@ async def write_rig(tmp_path: Path, sentinel: SentinelClient, *, start: datetime
             orchestrator = Orchestrator(ChatModel(client, "scripted"), ToolBox(sentinel), Memory(TokenCounter()),
                                         demo=sentinel.is_demo, desk=desk)
         app = create_app(Components(Settings.from_env({}, dotenv_path=None), sentinel, orchestrator, desk=desk),
-                         MemoryStorage(), runner=runner, closes=closes)
+                         MemoryStorage(), runner=runner)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         rig = WriteRig(str(server.make_url("/api/messages")), connector, arm, clock, incidents, desk, app, server)
