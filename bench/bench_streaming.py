@@ -32,13 +32,13 @@ sys.path.insert(0, str(ROOT))
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(ROOT.parent / "shared" / "tiktoken")
 
+from bot.app import Components, create_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
 from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
-from bot.teams.server import create_app  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402
 from tests.support import connector_fake as teams  # noqa: E402
 from tests.support import openai_fake as oa  # noqa: E402
@@ -93,8 +93,8 @@ async def main(runs: int, settings: tuple[tuple[float, float], ...]) -> None:
             client = create_client(openai_api_key="sk-bench", base_url=f"{fake.endpoint}/v1", max_retries=0)
             orchestrator = Orchestrator(ChatModel(client, "gpt-4o"), ToolBox(sentinel), Memory(TokenCounter()),
                                         demo=True)
-            app = create_app(Settings.from_env({}, dotenv_path=None), sentinel=sentinel, orchestrator=orchestrator,
-                             storage=MemoryStorage())
+            app = create_app(Components(Settings.from_env({}, dotenv_path=None), sentinel, orchestrator),
+                             MemoryStorage())
             server = TestServer(app, host="127.0.0.1")
             await server.start_server()
             url = str(server.make_url("/api/messages"))

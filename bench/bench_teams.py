@@ -140,14 +140,14 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         # The same bot as serve composes it with durable turns on this machine: the web process only checks and
         # queues (TURN_QUEUE=local), two python -m bot worker processes run the turns (on the demo workspace at
         # the real clock: the acknowledgement is what is measured here).
-        from bot.app import turn_queue_opener
+        from bot.app import Components, create_app, turn_queue_opener
         from bot.config import Settings
         from bot.sentinel.client import SentinelClient
         from bot.sentinel.demo.backend import DemoBackend
-        from bot.teams.local_queue import LocalTurnQueue
-        from bot.teams.server import RUNNER_KEY, create_app
+        from bot.teams.server import RUNNER_KEY
         from bot.teams.storage import SqliteStorage
-        from bot.teams.supervisor import WorkerProcesses
+        from bot.turns.local_queue import LocalTurnQueue
+        from bot.turns.supervisor import WorkerProcesses
 
         folder = Path(state_db).parent
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE", "OPENAI", "MICROSOFT"))}
@@ -160,19 +160,18 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         await sentinel.prepare()
         storage = SqliteStorage(state_db)
         workers = WorkerProcesses(2, env=env, cwd=str(folder))
-        app = create_app(settings, sentinel=sentinel, orchestrator=None, storage=storage,
-                         turn_queue=turn_queue_opener(settings), worker_processes=workers)
+        app = create_app(Components(settings, sentinel, None), storage, turn_queue=turn_queue_opener(settings),
+                         workers=workers)  # the workers start with it
         runner = app[RUNNER_KEY]
-        runner.add_cleanup(sentinel.close)
+        runner.closes.push_async_callback(sentinel.close)
         queued = LocalTurnQueue.open(settings.turns.queue_path)
-        workers.start()
         closers.append(queued)
     if kind == "bot":
-        from bot.app import build_orchestrator
+        from bot.app import Components, build_orchestrator, create_app
         from bot.config import Settings
         from bot.sentinel.client import SentinelClient
         from bot.sentinel.demo.backend import DemoBackend
-        from bot.teams.server import RUNNER_KEY, create_app
+        from bot.teams.server import RUNNER_KEY
         from bot.teams.storage import SqliteStorage
 
         settings = Settings.from_env({"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": model_url,
@@ -181,12 +180,12 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         await sentinel.prepare()
         orchestrator = build_orchestrator(settings, sentinel)
         storage = SqliteStorage(state_db)
-        app = create_app(settings, sentinel=sentinel, orchestrator=orchestrator, storage=storage)
+        app = create_app(Components(settings, sentinel, orchestrator), storage)
         runner = app[RUNNER_KEY]
         # The model and workspace clients live on the turn loop: close them there when it stops.
-        runner.add_cleanup(sentinel.close)
+        runner.closes.push_async_callback(sentinel.close)
         if orchestrator is not None:
-            runner.add_cleanup(orchestrator.model.close)
+            runner.closes.push_async_callback(orchestrator.model.close)
     elif kind == "echo":
         from tests.support import echo_bot
 
@@ -629,18 +628,18 @@ class _CountingHandler(logging.Handler):
 async def _door(entra: Any, seed: int) -> tuple[web.AppRunner, str]:
     from botbuilder.core import MemoryStorage
 
+    from bot.app import Components, create_app
     from bot.config import Settings
     from bot.sentinel.client import SentinelClient
     from bot.sentinel.demo.backend import DemoBackend
-    from bot.teams.server import create_app
     from tests.support.entra_fake import APP_ID, TENANT
 
     settings = Settings.from_env({"MICROSOFT_APP_ID": APP_ID, "MICROSOFT_APP_PASSWORD": "not-used",
                                   "MICROSOFT_APP_TYPE": "SingleTenant", "MICROSOFT_APP_TENANT_ID": TENANT,
                                   "BOT_OPENID_METADATA_URL": entra.metadata_url,
                                   "ALLOWED_SERVICE_URLS": "http://127.0.0.1:*"}, dotenv_path=None)
-    app = create_app(settings, sentinel=SentinelClient(DemoBackend(seed=seed, clock=lambda: NOW)),
-                     orchestrator=None, storage=MemoryStorage())
+    app = create_app(Components(settings, SentinelClient(DemoBackend(seed=seed, clock=lambda: NOW)), None),
+                     MemoryStorage())
     runner, port = await serve(app, access_log=None)
     return runner, f"http://127.0.0.1:{port}"
 

@@ -42,8 +42,8 @@ from bot.commands.parser import parse  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client  # noqa: E402
-from bot.teams.server import create_adapter  # noqa: E402
 from bot.teams.storage import SqliteStorage  # noqa: E402
+from bot.teams.surface import create_adapter  # noqa: E402
 from bot.teams.watches import AdapterSender, PollReport, StoreLease, WatchPoller, WatchStore, sentinel_feed  # noqa: E402
 from tests.support.connector_fake import FakeConnector  # noqa: E402
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body  # noqa: E402

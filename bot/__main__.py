@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Coroutine
+from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 from bot import package, telemetry
@@ -125,11 +126,9 @@ async def _chat(settings: Settings) -> int:
     from bot.app import build
     from bot.terminal.chat import TerminalChat
 
-    components = await build(settings)
-    try:
+    async with AsyncExitStack() as closes:
+        components = await build(settings, closes)
         return await TerminalChat(components.sentinel, components.orchestrator).run()
-    finally:
-        await components.close()
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T | int:

@@ -7,10 +7,18 @@ Azure client (Log Analytics, Azure OpenAI with Entra ID) and created only when s
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import gc
 import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot import telemetry
 from bot.audit import AuditedSentinelClient
@@ -23,26 +31,38 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import UserSessions
 from bot.tools.toolbox import ToolBox
 
+if TYPE_CHECKING:  # the Teams surface and durable turns are imported where they are built: `chat` needs neither
+    from aiohttp import web
+
+    from bot.teams.access import TokenSource
+    from bot.teams.dispatch import Dispatcher, OpenQueue, QueuedTurns
+    from bot.teams.handler import SentinelBot
+    from bot.teams.surface import Surface
+    from bot.teams.watches import WatchPoller
+    from bot.turns.runner import TurnRunner
+    from bot.turns.supervisor import WorkerProcesses
+    from bot.turns.worker import TurnWorker
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
 class Components:
+    """The clients every surface shares, built once by :func:`build`."""
+
     settings: Settings
     sentinel: SentinelClient
-    orchestrator: Orchestrator | None  # None when no language model is configured
+    orchestrator: Orchestrator | None = None  # None when no language model is configured
     desk: ConfirmationDesk | None = None  # incident changes (its writer is None when write actions are off)
     users: UserSessions | None = None  # QUERY_IDENTITY=user: each analyst's own credential and clients
-    _closers: list[Any] = field(default_factory=list)
 
-    async def close(self) -> None:
-        if self.orchestrator is not None:
-            await self.orchestrator.model.close()
-        if self.desk is not None and self.desk.writer is not None:
-            await self.desk.writer.close()
-        await self.sentinel.close()
-        for closer in self._closers:
-            await closer.close()
+
+def _closed_by(closes: AsyncExitStack, thing: T) -> T:
+    """``thing`` (when there is one), its close left to ``closes``: the stack of the loop its clients live on."""
+    if thing is not None:
+        closes.push_async_callback(thing.close)  # type: ignore[attr-defined]
+    return thing
 
 
 class _LazyCredential:
@@ -63,14 +83,17 @@ class _LazyCredential:
             await self.credential.close()
 
 
-async def build(settings: Settings) -> Components:
-    credential = _LazyCredential()
-    users = build_user_sessions(settings)
-    sentinel = build_sentinel_client(settings, credential, users)
+async def build(settings: Settings, closes: AsyncExitStack) -> Components:
+    """Every client, each closed by ``closes`` (in reverse order of building) on the loop that will use them."""
+    credential = _closed_by(closes, _LazyCredential())
+    users = _closed_by(closes, build_user_sessions(settings))
+    sentinel = _closed_by(closes, build_sentinel_client(settings, credential, users))
     await sentinel.prepare()
     desk = build_action_desk(settings, sentinel, credential, users)
+    _closed_by(closes, desk.writer)
     orchestrator = build_orchestrator(settings, sentinel, credential, desk)
-    return Components(settings, sentinel, orchestrator, desk, users, [credential])
+    _closed_by(closes, orchestrator.model if orchestrator is not None else None)
+    return Components(settings, sentinel, orchestrator, desk, users)
 
 
 def build_user_sessions(settings: Settings, **credential_options: Any) -> UserSessions | None:
@@ -227,33 +250,16 @@ def managed_identity_graph_token(settings: Settings) -> Any:
     return token
 
 
-def _state_storage(settings: Settings, closers: list[Any]) -> Any:
-    """The conversation state store; Blob storage by account URL is reached as the bot's identity."""
-    from bot.teams.storage import create_storage
-
-    credential = None
-    if settings.storage.state.kind == "blob" and not settings.storage.blob_connection_string:
-        from azure.identity.aio import DefaultAzureCredential
-
-        credential = DefaultAzureCredential()
-        closers.append(credential.close)
-    return create_storage(settings.storage.state.kind, sqlite_path=settings.storage.state.path,
-                          blob_connection_string=settings.storage.blob_connection_string,
-                          blob_container=settings.storage.blob_container,
-                          blob_account_url=settings.storage.blob_account_url, credential=credential,
-                          use_env_settings=settings.env_proxies)
-
-
 def turn_queue_opener(settings: Settings) -> Any:
     """TURN_QUEUE=azure or local: a function that opens the turn queue on the calling loop (Azure: with its own
     credential, or the emulator's connection string; local: the SQLite file); None otherwise."""
     if settings.turns.queue == "local":
-        from bot.teams.local_queue import LocalTurnQueue
+        from bot.turns.local_queue import LocalTurnQueue
 
         return lambda: LocalTurnQueue.open(settings.turns.queue_path)
     if settings.turns.queue != "azure":
         return None
-    from bot.teams.queue import AzureTurnQueue
+    from bot.turns.azure_queue import AzureTurnQueue
 
     def open_queue() -> AzureTurnQueue:
         credential = None
@@ -270,8 +276,195 @@ def turn_queue_opener(settings: Settings) -> Any:
     return open_queue
 
 
+def _state_storage(settings: Settings, closes: AsyncExitStack) -> Any:
+    """The conversation state store; Blob storage by account URL is reached as the bot's identity."""
+    from bot.teams.storage import create_storage
+
+    credential = None
+    if settings.storage.state.kind == "blob" and not settings.storage.blob_connection_string:
+        from azure.identity.aio import DefaultAzureCredential
+
+        credential = _closed_by(closes, DefaultAzureCredential())
+    return create_storage(settings.storage.state.kind, sqlite_path=settings.storage.state.path,
+                          blob_connection_string=settings.storage.blob_connection_string,
+                          blob_container=settings.storage.blob_container,
+                          blob_account_url=settings.storage.blob_account_url, credential=credential,
+                          use_env_settings=settings.env_proxies)
+
+
+async def set_up(settings: Settings, closes: AsyncExitStack) -> tuple[Components, Any]:
+    """What ``serve`` and ``worker`` share: telemetry, the clients and the state store, closed by ``closes``: the
+    stack of the loop where turns run."""
+    configure_telemetry(settings)
+    parts = await build(settings, closes)
+    return parts, _state_storage(settings, closes)
+
+
+def build_surface(parts: Components, storage: Any, closes: AsyncExitStack,
+                  graph_token: TokenSource | None = None) -> Surface:
+    """The bot and its adapter. Their clients (the state store's, Graph's for access, the Bot Connector's) live on
+    the loop where turns run, whose stack is ``closes``. ``graph_token``: the bot's Microsoft Graph token for reader
+    groups (default: its app id and secret by the client credentials grant)."""
+    from bot.teams.surface import Surface, channel_tokens, create_adapter
+
+    if hasattr(storage, "close"):
+        _closed_by(closes, storage)
+    tokens = channel_tokens(parts.settings)
+    surface = Surface(_bot(parts, storage, closes, graph_token), create_adapter(parts.settings, tokens), tokens,
+                      parts.settings)
+    closes.push_async_callback(surface.authentication.sessions.close)  # the turns' replies go out on that loop
+    return surface
+
+
+def _bot(parts: Components, storage: Any, closes: AsyncExitStack, graph_token: TokenSource | None) -> SentinelBot:
+    from bot.teams.access import access_policy
+    from bot.teams.handler import SentinelBot
+    from bot.teams.state import StateStore
+    from bot.teams.watches import WatchStore
+
+    settings = parts.settings
+    return SentinelBot(sentinel=parts.sentinel, orchestrator=parts.orchestrator, state=StateStore(storage),
+                       memory=_memory(parts), capture_content=settings.telemetry.capture_content, desk=parts.desk,
+                       access=_closed_by(closes, access_policy(settings, graph_token)), limits=_turn_limits(settings),
+                       watches=WatchStore(storage) if settings.watches_enabled else None,
+                       signin=_signin(settings, parts.users))
+
+
+def _memory(parts: Components) -> Memory:
+    if parts.orchestrator is not None:
+        return parts.orchestrator.memory
+    model = parts.settings.model
+    policy = MemoryPolicy(max_turns=model.max_turns, history_tokens=model.max_history_tokens)
+    return Memory(TokenCounter(), policy)
+
+
+def _turn_limits(settings: Settings) -> Any:
+    from bot.teams.access import TurnLimits
+
+    return TurnLimits(settings.access.turns_per_user_minute, settings.access.turns_per_conversation_minute,
+                      settings.access.tokens_per_user_minute, settings.access.tokens_per_conversation_minute)
+
+
+def _signin(settings: Settings, users: UserSessions | None) -> Any:
+    """QUERY_IDENTITY=user: turns that read sign the analyst in and run with their own token."""
+    if users is None:
+        return None
+    from bot.teams.signin import SignIn
+
+    return SignIn(settings.access.sso_connection_name, users, oauth_url=settings.access.bot_oauth_url,
+                  local_app_id=settings.access.sso_app_id)
+
+
+def build_poller(surface: Surface, storage: Any) -> WatchPoller | None:
+    """The watches' poller (WATCH_POLL_SECONDS): one query per interval, under a lease so that one instance polls (a
+    blob lease with Blob state, else an item of the state store), posting as the bot through the adapter."""
+    from bot.teams.storage import EscapedBlobStorage
+    from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, sentinel_feed
+
+    settings, bot = surface.settings, surface.bot
+    if bot.watches is None:
+        return None
+    interval = settings.turns.watch_poll_seconds
+    lease = BlobLease(storage.container()) if isinstance(storage, EscapedBlobStorage) \
+        else StoreLease(storage, seconds=2 * interval + 10)
+    return WatchPoller(bot.watches, sentinel_feed(bot.sentinel),
+                       AdapterSender(surface.adapter, settings.teams.app_id or ""), lease, interval_s=interval,
+                       demo=bot.sentinel.is_demo, changes_buttons=bot.desk is not None and bot.desk.enabled,
+                       access=bot.access)
+
+
+def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = None,
+               turn_queue: OpenQueue | None = None, poll_watches: bool = False, workers: WorkerProcesses | None = None,
+               graph_token: TokenSource | None = None) -> web.Application:
+    """The web app as ``serve`` runs it: the surface, the dispatcher of turns and the watch poller, started and
+    stopped with the app; what turns use is closed by ``runner.closes``, on the turns' loop. With ``turn_queue``
+    (TURN_QUEUE=azure or local: it opens a TurnQueue on the calling loop), turns are queued durably instead of run
+    here, and taken by workers (this process's too, with TURN_WORKER_IN_WEB)."""
+    from bot.teams.dispatch import Dispatcher, QueuedTurns
+    from bot.teams.front_door import ServiceUrls
+    from bot.teams.server import POLLER_KEY, WebParts, web_app
+    from bot.turns.runner import TurnRunner
+
+    turns = _TurnsLoop(runner or TurnRunner(deadline_s=parts.settings.turns.deadline_seconds))
+    surface = build_surface(parts, storage, turns.runner.closes, graph_token)
+    dispatcher = Dispatcher(surface, turns.runner, QueuedTurns(turn_queue) if turn_queue is not None else None)
+    poller = build_poller(surface, storage) if poll_watches else None
+    app = web_app(WebParts(dispatcher, storage, ServiceUrls(parts.settings.teams.allowed_service_urls), workers))
+    if poller is not None:
+        app[POLLER_KEY] = poller
+    app.cleanup_ctx.append(functools.partial(_running, dispatcher, turns, poller, workers))
+    return app
+
+
+@dataclass
+class _TurnsLoop:
+    """The turn runner's loop in the web process, and what runs there in the background (the web process's queue
+    worker, the watch poller)."""
+
+    runner: TurnRunner
+    background: list[tuple[Callable[[], Any], concurrent.futures.Future[None]]] = field(default_factory=list)
+
+    def run(self, coroutine: Any, stop: Callable[[], Any]) -> None:
+        self.background.append((stop, self.runner.background(coroutine)))
+
+    async def stop(self, grace_s: float) -> None:
+        """The background work first (a queue worker's unfinished turns reappear for another worker), then the
+        turns: one grace for both, so the platform's stop time (WEBSITES_CONTAINER_STOP_TIME_LIMIT) still covers it."""
+        started = time.monotonic()
+        for stop, _ in self.background:
+            self.runner.call_soon(stop)
+        for _, running in self.background:
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(running)
+        cancelled = await self.runner.stop(max(0.0, grace_s - (time.monotonic() - started)))
+        log.info("shutdown: running turns finished%s",
+                 f"; {cancelled} abandoned after {grace_s} s" if cancelled else "")
+
+
+async def _running(dispatcher: Dispatcher, turns: _TurnsLoop, poller: WatchPoller | None,
+                   workers: WorkerProcesses | None, _: web.Application) -> AsyncIterator[None]:
+    """The web app's life on the web loop: one stack stops and closes, in reverse, all that starts here."""
+    surface, grace = dispatcher.surface, dispatcher.surface.settings.turns.shutdown_grace_seconds
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(surface.authentication.sessions.close)  # early typing indicators go out here
+        _closed_by(stack, surface.tokens.keys if surface.tokens is not None else None)
+        _freeze_start_up_objects()
+        turns.runner.start()
+        stack.push_async_callback(turns.stop, grace)
+        if dispatcher.queued is not None:
+            await _start_queue(dispatcher.queued, surface, turns, stack)
+        if poller is not None:  # on the runner's loop, where the store, workspace and connector clients live
+            turns.run(poller.run(), poller.stop)
+        if workers is not None:  # stopped first: a turn they cut short goes back on the queue for the next start
+            workers.start()
+            stack.push_async_callback(workers.stop, grace)
+        yield
+
+
+def _freeze_start_up_objects() -> None:
+    """Everything built at start-up (SDK clients, the demo workspace, tokenizer tables) lives as long as the process;
+    freezing it keeps garbage collection from rescanning it, which otherwise stalls every thread for ~80 ms at each
+    full collection (seen as acknowledgement outliers in bench_teams)."""
+    gc.collect()
+    gc.freeze()
+
+
+async def _start_queue(queued: QueuedTurns, surface: Surface, turns: _TurnsLoop, stack: AsyncExitStack) -> None:
+    """The front's queue client on this loop; with TURN_WORKER_IN_WEB, a worker on the runner's loop, where the
+    turns' clients live (its own queue client too, closed there)."""
+    queued.front = _closed_by(stack, queued.open())
+    await queued.front.ensure()
+    if surface.settings.turns.web_runs_worker:
+        worker = await turns.runner.call(_queue_worker(surface, queued.open, turns.runner.closes))
+        turns.run(worker.run(surface.settings.turns.shutdown_grace_seconds), worker.stop)
+
+
+async def _queue_worker(surface: Surface, open_queue: OpenQueue, closes: AsyncExitStack) -> TurnWorker:
+    """A queue worker and its queue client, made on the calling loop (the client's close left to ``closes``)."""
+    return surface.worker(_closed_by(closes, open_queue()))
+
+
 def _on_signals(callback: Any) -> None:
-    import asyncio
     import signal
 
     loop = asyncio.get_running_loop()
@@ -279,80 +472,59 @@ def _on_signals(callback: Any) -> None:
         loop.add_signal_handler(signum, callback)
 
 
-async def serve(settings: Settings) -> None:
-    """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
-    import asyncio
-
-    from aiohttp import web
-
-    from bot.teams.runner import TurnRunner
-    from bot.teams.server import create_app
-    from bot.teams.supervisor import WorkerProcesses
-
-    configure_telemetry(settings)
-    components = await build(settings)
-    turns = TurnRunner(deadline_s=settings.turns.deadline_seconds)
-    closers: list[Any] = []
-    storage = _state_storage(settings, closers)
-    for closer in closers:
-        turns.add_cleanup(closer)
-    turns.add_cleanup(components.close)  # the model and Log Analytics clients are used on the turns' loop
-    workers = WorkerProcesses(settings.turns.worker_processes) if settings.turns.worker_processes else None
-    app = create_app(settings, sentinel=components.sentinel, orchestrator=components.orchestrator, storage=storage,
-                     runner=turns, desk=components.desk, graph_token=managed_identity_graph_token(settings),
-                     turn_queue=turn_queue_opener(settings), poll_watches=True, users=components.users,
-                     worker_processes=workers)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, settings.teams.host, settings.teams.port).start()
-    if workers is not None:
-        workers.start()
-    where = "the demo workspace" if components.sentinel.is_demo else "Log Analytics"
-    log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",
-             settings.teams.host, settings.teams.port, where, settings.storage.state.kind,
-             settings.model.provider or "none, commands only",
-             {"azure": "queued on Azure Storage", "local": f"queued in {settings.turns.queue_path}"}.get(
-                 settings.turns.queue, "in this process")
-             + (f", {settings.turns.worker_processes} worker processes" if settings.turns.worker_processes else ""))
+async def _until_signalled() -> None:
     stop = asyncio.Event()
     _on_signals(stop.set)
     await stop.wait()
     log.info("shutting down")
-    # The workers first: a turn they cut short goes back on the queue, where the next start finds it.
-    if workers is not None:
-        await workers.stop(settings.turns.shutdown_grace_seconds)
-    await runner.cleanup()
+
+
+async def serve(settings: Settings) -> None:
+    """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
+    from aiohttp import web
+
+    from bot.turns.runner import TurnRunner
+    from bot.turns.supervisor import WorkerProcesses
+
+    runner = TurnRunner(deadline_s=settings.turns.deadline_seconds)
+    parts, storage = await set_up(settings, runner.closes)  # their clients live on the turns' loop, closed there
+    workers = WorkerProcesses(settings.turns.worker_processes) if settings.turns.worker_processes else None
+    app = create_app(parts, storage, runner=runner,
+                     turn_queue=turn_queue_opener(settings), poll_watches=True, workers=workers,
+                     graph_token=managed_identity_graph_token(settings))
+    site = web.AppRunner(app, access_log=None)
+    await site.setup()
+    try:
+        await web.TCPSite(site, settings.teams.host, settings.teams.port).start()
+        _log_listening(settings, parts)
+        await _until_signalled()
+    finally:
+        await site.cleanup()  # the app's stack: worker processes, background work, turns, then clients
+
+
+def _log_listening(settings: Settings, parts: Components) -> None:
+    where = "the demo workspace" if parts.sentinel.is_demo else "Log Analytics"
+    turns = {"azure": "queued on Azure Storage", "local": f"queued in {settings.turns.queue_path}"}.get(
+        settings.turns.queue, "in this process")
+    workers = f", {settings.turns.worker_processes} worker processes" if settings.turns.worker_processes else ""
+    log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",
+             settings.teams.host, settings.teams.port, where, settings.storage.state.kind,
+             settings.model.provider or "none, commands only", turns + workers)
 
 
 async def work(settings: Settings) -> None:
     """python -m bot worker: take queued turns (TURN_QUEUE=azure) until SIGINT/SIGTERM, without a web endpoint."""
-    from bot.teams.runner import TurnRunner
-    from bot.teams.server import create_surface
-
     opener = turn_queue_opener(settings)
     if opener is None:
         raise SystemExit("python -m bot worker needs TURN_QUEUE=local or azure: without a queue, turns run in the web "
                          "process")
-    configure_telemetry(settings)
-    components = await build(settings)
-    closers: list[Any] = []
-    storage = _state_storage(settings, closers)
-    runner = TurnRunner(deadline_s=settings.turns.deadline_seconds)  # never started: it only closes clients here
-    for closer in closers:
-        runner.add_cleanup(closer)
-    runner.add_cleanup(components.close)
-    surface = create_surface(settings, sentinel=components.sentinel, orchestrator=components.orchestrator,
-                             storage=storage, runner=runner, desk=components.desk,
-                             graph_token=managed_identity_graph_token(settings), users=components.users)
-    turns = opener()
-    try:
-        await turns.ensure()
-        worker = surface.worker(turns)
+    async with AsyncExitStack() as closes:  # one loop: every client lives, and is closed, on it
+        parts, storage = await set_up(settings, closes)
+        surface = build_surface(parts, storage, closes, managed_identity_graph_token(settings))
+        worker = await _queue_worker(surface, opener, closes)
+        await worker.turns.ensure()
         _on_signals(worker.stop)
         log.info("Sentinel assistant worker taking turns from %s (%d at once)",
                  settings.turns.queue_path if settings.turns.queue == "local" else f"queue {settings.turns.queue_name}",
                  settings.turns.workers)
         await worker.run(settings.turns.shutdown_grace_seconds)
-    finally:
-        await turns.close()
-        await runner.stop(0)

@@ -19,6 +19,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from botbuilder.core import MemoryStorage
 
+from bot.app import Components, create_app
 from bot.audit import AuditedSentinelClient
 from bot.config import Settings
 from bot.orchestrator.llm import ChatModel, create_client
@@ -26,7 +27,7 @@ from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.demo.backend import DemoBackend
 from bot.teams.access import REFUSAL_TEXT, ClientCredentials, Refusal, TurnLimits
-from bot.teams.server import RUNNER_KEY, create_app
+from bot.teams.server import RUNNER_KEY
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW, SEED
 from tests.support import connector_fake as teams
@@ -90,8 +91,7 @@ async def start(fake_openai: FakeOpenAI) -> AsyncIterator[Any]:
             client = create_client(openai_api_key="sk-test", base_url=f"{fake_openai.endpoint}/v1")
             orchestrator = Orchestrator(ChatModel(client, "rule-model"), ToolBox(sentinel), Memory(TokenCounter()),
                                         demo=True)
-        app = create_app(settings, sentinel=sentinel, orchestrator=orchestrator, storage=MemoryStorage(),
-                         graph_token=graph_token)
+        app = create_app(Components(settings, sentinel, orchestrator), MemoryStorage(), graph_token=graph_token)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         started.append((server, connector))

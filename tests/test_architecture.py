@@ -1,7 +1,8 @@
 """Keeps the dependency rules of ARCHITECTURE.md ("Rules the architecture test enforces") true as the code grows.
 
 teams/terminal -> commands -> orchestrator -> tools -> sentinel; tools name their cards, and cards depend on
-sentinel's typed data only; botbuilder only in teams,
+sentinel's typed data only; turns (durable delivery, below teams) imports no other bot package and no botbuilder;
+botbuilder only in teams,
 openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
 every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
@@ -23,7 +24,9 @@ FORBIDDEN_INTERNAL = {
     "cards": {"tools", "orchestrator", "commands", "teams", "terminal", "app"},
     "commands": {"teams", "cards", "terminal", "app"},
     "teams": {"terminal"},
-    "terminal": {"teams"},
+    "terminal": {"teams", "turns"},
+    # durable delivery knows turns only as JSON envelopes and the coroutines its caller passes in
+    "turns": {"sentinel", "tools", "orchestrator", "cards", "commands", "teams", "terminal", "app", "config"},
 }
 # cards are pure functions of the data layer's typed data (query records, incident changes)
 CARD_INPUTS = ("bot.cards", "bot.sentinel.models", "bot.sentinel.changes", "bot.sentinel.params")
@@ -37,7 +40,7 @@ EXTERNAL_OWNERS = {
     "opentelemetry.sdk": {"app"},
     "azure.core": {"sentinel"},
     "azure.identity": {"sentinel", "orchestrator", "app"},
-    "azure.storage": {"teams"},
+    "azure.storage": {"teams", "turns"},
     "azure.cosmos": {"teams"},
 }
 
@@ -47,13 +50,23 @@ def _modules() -> list[tuple[str, Path]]:
 
 
 def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved (``from . import x`` names ``package.x``)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = _relative_base(path, node.level, node.module)
+            names.update([base] if node.module else [f"{base}.{alias.name}" for alias in node.names])
     return names
+
+
+def _relative_base(path: Path, level: int, module: str | None) -> str:
+    """The absolute name ``from {'.' * level}{module} import ...`` in ``path`` refers to."""
+    package = path.relative_to(BOT.parent).parts[:-1]  # a module's package; an __init__.py's own
+    return ".".join([*package[:len(package) - level + 1], *([module] if module else [])])
 
 
 def _area(module: str) -> str:
@@ -125,6 +138,24 @@ def test_only_config_reads_the_environment() -> None:
         if module != "bot.config" and ("os.environ" in (text := path.read_text(encoding="utf-8")) or "getenv(" in text)
     ]
     assert not offenders, offenders
+
+
+def test_durable_delivery_knows_no_surface() -> None:
+    """bot/turns runs turns it knows only as JSON and coroutines: no Bot Framework SDK, no other bot package."""
+    modules = [(module, path) for module, path in _modules() if _area(module) == "turns"]
+    assert modules, "bot/turns has no modules"
+    problems = [f"{module} imports {name}" for module, path in modules for name in _imports(path)
+                if name.split(".")[0] in ("botbuilder", "botframework", "msrest")
+                or (name.startswith("bot.") and _area(name) != "turns")]
+    assert not problems, problems
+
+
+def test_relative_imports_are_seen() -> None:
+    """``from . import x`` and ``from .x import y`` count as imports of the package's modules."""
+    here = BOT / "turns" / "worker.py"
+    assert _relative_base(here, 1, "contract") == "bot.turns.contract"
+    assert _relative_base(here, 2, "teams") == "bot.teams"
+    assert _relative_base(BOT / "turns" / "__init__.py", 1, None) == "bot.turns"
 
 
 def test_the_rules_can_fail() -> None:

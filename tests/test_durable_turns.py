@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import sqlite3
 
 import aiohttp
 import jwt
@@ -22,10 +21,10 @@ import pytest
 import trustme
 
 from bot.config import Settings
-from bot.teams.local_queue import LocalTurnQueue
-from bot.teams.queue import AzureTurnQueue
-from bot.teams.turns import Envelope, TurnQueue
-from bot.teams.worker import GIVEN_UP_TEXT, TurnWorker
+from bot.turns.azure_queue import AzureTurnQueue
+from bot.turns.contract import Envelope, TurnQueue
+from bot.turns.local_queue import LocalTurnQueue
+from bot.turns.worker import GIVEN_UP_TEXT, TurnWorker
 from tests.support import durable_rig
 from tests.support.azurite import Azurite, azurite, require_azurite  # noqa: F401 - a fixture
 
@@ -260,7 +259,7 @@ async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_r
 
 
 def test_an_activity_refused_with_503_is_not_dropped_as_a_repeat_when_teams_retries() -> None:
-    from bot.teams.runner import TurnRunner
+    from bot.turns.runner import TurnRunner
 
     runner = TurnRunner()
     assert not runner.is_duplicate("a:chat", "1")
@@ -275,8 +274,7 @@ async def test_the_front_queues_a_channel_mention_and_the_web_process_worker_ans
     mention's `mentioned`), so a channel @mention is still for the bot when a worker runs it."""
     from aiohttp.test_utils import TestServer
 
-    from bot.app import turn_queue_opener
-    from bot.teams.server import create_app
+    from bot.app import Components, create_app, turn_queue_opener
     from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
@@ -286,8 +284,7 @@ async def test_the_front_queues_a_channel_mention_and_the_web_process_worker_ans
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
     storage = create_storage("blob", blob_connection_string=azurite, blob_container="front-state")
-    app = create_app(settings, sentinel=demo_client, orchestrator=None, storage=storage,
-                     turn_queue=turn_queue_opener(settings))
+    app = create_app(Components(settings, demo_client, None), storage, turn_queue=turn_queue_opener(settings))
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:

@@ -21,10 +21,10 @@ import pytest
 from aiohttp.test_utils import TestServer
 from botbuilder.core import MemoryStorage
 
+from bot.app import Components, create_app
 from bot.config import Settings
 from bot.sentinel.client import SentinelClient
 from bot.teams.front_door import clean_text
-from bot.teams.server import create_app
 from tests.support import connector_fake as teams
 from tests.support.connector_fake import FakeConnector
 from tests.support.entra_fake import APP_ID, TENANT, FakeEntra, forged_headers
@@ -67,7 +67,7 @@ async def entra() -> AsyncIterator[FakeEntra]:
 @pytest.fixture
 async def door(entra: FakeEntra, demo_client: SentinelClient) -> AsyncIterator[Door]:
     connector = await FakeConnector().start()
-    app = create_app(auth_settings(entra), sentinel=demo_client, orchestrator=None, storage=MemoryStorage())
+    app = create_app(Components(auth_settings(entra), demo_client, None), MemoryStorage())
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     yield Door(str(server.make_url("")).rstrip("/"), entra, connector.url)
@@ -164,7 +164,7 @@ async def test_readyz_tells_anonymous_callers_only_ready_or_not(entra: FakeEntra
     address = _outward_address()
     if address is None:
         pytest.skip("no network address besides loopback")
-    app = create_app(auth_settings(entra), sentinel=demo_client, orchestrator=None, storage=MemoryStorage())
+    app = create_app(Components(auth_settings(entra), demo_client, None), MemoryStorage())
     server = TestServer(app, host=address)  # reached on that address, the caller is not on loopback
     await server.start_server()
     try:

@@ -7,15 +7,15 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.config import ConfigError, Settings
-from bot.teams import local_queue, supervisor
-from bot.teams.local_queue import LocalTurnQueue
-from bot.teams.turns import Envelope, LockState, TurnQueueError
+from bot.turns import local_queue, supervisor
+from bot.turns.contract import Envelope, LockState, TurnQueueError
+from bot.turns.local_queue import LocalTurnQueue
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ async def test_the_turns_and_leases_of_a_worker_process_that_died_are_free_at_on
     await turns.ensure()
     await turns.enqueue("a:chat", "1", {}, {})
     script = ("import asyncio, sys\n"
-              "from bot.teams.local_queue import LocalTurnQueue\n"
+              "from bot.turns.local_queue import LocalTurnQueue\n"
               "async def hold():\n"
               "    turns = LocalTurnQueue.open(sys.argv[1])\n"
               "    assert len(await turns.take(8)) == 1 and await turns.lease('a:chat') is not None\n"
@@ -166,8 +166,7 @@ async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and
     import aiohttp
     from aiohttp.test_utils import TestServer
 
-    from bot.app import turn_queue_opener
-    from bot.teams.server import create_app
+    from bot.app import Components, create_app, turn_queue_opener
     from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
@@ -178,12 +177,11 @@ async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
     dying = supervisor.WorkerProcesses(1, command=[sys.executable, "-c", "raise SystemExit(3)"])
-    app = create_app(settings, sentinel=demo_client, orchestrator=None,
-                     storage=create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
-                     turn_queue=turn_queue_opener(settings), worker_processes=dying)
+    app = create_app(Components(settings, demo_client, None),
+                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
+                     turn_queue=turn_queue_opener(settings), workers=dying)
     server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    dying.start()
+    await server.start_server()  # the worker processes start with the app
     try:
         async with aiohttp.ClientSession() as session:
             body = teams.personal("help", activity_id="1700000000201", service_url=connector.url)
@@ -215,7 +213,7 @@ async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there
     import aiohttp
     from aiohttp.test_utils import TestServer
 
-    from bot.teams.server import create_app
+    from bot.app import Components, create_app
     from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
@@ -229,8 +227,8 @@ async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there
 
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
-    app = create_app(settings, sentinel=demo_client, orchestrator=None,
-                     storage=create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue)
+    app = create_app(Components(settings, demo_client, None),
+                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
@@ -258,8 +256,7 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
     import aiohttp
     from aiohttp.test_utils import TestServer
 
-    from bot.app import turn_queue_opener
-    from bot.teams.server import create_app
+    from bot.app import Components, create_app, turn_queue_opener
     from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
@@ -267,8 +264,8 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
                                   "TURN_WORKER_IN_WEB": "false"}, dotenv_path=None)
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
-    app = create_app(settings, sentinel=demo_client, orchestrator=None,
-                     storage=create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
+    app = create_app(Components(settings, demo_client, None),
+                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
                      turn_queue=turn_queue_opener(settings))
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()

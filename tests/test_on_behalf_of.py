@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestServer
 from azure.core.credentials import AccessToken
 from botbuilder.core import MemoryStorage
 
-from bot.app import build_sentinel_client, build_user_sessions
+from bot.app import Components, build_sentinel_client, build_user_sessions, create_app
 from bot.audit import AuditedSentinelClient
 from bot.config import ConfigError, Settings
 from bot.sentinel.changes import WriteError
@@ -40,7 +40,7 @@ from bot.sentinel.identity import (
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.teams import signin
-from bot.teams.server import BOT_KEY, RUNNER_KEY, create_app
+from bot.teams.server import BOT_KEY, RUNNER_KEY
 from bot.teams.signin import OAUTH_CARD, SIGN_IN_TEXT, SIGNED_IN_ASK_AGAIN
 from tests.support import connector_fake as teams
 from tests.support.arm_fake import FakeArm
@@ -135,7 +135,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Any]:
             sentinel = AuditedSentinelClient(LogAnalyticsBackend(
                 create_logs_client(FakeCredential(), endpoint=logs.endpoint, connection_verify=str(logs.ca_file)),
                 WORKSPACE))
-        app = create_app(settings, sentinel=sentinel, orchestrator=None, storage=MemoryStorage(), users=users)
+        app = create_app(Components(settings, sentinel, None, users=users), MemoryStorage())
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         cleanup.extend([server.close, connector.stop, tokens.stop, logs.stop, entra.stop])

@@ -22,16 +22,16 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from botbuilder.core import MemoryStorage, Storage
 
+from bot.app import Components, create_app
 from bot.config import Settings
-from bot.orchestrator.llm import ChatModel, create_client
+from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.llm import ChatModel, create_client, to_wire
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.teams.server import RUNNER_KEY, create_app
+from bot.teams.server import RUNNER_KEY
 from bot.teams.state import STATE_PROPERTY
 from bot.tools.toolbox import ToolBox
-from bot.orchestrator.conversation import Conversation
-from bot.orchestrator.llm import to_wire
 from tests.support import connector_fake as teams
 from tests.support import rule_model
 from tests.support.azurite import azurite  # noqa: F401 - a fixture
@@ -75,8 +75,8 @@ async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm
         client = create_client(openai_api_key="sk-test", base_url=f"{fake_llm.endpoint}/v1")
         orchestrator = Orchestrator(ChatModel(client, "rule-model"), ToolBox(sentinel), Memory(TokenCounter()),
                                     demo=sentinel.is_demo)
-    app = create_app(settings or Settings.from_env({}, dotenv_path=None), sentinel=sentinel,
-                     orchestrator=orchestrator, storage=storage)
+    app = create_app(Components(settings or Settings.from_env({}, dotenv_path=None), sentinel, orchestrator),
+                     storage)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return Bot(str(server.make_url("/api/messages")), connector, storage, app), server
@@ -509,7 +509,7 @@ async def _saved_activity_ids(bot: Bot, conversation_id: str) -> int:
 
 
 async def test_a_turn_cut_short_by_shutdown_tells_its_user_to_resend(bot: Bot, fake_openai: FakeOpenAI) -> None:
-    from bot.teams.server import ABANDONED_TEXT
+    from bot.teams.surface import ABANDONED_TEXT
 
     fake_openai.latency_s = 5.0  # the model is still thinking when the bot shuts down
     activity_id = next_id()
@@ -525,7 +525,7 @@ async def test_a_turn_cut_short_by_shutdown_tells_its_user_to_resend(bot: Bot, f
 
 async def test_a_turn_past_its_deadline_is_stopped_its_user_told_and_the_next_message_answered(
         connector: FakeConnector, demo_client: SentinelClient, fake_openai: FakeOpenAI) -> None:
-    from bot.teams.server import deadline_text
+    from bot.teams.surface import deadline_text
 
     running, server = await start_bot(connector, demo_client, fake_openai, MemoryStorage(),
                                       Settings.from_env({"TURN_DEADLINE_SECONDS": "1"}, dotenv_path=None))

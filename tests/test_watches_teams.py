@@ -16,9 +16,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
-
 from botbuilder.schema import ChannelAccount, ConversationAccount, ConversationReference
 
+from bot.app import Components, create_app
 from bot.commands.parser import parse
 from bot.config import Settings
 from bot.orchestrator.changes.confirmations import ConfirmationDesk, WritePolicy
@@ -26,8 +26,9 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
-from bot.teams.server import POLLER_KEY, create_adapter, create_app
+from bot.teams.server import POLLER_KEY
 from bot.teams.storage import SqliteStorage
+from bot.teams.surface import create_adapter
 from bot.teams.watches import AdapterSender, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from tests.support import connector_fake as teams
 from tests.support.azurite import azurite  # noqa: F401 - a fixture
@@ -50,8 +51,8 @@ class Bot:
         # Changes on, for the fake connector's alice (her object id is aad-alice): the demo workspace's own writer.
         desk = ConfirmationDesk(self.sentinel, DemoIncidentWriter.for_client(self.sentinel),
                                 WritePolicy(True, frozenset({"aad-alice"})))
-        app = create_app(settings, sentinel=self.sentinel, orchestrator=None, storage=SqliteStorage(self.state),
-                         desk=desk, poll_watches=True)
+        app = create_app(Components(settings, self.sentinel, None, desk=desk), SqliteStorage(self.state),
+                         poll_watches=True)
         self.server = TestServer(app, host="127.0.0.1")
         await self.server.start_server()
         return self
@@ -276,7 +277,7 @@ async def test_with_blob_state_the_poller_takes_a_blob_lease_and_with_sqlite_a_s
     sqlite = SqliteStorage(tmp_path / "state.db")
     try:
         for storage, kind in ((blob, BlobLease), (sqlite, StoreLease)):
-            app = create_app(settings, sentinel=live_demo, orchestrator=None, storage=storage, poll_watches=True)
+            app = create_app(Components(settings, live_demo, None), storage, poll_watches=True)
             assert isinstance(app[POLLER_KEY].lease, kind)
     finally:
         await blob.close()

@@ -204,9 +204,7 @@ class LogAnalyticsBackend:
         return None  # nothing to warm up; the first query signs in
 
     async def close(self) -> None:
-        await self._client.close()
-        if self._users is not None:
-            await self._users.close()
+        await self._client.close()  # the analysts' sessions (users) are closed by whoever built them: bot.app
 
 
 def _to_raw_table(response: LogsQueryResult | LogsQueryPartialResult, query: Query,

@@ -1,7 +1,7 @@
 """The Teams activity handler: decides what an activity asks for, and runs it in the background.
 
-The server acknowledges each activity at once and runs its turn on the runner's worker loop (see
-server.py and runner.py). A turn: checks the activity is for the bot (in channels and group chats the
+The server acknowledges each activity at once and runs its turn on the runner's worker loop (see server.py,
+dispatch.py and bot/turns/runner.py). A turn: checks the activity is for the bot (in channels and group chats the
 bot answers only when @mentioned, or when one of its cards is pressed), strips the mention, loads state
 once, shows progress, answers (a command without the model, or the model's tool loop), and saves state
 once (a failed save is retried; if it never succeeds, the user is told their turn may not be remembered).
@@ -10,64 +10,47 @@ Failures become a message that says what happened and gives a reference id for t
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
-import re
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
-from botbuilder.core.teams import TeamsActivityHandler, TeamsInfo
+from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.schema import (
     Activity,
     ActivityTypes,
     ChannelAccount,
-    ConversationReference,
 )
 from botbuilder.schema.teams import TeamInfo
 from msrest.serialization import Model
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from bot import audit, cards, telemetry
 from bot.cards import Verb
 from bot.commands.parser import Command
 from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
-from bot.orchestrator.changes import (
-    Actor,
-    ConfirmationDesk,
-    Outcome,
-    OutcomeStatus,
-    PendingAction,
-    Proposal,
-    ProposalStatus,
-)
-from bot.orchestrator.local_time import LocalZone, zone_of
+from bot.orchestrator.changes import ConfirmationDesk
+from bot.orchestrator.local_time import zone_of
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
-from bot.sentinel.changes import ChangeKind, Owner
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import acting_as
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
-from bot.teams.mentions import TeamsNotifier, war_room
+from bot.teams.changes import TeamsChanges, proposed_from_card
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
-from bot.teams.runner import PLACE_STATE_KEY, Place, TurnRunner
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
+from bot.teams.turn import LATER_STATE_KEY, Later, Reply, TurnFacts, TurnKind, TurnRequest, turn_span
 from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 4000
 MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
-MEMBER_LOOKUP_TIMEOUT_S = 3.0
 STATE_NOT_SAVED = ("I could not save this conversation just now, so I may not remember your last message or its "
                    "results ([n] references). If you refer back to it, please repeat what you need.")
 Clock = Callable[[], datetime]
@@ -94,98 +77,9 @@ class _MessageInvokeResponse(Model):
 FEEDBACK_INVOKE = "message/submitAction"  # the feedback buttons Teams shows on answers with feedbackLoopEnabled
 
 
-@dataclass(frozen=True)
-class TurnRequest:
-    """What one activity asks for, captured inside the HTTP request."""
-
-    text: str
-    value: dict[str, Any] | None
-    activity_id: str | None
-    conversation_id: str
-    conversation_type: str  # personal, groupChat, channel
-    user_id: str
-    user_aad_id: str | None
-    user_name: str | None
-    reference: ConversationReference
-    correlation_id: str
-    reply_to_id: str | None = None  # for a card button: the message holding the card
-    tenant_id: str | None = None
-    local: LocalZone | None = None  # the sender's time zone (Teams sends it with each message)
-
-
-@dataclass
-class Reply:
-    """What a turn sends: new activities, cards to update in place, and the proposal whose card goes last."""
-
-    activities: list[Activity]
-    card_updates: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
-    confirmation: PendingAction | None = None  # its card is the last activity; that message's id is kept
-
-
-class TurnKind(StrEnum):
-    UNKNOWN = "unknown"
-    QUESTION = "question"
-    COMMAND = "command"
-    CARD_ACTION = "card_action"
-    HELP = "help"
-    INVALID_COMMAND = "invalid_command"
-    DUPLICATE = "duplicate"
-
-
-@dataclass
-class TurnFacts:
-    """What a turn tells telemetry: its kind, names, counts and sizes; never its text (unless opted in)."""
-
-    kind: TurnKind = TurnKind.UNKNOWN
-    command: str | None = None  # the command's name: incidents, incident, clear, prefer, ...
-    rounds: int = 0  # model calls
-    tool_calls: int = 0  # queries run (the model's, or the command's one)
-    question_length: int | None = None
-    answer_length: int | None = None
-    error: str | None = None  # error.type of a failed turn (an exception's class, an LLM failure kind)
-    question: str | None = None  # set only when TELEMETRY_CAPTURE_CONTENT is on
-
-    @property
-    def outcome(self) -> str:
-        if self.kind is TurnKind.DUPLICATE:
-            return "duplicate"
-        return "failed" if self.error else "answered"
-
-    def attributes(self) -> dict[str, str | int]:
-        optional = {"bot.turn.command": self.command, "bot.question.length": self.question_length,
-                    "bot.answer.length": self.answer_length, "error.type": self.error,
-                    "bot.question.text": self.question}
-        return {"bot.turn.kind": self.kind.value, "bot.turn.outcome": self.outcome, "bot.turn.rounds": self.rounds,
-                "bot.turn.tool_calls": self.tool_calls} | {k: v for k, v in optional.items() if v is not None}
-
-
-@contextmanager
-def turn_span(request: TurnRequest, facts: TurnFacts) -> Iterator[None]:
-    """The ``turn`` span and the turn metrics; log lines inside carry the request's correlation id."""
-    started = time.perf_counter()
-    with telemetry.correlated(request.correlation_id), telemetry.tracer().start_as_current_span(
-            "turn", kind=SpanKind.CONSUMER, record_exception=False, set_status_on_exception=False,
-            attributes={"bot.correlation_id": request.correlation_id,
-                        "teams.conversation.type": request.conversation_type}) as span:
-        try:
-            yield
-        except BaseException as error:  # cancelled at shutdown, or a failure outside the turn's own handling
-            facts.error = facts.error or type(error).__name__
-            raise
-        finally:
-            span.set_attributes(facts.attributes())
-            if facts.error:
-                span.set_status(Status(StatusCode.ERROR, facts.error))
-            labels = {"bot.turn.outcome": facts.outcome, "bot.turn.kind": facts.kind.value,
-                      "teams.conversation.type": request.conversation_type}
-            instruments = telemetry.instruments()
-            instruments.turns.add(1, labels)
-            instruments.turn_duration.record(time.perf_counter() - started, labels)
-
-
 class SentinelBot(TeamsActivityHandler):
     def __init__(self, *, sentinel: SentinelClient, orchestrator: Orchestrator | None, state: StateStore,
-                 runner: TurnRunner, memory: Memory, clock: Clock = lambda: datetime.now(UTC),
+                 memory: Memory, clock: Clock = lambda: datetime.now(UTC),
                  capture_content: bool = False, desk: ConfirmationDesk | None = None,
                  access: AccessPolicy | None = None, limits: TurnLimits | None = None,
                  watches: WatchStore | None = None, signin: SignIn | None = None) -> None:
@@ -195,6 +89,7 @@ class SentinelBot(TeamsActivityHandler):
         self.access = access
         self.limits = limits
         self.desk = desk
+        self.changes = TeamsChanges(desk, watches, clock, sentinel.is_demo)
         self.orchestrator = orchestrator
         self.commands = CommandRouter(sentinel, orchestrator)
         # The card verbs, each to its handler; buttons that post text (ask, command) are answered as text.
@@ -205,7 +100,6 @@ class SentinelBot(TeamsActivityHandler):
             Verb.CHANGE_CANCEL: self._cancel_click,
         }
         self.state = state
-        self.runner = runner
         self.memory = memory
         self.clock = clock
         self.capture_content = capture_content
@@ -307,8 +201,8 @@ class SentinelBot(TeamsActivityHandler):
             await adapter.continue_conversation_with_claims(
                 claims, request.reference, audience, lambda context: self._run_turn(context, request, False))
 
-        place = turn_context.turn_state.get(PLACE_STATE_KEY)  # taken by the server when the invoke arrived
-        return self.runner.submit(place if isinstance(place, Place) else request.conversation_id, work)
+        later: Later | None = turn_context.turn_state.get(LATER_STATE_KEY)
+        return later is not None and later(work)
 
     async def _signed_in(self, turn_context: TurnContext) -> InvokeResponse:
         """Teams single sign-on's invokes: the token exchanged (200, or 412 so Teams falls back to the sign-in
@@ -445,7 +339,7 @@ class SentinelBot(TeamsActivityHandler):
         if verb in (Verb.ASK, Verb.COMMAND):  # a button that stands for text: answered as if it was typed
             said = (request.value or {}).get("question" if verb is Verb.ASK else "command")
             request, verb = replace(request, text=str(said or "").strip()[:MAX_TEXT_CHARS], value=None), None
-        typed = self._typed_decision(data, request) if verb is None and not request.value else None
+        typed = self.changes.typed_decision(data, request) if verb is None and not request.value else None
         if typed is not None:  # "yes" / "cancel" typed while a change waits: that card's button, pressed
             request, verb = typed, Verb.of(typed.value)
         handler = self._verbs.get(verb) if verb is not None else None
@@ -456,10 +350,10 @@ class SentinelBot(TeamsActivityHandler):
         if verb in (Verb.CHANGE_CONFIRM, Verb.CHANGE_CANCEL) and handler is not None:
             return await handler(context, data, request, progress, facts)
         # A new request ends the requester's pending change (looking at details does not).
-        ended = self._on_new_request(data, request) if verb is not Verb.INCIDENT_DETAIL else None
+        ended = self.changes.on_new_request(data, request) if verb is not Verb.INCIDENT_DETAIL else None
         reply = await (handler or self._text)(context, data, request, progress, facts)
         if ended is not None and ended.action is not None:
-            reply.card_updates.insert(0, (ended.action.card_id, self._outcome_card(ended)))
+            reply.card_updates.insert(0, (ended.action.card_id, self.changes.outcome_card(ended)))
             if ended.action.card_id is None:
                 reply.activities.insert(
                     0, replies.message(f"{ended.headline} (#{ended.action.change.incident_number})"))
@@ -472,7 +366,7 @@ class SentinelBot(TeamsActivityHandler):
 
     async def _propose_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                              progress: Progress, facts: TurnFacts) -> Reply:
-        return await self._propose(context, data, request, _proposed_from_card(request.value or {}))
+        return await self.changes.propose(context, data, request, proposed_from_card(request.value or {}))
 
     async def _text(self, context: TurnContext, data: ConversationData, request: TurnRequest, progress: Progress,
                     facts: TurnFacts) -> Reply:
@@ -493,7 +387,7 @@ class SentinelBot(TeamsActivityHandler):
                 return Reply([replies.message(routed.text)])
             case Route.CHANGE:
                 assert routed.command is not None
-                return await self._propose(context, data, request,
+                return await self.changes.propose(context, data, request,
                                            (routed.command.tool or "", routed.command.arguments))
             case Route.UNRESOLVED:
                 return Reply([replies.message(f"{routed.text} Ask about an incident by its number instead.")])
@@ -511,7 +405,7 @@ class SentinelBot(TeamsActivityHandler):
                 assert routed.run is not None
                 facts.tool_calls = 1
                 return Reply(replies.command_result(routed.run.artifact, routed.run, conversation.references,
-                                                    self.clock(), changes=self._may_change(request)))
+                                                    self.clock(), changes=self.changes.may_change(request)))
         return await self._question(context, data, request, progress, facts, text)
 
     async def _question(self, context: TurnContext, data: ConversationData, request: TurnRequest,
@@ -531,7 +425,7 @@ class SentinelBot(TeamsActivityHandler):
             facts.error = "rate_limited"
             log.info("model turn refused: rate limit (%.0f s to wait)", wait)
             return Reply([replies.message(self.limits.message(wait))])
-        actor = await self._actor(context, request) if self.desk is not None and self.desk.enabled else None
+        actor = await self.changes.actor(context, request) if self.desk is not None and self.desk.enabled else None
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
                                               stream=_streamed_to(progress), local=request.local)
         if self.limits is not None:
@@ -542,134 +436,19 @@ class SentinelBot(TeamsActivityHandler):
         log.info("answered in %d round(s), %d tool call(s)%s", turn.rounds, len(turn.runs),
                  f" (failed: {turn.failure})" if turn.failed else "")
         reply = Reply(replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo,
-                                     changes=self._may_change(request),
+                                     changes=self.changes.may_change(request),
                                      follow_ups=request.conversation_type == "personal"))
         for proposal in turn.proposals:
-            self._add_proposal(reply, proposal)
+            self.changes.add_proposal(reply, proposal)
         return reply
-
-    # ---- incident changes -------------------------------------------------------------------------------------
-
-    async def _propose(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                       proposed: tuple[str, dict[str, Any]]) -> Reply:
-        """A change asked for by a command or a card button: a confirmation card, or why not."""
-        if self.desk is None:
-            return Reply([replies.error("Incident changes are not available", "Make the change in the Sentinel "
-                                        "portal. This bot was started without write actions.")])
-        tool, arguments = proposed
-        proposal = await self.desk.propose(data.conversation, await self._actor(context, request), tool, arguments,
-                                           source="button" if request.value else "command")
-        reply = Reply([])
-        self._add_proposal(reply, proposal)
-        return reply
-
-    def _add_proposal(self, reply: Reply, proposal: Proposal) -> None:
-        if proposal.replaced is not None:
-            replaced = Outcome(OutcomeStatus.CANCELLED, "Replaced by a newer request.", action=proposal.replaced)
-            reply.card_updates.append((proposal.replaced.card_id, self._outcome_card(replaced)))
-        if proposal.action is None:
-            title = _PROPOSAL_TITLES.get(proposal.status)
-            if title is not None:
-                reply.activities.append(replies.error(title, proposal.message))
-            else:
-                reply.activities.append(replies.message(proposal.message))
-            return
-        reply.activities.append(replies.message(card_list=[self._confirmation_card(proposal.action)]))
-        reply.confirmation = proposal.action
 
     async def _confirm_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                              progress: Progress, facts: TurnFacts) -> Reply:
-        return await self._decide(context, data, request, confirm=True)
+        return await self.changes.decide(context, data, request, confirm=True)
 
     async def _cancel_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                             progress: Progress, facts: TurnFacts) -> Reply:
-        return await self._decide(context, data, request, confirm=False)
-
-    async def _decide(self, context: TurnContext, data: ConversationData, request: TurnRequest, *,
-                      confirm: bool) -> Reply:
-        """Confirm or Cancel on a confirmation card."""
-        action_id = str((request.value or {}).get("id") or "")[:64]
-        if self.desk is None:
-            return Reply([replies.message("Incident changes are not available in this bot any more.")])
-        actor = await self._actor(context, request)
-        pending = data.conversation.pending_action
-        card_id = (pending.card_id if pending is not None and pending.id == action_id else None) or request.reply_to_id
-        if confirm:
-            room = None  # an escalation goes to the incident's war room when a watch posted it elsewhere
-            if pending is not None and pending.id == action_id and pending.change.kind is ChangeKind.ESCALATE:
-                room = await war_room(self.watches, pending.change.incident_number, request.conversation_id)
-            outcome = await self.desk.confirm(data.conversation, action_id, actor,
-                                              notifier=TeamsNotifier(context, room=room))
-        else:
-            outcome = self.desk.cancel(data.conversation, action_id, actor)
-        reply = Reply([replies.message(_outcome_text(outcome))])
-        if outcome.closes_card:
-            reply.card_updates.append((card_id, self._outcome_card(outcome)))
-        if outcome.renewed is not None:
-            reply.activities.append(replies.message(card_list=[self._confirmation_card(
-                outcome.renewed, notice="This incident changed since you asked. Check its current state and "
-                                        "confirm again.")]))
-            reply.confirmation = outcome.renewed
-        return reply
-
-    def _typed_decision(self, data: ConversationData, request: TurnRequest) -> TurnRequest | None:
-        """Typed text that answers the pending change's card ("yes", "confirm", "cancel", ...): the request
-        as the press of that card's Confirm or Cancel button (the same checks: requester, expiry, etag).
-        None when nothing is pending or the text is anything else."""
-        pending = data.conversation.pending_action
-        if pending is None or self.desk is None:
-            return None
-        verb = _TYPED_DECISIONS.get(" ".join(_TYPED_PUNCTUATION.sub(" ", request.text.lower()).split()))
-        if verb is None:
-            return None
-        return replace(request, value={"action": verb.value, "id": pending.id}, reply_to_id=pending.card_id)
-
-    def _on_new_request(self, data: ConversationData, request: TurnRequest) -> Outcome | None:
-        if self.desk is None:
-            return None
-        return self.desk.on_new_request(data.conversation, self._actor_now(request))
-
-    def _confirmation_card(self, action: PendingAction, notice: str | None = None) -> dict[str, Any]:
-        return cards.change_confirmation(action.change, action.incident, action_id=action.id,
-                                         requester=action.requester.label, expires_at=action.expires_at,
-                                         now=self.clock(), demo=self.sentinel.is_demo, notice=notice,
-                                         requester_sign_in=action.requester.user_principal_name)
-
-    def _outcome_card(self, outcome: Outcome) -> dict[str, Any]:
-        action = outcome.action
-        assert action is not None
-        return cards.change_outcome(action.change, action.incident, outcome=outcome.status,
-                                    headline=outcome.headline, detail=outcome.detail, after=outcome.after,
-                                    requester=action.requester.label, confirmed_by=outcome.confirmed_by,
-                                    sent=outcome.sent, audit_comment=outcome.audit_comment,
-                                    demo=self.sentinel.is_demo, action_id=action.id,
-                                    posted=outcome.posted.to_dict() if outcome.posted else None,
-                                    audit_record=outcome.audit_record)
-
-    def _may_change(self, request: TurnRequest) -> bool:
-        """Whether this analyst gets the change buttons on incident cards (writes on, and a responder)."""
-        return self.desk is not None and self.desk.enabled and \
-            self.desk.policy.refusal(self._actor_now(request).user) is None
-
-    def _actor_now(self, request: TurnRequest) -> Actor:
-        return Actor(Owner(object_id=request.user_aad_id, name=request.user_name), request.conversation_id,
-                     request.conversation_type)
-
-    async def _actor(self, context: TurnContext, request: TurnRequest) -> Actor:
-        """Who asks, with their sign-in name from Teams (for "assign to me" and the audit comment)."""
-        actor = self._actor_now(request)
-        if not request.user_aad_id or self.desk is None or self.desk.policy.refusal(actor.user):
-            return actor
-        try:
-            member = await asyncio.wait_for(TeamsInfo.get_member(context, request.user_id), MEMBER_LOOKUP_TIMEOUT_S)
-        except Exception as error:  # noqa: BLE001 - the object id is what authorises; the name is a nicety
-            log.info("could not look up the member's sign-in name (%s)", type(error).__name__)
-            return actor
-        user = Owner(object_id=request.user_aad_id,
-                     user_principal_name=getattr(member, "user_principal_name", None) or None,
-                     name=getattr(member, "name", None) or request.user_name,
-                     email=getattr(member, "email", None) or None)
-        return Actor(user, request.conversation_id, request.conversation_type)
+        return await self.changes.decide(context, data, request, confirm=False)
 
     async def _query(self, data: ConversationData, command: Command, progress: Progress,
                      facts: TurnFacts, request: TurnRequest) -> list[Activity]:
@@ -679,21 +458,13 @@ class SentinelBot(TeamsActivityHandler):
             return [replies.message(f"{run} Ask about an incident by its number instead.")]
         facts.tool_calls = 1
         return replies.command_result(run.artifact, run, conversation.references, self.clock(),
-                                      changes=self._may_change(request))
+                                      changes=self.changes.may_change(request))
 
 
 _VerbHandler = Callable[[TurnContext, ConversationData, TurnRequest, Progress, TurnFacts], Awaitable[Reply]]
-# Whole messages that answer a pending change's card as its buttons do (any case; "." "," "!" ignored).
-_TYPED_DECISIONS = dict.fromkeys(("yes", "confirm", "confirm it", "yes do it", "go ahead"), Verb.CHANGE_CONFIRM)
-_TYPED_DECISIONS |= dict.fromkeys(("no", "cancel", "cancel it"), Verb.CHANGE_CANCEL)
-_TYPED_PUNCTUATION = re.compile(r"[.,!]")
 _VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change"}  # the turn's command, for telemetry
 WATCHES_OFF = ("Watches are off on this bot. They need WATCH_POLL_SECONDS above 0 and the bot's own read access "
                "(QUERY_IDENTITY=bot): nobody is signed in when the bot looks for new incidents.")
-_PROPOSAL_TITLES = {ProposalStatus.REFUSED: "I can't make that change",
-                    ProposalStatus.INVALID: "I could not prepare that change",
-                    ProposalStatus.FAILED: "I could not prepare that change",
-                    ProposalStatus.NOBODY_ON_CALL: "Nobody is on call"}
 
 
 def _streamed_to(progress: Progress) -> Callable[[str], Awaitable[None]] | None:
@@ -737,25 +508,3 @@ def _where(activity: Activity) -> Where:
                  object_id=getattr(activity.from_property, "aad_object_id", None),
                  conversation_type=conversation.conversation_type or "personal",
                  team_id=inner_id("team"), channel_id=inner_id("channel"))
-
-
-def _proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A change button on a card: its tool and arguments, with the card's inputs (classification, comment,
-    severity) filled in by the analyst."""
-    raw_arguments = value.get("arguments")
-    arguments: dict[str, Any] = dict(raw_arguments) if isinstance(raw_arguments, dict) else {}
-    for name in ("status", "classification", "classification_reason", "comment", "severity", "assignee"):
-        if isinstance(value.get(name), str) and value[name].strip():
-            arguments[name] = value[name]
-    if isinstance(value.get("classification_comment"), str) and value["classification_comment"].strip():
-        arguments["comment"] = value["classification_comment"]  # the close form's own comment box
-    if ":" in str(arguments.get("classification") or ""):
-        # The close form offers the portal's classification-and-reason pairs, e.g. "FalsePositive:InaccurateData".
-        arguments["classification"], arguments["classification_reason"] = arguments["classification"].split(":", 1)
-    return str(value.get("tool") or "")[:40], arguments
-
-
-def _outcome_text(outcome: Outcome) -> str:
-    """The short message that goes with an updated card (the card carries the details)."""
-    return outcome.headline + (f" {outcome.detail}" if outcome.detail and (outcome.status != OutcomeStatus.EXECUTED
-                                                                            or outcome.posted is not None) else "")

@@ -21,16 +21,17 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from azure.storage.blob.aio import BlobServiceClient
 from botbuilder.azure import BlobStorage, BlobStorageSettings
 from botbuilder.azure.blob_storage import convert_account_name_and_key_to_connection_string
 from botbuilder.core import MemoryStorage, Storage
+
+from bot.turns.sqlite import connect_wal, immediate
 
 DEFAULT_MAX_ITEM_BYTES = 256 * 1024
 STORAGE_KINDS = ("memory", "sqlite", "blob", "cosmos")
@@ -96,32 +97,6 @@ def _batches(keys: Iterable[str]) -> Iterable[list[str]]:
     unique = list(dict.fromkeys(keys))
     for start in range(0, len(unique), _SQL_BATCH):
         yield unique[start:start + _SQL_BATCH]
-
-
-def connect_wal(path: Path, *, synchronous: Literal["NORMAL", "FULL"]) -> sqlite3.Connection:
-    """A connection to a SQLite file that threads and processes share: WAL, transactions only where
-    :func:`immediate` opens them, and up to 10 s of waiting for another writer."""
-    connection = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-    try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute(f"PRAGMA synchronous={synchronous}")
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
-@contextmanager
-def immediate(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction, its write lock taken at the start; rolled back when the block raises."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield connection
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
 
 
 class SqliteStorage(Storage):

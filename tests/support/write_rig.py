@@ -15,6 +15,7 @@ from typing import Any
 
 from botbuilder.core import MemoryStorage
 
+from bot.app import Components, create_app
 from bot.config import Settings
 from bot.orchestrator.changes.confirmations import ConfirmationDesk, WritePolicy
 from bot.orchestrator.llm import ChatModel, create_client
@@ -23,9 +24,8 @@ from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.incident_writer import ArmIncidentWriter
 from bot.sentinel.models import IncidentDetail, QueryResult
-from bot.teams.runner import TurnRunner
-from bot.teams.server import create_app
 from bot.tools.toolbox import ToolBox
+from bot.turns.runner import TurnRunner
 from tests.support import connector_fake as teams
 from tests.support.arm_fake import FakeArm, FakeCredential
 from tests.support.connector_fake import FakeConnector
@@ -148,7 +148,7 @@ async def write_rig(tmp_path: Path, sentinel: SentinelClient, *, start: datetime
         await sentinel.prepare()
         incidents = await mirror_incidents(arm, sentinel)
         writer = await runner.call(make_writer())
-        runner.add_cleanup(writer.close)
+        runner.closes.push_async_callback(writer.close)
         desk = ConfirmationDesk(sentinel, writer if enabled else None, WritePolicy(enabled, responders), clock=clock)
         orchestrator = None
         if fake_llm is not None:
@@ -157,8 +157,8 @@ async def write_rig(tmp_path: Path, sentinel: SentinelClient, *, start: datetime
             client = create_client(openai_api_key="sk-test", base_url=f"{fake_llm.endpoint}/v1")
             orchestrator = Orchestrator(ChatModel(client, "scripted"), ToolBox(sentinel), Memory(TokenCounter()),
                                         demo=sentinel.is_demo, desk=desk)
-        app = create_app(Settings.from_env({}, dotenv_path=None), sentinel=sentinel, orchestrator=orchestrator,
-                         storage=MemoryStorage(), runner=runner, desk=desk)
+        app = create_app(Components(Settings.from_env({}, dotenv_path=None), sentinel, orchestrator, desk=desk),
+                         MemoryStorage(), runner=runner)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         rig = WriteRig(str(server.make_url("/api/messages")), connector, arm, clock, incidents, desk, app, server)

@@ -1,7 +1,7 @@
 """Durable turns on one machine: the queue of turns in a SQLite file, shared by the web process and the
 ``python -m bot worker`` processes beside it (TURN_QUEUE=local).
 
-It keeps the contract of the Azure queue (bot/teams/turns.py), so the same :class:`~bot.teams.worker.TurnWorker`
+It keeps the contract of the Azure queue (bot/turns/contract.py), so the same :class:`~bot.turns.worker.TurnWorker`
 runs its turns: a taken turn is hidden for a visibility timeout and deleted once answered, so the turn of a worker that
 dies reappears; a conversation's lease (a row with a holder and an expiry) lets one worker at a time run its turns,
 in the order of their numbers; a marker per (conversation, activity id), created only if none exists, recognises a
@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.teams.storage import connect_wal, immediate
-from bot.teams.turns import (
+from bot.turns.contract import (
     LEASE_S,
     MARKER_TTL_S,
     VISIBILITY_S,
@@ -43,6 +42,7 @@ from bot.teams.turns import (
     Taken,
     TurnQueueError,
 )
+from bot.turns.sqlite import connect_wal, immediate
 
 log = logging.getLogger(__name__)
 POLL_MAX_S = 0.25  # an idle worker looks again this often: a look is one indexed read of a local file

@@ -1,9 +1,9 @@
 """Durable turns: what the front, the queues and the workers share.
 
 A turn is queued as an :class:`Envelope` (the checked activity, its number in its conversation, who sent it). Two
-queues keep the same contract, :class:`TurnQueue`: Azure Storage for several instances (bot/teams/queue.py,
-TURN_QUEUE=azure) and a SQLite file for the processes of one machine (bot/teams/local_queue.py, TURN_QUEUE=local).
-The workers (bot/teams/worker.py) know only this contract.
+queues keep the same contract, :class:`TurnQueue`: Azure Storage for several instances (bot/turns/azure_queue.py,
+TURN_QUEUE=azure) and a SQLite file for the processes of one machine (bot/turns/local_queue.py, TURN_QUEUE=local).
+The workers (bot/turns/worker.py) know only this contract.
 """
 
 from __future__ import annotations

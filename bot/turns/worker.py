@@ -1,7 +1,7 @@
 """Workers of durable turns: take turns from the queue and run them, one conversation at a time, in order.
 
 A worker runs in the web process (on the turn runner's loop) or alone (``python -m bot worker``); any number
-of them share one queue (bot/teams/turns.py: on Azure Storage, from any number of machines; in a SQLite file,
+of them share one queue (bot/turns/contract.py: on Azure Storage, from any number of machines; in a SQLite file,
 from the processes of one machine). For each message taken:
 - an envelope that cannot be read is set aside at once (the poison queue): it can never block anything;
 - the conversation's lease is taken (another worker holding it: the message is shown again in a second);
@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.teams.turns import RENEW_S, ConversationLease, Envelope, Taken, TurnQueue
+from bot.turns.contract import RENEW_S, ConversationLease, Envelope, Taken, TurnQueue
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from typing import Any
 from azure.storage.blob.aio import BlobClient, BlobLeaseClient, BlobServiceClient
 from azure.storage.queue.aio import QueueClient
 
-from bot.teams.turns import (
+from bot.turns.contract import (
     LEASE_S,
     MARKER_TTL_S,
     VISIBILITY_S,

@@ -37,10 +37,8 @@ log = logging.getLogger(__name__)
 MAX_SEEN_IDS = 10_000
 SEEN_TTL_S = 15 * 60
 SWITCH_INTERVAL_S = 0.001
-PLACE_STATE_KEY = "bot.turn_place"  # a TurnContext.turn_state key: the Place an invoke's own turn runs at
 T = TypeVar("T")
 Work = Callable[[], Awaitable[None]]
-Cleanup = Callable[[], Coroutine[Any, Any, None]]  # a coroutine function: it runs on the worker loop
 
 
 @dataclass
@@ -103,11 +101,9 @@ class TurnRunner:
         # Worker-loop state, created on the worker loop.
         self._slots: asyncio.Semaphore | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._cleanups: list[Cleanup] = []
-
-    def add_cleanup(self, cleanup: Cleanup) -> None:
-        """Run ``cleanup`` on the worker loop at stop: clients used by turns are closed where they live."""
-        self._cleanups.append(cleanup)
+        # Every client turns use lives on the worker loop and is closed there at stop: whoever builds one (bot.app)
+        # pushes its close here. A runner never started closes them on the caller's loop.
+        self.closes = contextlib.AsyncExitStack()
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -133,27 +129,27 @@ class TurnRunner:
         ready.wait(timeout=10)
 
     async def stop(self, grace_s: float) -> int:
-        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest; returns cancelled."""
+        """Stop accepting turns, wait up to ``grace_s`` for running ones, cancel the rest, then close :attr:`closes`
+        on the worker loop; returns cancelled."""
         with self._guard:
             self._closing = True
         if self._loop is None:
-            await self._clean_up()  # never started (a queue worker process): its clients live on this loop
+            await self._close()
             return 0
         if self._thread is None:  # already stopped
             return 0
         cancelled = await self.call(self._drain(grace_s))
-        await self._clean_up()
+        await self._close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         await asyncio.to_thread(self._thread.join, 10)
         self._thread = None
         return cancelled
 
-    async def _clean_up(self) -> None:
-        for cleanup in reversed(self._cleanups):
-            try:
-                await self.call(cleanup())
-            except Exception:  # shutting down: log and go on
-                log.warning("a cleanup step failed at shutdown", exc_info=True)
+    async def _close(self) -> None:
+        try:
+            await self.call(self.closes.aclose())
+        except Exception:  # shutting down: log and go on
+            log.warning("a cleanup step failed at shutdown", exc_info=True)
 
     # ---- from the web server's loop -----------------------------------------------------------------------
 

@@ -1,0 +1,154 @@
+"""Where an accepted activity's turn goes: the turn runner in this process, or the durable queue (TURN_QUEUE=azure
+or local) for a worker. Invokes are answered in their own request, so they always run here.
+
+The server (server.py) checks and authenticates each request first; ``bot.app`` builds the dispatcher and opens
+its queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from aiohttp import web
+from botbuilder.core import InvokeResponse, TurnContext
+from botbuilder.schema import Activity
+
+from bot.teams.connectors import auth_record
+from bot.teams.surface import ABANDONED_TEXT, Surface, deadline_text, notice, typing_first
+from bot.teams.turn import LATER_STATE_KEY
+from bot.turns.contract import TurnQueue
+from bot.turns.runner import Place, TurnRunner
+
+log = logging.getLogger(__name__)
+FEEDBACK_WAIT_S = 0.1  # the longest a queued turn's typing indicator waits for the acknowledgements in flight
+OpenQueue = Callable[[], TurnQueue]  # opens a TurnQueue whose clients live on the calling loop
+
+
+def problem(status: int, detail: str) -> web.Response:
+    return web.Response(status=status, text=json.dumps({"error": detail}), content_type="application/json")
+
+
+class QueuedTurns:
+    """TURN_QUEUE=azure or local in the web process: the front's queue client (opened at start-up by bot.app), and
+    the early feedback sent once a turn is queued."""
+
+    def __init__(self, open_queue: OpenQueue) -> None:
+        self.open = open_queue
+        self.front: TurnQueue | None = None
+        self._feedback: set[asyncio.Task[None]] = set()
+        self._in_flight = 0  # requests on /api/messages being checked and queued
+        self._quiet = asyncio.Event()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """Counts the requests being checked and queued, so early feedback can wait for their answers."""
+        self._in_flight += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._quiet.set()
+
+    def feedback(self, send: Callable[[], Awaitable[None]]) -> None:
+        """Send early feedback on this (the web) loop once the requests in flight are answered (at most
+        :data:`FEEDBACK_WAIT_S` later): in a burst, every acknowledgement goes out before the typing indicators."""
+        async def sending() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), FEEDBACK_WAIT_S)
+            try:
+                await send()
+            except Exception:  # the worker sends typing again when the turn starts
+                log.info("early feedback for a queued turn not delivered", exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(sending())
+        self._feedback.add(task)
+        task.add_done_callback(self._feedback.discard)
+
+    async def enqueue(self, activity: Activity, body: dict[str, Any], auth: Any) -> web.Response:
+        """Number the activity in its conversation and queue it (its checked and cleaned JSON: msrest's serialize()
+        would drop what its models do not declare, such as a mention's ``mentioned``), acknowledged only once it
+        is durable."""
+        assert self.front is not None
+        conversation = activity.conversation.id
+        try:
+            await self.front.enqueue(conversation, activity.id or "", body, auth_record(auth))
+        except Exception as error:  # noqa: BLE001 - not queued: Teams retries on a 5xx
+            log.warning("could not queue a turn (%s)", type(error).__name__)
+            return problem(503, "The bot could not queue the activity; Teams will retry.")
+        return web.Response(status=201)
+
+
+class Dispatcher:
+    """Runs an accepted activity's turn: an invoke at once (its answer goes in the response), any other activity in
+    the background on the runner, or queued durably for a worker."""
+
+    def __init__(self, surface: Surface, runner: TurnRunner, queued: QueuedTurns | None = None) -> None:
+        self.surface = surface
+        self.runner = runner
+        self.queued = queued
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        with self.queued.request() if self.queued is not None else contextlib.nullcontext():
+            yield
+
+    def reserve(self, activity: Activity) -> Place | None:
+        """The turn's place in its conversation's line, taken on arrival, before any network call (authentication
+        may fetch signing keys; the typing indicator is sent before the turn runs). A queued message's place is its
+        number in the conversation instead (QueuedTurns.enqueue), and the runner's thread is not woken for it."""
+        if self.queued is not None and activity.type != "invoke":
+            return None
+        return self.runner.reserve(activity.conversation.id)
+
+    async def invoke(self, activity: Activity, auth: Any, place: Place | None) -> InvokeResponse | None:
+        """Invokes need their answer in this response (card actions are acknowledged at once); the turn an invoke
+        starts (handler.on_invoke_activity) is submitted to the runner, at this place, through LATER_STATE_KEY."""
+        bot, runner = self.surface.bot, self.runner
+
+        async def logic(context: TurnContext) -> None:
+            context.turn_state[LATER_STATE_KEY] = functools.partial(runner.submit, place or activity.conversation.id)
+            await bot.on_turn(context)
+
+        return await self.runner.call(self.surface.adapter.process_activity(auth, activity, logic))
+
+    async def dispatch(self, activity: Activity, body: dict[str, Any], auth: Any, place: Place | None
+                       ) -> web.Response:
+        if self.runner.is_duplicate(activity.conversation.id, activity.id):
+            log.info("dropping a repeated delivery of activity %s", activity.id)
+            return web.Response(status=200)
+        if self.queued is not None:
+            return await self._enqueue(self.queued, activity, body, auth)
+        return self._submit(activity, auth, place)
+
+    async def _enqueue(self, queued: QueuedTurns, activity: Activity, body: dict[str, Any], auth: Any
+                       ) -> web.Response:
+        response = await queued.enqueue(activity, body, auth)
+        if response.status >= 500:
+            self.runner.forget(activity.conversation.id, activity.id)
+        elif self.surface.bot.addressed_to_bot(activity):
+            # The typing indicator goes out from here, once the turn is safely queued: the user sees it even
+            # while every worker is busy (the worker sends its own when the turn starts).
+            queued.feedback(typing_first(activity, auth, self.surface.bot))
+        return response
+
+    def _submit(self, activity: Activity, auth: Any, place: Place | None) -> web.Response:
+        bot, adapter, runner = self.surface.bot, self.surface.adapter, self.runner
+        addressed = bot.addressed_to_bot(activity)
+        first = typing_first(activity, auth, bot) if addressed else None
+        abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
+        deadline_s = self.surface.settings.turns.deadline_seconds
+        late = notice(activity, auth, deadline_text(deadline_s)) if addressed else None
+        if not runner.submit(place or activity.conversation.id,
+                             lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
+                             on_abandon=abandoned, on_timeout=late):
+            runner.forget(activity.conversation.id, activity.id)
+            return problem(503, "The bot is restarting or overloaded; Teams will retry.")
+        return web.Response(status=201)

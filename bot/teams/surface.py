@@ -1,0 +1,144 @@
+"""The Teams surface: the bot and the adapter that runs its turns, the same in the web process and in a queue
+worker process, and the short notices a turn cut short sends its user.
+
+``bot.app`` builds it (``build_surface``); the web routes (server.py) and the dispatch of turns (dispatch.py) use it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
+from botbuilder.schema import Activity
+
+from bot.config import Settings
+from bot.teams.connectors import CachingAuthentication
+from bot.teams.front_door import ChannelTokens, SigningKeys
+from bot.teams.handler import SentinelBot
+from bot.teams.progress import send_with_retry, shows_typing
+from bot.turns.contract import Envelope, TurnQueue
+from bot.turns.runner import run_with_deadline
+from bot.turns.worker import TurnWorker
+
+log = logging.getLogger(__name__)
+EARLY_TYPING_KEPT = 1000  # typing indicators remembered for turns not started yet: turns that never start must not leak
+ABANDONED_TEXT = ("I was restarted before I could finish answering this, so nothing more will come for it. "
+                  "Please send it again.")
+
+
+@dataclass
+class _AuthConfig:
+    """The attribute names ConfigurationBotFrameworkAuthentication reads."""
+
+    APP_ID: str
+    APP_PASSWORD: str
+    APP_TYPE: str
+    APP_TENANTID: str
+
+
+def channel_tokens(settings: Settings) -> ChannelTokens | None:
+    """The channel token check (None in local mode, without an app id)."""
+    if not settings.teams.app_id:
+        return None
+    return ChannelTokens(settings.teams.app_id, SigningKeys(settings.teams.openid_metadata_url),
+                         tenants=settings.access.tenants)
+
+
+def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> CloudAdapter:
+    if not settings.teams.app_id:
+        log.warning("MICROSOFT_APP_ID is empty: LOCAL MODE, requests are NOT authenticated. "
+                    "Never expose this endpoint; set the bot identity for Teams.")
+    app_type = settings.teams.app_type if settings.teams.app_id else "MultiTenant"
+    config = _AuthConfig(settings.teams.app_id or "", settings.teams.app_password or "",
+                         app_type, settings.teams.app_tenant_id or "")
+    adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
+    adapter.on_turn_error = _on_adapter_error
+    return adapter
+
+
+async def _on_adapter_error(context: Any, error: Exception) -> None:
+    # Errors inside a turn are handled there; this catches adapter-level failures.
+    log.error("adapter error: %s", type(error).__name__, exc_info=error)
+
+
+@dataclass
+class Surface:
+    """The bot and the adapter that runs its turns: the same in the web process and in a queue worker process."""
+
+    bot: SentinelBot
+    adapter: CloudAdapter
+    tokens: ChannelTokens | None
+    settings: Settings
+
+    @property
+    def authentication(self) -> CachingAuthentication:
+        authentication = self.adapter.bot_framework_authentication
+        assert isinstance(authentication, CachingAuthentication)
+        return authentication
+
+    async def run_queued(self, envelope: Envelope) -> None:
+        """A queued turn, as the web process would run it: typing first, then the turn within its deadline."""
+        activity = Activity().deserialize(envelope.activity)
+        auth = self.authentication.trusted(envelope.auth)
+        if self.bot.addressed_to_bot(activity):
+            try:
+                await typing_first(activity, auth, self.bot)()
+            except Exception:
+                log.info("early feedback not delivered", exc_info=True)
+        late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
+        await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, self.bot.on_turn),
+                                self.settings.turns.deadline_seconds, late)
+
+    async def tell(self, envelope: Envelope, text: str) -> None:
+        activity = Activity().deserialize(envelope.activity)
+        await notice(activity, self.authentication.trusted(envelope.auth), text)()
+
+    def worker(self, turns: TurnQueue) -> TurnWorker:
+        return TurnWorker(turns, self.run_queued, self.tell, concurrency=self.settings.turns.workers,
+                          max_attempts=self.settings.turns.max_attempts)
+
+
+def typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[], Awaitable[None]]:
+    """The typing indicator, sent as soon as the turn is queued, before it waits for anything."""
+
+    async def send() -> None:
+        if not shows_typing(activity):
+            return
+        connector = await auth.connector_factory.create(activity.service_url, auth.audience)
+        typing = Activity(type="typing", from_property=activity.recipient, recipient=activity.from_property,
+                          conversation=activity.conversation, channel_id=activity.channel_id,
+                          service_url=activity.service_url, reply_to_id=activity.id)
+        await send_with_retry(lambda: connector.conversations.send_to_conversation(activity.conversation.id, typing))
+        _remember_typing(bot, (activity.conversation.id, activity.id or ""))
+
+    return send
+
+
+def _remember_typing(bot: SentinelBot, key: tuple[str, str]) -> None:
+    bot.early_typing[key] = True
+    for old in list(bot.early_typing)[:max(len(bot.early_typing) - EARLY_TYPING_KEPT, 0)]:
+        bot.early_typing.pop(old, None)
+
+
+def deadline_text(deadline_s: int) -> str:
+    return (f"I stopped working on this after {deadline_s} s, the longest one answer may take, so nothing more will "
+            "come for it. Ask again, perhaps for a shorter time range or fewer results; your other messages are "
+            "answered as usual.")
+
+
+def notice(activity: Activity, auth: Any, text: str) -> Callable[[], Awaitable[None]]:
+    """A one-line message to the activity's sender when its turn is cut short (shutdown, deadline, given up), so
+    the user learns to resend instead of waiting for nothing."""
+
+    async def send() -> None:
+        connector = await auth.connector_factory.create(activity.service_url, auth.audience)
+        notice = Activity(type="message", text=text, from_property=activity.recipient,
+                          recipient=activity.from_property, conversation=activity.conversation,
+                          channel_id=activity.channel_id, service_url=activity.service_url,
+                          reply_to_id=activity.id)
+        await connector.conversations.send_to_conversation(activity.conversation.id, notice)
+
+    return send
