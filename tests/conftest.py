@@ -9,6 +9,7 @@ import pytest
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
+from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics
 from tests.support.openai_fake import FakeOpenAI
 
@@ -31,7 +32,7 @@ def now() -> datetime:
 
 @pytest.fixture
 def demo_backend() -> DemoBackend:
-    return DemoBackend(seed=SEED, clock=lambda: NOW)
+    return copied_demo(SEED, lambda: NOW)  # a copy of the run's one build: writes stay in the test
 
 
 @pytest.fixture
