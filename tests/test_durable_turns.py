@@ -248,6 +248,7 @@ def test_connection_strings_are_for_local_emulators_only() -> None:
                           dotenv_path=None)
 
 
+@pytest.mark.slow
 async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path: Path) -> None:
     require_azurite()
     figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90)
@@ -255,6 +256,7 @@ async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path
     assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
 
 
+@pytest.mark.slow
 async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_repeat_and_reorder_nothing(
         tmp_path: Path) -> None:
     """TURN_QUEUE=local: two web processes share the SQLite queue and state, each starting its own worker process

@@ -23,7 +23,7 @@ from tests.support import rule_model
 from tests.support.playground import ManagedProcess, Playground, repo_root, start_sentinel_bot
 from tests.support.tooling import unavailable
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 SCRIPT = repo_root() / "tests" / "e2e" / "screenshot.js"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 LIE = "(as if it were low)"

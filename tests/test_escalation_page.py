@@ -14,7 +14,7 @@ import pytest
 
 from tests.test_e2e_page import page_url, see
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 __all__ = ["page_url"]  # the fixture, shared with tests/test_e2e_page.py
 
 

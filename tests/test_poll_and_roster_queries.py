@@ -266,6 +266,7 @@ async def test_a_change_moves_the_rows_time_and_injected_incidents_survive_regen
     await client.close()
 
 
+@pytest.mark.slow
 def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     inbox = tmp_path / "inbox.jsonl"
     backend = copied_demo(SEED, lambda: NOW, inbox=inbox)
