@@ -4,28 +4,17 @@
 a changed signature) fails here instead of in the next ``./run bench``. The figures themselves are not checked:
 smoke sizes say nothing about performance; only that each table and goal line is printed.
 
-The smoke runs are started together, a few at a time (``PARALLEL``), when the first of them is asked for: they
-spend much of their time waiting on their own servers and processes, so run side by side they take about as long
-as the slowest alone. Each test then checks its own run's output.
+The smoke runs start in the background with the session's first test and these tests run last (tests/conftest.py,
+tests/support/bench_smoke.py): each then checks its own run's output.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-SHARED = ROOT.parent / "shared"
-TIMEOUT_S = 180  # generous: a smoke run takes seconds, but the Teams one starts three Python processes
-PARALLEL = 4  # smoke runs at once: more only makes each slower on a small machine
+from tests.support.bench_smoke import SmokeRuns, benchmarks
 
 NUMBER = r"\d+(?:\.\d+)?"
 VERDICT = r"(?:met|NOT met)"
@@ -118,50 +107,14 @@ EXPECTED = {
 }
 
 
-def benchmarks() -> list[str]:
-    return sorted(path.name for path in BENCH.glob("bench_*.py"))
-
-
 def test_every_benchmark_has_expected_figures() -> None:
     assert benchmarks() == sorted(EXPECTED), "add the new benchmark's figure lines to EXPECTED"
 
 
-def smoke_run(name: str) -> subprocess.CompletedProcess[str] | str:
-    """``name --smoke``'s completed process, or why it did not complete."""
-    env = dict(os.environ)
-    if "TIKTOKEN_CACHE_DIR" not in env and (SHARED / "tiktoken").is_dir():
-        env["TIKTOKEN_CACHE_DIR"] = str(SHARED / "tiktoken")  # offline, as in conftest.py and ./run
-    try:
-        return subprocess.run([sys.executable, str(BENCH / name), "--smoke"], cwd=ROOT, env=env, check=False,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as timeout:
-        return f"{name} --smoke took over {TIMEOUT_S} s; output so far:\n{timeout.stdout}\n{timeout.stderr}"
-
-
-@pytest.fixture(scope="module")
-def smoke_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str] | str]]]:
-    """The smoke runs of the benchmarks this session runs, all started at once (at most ``PARALLEL`` together)."""
-    wanted = [item.callspec.params["name"] for item in request.session.items
-              if item.module is request.module and item.originalname == "test_benchmark_smoke_run"]
-    with ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="smoke") as pool:
-        runs = {name: pool.submit(smoke_run, name) for name in sorted(wanted, key=SLOWEST_FIRST.index)}
-        try:
-            yield runs
-        finally:
-            for run in runs.values():
-                run.cancel()  # those not started (the session stopped early); started ones finish within TIMEOUT_S
-
-
-# The longest smoke runs start first, so the last to finish is not a long one started late.
-SLOWEST_FIRST = ["bench_teams.py", "bench_durable.py", "bench_orchestrator.py", "bench_watches.py",
-                 "bench_escalation.py", "bench_streaming.py", "bench_fact_check.py", "bench_demo_queries.py"]
-SLOWEST_FIRST += sorted(set(benchmarks()) - set(SLOWEST_FIRST))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", benchmarks())
-def test_benchmark_smoke_run(name: str, smoke_runs: dict[str, Future[subprocess.CompletedProcess[str] | str]]) -> None:
-    done = smoke_runs[name].result()
+def test_benchmark_smoke_run(name: str, benchmark_smoke_runs: SmokeRuns) -> None:
+    done = benchmark_smoke_runs.outcome(name)
     if isinstance(done, str):
         pytest.fail(done)
     report = f"{name} --smoke exited {done.returncode}\n--- stdout\n{done.stdout[-6000:]}\n--- stderr\n" \
