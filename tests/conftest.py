@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -9,6 +9,8 @@ import pytest
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
+from tests.support.bench_smoke import SmokeRuns
+from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics
 from tests.support.openai_fake import FakeOpenAI
 
@@ -22,6 +24,23 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _OFFLINE_TIKTOKEN.is_dir():
 # A fixed clock in the middle of a UTC day, so windows and bins are the same on every run.
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
 SEED = 7
+SMOKE_TEST = "test_benchmark_smoke_run"  # tests/test_benchmarks.py: checks a benchmark's smoke run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The benchmark smoke runs' tests go last: their runs go on in the background meanwhile."""
+    items.sort(key=lambda item: getattr(item, "originalname", "") == SMOKE_TEST)  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def benchmark_smoke_runs(request: pytest.FixtureRequest) -> Iterator[SmokeRuns]:
+    """The smoke runs of the benchmarks whose tests this session runs, started with its first test."""
+    runs = SmokeRuns([item.callspec.params["name"] for item in request.session.items
+                      if getattr(item, "originalname", "") == SMOKE_TEST])
+    try:
+        yield runs
+    finally:
+        runs.stop()
 
 
 @pytest.fixture
@@ -31,7 +50,7 @@ def now() -> datetime:
 
 @pytest.fixture
 def demo_backend() -> DemoBackend:
-    return DemoBackend(seed=SEED, clock=lambda: NOW)
+    return copied_demo(SEED, lambda: NOW)  # a copy of the run's one build: writes stay in the test
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from bot.config import Settings
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
-from bot.sentinel.demo.backend import DemoBackend
 from bot.teams.access import REFUSAL_TEXT, ClientCredentials, Refusal, TurnLimits
 from bot.teams.server import RUNNER_KEY
 from bot.tools.toolbox import ToolBox
@@ -33,6 +32,7 @@ from tests.conftest import NOW, SEED
 from tests.support import connector_fake as teams
 from tests.support import rule_model
 from tests.support.connector_fake import TENANT, FakeConnector
+from tests.support.demo import copied_demo
 from tests.support.entra_fake import APP_ID, FakeEntra
 from tests.support.openai_fake import FakeOpenAI
 from tests.test_teams_bot import next_id
@@ -83,7 +83,7 @@ async def start(fake_openai: FakeOpenAI) -> AsyncIterator[Any]:
 
     async def run(settings: Settings, *, graph_token: Any = None, model: bool = False) -> Running:
         connector = await FakeConnector().start()
-        sentinel = AuditedSentinelClient(DemoBackend(seed=SEED, clock=lambda: NOW))
+        sentinel = AuditedSentinelClient(copied_demo(SEED, lambda: NOW))
         await sentinel.prepare()
         orchestrator = None
         if model:
@@ -267,7 +267,7 @@ async def test_the_bots_own_reads_that_find_nothing_are_audited_at_debug_only(ca
     from bot.teams.watches import POLLER_ASKER
 
     caplog.set_level(logging.DEBUG, logger="bot.audit")
-    sentinel = AuditedSentinelClient(DemoBackend(seed=SEED, clock=lambda: NOW))
+    sentinel = AuditedSentinelClient(copied_demo(SEED, lambda: NOW))
     with audit.asking(POLLER_ASKER):
         await sentinel.run("incident_changes", {"since": NOW.isoformat()})  # nothing changed since now
         await sentinel.run("incident_changes", {"since": (NOW - timedelta(days=1)).isoformat()})

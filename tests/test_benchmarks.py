@@ -3,22 +3,18 @@
 ``--smoke`` runs every part of a benchmark at tiny sizes, so a change that breaks a benchmark (a renamed seam,
 a changed signature) fails here instead of in the next ``./run bench``. The figures themselves are not checked:
 smoke sizes say nothing about performance; only that each table and goal line is printed.
+
+The smoke runs start in the background with the session's first test and these tests run last (tests/conftest.py,
+tests/support/bench_smoke.py): each then checks its own run's output.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-SHARED = ROOT.parent / "shared"
-TIMEOUT_S = 180  # generous: a smoke run takes seconds, but the Teams one starts three Python processes
+from tests.support.bench_smoke import SmokeRuns, benchmarks
 
 NUMBER = r"\d+(?:\.\d+)?"
 VERDICT = r"(?:met|NOT met)"
@@ -111,24 +107,16 @@ EXPECTED = {
 }
 
 
-def benchmarks() -> list[str]:
-    return sorted(path.name for path in BENCH.glob("bench_*.py"))
-
-
 def test_every_benchmark_has_expected_figures() -> None:
     assert benchmarks() == sorted(EXPECTED), "add the new benchmark's figure lines to EXPECTED"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", benchmarks())
-def test_benchmark_smoke_run(name: str) -> None:
-    env = dict(os.environ)
-    if "TIKTOKEN_CACHE_DIR" not in env and (SHARED / "tiktoken").is_dir():
-        env["TIKTOKEN_CACHE_DIR"] = str(SHARED / "tiktoken")  # offline, as in conftest.py and ./run
-    try:
-        done = subprocess.run([sys.executable, str(BENCH / name), "--smoke"], cwd=ROOT, env=env, check=False,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as timeout:
-        pytest.fail(f"{name} --smoke took over {TIMEOUT_S} s; output so far:\n{timeout.stdout}\n{timeout.stderr}")
+def test_benchmark_smoke_run(name: str, benchmark_smoke_runs: SmokeRuns) -> None:
+    done = benchmark_smoke_runs.outcome(name)
+    if isinstance(done, str):
+        pytest.fail(done)
     report = f"{name} --smoke exited {done.returncode}\n--- stdout\n{done.stdout[-6000:]}\n--- stderr\n" \
              f"{done.stderr[-6000:]}"
     assert done.returncode == 0, report

@@ -113,6 +113,7 @@ def test_volume_multiplies_the_incidents_per_day() -> None:
         generator.generate(SEED, NOW, volume=0)
 
 
+@pytest.mark.slow
 async def test_the_next_day_is_built_beside_the_live_data_and_swapped_in() -> None:
     before_midnight = datetime(2026, 11, 20, 23, 30, tzinfo=NOW.tzinfo)
     clock = [before_midnight]

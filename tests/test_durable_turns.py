@@ -135,11 +135,17 @@ async def test_two_workers_answer_each_turn_once_in_order_and_set_aside_what_the
     tasks = await working(*workers)
     try:
         await until(lambda: len(recorder.ran) >= 15)
-        await asyncio.sleep(0.5)  # time for a wrong second answer to show
+        # A barrier, not a pause: one more turn per conversation, queued after everything above. Each conversation's
+        # turns run in order, so once these ran, a wrong second answer would have shown.
+        for conversation in expected:
+            await queue_turn(queues[0], conversation, "barrier")
+        await until(lambda: len([a for _, a in recorder.ran if a == "barrier"]) >= len(expected))
     finally:
         await stopped(tasks, *workers)
     for conversation, ids in expected.items():
-        assert [a for c, a in recorder.ran if c == conversation] == ids, "each once, in arrival order"
+        ran = [a for c, a in recorder.ran if c == conversation]
+        assert ran[-1] == "barrier"
+        assert ran[:-1] == ids, "each once, in arrival order"
     aside = await set_aside(queues[0])
     assert sorted(m["content"] for m in aside) == sorted(["{not json", json.dumps({"v": 99})])
     assert all(m["reason"].startswith(("not a turn envelope", "unknown envelope version")) for m in aside)
@@ -241,6 +247,7 @@ def test_connection_strings_are_for_local_emulators_only() -> None:
                           dotenv_path=None)
 
 
+@pytest.mark.slow
 async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path: Path) -> None:
     require_azurite()
     figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90)
@@ -248,6 +255,7 @@ async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path
     assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
 
 
+@pytest.mark.slow
 async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_repeat_and_reorder_nothing(
         tmp_path: Path) -> None:
     """TURN_QUEUE=local: two web processes share the SQLite queue and state, each starting its own worker process

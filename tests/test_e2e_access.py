@@ -14,11 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.teams.access import REFUSAL_TEXT, Refusal
 from tests.support import rule_model
 from tests.support.openai_fake import FakeOpenAI
 from tests.support.playground import ManagedProcess, Playground, start_sentinel_bot
 
+pytestmark = pytest.mark.slow
 WAIT = 30.0
 # The Playground's mocked users (version 0.2.28; checked against its config first).
 ALEX = {"id": "user-id-0", "name": "Alex Wilber", "aadObjectId": "00000000-0000-0000-0000-0000000000020"}

@@ -3,7 +3,7 @@ playwright-core through tests/e2e/screenshot.js): each scenario must make its re
 looks, not only arrive on the websocket. Screenshots are written to the test's temporary directory.
 
 Skipped when node, the Playground or chromium is missing (``./run tests`` installs the first two, and chromium
-where it can: the browser is a Debian package, not an npm one).
+where it can: the browser is a Debian package, not an npm one); in CI (``CI`` set) that is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import pytest_asyncio
 from tests.support import openai_fake as oa
 from tests.support import rule_model
 from tests.support.playground import ManagedProcess, Playground, repo_root, start_sentinel_bot
+from tests.support.tooling import unavailable
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 SCRIPT = repo_root() / "tests" / "e2e" / "screenshot.js"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 LIE = "(as if it were low)"
@@ -53,7 +54,7 @@ def brain(body: dict[str, Any]) -> oa.Step | None:
 async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     reason = chromium_missing()
     if reason:
-        pytest.skip(f"page-level tests: {reason}")
+        unavailable("page-level tests", reason)
     async with oa.FakeOpenAI(brain=brain) as model:
         # Incident changes on, for the Playground's current user (Alex Wilber's object id in its mocked tenant).
         bot: ManagedProcess = await start_sentinel_bot(model.endpoint, tmp_path_factory.mktemp("bot"),
@@ -148,7 +149,7 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
     again. The page stays open throughout (it shows only what arrives while it is open)."""
     reason = chromium_missing()
     if reason:
-        pytest.skip(f"page-level tests: {reason}")
+        unavailable("page-level tests", reason)
     import json
     import sqlite3
     import time

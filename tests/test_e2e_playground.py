@@ -23,7 +23,7 @@ from tests.support.playground import (
     start_sentinel_bot,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 WAIT = 30.0
 
 

@@ -36,7 +36,7 @@ from tests.support.playground import (
     start_sentinel_bot,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 WAIT = 30.0
 
 # The Playground's mocked tenant (version 0.2.28; checked against its config in the ``pg`` fixture). The bot

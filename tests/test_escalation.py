@@ -169,6 +169,7 @@ async def test_someone_the_lookup_cannot_find_is_named_in_plain_text_and_the_ana
     assert len(comments(rig)) == 1, "the escalation is still recorded on the incident"
 
 
+@pytest.mark.slow
 async def test_a_failing_member_lookup_still_posts_and_says_so(rig: WriteRig) -> None:
     rig.connector.member_status = 500
     action_id, card_id, _ = await propose(rig, f"escalate {rig.incidents[0].incident.number}")

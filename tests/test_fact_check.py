@@ -36,6 +36,7 @@ async def answer(fake: oa.FakeOpenAI, sentinel: SentinelClient, world: World, ca
     return await orchestrator(fake, sentinel).answer(Conversation(), "What needs my attention this week?")
 
 
+@pytest.mark.slow
 async def test_every_fabrication_is_caught_and_no_correct_answer_is_flagged(
         fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
     world = await build_world(demo_client, NOW)

@@ -16,11 +16,11 @@ import pytest
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo import generator
-from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.demo.store import iso
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import MV_EXPAND_LIMIT, entity_value, make_query
 from tests.conftest import NOW, SEED
+from tests.support.demo import copied_demo
 
 RANK = {"High": 0, "Medium": 1, "Low": 2}
 
@@ -32,7 +32,7 @@ def data() -> generator.DemoData:
 
 @pytest.fixture(scope="module")
 def client() -> SentinelClient:
-    return SentinelClient(DemoBackend(seed=SEED, clock=lambda: NOW))
+    return SentinelClient(copied_demo(SEED, lambda: NOW))
 
 
 def _bounds(arguments: dict[str, Any]) -> tuple[str, str | None, bool]:

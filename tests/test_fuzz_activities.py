@@ -126,6 +126,7 @@ def activities(seed: int, count: int, service_url: str) -> list[dict]:
     return [mutate(rng, _base(rng, service_url, f"fuzz-{i}")) for i in range(count)]
 
 
+@pytest.mark.slow
 async def test_generated_activities_never_get_a_5xx_or_a_traceback(
         demo_client: SentinelClient, caplog: pytest.LogCaptureFixture) -> None:
     connector = await FakeConnector().start()

@@ -38,6 +38,7 @@ from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.incident_writer import RESPONDER_ROLE_ID, ArmIncidentWriter
 from tests.conftest import NOW, SEED
 from tests.support.arm_fake import TOKEN, FakeArm, FakeCredential, arm_error
+from tests.support.demo import copied_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "2025-09-01"
@@ -401,7 +402,7 @@ async def test_demo_read_matches_the_demo_workspace(demo_backend: DemoBackend, d
     assert {"title", "severity", "status", "owner", "incidentNumber", "incidentUrl"} <= incident.properties.keys()
     assert incident.etag.startswith('"') and incident.etag == (await writer.read(name)).etag
     # deterministic: another demo workspace with the same seed and clock gives the same etag
-    assert (await DemoIncidentWriter(DemoBackend(seed=SEED, clock=lambda: NOW)).read(name)).etag == incident.etag
+    assert (await DemoIncidentWriter(copied_demo(SEED, lambda: NOW)).read(name)).etag == incident.etag
     assert writer.is_demo
 
 
@@ -459,7 +460,7 @@ async def test_demo_comments_count_and_retries_do_not_duplicate(demo_backend: De
 
 async def test_demo_writes_survive_time_passing_and_regeneration() -> None:
     clock = [NOW]
-    backend = DemoBackend(seed=SEED, clock=lambda: clock[0])
+    backend = copied_demo(SEED, lambda: clock[0])
     client = SentinelClient(backend)
     await backend.prepare()
     # an open incident whose generated lifecycle has more updates coming in the next hours

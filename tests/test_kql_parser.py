@@ -67,6 +67,7 @@ def _all_enum_queries() -> list:
     return queries
 
 
+@pytest.mark.slow
 def test_every_enum_combination_parses_with_the_contract_columns() -> None:
     queries = _all_enum_queries()
     assert len(queries) > 150
@@ -79,6 +80,7 @@ def test_every_enum_combination_parses_with_the_contract_columns() -> None:
         assert columns == RESULT_TYPES[query.tool], query
 
 
+@pytest.mark.slow
 def test_hostile_incident_refs_stay_one_string_literal() -> None:
     baseline = IncidentDetailQuery(IncidentRef(title_search="phishing"))
     hostile = [IncidentDetailQuery(IncidentRef(title_search=value)) for value in HOSTILE_REFS]
@@ -107,6 +109,7 @@ def _cli_kql(tool: str, arguments: str) -> str:
 _CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}'}
 
 
+@pytest.mark.slow
 def test_cli_prints_parsable_kql() -> None:
     """The issue's example, and every tool with its defaults."""
     example = _cli_kql("query_incidents", '{"time_window":"last_7d","min_severity":"Medium"}')
@@ -161,6 +164,7 @@ def _filter_variants() -> list:
     return queries
 
 
+@pytest.mark.slow
 def test_every_filter_alone_and_combined_parses_with_the_contract_columns() -> None:
     queries = _filter_variants()
     results = kusto.check([kql_of(q) for q in queries])
@@ -176,6 +180,7 @@ def test_every_filter_alone_and_combined_parses_with_the_contract_columns() -> N
     ("query_alerts", "entity", "ws-fin-160"), ("get_top_entities", "entity", "ws-fin-160"),
     ("query_incidents", "product", "defender"), ("query_alerts", "product", "defender"),
 ])
+@pytest.mark.slow
 def test_hostile_filter_values_are_refused_or_stay_one_string_literal(tool: str, name: str, benign: str) -> None:
     kept, refused = [], 0
     for value in HOSTILE_REFS + ["аlice", "ａｌｉｃｅ", "x\" or 1==1 or \"", "unassigned\n| where 1==1"]:

@@ -34,6 +34,7 @@ from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW, SEED
 from tests.support import kusto
+from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import RESULT_TYPES, FakeLogAnalytics
 from tests.support.workspaces import make_la_client, prime
 from tests.test_cards import assert_valid
@@ -246,7 +247,7 @@ async def test_an_injected_incident_is_seen_by_every_query(demo_backend: DemoBac
 
 async def test_a_change_moves_the_rows_time_and_injected_incidents_survive_regeneration() -> None:
     clock = [NOW]
-    backend = DemoBackend(SEED, clock=lambda: clock[0])
+    backend = copied_demo(SEED, lambda: clock[0])
     client = SentinelClient(backend)
     number = await asyncio.to_thread(backend.inject_incident, "Suspicious sign-in burst", "Medium")
     writer = DemoIncidentWriter(backend)
@@ -264,9 +265,10 @@ async def test_a_change_moves_the_rows_time_and_injected_incidents_survive_regen
     await client.close()
 
 
+@pytest.mark.slow
 def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     inbox = tmp_path / "inbox.jsonl"
-    backend = DemoBackend(SEED, clock=lambda: NOW, inbox=inbox)
+    backend = copied_demo(SEED, lambda: NOW, inbox=inbox)
     client = SentinelClient(backend)
 
     def cli(*args: str) -> subprocess.CompletedProcess:
@@ -284,7 +286,7 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     assert cli("--title", "Third").stdout.strip() == str(FIRST_NUMBER + 2)
     numbers = [c.incident.number for c in ok(asyncio.run(client.incident_changes(NOW - timedelta(seconds=1)))).records]
     assert numbers == [FIRST_NUMBER, FIRST_NUMBER + 1, FIRST_NUMBER + 2]
-    restarted = SentinelClient(DemoBackend(SEED, clock=lambda: NOW, inbox=inbox))  # a new bot reads the whole inbox
+    restarted = SentinelClient(copied_demo(SEED, lambda: NOW, inbox=inbox))  # a new bot reads the whole inbox
     again = ok(asyncio.run(restarted.incident_changes(NOW - timedelta(seconds=1))))
     assert [c.incident.number for c in again.records] == numbers
 

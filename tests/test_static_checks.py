@@ -22,5 +22,6 @@ def test_ruff_finds_nothing() -> None:
     check("ruff", "check", "--no-fix", "bot")
 
 
+@pytest.mark.slow
 def test_mypy_finds_nothing() -> None:
     check("mypy", "bot")

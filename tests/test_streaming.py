@@ -89,6 +89,7 @@ async def test_the_live_answer_is_whole_sentences_already_fact_checked(fake_open
     assert shown[-1] in result.text and result.text.startswith("⚠ Fact check")  # the final word has it all
 
 
+@pytest.mark.slow
 async def test_one_to_one_answer_streams_then_ends_with_the_final_message(bot: Bot,  # noqa: F811
                                                                           fake_openai: oa.FakeOpenAI) -> None:
     fake_openai.latency_s = 0.3

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 import sqlite3
@@ -15,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -100,6 +102,20 @@ def final_messages(sent: list[teams.Sent]) -> list[teams.Sent]:
     return [s for s in sent if s.type == "message" and (s.stream_info or {}).get("streamType") != "informative"]
 
 
+async def answered_after(bot: Bot, activity: dict[str, Any]) -> str:
+    """A barrier for a check that something did not happen: posts "help" after ``activity``, in its conversation
+    (an @mention where the bot needs one), and waits for its answer. Turns of one conversation run one at a time
+    in arrival order, so anything ``activity`` would have sent has been sent by then. Returns the help's id."""
+    barrier = copy.deepcopy(activity)
+    barrier.update(id=next_id(), text=("<at>Sentinel</at> " if barrier["conversation"].get("isGroup") else "") + "help")
+    if barrier["conversation"].get("isGroup"):
+        barrier["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>",
+                                "mentioned": {"id": teams.BOT_ID, "name": "Sentinel"}}]
+    await bot.post(barrier)
+    await bot.connector.wait_for(lambda s: any(x.body.get("replyToId") == barrier["id"] for x in final_messages(s)))
+    return str(barrier["id"])
+
+
 def card_text(card: dict) -> str:
     return json.dumps(card)
 
@@ -155,8 +171,9 @@ async def test_channel_message_without_mention_is_ignored(bot: Bot) -> None:
     activity["entities"] = []
     activity["text"] = "incidents 24h"
     status, _, _ = await bot.post(activity)
-    await asyncio.sleep(0.5)
-    assert status in (200, 201) and bot.connector.sent == []
+    barrier = await answered_after(bot, activity)
+    assert status in (200, 201) and [s for s in bot.connector.sent if s.body.get("replyToId") != barrier
+                                     and s.method == "POST"] == []
 
 
 async def test_group_chat_command_with_mention(bot: Bot) -> None:
@@ -195,8 +212,8 @@ async def test_the_same_activity_twice_is_processed_once(bot: Bot, fake_openai: 
     await bot.post(activity)
     await bot.post(activity)
     await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 1)
-    await asyncio.sleep(0.5)
-    assert len(final_messages(bot.connector.sent)) == 1
+    barrier = await answered_after(bot, activity)
+    assert len([s for s in final_messages(bot.connector.sent) if s.body.get("replyToId") != barrier]) == 1
 
 
 async def test_two_messages_at_once_are_answered_in_order(bot: Bot, fake_openai: FakeOpenAI) -> None:
@@ -230,8 +247,8 @@ async def test_the_same_activity_id_in_two_conversations_is_answered_in_both(bot
     assert all(len([s for s in sent if s.conversation_id == c and s.type == "typing"]) >= 1 for c in answered)
     # A re-sent delivery is still dropped, in either conversation.
     assert [(await bot.post(activity))[0] for activity in (alice, bob)] == [200, 200]
-    await asyncio.sleep(0.3)
-    assert len(final_messages(bot.connector.sent)) == 2
+    barriers = [await answered_after(bot, activity) for activity in (alice, bob)]
+    assert len([s for s in final_messages(bot.connector.sent) if s.body.get("replyToId") not in barriers]) == 2
     # The dropped deliveries gave their place in line back: the next message is answered.
     await bot.post(teams.personal("help", activity_id=next_id(), service_url=bot.connector.url))
     await bot.connector.wait_for(lambda s: len(final_messages(s)) >= 3)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
@@ -64,6 +66,7 @@ async def test_questions_go_through_the_model_with_status_on_stderr(fake_openai:
     assert "cleared" in cleared and chat.conversation.history == [] and chat.conversation.summary
 
 
+@pytest.mark.slow
 async def test_python_m_bot_chat_as_a_user_runs_it(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     fake_openai.brain = rule_model.brain
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "OPENAI_", "SENTINEL_"))}

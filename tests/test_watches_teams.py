@@ -106,6 +106,7 @@ async def inject(sentinel: SentinelClient, title: str, severity: str = "High") -
     return await asyncio.to_thread(backend.inject_incident, title, severity)
 
 
+@pytest.mark.slow
 async def test_a_watch_in_a_channel_posts_new_incidents_updates_them_and_survives_a_restart(
         connector: FakeConnector, live_demo: SentinelClient, tmp_path: Path) -> None:
     bot = await Bot(connector, live_demo, tmp_path / "state.db").start()

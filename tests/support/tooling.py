@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -20,8 +21,12 @@ def missing(path: Path, install: str) -> str | None:
 
 def require_tool(name: str, path: Path, install: str) -> None:
     reason = missing(path, install)
-    if reason is None:
-        return
+    if reason is not None:
+        unavailable(name, reason)
+
+
+def unavailable(name: str, reason: str) -> NoReturn:
+    """Skip the test for want of ``name``; in CI (``CI`` set, e.g. CI=true) fail it instead."""
     if os.environ.get("CI"):
         pytest.fail(f"{name} unavailable in CI: {reason}")
     pytest.skip(f"{name}: {reason}")

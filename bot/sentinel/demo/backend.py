@@ -44,6 +44,16 @@ from bot.sentinel.queries import spec_of
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 T = TypeVar("T")
+# Builds a new database for (seed, now, volume) and says until when its data runs (``generated_until``).
+Build = Callable[[int, datetime, int], tuple[sqlite3.Connection, datetime]]
+
+
+def build_database(seed: int, now: datetime, volume: int = 1) -> tuple[sqlite3.Connection, datetime]:
+    """A new database for ``now``, generated in this process, and the end of its data."""
+    # The default size keeps the two-argument call (some tests memoise generate by it).
+    rows = generator.generate(seed, now, volume=volume) if volume != 1 else generator.generate(seed, now)
+    return store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now)), rows.generated_until
+
 
 @dataclass(frozen=True)
 class _Data:
@@ -67,8 +77,10 @@ class DemoBackend:
     source = "demo"
 
     def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC), *, volume: int = 1,
-                 refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None) -> None:
+                 refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None,
+                 build: Build = build_database) -> None:
         self._seed = seed
+        self._build = build  # how a database is built in place (tests hand out copies of one build)
         self._clock = clock
         self._volume = volume
         self._refresh_lead = refresh_lead
@@ -124,11 +136,8 @@ class DemoBackend:
         """The live database for ``now`` (under the lock): built in place only when there is none for ``now``."""
         live = self._data
         if live is None or not live.serves(now):
-            # The default size keeps the two-argument call (some tests memoise generate by it).
-            rows = (generator.generate(self._seed, now, volume=self._volume) if self._volume != 1
-                    else generator.generate(self._seed, now))
-            live = _Data(store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now)), now,
-                         rows.generated_until)
+            conn, generated_until = self._build(self._seed, now, self._volume)
+            live = _Data(conn, now, generated_until)
             old = self._go_live(live)
             if old is not None:
                 old.close()
