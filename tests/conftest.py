@@ -9,7 +9,7 @@ import pytest
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
-from tests.support.bench_smoke import SmokeRuns
+from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, start_shared
 from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics
 from tests.support.openai_fake import FakeOpenAI
@@ -33,14 +33,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def benchmark_smoke_runs(request: pytest.FixtureRequest) -> Iterator[SmokeRuns]:
-    """The smoke runs of the benchmarks whose tests this session runs, started with its first test."""
-    runs = SmokeRuns([item.callspec.params["name"] for item in request.session.items
-                      if getattr(item, "originalname", "") == SMOKE_TEST])
+def benchmark_smoke_runs(request: pytest.FixtureRequest,
+                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmokeRuns | SharedSmokeRuns]:
+    """The smoke runs of the benchmarks whose tests this session runs, started with its first test (by one test
+    process of several: tests/support/bench_smoke.py)."""
+    names = [item.callspec.params["name"] for item in request.session.items
+             if getattr(item, "originalname", "") == SMOKE_TEST]
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        runs = SmokeRuns(names)
+        try:
+            yield runs
+        finally:
+            runs.stop()
+        return
+    # Every worker's base temporary folder sits in the run's one folder.
+    owned, shared = start_shared(names, tmp_path_factory.getbasetemp().parent / "bench-smoke")
     try:
-        yield runs
+        yield shared
     finally:
-        runs.stop()
+        if owned is not None:
+            owned.stop(finish=not request.session.shouldstop)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.support.bench_smoke import SmokeRuns, benchmarks
+from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, benchmarks
 
 NUMBER = r"\d+(?:\.\d+)?"
 VERDICT = r"(?:met|NOT met)"
@@ -113,7 +113,7 @@ def test_every_benchmark_has_expected_figures() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", benchmarks())
-def test_benchmark_smoke_run(name: str, benchmark_smoke_runs: SmokeRuns) -> None:
+def test_benchmark_smoke_run(name: str, benchmark_smoke_runs: SmokeRuns | SharedSmokeRuns) -> None:
     done = benchmark_smoke_runs.outcome(name)
     if isinstance(done, str):
         pytest.fail(done)

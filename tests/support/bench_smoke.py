@@ -3,14 +3,22 @@
 tests/conftest.py starts the runs the session selected when its first test starts, at most ``PARALLEL`` at once,
 longest first, and puts their tests (tests/test_benchmarks.py) last: by the time those check the output, the runs
 have finished beside the rest of the suite instead of one after another at its start.
+
+With several test processes (pytest-xdist), the first process to start takes a lock in the run's shared temporary
+folder and starts the runs for all of them; each finished run is written there as JSON (``SharedSmokeRuns``), and
+any process's test reads its benchmark's file when it appears. The starting process waits for its runs at the end
+of its session instead of killing them, since other processes' tests may still need them.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,7 +41,8 @@ def benchmarks() -> list[str]:
 class SmokeRuns:
     """The smoke runs of ``names``, started at once in the background."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], publish: Path | None = None) -> None:
+        self._publish = publish  # a folder each finished run is written to, for other test processes
         self._live: set[subprocess.Popen[str]] = set()
         self._lock = threading.Lock()
         self._stopping = False
@@ -45,6 +54,12 @@ class SmokeRuns:
         return self.runs[name].result()
 
     def _run(self, name: str) -> Outcome:
+        outcome = self._run_once(name)
+        if self._publish is not None:
+            _write(self._publish / f"{name}.json", outcome)
+        return outcome
+
+    def _run_once(self, name: str) -> Outcome:
         env = dict(os.environ)
         if "TIKTOKEN_CACHE_DIR" not in env and (SHARED / "tiktoken").is_dir():
             env["TIKTOKEN_CACHE_DIR"] = str(SHARED / "tiktoken")  # offline, as in conftest.py and ./run
@@ -66,10 +81,57 @@ class SmokeRuns:
                 self._live.discard(process)
         return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
-    def stop(self) -> None:
-        """At the session's end: runs not started are dropped, runs still going are killed (the session stopped)."""
+    def stop(self, *, finish: bool = False) -> None:
+        """At the session's end: runs not started are dropped, runs still going are killed (the session stopped);
+        with ``finish`` (other test processes may still read them) every run is waited for instead."""
+        if finish:
+            self._pool.shutdown(wait=True)
+            return
         with self._lock:
             self._stopping = True
             for process in self._live:
                 process.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class SharedSmokeRuns:
+    """The outcomes another test process publishes in ``folder`` (see the module docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def outcome(self, name: str) -> Outcome:
+        path = self.folder / f"{name}.json"
+        deadline = time.monotonic() + TIMEOUT_S * len(benchmarks())  # every run, one after another, at worst
+        while not path.exists():
+            if time.monotonic() > deadline:
+                return f"{name} --smoke: no outcome published in {path.parent} in time"
+            time.sleep(0.2)
+        return _read(path)
+
+
+def start_shared(names: list[str], folder: Path) -> tuple[SmokeRuns | None, SharedSmokeRuns]:
+    """Starts the runs in ``folder`` unless another test process already has; everyone reads them from there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = folder / "started"
+        owner = not started.exists()
+        started.touch()
+    return (SmokeRuns(names, publish=folder) if owner else None), SharedSmokeRuns(folder)
+
+
+def _write(path: Path, outcome: Outcome) -> None:
+    data = (outcome if isinstance(outcome, str) else
+            {"args": outcome.args, "returncode": outcome.returncode, "stdout": outcome.stdout,
+             "stderr": outcome.stderr})
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(data))
+    partial.replace(path)  # readers never see half a file
+
+
+def _read(path: Path) -> Outcome:
+    data = json.loads(path.read_text())
+    if isinstance(data, str):
+        return data
+    return subprocess.CompletedProcess(data["args"], data["returncode"], data["stdout"], data["stderr"])
