@@ -4,6 +4,7 @@ Storage (Azurite). The workload is tests/support/skewed_workers.py; the unit tes
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,23 @@ async def test_a_taken_turn_is_not_taken_again_by_a_process_whose_clock_jumps_wh
     finally:
         await steady.close()
         await skewed.close()
+
+
+@pytest.mark.slow
+async def test_azure_markers_age_by_storage_s_clock(azurite: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A marker's age is its Last-Modified against the Date of Storage's answer: this machine's clock is not read."""
+    from bot.turns import azure_queue
+    from bot.turns.azure_queue import AzureTurnQueue
+
+    monkeypatch.setattr(azure_queue, "MARKER_TTL_S", 1)
+    turns = AzureTurnQueue.open(queue_name="markers", container="markers", connection_string=azurite)
+    await turns.ensure()
+    try:
+        envelope = Envelope("a:chat", "17", 0, {}, {})
+        assert await turns.claim(envelope, "1")
+        assert not await turns.claim(envelope, "2"), "a repeat within the time to live"
+        await asyncio.sleep(2.1)  # Storage's dates count whole seconds
+        assert await turns.claim(envelope, "2"), "older than its time to live by Storage's clock"
+        assert not await turns.claim(envelope, "3")
+    finally:
+        await turns.close()
