@@ -139,3 +139,45 @@ async def test_azure_markers_age_by_storage_s_clock(azurite: str, monkeypatch: p
         assert not await turns.claim(envelope, "3")
     finally:
         await turns.close()
+
+
+async def test_a_worker_whose_lease_is_taken_over_mid_turn_commits_nothing_and_logs_one_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Its turn ran, but the lease moved on (its holder had hung): neither the conversation's next number nor the
+    turn's deletion is written, and the worker says so in one line, without a traceback."""
+    import sqlite3
+
+    from bot.turns.worker import TurnWorker
+
+    turns = LocalTurnQueue.open(tmp_path / "turns.db")
+    await turns.ensure()
+    ran: list[str] = []
+
+    async def run(envelope: Envelope) -> None:
+        ran.append(envelope.activity_id)
+        with sqlite3.connect(tmp_path / "turns.db") as db:  # another worker takes the lease over meanwhile
+            db.execute("UPDATE leases SET holder = 'other:1', epoch = epoch + 1")
+
+    async def tell(envelope: Envelope, text: str) -> None:
+        pass
+
+    await turns.enqueue("a:chat", "1", {}, {})
+    await turns.enqueue("a:chat", "2", {}, {})
+    worker = TurnWorker(turns, run, tell)
+    working = asyncio.ensure_future(worker.run(grace_s=0))
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while not ran or worker.held:
+            assert asyncio.get_running_loop().time() < deadline, "timed out"
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await working
+    assert ran == ["1"], "no turn starts under a lost lease"
+    assert await turns.waiting() == 2, "nothing deleted"
+    with sqlite3.connect(tmp_path / "turns.db") as db:
+        assert db.execute("SELECT state FROM leases").fetchone()[0] == '{"next": 0, "tries": 1}', "next not moved"
+    assert not [r for r in caplog.records if r.exc_info]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "lost a conversation's lease to another worker; leaving its turns to that worker"]
+    await turns.close()
