@@ -12,6 +12,11 @@ instances. A repeated delivery of an activity is recognised by a marker blob cre
 claimed it; a marker older than :data:`MARKER_TTL_S` no longer counts (the ARM template's lifecycle rule also
 deletes old ones).
 
+No client clock decides anything (issue 28): leases and visibility timeouts are timed by Storage; a write under a
+lease carries its lease id, so Storage refuses it once the lease was lost (:class:`~bot.turns.contract.LeaseLost`);
+a deletion or update carries the message's pop receipt, refused once the message was taken again; and a marker's
+age is its Last-Modified against the Date of Storage's own answer, not this machine's time.
+
 Clients reach Storage with the bot's identity (a token credential and the account URLs); a connection
 string is accepted for local emulators (config.py refuses any other). Every client lives on the event loop
 that created it: the front and each worker process build their own :class:`AzureTurnQueue`.
@@ -24,7 +29,7 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from azure.storage.blob.aio import BlobClient, BlobLeaseClient, BlobServiceClient
@@ -34,7 +39,9 @@ from bot.turns.contract import (
     LEASE_S,
     MARKER_TTL_S,
     VISIBILITY_S,
+    ConversationLease,
     Envelope,
+    LeaseLost,
     LockState,
     RenewedLease,
     Taken,
@@ -54,6 +61,14 @@ def _status(error: BaseException) -> int | None:
 
 def _error_code(error: BaseException) -> str:
     return str(getattr(error, "error_code", "") or "")
+
+
+def _age_s(modified: Any, dates: list[str]) -> float:
+    """Seconds from a blob's Last-Modified to the Date of Storage's answer (both Storage's clock); 0 when unknown."""
+    try:
+        return (parsedate_to_datetime(dates[-1]) - modified).total_seconds()
+    except (IndexError, TypeError, ValueError):
+        return 0.0
 
 
 def _digest(text: str) -> str:
@@ -81,11 +96,24 @@ class Lease(RenewedLease):
         await self.lease.release()
 
     async def read(self) -> LockState:
-        stream = await self.blob.download_blob()
-        return LockState.loads(await stream.readall())
+        try:
+            stream = await self.blob.download_blob(lease=self.lease)
+            return LockState.loads(await stream.readall())
+        except Exception as error:
+            raise self._lost(error) from error
 
     async def write(self, state: LockState) -> None:
-        await self.blob.upload_blob(state.dumps(), overwrite=True, lease=self.lease)
+        try:
+            await self.blob.upload_blob(state.dumps(), overwrite=True, lease=self.lease)
+        except Exception as error:
+            raise self._lost(error) from error
+
+    def _lost(self, error: Exception) -> Exception:
+        """Storage refuses the lease id once another worker acquired the blob's lease (409/412): LeaseLost."""
+        if _status(error) not in (409, 412):
+            return error
+        self.lost = True
+        return LeaseLost(f"the conversation's lease expired and was taken by another worker ({_error_code(error)})")
 
 
 class AzureTurnQueue:
@@ -236,9 +264,13 @@ class AzureTurnQueue:
                 return None
             raise
 
-    async def claim(self, envelope: Envelope, message_id: str) -> bool:
+    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None) -> bool:
         """True when this delivery may answer the activity: its marker is new, already this message's (a
-        redelivery after a crash), or older than MARKER_TTL_S. False for a repeat of an answered activity."""
+        redelivery after a crash), or older than MARKER_TTL_S by Storage's clock. False for a repeat of an answered
+        activity. (A marker blob cannot be conditioned on the lock blob's lease: the worker writes the lock state
+        under the lease just before, and again after the turn.)"""
+        if lease is not None and lease.lost:
+            raise LeaseLost("the conversation's lease could not be renewed")
         if not envelope.activity_id:
             return True  # nothing to recognise a repeat by (Teams gives every message an id)
         blob = self.container.get_blob_client(
@@ -249,11 +281,13 @@ class AzureTurnQueue:
         except Exception as error:
             if _status(error) != 409:
                 raise
-        stream = await blob.download_blob()
+        dates: list[str] = []  # the Date header of Storage's answer: its time now
+        stream = await blob.download_blob(raw_response_hook=lambda response: dates.append(
+            str(response.http_response.headers.get("Date") or "")))
         if (await stream.readall()).decode(errors="replace") == message_id:
             return True
         modified = stream.properties.last_modified
-        if modified is not None and (datetime.now(UTC) - modified).total_seconds() > MARKER_TTL_S:
+        if modified is not None and _age_s(modified, dates) > MARKER_TTL_S:
             await blob.upload_blob(message_id.encode(), overwrite=True)
             return True
         return False

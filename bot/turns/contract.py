@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,10 +23,52 @@ LEASE_S = 15  # Azure's shortest blob lease: a dead worker's conversation is fre
 VISIBILITY_S = 15  # a taken turn reappears this long after its worker stops renewing it
 RENEW_S = 5  # how often a running turn renews its lease and its message's visibility
 MARKER_TTL_S = 24 * 3600  # Teams re-sends within minutes; a marker older than this no longer counts
+# The most one look may add to how long a thing was seen unchanged (:class:`Sightings`): a clock that jumps between two
+# looks counts this much at most, so a lease renewed every RENEW_S is never taken over because of a jump.
+MAX_STEP_S = 2.0
+Clock = Callable[[], float]
 
 
 class TurnQueueError(Exception):
     """The queue or its blobs failed in a way the caller should report (the message says what to check)."""
+
+
+class LeaseLost(TurnQueueError):
+    """A write under a conversation's lease was refused by the store: another worker holds the lease now."""
+
+
+class Sightings:
+    """How long this process has seen each thing unchanged (a lease's renewal count, a turn's receipt, a
+    conversation's missing number), measured only by this process's own clock between its own looks.
+
+    Nothing is compared with a time another process wrote, so clocks that disagree do not matter; each step
+    between two looks counts at most ``max_step_s`` (a clock that jumps forward adds that much, one that jumps back
+    nothing), and a first look counts zero: a thing is old only once this process has watched it long enough.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic, max_step_s: float = MAX_STEP_S, forget_s: float = 120.0) -> None:
+        self._clock = clock
+        self._max_step_s = max_step_s
+        self._forget_s = forget_s
+        self._seen: dict[Hashable, tuple[Hashable, float, float]] = {}  # key -> (version, unchanged for, last look)
+        self._looks = 0
+
+    def unchanged_for(self, key: Hashable, version: Hashable) -> float:
+        """Seconds ``key`` has been seen at ``version`` by this process's looks (0.0 at the first look)."""
+        now = self._clock()
+        self._looks += 1
+        if self._looks % 1000 == 0:
+            self._seen = {k: v for k, v in self._seen.items() if 0.0 <= now - v[2] <= self._forget_s}
+        seen = self._seen.get(key)
+        if seen is None or seen[0] != version:
+            self._seen[key] = (version, 0.0, now)
+            return 0.0
+        unchanged = seen[1] + min(max(now - seen[2], 0.0), self._max_step_s)
+        self._seen[key] = (version, unchanged, now)
+        return unchanged
+
+    def forget(self, key: Hashable) -> None:
+        self._seen.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -73,23 +117,23 @@ class Taken:
 
 @dataclass
 class LockState:
-    """What a conversation's lock blob holds: the number of the next turn to run, and the current one's tries."""
+    """What a conversation's lock blob holds: the number of the next turn to run, and the current one's tries. (No
+    time: how long a number has been missing each worker measures itself, see worker.py.)"""
 
     next: int = 0
     tries: int = 0  # runs started of turn ``next``
-    gap_since: float = 0.0  # when a later turn first found ``next`` missing (epoch seconds), 0 when none is
 
     def advance(self, number: int) -> None:
-        self.next, self.tries, self.gap_since = number, 0, 0.0
+        self.next, self.tries = number, 0
 
     def dumps(self) -> bytes:
-        return json.dumps({"next": self.next, "tries": self.tries, "gap_since": self.gap_since}).encode()
+        return json.dumps({"next": self.next, "tries": self.tries}).encode()
 
     @classmethod
     def loads(cls, raw: bytes) -> LockState:
         try:
             data = json.loads(raw or b"{}")
-            return cls(int(data.get("next", 0)), int(data.get("tries", 0)), float(data.get("gap_since", 0.0)))
+            return cls(int(data.get("next", 0)), int(data.get("tries", 0)))
         except (ValueError, TypeError, AttributeError):
             log.warning("a conversation's lock state could not be read; starting its count again")
             return cls()
@@ -170,4 +214,7 @@ class TurnQueue(Protocol):
 
     async def lease(self, conversation_id: str) -> ConversationLease | None: ...
 
-    async def claim(self, envelope: Envelope, message_id: str) -> bool: ...
+    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None) -> bool:
+        """Whether this delivery may answer the activity (its marker); with ``lease``, :class:`LeaseLost` when the
+        lease is no longer this worker's."""
+        ...

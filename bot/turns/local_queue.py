@@ -5,9 +5,19 @@ It keeps the contract of the Azure queue (bot/turns/contract.py), so the same :c
 runs its turns: a taken turn is hidden for a visibility timeout and deleted once answered, so the turn of a worker that
 dies reappears; a conversation's lease (a row with a holder and an expiry) lets one worker at a time run its turns,
 in the order of their numbers; a marker per (conversation, activity id), created only if none exists, recognises a
-repeated delivery. Everything runs on one machine, so one clock times visibility, leases and markers, and a holder
-is known by its process id too: a turn or a lease whose process is gone (SIGKILL, a crash) is free at once, without
-waiting for its expiry.
+repeated delivery. A holder is known by its process id too: a turn or a lease whose process is gone (SIGKILL, a
+crash) is free at once, without waiting for its expiry.
+
+No clock decides who owns what (issue 28: a worker whose clock jumped an hour took over live workers' turns and
+leases). The file holds no times to compare, only counters the holders move: a lease has an ``epoch`` (its fencing
+token, one more at each acquisition) and a ``beat`` (one more at each renewal), a turn its ``receipt`` (one more at
+each take and renewal) and how long it asked to stay hidden. Every write that matters names the token it holds (the
+lease's epoch: its state, its release, the marker claimed under it; the turn's receipt: keeping it hidden,
+deleting it), so a holder that lost either writes nothing. Another process takes a lease or a turn over only when
+it is free, its process is gone, or that process has itself watched its counter stand still for the lease's or the
+turn's time, by its own monotonic clock and its own looks (:class:`~bot.turns.contract.Sightings`): a clock that
+jumps, forwards or back, steals nothing, and a live holder's renewals every RENEW_S keep it. The one wall-clock time
+left is a marker's age against its day-long time to live.
 
 Why not just the in-process runner: the web process then only checks and enqueues, and answers Teams at once,
 while the turns' CPU (the model's answers parsed, cards built, replies sent) is spent in other processes on the
@@ -36,9 +46,13 @@ from bot.turns.contract import (
     LEASE_S,
     MARKER_TTL_S,
     VISIBILITY_S,
+    Clock,
+    ConversationLease,
     Envelope,
+    LeaseLost,
     LockState,
     RenewedLease,
+    Sightings,
     Taken,
     TurnQueueError,
 )
@@ -50,16 +64,19 @@ PRUNE_EVERY = 500  # markers claimed between two deletions of expired ones
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY AUTOINCREMENT, conversation TEXT NOT NULL, "
-    "body TEXT NOT NULL, visible_at REAL NOT NULL DEFAULT 0, deliveries INTEGER NOT NULL DEFAULT 0, "
+    "body TEXT NOT NULL, hidden_s REAL NOT NULL DEFAULT 0, deliveries INTEGER NOT NULL DEFAULT 0, "
     "receipt INTEGER NOT NULL DEFAULT 0, holder INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS counters (conversation TEXT PRIMARY KEY, next INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS leases (conversation TEXT PRIMARY KEY, state TEXT NOT NULL DEFAULT '', "
-    "holder TEXT NOT NULL DEFAULT '', expires REAL NOT NULL DEFAULT 0)",
+    "holder TEXT NOT NULL DEFAULT '', epoch INTEGER NOT NULL DEFAULT 0, beat INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS markers (conversation TEXT NOT NULL, activity TEXT NOT NULL, message TEXT NOT NULL, "
     "at REAL NOT NULL, PRIMARY KEY (conversation, activity))",
     "CREATE TABLE IF NOT EXISTS set_aside (id INTEGER PRIMARY KEY AUTOINCREMENT, reason TEXT NOT NULL, "
     "deliveries INTEGER NOT NULL, content TEXT, at REAL NOT NULL)",
 )
+# Columns a file made before leases were fenced lacks (its timed columns, visible_at and expires, are left unused).
+_ADDED = (("turns", "hidden_s", "REAL NOT NULL DEFAULT 0"), ("leases", "epoch", "INTEGER NOT NULL DEFAULT 0"),
+          ("leases", "beat", "INTEGER NOT NULL DEFAULT 0"))
 
 
 def _gone(pid: int | str) -> bool:
@@ -101,27 +118,33 @@ class _Enqueue:
 
 
 class LocalLease(RenewedLease):
-    """A conversation's lease row while this worker holds it."""
+    """A conversation's lease row while this worker holds it: ``epoch`` is its fencing token."""
 
-    def __init__(self, turns: LocalTurnQueue, conversation_id: str, holder: str) -> None:
+    def __init__(self, turns: LocalTurnQueue, conversation_id: str, holder: str, epoch: int) -> None:
         self._turns = turns
-        self._conversation = conversation_id
-        self._holder = holder
+        self.conversation = conversation_id
+        self.holder = holder
+        self.epoch = epoch
         super().__init__()
 
     async def _renew(self) -> bool:
-        return bool(await self._turns.call(self._turns.renew_lease, self._conversation, self._holder))
+        return bool(await self._turns.call(self._turns.renew_lease, self))
 
     async def _release(self) -> None:
-        await self._turns.call(self._turns.release_lease, self._conversation, self._holder)
+        await self._turns.call(self._turns.release_lease, self)
 
     async def read(self) -> LockState:
-        return LockState.loads(await self._turns.call(self._turns.lease_state, self._conversation, self._holder))
+        return LockState.loads(await self._fenced(self._turns.lease_state, self))
 
     async def write(self, state: LockState) -> None:
-        if not await self._turns.call(self._turns.write_lease_state, self._conversation, self._holder, state.dumps()):
+        await self._fenced(self._turns.write_lease_state, self, state.dumps())
+
+    async def _fenced(self, function: Any, *args: Any) -> Any:
+        try:
+            return await self._turns.call(function, *args)
+        except LeaseLost:
             self.lost = True
-            raise TurnQueueError("the conversation's lease expired and was taken by another worker")
+            raise
 
 
 class LocalTurnQueue:
@@ -129,8 +152,12 @@ class LocalTurnQueue:
 
     poll_max_s = POLL_MAX_S
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, clock: Clock = time.monotonic, wall: Clock = time.time) -> None:
+        """``clock`` measures how long this process watched a lease or a turn stand still (only its own differences
+        count); ``wall`` dates markers and set-aside turns. Tests give one process skewed ones."""
         self.path = Path(path)
+        self._sightings = Sightings(clock)  # used on the queue's thread only
+        self._wall = wall
         self._connection: sqlite3.Connection | None = None
         # One thread owns the connection: every call runs there, one at a time, off the event loop.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="turn-queue")
@@ -139,8 +166,8 @@ class LocalTurnQueue:
         self._claims = 0
 
     @classmethod
-    def open(cls, path: str | Path) -> LocalTurnQueue:
-        return cls(path)
+    def open(cls, path: str | Path, *, clock: Clock = time.monotonic, wall: Clock = time.time) -> LocalTurnQueue:
+        return cls(path, clock=clock, wall=wall)
 
     async def call(self, function: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._thread, function, *args)
@@ -150,6 +177,7 @@ class LocalTurnQueue:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = connect_wal(self.path, synchronous="FULL")  # an acknowledged turn is on disk
             connection.create_function("gone", 1, _gone)
+            connection.create_function("due", 3, self._due)
             self._connection = connection
         return self._connection
 
@@ -157,9 +185,16 @@ class LocalTurnQueue:
         with immediate(self._db()) as db:
             return work(db)
 
+    def _create(self, db: sqlite3.Connection) -> None:
+        for statement in _SCHEMA:
+            db.execute(statement)
+        for table, column, declaration in _ADDED:
+            if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
     async def ensure(self) -> None:
         try:
-            await self.call(self._transaction, lambda db: [db.execute(statement) for statement in _SCHEMA])
+            await self.call(self._transaction, self._create)
         except (sqlite3.Error, OSError) as error:
             raise TurnQueueError(f"cannot open the turn queue {self.path}: {error}; check TURN_QUEUE_PATH and that "
                                  "its folder is writable") from error
@@ -218,13 +253,17 @@ class LocalTurnQueue:
 
     # ---- workers ------------------------------------------------------------------------------------------
 
+    def _due(self, row_id: int, receipt: int, hidden_s: float) -> bool:
+        """Whether a turn may be taken: it asked for no wait, or this process has seen its receipt stand still for
+        the ``hidden_s`` it asked for (its holder renews it every RENEW_S while it runs)."""
+        return hidden_s <= 0 or self._sightings.unchanged_for(("turn", row_id), receipt) >= hidden_s
+
     async def take(self, count: int) -> list[Taken]:
-        now = time.time()
         rows = await self.call(self._transaction, lambda db: db.execute(
-            "UPDATE turns SET visible_at = ?, deliveries = deliveries + 1, receipt = receipt + 1, holder = ? "
-            "WHERE id IN (SELECT id FROM turns WHERE visible_at <= ? OR (holder != 0 AND gone(holder)) "
+            "UPDATE turns SET hidden_s = ?, deliveries = deliveries + 1, receipt = receipt + 1, holder = ? "
+            "WHERE id IN (SELECT id FROM turns WHERE due(id, receipt, hidden_s) OR (holder != 0 AND gone(holder)) "
             "ORDER BY id LIMIT ?) "
-            "RETURNING id, body, deliveries, receipt", (now + VISIBILITY_S, os.getpid(), now, count)).fetchall())
+            "RETURNING id, body, deliveries, receipt", (VISIBILITY_S, os.getpid(), count)).fetchall())
         taken: list[Taken] = []
         for row_id, body, deliveries, receipt in sorted(rows):
             message = LocalMessage(row_id, body, deliveries, receipt)
@@ -240,8 +279,8 @@ class LocalTurnQueue:
         message: LocalMessage = taken.message
         async with taken.guard:
             changed = await self.call(self._transaction, lambda db: db.execute(
-                "UPDATE turns SET visible_at = ?, receipt = receipt + 1 WHERE id = ? AND receipt = ?",
-                (time.time() + seconds, message.id, message.receipt)).rowcount)
+                "UPDATE turns SET hidden_s = ?, receipt = receipt + 1 WHERE id = ? AND receipt = ?",
+                (seconds, message.id, message.receipt)).rowcount)
             if not changed:
                 raise TurnQueueError("the turn is no longer held here")
             message.receipt += 1
@@ -254,11 +293,14 @@ class LocalTurnQueue:
 
     async def move_aside(self, taken: Taken, reason: str) -> None:
         message: LocalMessage = taken.message
-        async with taken.guard:
-            await self.call(self._transaction, lambda db: (
+
+        def move(db: sqlite3.Connection) -> None:  # only while this holder's receipt is current, as done
+            if db.execute("DELETE FROM turns WHERE id = ? AND receipt = ?", (message.id, message.receipt)).rowcount:
                 db.execute("INSERT INTO set_aside (reason, deliveries, content, at) VALUES (?, ?, ?, ?)",
-                           (reason, message.dequeue_count, message.content, time.time())),
-                db.execute("DELETE FROM turns WHERE id = ?", (message.id,))))
+                           (reason, message.dequeue_count, message.content, self._wall()))
+
+        async with taken.guard:
+            await self.call(self._transaction, move)
 
     async def set_aside(self) -> list[dict[str, Any]]:
         """What was moved aside, oldest first (for the operator: reason, deliveries, the row as it was queued)."""
@@ -267,46 +309,75 @@ class LocalTurnQueue:
         return [{"reason": r, "deliveries": d, "content": c, "at": a} for r, d, c, a in rows]
 
     async def lease(self, conversation_id: str) -> LocalLease | None:
-        """The conversation's lease, or None while another worker's has not expired and its process runs."""
+        """The conversation's lease, or None while another worker holds it: its process runs and this process has
+        not yet seen its renewals stop for LEASE_S."""
         holder = f"{os.getpid()}:{uuid.uuid4().hex}"
-        acquired = await self.call(self._transaction, lambda db: db.execute(
-            "INSERT INTO leases (conversation, holder, expires) VALUES (?, ?, ?) ON CONFLICT (conversation) "
-            "DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
-            "WHERE leases.expires <= ? OR gone(leases.holder)",
-            (conversation_id, holder, time.time() + LEASE_S, time.time())).rowcount)
-        return LocalLease(self, conversation_id, holder) if acquired else None
 
-    def renew_lease(self, conversation_id: str, holder: str) -> bool:
+        def acquire(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT holder, epoch, beat FROM leases WHERE conversation = ?",
+                             (conversation_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO leases (conversation, holder, epoch) VALUES (?, ?, 1)",
+                           (conversation_id, holder))
+                return 1
+            held_by, epoch, beat = row
+            if held_by:
+                stood_still = self._sightings.unchanged_for(("lease", conversation_id), (held_by, epoch, beat))
+                if stood_still < LEASE_S and not _gone(held_by):
+                    return 0
+            self._sightings.forget(("lease", conversation_id))
+            db.execute("UPDATE leases SET holder = ?, epoch = ?, beat = 0 WHERE conversation = ?",
+                       (holder, epoch + 1, conversation_id))
+            return int(epoch) + 1
+
+        epoch = await self.call(self._transaction, acquire)
+        return LocalLease(self, conversation_id, holder, epoch) if epoch else None
+
+    @staticmethod
+    def _held(db: sqlite3.Connection, lease: LocalLease) -> None:
+        """LeaseLost unless ``lease`` is still the conversation's (its epoch and holder)."""
+        if db.execute("SELECT 1 FROM leases WHERE conversation = ? AND epoch = ? AND holder = ?",
+                      (lease.conversation, lease.epoch, lease.holder)).fetchone() is None:
+            raise LeaseLost("the conversation's lease expired and was taken by another worker")
+
+    def renew_lease(self, lease: LocalLease) -> bool:
         return bool(self._transaction(lambda db: db.execute(
-            "UPDATE leases SET expires = ? WHERE conversation = ? AND holder = ? AND expires > ?",
-            (time.time() + LEASE_S, conversation_id, holder, time.time())).rowcount))
+            "UPDATE leases SET beat = beat + 1 WHERE conversation = ? AND epoch = ? AND holder = ?",
+            (lease.conversation, lease.epoch, lease.holder)).rowcount))
 
-    def lease_state(self, conversation_id: str, holder: str) -> bytes:
-        row = self._db().execute("SELECT state FROM leases WHERE conversation = ? AND holder = ?",
-                                 (conversation_id, holder)).fetchone()
+    def lease_state(self, lease: LocalLease) -> bytes:
+        row = self._db().execute("SELECT state FROM leases WHERE conversation = ? AND epoch = ? AND holder = ?",
+                                 (lease.conversation, lease.epoch, lease.holder)).fetchone()
         if row is None:
-            raise TurnQueueError("the conversation's lease is no longer held here")
+            raise LeaseLost("the conversation's lease expired and was taken by another worker")
         return str(row[0]).encode()
 
-    def write_lease_state(self, conversation_id: str, holder: str, state: bytes) -> bool:
-        return bool(self._transaction(lambda db: db.execute(
-            "UPDATE leases SET state = ? WHERE conversation = ? AND holder = ?",
-            (state.decode(), conversation_id, holder)).rowcount))
+    def write_lease_state(self, lease: LocalLease, state: bytes) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            if not db.execute("UPDATE leases SET state = ? WHERE conversation = ? AND epoch = ? AND holder = ?",
+                              (state.decode(), lease.conversation, lease.epoch, lease.holder)).rowcount:
+                raise LeaseLost("the conversation's lease expired and was taken by another worker")
 
-    def release_lease(self, conversation_id: str, holder: str) -> None:
+        self._transaction(write)
+
+    def release_lease(self, lease: LocalLease) -> None:
         self._transaction(lambda db: db.execute(
-            "UPDATE leases SET expires = 0 WHERE conversation = ? AND holder = ?", (conversation_id, holder)))
+            "UPDATE leases SET holder = '' WHERE conversation = ? AND epoch = ? AND holder = ?",
+            (lease.conversation, lease.epoch, lease.holder)))
 
-    async def claim(self, envelope: Envelope, message_id: str) -> bool:
+    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None) -> bool:
         """True when this delivery may answer the activity: its marker is new, already this message's, or older
-        than MARKER_TTL_S. False for a repeat of an answered activity."""
+        than MARKER_TTL_S. False for a repeat of an answered activity. Under ``lease``, in the same transaction as
+        the check that the lease is still this worker's (LeaseLost otherwise)."""
         if not envelope.activity_id:
             return True
         self._claims += 1
         prune = self._claims % PRUNE_EVERY == 1
 
         def claim(db: sqlite3.Connection) -> bool:
-            now = time.time()
+            if isinstance(lease, LocalLease):
+                self._held(db, lease)
+            now = self._wall()
             if prune:
                 db.execute("DELETE FROM markers WHERE at < ?", (now - MARKER_TTL_S,))
             row = db.execute("SELECT message, at FROM markers WHERE conversation = ? AND activity = ?",

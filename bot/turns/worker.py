@@ -15,9 +15,11 @@ from the processes of one machine). For each message taken:
   dies before the delete leaves the message to reappear: the turn is run again elsewhere or after restart.
 
 Turns of one conversation taken by one worker wait in a local line under one lease instead of bouncing back
-to the queue. Leases and visibility expire by the queue's clock (Storage's, or the one machine's); only the gap
-wait compares instances' clocks (its start is written in the lock state), so skew between them only shifts when a
-gap is skipped.
+to the queue. Leases and visibility are decided by the store (Storage's server-timed leases and visibility; the
+local queue's fencing tokens, see local_queue.py), and every write under a lease is refused once it is lost
+(:class:`~bot.turns.contract.LeaseLost`): the worker then stops, logs one line, and leaves the conversation's turns
+to the worker that holds it now. No clock is compared across processes: the gap wait is timed by each worker's own
+monotonic clock, from its own first sight of the gap (:class:`~bot.turns.contract.Sightings`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.turns.contract import RENEW_S, ConversationLease, Envelope, Taken, TurnQueue
+from bot.turns.contract import RENEW_S, Clock, ConversationLease, Envelope, LeaseLost, Sightings, Taken, TurnQueue
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +49,14 @@ GIVEN_UP_TEXT = ("I could not answer this message: trying it {tries} times faile
 
 class TurnWorker:
     def __init__(self, turns: TurnQueue, run: RunTurn, tell: Tell, *, concurrency: int = 8,
-                 max_attempts: int = 3, gap_s: float = GAP_S) -> None:
+                 max_attempts: int = 3, gap_s: float = GAP_S, clock: Clock = time.monotonic) -> None:
         self.turns = turns
         self._run = run
         self._tell = tell
         self.concurrency = concurrency
         self.max_attempts = max_attempts
         self.gap_s = gap_s
+        self._gaps = Sightings(clock)  # conversation -> how long this worker has seen its ``next`` missing
         self._lines: dict[str, list[Taken]] = {}  # conversation -> turns taken here, waiting or running
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
@@ -136,6 +139,8 @@ class TurnWorker:
         except asyncio.CancelledError:
             await self._show_again(line, at_once=True)
             raise
+        except LeaseLost:  # its turns reappear for the worker that holds the lease now
+            log.warning("lost a conversation's lease to another worker; leaving its turns to that worker")
         except Exception:
             log.exception("a conversation's turns could not be run; they will be delivered again")
         finally:
@@ -149,17 +154,15 @@ class TurnWorker:
         """Settle one turn under the lease; False when it must wait for an earlier one first."""
         envelope = taken.envelope
         assert envelope is not None
+        if lease.lost:
+            raise LeaseLost("the conversation's lease could not be renewed")
         state = await lease.read()
         if envelope.number < state.next:
             log.info("turn %d of a conversation was already answered; dropping its message", envelope.number)
             await self.turns.done(taken)
             return True
         if envelope.number > state.next:
-            now = time.time()
-            if not state.gap_since:  # the first sight of the gap is recorded, for every instance to time it
-                state.gap_since = now
-                await lease.write(state)
-            if now - state.gap_since < self.gap_s:
+            if self._gaps.unchanged_for(envelope.conversation_id, state.next) < self.gap_s:
                 return False
             log.warning("skipping turn numbers %d-%d of a conversation: they were never queued", state.next,
                         envelope.number - 1)
@@ -174,7 +177,7 @@ class TurnWorker:
             return True
         state.tries += 1
         await lease.write(state)  # a start is counted before the turn runs, so a crash counts too
-        if await self.turns.claim(envelope, str(taken.message.id)):
+        if await self.turns.claim(envelope, str(taken.message.id), lease):
             try:
                 await self._run(envelope)
             except Exception:
