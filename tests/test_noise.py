@@ -1,6 +1,7 @@
 """Leftover noise of issue 28: each case says what went wrong in one log line, without a traceback.
 
 - a serviceUrl the bot cannot reach (nothing listens there): one warning per turn, naming the host;
+- bare URLs in incident text (attacker-writable): no card shows one Teams would make a link, short or long;
 - a model response that is not JSON: reported as unreadable, not as "an empty response".
 """
 
@@ -8,16 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from botbuilder.core import MemoryStorage
 
+from bot import cards
+from bot.cards.watches import watched_digest, watched_incident
 from bot.sentinel.client import SentinelClient
+from bot.sentinel.models import QueryResult
 from tests.support import connector_fake as teams
 from tests.support.connector_fake import FakeConnector
 from tests.support.openai_fake import FakeOpenAI
+from tests.test_action_cards import CHANGES, confirmation, snapshot
+from tests.test_cards import NOW, alert, detail, incident, meta, read, registry, texts
 from tests.test_teams_bot import connector, next_id, start_bot  # noqa: F401 - connector is a fixture
 
 
@@ -67,3 +75,43 @@ async def test_an_unreachable_service_url_is_one_line_per_turn_without_a_traceba
     assert not [r for r in lines if r.levelno < logging.WARNING and any(
         word in r.getMessage() for word in ("deliver", "unreachable", "refused", "Error"))]
     assert not [r for r in caplog.records if r.exc_info], "no traceback, at any level"
+
+
+# ---- bare URLs in incident text ----------------------------------------------------------------------
+
+# What Teams would make a link: a scheme's "://" or "www." followed at once by a host character. The cards break
+# URLs with a zero-width space after "//" and each ".", so the reader sees the whole URL and nothing to click.
+LIVE_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|(?<![\w.-])www\.)[\w\[-]", re.IGNORECASE)
+URLS = ("https://evil.example/login", "http://ev.il/a", "www.evil.io", "hxxp://x.y",
+        "https://login.contoso-secure.example.com/oauth2/authorize?client_id=abc")
+HOSTILE = "Reset your password at " + " or ".join(URLS) + " now"
+
+
+def _live(card: dict) -> list[str]:
+    return [text for text in texts(card) if LIVE_URL.search(text)]
+
+
+def test_bare_urls_in_incident_text_are_inert_on_every_card_that_shows_it() -> None:
+    hostile = incident(7, HOSTILE, owner=HOSTILE, products=(HOSTILE,))
+    d = replace(detail(description=HOSTILE, title=HOSTILE), classification_reason=HOSTILE,
+                classification_comment=HOSTILE, labels=(HOSTILE,),
+                incident=replace(hostile, number=14431, classification="FalsePositive"))
+    alerts = QueryResult((replace(alert(1), name=HOSTILE, product=HOSTILE),), meta("query_alerts", 1))
+    incidents = QueryResult((hostile,), meta("query_incidents", 1))
+    built = {
+        "watch: one incident": watched_incident(hostile, watch=HOSTILE, now=NOW, demo=False, changes=True),
+        "watch: digest": watched_digest([hostile, incident(8, HOSTILE)], watch="high", now=NOW, demo=False),
+        "incident detail": cards.incident_detail(d, lambda kind, key: None, NOW),
+        "incident table": cards.incident_table(incidents, registry(incidents).ref_for, NOW),
+        "alert list": cards.alert_list(alerts, registry(alerts).ref_for, NOW),
+        "confirmation": confirmation(CHANGES["close"], snapshot(title=HOSTILE)),
+    }
+    for name, card in built.items():
+        assert not _live(card), f"{name}: {_live(card)}"
+    for name in ("watch: one incident", "incident detail"):
+        shown = " ".join(read(text) for text in texts(built[name]))
+        assert all(url in shown for url in URLS), f"{name}: the reader still sees every URL whole"
+
+
+def test_the_live_url_check_sees_what_plain_alone_leaves() -> None:
+    assert _live({"type": "TextBlock", "text": cards.common.plain(HOSTILE, 400)}), "plain alone leaves links live"
