@@ -19,13 +19,17 @@ from botbuilder.core import MemoryStorage
 
 from bot import cards
 from bot.cards.watches import watched_digest, watched_incident
+from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.llm import LLMErrorKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 from tests.support import connector_fake as teams
+from tests.support import openai_fake as oa
 from tests.support.connector_fake import FakeConnector
 from tests.support.openai_fake import FakeOpenAI
 from tests.test_action_cards import CHANGES, confirmation, snapshot
 from tests.test_cards import NOW, alert, detail, incident, meta, read, registry, texts
+from tests.test_model_responses import QUESTION, make
 from tests.test_teams_bot import connector, next_id, start_bot  # noqa: F401 - connector is a fixture
 
 
@@ -115,3 +119,40 @@ def test_bare_urls_in_incident_text_are_inert_on_every_card_that_shows_it() -> N
 
 def test_the_live_url_check_sees_what_plain_alone_leaves() -> None:
     assert _live({"type": "TextBlock", "text": cards.common.plain(HOSTILE, 400)}), "plain alone leaves links live"
+
+
+# ---- a model response that is not JSON -----------------------------------------------------------------
+
+async def _streamed(text: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["unstreamed", "streamed"])
+@pytest.mark.parametrize("step", [
+    oa.invalid_json(),
+    oa.raw("<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"),
+], ids=["invalid-json", "html-page"])
+async def test_an_unreadable_model_response_is_said_to_be_unreadable_in_one_line(
+        fake_openai: FakeOpenAI, demo_client: SentinelClient, caplog: pytest.LogCaptureFixture,
+        step: oa.Step, streaming: bool) -> None:
+    """Asked to stream (as Teams' personal chats do), a body that is not a stream of events was read as a
+    stream of nothing and reported as "an empty response"."""
+    fake_openai.script(step)
+    with caplog.at_level(logging.DEBUG, logger="bot"):
+        result = await make(fake_openai, demo_client).answer(Conversation(), QUESTION,
+                                                             stream=_streamed if streaming else None)
+    assert result.failed and result.failure == LLMErrorKind.BAD_RESPONSE
+    assert "could not read" in result.text and "empty" not in result.text, result.text
+    reason = "invalid_json" if "json" in step.content_type else "not_json"
+    assert [(r.levelname, r.getMessage()) for r in _bot_lines(caplog)] == [
+        ("WARNING", f"model call failed: bad_response ({reason})")]
+    assert not [r for r in caplog.records if r.exc_info and r.name.startswith("bot")]
+
+
+async def test_an_unstreamed_answer_to_a_streamed_request_is_read(fake_openai: FakeOpenAI,
+                                                                  demo_client: SentinelClient) -> None:
+    """A gateway that ignores stream=true and sends the whole completion as JSON: the answer, not "empty"."""
+    fake_openai.script(oa.completion_body(choices=[{"index": 0, "finish_reason": "stop",
+                                                    "message": {"role": "assistant", "content": "Nothing new."}}]))
+    result = await make(fake_openai, demo_client).answer(Conversation(), QUESTION, stream=_streamed)
+    assert not result.failed and "Nothing new." in result.text
