@@ -389,7 +389,8 @@ def test_the_checker_sees_references_in_the_right_scope() -> None:
 
 # The Azure Bot's OAuth connection type "AAD v2 with Federated Credentials" (az bot authsetting: Aadv2WithFic): the
 # Bot Framework token service signs in to the app registration with a federated credential, so on-behalf-of mode
-# needs no secret either. Its provider id is the one `az bot authsetting list-providers` lists for that type.
+# needs no secret either. Its provider id and parameter keys are those public templates deploying that type use;
+# `az bot authsetting list-providers` is the authority (deploy/README.md).
 FEDERATED_CONNECTION = "c00b44ab-5e16-c44c-af26-2fd5bc55eb18"
 SECURE_TYPES = ("securestring", "secureobject")
 
