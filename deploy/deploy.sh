@@ -110,9 +110,11 @@ Next:
      publish it to the organisation), then say "help" to the bot.
 EOF
 if [[ -n "$sso_app_id" ]]; then
+  unique_id="$(output ssoUniqueIdentifier)"
   cat <<EOF
-  4. On-behalf-of mode: the app registration $sso_app_id must expose api://botid-$app_id, trust the
-     identity as a federated credential and have admin consent for Log Analytics Data.Read and Azure
-     Resource Manager user_impersonation (deploy/README.md, "Reading with each analyst's permissions").
+  4. On-behalf-of mode: the app registration $sso_app_id must expose api://botid-$app_id, trust two
+     federated credentials (the bot's identity, and the Bot Framework token service for the OAuth
+     connection: subject ending in /$unique_id) and have admin consent for Log Analytics Data.Read and
+     Azure Resource Manager user_impersonation (deploy/README.md, "Reading with each analyst's permissions").
 EOF
 fi

@@ -387,18 +387,18 @@ def test_the_checker_sees_references_in_the_right_scope() -> None:
             parse(broken)
 
 
-# The one secret a deployment may pass: the on-behalf-of app registration's client secret, which only the Azure Bot's
-# OAuth connection (the Bot Framework token service) keeps; the web app never sees it (test below).
-CONNECTION_SECRET = "ssoClientSecret"
+# The Azure Bot's OAuth connection type "AAD v2 with Federated Credentials" (az bot authsetting: Aadv2WithFic): the
+# Bot Framework token service signs in to the app registration with a federated credential, so on-behalf-of mode
+# needs no secret either. Its provider id and parameter keys are those public templates deploying that type use;
+# `az bot authsetting list-providers` is the authority (deploy/README.md).
+FEDERATED_CONNECTION = "c00b44ab-5e16-c44c-af26-2fd5bc55eb18"
+SECURE_TYPES = ("securestring", "secureobject")
 
 
 def test_no_parameter_holds_a_secret() -> None:
     for template, _ in templates():
         for name, declaration in template.get("parameters", {}).items():
-            if template is TEMPLATE and name == CONNECTION_SECRET:
-                assert declaration["type"] == "securestring" and declaration["defaultValue"] == ""
-                continue
-            assert declaration["type"].lower() not in ("securestring", "secureobject"), name
+            assert declaration["type"].lower() not in SECURE_TYPES, name
             assert not SECRET_NAME.search(name) or name.endswith("ResourceId"), f"{name} sounds like a secret"
             assert not SECRET_VALUE.search(json.dumps(declaration.get("defaultValue", ""))), name
     for output in TEMPLATE["outputs"].values():
@@ -789,6 +789,7 @@ case "$1 $2" in
       *messagingEndpoint*) echo https://sentinelbot-abc.azurewebsites.net/api/messages ;;
       *webAppName*) echo sentinelbot-abc ;;
       *ssoAppId*) echo "${SSO_APP_ID:-}" ;;
+      *ssoUniqueIdentifier*) echo sentinelbot-bot-abc-sentinel-sso ;;
       *) exit 98 ;;
     esac ;;
   *) echo "unexpected az call: $*" >&2; exit 99 ;;
@@ -835,6 +836,7 @@ def test_deploy_script_deploys_the_template_and_prints_the_next_step(fake_az: di
     sso = fake_az["run"]("-g", "rg-bot", "-p", fake_az["parameters"], SSO_APP_ID="7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a")
     assert ("--domain sentinelbot-abc.azurewebsites.net --sso-app-id 7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a"
             in sso.stdout and "admin consent" in sso.stdout), "on-behalf-of: the package gets single sign-on"
+    assert "subject ending in /sentinelbot-bot-abc-sentinel-sso" in sso.stdout, "the token service's credential"
 
 
 def test_deploy_script_can_build_the_image_in_the_registry_first(fake_az: dict[str, Any]) -> None:
@@ -882,36 +884,52 @@ def test_deploy_readme_cites_the_role_ids_and_offers_the_button() -> None:
     assert "APPLICATIONINSIGHTS_CONNECTION_STRING" in readme
 
 
-def test_on_behalf_of_is_off_by_default_and_its_secret_reaches_only_the_oauth_connection() -> None:
+def test_on_behalf_of_is_off_by_default_and_needs_no_secret() -> None:
     deployed, outputs = deploy()
     assert not [d for d in deployed if d.resource["type"] == "Microsoft.BotService/botServices/connections"]
     settings, _ = app_settings()
     assert settings["QUERY_IDENTITY"] == "bot" and settings["SSO_APP_ID"] == "" and outputs["onBehalfOf"] is False
     assert Settings.from_env(settings, dotenv_path=None).access.query_identity == "bot"
-    uses = [text for text in strings(TEMPLATE) if f"parameters('{CONNECTION_SECRET}')" in text]
-    assert uses == [f"[parameters('{CONNECTION_SECRET}')]"], "used once: the connection's clientSecret"
+    secure = [name for template, _ in templates() for name, declaration in template.get("parameters", {}).items()
+              if declaration["type"].lower() in SECURE_TYPES]
+    assert secure == [], "no secret parameter, on-behalf-of or not"
     connection = next(r for r in TEMPLATE["resources"] if r["type"] == "Microsoft.BotService/botServices/connections")
-    assert connection["properties"]["clientSecret"] == uses[0]
-    assert CONNECTION_SECRET not in json.dumps(TEMPLATE["outputs"]) and CONNECTION_SECRET not in EXAMPLE
+    assert "clientSecret" not in connection["properties"]
+    assert not [text for text in strings(TEMPLATE) if "secret" in text.lower() and is_expression(text)]
 
 
-def test_on_behalf_of_adds_the_oauth_connection_and_the_settings_the_app_accepts() -> None:
+def test_on_behalf_of_adds_a_federated_oauth_connection_and_the_settings_the_app_accepts() -> None:
     sso_app = "7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a"
-    deployed, outputs = deploy(ssoAppId=f" {sso_app} ", ssoClientSecret="value-from-key-vault")
+    deployed, outputs = deploy(ssoAppId=f" {sso_app} ")
     bot = only(deployed, "Microsoft.BotService/botServices")
     connection = only(deployed, "Microsoft.BotService/botServices/connections")
     identity = identity_id(deployed)
     resource = f"api://botid-{fake_reference(identity)['clientId']}"
     assert connection["name"] == f"{bot['name']}/sentinel-sso" and connection["location"] == "global"
     properties = connection["properties"]
-    assert properties["serviceProviderId"] == "30dd229c-58e3-4a48-bdfd-91ec48eb906c"  # Azure AD v2
+    assert properties["serviceProviderId"] == FEDERATED_CONNECTION
+    assert properties["serviceProviderDisplayName"] == "AAD v2 with Federated Credentials"
+    assert "clientSecret" not in properties
     assert properties["clientId"] == sso_app and properties["scopes"] == f"{resource}/access_as_user"
-    assert {p["key"]: p["value"] for p in properties["parameters"]} == {"tenantID": TENANT,
-                                                                       "tokenExchangeUrl": resource}
+    unique = f"{bot['name']}-sentinel-sso"  # the last segment of the token service's federated subject
+    assert {p["key"]: p["value"] for p in properties["parameters"]} == {
+        "ClientId": sso_app, "TenantId": TENANT, "UniqueIdentifier": unique, "TokenExchangeUrl": resource}
     assert outputs["onBehalfOf"] is True and outputs["ssoResource"] == resource
-    settings, _ = app_settings(ssoAppId=sso_app, ssoClientSecret="value-from-key-vault")
+    assert outputs["ssoUniqueIdentifier"] == unique == deploy()[1]["ssoUniqueIdentifier"], (
+        "known from the first deployment, before the registration's federated credential is created")
+    settings, _ = app_settings(ssoAppId=sso_app)
     assert (settings["QUERY_IDENTITY"], settings["SSO_APP_ID"], settings["SSO_CONNECTION_NAME"]) == (
         "user", sso_app, "sentinel-sso")
-    assert "value-from-key-vault" not in json.dumps(settings), "the web app never gets the connection's secret"
     app = Settings.from_env(settings, dotenv_path=None)  # on-behalf-of through the managed identity: no secret
     assert app.access.query_identity == "user" and app.access.sso_app_id == sso_app and app.access.sso_client_secret is None
+
+
+def test_on_behalf_of_with_a_connection_managed_outside_the_template() -> None:
+    """The documented fallback: a connection you create yourself (with a secret, where the federated type cannot
+    serve) under ssoConnectionName; the template leaves it alone and still configures the app."""
+    sso_app = "7d6c5b4a-3f2e-4d1c-9b8a-7f6e5d4c3b2a"
+    deployed, outputs = deploy(ssoAppId=sso_app, ssoConnection="manual")
+    assert not [d for d in deployed if d.resource["type"] == "Microsoft.BotService/botServices/connections"]
+    settings, _ = app_settings(ssoAppId=sso_app, ssoConnection="manual")
+    assert (settings["QUERY_IDENTITY"], settings["SSO_CONNECTION_NAME"]) == ("user", "sentinel-sso")
+    assert outputs["onBehalfOf"] is True

@@ -39,7 +39,7 @@ def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, 
         row = [
             cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")),
             cell(text(breakable(plain(alert.name, 90)), maxLines=3),
-                 subtle(f"{plain(alert.product, 40)} · {age(alert.time, now)}")),
+                 subtle(f"{breakable(plain(alert.product, 40))} · {age(alert.time, now)}")),
             cell(severity_text(alert.severity)),
         ]
         if with_entities:

@@ -18,7 +18,21 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.cards.common import Element, actions, as_utc, card, cell, fit, header, plain, subtle, table, text, unlink
+from bot.cards.common import (
+    Element,
+    actions,
+    as_utc,
+    card,
+    cell,
+    fit,
+    header,
+    plain,
+    subtle,
+    table,
+    text,
+    unlink,
+    unlinked_urls,
+)
 from bot.cards.verbs import Verb
 from bot.sentinel.changes import (
     MAX_COMMENT_CHARS,
@@ -283,7 +297,7 @@ def _json_escape(ch: str) -> str:
 
 def _param(value: Any, width: int) -> str:
     if isinstance(value, Mapping):
-        return plain(", ".join(f"{k}: {v}" for k, v in value.items()), width) or EMPTY
+        return unlinked_urls(plain(", ".join(f"{k}: {v}" for k, v in value.items()), width)) or EMPTY
     return _shown(value, width)
 
 
@@ -312,7 +326,7 @@ def _long_text(value: str | None, chars: int) -> list[Element]:
         full = plain(line, 2 * len(line) + 2)  # plain may lengthen a line ("](" becomes "] (")
         shown = full if len(full) <= left else full[: left - 1] + "…"
         cut = cut or shown != full
-        out.append(text(shown, spacing="none" if out else "small"))
+        out.append(text(unlinked_urls(shown), spacing="none" if out else "small"))
         left -= len(shown)
     if not out:
         out.append(text(EMPTY, spacing="small"))
@@ -322,12 +336,12 @@ def _long_text(value: str | None, chars: int) -> list[Element]:
 
 
 def _shown(value: Any, width: int) -> str:
-    shown = plain(value if value is not None else "", width)
+    shown = unlinked_urls(plain(value if value is not None else "", width))
     return shown or EMPTY
 
 
 def _incident_line(change: IncidentChange, incident: IncidentSnapshot) -> str:
-    return f"#{incident.number or change.incident_number} {plain(incident.title, 200)}".strip()
+    return f"#{incident.number or change.incident_number} {unlinked_urls(plain(incident.title, 200))}".strip()
 
 
 def _expiry(expires_at: datetime, now: datetime) -> str:

@@ -51,15 +51,31 @@ def plain(value: object, width: int = 80) -> str:
 
 
 ZERO_WIDTH_SPACE = "\u200b"
-_LONG_TOKEN = re.compile(r"\S{16,}")  # shorter ones fit a phone's narrowest column as they are
+# Long tokens (shorter ones fit a phone's narrowest column as they are), and any token holding a URL ("://" or
+# "www."), however short: Teams makes a bare URL a link, and the break after "//" and each "." keeps it text.
+_URL = r"\S*(?:://|(?<![\w.-])www\.)\S*"
+_URL_TOKEN = re.compile(_URL, re.IGNORECASE)
+_LONG_TOKEN = re.compile(r"\S{16,}|" + _URL, re.IGNORECASE)
 _BOUNDARY = re.compile(r"(?<=[@./\\:?&=_-])(?=[^\s@./\\:?&=_-])")  # after a separator, before what follows
 
 
 def breakable(value: str) -> str:
     """``value`` (already ``plain``) with a zero-width space after each '@', '.', '/', '\\', '-', '_' ... inside
-    long tokens (emails, UPNs, hosts, URLs, paths), so a narrow column wraps them there instead of mid-word.
-    Card text only: the model, the fact check and citations read the records, never the cards."""
-    return _LONG_TOKEN.sub(lambda token: _BOUNDARY.sub(ZERO_WIDTH_SPACE, token.group(0)), value)
+    long tokens (emails, UPNs, hosts, URLs, paths), so a narrow column wraps them there instead of mid-word, and
+    inside every URL, so Teams does not turn a bare one into a link: incident text shown on a card goes through
+    ``breakable(plain(...))``. Card text only: the model, the fact check and citations read the records, never the
+    cards."""
+    return _LONG_TOKEN.sub(_broken, value)
+
+
+def unlinked_urls(value: str) -> str:
+    """``value`` (already ``plain``) with only its URLs broken as ``breakable`` breaks them: for text a card shows
+    exactly (the confirmation card), where other long tokens stay as they are."""
+    return _URL_TOKEN.sub(_broken, value)
+
+
+def _broken(token: re.Match[str]) -> str:
+    return _BOUNDARY.sub(ZERO_WIDTH_SPACE, token.group(0))
 
 
 def unlink(text: str) -> str:

@@ -102,7 +102,7 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
     body += warnings(notes)
     body.append({"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in _facts(d, now)]})
     if d.description:
-        body.append(text(plain(d.description, 600), spacing="medium"))
+        body.append(text(breakable(plain(d.description, 600)), spacing="medium"))
     if changes:
         body += _change_row(i)
     if d.alerts:
@@ -190,17 +190,17 @@ def _facts(d: IncidentDetail, now: datetime) -> list[tuple[str, str]]:
     if d.closed:
         facts.append(("Closed", when(d.closed, now)))
     if i.classification:
-        reason = f" · {plain(d.classification_reason, 40)}" if d.classification_reason else ""
+        reason = f" · {breakable(plain(d.classification_reason, 40))}" if d.classification_reason else ""
         facts.append(("Classification", plain(i.classification, 40) + reason))
     if d.classification_comment:
-        facts.append(("Closing comment", plain(d.classification_comment, 200)))
+        facts.append(("Closing comment", breakable(plain(d.classification_comment, 200))))
     if i.tactics:
         facts.append(("Tactics", plain(", ".join(i.tactics), 160)))
     if i.products:
-        facts.append(("Products", plain(", ".join(i.products), 160)))
+        facts.append(("Products", breakable(plain(", ".join(i.products), 160))))
     facts.append(("Comments", str(d.comment_count)))
     if d.labels:
-        facts.append(("Labels", plain(", ".join(d.labels), 120)))
+        facts.append(("Labels", breakable(plain(", ".join(d.labels), 120))))
     return facts
 
 
@@ -223,7 +223,7 @@ def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> lis
 
 def _other_matches(d: IncidentDetail) -> list[Element]:
     matches = d.other_matches[:MAX_OTHER_MATCHES]
-    listed = "; ".join(f"#{m.number} {plain(m.title, 60)}" for m in matches)
+    listed = "; ".join(f"#{m.number} {breakable(plain(m.title, 60))}" for m in matches)
     if len(d.other_matches) > len(matches):
         listed += f"; and {len(d.other_matches) - len(matches)} more"
     return [

@@ -1,7 +1,7 @@
 """Cards the watch poller posts: one new incident, or a digest of several; updated in place when they change.
 
-Titles and owners are attacker-writable, so they go through ``plain`` like every other card's; the watch's
-own label is the analyst's words, shown the same way.
+Titles and owners are attacker-writable, so they go through ``plain`` and ``breakable`` (no markup, no live URL)
+like every other card's; the watch's own label is the analyst's words, shown the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from datetime import datetime
 from bot.cards.common import (
     Element,
     actions,
+    breakable,
     card,
     cell,
     details_action,
@@ -35,11 +36,11 @@ def watched_incident(i: Incident, *, watch: str, now: datetime, demo: bool, chan
     Close, proposals confirmed on the card that follows). Closed: the state and Details only."""
     closed = i.status.strip().lower() == "closed"
     heading = f"Incident #{i.number} closed" if closed else f"New incident #{i.number}"
-    body = header(heading, demo=demo, subtitle=f"Watch: {plain(watch, 120)}")
-    body.append(text(plain(i.title, 200), weight="bolder", spacing="small"))
+    body = header(heading, demo=demo, subtitle=f"Watch: {breakable(plain(watch, 120))}")
+    body.append(text(breakable(plain(i.title, 200)), weight="bolder", spacing="small"))
     body.append(severity_text(i.severity, " severity", spacing="small"))
     facts = [("Status", plain(f"{i.status} ({i.classification})" if i.classification else i.status, 60)),
-             ("Owner", plain(i.owner or "Unassigned", 60)), ("Created", when(i.created, now))]
+             ("Owner", breakable(plain(i.owner or "Unassigned", 60))), ("Created", when(i.created, now))]
     body.append({"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in facts]})
     buttons = [details_action(i.number)] + (assign_and_close(i) if changes and not closed else [])
     body.append(actions(*buttons, spacing="small"))
@@ -52,9 +53,10 @@ def watched_digest(incidents: Sequence[Incident], *, watch: str, now: datetime, 
     def build(limit: int) -> Element:
         shown = incidents[:limit]
         more = len(incidents) - len(shown)
-        body = header(f"{len(incidents)} new incidents", demo=demo, subtitle=f"Watch: {plain(watch, 120)}" + (
-            f". {more} more not shown: ask for them with \"incidents\"." if more else ""))
-        rows = [[cell(text(plain(i.title, 90), maxLines=2), subtle(incident_line(i, now))),
+        subtitle = f"Watch: {breakable(plain(watch, 120))}" + (
+            f". {more} more not shown: ask for them with \"incidents\"." if more else "")
+        body = header(f"{len(incidents)} new incidents", demo=demo, subtitle=subtitle)
+        rows = [[cell(text(breakable(plain(i.title, 90)), maxLines=2), subtle(incident_line(i, now))),
                  cell(severity_text(i.severity)),
                  cell(actions(details_action(i.number)))] for i in shown]
         return card([*body, table(["Incident", "Severity", ""], [9, 3, 4], rows)])

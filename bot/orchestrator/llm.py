@@ -255,6 +255,10 @@ class ChatModel:
             return read_completion(await self._post(request, budget))
         request |= {"stream": True, "stream_options": {"include_usage": True}}
         stream = await self._post(request, budget, stream=True)
+        if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+            # Not a stream of events (a gateway's error page, a cut-off or unstreamed JSON body): read it as the
+            # unstreamed answer it is, so garbage is reported as unreadable, never as an empty answer.
+            return read_completion(await _whole_body(stream))
         assembled = _Assembled()
         try:
             async for chunk in stream:
@@ -321,6 +325,23 @@ _UNREADABLE_MESSAGE = (
     "meanwhile."
 )
 _EMPTY_MESSAGE = "The language model returned an empty response (no answer in it). Please ask again."
+
+
+async def _whole_body(stream: Any) -> Any:
+    """The body of a response that should have been a stream but is not, as ``read_completion`` reads an
+    unstreamed one: JSON when it says JSON (``LLMError`` when that JSON is invalid), else its text."""
+    try:
+        raw = await stream.response.aread()
+    finally:
+        await stream.close()
+    text = raw.decode("utf-8", errors="replace")
+    if "json" not in stream.response.headers.get("content-type", ""):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise LLMError(LLMErrorKind.BAD_RESPONSE, _UNREADABLE_MESSAGE, detail=f"invalid JSON: {exc}"[:300],
+                       reason="invalid_json") from exc
 
 
 class _Assembled:

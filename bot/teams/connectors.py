@@ -157,6 +157,17 @@ class ConnectorError(Exception):
         self.response = _Answer(status, dict(headers))
 
 
+class Unreachable(Exception):
+    """The serviceUrl could not be reached (refused, reset, unresolvable, timed out): nothing was delivered. Its
+    message names the host and the failure in one line; whoever gives up on the answer logs it, without a
+    traceback (the stack says nothing the message does not)."""
+
+    def __init__(self, url: str, cause: BaseException) -> None:
+        self.host = URL(url).host or "?"
+        self.cause = type(cause).__name__
+        super().__init__(f"{self.host} unreachable ({self.cause})")
+
+
 class _Answer:
     def __init__(self, status: int, headers: dict[str, str]) -> None:
         self.status_code = status
@@ -240,11 +251,14 @@ class DirectConversations:
                    **extra_headers}
         body = json.dumps(operations._serialize.body(activity, "Activity"), separators=(",", ":"))
         # encoded=True: the path goes out quoted exactly as msrest quoted it (Teams ids hold ':', '@', ';', '=').
-        async with self._sessions.current().request(method, URL(url, encoded=True), data=body.encode(),
-                                                    headers=headers) as response:
-            text = await response.text()
-            if response.status not in (200, 201, 202):
-                raise ConnectorError(response.status, response.headers, text)
+        try:
+            async with self._sessions.current().request(method, URL(url, encoded=True), data=body.encode(),
+                                                        headers=headers) as response:
+                text = await response.text()
+        except (aiohttp.ClientConnectionError, TimeoutError) as error:
+            raise Unreachable(url, error) from error
+        if response.status not in (200, 201, 202):
+            raise ConnectorError(response.status, response.headers, text)
         try:
             answer = json.loads(text) if text.strip() else {}
         except ValueError:

@@ -42,6 +42,7 @@ from bot.sentinel.identity import acting_as
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.changes import TeamsChanges, proposed_from_card
+from bot.teams.connectors import Unreachable
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
@@ -274,7 +275,10 @@ class SentinelBot(TeamsActivityHandler):
             reply = await self._as_analyst(context, data, request, progress, facts)
         except Exception as error:
             facts.error = type(error).__name__
-            log.exception("turn failed")
+            if isinstance(error, Unreachable):  # the reply below fails the same way, and says so in one line
+                log.debug("turn stopped: %s", error)
+            else:
+                log.exception("turn failed")
             reply = Reply([replies.error(
                 "Something went wrong",
                 "I could not finish that request. Your conversation is kept; please try again.",
@@ -283,6 +287,9 @@ class SentinelBot(TeamsActivityHandler):
             data.mark_seen(request.activity_id)
         try:
             await self._deliver(context, data, reply, progress)
+        except Unreachable as error:  # one line, no traceback: the stack would only show the connector
+            facts.error = facts.error or "unreachable"
+            log.warning("could not deliver the answer: %s", error)
         except Exception:
             facts.error = facts.error or "delivery"
             log.exception("could not deliver the answer")

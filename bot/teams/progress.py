@@ -28,6 +28,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Entity
 
+from bot.teams.connectors import Unreachable
+
 log = logging.getLogger(__name__)
 
 MIN_UPDATE_INTERVAL_S = 1.0
@@ -74,6 +76,15 @@ def _status_of(error: BaseException) -> tuple[int | None, float | None]:
     except (TypeError, ValueError):
         retry_after = None
     return status, retry_after
+
+
+def _not_delivered(what: str, error: BaseException) -> None:
+    """A best-effort send failed: one line. An unreachable serviceUrl is only a debug line here, because the
+    answer's delivery fails the same way and reports it once for the turn."""
+    if isinstance(error, Unreachable):
+        log.debug("%s not delivered: %s", what, error)
+    else:
+        log.info("%s not delivered: %s", what, type(error).__name__)
 
 
 async def send_with_retry(call: Callable[[], Awaitable[Any]], *, retries: int = 2) -> Any:
@@ -134,7 +145,7 @@ class _Paced(Generic[Update]):
             await self._send(status)
             self.sent = True
         except Exception as error:  # noqa: BLE001 - progress is best effort; the answer still goes out
-            log.info("progress update not delivered: %s", type(error).__name__)
+            _not_delivered("progress update", error)
 
     async def stop(self) -> None:
         """No more updates: drop a pending one; after a sent update, wait out the interval."""
@@ -176,7 +187,7 @@ class Progress:
             await send_with_retry(lambda: self.context.send_activity(Activity(type=ActivityTypes.typing)))
             self.typing_sent = True
         except Exception as error:  # noqa: BLE001
-            log.info("typing indicator not delivered: %s", type(error).__name__)
+            _not_delivered("typing indicator", error)
 
 
 class StreamingProgress(Progress):
@@ -232,6 +243,10 @@ class StreamingProgress(Progress):
         try:
             response = await send_with_retry(lambda: self.context.send_activity(activity))
         except Exception as error:  # e.g. 403 ContentStreamNotAllowed
+            if isinstance(error, Unreachable):  # not a refusal: typing would not get through either
+                _not_delivered("streaming update", error)
+                self.refused = True
+                return
             if self.stream_id is None:
                 log.info("streaming refused (%s); falling back to typing", type(error).__name__)
                 self.refused = True
@@ -264,6 +279,8 @@ class StatusMessageProgress(Progress):
         try:
             await send_with_retry(lambda: self.context.update_activity(reply))
             return self.status_id
+        except Unreachable:  # the fallbacks below would fail the same way
+            raise
         except Exception as error:  # noqa: BLE001 - some clients only take text-only (or one-card) updates
             log.info("could not replace the status message with the whole answer (%s)", type(error).__name__)
         cards = reply.attachments or []
@@ -271,6 +288,8 @@ class StatusMessageProgress(Progress):
                              text=reply.text or ("Here is what I found:" if cards else "Done."))
         try:
             await send_with_retry(lambda: self.context.update_activity(text_only))
+        except Unreachable:
+            raise
         except Exception as error:  # noqa: BLE001 - last resort: the whole answer as a new message
             log.info("could not update the status message (%s); sending the answer anew", type(error).__name__)
             reply.id = None

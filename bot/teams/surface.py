@@ -15,7 +15,7 @@ from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFramewo
 from botbuilder.schema import Activity
 
 from bot.config import Settings
-from bot.teams.connectors import CachingAuthentication
+from bot.teams.connectors import CachingAuthentication, Unreachable
 from bot.teams.front_door import ChannelTokens, SigningKeys
 from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry, shows_typing
@@ -61,6 +61,9 @@ def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> C
 
 async def _on_adapter_error(context: Any, error: Exception) -> None:
     # Errors inside a turn are handled there; this catches adapter-level failures.
+    if isinstance(error, Unreachable):  # e.g. a welcome card to a serviceUrl that cannot be reached
+        log.warning("adapter error: %s", error)
+        return
     log.error("adapter error: %s", type(error).__name__, exc_info=error)
 
 
@@ -111,7 +114,12 @@ def typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[]
         typing = Activity(type="typing", from_property=activity.recipient, recipient=activity.from_property,
                           conversation=activity.conversation, channel_id=activity.channel_id,
                           service_url=activity.service_url, reply_to_id=activity.id)
-        await send_with_retry(lambda: connector.conversations.send_to_conversation(activity.conversation.id, typing))
+        try:
+            await send_with_retry(
+                lambda: connector.conversations.send_to_conversation(activity.conversation.id, typing))
+        except Unreachable as error:  # the turn's answer fails the same way and reports it once
+            log.debug("early typing not delivered: %s", error)
+            return
         _remember_typing(bot, (activity.conversation.id, activity.id or ""))
 
     return send
