@@ -14,13 +14,14 @@
 from __future__ import annotations
 
 import asyncio
-import fnmatch
+import ipaddress
 import json
 import logging
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import jwt
@@ -179,15 +180,100 @@ def _account(account: dict[str, Any] | None, where: str) -> None:
     _text(account, "name", where=where)
 
 
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+@dataclass(frozen=True)
+class _Address:
+    """A serviceUrl taken apart: scheme, host (lower case, IPv6 without brackets), port (None: not given), path
+    segments. Only what a Bot Framework serviceUrl is: http(s), a DNS name or IP address, an optional port, a
+    plain path; no user info, query, fragment, backslash, percent-encoding or dot segment."""
+
+    scheme: str
+    host: str
+    port: int | None
+    segments: tuple[str, ...]
+
+    @staticmethod
+    def parse(url: str, *, pattern: bool = False) -> _Address | None:
+        if not url.isascii() or any(c in url for c in "?#\\%@") or not url.isprintable() or " " in url:
+            return None
+        try:
+            parts = urlsplit(url)
+            port = -1 if pattern and parts.netloc.endswith(":*") else parts.port  # -1: any port given
+        except ValueError:  # a port that is not a number, brackets that are not an IPv6 address
+            return None
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+        if scheme not in _DEFAULT_PORTS or not host:
+            return None
+        if ":" in host:  # an IPv6 literal, given in brackets
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                return None
+        elif not _HOST.match(host.removeprefix("*.") if pattern else host):
+            return None
+        if pattern and not parts.path:
+            return _Address(scheme, host, port, ("*",))  # no path: any path
+        segments = tuple((parts.path or "/").split("/")[1:])
+        if any(segment in (".", "..") for segment in segments):
+            return None
+        return _Address(scheme, host, port, segments)
+
+
+def _segment_matches(pattern: str, segment: str) -> bool:
+    """``*`` in a pattern's path segment stands for any characters of that one segment (never a '/')."""
+    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), segment) is not None
+
+
 @dataclass(frozen=True)
 class ServiceUrls:
-    """The serviceUrls the bot may send to, as shell-style patterns (``https://*.botframework.com/*``)."""
+    """The serviceUrls the bot may send to (it posts its replies there, with its credentials), as URL patterns
+    matched part by part: the scheme exactly; the host exactly, or ``*.`` + a domain for one or more DNS labels
+    under that domain (``https://*.botframework.com/*``); the port exactly (none given: none or the scheme's
+    default), or ``:*`` for any port given; the path segment by segment, a ``*`` standing for characters of one
+    segment, and a last segment ``*`` for the rest of the path, however long (no path: any path). A serviceUrl
+    with user info, a query, a fragment, a backslash, percent-encoding or a dot segment matches nothing."""
 
     patterns: tuple[str, ...]
+    _parsed: tuple[_Address, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parsed = []
+        for pattern in self.patterns:
+            address = _Address.parse(pattern, pattern=True)
+            if address is None or "*" in address.host.removeprefix("*."):
+                raise ValueError(f"{pattern[:80]!r} is not a serviceUrl pattern such as https://*.botframework.com/*")
+            parsed.append(address)
+        object.__setattr__(self, "_parsed", tuple(parsed))
 
     def allows(self, url: str) -> bool:
-        candidate = url if url.endswith("/") else url + "/"
-        return any(fnmatch.fnmatchcase(candidate.lower(), pattern.lower()) for pattern in self.patterns)
+        address = _Address.parse(url)
+        return address is not None and any(_matches(pattern, address) for pattern in self._parsed)
+
+
+def _matches(pattern: _Address, url: _Address) -> bool:
+    if pattern.scheme != url.scheme:
+        return False
+    if pattern.host.startswith("*."):  # one or more whole labels (the URL's host is made of valid labels only)
+        if not url.host.endswith(pattern.host[1:]) or len(url.host) < len(pattern.host):
+            return False
+    elif pattern.host != url.host:
+        return False
+    if pattern.port == -1:
+        if url.port is None:
+            return False
+    elif (pattern.port or _DEFAULT_PORTS[pattern.scheme]) != (url.port or _DEFAULT_PORTS[url.scheme]):
+        return False
+    wanted, given = pattern.segments, url.segments
+    if wanted[-1] == "*":  # the rest of the path, however long
+        wanted = wanted[:-1]
+        if len(given) < len(wanted):
+            return False
+        given = given[:len(wanted)]
+    return len(wanted) == len(given) and all(_segment_matches(w, g) for w, g in zip(wanted, given, strict=True))
 
 
 @dataclass
