@@ -9,9 +9,10 @@ and never an answer.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -20,9 +21,11 @@ from aiohttp.test_utils import TestServer
 from botbuilder.core import MemoryStorage
 
 from bot.app import Components, create_app
-from bot.config import DEFAULT_SERVICE_URLS, LOOPBACK_SERVICE_URLS
+from bot.config import DEFAULT_SERVICE_URLS, LOOPBACK_SERVICE_URLS, Settings
 from bot.sentinel.client import SentinelClient
+from bot.teams.access import REFUSAL_TEXT
 from bot.teams.front_door import ServiceUrls
+from bot.teams.server import RUNNER_KEY
 from tests.support import connector_fake as teams
 from tests.support.connector_fake import TENANT, FakeConnector
 from tests.support.entra_fake import FakeEntra
@@ -111,3 +114,125 @@ async def test_a_token_naming_another_service_url_is_refused(door: Door) -> None
     allowed_too = "https://smba.trafficmanager.net/amer/"
     status, _ = await door.post(quiet(door.service_url), door.entra.channel_token(allowed_too))
     assert status == 401
+
+
+async def test_tenants_of_the_body_and_the_token_must_agree(door: Door) -> None:
+    token = door.entra.channel_token(door.service_url, tid=TENANT)
+    assert (await door.post(quiet(door.service_url), token))[0] == 201, "the same tenant everywhere"
+    other = quiet(door.service_url)
+    other["conversation"]["tenantId"] = other["channelData"]["tenant"]["id"] = OTHER_TENANT
+    assert (await door.post(other, door.entra.channel_token(door.service_url)))[0] == 201, "no tid in the token"
+    status, body = await door.post(other, token)
+    assert status == 403 and "tenant" in body, "both tenants allowed, but the token's is not the body's"
+    mixed = quiet(door.service_url)
+    mixed["conversation"]["tenantId"] = OTHER_TENANT
+    status, body = await door.post(mixed, door.entra.channel_token(door.service_url))
+    assert status == 403 and "tenant" in body, "conversation.tenantId and channelData.tenant disagree"
+
+
+# ---- the body's own facts, in local mode (no token), where an answer can be seen --------------------------------
+
+
+@dataclass
+class Local:
+    url: str
+    connector: FakeConnector
+    app: Any
+
+    async def outcome(self, body: dict[str, Any]) -> str:
+        """What became of an activity asking for "help": "answered", "refused" (the policy's message), or the
+        HTTP status of a request the front refused."""
+        before = len(self.connector.sent)
+        async with aiohttp.ClientSession() as session, session.post(self.url, json=body) as response:
+            if response.status >= 400:
+                return str(response.status)
+        await self.connector.wait_for(lambda sent: any(s.type == "message" for s in sent[before:]))
+        while self.app[RUNNER_KEY].pending:
+            await self.connector.wait_for(lambda _: True, timeout=0.05)
+        texts = [s.text for s in self.connector.sent[before:] if s.type == "message"]
+        return "refused" if any(text in REFUSAL_TEXT.values() for text in texts) else "answered"
+
+
+@pytest.fixture
+async def local(demo_client: SentinelClient) -> AsyncIterator[Any]:
+    started: list[tuple[TestServer, FakeConnector]] = []
+
+    async def start(**access: Any) -> Local:
+        connector = await FakeConnector().start()
+        defaults = Settings.from_env({}, dotenv_path=None)
+        settings = replace(defaults, access=replace(defaults.access, **access))
+        app = create_app(Components(settings, demo_client, None), MemoryStorage())
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        started.append((server, connector))
+        return Local(str(server.make_url("/api/messages")), connector, app)
+
+    yield start
+    for server, connector in started:
+        await server.close()
+        await connector.stop()
+
+
+def channel_thread(service_url: str, conversation_type: str | None, *, channel_data: bool = True) -> dict[str, Any]:
+    """A war-room thread's @mention asking for help, labelled ``conversation_type`` (None: no label)."""
+    body = teams.channel_mention("help", activity_id=next_id(), service_url=service_url)
+    if conversation_type is None:
+        del body["conversation"]["conversationType"]
+    else:
+        body["conversation"]["conversationType"] = conversation_type
+    if not channel_data:
+        body["channelData"] = {"tenant": {"id": TENANT}}
+    return body
+
+
+async def test_a_channel_thread_is_a_channel_whatever_its_label_says(local: Any) -> None:
+    bot = await local(conversation_types=frozenset({"personal", "groupChat"}))
+    url = bot.connector.url
+    assert await bot.outcome(teams.personal("help", activity_id=next_id(), service_url=url)) == "answered"
+    assert await bot.outcome(channel_thread(url, "channel")) == "refused", "channels are not allowed"
+    outcomes = {(label, data): await bot.outcome(channel_thread(url, label, channel_data=data))
+                for label in ("personal", "groupChat", None) for data in (True, False)}
+    assert not [case for case, outcome in outcomes.items() if outcome == "answered"], outcomes
+
+
+async def test_the_conversation_id_type_and_channel_data_must_agree(local: Any) -> None:
+    bot = await local()
+    url = bot.connector.url
+    group = teams.group_chat("help", activity_id=next_id(), service_url=url)
+    assert await bot.outcome(copy.deepcopy(group)) == "answered"
+    as_personal = copy.deepcopy(group)
+    as_personal["conversation"]["conversationType"] = "personal"
+    assert await bot.outcome(as_personal) == "403", "a group chat's id labelled personal"
+    with_team = copy.deepcopy(group)
+    with_team["channelData"]["team"] = {"id": "19:soc@thread.tacv2"}
+    assert await bot.outcome(with_team) == "403", "a group chat with a team"
+    chat = teams.personal("help", activity_id=next_id(), service_url=url)
+    chat["conversation"]["id"] = "19:war-room@thread.tacv2;messageid=1"
+    assert await bot.outcome(chat) == "403", "a channel thread's id labelled personal"
+    grouped = teams.personal("help", activity_id=next_id(), service_url=url)
+    grouped["conversation"]["isGroup"] = True
+    assert await bot.outcome(grouped) == "403", "a personal chat that says it is a group"
+
+
+async def test_a_channel_is_decided_by_the_thread_the_reply_goes_to(local: Any) -> None:
+    bot = await local(channels=frozenset({"19:allowed@thread.tacv2"}))
+    url = bot.connector.url
+    thread = channel_thread(url, "channel")
+    thread["channelData"]["channel"]["id"] = "19:allowed@thread.tacv2"
+    assert await bot.outcome(thread) == "403", "channelData names another channel than the conversation's"
+    allowed = channel_thread(url, "channel")
+    allowed["conversation"]["id"] = "19:allowed@thread.tacv2;messageid=1"
+    allowed["channelData"]["channel"]["id"] = "19:allowed@thread.tacv2"
+    assert await bot.outcome(allowed) == "answered"
+
+
+async def test_tenants_named_by_the_body_must_agree(local: Any) -> None:
+    bot = await local(tenants=frozenset({TENANT}))
+    url = bot.connector.url
+    assert await bot.outcome(teams.personal("help", activity_id=next_id(), service_url=url)) == "answered"
+    mixed = teams.personal("help", activity_id=next_id(), service_url=url)
+    mixed["conversation"]["tenantId"] = OTHER_TENANT  # channelData.tenant stays the allowed one
+    assert await bot.outcome(mixed) == "403"
+    spelled = teams.personal("help", activity_id=next_id(), service_url=url)
+    spelled["conversation"]["tenantID"] = OTHER_TENANT  # the spelling botbuilder's model reads
+    assert await bot.outcome(spelled) == "403"

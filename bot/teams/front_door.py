@@ -180,6 +180,94 @@ def _account(account: dict[str, Any] | None, where: str) -> None:
     _text(account, "name", where=where)
 
 
+# What a Teams conversation id says of its conversation (Microsoft Learn: "Conversation basics", "Channel and group
+# chat conversations with a bot"): a channel's threads are 19:...@thread.tacv2 (older teams: @thread.skype, the form
+# older group chats had too) with ;messageid=<thread root> after the channel's id, group and meeting chats
+# 19:...@thread.v2, a personal chat with the bot a:... (8:... and 19:..._...@unq.gbl.spaces are one person's ids).
+# Ids of other forms (the Agents Playground's, the Emulator's) say nothing.
+_THREAD = re.compile(r"^(19:[^;@]+@thread\.(tacv2|skype|v2))(?:;messageid=\d+)?$", re.IGNORECASE)
+_ONE_PERSON = re.compile(r"^(?:a:|8:|19:[^;@]+@unq\.gbl\.spaces$)", re.IGNORECASE)
+_THREAD_KINDS = {"tacv2": frozenset({"channel"}), "skype": frozenset({"channel", "groupChat"}),
+                 "v2": frozenset({"groupChat"})}
+_SCOPED_TYPES = ("message", "invoke", "messageReaction")  # activities in one thread, sent where it is
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What an activity's body says of its conversation, once its parts agree: ``kind`` (personal, groupChat,
+    channel; None when neither the conversation's type nor its id says), ``tenant`` (lower case; None when the body
+    names none) and ``channel`` (the channel the conversation is in: from its id when the id is a channel thread's,
+    else channelData's)."""
+
+    kind: str | None
+    tenant: str | None
+    channel: str | None
+
+
+def conversation_kinds(conversation_id: str) -> frozenset[str] | None:
+    """The kinds of conversation a Teams conversation id can be; None when its form says nothing."""
+    thread = _THREAD.match(conversation_id)
+    if thread:
+        return _THREAD_KINDS[thread.group(2).lower()]
+    return frozenset({"personal"}) if _ONE_PERSON.match(conversation_id) else None
+
+
+def thread_channel(conversation_id: str) -> str | None:
+    """The channel of a channel thread's conversation id ("19:x@thread.tacv2;messageid=1" -> "19:x@thread.tacv2")."""
+    thread = _THREAD.match(conversation_id)
+    return thread.group(1) if thread and "channel" in _THREAD_KINDS[thread.group(2).lower()] else None
+
+
+def conversation_scope(body: dict[str, Any]) -> Scope:
+    """The conversation's kind, tenant and channel, decided from every part of the body that names them: the
+    conversation id's form, conversation.conversationType and isGroup, channelData's team and channel, and every
+    tenant the body names (conversation.tenantId, in any spelling, and channelData.tenant). ``Refused`` (403) when
+    they disagree: a body that says one thing in one place and another elsewhere is not what the channel sent.
+    A body that does not state its type gets the one its id or channelData implies (written into the body, so the
+    turn sees it too)."""
+    conversation = body["conversation"]
+    conversation_id: str = conversation["id"]
+    declared = conversation.get("conversationType")
+    raw = body.get("channelData")
+    channel_data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    in_team = any(isinstance(channel_data.get(name), dict) for name in ("team", "channel"))
+    possible = conversation_kinds(conversation_id)
+    if declared is not None and possible is not None and declared not in possible:
+        raise Refused(403, f"a {declared} conversation with the id of a {' or '.join(sorted(possible))} one")
+    if in_team and (declared not in (None, "channel") or (possible is not None and "channel" not in possible)):
+        raise Refused(403, f"channelData names a team or channel of a {declared or 'non-channel'} conversation")
+    kind = declared or ("channel" if in_team else None)
+    if kind is None and possible is not None:
+        if len(possible) > 1:
+            raise Refused(403, "the conversation's type is not stated and its id does not say it")
+        [kind] = possible
+    if kind == "personal" and conversation.get("isGroup") is True:
+        raise Refused(403, "a personal conversation that says it is a group")
+    if declared is None and kind is not None:
+        conversation["conversationType"] = kind
+    channel = thread_channel(conversation_id)
+    named = channel_data.get("channel", {}).get("id") if isinstance(channel_data.get("channel"), dict) else None
+    if channel is not None and named is not None and named.lower() != channel.lower() \
+            and body.get("type") in _SCOPED_TYPES:
+        raise Refused(403, "channelData names another channel than the conversation's")
+    tenants = set()
+    for key, value in [*conversation.items(), ("tenant.id", (channel_data.get("tenant") or {}).get("id"))]:
+        if key.lower() in ("tenantid", "tenant.id") and value is not None:
+            if not isinstance(value, str):
+                raise Refused(400, f"conversation.{key} must be a string")
+            tenants.add(value.lower())
+    if len(tenants) > 1:
+        raise Refused(403, "the activity names more than one tenant")
+    return Scope(kind, next(iter(tenants), None), channel or named)
+
+
+def check_token_tenant(scope: Scope, claims: dict[str, Any]) -> None:
+    """``Refused`` (403) when the channel's token names a tenant (tid) and the body another."""
+    tenant = claims.get("tid")
+    if isinstance(tenant, str) and scope.tenant is not None and tenant.lower() != scope.tenant:
+        raise Refused(403, "the token's tenant is not the activity's")
+
+
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 _DEFAULT_PORTS = {"https": 443, "http": 80}

@@ -42,6 +42,7 @@ from bot.sentinel.identity import acting_as
 from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.changes import TeamsChanges, proposed_from_card
+from bot.teams.front_door import thread_channel
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
@@ -504,7 +505,9 @@ def _where(activity: Activity) -> Where:
     # Teams names the tenant in channelData and as conversation.tenantId (botbuilder's model reads "tenantID").
     extra = conversation.additional_properties if isinstance(conversation.additional_properties, dict) else {}
     tenant = inner_id("tenant") or conversation.tenant_id or extra.get("tenantId")
+    # The front door refused bodies whose parts disagree, and stated the type a Teams id implies; a channel is the
+    # one the conversation's thread is in (where replies go), when its id says.
     return Where(tenant_id=tenant if isinstance(tenant, str) else None,
                  object_id=getattr(activity.from_property, "aad_object_id", None),
                  conversation_type=conversation.conversation_type or "personal",
-                 team_id=inner_id("team"), channel_id=inner_id("channel"))
+                 team_id=inner_id("team"), channel_id=thread_channel(conversation.id or "") or inner_id("channel"))
