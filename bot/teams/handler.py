@@ -178,8 +178,12 @@ class SentinelBot(TeamsActivityHandler):
             return self._feedback(activity)
         if activity.name in SIGNIN_INVOKES and self.signin is not None:
             return await self._signed_in(turn_context)
-        if activity.name != "adaptiveCard/action":
+        if activity.name in SIGNIN_INVOKES:  # without single sign-on: botbuilder's answer (501)
             return await super().on_invoke_activity(turn_context)
+        if activity.name != "adaptiveCard/action":
+            # Not one this bot handles: botbuilder's base classes would answer 501 too, but only after reading the
+            # value into their models, and a value not of that shape fails there with a traceback per request.
+            return InvokeResponse(status=501)
         value = activity.value if isinstance(activity.value, dict) else {}
         raw_action = value.get("action")
         action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}

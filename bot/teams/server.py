@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from botbuilder.core import Storage
 from botbuilder.core.serializer_helper import serializer_helper
 from botbuilder.schema import Activity
@@ -44,8 +45,22 @@ class WebParts:
     workers: WorkerProcesses | None = None
 
 
+class _ServerLog(logging.LoggerAdapter):
+    """aiohttp's server logger, but a request it could not parse (a header line over its 8,190-byte limit, a malformed
+    request line: anyone who reaches the port can send one) is one line, not a traceback per request. aiohttp has
+    answered it 400 already; every other error it logs is logged as before."""
+
+    def log(self, level: int, msg: object, *args: object, exc_info: Any = None, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            log.info("refused a request aiohttp could not read: %s (%s)", type(exc_info).__name__,
+                     exc_info.code or 400)
+            return
+        super().log(level, msg, *args, exc_info=exc_info, **kwargs)
+
+
 def web_app(parts: WebParts) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES,
+                          handler_args={"logger": _ServerLog(logging.getLogger("aiohttp.server"), {})})
     app[BOT_KEY], app[RUNNER_KEY] = parts.dispatcher.surface.bot, parts.dispatcher.runner  # benchmarks, operations
     routes = _Routes(parts)
     app.router.add_post("/api/messages", routes.messages)
@@ -114,6 +129,7 @@ class _Routes:
         if response is None:
             return web.Response(status=200)
         if response.status == 501:  # an invoke this bot does not handle: the caller's mistake, not a fault
+            log.info("refused an invoke this bot does not handle: %r (400)", (activity.name or "")[:64])
             return problem(400, "This bot does not handle that invoke.")
         return web.json_response(serializer_helper(response.body), status=response.status)
 
