@@ -7,8 +7,10 @@
   check fetches the signing keys with a blocking call on the event loop and no timeout, and answers a
   forged token with a traceback; this one fetches them with aiohttp under a timeout, caches them, and
   answers every bad token with one ``Refused`` (401) and one log line.
-- Where replies go: the activity's serviceUrl must match an allow-list, so a caller cannot make the bot post
-  (with its credentials) to an address of its choosing.
+- Where replies go: the activity's serviceUrl must match an allow-list, part by part (scheme, host labels, port,
+  path segments), so a caller cannot make the bot post (with its credentials) to an address of its choosing.
+- What the body says of itself: the token signs none of it, so the conversation id's form, its stated type,
+  channelData's team and channel, and every tenant named (and the token's, when it names one) must agree.
 """
 
 from __future__ import annotations
