@@ -24,7 +24,7 @@ from bot.app import Components, create_app
 from bot.config import DEFAULT_SERVICE_URLS, LOOPBACK_SERVICE_URLS, Settings
 from bot.sentinel.client import SentinelClient
 from bot.teams.access import REFUSAL_TEXT
-from bot.teams.front_door import ServiceUrls
+from bot.teams.front_door import Refused, ServiceUrls, conversation_scope
 from bot.teams.server import RUNNER_KEY
 from tests.support import connector_fake as teams
 from tests.support.connector_fake import TENANT, FakeConnector
@@ -236,3 +236,12 @@ async def test_tenants_named_by_the_body_must_agree(local: Any) -> None:
     spelled = teams.personal("help", activity_id=next_id(), service_url=url)
     spelled["conversation"]["tenantID"] = OTHER_TENANT  # the spelling botbuilder's model reads
     assert await bot.outcome(spelled) == "403"
+
+
+def test_a_refusal_names_no_text_of_the_body() -> None:
+    """The reason is logged and answered: a label of the attacker's choosing must not reach either."""
+    body = teams.personal("help", activity_id=next_id(), service_url="http://127.0.0.1:1/")
+    body["conversation"]["conversationType"] = "x" * 5_000
+    with pytest.raises(Refused) as refused:
+        conversation_scope(body)
+    assert refused.value.status == 403 and "xx" not in refused.value.reason and len(refused.value.reason) < 100

@@ -191,6 +191,7 @@ _THREAD = re.compile(r"^(19:[^;@]+@thread\.(tacv2|skype|v2))(?:;messageid=\d+)?$
 _ONE_PERSON = re.compile(r"^(?:a:|8:|19:[^;@]+@unq\.gbl\.spaces$)", re.IGNORECASE)
 _THREAD_KINDS = {"tacv2": frozenset({"channel"}), "skype": frozenset({"channel", "groupChat"}),
                  "v2": frozenset({"groupChat"})}
+_KINDS = ("personal", "groupChat", "channel")
 _SCOPED_TYPES = ("message", "invoke", "messageReaction")  # activities in one thread, sent where it is
 
 
@@ -234,10 +235,12 @@ def conversation_scope(body: dict[str, Any]) -> Scope:
     channel_data: dict[str, Any] = raw if isinstance(raw, dict) else {}
     in_team = any(isinstance(channel_data.get(name), dict) for name in ("team", "channel"))
     possible = conversation_kinds(conversation_id)
+    said = declared if declared in _KINDS else "unknown"  # the reason is logged and answered: no text of the body's
     if declared is not None and possible is not None and declared not in possible:
-        raise Refused(403, f"a {declared} conversation with the id of a {' or '.join(sorted(possible))} one")
+        raise Refused(403, f"a {said} conversation with the id of a {' or '.join(sorted(possible))} one")
     if in_team and (declared not in (None, "channel") or (possible is not None and "channel" not in possible)):
-        raise Refused(403, f"channelData names a team or channel of a {declared or 'non-channel'} conversation")
+        raise Refused(403, f"channelData names a team or channel of a {said if declared else 'non-channel'} "
+                           "conversation")
     kind = declared or ("channel" if in_team else None)
     if kind is None and possible is not None:
         if len(possible) > 1:
