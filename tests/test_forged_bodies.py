@@ -245,3 +245,15 @@ def test_a_refusal_names_no_text_of_the_body() -> None:
     with pytest.raises(Refused) as refused:
         conversation_scope(body)
     assert refused.value.status == 403 and "xx" not in refused.value.reason and len(refused.value.reason) < 100
+
+
+def test_settings_refuse_service_url_patterns_the_front_door_cannot_match() -> None:
+    """Said at start-up as a configuration problem, not a traceback from the app."""
+    from bot.config import ConfigError
+
+    for pattern in ("https://ev*il.example/", "https://a.*.example/*", "https://example.com/?q", "https://u@x.com/",
+                    "https://example.com/../x"):
+        with pytest.raises(ConfigError, match="ALLOWED_SERVICE_URLS has"):
+            Settings.from_env({"ALLOWED_SERVICE_URLS": pattern}, dotenv_path=None)
+    for pattern in (*DEFAULT_SERVICE_URLS, *LOOPBACK_SERVICE_URLS):
+        assert Settings.from_env({"ALLOWED_SERVICE_URLS": pattern}, dotenv_path=None).teams.allowed_service_urls
