@@ -182,11 +182,11 @@ def _account(account: dict[str, Any] | None, where: str) -> None:
     _text(account, "name", where=where)
 
 
-# What a Teams conversation id says of its conversation (Microsoft Learn: "Conversation basics", "Channel and group
-# chat conversations with a bot"): a channel's threads are 19:...@thread.tacv2 (older teams: @thread.skype, the form
-# older group chats had too) with ;messageid=<thread root> after the channel's id, group and meeting chats
-# 19:...@thread.v2, a personal chat with the bot a:... (8:... and 19:..._...@unq.gbl.spaces are one person's ids).
-# Ids of other forms (the Agents Playground's, the Emulator's) say nothing.
+# What a Teams conversation id says of its conversation, in the forms Teams sends: a channel's threads are
+# 19:...@thread.tacv2 (older teams: @thread.skype, the form older group chats had too) with ;messageid=<thread root>
+# after the channel's id, group and meeting chats 19:...@thread.v2, a personal chat with the bot a:... (8:... and
+# 19:..._...@unq.gbl.spaces are one person's ids). Ids of other forms (the Agents Playground's, the Emulator's) say
+# nothing.
 _THREAD = re.compile(r"^(19:[^;@]+@thread\.(tacv2|skype|v2))(?:;messageid=\d+)?$", re.IGNORECASE)
 _ONE_PERSON = re.compile(r"^(?:a:|8:|19:[^;@]+@unq\.gbl\.spaces$)", re.IGNORECASE)
 _THREAD_KINDS = {"tacv2": frozenset({"channel"}), "skype": frozenset({"channel", "groupChat"}),
@@ -255,11 +255,14 @@ def conversation_scope(body: dict[str, Any]) -> Scope:
     if channel is not None and named is not None and named.lower() != channel.lower() \
             and body.get("type") in _SCOPED_TYPES:
         raise Refused(403, "channelData names another channel than the conversation's")
+    named_tenants = [(f"conversation.{key}", value) for key, value in conversation.items() if key.lower() == "tenantid"]
+    if isinstance(channel_data.get("tenant"), dict):
+        named_tenants.append(("channelData.tenant.id", channel_data["tenant"].get("id")))
     tenants = set()
-    for key, value in [*conversation.items(), ("tenant.id", (channel_data.get("tenant") or {}).get("id"))]:
-        if key.lower() in ("tenantid", "tenant.id") and value is not None:
+    for where, value in named_tenants:
+        if value is not None:
             if not isinstance(value, str):
-                raise Refused(400, f"conversation.{key} must be a string")
+                raise Refused(400, f"{where} must be a string")
             tenants.add(value.lower())
     if len(tenants) > 1:
         raise Refused(403, "the activity names more than one tenant")
