@@ -34,6 +34,11 @@ DEFAULT_SERVICE_URLS = ("https://smba.trafficmanager.net/*", "https://*.botframe
 # Without an app id the only callers are local tools (the Agents Playground, tests) on this machine.
 LOOPBACK_SERVICE_URLS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+# What bot.teams.front_door.ServiceUrls can match: a host of DNS labels (the first may be "*": one or more labels) or
+# an IPv6 literal, a port or ":*", a plain path ("*" within a segment); no user info, query or fragment.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_SERVICE_URL_PATTERN = re.compile(
+    rf"^https?://(?:(?:\*\.)?{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::(?:[0-9]{{1,5}}|\*))?(?:/[!$&'()*+,;=:\w.~-]*)*$")
 _STORAGE_NAME = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")  # Azure queue and container names
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 T = TypeVar("T")
@@ -431,7 +436,8 @@ class _Reader:
     def service_urls(self, name: str, _default: tuple[str, ...]) -> tuple[str, ...]:
         """URL patterns; none (unset or wrong) until ``_derived`` picks Microsoft's channels or loopback."""
         patterns = sorted(self.names(name))
-        wrong = [p for p in patterns if urlparse(p).scheme not in ("https", "http") or not urlparse(p).netloc]
+        wrong = [p for p in patterns if urlparse(p).scheme not in ("https", "http") or not urlparse(p).netloc
+                 or not _SERVICE_URL_PATTERN.match(p) or any(s in (".", "..") for s in urlparse(p).path.split("/"))]
         if wrong:
             self.problems.append(f"{name} has {wrong[0][:80]!r}, which is not a URL pattern such as "
                                  "https://smba.trafficmanager.net/*.")

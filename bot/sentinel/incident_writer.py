@@ -135,8 +135,8 @@ class ArmIncidentWriter:
                              detail=_text(repr(err)), retry_possible=True) from None
         except ClientAuthenticationError as err:
             raise WriteError("unauthorized", "The bot could not sign in to Azure Resource Manager, so nothing was "
-                             "changed. Check the identity it runs as (its managed identity, or `az login` and the "
-                             "AZURE_* settings locally).", detail=_text(str(err))) from None
+                             "changed. Check the identity it runs as (its managed identity and AZURE_CLIENT_ID, or "
+                             "az login locally).", detail=_text(str(err))) from None
         except AzureError as err:  # connection refused or reset, DNS, TLS, retries used up
             raise WriteError("unavailable", "Azure Resource Manager could not be reached. Try again in a moment; "
                              "if it keeps failing, check the bot's network path to management.azure.com.",
@@ -163,8 +163,8 @@ class ArmIncidentWriter:
         detail = _text(f"{code}: {message} (correlation id {correlation})")
         if status == 401:
             return WriteError("unauthorized", "Azure Resource Manager did not accept the bot's sign-in (401), so "
-                              "nothing was changed. Check the identity the bot runs as (managed identity or "
-                              "AZURE_* settings).", status=status, detail=detail)
+                              "nothing was changed. Check the identity the bot runs as (its managed identity and "
+                              "AZURE_CLIENT_ID, or az login locally).", status=status, detail=detail)
         if status == 403:
             return WriteError("forbidden", f"The bot's identity may not change incidents in workspace "
                               f"{self._workspace_name} (403), so nothing was changed. Ask an Azure administrator "

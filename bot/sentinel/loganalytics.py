@@ -287,8 +287,8 @@ def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elaps
     # The rest will not get better by asking again: say what to fix.
     if status == 401:
         problem = ("unauthorized", "Log Analytics did not accept the bot's credentials "
-                   f"(401 {code or 'Unauthorized'}). Check the identity the bot runs as (managed identity or AZURE_* "
-                   "settings) and that its token is for the Log Analytics API.")
+                   f"(401 {code or 'Unauthorized'}). Check the identity the bot runs as (its managed identity and "
+                   "AZURE_CLIENT_ID, or az login locally) and that its token is for the Log Analytics API.")
     elif status == 403:
         problem = ("forbidden", _TOKEN_PROBLEMS.get(code) or (
             f"The bot's identity may not read workspace {workspace_id} (403 {code or 'Forbidden'}): it is missing "
@@ -314,7 +314,8 @@ _TOKEN_PROBLEMS = {
         "(https://api.loganalytics.io in the public cloud)."),
     "InvalidAuthenticationToken": (
         "Log Analytics rejected the bot's token as invalid (403 InvalidAuthenticationToken). Check the identity "
-        "the bot runs as (managed identity or AZURE_* settings); a restart gets a fresh token."),
+        "the bot runs as (its managed identity and AZURE_CLIENT_ID, or az login locally); a restart gets a fresh "
+        "token."),
 }
 
 

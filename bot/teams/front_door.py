@@ -7,20 +7,23 @@
   check fetches the signing keys with a blocking call on the event loop and no timeout, and answers a
   forged token with a traceback; this one fetches them with aiohttp under a timeout, caches them, and
   answers every bad token with one ``Refused`` (401) and one log line.
-- Where replies go: the activity's serviceUrl must match an allow-list, so a caller cannot make the bot post
-  (with its credentials) to an address of its choosing.
+- Where replies go: the activity's serviceUrl must match an allow-list, part by part (scheme, host labels, port,
+  path segments), so a caller cannot make the bot post (with its credentials) to an address of its choosing.
+- What the body says of itself: the token signs none of it, so the conversation id's form, its stated type,
+  channelData's team and channel, and every tenant named (and the token's, when it names one) must agree.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
+import ipaddress
 import json
 import logging
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import jwt
@@ -179,15 +182,194 @@ def _account(account: dict[str, Any] | None, where: str) -> None:
     _text(account, "name", where=where)
 
 
+# What a Teams conversation id says of its conversation, in the forms Teams sends: a channel's threads are
+# 19:...@thread.tacv2 (older teams: @thread.skype, the form older group chats had too) with ;messageid=<thread root>
+# after the channel's id, group and meeting chats 19:...@thread.v2, a personal chat with the bot a:... (8:... and
+# 19:..._...@unq.gbl.spaces are one person's ids). Ids of other forms (the Agents Playground's, the Emulator's) say
+# nothing.
+_THREAD = re.compile(r"^(19:[^;@]+@thread\.(tacv2|skype|v2))(?:;messageid=\d+)?$", re.IGNORECASE)
+_ONE_PERSON = re.compile(r"^(?:a:|8:|19:[^;@]+@unq\.gbl\.spaces$)", re.IGNORECASE)
+_THREAD_KINDS = {"tacv2": frozenset({"channel"}), "skype": frozenset({"channel", "groupChat"}),
+                 "v2": frozenset({"groupChat"})}
+_KINDS = ("personal", "groupChat", "channel")
+_SCOPED_TYPES = ("message", "invoke", "messageReaction")  # activities in one thread, sent where it is
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What an activity's body says of its conversation, once its parts agree: ``kind`` (personal, groupChat,
+    channel; None when neither the conversation's type nor its id says), ``tenant`` (lower case; None when the body
+    names none) and ``channel`` (the channel the conversation is in: from its id when the id is a channel thread's,
+    else channelData's)."""
+
+    kind: str | None
+    tenant: str | None
+    channel: str | None
+
+
+def conversation_kinds(conversation_id: str) -> frozenset[str] | None:
+    """The kinds of conversation a Teams conversation id can be; None when its form says nothing."""
+    thread = _THREAD.match(conversation_id)
+    if thread:
+        return _THREAD_KINDS[thread.group(2).lower()]
+    return frozenset({"personal"}) if _ONE_PERSON.match(conversation_id) else None
+
+
+def thread_channel(conversation_id: str) -> str | None:
+    """The channel of a channel thread's conversation id ("19:x@thread.tacv2;messageid=1" -> "19:x@thread.tacv2")."""
+    thread = _THREAD.match(conversation_id)
+    return thread.group(1) if thread and "channel" in _THREAD_KINDS[thread.group(2).lower()] else None
+
+
+def conversation_scope(body: dict[str, Any]) -> Scope:
+    """The conversation's kind, tenant and channel, decided from every part of the body that names them: the
+    conversation id's form, conversation.conversationType and isGroup, channelData's team and channel, and every
+    tenant the body names (conversation.tenantId, in any spelling, and channelData.tenant). ``Refused`` (403) when
+    they disagree: a body that says one thing in one place and another elsewhere is not what the channel sent.
+    A body that does not state its type gets the one its id or channelData implies (written into the body, so the
+    turn sees it too)."""
+    conversation = body["conversation"]
+    conversation_id: str = conversation["id"]
+    declared = conversation.get("conversationType")
+    raw = body.get("channelData")
+    channel_data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    in_team = any(isinstance(channel_data.get(name), dict) for name in ("team", "channel"))
+    possible = conversation_kinds(conversation_id)
+    said = declared if declared in _KINDS else "unknown"  # the reason is logged and answered: no text of the body's
+    if declared is not None and possible is not None and declared not in possible:
+        raise Refused(403, f"a {said} conversation with the id of a {' or '.join(sorted(possible))} one")
+    if in_team and (declared not in (None, "channel") or (possible is not None and "channel" not in possible)):
+        raise Refused(403, f"channelData names a team or channel of a {said if declared else 'non-channel'} "
+                           "conversation")
+    kind = declared or ("channel" if in_team else None)
+    if kind is None and possible is not None:
+        if len(possible) > 1:
+            raise Refused(403, "the conversation's type is not stated and its id does not say it")
+        [kind] = possible
+    if kind == "personal" and conversation.get("isGroup") is True:
+        raise Refused(403, "a personal conversation that says it is a group")
+    if declared is None and kind is not None:
+        conversation["conversationType"] = kind
+    channel = thread_channel(conversation_id)
+    named = channel_data.get("channel", {}).get("id") if isinstance(channel_data.get("channel"), dict) else None
+    if channel is not None and named is not None and named.lower() != channel.lower() \
+            and body.get("type") in _SCOPED_TYPES:
+        raise Refused(403, "channelData names another channel than the conversation's")
+    named_tenants = [(f"conversation.{key}", value) for key, value in conversation.items() if key.lower() == "tenantid"]
+    if isinstance(channel_data.get("tenant"), dict):
+        named_tenants.append(("channelData.tenant.id", channel_data["tenant"].get("id")))
+    tenants = set()
+    for where, value in named_tenants:
+        if value is not None:
+            if not isinstance(value, str):
+                raise Refused(400, f"{where} must be a string")
+            tenants.add(value.lower())
+    if len(tenants) > 1:
+        raise Refused(403, "the activity names more than one tenant")
+    return Scope(kind, next(iter(tenants), None), channel or named)
+
+
+def check_token_tenant(scope: Scope, claims: dict[str, Any]) -> None:
+    """``Refused`` (403) when the channel's token names a tenant (tid) and the body another."""
+    tenant = claims.get("tid")
+    if isinstance(tenant, str) and scope.tenant is not None and tenant.lower() != scope.tenant:
+        raise Refused(403, "the token's tenant is not the activity's")
+
+
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+@dataclass(frozen=True)
+class _Address:
+    """A serviceUrl taken apart: scheme, host (lower case, IPv6 without brackets), port (None: not given), path
+    segments. Only what a Bot Framework serviceUrl is: http(s), a DNS name or IP address, an optional port, a
+    plain path; no user info, query, fragment, backslash, percent-encoding or dot segment."""
+
+    scheme: str
+    host: str
+    port: int | None
+    segments: tuple[str, ...]
+
+    @staticmethod
+    def parse(url: str, *, pattern: bool = False) -> _Address | None:
+        if not url.isascii() or any(c in url for c in "?#\\%@") or not url.isprintable() or " " in url:
+            return None
+        try:
+            parts = urlsplit(url)
+            port = -1 if pattern and parts.netloc.endswith(":*") else parts.port  # -1: any port given
+        except ValueError:  # a port that is not a number, brackets that are not an IPv6 address
+            return None
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+        if scheme not in _DEFAULT_PORTS or not host:
+            return None
+        if ":" in host:  # an IPv6 literal, given in brackets
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                return None
+        elif not _HOST.match(host.removeprefix("*.") if pattern else host):
+            return None
+        if pattern and not parts.path:
+            return _Address(scheme, host, port, ("*",))  # no path: any path
+        segments = tuple((parts.path or "/").split("/")[1:])
+        if any(segment in (".", "..") for segment in segments):
+            return None
+        return _Address(scheme, host, port, segments)
+
+
+def _segment_matches(pattern: str, segment: str) -> bool:
+    """``*`` in a pattern's path segment stands for any characters of that one segment (never a '/')."""
+    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), segment) is not None
+
+
 @dataclass(frozen=True)
 class ServiceUrls:
-    """The serviceUrls the bot may send to, as shell-style patterns (``https://*.botframework.com/*``)."""
+    """The serviceUrls the bot may send to (it posts its replies there, with its credentials), as URL patterns
+    matched part by part: the scheme exactly; the host exactly, or ``*.`` + a domain for one or more DNS labels
+    under that domain (``https://*.botframework.com/*``); the port exactly (none given: none or the scheme's
+    default), or ``:*`` for any port given; the path segment by segment, a ``*`` standing for characters of one
+    segment, and a last segment ``*`` for the rest of the path, however long (no path: any path). A serviceUrl
+    with user info, a query, a fragment, a backslash, percent-encoding or a dot segment matches nothing."""
 
     patterns: tuple[str, ...]
+    _parsed: tuple[_Address, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parsed = []
+        for pattern in self.patterns:
+            address = _Address.parse(pattern, pattern=True)
+            if address is None or "*" in address.host.removeprefix("*."):
+                raise ValueError(f"{pattern[:80]!r} is not a serviceUrl pattern such as https://*.botframework.com/*")
+            parsed.append(address)
+        object.__setattr__(self, "_parsed", tuple(parsed))
 
     def allows(self, url: str) -> bool:
-        candidate = url if url.endswith("/") else url + "/"
-        return any(fnmatch.fnmatchcase(candidate.lower(), pattern.lower()) for pattern in self.patterns)
+        address = _Address.parse(url)
+        return address is not None and any(_matches(pattern, address) for pattern in self._parsed)
+
+
+def _matches(pattern: _Address, url: _Address) -> bool:
+    if pattern.scheme != url.scheme:
+        return False
+    if pattern.host.startswith("*."):  # one or more whole labels (the URL's host is made of valid labels only)
+        if not url.host.endswith(pattern.host[1:]) or len(url.host) < len(pattern.host):
+            return False
+    elif pattern.host != url.host:
+        return False
+    if pattern.port == -1:
+        if url.port is None:
+            return False
+    elif (pattern.port or _DEFAULT_PORTS[pattern.scheme]) != (url.port or _DEFAULT_PORTS[url.scheme]):
+        return False
+    wanted, given = pattern.segments, url.segments
+    if wanted[-1] == "*":  # the rest of the path, however long
+        wanted = wanted[:-1]
+        if len(given) < len(wanted):
+            return False
+        given = given[:len(wanted)]
+    return len(wanted) == len(given) and all(_segment_matches(w, g) for w, g in zip(wanted, given, strict=True))
 
 
 @dataclass

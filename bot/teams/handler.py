@@ -43,6 +43,7 @@ from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.changes import TeamsChanges, proposed_from_card
 from bot.teams.connectors import Unreachable
+from bot.teams.front_door import thread_channel
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
@@ -178,8 +179,12 @@ class SentinelBot(TeamsActivityHandler):
             return self._feedback(activity)
         if activity.name in SIGNIN_INVOKES and self.signin is not None:
             return await self._signed_in(turn_context)
-        if activity.name != "adaptiveCard/action":
+        if activity.name in SIGNIN_INVOKES:  # without single sign-on: botbuilder's answer (501)
             return await super().on_invoke_activity(turn_context)
+        if activity.name != "adaptiveCard/action":
+            # Not one this bot handles: botbuilder's base classes would answer 501 too, but only after reading the
+            # value into their models, and a value not of that shape fails there with a traceback per request.
+            return InvokeResponse(status=501)
         value = activity.value if isinstance(activity.value, dict) else {}
         raw_action = value.get("action")
         action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}
@@ -511,7 +516,9 @@ def _where(activity: Activity) -> Where:
     # Teams names the tenant in channelData and as conversation.tenantId (botbuilder's model reads "tenantID").
     extra = conversation.additional_properties if isinstance(conversation.additional_properties, dict) else {}
     tenant = inner_id("tenant") or conversation.tenant_id or extra.get("tenantId")
+    # The front door refused bodies whose parts disagree, and stated the type a Teams id implies; a channel is the
+    # one the conversation's thread is in (where replies go), when its id says.
     return Where(tenant_id=tenant if isinstance(tenant, str) else None,
                  object_id=getattr(activity.from_property, "aad_object_id", None),
                  conversation_type=conversation.conversation_type or "personal",
-                 team_id=inner_id("team"), channel_id=inner_id("channel"))
+                 team_id=inner_id("team"), channel_id=thread_channel(conversation.id or "") or inner_id("channel"))

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from botbuilder.core import Storage
 from botbuilder.core.serializer_helper import serializer_helper
 from botbuilder.schema import Activity
 
 from bot.teams.dispatch import Dispatcher, problem
-from bot.teams.front_door import Refused, ServiceUrls, parse_body
+from bot.teams.front_door import Refused, Scope, ServiceUrls, check_token_tenant, conversation_scope, parse_body
 from bot.teams.handler import SentinelBot
 from bot.teams.watches import WatchPoller
 from bot.turns.runner import Place, TurnRunner
@@ -44,8 +45,22 @@ class WebParts:
     workers: WorkerProcesses | None = None
 
 
+class _ServerLog(logging.LoggerAdapter):
+    """aiohttp's server logger, but a request it could not parse (a header line over its 8,190-byte limit, a malformed
+    request line: anyone who reaches the port can send one) is one line, not a traceback per request. aiohttp has
+    answered it 400 already; every other error it logs is logged as before."""
+
+    def log(self, level: int, msg: object, *args: object, exc_info: Any = None, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            log.info("refused a request aiohttp could not read: %s (%s)", type(exc_info).__name__,
+                     exc_info.code or 400)
+            return
+        super().log(level, msg, *args, exc_info=exc_info, **kwargs)
+
+
 def web_app(parts: WebParts) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES,
+                          handler_args={"logger": _ServerLog(logging.getLogger("aiohttp.server"), {})})
     app[BOT_KEY], app[RUNNER_KEY] = parts.dispatcher.surface.bot, parts.dispatcher.runner  # benchmarks, operations
     routes = _Routes(parts)
     app.router.add_post("/api/messages", routes.messages)
@@ -63,22 +78,27 @@ class _Routes:
     async def messages(self, request: web.Request) -> web.StreamResponse:
         with self.dispatcher.request():
             try:
-                activity, body = await _read_activity(request, self.parts.service_urls)
+                activity, body, scope = await _read_activity(request, self.parts.service_urls)
             except Refused as refused:
                 log.info("refused a request: %s (%d)", refused.reason, refused.status)
                 return problem(refused.status, refused.reason)
             place = self.dispatcher.reserve(activity)
             try:
-                return await self._accept(activity, body, place, request.headers.get("Authorization", ""))
+                return await self._accept(activity, body, scope, place, request.headers.get("Authorization", ""))
             finally:
                 if place is not None:
                     self.dispatcher.runner.release(place)  # a no-op once the turn was submitted
 
-    async def _accept(self, activity: Activity, body: dict[str, Any], place: Place | None,
+    async def _accept(self, activity: Activity, body: dict[str, Any], scope: Scope, place: Place | None,
                       authorization: str) -> web.StreamResponse:
         auth = await self._authenticate(activity, authorization)
         if isinstance(auth, web.Response):
             return auth
+        try:
+            check_token_tenant(scope, getattr(auth.claims_identity, "claims", None) or {})
+        except Refused as refused:
+            log.info("refused a request: %s (%d)", refused.reason, refused.status)
+            return problem(refused.status, refused.reason)
         if activity.type == "invoke":
             return await self._invoke(activity, auth, place)
         return await self.dispatcher.dispatch(activity, body, auth, place)
@@ -109,6 +129,7 @@ class _Routes:
         if response is None:
             return web.Response(status=200)
         if response.status == 501:  # an invoke this bot does not handle: the caller's mistake, not a fault
+            log.info("refused an invoke this bot does not handle: %r (400)", (activity.name or "")[:64])
             return problem(400, "This bot does not handle that invoke.")
         return web.json_response(serializer_helper(response.body), status=response.status)
 
@@ -162,8 +183,10 @@ class _Routes:
         return True
 
 
-async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> tuple[Activity, dict[str, Any]]:
-    """The request's activity and its cleaned JSON, checked before anything else sees them; ``Refused`` otherwise."""
+async def _read_activity(request: web.Request, service_urls: ServiceUrls
+                         ) -> tuple[Activity, dict[str, Any], Scope]:
+    """The request's activity, its cleaned JSON and what its parts agree its conversation is, checked before anything
+    else sees them; ``Refused`` otherwise."""
     if "application/json" not in request.headers.get("Content-Type", ""):
         raise Refused(415, "Send the activity as application/json.")
     try:
@@ -173,6 +196,7 @@ async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> tup
     body = parse_body(raw)
     if not isinstance(body.get("type"), str) or not body["type"]:
         raise Refused(400, "The body is not a Bot Framework activity (no type).")
+    scope = conversation_scope(body)  # may state the conversation's type the body left out, so before the activity
     try:
         activity = Activity().deserialize(body)
     except Exception:  # noqa: BLE001 - msrest raises several types for malformed fields
@@ -183,4 +207,4 @@ async def _read_activity(request: web.Request, service_urls: ServiceUrls) -> tup
     if not service_urls.allows(activity.service_url):
         # The bot would post its reply, with its credentials, wherever serviceUrl points.
         raise Refused(403, "The activity's serviceUrl is not one this bot replies to.")
-    return activity, body
+    return activity, body, scope
