@@ -94,7 +94,7 @@ SPEC = QuerySpec(
     params=(window_param(TimeWindow.LAST_24H), limit_param(5, 20)),
     make=lambda time_window, limit: AlertProductsQuery(time_window, limit),
     kql=_kql,
-    columns=("ProductName", "AlertCount", "TotalMatched"),
+    result=(("ProductName", "string"), ("AlertCount", "long"), ("TotalMatched", "long")),
     keys=("ProductName",),
     decode=_decode,
     demo=_demo,
@@ -147,6 +147,7 @@ async def test_a_query_declared_in_one_module_is_offered_run_and_rendered(regist
     [checked] = kusto.check([queries.kql_of(queries.make_query(SPEC.name, {"time_window": "last_7d"}))])
     assert checked["ok"], checked["errors"]
     assert tuple(c["name"] for c in checked["result_columns"]) == SPEC.columns
+    assert tuple((c["name"], c["type"]) for c in checked["result_columns"]) == SPEC.result, "declared types are the KQL's"
 
     box = ToolBox(SentinelClient(demo_backend))
     run = await box.run(SPEC.name, json.dumps({"time_window": "last_7d", "limit": 3}))
@@ -178,12 +179,8 @@ async def test_the_new_query_reads_the_same_from_log_analytics(registered: None,
 
 
 def table_body_for(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The service's table for this query's rows (the fake knows the shipped queries' column types)."""
-    body = table_body("get_top_entities", [])
-    body["tables"][0]["columns"] = [{"name": "ProductName", "type": "string"}, {"name": "AlertCount", "type": "long"},
-                                    {"name": "TotalMatched", "type": "long"}]
-    body["tables"][0]["rows"] = [[r["ProductName"], r["AlertCount"], r["TotalMatched"]] for r in rows]
-    return body
+    """The service's table for this query's rows: the fake serves any declared query's typed columns."""
+    return table_body(SPEC.name, rows)
 
 
 def test_every_declared_query_is_its_tools_schema() -> None:

@@ -81,12 +81,19 @@ class QuerySpec:
     params: tuple[Param, ...]
     make: Callable[..., Any]  # the parsed values, by field -> the query object (may raise InvalidParameter)
     kql: Callable[[Any], str]  # the query object -> KQL (values only as escaped literals)
-    columns: tuple[str, ...]  # the result columns, in order: the KQL projects them, the demo returns them
+    # The result columns and their Kusto types, in order: the KQL projects them (the Kusto parser test holds the two
+    # together), the demo returns them, the Log Analytics fake serves them.
+    result: tuple[tuple[str, str], ...]
     keys: tuple[str, ...]  # a row with none of these is unusable (skipped and counted)
     decode: Callable[[Row], Any]  # a row -> a typed record; ValueError (rows.SkippedRow) leaves it out
     demo: Callable[[Any, sqlite3.Connection, datetime, DemoWorkspace], list[dict[str, Any]]]
     internal: bool = False  # run by the bot itself (a poller), never offered to the model
     left_out: str = ""  # rows the decoder leaves out on purpose: the warning's words (then never an error)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The result columns' names, in order."""
+        return tuple(name for name, _ in self.result)
 
     def query(self, arguments: Mapping[str, object] | None = None) -> Any:
         """The validated query object from loosely typed arguments; missing values take their defaults."""

@@ -24,48 +24,12 @@ from aiohttp import web
 from azure.core.credentials import AccessToken
 from azure.core.pipeline.transport import AioHttpTransport
 
+from bot.sentinel.queries import QUERIES, spec_of
 from tests.support.serving import serve
 
-# Result column types of each query's KQL (checked against Microsoft's parser in test_kql_parser).
-RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
-    "query_incidents": (
-        ("IncidentNumber", "int"), ("Title", "string"), ("Severity", "string"), ("Status", "string"),
-        ("Owner", "string"), ("CreatedTime", "datetime"), ("LastModifiedTime", "datetime"), ("AlertCount", "int"),
-        ("Tactics", "dynamic"), ("Products", "dynamic"), ("IncidentUrl", "string"), ("Classification", "string"),
-        ("TotalMatched", "long"),
-    ),
-    "get_incident_detail": (
-        ("IncidentNumber", "int"), ("IncidentName", "string"), ("Title", "string"), ("Description", "string"),
-        ("Severity", "string"), ("Status", "string"), ("Owner", "string"), ("CreatedTime", "datetime"),
-        ("LastModifiedTime", "datetime"), ("ClosedTime", "datetime"), ("FirstActivityTime", "datetime"),
-        ("LastActivityTime", "datetime"), ("Classification", "string"), ("ClassificationReason", "string"),
-        ("ClassificationComment", "string"), ("AlertCount", "int"), ("Tactics", "dynamic"), ("Products", "dynamic"),
-        ("CommentCount", "int"), ("Labels", "dynamic"), ("IncidentUrl", "string"), ("Alerts", "dynamic"),
-        ("Entities", "dynamic"), ("OtherMatches", "dynamic"),
-    ),
-    "query_alerts": (
-        ("SystemAlertId", "string"), ("AlertName", "string"), ("AlertSeverity", "string"), ("Status", "string"),
-        ("ProductName", "string"), ("TimeGenerated", "datetime"), ("Tactics", "string"), ("EntityLabels", "dynamic"),
-        ("TotalMatched", "long"),
-    ),
-    "get_alert_trend": (("BinStart", "datetime"), ("AlertSeverity", "string"), ("AlertCount", "long")),
-    "get_top_entities": (
-        ("EntityType", "string"), ("EntityValue", "string"), ("AlertCount", "long"), ("HighSeverityCount", "long"),
-        ("FirstSeen", "datetime"), ("LastSeen", "datetime"), ("TotalMatched", "long"),
-    ),
-    "incident_changes": (
-        ("IncidentNumber", "int"), ("Title", "string"), ("Severity", "string"), ("Status", "string"),
-        ("Owner", "string"), ("CreatedTime", "datetime"), ("LastModifiedTime", "datetime"), ("AlertCount", "int"),
-        ("Tactics", "dynamic"), ("Products", "dynamic"), ("IncidentUrl", "string"), ("Classification", "string"),
-        ("TimeGenerated", "datetime"), ("Description", "string"), ("OwnerObjectId", "string"),
-        ("OwnerUPN", "string"), ("OwnerEmail", "string"), ("OwnerAssignedTo", "string"), ("TotalMatched", "long"),
-    ),
-    "get_on_call": (
-        ("SearchKey", "string"), ("Name", "string"), ("UPN", "string"), ("Email", "string"), ("Phone", "string"),
-        ("Location", "string"), ("Team", "string"), ("ShiftStart", "string"), ("ShiftEnd", "string"),
-        ("AsOf", "datetime"), ("TotalMatched", "long"),
-    ),
-}
+# The typed columns each query returns, from its declaration (``QuerySpec.result``): the fake serves every declared
+# query with no table of its own.
+RESULT_TYPES: dict[str, tuple[tuple[str, str], ...]] = {spec.name: spec.result for spec in QUERIES}
 
 TOKEN = "fake-token-for-tests"
 
@@ -105,7 +69,7 @@ def encode_value(value: Any, kind: str, dynamic_as_text: bool = True) -> Any:
 
 
 def table_body(tool: str, rows: Sequence[Mapping[str, Any]], *, dynamic_as_text: bool = True) -> dict[str, Any]:
-    columns = RESULT_TYPES[tool]
+    columns = spec_of(tool).result  # a query a test registered too
     return {
         "tables": [
             {

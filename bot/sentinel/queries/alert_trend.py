@@ -106,7 +106,7 @@ SPEC = QuerySpec(
                   enum=tuple(b.value for b in BinSize), field="bin_size")),
     make=lambda time_window, min_severity, bin_size: AlertTrendQuery(time_window, min_severity, bin_size),
     kql=_kql,
-    columns=("BinStart", "AlertSeverity", "AlertCount"),
+    result=(("BinStart", "datetime"), ("AlertSeverity", "string"), ("AlertCount", "long")),
     keys=("BinStart",),
     decode=decode,
     demo=_demo,
