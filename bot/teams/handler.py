@@ -429,7 +429,8 @@ class SentinelBot(TeamsActivityHandler):
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
                                               stream=_streamed_to(progress), local=request.local)
         if self.limits is not None:
-            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.tokens)
+            # Only the first model call: the rounds hostile tool results can force are bounded by the turn.
+            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.charged_tokens)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
         if turn.failed:
             facts.error = f"llm.{turn.failure}"
