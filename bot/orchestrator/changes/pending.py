@@ -1,13 +1,16 @@
 """A proposed incident change waiting for its analyst's Confirm, as plain data kept in conversation state.
 
-At most one per conversation. It remembers who asked (their Entra object id is the only thing that may
-confirm it), the incident as it was when proposed (the "before" of the card, and the etag the write must
-match), when it expires, and which message holds its card (so the card can be updated in place).
-Recently finished actions are remembered briefly so a second click on a card is answered, not re-run.
+At most one per requester in a conversation (responders in a shared chat each keep theirs). It remembers who
+asked (their Entra object id is the only thing that may confirm it), the incident as it was when proposed (the
+"before" of the card, and the etag the write must match), when it expires, which conversation it was proposed in
+(as a key, so a Confirm pressed elsewhere is told so) and which message holds its card (so the card can be
+updated in place). Recently finished actions are remembered briefly so a second click on a card is answered, not
+re-run.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -17,6 +20,17 @@ from bot.sentinel.changes import IncidentChange, IncidentSnapshot, Owner
 
 CONFIRM_WINDOW = timedelta(minutes=5)
 MAX_FINISHED_ACTIONS = 20
+MAX_PENDING_ACTIONS = 8  # one per requester; a conversation with more drops its oldest (state stays small)
+
+
+def conversation_key(conversation_id: str) -> str:
+    """A short, stable key for a conversation, for a card to say where it was proposed without naming it."""
+    return hashlib.sha256(conversation_id.encode()).hexdigest()[:16]
+
+
+def same_user(a: Owner, b: Owner) -> bool:
+    """The same person, by Entra object id (never by name); someone without one is nobody's match."""
+    return bool(a.object_id and b.object_id and a.object_id.lower() == b.object_id.lower())
 
 
 class OutcomeStatus(StrEnum):
@@ -29,6 +43,7 @@ class OutcomeStatus(StrEnum):
     RETRY = "retry"  # a transient failure: still pending
     REFUSED = "refused"  # not the requester's click
     NOT_PENDING = "not_pending"
+    ELSEWHERE = "elsewhere"  # pressed in another conversation than the one it was proposed in: nothing done
     ALREADY = "already"  # finished before: nothing written
 
 
@@ -41,6 +56,7 @@ class PendingAction:
     created_at: datetime
     expires_at: datetime
     card_id: str | None = None  # the Teams message showing the confirmation card
+    proposed_in: str = ""  # conversation_key of where it was proposed ("": stored before it was kept)
 
     def expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -48,7 +64,7 @@ class PendingAction:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "change": self.change.to_dict(), "requester": self.requester.to_dict(),
                 "incident": self.incident.to_dict(), "created_at": self.created_at.isoformat(),
-                "expires_at": self.expires_at.isoformat(), "card_id": self.card_id}
+                "expires_at": self.expires_at.isoformat(), "card_id": self.card_id, "proposed_in": self.proposed_in}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PendingAction:
@@ -56,7 +72,8 @@ class PendingAction:
                    requester=Owner.from_dict(data["requester"]), incident=IncidentSnapshot.from_dict(data["incident"]),
                    created_at=datetime.fromisoformat(data["created_at"]),
                    expires_at=datetime.fromisoformat(data["expires_at"]),
-                   card_id=str(data["card_id"]) if data.get("card_id") else None)
+                   card_id=str(data["card_id"]) if data.get("card_id") else None,
+                   proposed_in=str(data.get("proposed_in") or ""))
 
 
 @dataclass(frozen=True)
