@@ -428,7 +428,7 @@ async def test_two_responders_in_a_group_chat_each_keep_their_pending_change(rig
     # Before: bob's proposal cancelled alice's ("Replaced by a newer request"), so only one of them could confirm.
     first, second, third = (d.incident.number for d in rig.incidents[:3])
     alice_id, alice_card, _ = await propose(rig, f"assign {first} to me", where="group")
-    bob_id, bob_card, sent = await propose(rig, f"assign {second} to me", user="bob", where="group")
+    _bob_id, bob_card, sent = await propose(rig, f"assign {second} to me", user="bob", where="group")
     assert len(sent) == 1 and sent[0].activity_id == bob_card, "alice's card is left alone"
     assert "Replaced" not in text_of(sent)
 
