@@ -421,3 +421,21 @@ async def test_every_tool_shows_its_own_status_text_write_tools_too(fake_openai:
                                        actor=Actor(Owner(object_id=analyst, name="Alice")))
     assert shown == ["Querying alerts...", "Preparing the assignment..."]
     assert len(result.proposals) == 1 and result.proposals[0].proposed
+
+
+async def test_the_minute_budget_is_charged_the_first_call_less_the_results_the_history_carries(
+        fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    # Issue 28: what queries returned (attackers write titles) must not spend the analyst's minute budget: not in
+    # the rounds a title forces, and not carried along in the history of every later question either.
+    fake_openai.brain = lambda body: (oa.tool_calls(("query_incidents", {"time_window": "last_30d", "limit": 50}))
+                                      if body.get("tools") and body["messages"][-1]["role"] == "user"
+                                      else oa.text("ok"))
+    orchestrator = make(fake_openai, demo_client, policy=MemoryPolicy(history_tokens=10**6))
+    conversation = Conversation()
+    first = await orchestrator.answer(conversation, "list the incidents of the month")
+    assert first.rounds == 2 and 0 < first.charged_tokens < first.tokens // 2, "the first call only"
+    carried = orchestrator.memory.result_tokens(conversation)
+    assert carried > 2_000, "the month's incidents stay in the history"
+    second = await orchestrator.answer(conversation, "and the ones of the month again?")
+    assert second.rounds == 2
+    assert second.charged_tokens < first.charged_tokens + 500, "the carried results are not charged again"

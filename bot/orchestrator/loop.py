@@ -74,8 +74,9 @@ class TurnResult:
     findings: list[factcheck.Finding] = field(default_factory=list)  # what the fact check caught (marked in text)
     tokens: int = 0  # prompt and completion tokens of this turn's model calls, as the model reported them
     # What the analyst's (and the conversation's) minute budgets are charged: the first model call's tokens (the
-    # question and what the conversation holds). The rounds after it are forced by what tools returned (attacker-
-    # written titles among it), so they count against this turn's own bound (``max_turn_tokens``) instead.
+    # question, the conversation's words, the tools), less the earlier tool results its history carries. The rounds
+    # after it are forced by what tools returned (attacker-written titles among it), so they count against this
+    # turn's own bound (``max_turn_tokens``) instead, as do the carried results.
     charged_tokens: int = 0
 
     @property
@@ -220,7 +221,8 @@ class Orchestrator:
             last = completion.prompt_tokens + completion.completion_tokens
             result.tokens += last
             if result.rounds == 1:
-                result.charged_tokens = result.tokens
+                # Less what earlier queries returned, carried in the history: data (attackers write some), not asking.
+                result.charged_tokens = max(0, last - self.memory.result_tokens(conversation))
             result.hit_round_limit = tools is None
             if tools is None or not completion.tool_calls:
                 return completion
