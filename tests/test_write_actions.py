@@ -485,8 +485,7 @@ def test_stored_state_with_one_pending_change_still_loads() -> None:
     action = PendingAction("a1", make_change(ChangeKind.ASSIGN, 42, owner=alice), alice,
                            IncidentSnapshot("n", '"1"', 42, "T", "High", "New"), NOW, NOW + timedelta(minutes=5),
                            card_id="card-1")
-    old = Conversation().to_dict() | {"pending_action": {k: v for k, v in action.to_dict().items()
-                                                         if k != "proposed_in"}}
+    old = Conversation().to_dict() | {"pending_action": action.to_dict()}  # as stored before issue 28
     del old["pending_actions"]
     loaded = Conversation.from_dict(old)
     assert [a.id for a in loaded.pending_actions] == ["a1"] and loaded.pending("a1") == action

@@ -48,18 +48,16 @@ _JSON_INERT = (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("*", "\\u0
 
 def change_confirmation(change: IncidentChange, incident: IncidentSnapshot, *, action_id: str, requester: str,
                         expires_at: datetime, now: datetime, demo: bool, notice: str | None = None,
-                        requester_sign_in: str | None = None, proposed_in: str = "") -> Element:
+                        requester_sign_in: str | None = None) -> Element:
     """The change as before -> after (a comment in full), who may confirm it until when, Confirm and Cancel.
-    ``requester_sign_in``: how the incident comment will name the requester (an escalation's card shows it).
-    ``proposed_in``: the key of the conversation it was proposed in, sent back with a press."""
+    ``requester_sign_in``: how the incident comment will name the requester (an escalation's card shows it)."""
     who = Owner(name=requester, user_principal_name=requester_sign_in)
     return fit(lambda chars: _confirmation(change, incident, action_id, who, expires_at, now, demo, notice,
-                                           chars, proposed_in), 2 * MAX_COMMENT_CHARS)  # room for "](" -> "] ("
+                                           chars), 2 * MAX_COMMENT_CHARS)  # room for "](" -> "] ("
 
 
 def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id: str, who: Owner,
-                  expires_at: datetime, now: datetime, demo: bool, notice: str | None, chars: int,
-                  proposed_in: str = "") -> Element:
+                  expires_at: datetime, now: datetime, demo: bool, notice: str | None, chars: int) -> Element:
     requester = who.label
     body = header(f"Confirm: {plain(change.summary(), 200)}", demo=demo)
     body.append(text(_incident_line(change, incident), spacing="small"))
@@ -76,12 +74,10 @@ def _confirmation(change: IncidentChange, incident: IncidentSnapshot, action_id:
         body.append(_before_after(list(after), incident.fields(), after, spacing="medium"))
     body.append(subtle(f"Only {plain(requester, 80)} can confirm this. {_expiry(expires_at, now)}",
                        spacing="medium"))
-    where = {"in": proposed_in} if proposed_in else {}
     buttons = [
         {"type": "Action.Submit", "title": "Confirm", "style": "positive",
-         "data": {"action": Verb.CHANGE_CONFIRM, "id": action_id, **where}},
-        {"type": "Action.Submit", "title": "Cancel",
-         "data": {"action": Verb.CHANGE_CANCEL, "id": action_id, **where}},
+         "data": {"action": Verb.CHANGE_CONFIRM, "id": action_id}},
+        {"type": "Action.Submit", "title": "Cancel", "data": {"action": Verb.CHANGE_CANCEL, "id": action_id}},
     ]
     return card(body, buttons + _open_in_sentinel(incident))
 

@@ -92,7 +92,6 @@ class TeamsChanges:
         if self.desk is None:
             return Reply([replies.message("Incident changes are not available in this bot any more.")])
         actor = await self.actor(context, request)
-        proposed_in = str((request.value or {}).get("in") or "")[:32]  # where the card was proposed
         pending = data.conversation.pending(action_id)
         card_id = (pending.card_id if pending is not None else None) or request.reply_to_id
         if confirm:
@@ -100,9 +99,9 @@ class TeamsChanges:
             if pending is not None and pending.change.kind is ChangeKind.ESCALATE:
                 room = await war_room(self.watches, pending.change.incident_number, request.conversation_id)
             outcome = await self.desk.confirm(data.conversation, action_id, actor,
-                                              notifier=TeamsNotifier(context, room=room), proposed_in=proposed_in)
+                                              notifier=TeamsNotifier(context, room=room))
         else:
-            outcome = self.desk.cancel(data.conversation, action_id, actor, proposed_in=proposed_in)
+            outcome = self.desk.cancel(data.conversation, action_id, actor)
         reply = Reply([replies.message(_outcome_text(outcome))])
         if outcome.closes_card:
             reply.card_updates.append((card_id, self.outcome_card(outcome)))
@@ -136,8 +135,7 @@ class TeamsChanges:
         return cards.change_confirmation(action.change, action.incident, action_id=action.id,
                                          requester=action.requester.label, expires_at=action.expires_at,
                                          now=self.clock(), demo=self.demo, notice=notice,
-                                         requester_sign_in=action.requester.user_principal_name,
-                                         proposed_in=action.proposed_in)
+                                         requester_sign_in=action.requester.user_principal_name)
 
     def outcome_card(self, outcome: Outcome) -> dict[str, Any]:
         action = outcome.action

@@ -32,7 +32,8 @@ from bot.orchestrator.changes.pending import (
     CONFIRM_WINDOW,
     OutcomeStatus,
     PendingAction,
-    conversation_key,
+    new_action_id,
+    proposed_elsewhere,
     same_user,
 )
 from bot.orchestrator.changes.write_guard import REFUSAL_TEXT, Refusal
@@ -198,8 +199,8 @@ class ConfirmationDesk:
             conversation.finish_action(replaced.id, OutcomeStatus.CANCELLED, "Replaced by a newer request")
             self._audit("cancelled", actor, replaced, result="replaced")
         now = self.clock()
-        action = PendingAction(uuid.uuid4().hex, change, actor.user, incident, now, now + CONFIRM_WINDOW,
-                               proposed_in=conversation_key(actor.conversation_id))
+        action = PendingAction(new_action_id(actor.conversation_id), change, actor.user, incident, now,
+                               now + CONFIRM_WINDOW)
         conversation.add_pending(action)
         self._audit("proposed", actor, action, source=source, result="pending")
         what = (f"escalate to {change.on_call.person.label}, on call now" if change.on_call is not None
@@ -217,12 +218,11 @@ class ConfirmationDesk:
     # ---- confirming and cancelling --------------------------------------------------------------------------
 
     async def confirm(self, conversation: Conversation, action_id: str, actor: Actor,
-                      notifier: Notifier | None = None, *, proposed_in: str = "") -> Outcome:
+                      notifier: Notifier | None = None) -> Outcome:
         """The requester's Confirm: re-read, write with the etag, comment, audit. ``notifier`` posts an
-        escalation's message (the surface's part of it). ``proposed_in``: the conversation key the card carries
-        (a press in another conversation is told so)."""
+        escalation's message (the surface's part of it)."""
         pending = self._requesters(conversation, action_id, actor, "confirm",
-                                   " To make a change yourself, ask me.", proposed_in=proposed_in)
+                                   " To make a change yourself, ask me.")
         if isinstance(pending, Outcome):
             return pending
         if pending.expired(self.clock()):
@@ -330,8 +330,8 @@ class ConfirmationDesk:
                                          owner=after.owner.label if after.owner.assigned else None,
                                          classification=after.classification, tool="the confirmed change")
 
-    def cancel(self, conversation: Conversation, action_id: str, actor: Actor, *, proposed_in: str = "") -> Outcome:
-        pending = self._requesters(conversation, action_id, actor, "cancel", proposed_in=proposed_in)
+    def cancel(self, conversation: Conversation, action_id: str, actor: Actor) -> Outcome:
+        pending = self._requesters(conversation, action_id, actor, "cancel")
         if isinstance(pending, Outcome):
             return pending
         return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED, f"Cancelled by {actor.user.label}.")
@@ -355,9 +355,9 @@ class ConfirmationDesk:
     # ---- steps ---------------------------------------------------------------------------------------------
 
     def _requesters(self, conversation: Conversation, action_id: str, actor: Actor, verb: str,
-                    advice: str = "", *, proposed_in: str = "") -> PendingAction | Outcome:
+                    advice: str = "") -> PendingAction | Outcome:
         """The pending action ``action_id`` if ``actor`` asked for it; otherwise what to answer instead."""
-        pending = self._pending(conversation, action_id, actor, verb, proposed_in)
+        pending = self._pending(conversation, action_id, actor, verb)
         if isinstance(pending, Outcome):
             return pending
         if not same_user(actor.user, pending.requester):
@@ -366,15 +366,15 @@ class ConfirmationDesk:
                            f"Only {pending.requester.label} can {verb} this change: they asked for it.{advice}")
         return pending
 
-    def _pending(self, conversation: Conversation, action_id: str, actor: Actor, verb: str,
-                 proposed_in: str) -> PendingAction | Outcome:
+    def _pending(self, conversation: Conversation, action_id: str, actor: Actor, verb: str
+                 ) -> PendingAction | Outcome:
         pending = conversation.pending(action_id)
         if pending is not None:
             return pending
         done = conversation.finished(action_id)
         if done is not None:
             return Outcome(OutcomeStatus.ALREADY, f"Already handled, nothing more to do. {done.headline}")
-        if proposed_in and proposed_in != conversation_key(actor.conversation_id):
+        if proposed_elsewhere(action_id, actor.conversation_id):
             # A card forwarded or copied elsewhere: its change waits (or waited) where it was proposed.
             self._audit(f"{verb}_refused", actor, action_id=action_id[:64], result="other_conversation")
             return Outcome(OutcomeStatus.ELSEWHERE,
@@ -402,8 +402,8 @@ class ConfirmationDesk:
                                    "The incident changed; a new confirmation was shown")
         self._audit("superseded", actor, pending, result="conflict")
         now = self.clock()
-        renewed = PendingAction(uuid.uuid4().hex, pending.change, pending.requester, current, now,
-                                now + CONFIRM_WINDOW, proposed_in=pending.proposed_in)
+        renewed = PendingAction(new_action_id(actor.conversation_id), pending.change, pending.requester, current, now,
+                                now + CONFIRM_WINDOW)
         conversation.add_pending(renewed)
         self._audit("proposed", actor, renewed, source="conflict", result="pending")
         changed = [f"{name} {was or '(none)'} -> {now_ or '(none)'}"
