@@ -493,3 +493,19 @@ def test_stored_state_with_one_pending_change_still_loads() -> None:
     again = Conversation.from_dict(loaded.to_dict())
     assert again.pending_actions == [action]
     assert Conversation.from_dict(old | {"pending_action": {"id": "broken"}}).pending_actions == []
+
+
+def test_a_conversation_keeps_at_most_eight_pending_changes_and_says_why_the_oldest_lapsed() -> None:
+    from bot.orchestrator.changes.pending import MAX_PENDING_ACTIONS, PendingAction
+    from bot.orchestrator.conversation import Conversation
+    from bot.sentinel.changes import ChangeKind, IncidentSnapshot, Owner, make_change
+
+    conversation = Conversation()
+    for n in range(MAX_PENDING_ACTIONS + 1):
+        who = Owner(object_id=f"aad-{n}", name=f"R{n}")
+        conversation.add_pending(PendingAction(f"a{n}", make_change(ChangeKind.ASSIGN, 42, owner=who), who,
+                                               IncidentSnapshot("n", '"1"', 42, "T", "High", "New"), NOW,
+                                               NOW + timedelta(minutes=5)))
+    assert [a.id for a in conversation.pending_actions] == [f"a{n}" for n in range(1, MAX_PENDING_ACTIONS + 1)]
+    lapsed = conversation.finished("a0")
+    assert lapsed is not None and lapsed.headline.startswith("Lapsed")

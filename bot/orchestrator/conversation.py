@@ -58,7 +58,9 @@ class Conversation:
         """``action`` waits for its Confirm. The caller has finished its requester's previous one."""
         self.pending_actions = [a for a in self.pending_actions if not same_user(a.requester, action.requester)]
         self.pending_actions.append(action)
-        del self.pending_actions[:-MAX_PENDING_ACTIONS]
+        for lapsed in self.pending_actions[:-MAX_PENDING_ACTIONS]:  # a late press on its card is told why
+            self.finish_action(lapsed.id, OutcomeStatus.EXPIRED,
+                               "Lapsed: more changes were waiting in this conversation than it keeps. Ask again.")
 
     def finish_action(self, action_id: str, outcome: OutcomeStatus, headline: str) -> None:
         """The pending action ``action_id`` (if it waits) is over; remember how it ended."""
