@@ -201,7 +201,8 @@ def build_orchestrator(settings: Settings, sentinel: SentinelClient, credential:
     memory = Memory(TokenCounter(), MemoryPolicy(max_turns=settings.model.max_turns,
                                                  history_tokens=settings.model.max_history_tokens))
     return Orchestrator(ChatModel(client, settings.model.name), ToolBox(sentinel), memory,
-                        max_rounds=settings.model.max_tool_rounds, demo=sentinel.is_demo, desk=desk)
+                        max_rounds=settings.model.max_tool_rounds, max_turn_tokens=settings.model.max_turn_tokens,
+                        demo=sentinel.is_demo, desk=desk)
 
 
 # Automatic instrumentations left off: web frameworks the bot does not use, and database drivers whose spans

@@ -91,6 +91,8 @@ class ModelSettings:
     openai_base_url: str | None = env("OPENAI_BASE_URL", None, "url", False)
     openai_model: str | None = env("OPENAI_MODEL")
     max_tool_rounds: int = env("MAX_TOOL_ROUNDS", 5, "number", 1, 20)
+    # One question's own token bound: no tool round that would take its model calls past it (0: only the rounds).
+    max_turn_tokens: int = env("MAX_TURN_TOKENS", 60_000, "number", 0, 10_000_000)
     max_turns: int = env("MAX_TURNS", 30, "number", 2, 500)
     max_history_tokens: int = env("MAX_HISTORY_TOKENS", 24_000, "number", 2_000, 500_000)
 

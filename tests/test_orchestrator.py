@@ -421,3 +421,35 @@ async def test_every_tool_shows_its_own_status_text_write_tools_too(fake_openai:
                                        actor=Actor(Owner(object_id=analyst, name="Alice")))
     assert shown == ["Querying alerts...", "Preparing the assignment..."]
     assert len(result.proposals) == 1 and result.proposals[0].proposed
+
+
+async def test_the_minute_budget_is_charged_the_first_call_less_the_results_the_history_carries(
+        fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+    # Issue 28: what queries returned (attackers write titles) must not spend the analyst's minute budget: not in
+    # the rounds a title forces, and not carried along in the history of every later question either.
+    fake_openai.brain = lambda body: (oa.tool_calls(("query_incidents", {"time_window": "last_30d", "limit": 50}))
+                                      if body.get("tools") and body["messages"][-1]["role"] == "user"
+                                      else oa.text("ok"))
+    orchestrator = make(fake_openai, demo_client, policy=MemoryPolicy(history_tokens=10**6))
+    conversation = Conversation()
+    first = await orchestrator.answer(conversation, "list the incidents of the month")
+    assert first.rounds == 2 and 0 < first.charged_tokens < first.tokens // 2, "the first call only"
+    carried = orchestrator.memory.result_tokens(conversation)
+    assert carried > 2_000, "the month's incidents stay in the history"
+    second = await orchestrator.answer(conversation, "and the ones of the month again?")
+    assert second.rounds == 2
+    assert second.charged_tokens < first.charged_tokens + 500, "the carried results are not charged again"
+
+
+@pytest.mark.parametrize(("bound", "rounds"), [(0, 3), (6_000, 2)])
+async def test_a_turns_own_token_bound_ends_its_tool_rounds(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient,
+                                                            bound: int, rounds: int) -> None:
+    # A model that keeps querying (as a hostile title would have it): max_rounds (3) ends it, or before that the
+    # turn's own bound: no round that would take its calls past it (each call costs at least the last one).
+    fake_openai.brain = lambda body: (oa.tool_calls(("query_incidents", {"time_window": "last_30d", "limit": 50}))
+                                      if body.get("tools") else oa.text("What I found."))
+    orchestrator = make(fake_openai, demo_client, max_rounds=3)
+    orchestrator.max_turn_tokens = bound
+    result = await orchestrator.answer(Conversation(), "list the incidents of the month")
+    assert result.hit_round_limit and result.rounds == rounds + 1, "the tool rounds, then one answer without tools"
+    assert [bool(r.tools) for r in fake_openai.chat_requests] == [True] * rounds + [False]

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -403,3 +404,108 @@ async def test_only_the_whole_message_confirms(rig: WriteRig) -> None:
     update, _answer = await rig.next_messages(2)
     assert update.activity_id == card_id and "asked something else" in json.dumps(update.cards)
     assert rig.arm.puts == 0
+
+
+# ---- shared conversations: one pending change per requester (issue 28) ------------------------------------
+
+
+def confirm_data(sent: list[Any]) -> dict[str, Any]:
+    """The data the Confirm button of the confirmation card among ``sent`` submits."""
+    def find(node: Any) -> dict[str, Any] | None:
+        if isinstance(node, dict):
+            if node.get("type") == "Action.Submit" and (node.get("data") or {}).get("action") == "change_confirm":
+                return dict(node["data"])
+            return next((found for value in node.values() if (found := find(value))), None)
+        if isinstance(node, list):
+            return next((found for value in node if (found := find(value))), None)
+        return None
+    data = find([m.cards for m in sent])
+    assert data is not None, "a confirmation card"
+    return data
+
+
+async def test_two_responders_in_a_group_chat_each_keep_their_pending_change(rig: WriteRig) -> None:
+    # Before: bob's proposal cancelled alice's ("Replaced by a newer request"), so only one of them could confirm.
+    first, second, third = (d.incident.number for d in rig.incidents[:3])
+    alice_id, alice_card, _ = await propose(rig, f"assign {first} to me", where="group")
+    _bob_id, bob_card, sent = await propose(rig, f"assign {second} to me", user="bob", where="group")
+    assert len(sent) == 1 and sent[0].activity_id == bob_card, "alice's card is left alone"
+    assert "Replaced" not in text_of(sent)
+
+    await rig.say(f"assign {third} to me", user="bob", where="group")  # bob's own newer request replaces his
+    replaced, newer = await rig.next_messages(2)
+    assert replaced.activity_id == bob_card and "asked something else" in json.dumps(replaced.cards)
+    _bob_id, bob_card = rig.confirmation([newer])
+
+    await rig.click({"action": "change_confirm", "id": alice_id}, card_id=alice_card, where="group")
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == alice_card and reply.text.startswith(f"Done: Owner set to Alice on #{first}")
+    await rig.say("yes", user="bob", where="group")  # the speaker's own pending change
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == bob_card and reply.text.startswith(f"Done: Owner set to Bob on #{third}")
+    assigned = {rig.arm.incidents[d.incident_id]["properties"]["incidentNumber"]:
+                (rig.arm.incidents[d.incident_id]["properties"].get("owner") or {}).get("assignedTo")
+                for d in rig.incidents[:3]}
+    assert assigned[first] == "Alice" and assigned[third] == "Bob", assigned
+    assert rig.arm.writes == 4, "two updates, two audit comments"
+
+
+async def test_typed_cancel_in_a_group_chat_cancels_the_speakers_own_change(rig: WriteRig) -> None:
+    first, second = (d.incident.number for d in rig.incidents[:2])
+    _alice_id, alice_card, _ = await propose(rig, f"assign {first} to me", where="group")
+    _bob_id, bob_card, _ = await propose(rig, f"assign {second} to me", user="bob", where="group")
+    await rig.say("cancel", user="bob", where="group")
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == bob_card and reply.text == "Cancelled by Bob."
+    await rig.say("yes", where="group")
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == alice_card and reply.text.startswith("Done:") and rig.arm.writes == 2
+
+
+async def test_a_confirm_pressed_in_another_conversation_says_so_and_changes_nothing(rig: WriteRig) -> None:
+    number = rig.incidents[0].incident.number
+    _action_id, card_id, sent = await propose(rig, f"assign {number} to me", where="group")
+    data = confirm_data(sent)
+    await rig.click(data, card_id=card_id, where="personal")  # the card forwarded to her 1:1 chat with the bot
+    [reply] = await rig.next_messages()
+    assert reply.text == ("That change was proposed in another conversation: press Confirm on its card there. "
+                          "Nothing was changed.")
+    assert rig.arm.puts == 0
+    await rig.click(data, card_id=card_id, where="group")
+    update, reply = await rig.next_messages(2)
+    assert update.activity_id == card_id and reply.text.startswith("Done:") and rig.arm.writes == 2
+
+
+def test_stored_state_with_one_pending_change_still_loads() -> None:
+    from bot.orchestrator.changes.pending import PendingAction
+    from bot.orchestrator.conversation import Conversation
+    from bot.sentinel.changes import ChangeKind, IncidentSnapshot, Owner, make_change
+
+    alice = Owner(object_id="aad-alice", name="Alice")
+    action = PendingAction("a1", make_change(ChangeKind.ASSIGN, 42, owner=alice), alice,
+                           IncidentSnapshot("n", '"1"', 42, "T", "High", "New"), NOW, NOW + timedelta(minutes=5),
+                           card_id="card-1")
+    old = Conversation().to_dict() | {"pending_action": action.to_dict()}  # as stored before issue 28
+    del old["pending_actions"]
+    loaded = Conversation.from_dict(old)
+    assert [a.id for a in loaded.pending_actions] == ["a1"] and loaded.pending("a1") == action
+    assert loaded.pending_for(Owner(object_id="AAD-ALICE")) == action, "by object id, any case"
+    again = Conversation.from_dict(loaded.to_dict())
+    assert again.pending_actions == [action]
+    assert Conversation.from_dict(old | {"pending_action": {"id": "broken"}}).pending_actions == []
+
+
+def test_a_conversation_keeps_at_most_eight_pending_changes_and_says_why_the_oldest_lapsed() -> None:
+    from bot.orchestrator.changes.pending import MAX_PENDING_ACTIONS, PendingAction
+    from bot.orchestrator.conversation import Conversation
+    from bot.sentinel.changes import ChangeKind, IncidentSnapshot, Owner, make_change
+
+    conversation = Conversation()
+    for n in range(MAX_PENDING_ACTIONS + 1):
+        who = Owner(object_id=f"aad-{n}", name=f"R{n}")
+        conversation.add_pending(PendingAction(f"a{n}", make_change(ChangeKind.ASSIGN, 42, owner=who), who,
+                                               IncidentSnapshot("n", '"1"', 42, "T", "High", "New"), NOW,
+                                               NOW + timedelta(minutes=5)))
+    assert [a.id for a in conversation.pending_actions] == [f"a{n}" for n in range(1, MAX_PENDING_ACTIONS + 1)]
+    lapsed = conversation.finished("a0")
+    assert lapsed is not None and lapsed.headline.startswith("Lapsed")

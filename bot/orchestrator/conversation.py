@@ -12,10 +12,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.orchestrator.changes.pending import MAX_FINISHED_ACTIONS, FinishedAction, OutcomeStatus, PendingAction
+from bot.orchestrator.changes.pending import (
+    MAX_FINISHED_ACTIONS,
+    MAX_PENDING_ACTIONS,
+    FinishedAction,
+    OutcomeStatus,
+    PendingAction,
+    same_user,
+)
 from bot.orchestrator.factcheck import Facts
 from bot.orchestrator.items import HISTORY_VERSION, Item, from_stored, to_stored
 from bot.orchestrator.references import References
+from bot.sentinel.changes import Owner
 from bot.sentinel.models import QueryResult
 
 
@@ -29,7 +37,8 @@ class Conversation:
     facts: Facts = field(default_factory=Facts)
     trim_warned: bool = False
     turns: int = 0
-    pending_action: PendingAction | None = None  # a proposed incident change awaiting its Confirm
+    # Proposed incident changes awaiting their Confirm: at most one per requester, oldest first.
+    pending_actions: list[PendingAction] = field(default_factory=list)
     finished_actions: list[FinishedAction] = field(default_factory=list)  # recent outcomes, newest last
 
     def remember(self, result: QueryResult, at: datetime | None = None) -> None:
@@ -37,10 +46,25 @@ class Conversation:
         self.references.register(result)
         self.facts.observe(result, at or datetime.now(UTC))
 
+    def pending(self, action_id: str) -> PendingAction | None:
+        """The pending action ``action_id``, if it still waits."""
+        return next((a for a in self.pending_actions if a.id == action_id), None)
+
+    def pending_for(self, user: Owner) -> PendingAction | None:
+        """What ``user`` (by Entra object id) proposed and has not confirmed yet."""
+        return next((a for a in self.pending_actions if same_user(a.requester, user)), None)
+
+    def add_pending(self, action: PendingAction) -> None:
+        """``action`` waits for its Confirm. The caller has finished its requester's previous one."""
+        self.pending_actions = [a for a in self.pending_actions if not same_user(a.requester, action.requester)]
+        self.pending_actions.append(action)
+        for lapsed in self.pending_actions[:-MAX_PENDING_ACTIONS]:  # a late press on its card is told why
+            self.finish_action(lapsed.id, OutcomeStatus.EXPIRED,
+                               "Lapsed: more changes were waiting in this conversation than it keeps. Ask again.")
+
     def finish_action(self, action_id: str, outcome: OutcomeStatus, headline: str) -> None:
-        """The pending action (if it is ``action_id``) is over; remember how it ended."""
-        if self.pending_action is not None and self.pending_action.id == action_id:
-            self.pending_action = None
+        """The pending action ``action_id`` (if it waits) is over; remember how it ended."""
+        self.pending_actions = [a for a in self.pending_actions if a.id != action_id]
         self.finished_actions = [a for a in self.finished_actions if a.id != action_id]
         self.finished_actions.append(FinishedAction(action_id, outcome, headline))
         del self.finished_actions[:-MAX_FINISHED_ACTIONS]
@@ -67,7 +91,7 @@ class Conversation:
             "facts": self.facts.to_dict(),
             "trim_warned": self.trim_warned,
             "turns": self.turns,
-            "pending_action": self.pending_action.to_dict() if self.pending_action else None,
+            "pending_actions": [a.to_dict() for a in self.pending_actions],
             "finished_actions": [a.to_dict() for a in self.finished_actions],
         }
 
@@ -89,18 +113,26 @@ class Conversation:
             facts=facts,
             trim_warned=bool(data.get("trim_warned", False)),
             turns=int(data.get("turns", 0)),
-            pending_action=_pending(data.get("pending_action")),
+            pending_actions=_pending(data),
             finished_actions=[FinishedAction.from_dict(a) for a in data.get("finished_actions", [])
                               if isinstance(a, dict) and a.get("id")][-MAX_FINISHED_ACTIONS:],
         )
 
 
-def _pending(data: Any) -> PendingAction | None:
-    """The stored pending action, or None when there is none or it no longer validates (it then simply
-    cannot be confirmed; the analyst asks again)."""
-    if not isinstance(data, dict):
-        return None
-    try:
-        return PendingAction.from_dict(data)
-    except (TypeError, ValueError, KeyError):
-        return None
+def _pending(data: dict[str, Any]) -> list[PendingAction]:
+    """The stored pending actions (state from before they were kept per requester has one, ``pending_action``),
+    one per requester, the newest kept; any that no longer validates is left out (it then simply cannot be
+    confirmed; the analyst asks again)."""
+    stored = data.get("pending_actions")
+    if not isinstance(stored, list):
+        stored = [data.get("pending_action")]
+    actions: list[PendingAction] = []
+    for item in stored:
+        if not isinstance(item, dict):
+            continue
+        try:
+            action = PendingAction.from_dict(item)
+        except (TypeError, ValueError, KeyError):
+            continue
+        actions = [a for a in actions if not same_user(a.requester, action.requester)] + [action]
+    return actions[-MAX_PENDING_ACTIONS:]

@@ -2,7 +2,8 @@
 
 Small typed steps in a bounded loop: call the model with the tools the registry offers; run the read
 calls of a round concurrently; record the model's message with its tool calls before their results;
-stop at a text answer, or after ``max_rounds`` make one last call without tools and say so. A write
+stop at a text answer, or after ``max_rounds`` (or when another round would take the turn's calls past
+``max_turn_tokens``) make one last call without tools and say so. A write
 tool (``needs_confirmation``) never runs: the write guard (a before-call hook) checks the analyst's own
 words, and the confirmation desk turns the call into a proposal the analyst confirms on a card. Then
 the answer's identifiers and claims are checked against the facts the conversation's queries returned
@@ -48,6 +49,7 @@ from bot.tools.toolbox import ToolBox, ToolRun, parse_arguments
 log = logging.getLogger(__name__)
 MAX_TOOL_CALLS_PER_ROUND = 8
 MAX_USER_TEXT = 4000
+DEFAULT_MAX_TURN_TOKENS = 60_000  # MAX_TURN_TOKENS: no tool round that would take a turn's model calls past it
 
 Progress = Callable[[str], Awaitable[None]]
 
@@ -71,6 +73,11 @@ class TurnResult:
     cut: bool = False  # the answer stopped at the model's length limit
     findings: list[factcheck.Finding] = field(default_factory=list)  # what the fact check caught (marked in text)
     tokens: int = 0  # prompt and completion tokens of this turn's model calls, as the model reported them
+    # What the analyst's (and the conversation's) minute budgets are charged: the first model call's tokens (the
+    # question, the conversation's words, the tools), less the earlier tool results its history carries. The rounds
+    # after it are forced by what tools returned (attacker-written titles among it), so they count against this
+    # turn's own bound (``max_turn_tokens``) instead, as do the carried results.
+    charged_tokens: int = 0
 
     @property
     def artifacts(self) -> list[Any]:
@@ -79,12 +86,14 @@ class TurnResult:
 
 class Orchestrator:
     def __init__(self, model: ChatModel, tools: ToolBox, memory: Memory, *, max_rounds: int = 5,
-                 demo: bool = False, desk: ConfirmationDesk | None = None, guard: WriteGuard = WriteGuard(),
+                 max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS, demo: bool = False,
+                 desk: ConfirmationDesk | None = None, guard: WriteGuard = WriteGuard(),
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.model = model
         self.tools = tools
         self.memory = memory
         self.max_rounds = max_rounds
+        self.max_turn_tokens = max_turn_tokens  # 0: no bound but the rounds
         self.demo = demo
         self.guard = guard
         self.clock = clock  # "now" for the fact check ("2 minutes ago") and when facts were seen
@@ -183,8 +192,9 @@ class Orchestrator:
     async def _run_rounds(self, conversation: Conversation, turn: list[Item], result: TurnResult,
                           wants_examples: bool, progress: Progress, asking: _Asking) -> Completion:
         dropped_history = shrunk_results = False
+        last = 0  # the last call's tokens: the next one, carrying all it carried and more, costs at least as much
         while True:
-            tools = self.offered if result.rounds < self.max_rounds else None
+            tools = self.offered if result.rounds < self.max_rounds and not self._spent(result, last) else None
             messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None, local=asking.local)
             try:
                 completion = await self.model.complete(messages, tools, round_number=result.rounds + 1,
@@ -208,11 +218,20 @@ class Orchestrator:
                 raise LLMError(LLMErrorKind.CONTEXT_LENGTH, prompts.NARROWER_QUESTION, detail=error.detail,
                                reason=error.reason) from error
             result.rounds += 1
-            result.tokens += completion.prompt_tokens + completion.completion_tokens
+            last = completion.prompt_tokens + completion.completion_tokens
+            result.tokens += last
+            if result.rounds == 1:
+                # Less what earlier queries returned, carried in the history: data (attackers write some), not asking.
+                result.charged_tokens = max(0, last - self.memory.result_tokens(conversation))
             result.hit_round_limit = tools is None
             if tools is None or not completion.tool_calls:
                 return completion
             await self._run_tools(conversation, completion, turn, result, progress, asking)
+
+    def _spent(self, result: TurnResult, last: int) -> bool:
+        """Another tool round would take the turn past its own token bound: no more tools, only the answer from
+        what was found (one call, which the bound does not stop)."""
+        return bool(self.max_turn_tokens) and result.tokens + last >= self.max_turn_tokens
 
     async def _run_tools(self, conversation: Conversation, completion: Completion, turn: list[Item],
                          result: TurnResult, progress: Progress, asking: _Asking) -> None:

@@ -110,6 +110,12 @@ class Memory:
         self._sync_counts(conversation)
         return sum(conversation.token_counts)
 
+    def result_tokens(self, conversation: Conversation) -> int:
+        """Tokens of the tool results the history holds: what earlier queries returned, carried along."""
+        self._sync_counts(conversation)
+        return sum(count for item, count in zip(conversation.history, conversation.token_counts, strict=True)
+                   if isinstance(item, ToolResult))
+
     def turn_starts(self, conversation: Conversation) -> list[int]:
         return turn_starts(conversation.history)
 

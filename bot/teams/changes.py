@@ -1,5 +1,6 @@
 """Incident changes in Teams: the confirmation card a proposal gets, the Confirm and Cancel presses (and a typed
-"yes" or "cancel" while a change waits), the outcome card, and who is asking (their sign-in name from Teams).
+"yes" or "cancel" while the speaker's change waits), the outcome card, and who is asking (their sign-in name from
+Teams).
 
 The confirmation desk (bot.orchestrator.changes) decides; this module only renders its answers and asks it.
 """
@@ -91,11 +92,11 @@ class TeamsChanges:
         if self.desk is None:
             return Reply([replies.message("Incident changes are not available in this bot any more.")])
         actor = await self.actor(context, request)
-        pending = data.conversation.pending_action
-        card_id = (pending.card_id if pending is not None and pending.id == action_id else None) or request.reply_to_id
+        pending = data.conversation.pending(action_id)
+        card_id = (pending.card_id if pending is not None else None) or request.reply_to_id
         if confirm:
             room = None  # an escalation goes to the incident's war room when a watch posted it elsewhere
-            if pending is not None and pending.id == action_id and pending.change.kind is ChangeKind.ESCALATE:
+            if pending is not None and pending.change.kind is ChangeKind.ESCALATE:
                 room = await war_room(self.watches, pending.change.incident_number, request.conversation_id)
             outcome = await self.desk.confirm(data.conversation, action_id, actor,
                                               notifier=TeamsNotifier(context, room=room))
@@ -112,10 +113,12 @@ class TeamsChanges:
         return reply
 
     def typed_decision(self, data: ConversationData, request: TurnRequest) -> TurnRequest | None:
-        """Typed text that answers the pending change's card ("yes", "confirm", "cancel", ...): the request
-        as the press of that card's Confirm or Cancel button (the same checks: requester, expiry, etag).
+        """Typed text that answers a pending change's card ("yes", "confirm", "cancel", ...): the request as the
+        press of that card's Confirm or Cancel button (the same checks: requester, expiry, etag). The card is the
+        speaker's own pending change; a speaker with none presses the newest one's (and is told whose it is).
         None when nothing is pending or the text is anything else."""
-        pending = data.conversation.pending_action
+        waiting = data.conversation.pending_actions
+        pending = data.conversation.pending_for(self.actor_now(request).user) or (waiting[-1] if waiting else None)
         if pending is None or self.desk is None:
             return None
         verb = _TYPED_DECISIONS.get(" ".join(_TYPED_PUNCTUATION.sub(" ", request.text.lower()).split()))
@@ -123,9 +126,9 @@ class TeamsChanges:
             return None
         return replace(request, value={"action": verb.value, "id": pending.id}, reply_to_id=pending.card_id)
 
-    def on_new_request(self, data: ConversationData, request: TurnRequest) -> Outcome | None:
+    def on_new_request(self, data: ConversationData, request: TurnRequest) -> list[Outcome]:
         if self.desk is None:
-            return None
+            return []
         return self.desk.on_new_request(data.conversation, self.actor_now(request))
 
     def confirmation_card(self, action: PendingAction, notice: str | None = None) -> dict[str, Any]:

@@ -317,8 +317,8 @@ class SentinelBot(TeamsActivityHandler):
         for extra in activities[1:]:
             response = await send_with_retry(functools.partial(context.send_activity, extra))
             sent_id = getattr(response, "id", None)
-        pending = data.conversation.pending_action
-        if reply.confirmation is not None and pending is not None and pending.id == reply.confirmation.id:
+        pending = data.conversation.pending(reply.confirmation.id) if reply.confirmation is not None else None
+        if pending is not None:
             pending.card_id = sent_id
 
     async def _update_card(self, context: TurnContext, card_id: str | None, card: dict[str, Any]) -> bool:
@@ -361,14 +361,16 @@ class SentinelBot(TeamsActivityHandler):
             facts.kind = TurnKind.COMMAND
         if verb in (Verb.CHANGE_CONFIRM, Verb.CHANGE_CANCEL) and handler is not None:
             return await handler(context, data, request, progress, facts)
-        # A new request ends the requester's pending change (looking at details does not).
-        ended = self.changes.on_new_request(data, request) if verb is not Verb.INCIDENT_DETAIL else None
+        # A new request ends the requester's pending change, and expired ones (looking at details does not).
+        ended = self.changes.on_new_request(data, request) if verb is not Verb.INCIDENT_DETAIL else []
         reply = await (handler or self._text)(context, data, request, progress, facts)
-        if ended is not None and ended.action is not None:
-            reply.card_updates.insert(0, (ended.action.card_id, self.changes.outcome_card(ended)))
-            if ended.action.card_id is None:
+        for outcome in reversed(ended):
+            if outcome.action is None:
+                continue
+            reply.card_updates.insert(0, (outcome.action.card_id, self.changes.outcome_card(outcome)))
+            if outcome.action.card_id is None:
                 reply.activities.insert(
-                    0, replies.message(f"{ended.headline} (#{ended.action.change.incident_number})"))
+                    0, replies.message(f"{outcome.headline} (#{outcome.action.change.incident_number})"))
         return reply
 
     async def _detail_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
@@ -441,7 +443,8 @@ class SentinelBot(TeamsActivityHandler):
         turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
                                               stream=_streamed_to(progress), local=request.local)
         if self.limits is not None:
-            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.tokens)
+            # Only the first model call: the rounds hostile tool results can force are bounded by the turn.
+            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.charged_tokens)
         facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
         if turn.failed:
             facts.error = f"llm.{turn.failure}"

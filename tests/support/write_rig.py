@@ -68,9 +68,11 @@ class WriteRig:
             return response.status
 
     async def say(self, text: str, *, user: str = "alice", where: str = "personal") -> dict[str, Any]:
-        """Send ``text`` as ``user``; returns the activity sent."""
+        """Send ``text`` as ``user`` (``where``: personal, channel or group); returns the activity sent."""
         if where == "channel":
             activity = teams.channel_mention(text, activity_id=next_id(), service_url=self.connector.url, user=user)
+        elif where == "group":
+            activity = teams.group_chat(text, activity_id=next_id(), service_url=self.connector.url, user=user)
         else:
             activity = teams.personal(text, activity_id=next_id(), service_url=self.connector.url, user=user)
         await self.post(activity)

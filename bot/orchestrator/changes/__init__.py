@@ -3,8 +3,8 @@
 It owns everything between a request to change an incident and the change written: ``write_guard`` (a model
 may propose a change only when the analyst's own words ask for it), ``confirmations`` (``ConfirmationDesk``:
 propose, confirm by the same analyst, re-read, write with the etag, audit; ``WritePolicy``: who may),
-``pending`` (the one proposal a conversation keeps waiting, and recent outcomes, as plain stored data) and
-``escalation`` (what an escalation posts, and the ``Notifier`` a surface implements to post it).
+``pending`` (the proposals a conversation keeps waiting, one per requester, and recent outcomes, as plain
+stored data) and ``escalation`` (what an escalation posts, and the ``Notifier`` a surface implements to post it).
 
 The loop, the surfaces and the composition root use only what is exported here; the conversation stores
 ``pending``'s records. Of the orchestrator it imports only ``references`` (and ``conversation``'s type), never

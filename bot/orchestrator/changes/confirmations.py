@@ -1,12 +1,13 @@
 """Incident changes with a human in the loop: propose, confirm (by the same person), execute, audit.
 
 The model, a command or a card button can only *propose* a change. A proposal reads the incident from
-Sentinel (its resource name and etag), becomes the conversation's one pending action, and is shown on a
-card. Only the analyst who asked (matched by Entra object id, never by display name) can confirm it,
-within five minutes. Confirming re-reads the incident: if it changed in the meantime the analyst is
-asked again with the new state; otherwise the change is written with the etag, and a comment naming
-the analyst is added to the incident. Every step writes one structured audit record (who, what, when,
-where, result) without message content. A second click finds the action finished and writes nothing.
+Sentinel (its resource name and etag), becomes its requester's one pending action in the conversation
+(replacing only their own earlier one: responders sharing a chat each keep theirs), and is shown on a card.
+Only the analyst who asked (matched by Entra object id, never by display name) can confirm it, within five
+minutes, in the conversation it was proposed in. Confirming re-reads the incident: if it changed in the
+meantime the analyst is asked again with the new state; otherwise the change is written with the etag, and a
+comment naming the analyst is added to the incident. Every step writes one structured audit record (who, what,
+when, where, result) without message content. A second click finds the action finished and writes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from bot.orchestrator.changes.escalation import (
     Posted,
     unnotified_advice,
 )
-from bot.orchestrator.changes.pending import CONFIRM_WINDOW, OutcomeStatus, PendingAction
+from bot.orchestrator.changes.pending import (
+    CONFIRM_WINDOW,
+    OutcomeStatus,
+    PendingAction,
+    new_action_id,
+    proposed_elsewhere,
+    same_user,
+)
 from bot.orchestrator.changes.write_guard import REFUSAL_TEXT, Refusal
 from bot.orchestrator.references import RefKind
 from bot.sentinel.changes import (
@@ -144,10 +152,6 @@ class Outcome:
         return self.action is not None and self.status in _CLOSING
 
 
-def same_user(a: Owner, b: Owner) -> bool:
-    return bool(a.object_id and b.object_id and a.object_id.lower() == b.object_id.lower())
-
-
 class ConfirmationDesk:
     def __init__(self, sentinel: SentinelClient, writer: IncidentWriter | None, policy: WritePolicy,
                  clock: Clock = lambda: datetime.now(UTC)) -> None:
@@ -190,13 +194,14 @@ class ConfirmationDesk:
         if change.is_noop_for(incident):
             return Proposal(ProposalStatus.NOOP,
                             f"Nothing to change: #{number} already has {_current(change, incident)}.")
-        replaced = conversation.pending_action
+        replaced = conversation.pending_for(actor.user)  # their own: another responder's stays
         if replaced is not None:
             conversation.finish_action(replaced.id, OutcomeStatus.CANCELLED, "Replaced by a newer request")
             self._audit("cancelled", actor, replaced, result="replaced")
         now = self.clock()
-        action = PendingAction(uuid.uuid4().hex, change, actor.user, incident, now, now + CONFIRM_WINDOW)
-        conversation.pending_action = action
+        action = PendingAction(new_action_id(actor.conversation_id), change, actor.user, incident, now,
+                               now + CONFIRM_WINDOW)
+        conversation.add_pending(action)
         self._audit("proposed", actor, action, source=source, result="pending")
         what = (f"escalate to {change.on_call.person.label}, on call now" if change.on_call is not None
                 else change.summary())
@@ -331,28 +336,28 @@ class ConfirmationDesk:
             return pending
         return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED, f"Cancelled by {actor.user.label}.")
 
-    def on_new_request(self, conversation: Conversation, actor: Actor) -> Outcome | None:
-        """A new message in the conversation: an expired action ends; the requester moving on cancels theirs.
+    def on_new_request(self, conversation: Conversation, actor: Actor) -> list[Outcome]:
+        """A new message in the conversation: expired actions end; the requester moving on cancels theirs.
 
-        Other people's messages in a shared thread leave it alone (they cannot confirm it anyway).
+        Other people's messages in a shared thread leave theirs alone (they cannot confirm it anyway).
         """
-        pending = conversation.pending_action
-        if pending is None:
-            return None
-        if pending.expired(self.clock()):
-            return self._close(conversation, actor, pending, OutcomeStatus.EXPIRED,
-                               "Expired: not confirmed within 5 minutes. Ask again to redo it.")
-        if same_user(actor.user, pending.requester):
-            return self._close(conversation, actor, pending, OutcomeStatus.CANCELLED,
-                               f"Cancelled: {pending.requester.label} asked something else before confirming.")
-        return None
+        now, ended = self.clock(), []
+        for pending in list(conversation.pending_actions):
+            if pending.expired(now):
+                ended.append(self._close(conversation, actor, pending, OutcomeStatus.EXPIRED,
+                                         "Expired: not confirmed within 5 minutes. Ask again to redo it."))
+            elif same_user(actor.user, pending.requester):
+                ended.append(self._close(conversation, actor, pending, OutcomeStatus.CANCELLED,
+                                         f"Cancelled: {pending.requester.label} asked something else before "
+                                         "confirming."))
+        return ended
 
     # ---- steps ---------------------------------------------------------------------------------------------
 
     def _requesters(self, conversation: Conversation, action_id: str, actor: Actor, verb: str,
                     advice: str = "") -> PendingAction | Outcome:
         """The pending action ``action_id`` if ``actor`` asked for it; otherwise what to answer instead."""
-        pending = self._pending(conversation, action_id)
+        pending = self._pending(conversation, action_id, actor, verb)
         if isinstance(pending, Outcome):
             return pending
         if not same_user(actor.user, pending.requester):
@@ -361,13 +366,20 @@ class ConfirmationDesk:
                            f"Only {pending.requester.label} can {verb} this change: they asked for it.{advice}")
         return pending
 
-    def _pending(self, conversation: Conversation, action_id: str) -> PendingAction | Outcome:
-        pending = conversation.pending_action
-        if pending is not None and pending.id == action_id:
+    def _pending(self, conversation: Conversation, action_id: str, actor: Actor, verb: str
+                 ) -> PendingAction | Outcome:
+        pending = conversation.pending(action_id)
+        if pending is not None:
             return pending
         done = conversation.finished(action_id)
         if done is not None:
             return Outcome(OutcomeStatus.ALREADY, f"Already handled, nothing more to do. {done.headline}")
+        if proposed_elsewhere(action_id, actor.conversation_id):
+            # A card forwarded or copied elsewhere: its change waits (or waited) where it was proposed.
+            self._audit(f"{verb}_refused", actor, action_id=action_id[:64], result="other_conversation")
+            return Outcome(OutcomeStatus.ELSEWHERE,
+                           f"That change was proposed in another conversation: press {verb.title()} on its card "
+                           "there. Nothing was changed.")
         return Outcome(OutcomeStatus.NOT_PENDING,
                        "That change is no longer waiting for confirmation (a newer request replaced "
                        "it, or it was cleared). Ask again to redo it.")
@@ -390,9 +402,9 @@ class ConfirmationDesk:
                                    "The incident changed; a new confirmation was shown")
         self._audit("superseded", actor, pending, result="conflict")
         now = self.clock()
-        renewed = PendingAction(uuid.uuid4().hex, pending.change, pending.requester, current, now,
+        renewed = PendingAction(new_action_id(actor.conversation_id), pending.change, pending.requester, current, now,
                                 now + CONFIRM_WINDOW)
-        conversation.pending_action = renewed
+        conversation.add_pending(renewed)
         self._audit("proposed", actor, renewed, source="conflict", result="pending")
         changed = [f"{name} {was or '(none)'} -> {now_ or '(none)'}"
                    for (name, was), now_ in zip(pending.incident.fields().items(), current.fields().values(),

@@ -1,13 +1,17 @@
 """A proposed incident change waiting for its analyst's Confirm, as plain data kept in conversation state.
 
-At most one per conversation. It remembers who asked (their Entra object id is the only thing that may
-confirm it), the incident as it was when proposed (the "before" of the card, and the etag the write must
-match), when it expires, and which message holds its card (so the card can be updated in place).
-Recently finished actions are remembered briefly so a second click on a card is answered, not re-run.
+At most one per requester in a conversation (responders in a shared chat each keep theirs). It remembers who
+asked (their Entra object id is the only thing that may confirm it), the incident as it was when proposed (the
+"before" of the card, and the etag the write must match), when it expires, and which message holds its card (so
+the card can be updated in place). Its id carries a key of the conversation it was proposed in. Recently finished
+actions are remembered briefly so a second click on a card is answered, not re-run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -17,6 +21,30 @@ from bot.sentinel.changes import IncidentChange, IncidentSnapshot, Owner
 
 CONFIRM_WINDOW = timedelta(minutes=5)
 MAX_FINISHED_ACTIONS = 20
+_KEY = re.compile(r"[0-9a-f]{16}")
+MAX_PENDING_ACTIONS = 8  # one per requester; a conversation with more drops its oldest (state stays small)
+
+
+def new_action_id(conversation_id: str) -> str:
+    """A fresh action id that carries, after a "-", a key of the conversation it is proposed in (a hash: it does not
+    name the conversation), so a card pressed in another conversation can be told so."""
+    return f"{uuid.uuid4().hex[:16]}-{_conversation_key(conversation_id)}"
+
+
+def proposed_elsewhere(action_id: str, conversation_id: str) -> bool:
+    """``action_id`` was proposed in another conversation than ``conversation_id`` (ids from before they carried
+    the key: not known, False)."""
+    _, dash, key = action_id.rpartition("-")
+    return bool(dash) and bool(_KEY.fullmatch(key)) and key != _conversation_key(conversation_id)
+
+
+def _conversation_key(conversation_id: str) -> str:
+    return hashlib.sha256(conversation_id.encode()).hexdigest()[:16]
+
+
+def same_user(a: Owner, b: Owner) -> bool:
+    """The same person, by Entra object id (never by name); someone without one is nobody's match."""
+    return bool(a.object_id and b.object_id and a.object_id.lower() == b.object_id.lower())
 
 
 class OutcomeStatus(StrEnum):
@@ -29,6 +57,7 @@ class OutcomeStatus(StrEnum):
     RETRY = "retry"  # a transient failure: still pending
     REFUSED = "refused"  # not the requester's click
     NOT_PENDING = "not_pending"
+    ELSEWHERE = "elsewhere"  # pressed in another conversation than the one it was proposed in: nothing done
     ALREADY = "already"  # finished before: nothing written
 
 
