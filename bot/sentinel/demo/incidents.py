@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from bot.sentinel.demo.alerts import alert_row, burst_alert, status_update
 from bot.sentinel.demo.catalog import (
@@ -193,127 +193,176 @@ def _comment_text(rng: random.Random, incident: Incident, outcome: str) -> str:
 
 
 def render_incident(world: World, rng: random.Random, incident: Incident) -> list[dict]:
-    template, cast = incident.template, incident.cast
-    alert_ids = compact_json([a["SystemAlertId"] for a in incident.alerts])
-    products: list[str] = []
-    tactics: list[str] = []
-    techniques: list[str] = []
-    for alert in incident.alerts:
-        if alert["ProductName"] not in products:
-            products.append(alert["ProductName"])
-        for tactic in alert["Tactics"].split(","):
-            if tactic not in tactics:
-                tactics.append(tactic)
-        for technique in json.loads(alert["Techniques"]):
-            if technique not in techniques:
-                techniques.append(technique)
-    first_activity = min(a["StartTime"] for a in incident.alerts)
-    last_activity = max(a["EndTime"] for a in incident.alerts)
-    url = (f"https://portal.azure.com/#asset/Microsoft_Azure_Security_Insights/Incident/subscriptions/"
-           f"{SUBSCRIPTION_ID}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.OperationalInsights/workspaces/"
-           f"{WORKSPACE_NAME}/providers/Microsoft.SecurityInsights/Incidents/{incident.name}")
-    rule_ids = compact_json([world.rule_id("template:" + template.key)])
-    unassigned = {"objectId": None, "email": None, "assignedTo": None, "userPrincipalName": None}
-    state: dict[str, Any] = {"status": "New", "owner": unassigned, "severity": incident.severity, "comments": [],
-                             "labels": [], "bookmarks": [], "classification": "", "reason": "", "closing_comment": "",
-                             "closed": None}
-    first_modified: list[str | None] = [None]
-    rows = []
-    created = timestamp(incident.created)
-    additional_tail = compact_json({"alertProductNames": products, "tactics": tactics, "techniques": techniques})[1:]
-    # JSON text of the lists, re-encoded only when they grow (they are append-only).
-    encoded: dict[str, tuple[int, str]] = {}
+    """One SecurityIncident row at creation, then one per lifecycle event, replayed in time order."""
+    replay = _Replay(world, rng, incident)
+    replay.emit(incident.created, "Incident created from alert")
+    for moment, kind, data in _in_order(incident):
+        if replay.first_modified is None:
+            replay.first_modified = timestamp(moment)
+        actor = replay.owner["assignedTo"] or choice(rng, ANALYSTS)
+        replay.emit(moment, _EVENTS[kind](replay, moment, actor, data))
+    return replay.rows
 
-    def cached(key: str, value: list) -> str:
-        hit = encoded.get(key)
-        if hit is None or hit[0] != len(value):
-            hit = encoded[key] = (len(value), compact_json(value))
-        return hit[1]
 
-    def emit(moment: datetime, modified_by: str) -> None:
-        stamp = timestamp(moment)
-        additional = (f'{{"alertsCount":{len(incident.alerts)},"bookmarksCount":{len(state["bookmarks"])},'
-                      f'"commentsCount":{len(state["comments"])},{additional_tail}')
-        rows.append({
-            "AdditionalData": additional, "AlertIds": alert_ids, "BookmarkIds": cached("bookmarks", state["bookmarks"]),
-            "Classification": state["classification"], "ClassificationComment": state["closing_comment"],
-            "ClassificationReason": state["reason"], "ClosedTime": state["closed"],
-            "Comments": cached("comments", state["comments"]), "CreatedTime": created,
-            "Description": incident.description, "FirstActivityTime": first_activity,
-            "FirstModifiedTime": first_modified[0], "IncidentName": incident.name,
-            "IncidentNumber": incident.number, "IncidentUrl": url,
-            "Labels": cached("labels", [{"labelName": n, "labelType": "User"} for n in state["labels"]]),
-            "LastActivityTime": last_activity, "LastModifiedTime": stamp, "ModifiedBy": modified_by,
-            "Owner": world.owner_json(state["owner"]), "ProviderIncidentId": str(incident.number),
-            "ProviderName": "Azure Sentinel", "RelatedAnalyticRuleIds": rule_ids, "Severity": state["severity"],
-            "SourceSystem": "Azure", "Status": state["status"], "Tasks": "[]", "TenantId": TENANT_ID,
-            "TimeGenerated": stamp, "Title": incident.title, "Type": "SecurityIncident",
-        })
-
-    def add_comment(moment: datetime, author: str, email: str, text: str) -> None:
-        state["comments"].append({"message": text, "createdTimeUtc": timestamp(moment)[:-4] + "Z",
-                                  "author": {"name": author, "email": email}})
-
-    emit(incident.created, "Incident created from alert")
+def _in_order(incident: Incident) -> Iterator[tuple[datetime, str, dict]]:
+    """The incident's events by time, each at least a second after the one before (and after creation)."""
     previous = incident.created
     for moment, kind, data in sorted(incident.events, key=lambda e: e[0]):
         if moment <= previous:
             moment = previous + timedelta(seconds=1)
         previous = moment
-        if first_modified[0] is None:
-            first_modified[0] = timestamp(moment)
-        owner = state["owner"]
-        actor = owner["assignedTo"] or choice(rng, ANALYSTS)
-        if kind == "assign":
-            state["owner"] = world.analysts[data["analyst"]]
-            modified_by = f"Automation rule - {AUTO_ASSIGN_RULE}"
-        elif kind == "activate":
-            state["owner"] = world.analysts[data["analyst"]]
-            state["status"] = "Active"
-            for label in data["labels"]:
-                if label not in state["labels"]:
-                    state["labels"].append(label)
-            if data["bookmark"]:
-                state["bookmarks"].append(guid(rng))
-            modified_by = ANALYSTS[data["analyst"]]
-        elif kind == "reassign":
-            state["owner"] = world.analysts[data["analyst"]]
-            add_comment(moment, actor, _email(actor), f"Reassigning to {ANALYSTS[data['analyst']]} (shift handover).")
-            modified_by = actor
-        elif kind == "severity":
-            state["severity"] = data["severity"]
-            add_comment(moment, actor, _email(actor), choice(rng, ESCALATION_COMMENTS))
-            modified_by = actor
-        elif kind == "comment":
-            add_comment(moment, actor, _email(actor), _comment_text(rng, incident, data["outcome"]))
-            modified_by = actor
-        elif kind == "enrich":
-            options = [text for need, text in ENRICHMENT_COMMENTS if need is None or need in incident.kinds]
-            add_comment(moment, AUTOMATION_AUTHOR, "soc-automation@contoso.com",
-                        fill(choice(rng, options), cast))
-            modified_by = f"Automation rule - {ENRICH_RULE}"
-        else:  # close
-            classification = data["classification"]
-            state["status"] = "Closed"
-            state["classification"] = classification
-            state["closed"] = timestamp(moment)
-            if data["auto"]:
-                state["reason"] = "SuspiciousButExpected"
-                state["closing_comment"] = f"Closed automatically by the automation rule '{AUTO_CLOSE_RULE}'."
-                modified_by = f"Automation rule - {AUTO_CLOSE_RULE}"
-            else:
-                closings = [(reason, text) for need, reason, text in CLOSING[classification]
-                            if need is None or need in incident.kinds]
-                reason, text = choice(rng, closings)
-                state["reason"] = reason
-                state["closing_comment"] = fill(text, cast)
-                if data.get("comment"):
-                    add_comment(moment, actor, _email(actor), state["closing_comment"])
-                if classification == "TruePositive" and rng.random() < 0.4:
-                    state["labels"].append("Confirmed-compromise")
-                modified_by = actor
-        emit(moment, modified_by)
-    return rows
+        yield moment, kind, data
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    """The values in order of first appearance, each once."""
+    return list(dict.fromkeys(values))
+
+
+def _incident_url(name: str) -> str:
+    return (f"https://portal.azure.com/#asset/Microsoft_Azure_Security_Insights/Incident/subscriptions/"
+            f"{SUBSCRIPTION_ID}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.OperationalInsights/workspaces/"
+            f"{WORKSPACE_NAME}/providers/Microsoft.SecurityInsights/Incidents/{name}")
+
+
+class _Replay:
+    """An incident's state as its events change it, and the rows that record it after each one."""
+
+    def __init__(self, world: World, rng: random.Random, incident: Incident) -> None:
+        self.world, self.rng, self.incident = world, rng, incident
+        self.status, self.severity = "New", incident.severity
+        self.owner: dict = {"objectId": None, "email": None, "assignedTo": None, "userPrincipalName": None}
+        self.comments: list[dict] = []
+        self.labels: list[str] = []
+        self.bookmarks: list[str] = []
+        self.classification = self.reason = self.closing_comment = ""
+        self.closed: str | None = None
+        self.first_modified: str | None = None
+        self.rows: list[dict] = []
+        self._encoded: dict[str, tuple[int, str]] = {}  # JSON text of the append-only lists, by length
+        self._fixed = _fixed_parts(world, incident)
+
+    def _json(self, key: str, value: list) -> str:
+        """``compact_json(value)``, re-encoded only when the list has grown."""
+        hit = self._encoded.get(key)
+        if hit is None or hit[0] != len(value):
+            hit = self._encoded[key] = (len(value), compact_json(value))
+        return hit[1]
+
+    def comment(self, moment: datetime, author: str, email: str, text: str) -> None:
+        self.comments.append({"message": text, "createdTimeUtc": timestamp(moment)[:-4] + "Z",
+                              "author": {"name": author, "email": email}})
+
+    def emit(self, moment: datetime, modified_by: str) -> None:
+        stamp, incident, fixed = timestamp(moment), self.incident, self._fixed
+        additional = (f'{{"alertsCount":{len(incident.alerts)},"bookmarksCount":{len(self.bookmarks)},'
+                      f'"commentsCount":{len(self.comments)},{fixed["additional_tail"]}')
+        self.rows.append({
+            "AdditionalData": additional, "AlertIds": fixed["alert_ids"],
+            "BookmarkIds": self._json("bookmarks", self.bookmarks),
+            "Classification": self.classification, "ClassificationComment": self.closing_comment,
+            "ClassificationReason": self.reason, "ClosedTime": self.closed,
+            "Comments": self._json("comments", self.comments), "CreatedTime": fixed["created"],
+            "Description": incident.description, "FirstActivityTime": fixed["first_activity"],
+            "FirstModifiedTime": self.first_modified, "IncidentName": incident.name,
+            "IncidentNumber": incident.number, "IncidentUrl": fixed["url"],
+            "Labels": self._json("labels", [{"labelName": n, "labelType": "User"} for n in self.labels]),
+            "LastActivityTime": fixed["last_activity"], "LastModifiedTime": stamp, "ModifiedBy": modified_by,
+            "Owner": self.world.owner_json(self.owner), "ProviderIncidentId": str(incident.number),
+            "ProviderName": "Azure Sentinel", "RelatedAnalyticRuleIds": fixed["rule_ids"], "Severity": self.severity,
+            "SourceSystem": "Azure", "Status": self.status, "Tasks": "[]", "TenantId": TENANT_ID,
+            "TimeGenerated": stamp, "Title": incident.title, "Type": "SecurityIncident",
+        })
+
+
+def _fixed_parts(world: World, incident: Incident) -> dict[str, str]:
+    """The parts of an incident's rows that no event changes."""
+    alerts = incident.alerts
+    products = _unique(a["ProductName"] for a in alerts)
+    tactics = _unique(t for a in alerts for t in a["Tactics"].split(","))
+    techniques = _unique(t for a in alerts for t in json.loads(a["Techniques"]))
+    return {
+        "alert_ids": compact_json([a["SystemAlertId"] for a in alerts]),
+        "first_activity": min(a["StartTime"] for a in alerts),
+        "last_activity": max(a["EndTime"] for a in alerts),
+        "url": _incident_url(incident.name),
+        "rule_ids": compact_json([world.rule_id("template:" + incident.template.key)]),
+        "created": timestamp(incident.created),
+        "additional_tail": compact_json({"alertProductNames": products, "tactics": tactics,
+                                         "techniques": techniques})[1:],
+    }
+
+
+# Each event changes the replayed state and says who made the change (the row's ModifiedBy).
+def _on_assign(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    replay.owner = replay.world.analysts[data["analyst"]]
+    return f"Automation rule - {AUTO_ASSIGN_RULE}"
+
+
+def _on_activate(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    replay.owner = replay.world.analysts[data["analyst"]]
+    replay.status = "Active"
+    for label in data["labels"]:
+        if label not in replay.labels:
+            replay.labels.append(label)
+    if data["bookmark"]:
+        replay.bookmarks.append(guid(replay.rng))
+    return ANALYSTS[data["analyst"]]
+
+
+def _on_reassign(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    replay.owner = replay.world.analysts[data["analyst"]]
+    replay.comment(moment, actor, _email(actor), f"Reassigning to {ANALYSTS[data['analyst']]} (shift handover).")
+    return actor
+
+
+def _on_severity(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    replay.severity = data["severity"]
+    replay.comment(moment, actor, _email(actor), choice(replay.rng, ESCALATION_COMMENTS))
+    return actor
+
+
+def _on_comment(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    replay.comment(moment, actor, _email(actor), _comment_text(replay.rng, replay.incident, data["outcome"]))
+    return actor
+
+
+def _on_enrich(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    incident = replay.incident
+    options = [text for need, text in ENRICHMENT_COMMENTS if need is None or need in incident.kinds]
+    text = fill(choice(replay.rng, options), incident.cast)
+    replay.comment(moment, AUTOMATION_AUTHOR, "soc-automation@contoso.com", text)
+    return f"Automation rule - {ENRICH_RULE}"
+
+
+def _on_close(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    replay.status = "Closed"
+    replay.classification = data["classification"]
+    replay.closed = timestamp(moment)
+    if data["auto"]:
+        replay.reason = "SuspiciousButExpected"
+        replay.closing_comment = f"Closed automatically by the automation rule '{AUTO_CLOSE_RULE}'."
+        return f"Automation rule - {AUTO_CLOSE_RULE}"
+    return _on_close_by_analyst(replay, moment, actor, data)
+
+
+def _on_close_by_analyst(replay: _Replay, moment: datetime, actor: str, data: dict) -> str:
+    incident, classification = replay.incident, data["classification"]
+    closings = [(reason, text) for need, reason, text in CLOSING[classification]
+                if need is None or need in incident.kinds]
+    reason, text = choice(replay.rng, closings)
+    replay.reason, replay.closing_comment = reason, fill(text, incident.cast)
+    if data.get("comment"):
+        replay.comment(moment, actor, _email(actor), replay.closing_comment)
+    if classification == "TruePositive" and replay.rng.random() < 0.4:
+        replay.labels.append("Confirmed-compromise")
+    return actor
+
+
+_EVENTS: dict[str, Callable[[_Replay, datetime, str, dict], str]] = {
+    "assign": _on_assign, "activate": _on_activate, "reassign": _on_reassign, "severity": _on_severity,
+    "comment": _on_comment, "enrich": _on_enrich, "close": _on_close,
+}
 
 
 def _email(name: str) -> str:
