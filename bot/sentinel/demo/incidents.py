@@ -126,64 +126,95 @@ def _lower_or_equal(rng: random.Random, severity: str, fixed: str | None) -> str
     return SEVERITIES[min(3, rank + choice(rng, (1, 1, 2)))]
 
 
+# Minutes from creation to an analyst's first look, by severity (log-uniform between the two).
+_TRIAGE_MINUTES = {"High": (3, 45), "Medium": (8, 180), "Low": (15, 480), "Informational": (20, 720)}
+
+
 def plan_lifecycle(rng: random.Random, incident: Incident) -> None:
     """Analyst and automation activity after creation: events (time, kind, data), times relative to creation."""
-    created, severity = incident.created, incident.severity
-    events = incident.events
-    if severity == "Informational" and rng.random() < 0.35:
-        when = created + timedelta(seconds=rng.uniform(90, 900))
-        events.append((when, "close", {"classification": "BenignPositive", "auto": True}))
-        incident.closed_at, incident.outcome = when, "BenignPositive"
+    if incident.severity == "Informational" and rng.random() < 0.35:
+        _plan_auto_close(rng, incident)
         return
     if rng.random() < 0.08:
-        events.append((created + timedelta(seconds=rng.uniform(40, 240)), "enrich", {}))
+        incident.events.append((incident.created + timedelta(seconds=rng.uniform(40, 240)), "enrich", {}))
     if rng.random() < 0.04:
         return  # never triaged: stays New (a realistic stale backlog)
-    low, high = {"High": (3, 45), "Medium": (8, 180), "Low": (15, 480), "Informational": (20, 720)}[severity]
-    activated = created + timedelta(minutes=log_uniform(rng, low, high))
+    activated, analyst = _plan_activation(rng, incident)
+    outcome = _outcome(rng, incident)
+    closed, end = _closing_time(rng, activated)
+    _plan_work(rng, incident, analyst, activated, end, outcome if closed is not None else "Undetermined")
+    if closed is not None:
+        incident.events.append((closed, "close", {"classification": outcome, "auto": False,
+                                                  "comment": rng.random() < 0.3}))
+        incident.closed_at, incident.outcome = closed, outcome
+
+
+def _plan_auto_close(rng: random.Random, incident: Incident) -> None:
+    when = incident.created + timedelta(seconds=rng.uniform(90, 900))
+    incident.events.append((when, "close", {"classification": "BenignPositive", "auto": True}))
+    incident.closed_at, incident.outcome = when, "BenignPositive"
+
+
+def _plan_activation(rng: random.Random, incident: Incident) -> tuple[datetime, int]:
+    """An analyst takes the incident (perhaps assigned by automation first): when, and which analyst."""
+    low, high = _TRIAGE_MINUTES[incident.severity]
+    activated = incident.created + timedelta(minutes=log_uniform(rng, low, high))
     analyst = randrange(rng, 0, len(ANALYSTS))
     if rng.random() < 0.15:
-        assigned = created + timedelta(seconds=rng.uniform(20, 180))
-        events.append((assigned, "assign", {"analyst": analyst}))
+        assigned = incident.created + timedelta(seconds=rng.uniform(20, 180))
+        incident.events.append((assigned, "assign", {"analyst": analyst}))
         activated = max(activated, assigned + timedelta(minutes=5))
+    labels = _labels(rng, incident)
+    incident.events.append((activated, "activate", {"analyst": analyst, "labels": labels,
+                                                    "bookmark": rng.random() < 0.04}))
+    return activated, analyst
+
+
+def _labels(rng: random.Random, incident: Incident) -> list[str]:
     labels = []
     if incident.vip:
         labels.append("VIP")
     if incident.template.key in ("phish_click", "malware_attachment") and rng.random() < 0.5:
         labels.append("Phishing")
-    events.append((activated, "activate", {"analyst": analyst, "labels": labels,
-                                           "bookmark": rng.random() < 0.04}))
+    return labels
+
+
+def _outcome(rng: random.Random, incident: Incident) -> str:
+    """The classification it will have when closed (true positives likelier for High)."""
     weights = list(incident.template.outcome)
-    if severity == "High":
+    if incident.severity == "High":
         weights[0] *= 1.6
-    outcome = CLASSIFICATIONS[weighted_index(rng, tuple(weights))]
+    return CLASSIFICATIONS[weighted_index(rng, tuple(weights))]
+
+
+def _closing_time(rng: random.Random, activated: datetime) -> tuple[datetime | None, datetime]:
+    """When it is closed (None: never) and when the work on it ends."""
     roll = rng.random()
-    closed: datetime | None
-    if roll < 0.08:
-        closed = None  # backlog: stays Active for weeks
-        end = activated + timedelta(days=rng.uniform(10, 30))
+    if roll < 0.08:  # backlog: stays Active for weeks
+        return None, activated + timedelta(days=rng.uniform(10, 30))
+    if roll < 0.25:  # quick triage: closed the same shift
+        closed = activated + timedelta(minutes=log_uniform(rng, 20, 360))
+    elif roll < 0.75:
+        closed = activated + timedelta(hours=log_uniform(rng, 8, 96))
     else:
-        if roll < 0.25:  # quick triage: closed the same shift
-            closed = activated + timedelta(minutes=log_uniform(rng, 20, 360))
-        elif roll < 0.75:
-            closed = activated + timedelta(hours=log_uniform(rng, 8, 96))
-        else:
-            closed = activated + timedelta(hours=log_uniform(rng, 96, 216))
-        end = closed
+        closed = activated + timedelta(hours=log_uniform(rng, 96, 216))
+    return closed, closed
+
+
+def _plan_work(rng: random.Random, incident: Incident, analyst: int, activated: datetime, end: datetime,
+               note_outcome: str) -> None:
+    """Comments, a severity change and a reassignment, each at a fraction of the time between activation and end."""
     span = (end - activated).total_seconds()
-    note_outcome = outcome if closed is not None else "Undetermined"
+    events = incident.events
     for _ in range(rng.choices((0, 1, 2), (62, 30, 8))[0]):
         events.append((activated + timedelta(seconds=rng.uniform(0.05, 0.95) * span), "comment",
                        {"outcome": note_outcome}))
-    if severity != "High" and rng.random() < 0.06:
+    if incident.severity != "High" and rng.random() < 0.06:
         events.append((activated + timedelta(seconds=rng.uniform(0.1, 0.6) * span), "severity",
-                       {"severity": SEVERITIES[SEVERITY_RANK[severity] - 1]}))
+                       {"severity": SEVERITIES[SEVERITY_RANK[incident.severity] - 1]}))
     if rng.random() < 0.07:
         other = choice(rng, [i for i in range(len(ANALYSTS)) if i != analyst])
         events.append((activated + timedelta(seconds=rng.uniform(0.2, 0.7) * span), "reassign", {"analyst": other}))
-    if closed is not None:
-        events.append((closed, "close", {"classification": outcome, "auto": False, "comment": rng.random() < 0.3}))
-        incident.closed_at, incident.outcome = closed, outcome
 
 
 def _comment_text(rng: random.Random, incident: Incident, outcome: str) -> str:
