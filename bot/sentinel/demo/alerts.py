@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.sentinel.demo.catalog import (
@@ -44,115 +46,144 @@ def alert_row(world: World, rng: random.Random, spec: AlertSpec, cast: dict, gen
     techniques, sub_techniques = _TECHNIQUE_COLUMNS[spec]
     end = generated - timedelta(seconds=rng.uniform(30, 900))
     start = end - timedelta(seconds=choice(rng, (0, 0, rng.uniform(60, 2700))))
-    kinds = spec.entities
-    if "host" in kinds:
-        compromised = cast["host"]
-    elif "account" in kinds or "mailbox" in kinds:
-        compromised = cast["upn"]
-    else:
-        compromised = ""
-    source = ALERT_DESCRIPTIONS.get(spec.name) or (template.description if template else spec.name + ".")
-    description = describe(source, cast)
-    resource_id = ""
-    link = ""
     vendor_id = guid(rng)
-    confidence_level, confidence_score = "", None
-    remediation = template.remediation if template else ""
     if spec.product == "SENT":
-        rule_id = world.rule_id(spec.name)
-        alert_type = f"{TENANT_ID}_{rule_id}"
-        query_end = generated - timedelta(seconds=rng.uniform(20, 120))
-        period = template.period if template else "01:00:00"
-        hours = _period_hours(period)
-        properties = {
-            "Query Period": period, "Trigger Operator": "GreaterThan", "Trigger Threshold": "0",
-            "Correlation Id": guid(rng), "Search Query Results Overall Count": str(randrange(rng, 1, 40)),
-            "Data Sources": "[]", "Query": template.query if template else NOISE_QUERIES.get(spec.name, ""),
-            "Query Start Time UTC": (query_end - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%SZ"),
-            "Query End Time UTC": query_end.strftime("%Y-%m-%d %H:%M:%SZ"),
-            "Analytic Rule Ids": compact_json([rule_id]), "Event Grouping": "SingleAlert",
-            "Analytic Rule Name": spec.name,
-            "ProcessedBySentinel": "True", "Alert generation status": "Full alert created",
-        }
+        parts = _rule_parts(world, rng, spec, generated, template, vendor_id)
     else:
-        alert_type = spec.alert_type
-        properties = {}
-        if spec.product == "MDE":
-            vendor_id = f"da{randrange(rng, 10**17, 10**18)}_{randrange(rng, -2**31, 2**31)}"
-            link = f"https://security.microsoft.com/alerts/{vendor_id}"
-            properties = {"Category": spec.tactics[0], "DetectionSource": "EDR" if "Av" not in alert_type else
-                          "Antivirus", "MachineGroup": "Contoso-Workstations" if cast["host"].startswith(("WS", "LT"))
-                          else "Contoso-Servers"}
-        elif spec.product == "IPC":
-            vendor_id = f"{rng.getrandbits(192):048x}"
-            properties = {"State": "Open", "Request Id": guid(rng), "User Account": cast["upn"],
-                          "Client IP Address": cast["ip"], "Client Location": f"{cast['city']}, {cast['country']}"}
-            confidence_level = choice(rng, ("Low", "Medium", "High"))
-            confidence_score = round(rng.uniform(0.3, 0.95), 2)
-        elif spec.product == "MDO":
-            link = f"https://security.microsoft.com/viewalerts?id={vendor_id}"
-            properties = {"Category": "ThreatManagement", "Investigation Id": guid(rng),
-                          "Sender": cast["sender"], "Subject": cast["subject"]}
-        elif spec.product == "MDA":
-            vendor_id = f"{rng.getrandbits(96):024x}"
-            link = f"https://security.microsoft.com/cloudapps/alerts/{vendor_id}"
-            properties = {"App": cast["app"], "Client IP Address": cast["ip"], "User": cast["upn"]}
-            confidence_level = choice(rng, ("Low", "Medium", "High"))
-            confidence_score = round(rng.uniform(0.4, 0.99), 2)
-        elif spec.product == "MDC":
-            vendor_id = f"{randrange(rng, 10**18, 10**19)}_{guid(rng)}"
-            if template is not None and template.resource == "keyvault":
-                resource_id = (f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/prod-security-rg/providers/"
-                               "Microsoft.KeyVault/vaults/kv-prod-secrets")
-                properties = {"resourceType": "Key Vault", "Client IP Address": cast["ip"], "User": cast["upn"]}
-            else:
-                resource_id = (f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/prod-workloads-rg/providers/"
-                               f"Microsoft.Compute/virtualMachines/{cast['host']}")
-                properties = {"resourceType": "Virtual Machine", "Compromised Host": cast["host"]}
-            link = (f"https://portal.azure.com/#blade/Microsoft_Azure_Security_AzureDefenderForData/AlertBlade/"
-                    f"alertId/{vendor_id}/subscriptionId/{SUBSCRIPTION_ID}/resourceGroup/prod-workloads-rg/"
-                    "referencedFrom/alertDeepLink/location/westeurope")
-            confidence_score = 1.0
-        if "process" in kinds:
-            properties["Command Line"] = cast["cmd"]
-        properties.update({"ProcessedBySentinel": "True", "Alert generation status": "Full alert created"})
+        parts = _defender_parts(rng, spec, cast, template, vendor_id)
     return {
-        "AlertLink": link,
-        "AlertName": name,
-        "AlertSeverity": severity,
-        "AlertType": alert_type,
-        "CompromisedEntity": compromised,
-        "ConfidenceLevel": confidence_level,
-        "ConfidenceScore": confidence_score,
-        "Description": description,
-        "DisplayName": name,
-        "EndTime": timestamp(end),
-        "Entities": compact_json(alert_entities(kinds, cast, rng, start)),
-        "ExtendedLinks": "",
-        "ExtendedProperties": compact_json(properties),
-        "IsIncident": 0,
+        "AlertLink": parts.link, "AlertName": name, "AlertSeverity": severity, "AlertType": parts.alert_type,
+        "CompromisedEntity": _compromised(spec.entities, cast), "ConfidenceLevel": parts.confidence_level,
+        "ConfidenceScore": parts.confidence_score, "Description": _description(spec, cast, template),
+        "DisplayName": name, "EndTime": timestamp(end),
+        "Entities": compact_json(alert_entities(spec.entities, cast, rng, start)), "ExtendedLinks": "",
+        "ExtendedProperties": compact_json(parts.properties), "IsIncident": 0,
         "ProcessingEndTime": timestamp(generated - timedelta(microseconds=randrange(rng, 20_000, 500_000))),
-        "ProductComponentName": component,
-        "ProductName": product_name,
-        "ProviderName": provider,
-        "RemediationSteps": remediation,
-        "ResourceId": resource_id,
-        "SourceComputerId": "",
-        "SourceSystem": "Detection",
-        "StartTime": timestamp(start),
-        "Status": status,
-        "SubTechniques": sub_techniques,
-        "SystemAlertId": guid(rng),
-        "Tactics": ",".join(spec.tactics),
-        "Techniques": techniques,
-        "TenantId": TENANT_ID,
-        "TimeGenerated": timestamp(generated),
-        "Type": "SecurityAlert",
-        "VendorName": "Microsoft",
-        "VendorOriginalId": vendor_id,
-        "WorkspaceResourceGroup": RESOURCE_GROUP,
-        "WorkspaceSubscriptionId": SUBSCRIPTION_ID,
+        "ProductComponentName": component, "ProductName": product_name, "ProviderName": provider,
+        "RemediationSteps": template.remediation if template else "", "ResourceId": parts.resource_id,
+        "SourceComputerId": "", "SourceSystem": "Detection", "StartTime": timestamp(start), "Status": status,
+        "SubTechniques": sub_techniques, "SystemAlertId": guid(rng), "Tactics": ",".join(spec.tactics),
+        "Techniques": techniques, "TenantId": TENANT_ID, "TimeGenerated": timestamp(generated),
+        "Type": "SecurityAlert", "VendorName": "Microsoft", "VendorOriginalId": parts.vendor_id,
+        "WorkspaceResourceGroup": RESOURCE_GROUP, "WorkspaceSubscriptionId": SUBSCRIPTION_ID,
     }
+
+
+@dataclass
+class _ProductParts:
+    """The columns of an alert its product fills its own way."""
+
+    alert_type: str
+    properties: dict
+    vendor_id: str
+    link: str = ""
+    resource_id: str = ""
+    confidence_level: str = ""
+    confidence_score: float | None = None
+
+
+def _compromised(kinds: tuple[str, ...], cast: dict) -> str:
+    if "host" in kinds:
+        return cast["host"]
+    if "account" in kinds or "mailbox" in kinds:
+        return cast["upn"]
+    return ""
+
+
+def _description(spec: AlertSpec, cast: dict, template: Template | None) -> str:
+    source = ALERT_DESCRIPTIONS.get(spec.name) or (template.description if template else spec.name + ".")
+    return describe(source, cast)
+
+
+def _rule_parts(world: World, rng: random.Random, spec: AlertSpec, generated: datetime, template: Template | None,
+                vendor_id: str) -> _ProductParts:
+    """A Sentinel scheduled rule's alert: the rule's id, query and the window it ran over."""
+    rule_id = world.rule_id(spec.name)
+    query_end = generated - timedelta(seconds=rng.uniform(20, 120))
+    period = template.period if template else "01:00:00"
+    hours = _period_hours(period)
+    properties = {
+        "Query Period": period, "Trigger Operator": "GreaterThan", "Trigger Threshold": "0",
+        "Correlation Id": guid(rng), "Search Query Results Overall Count": str(randrange(rng, 1, 40)),
+        "Data Sources": "[]", "Query": template.query if template else NOISE_QUERIES.get(spec.name, ""),
+        "Query Start Time UTC": (query_end - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%SZ"),
+        "Query End Time UTC": query_end.strftime("%Y-%m-%d %H:%M:%SZ"),
+        "Analytic Rule Ids": compact_json([rule_id]), "Event Grouping": "SingleAlert",
+        "Analytic Rule Name": spec.name,
+        "ProcessedBySentinel": "True", "Alert generation status": "Full alert created",
+    }
+    return _ProductParts(f"{TENANT_ID}_{rule_id}", properties, vendor_id)
+
+
+def _defender_parts(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,
+                    vendor_id: str) -> _ProductParts:
+    """A Defender product's alert: its own ids, link, properties and confidence."""
+    parts = _DEFENDER[spec.product](rng, spec, cast, template, vendor_id)
+    if "process" in spec.entities:
+        parts.properties["Command Line"] = cast["cmd"]
+    parts.properties.update({"ProcessedBySentinel": "True", "Alert generation status": "Full alert created"})
+    return parts
+
+
+def _endpoint(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,
+              vendor_id: str) -> _ProductParts:
+    vendor_id = f"da{randrange(rng, 10**17, 10**18)}_{randrange(rng, -2**31, 2**31)}"
+    detection = "EDR" if "Av" not in spec.alert_type else "Antivirus"
+    group = "Contoso-Workstations" if cast["host"].startswith(("WS", "LT")) else "Contoso-Servers"
+    properties = {"Category": spec.tactics[0], "DetectionSource": detection, "MachineGroup": group}
+    return _ProductParts(spec.alert_type, properties, vendor_id, link=f"https://security.microsoft.com/alerts/{vendor_id}")
+
+
+def _identity(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,
+              vendor_id: str) -> _ProductParts:
+    vendor_id = f"{rng.getrandbits(192):048x}"
+    properties = {"State": "Open", "Request Id": guid(rng), "User Account": cast["upn"],
+                  "Client IP Address": cast["ip"], "Client Location": f"{cast['city']}, {cast['country']}"}
+    level = choice(rng, ("Low", "Medium", "High"))
+    return _ProductParts(spec.alert_type, properties, vendor_id, confidence_level=level,
+                         confidence_score=round(rng.uniform(0.3, 0.95), 2))
+
+
+def _office(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,
+            vendor_id: str) -> _ProductParts:
+    properties = {"Category": "ThreatManagement", "Investigation Id": guid(rng),
+                  "Sender": cast["sender"], "Subject": cast["subject"]}
+    return _ProductParts(spec.alert_type, properties, vendor_id,
+                         link=f"https://security.microsoft.com/viewalerts?id={vendor_id}")
+
+
+def _cloud_apps(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,
+                vendor_id: str) -> _ProductParts:
+    vendor_id = f"{rng.getrandbits(96):024x}"
+    properties = {"App": cast["app"], "Client IP Address": cast["ip"], "User": cast["upn"]}
+    level = choice(rng, ("Low", "Medium", "High"))
+    return _ProductParts(spec.alert_type, properties, vendor_id,
+                         link=f"https://security.microsoft.com/cloudapps/alerts/{vendor_id}",
+                         confidence_level=level, confidence_score=round(rng.uniform(0.4, 0.99), 2))
+
+
+def _cloud(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,
+           vendor_id: str) -> _ProductParts:
+    vendor_id = f"{randrange(rng, 10**18, 10**19)}_{guid(rng)}"
+    if template is not None and template.resource == "keyvault":
+        resource_id = (f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/prod-security-rg/providers/"
+                       "Microsoft.KeyVault/vaults/kv-prod-secrets")
+        properties = {"resourceType": "Key Vault", "Client IP Address": cast["ip"], "User": cast["upn"]}
+    else:
+        resource_id = (f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/prod-workloads-rg/providers/"
+                       f"Microsoft.Compute/virtualMachines/{cast['host']}")
+        properties = {"resourceType": "Virtual Machine", "Compromised Host": cast["host"]}
+    link = (f"https://portal.azure.com/#blade/Microsoft_Azure_Security_AzureDefenderForData/AlertBlade/"
+            f"alertId/{vendor_id}/subscriptionId/{SUBSCRIPTION_ID}/resourceGroup/prod-workloads-rg/"
+            "referencedFrom/alertDeepLink/location/westeurope")
+    return _ProductParts(spec.alert_type, properties, vendor_id, link=link, resource_id=resource_id,
+                         confidence_score=1.0)
+
+
+# Each Defender product's parts, by its key in PRODUCTS (every product but Sentinel's own rules, "SENT").
+_DEFENDER: dict[str, Callable[[random.Random, AlertSpec, dict, Template | None, str], _ProductParts]] = {
+    "MDE": _endpoint, "IPC": _identity, "MDO": _office, "MDA": _cloud_apps, "MDC": _cloud,
+}
 
 
 def _period_hours(period: str) -> float:
