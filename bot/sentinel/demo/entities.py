@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from bot.sentinel.demo.values import randrange, timestamp
@@ -29,112 +30,140 @@ def alert_entities(kinds: tuple[str, ...], cast: dict, rng: random.Random, when:
     About 1 in 10 alerts (where the shape allows) defines an entity inline inside another one and lists
     it at the top level only as {"$ref": id}, as Sentinel does.
     """
-    items: list[dict] = []
-    counter = 0
+    wanted = set(kinds)
+    inline = _inline(rng, wanted)
+    entities = _Entities()
+    host_id, account_id = _add_host_and_account(entities, wanted, inline == "account", cast, when)
+    for kind, fields in _PLAIN_ENTITIES:
+        if kind in wanted:
+            entities.add(fields(cast))
+    if "file" in wanted:
+        _add_file(entities, cast, inline == "file")
+    if "process" in wanted:
+        _add_process(entities, rng, cast, when, inline == "process", host_id, account_id)
+    return entities.items
 
-    def next_id() -> str:
-        nonlocal counter
-        counter += 1
-        return str(counter)
 
-    def add(fields: dict) -> str:
-        entity_id = next_id()
-        items.append({"$id": entity_id, **fields})
+class _Entities:
+    """An alert's entities, each "$id" numbered in the order they are written."""
+
+    def __init__(self) -> None:
+        self.items: list[dict] = []
+        self._count = 0
+
+    def next_id(self) -> str:
+        self._count += 1
+        return str(self._count)
+
+    def add(self, fields: dict) -> str:
+        entity_id = self.next_id()
+        self.items.append({"$id": entity_id, **fields})
         return entity_id
 
-    wanted = set(kinds)
-    has_process = "process" in wanted
-    mode = None
-    if rng.random() < 0.2:
-        if has_process:
-            mode = "process"
-        elif "account" in wanted and "host" in wanted:
-            mode = "account"
-        elif "file" in wanted:
-            mode = "file"
+
+def _inline(rng: random.Random, wanted: set[str]) -> str | None:
+    """Which entity kind, if any, this alert defines inside another (one in five draws, where the shape allows)."""
+    if rng.random() >= 0.2:
+        return None
+    if "process" in wanted:
+        return "process"
+    if "account" in wanted and "host" in wanted:
+        return "account"
+    return "file" if "file" in wanted else None
+
+
+def _host_fields(cast: dict, when: datetime) -> dict:
     windows = cast["host_os"] == "Windows"
-    host_fields = {"HostName": _reported_case(cast["host"], when), "DnsDomain": "corp.contoso.com" if windows else "",
-                   "NetBiosName": cast["host"], "OSFamily": cast["host_os"], "Type": "host"}
+    fields = {"HostName": _reported_case(cast["host"], when), "DnsDomain": "corp.contoso.com" if windows else "",
+              "NetBiosName": cast["host"], "OSFamily": cast["host_os"], "Type": "host"}
     if windows:
-        host_fields["NTDomain"] = "CONTOSO"
+        fields["NTDomain"] = "CONTOSO"
+    return fields
+
+
+def _account_fields(cast: dict, wanted: set[str]) -> dict:
     if cast.get("local_account"):
-        account_fields = {"Name": cast["sam"], "NTDomain": cast["host"], "Type": "account"}
-    else:
-        account_fields = {"Name": cast["sam"], "UPNSuffix": "contoso.com", "AadUserId": cast["aad"],
-                          "Type": "account"}
-        if "host" in wanted:
-            account_fields["NTDomain"] = "CONTOSO"
+        return {"Name": cast["sam"], "NTDomain": cast["host"], "Type": "account"}
+    fields = {"Name": cast["sam"], "UPNSuffix": "contoso.com", "AadUserId": cast["aad"], "Type": "account"}
+    if "host" in wanted:
+        fields["NTDomain"] = "CONTOSO"
+    return fields
+
+
+def _add_host_and_account(entities: _Entities, wanted: set[str], inline: bool, cast: dict,
+                          when: datetime) -> tuple[str | None, str | None]:
+    """The host and the account (the host inside the account when ``inline``): their ids, None for one not wanted."""
+    host_fields, account_fields = _host_fields(cast, when), _account_fields(cast, wanted)
     host_id = account_id = None
-    if "host" in wanted and mode != "account":
-        host_id = add(host_fields)
-    if "account" in wanted:
-        if mode == "account":
-            account_id = next_id()
-            host_id = next_id()
-            items.append({"$id": account_id, **account_fields, "Host": {"$id": host_id, **host_fields}})
-            items.append({"$ref": host_id})
-        else:
-            account_id = add(account_fields)
-    if "account2" in wanted:
-        add({"Name": cast["actor_sam"], "UPNSuffix": "contoso.com", "AadUserId": cast["actor_aad"], "Type": "account"})
-    if "host2" in wanted:
-        add({"HostName": cast["host2"], "DnsDomain": "corp.contoso.com", "NetBiosName": cast["host2"],
-             "OSFamily": "Windows", "NTDomain": "CONTOSO", "Type": "host"})
-    if "ip" in wanted:
-        add({"Address": cast["ip"], "Location": {"CountryCode": cast["country_code"], "CountryName": cast["country"],
-                                                 "City": cast["city"]}, "Type": "ip"})
-    if "ip2" in wanted:
-        add({"Address": cast["ip2"], "Location": {"CountryCode": cast["country_code2"],
-                                                  "CountryName": cast["country2"], "City": cast["city2"]},
-             "Type": "ip"})
-    if "ip_int" in wanted:
-        add({"Address": cast["host_ip"], "Type": "ip"})
-    if "scanner_ip" in wanted:
-        add({"Address": cast["scanner_ip"], "Type": "ip"})
-    if "mailbox" in wanted:
-        add({"MailboxPrimaryAddress": cast["upn"], "Upn": cast["upn"], "DisplayName": cast["user"],
-             "Type": "mailbox"})
-    if "app" in wanted:
-        add({"Name": cast["app"], "AppId": cast["app_id"], "Type": "cloud-application"})
-    if "oauth" in wanted:
-        add({"Name": cast["oauth_app"], "AppId": cast["oauth_id"], "Type": "cloud-application"})
-    if "dns" in wanted:
-        add({"DomainName": cast["domain"], "Type": "dns"})
-    if "url" in wanted:
-        add({"Url": cast["url"], "Type": "url"})
-    if "file" in wanted:
-        hash_fields = {"Algorithm": "SHA256", "Value": cast["sha256"], "Type": "filehash"}
-        if mode == "file":
-            file_id = next_id()
-            hash_id = next_id()
-            items.append({"$id": file_id, "Name": cast["file"], "Directory": cast["file_dir"],
-                          "FileHashes": [{"$id": hash_id, **hash_fields}], "Type": "file"})
-            items.append({"$ref": hash_id})
-        else:
-            hash_id = add(hash_fields)
-            add({"Name": cast["file"], "Directory": cast["file_dir"], "FileHashes": [{"$ref": hash_id}],
-                 "Type": "file"})
-    if has_process:
-        hash_id = add({"Algorithm": "SHA256", "Value": cast["proc_sha256"], "Type": "filehash"})
-        image = {"Name": cast["cmd_image"], "Directory": cast["cmd_dir"], "FileHashes": [{"$ref": hash_id}],
-                 "Type": "file"}
-        if mode == "process":
-            process_id = next_id()
-            image_id = next_id()
-            image_ref: dict = {"$id": image_id, **image}
-        else:
-            image_id = add(image)
-            process_id = next_id()
-            image_ref = {"$ref": image_id}
-        process = {"$id": process_id, "ProcessId": cast["pid"], "CommandLine": cast["cmd"],
-                   "CreationTimeUtc": timestamp(when - timedelta(seconds=randrange(rng, 5, 600)))[:-4] + "Z",
-                   "ImageFile": image_ref}
-        if host_id is not None:
-            process["Host"] = {"$ref": host_id}
-        if account_id is not None:
-            process["Account"] = {"$ref": account_id}
-        process["Type"] = "process"
-        items.append(process)
-        if mode == "process":
-            items.append({"$ref": image_id})
-    return items
+    if "host" in wanted and not inline:
+        host_id = entities.add(host_fields)
+    if "account" in wanted and inline:
+        account_id, host_id = entities.next_id(), entities.next_id()
+        entities.items.append({"$id": account_id, **account_fields, "Host": {"$id": host_id, **host_fields}})
+        entities.items.append({"$ref": host_id})
+    elif "account" in wanted:
+        account_id = entities.add(account_fields)
+    return host_id, account_id
+
+
+# The entities that stand alone (no references in or out), in the order they are written, by kind.
+_PLAIN_ENTITIES: tuple[tuple[str, Callable[[dict], dict]], ...] = (
+    ("account2", lambda cast: {"Name": cast["actor_sam"], "UPNSuffix": "contoso.com", "AadUserId": cast["actor_aad"],
+                               "Type": "account"}),
+    ("host2", lambda cast: {"HostName": cast["host2"], "DnsDomain": "corp.contoso.com", "NetBiosName": cast["host2"],
+                            "OSFamily": "Windows", "NTDomain": "CONTOSO", "Type": "host"}),
+    ("ip", lambda cast: {"Address": cast["ip"], "Location": {"CountryCode": cast["country_code"],
+                                                             "CountryName": cast["country"], "City": cast["city"]},
+                         "Type": "ip"}),
+    ("ip2", lambda cast: {"Address": cast["ip2"], "Location": {"CountryCode": cast["country_code2"],
+                                                               "CountryName": cast["country2"], "City": cast["city2"]},
+                          "Type": "ip"}),
+    ("ip_int", lambda cast: {"Address": cast["host_ip"], "Type": "ip"}),
+    ("scanner_ip", lambda cast: {"Address": cast["scanner_ip"], "Type": "ip"}),
+    ("mailbox", lambda cast: {"MailboxPrimaryAddress": cast["upn"], "Upn": cast["upn"], "DisplayName": cast["user"],
+                              "Type": "mailbox"}),
+    ("app", lambda cast: {"Name": cast["app"], "AppId": cast["app_id"], "Type": "cloud-application"}),
+    ("oauth", lambda cast: {"Name": cast["oauth_app"], "AppId": cast["oauth_id"], "Type": "cloud-application"}),
+    ("dns", lambda cast: {"DomainName": cast["domain"], "Type": "dns"}),
+    ("url", lambda cast: {"Url": cast["url"], "Type": "url"}),
+)
+
+
+def _add_file(entities: _Entities, cast: dict, inline: bool) -> None:
+    """The file and its hash (the hash inside the file when ``inline``)."""
+    hash_fields = {"Algorithm": "SHA256", "Value": cast["sha256"], "Type": "filehash"}
+    if inline:
+        file_id, hash_id = entities.next_id(), entities.next_id()
+        entities.items.append({"$id": file_id, "Name": cast["file"], "Directory": cast["file_dir"],
+                               "FileHashes": [{"$id": hash_id, **hash_fields}], "Type": "file"})
+        entities.items.append({"$ref": hash_id})
+    else:
+        hash_id = entities.add(hash_fields)
+        entities.add({"Name": cast["file"], "Directory": cast["file_dir"], "FileHashes": [{"$ref": hash_id}],
+                      "Type": "file"})
+
+
+def _add_process(entities: _Entities, rng: random.Random, cast: dict, when: datetime, inline: bool,
+                 host_id: str | None, account_id: str | None) -> None:
+    """The process, its image file (inside the process when ``inline``) and the image's hash."""
+    hash_id = entities.add({"Algorithm": "SHA256", "Value": cast["proc_sha256"], "Type": "filehash"})
+    image = {"Name": cast["cmd_image"], "Directory": cast["cmd_dir"], "FileHashes": [{"$ref": hash_id}],
+             "Type": "file"}
+    if inline:
+        process_id, image_id = entities.next_id(), entities.next_id()
+        image_ref: dict = {"$id": image_id, **image}
+    else:
+        image_id = entities.add(image)
+        process_id = entities.next_id()
+        image_ref = {"$ref": image_id}
+    process = {"$id": process_id, "ProcessId": cast["pid"], "CommandLine": cast["cmd"],
+               "CreationTimeUtc": timestamp(when - timedelta(seconds=randrange(rng, 5, 600)))[:-4] + "Z",
+               "ImageFile": image_ref}
+    if host_id is not None:
+        process["Host"] = {"$ref": host_id}
+    if account_id is not None:
+        process["Account"] = {"$ref": account_id}
+    process["Type"] = "process"
+    entities.items.append(process)
+    if inline:
+        entities.items.append({"$ref": image_id})
