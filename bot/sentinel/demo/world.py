@@ -139,82 +139,110 @@ def draw_cast(world: World, rng: random.Random, host_kind: str, user_kind: str, 
     """Names, addresses and numbers for one incident or alert. ``light`` skips the values only incident
     templates mention (standalone noise alerts are most of the rows, and this is the hot path)."""
     hot = severity == "High" and rng.random() < 0.25
-    if user_kind == "svc":
-        person = world.service
-    elif hot:
-        person = world.users[HOT_USER]
-    else:
-        person = choice(rng, world.users)
-    if host_kind == "user":
-        host = person.host
-    elif host_kind == "any":
-        host = person.host if hot or rng.random() < 0.65 else choice(rng, SERVERS)
-    elif host_kind == "server":
-        host = person.host if user_kind == "svc" and rng.random() < 0.5 else choice(rng, SERVERS)
-    elif host_kind == "linux":
-        host = choice(rng, LINUX_VMS)
-    elif host_kind == "kiosk":
-        host = KIOSK_HOST if rng.random() < 0.85 else choice(rng, world.users).host
-    elif host_kind == "scanner":
-        host = SCANNER_HOST if rng.random() < 0.3 else choice(rng, world.users).host
-    else:
-        host = choice(rng, SERVERS)
-    machine = world.machines[host]
-    # The many small choices below come from one 320-bit draw (much faster than one draw each).
-    bits = rng.getrandbits(320)
+    person = _person(world, rng, user_kind, hot)
+    host = _host(world, rng, host_kind, user_kind, person, hot)
+    bits = _Bits(rng.getrandbits(320))
+    cast = _common_values(world, rng, bits, person, host)
+    if not light:
+        cast.update(_incident_values(world, rng, bits, person, host))
+    if user_kind == "local":
+        cast["sam"] = bits.pick(("root", "azureuser", "admin", "ubuntu"))
+        cast["local_account"] = True
+    _add_command_and_file(cast, bits, commands, files)
+    if hostile:
+        _make_hostile(rng, cast, bool(commands))
+    return cast
 
-    def pick(options):
-        nonlocal bits
-        bits, index = divmod(bits, len(options))
+
+class _Bits:
+    """The many small choices of a cast, from one 320-bit draw (much faster than one draw each)."""
+
+    __slots__ = ("bits",)
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+
+    def pick(self, options):
+        self.bits, index = divmod(self.bits, len(options))
         return options[index]
 
-    def between(low: int, high: int) -> int:
-        return low + pick(range(high - low))
+    def between(self, low: int, high: int) -> int:
+        return low + self.pick(range(high - low))
 
-    ip = pick(world.attacker_ips)
+
+def _person(world: World, rng: random.Random, user_kind: str, hot: bool) -> Person:
+    if user_kind == "svc":
+        return world.service
+    if hot:
+        return world.users[HOT_USER]
+    return choice(rng, world.users)
+
+
+def _host(world: World, rng: random.Random, host_kind: str, user_kind: str, person: Person, hot: bool) -> str:
+    """The incident's machine, by the template's kind of host (the user's own, a server, a Linux VM, ...)."""
+    if host_kind == "user":
+        return person.host
+    if host_kind == "any":
+        return person.host if hot or rng.random() < 0.65 else choice(rng, SERVERS)
+    if host_kind == "server":
+        return person.host if user_kind == "svc" and rng.random() < 0.5 else choice(rng, SERVERS)
+    if host_kind == "linux":
+        return choice(rng, LINUX_VMS)
+    if host_kind == "kiosk":
+        return KIOSK_HOST if rng.random() < 0.85 else choice(rng, world.users).host
+    if host_kind == "scanner":
+        return SCANNER_HOST if rng.random() < 0.3 else choice(rng, world.users).host
+    return choice(rng, SERVERS)
+
+
+def _common_values(world: World, rng: random.Random, bits: _Bits, person: Person, host: str) -> dict:
+    """The values every alert may mention: who, where, what was downloaded, from which address."""
+    machine = world.machines[host]
+    ip = bits.pick(world.attacker_ips)
     country_code, country, city = ip_location(ip)
-    domain = pick(MALICIOUS_DOMAINS)
-    app, app_id = pick(CLOUD_APPS)
+    domain = bits.pick(MALICIOUS_DOMAINS)
+    app, app_id = bits.pick(CLOUD_APPS)
     sha256 = f"{rng.getrandbits(256):064x}"
-    cast = {
+    return {
         "user": person.display, "sam": person.sam, "upn": person.upn, "aad": person.aad,
         "host": host, "host_os": machine.os, "host_ip": machine.ip,
         "ip": ip, "country_code": country_code, "country": country, "city": city,
-        "domain": domain, "url": f"https://{domain}{pick(URL_PATHS)}", "app": app, "app_id": app_id,
-        "n": between(25, 400), "n2": between(3, 14), "pua": pick(PUAS),
+        "domain": domain, "url": f"https://{domain}{bits.pick(URL_PATHS)}", "app": app, "app_id": app_id,
+        "n": bits.between(25, 400), "n2": bits.between(3, 14), "pua": bits.pick(PUAS),
         "sha256": sha256, "sha256_short": sha256[:12], "proc_sha256": f"{rng.getrandbits(256):064x}",
-        "pid": str(between(900, 24000)), "user_agent": "",
-        "subject": pick(PHISH_SUBJECTS), "sender": pick(PHISH_SENDERS),
+        "pid": str(bits.between(900, 24000)), "user_agent": "",
+        "subject": bits.pick(PHISH_SUBJECTS), "sender": bits.pick(PHISH_SENDERS),
     }
-    if not light:
-        host2 = pick(SERVERS)
-        if host2 == host:
-            host2 = SERVERS[(SERVERS.index(host2) + 1) % len(SERVERS)]
-        home_ip = world.home_ips[person.upn]
-        country_code2, country2, city2 = ip_location(home_ip, home=True)
-        actor = pick(world.admins)
-        cast.update({
-            "host2": host2, "host2_ip": world.machines[host2].ip, "ip2": home_ip, "country_code2": country_code2,
-            "country2": country2, "city2": city2, "actor": actor.upn, "actor_sam": actor.sam, "actor_aad": actor.aad,
-            "oauth_app": pick(OAUTH_APPS), "oauth_id": guid(rng), "role": pick(ROLES),
-            "rule": pick(RULE_NAMES), "fwd": f"{person.sam.split('.')[0]}.{between(10, 99)}@outlook.test",
-            "minutes": between(6, 90), "mb": between(250, 4200), "interval": pick((30, 60, 300, 600)),
-            "hours": between(3, 20), "ext": pick(RANSOM_EXTENSIONS), "ext_dir": f"{between(0, 2**32):08x}",
-            "ti_label": pick(("a phishing domain", "a Qakbot C2 domain", "a malware download site")),
-            "parent": pick(("winword.exe", "explorer.exe", "wscript.exe", "outlook.exe")),
-        })
-    if user_kind == "local":
-        cast["sam"] = pick(("root", "azureuser", "admin", "ubuntu"))
-        cast["local_account"] = True
-    directory, image, command = pick(commands) if commands else (PS_DIR, "powershell.exe", "")
-    file_dir, file_name = pick(files) if files else pick(MALWARE_FILES)
+
+
+def _incident_values(world: World, rng: random.Random, bits: _Bits, person: Person, host: str) -> dict:
+    """The values only incident templates mention: a second host and address, an admin, a rule, sizes, times."""
+    host2 = bits.pick(SERVERS)
+    if host2 == host:
+        host2 = SERVERS[(SERVERS.index(host2) + 1) % len(SERVERS)]
+    home_ip = world.home_ips[person.upn]
+    country_code2, country2, city2 = ip_location(home_ip, home=True)
+    actor = bits.pick(world.admins)
+    return {
+        "host2": host2, "host2_ip": world.machines[host2].ip, "ip2": home_ip, "country_code2": country_code2,
+        "country2": country2, "city2": city2, "actor": actor.upn, "actor_sam": actor.sam, "actor_aad": actor.aad,
+        "oauth_app": bits.pick(OAUTH_APPS), "oauth_id": guid(rng), "role": bits.pick(ROLES),
+        "rule": bits.pick(RULE_NAMES), "fwd": f"{person.sam.split('.')[0]}.{bits.between(10, 99)}@outlook.test",
+        "minutes": bits.between(6, 90), "mb": bits.between(250, 4200), "interval": bits.pick((30, 60, 300, 600)),
+        "hours": bits.between(3, 20), "ext": bits.pick(RANSOM_EXTENSIONS), "ext_dir": f"{bits.between(0, 2**32):08x}",
+        "ti_label": bits.pick(("a phishing domain", "a Qakbot C2 domain", "a malware download site")),
+        "parent": bits.pick(("winword.exe", "explorer.exe", "wscript.exe", "outlook.exe")),
+    }
+
+
+def _add_command_and_file(cast: dict, bits: _Bits, commands, files) -> None:
+    """The command line and the file the alerts mention: the template's own, else PowerShell and a malware file."""
+    directory, image, command = bits.pick(commands) if commands else (PS_DIR, "powershell.exe", "")
+    file_dir, file_name = bits.pick(files) if files else bits.pick(MALWARE_FILES)
     cast.update(cmd_dir=directory, cmd_image=image.split("\\")[-1], cmd=command, file_dir_raw=file_dir)
     cast["file"] = fill(file_name, cast)
     cast["file_dir"] = fill(file_dir, cast)
     cast["cmd"] = fill(command, cast)
-    if hostile:
-        _make_hostile(rng, cast, bool(commands))
-    return cast
 
 
 def _make_hostile(rng: random.Random, cast: dict, has_process: bool) -> None:
