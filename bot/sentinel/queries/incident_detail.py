@@ -148,23 +148,37 @@ def decode(row: Row) -> IncidentDetail:
 
 def _demo(query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
-    params: dict[str, Any] = {"start": iso(now - query.timespan), "now": iso(now)}
-    if query.ref.number is not None:
-        where = "AND l.IncidentNumber = :number"
-        params["number"] = query.ref.number
-    else:  # the latest title contains the words, case-insensitively (Kusto's `contains`)
-        where = "AND instr(l.TitleFolded, :search) > 0"
-        params["search"] = (query.ref.title_search or "").casefold()
-    matches = sql.fetch(
+    where, params = _ref_condition(query.ref)
+    params |= {"start": iso(now - query.timespan), "now": iso(now)}
+    matches = _matching_incidents(conn, where, params)
+    if not matches:
+        return []
+    alerts = _incident_alerts(conn, matches[0], params)
+    return [_detail(matches[0], alerts, _entities(conn, alerts), matches[1 : 1 + MAX_OTHER_MATCHES])]
+
+
+def _ref_condition(ref: IncidentRef) -> tuple[str, dict[str, Any]]:
+    """The condition on the latest incident rows that picks the referenced incident, and its parameter."""
+    if ref.number is not None:
+        return "AND l.IncidentNumber = :number", {"number": ref.number}
+    # the latest title contains the words, case-insensitively (Kusto's `contains`)
+    return "AND instr(l.TitleFolded, :search) > 0", {"search": (ref.title_search or "").casefold()}
+
+
+def _matching_incidents(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The incidents matching (latest rows), newest first: the one shown and the other matches."""
+    return sql.fetch(
         conn,
         f"""WITH {sql.latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
             SELECT t.* FROM found AS f JOIN SecurityIncident AS t ON t.rowid = f.IncidentRowId
             ORDER BY f.CreatedTime DESC, f.IncidentNumber DESC LIMIT {1 + MAX_OTHER_MATCHES}""",
         params,
     )
-    if not matches:
-        return []
-    incident = matches[0]
+
+
+def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
+                     params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The incident's alerts (latest rows), newest first (by id among equal times)."""
     alerts = sql.fetch(
         conn,
         f"""WITH {sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
@@ -174,45 +188,57 @@ def _demo(query: IncidentDetailQuery, conn: sqlite3.Connection, now: datetime,
             FROM found AS f JOIN SecurityAlert AS a ON a.rowid = f.AlertRowId""",
         params | {"alert_ids": incident["AlertIds"] or "[]"},
     )
-    entities = sql.fetch(
+    alerts.sort(key=lambda a: a["SystemAlertId"])
+    alerts.sort(key=lambda a: a["TimeGenerated"], reverse=True)
+    return alerts
+
+
+def _entities(conn: sqlite3.Connection, alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The distinct entities of these alerts, by type and value."""
+    return sql.fetch(
         conn,
         f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
             WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
             ORDER BY EntityType, EntityValue LIMIT {MAX_DETAIL_ENTITIES}""",
         {},
     )
-    alerts.sort(key=lambda a: a["SystemAlertId"])
-    alerts.sort(key=lambda a: a["TimeGenerated"], reverse=True)
+
+
+def _detail(incident: dict[str, Any], alerts: list[dict[str, Any]], entities: list[dict[str, Any]],
+            others: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result row: the incident's latest row, with its alerts, entities and the other matching incidents."""
     additional = sql.json_value(incident["AdditionalData"]) or {}
-    owner = sql.json_value(incident["Owner"]) or {}
-    return [
-        {
-            "IncidentNumber": incident["IncidentNumber"],
-            "IncidentName": incident["IncidentName"],
-            "Title": incident["Title"],
-            "Description": (incident["Description"] or "")[:MAX_DESCRIPTION_CHARS],
-            "Severity": incident["Severity"],
-            "Status": incident["Status"],
-            "Owner": next((owner[k] for k in ("assignedTo", "email", "userPrincipalName") if owner.get(k)), None),
-            **{k: incident[k] for k in ("CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime",
-                                        "LastActivityTime", "Classification", "ClassificationReason",
-                                        "ClassificationComment", "Labels", "IncidentUrl")},
-            "AlertCount": additional.get("alertsCount", len(sql.json_value(incident["AlertIds"]) or [])),
-            "Tactics": additional.get("tactics"),
-            "Products": additional.get("alertProductNames"),
-            "CommentCount": additional.get("commentsCount"),
-            "Alerts": [
-                {"id": a["SystemAlertId"], "name": a["AlertName"], "severity": a["AlertSeverity"],
-                 "status": a["Status"], "product": a["Product"], "time": a["TimeGenerated"],
-                 "tactics": a["Tactics"]}
-                for a in alerts[:MAX_DETAIL_ALERTS]
-            ],
-            "Entities": [{"type": e["EntityType"], "value": e["EntityValue"]} for e in entities],
-            "OtherMatches": [
-                {"number": m["IncidentNumber"], "title": m["Title"]} for m in matches[1 : 1 + MAX_OTHER_MATCHES]
-            ],
-        }
-    ]
+    return {
+        "IncidentNumber": incident["IncidentNumber"],
+        "IncidentName": incident["IncidentName"],
+        "Title": incident["Title"],
+        "Description": (incident["Description"] or "")[:MAX_DESCRIPTION_CHARS],
+        "Severity": incident["Severity"],
+        "Status": incident["Status"],
+        "Owner": _owner_name(incident["Owner"]),
+        **{k: incident[k] for k in ("CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime",
+                                    "LastActivityTime", "Classification", "ClassificationReason",
+                                    "ClassificationComment", "Labels", "IncidentUrl")},
+        "AlertCount": additional.get("alertsCount", len(sql.json_value(incident["AlertIds"]) or [])),
+        "Tactics": additional.get("tactics"),
+        "Products": additional.get("alertProductNames"),
+        "CommentCount": additional.get("commentsCount"),
+        "Alerts": [_alert_summary(a) for a in alerts[:MAX_DETAIL_ALERTS]],
+        "Entities": [{"type": e["EntityType"], "value": e["EntityValue"]} for e in entities],
+        "OtherMatches": [{"number": m["IncidentNumber"], "title": m["Title"]} for m in others],
+    }
+
+
+def _owner_name(owner_json: Any) -> Any:
+    """The owner as the KQL names it: assigned name, else email, else UPN (None when unassigned)."""
+    owner = sql.json_value(owner_json) or {}
+    return next((owner[k] for k in ("assignedTo", "email", "userPrincipalName") if owner.get(k)), None)
+
+
+def _alert_summary(alert: dict[str, Any]) -> dict[str, Any]:
+    return {"id": alert["SystemAlertId"], "name": alert["AlertName"], "severity": alert["AlertSeverity"],
+            "status": alert["Status"], "product": alert["Product"], "time": alert["TimeGenerated"],
+            "tactics": alert["Tactics"]}
 
 
 SPEC = QuerySpec(
