@@ -119,63 +119,69 @@ class LogAnalyticsBackend:
             return client
         query_id = str(uuid.uuid4())
         timeout_s = server_timeout_for(query, self._server_timeout_s)
-        statuses: list[int] = []  # HTTP status of each response, for the shapes the SDK cannot read (204)
         for attempt in range(self._throttle_retries + 1):
-            statuses.clear()
-            started = time.monotonic()
-            try:
-                response = await asyncio.wait_for(
-                    client.query_workspace(
-                        self._workspace_id,
-                        kql_text,
-                        timespan=query.timespan,
-                        server_timeout=timeout_s,
-                        request_id=query_id,
-                        raw_response_hook=lambda pipeline: statuses.append(pipeline.http_response.status_code),
-                    ),
-                    timeout=timeout_s + self._grace_s,
-                )
-            except TimeoutError:
-                return _timeout_error(timeout_s)
-            except (DecodeError, json.JSONDecodeError):  # a proxy's page, a cut-off stream, a 204's empty body
-                return self._unreadable(query, query_id, statuses, "Log Analytics sent a body that is not JSON")
-            except HttpResponseError as err:
-                elapsed = time.monotonic() - started
-                error = _http_error(err, self._workspace_id, timeout_s, elapsed)
-                if self._users is not None and error.code == "forbidden":
-                    error = _analyst_forbidden(error, self._workspace_id)
-                wait = _retry_after(err)
-                if error.code == "throttled" and attempt < self._throttle_retries and (
-                        wait is None or wait <= self._max_backoff_s):
-                    delay = wait if wait is not None else self._backoff_s * (2**attempt) * (1 + random.random() / 4)
-                    log.info("Log Analytics throttled query %s; retrying in %.1f s", query_id, delay)
-                    await self._sleep(min(delay, self._max_backoff_s))
-                    continue
-                log.info("query %s failed: HTTP %s %s", query_id, err.status_code, error.detail)
-                return error
-            except ClientAuthenticationError as err:
-                if self._users is not None:
-                    return _token_error(token_problem(err), _service_text(str(err)))
-                return QueryError(
-                    "credential_unavailable",
-                    "The bot could not get an Azure token for Log Analytics. Locally, sign in with `az login`; "
-                    "in Azure, give the app a managed identity (set AZURE_CLIENT_ID for a user-assigned one).",
-                    retry_possible=False,
-                    detail=_service_text(str(err)),
-                )
-            except (ServiceRequestError, ServiceResponseError) as err:
-                return QueryError(
-                    "unreachable",
-                    "Log Analytics could not be reached. Try again in a moment; if it keeps failing, check the "
-                    "network path to the Log Analytics endpoint (LOGS_ENDPOINT).",
-                    retry_possible=True,
-                    detail=_service_text(str(err)),
-                )
-            except _SHAPE_ERRORS as err:
-                return self._unreadable(query, query_id, statuses,
-                                        f"Log Analytics sent a response of an unknown shape ({type(err).__name__})")
-            return _to_raw_table(response, query, query_id)
+            outcome = await self._attempt(client, query, kql_text, query_id, timeout_s, attempt)
+            if not isinstance(outcome, _RetryIn):
+                return outcome
+            log.info("Log Analytics throttled query %s; retrying in %.1f s", query_id, outcome.delay)
+            await self._sleep(min(outcome.delay, self._max_backoff_s))
         raise AssertionError("unreachable: the loop always returns")  # pragma: no cover
+
+    async def _attempt(self, client: LogsQueryClient, query: Query, kql_text: str, query_id: str, timeout_s: int,
+                       attempt: int) -> RawTable | QueryError | _RetryIn:
+        """One call to Log Analytics: its table, the error to show, or how long to wait before the next try."""
+        statuses: list[int] = []  # HTTP status of each response, for the shapes the SDK cannot read (204)
+        started = time.monotonic()
+        try:
+            response = await asyncio.wait_for(
+                client.query_workspace(
+                    self._workspace_id,
+                    kql_text,
+                    timespan=query.timespan,
+                    server_timeout=timeout_s,
+                    request_id=query_id,
+                    raw_response_hook=lambda pipeline: statuses.append(pipeline.http_response.status_code),
+                ),
+                timeout=timeout_s + self._grace_s,
+            )
+        except TimeoutError:
+            return _timeout_error(timeout_s)
+        except (DecodeError, json.JSONDecodeError):  # a proxy's page, a cut-off stream, a 204's empty body
+            return self._unreadable(query, query_id, statuses, "Log Analytics sent a body that is not JSON")
+        except HttpResponseError as err:
+            return self._http_failure(err, query_id, timeout_s, time.monotonic() - started, attempt)
+        except ClientAuthenticationError as err:
+            return self._credential_error(err)
+        except (ServiceRequestError, ServiceResponseError) as err:
+            return _unreachable_error(err)
+        except _SHAPE_ERRORS as err:
+            return self._unreadable(query, query_id, statuses,
+                                    f"Log Analytics sent a response of an unknown shape ({type(err).__name__})")
+        return _to_raw_table(response, query, query_id)
+
+    def _http_failure(self, err: HttpResponseError, query_id: str, timeout_s: int, elapsed: float,
+                      attempt: int) -> QueryError | _RetryIn:
+        """The error an HTTP failure is, or, when throttled with tries left, the wait before the next one."""
+        error = _http_error(err, self._workspace_id, timeout_s, elapsed)
+        if self._users is not None and error.code == "forbidden":
+            error = _analyst_forbidden(error, self._workspace_id)
+        wait = _retry_after(err)
+        if error.code == "throttled" and attempt < self._throttle_retries and (
+                wait is None or wait <= self._max_backoff_s):
+            return _RetryIn(wait if wait is not None else self._backoff_s * (2**attempt) * (1 + random.random() / 4))
+        log.info("query %s failed: HTTP %s %s", query_id, err.status_code, error.detail)
+        return error
+
+    def _credential_error(self, err: ClientAuthenticationError) -> QueryError:
+        if self._users is not None:
+            return _token_error(token_problem(err), _service_text(str(err)))
+        return QueryError(
+            "credential_unavailable",
+            "The bot could not get an Azure token for Log Analytics. Locally, sign in with `az login`; "
+            "in Azure, give the app a managed identity (set AZURE_CLIENT_ID for a user-assigned one).",
+            retry_possible=False,
+            detail=_service_text(str(err)),
+        )
 
     async def _client_for_turn(self) -> LogsQueryClient | QueryError:
         """The bot's client, or in on-behalf-of mode the turn's analyst's (never the bot's: a turn without a
@@ -329,6 +335,23 @@ def _analyst_forbidden(error: QueryError, workspace_id: str) -> QueryError:
 
 def _token_error(problem: TokenProblem, detail: str = "") -> QueryError:
     return QueryError(problem.value, problem.message, retry_possible=problem.retry_possible, detail=detail)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RetryIn:
+    """A throttled call to try again after ``delay`` seconds."""
+
+    delay: float
+
+
+def _unreachable_error(err: ServiceRequestError | ServiceResponseError) -> QueryError:
+    return QueryError(
+        "unreachable",
+        "Log Analytics could not be reached. Try again in a moment; if it keeps failing, check the "
+        "network path to the Log Analytics endpoint (LOGS_ENDPOINT).",
+        retry_possible=True,
+        detail=_service_text(str(err)),
+    )
 
 
 def _timeout_error(server_timeout_s: int, status: int | None = None, detail: str = "") -> QueryError:
