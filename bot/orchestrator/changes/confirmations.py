@@ -276,51 +276,57 @@ class ConfirmationDesk:
         if on_call is None or notifier is None:
             return self._close(conversation, actor, pending, OutcomeStatus.FAILED, "Not done.",
                                detail="Escalations can only be posted from Microsoft Teams.")
-        sent: dict[str, Any] | None = None
-        after = current
         try:
-            if change.assign and not make_change(ChangeKind.ASSIGN, current.number or change.incident_number,
-                                                 owner=on_call.person).is_noop_for(current):
-                sent = update_request(current, change).to_dict()
-                after = await writer.update(current, change)
+            sent, after = await _assign_on_call(writer, current, change, on_call)
         except WriteError as error:
             return await self._not_written(conversation, actor, pending, error)
         notice = EscalationNotice(after, on_call, actor.user, change.comment, assigned=change.assign)
         try:
             posted = await notifier.post(notice)
         except NotifyError as error:
-            assigned = f" #{after.number} was assigned to {on_call.person.label}." if sent else ""
-            conversation.finish_action(pending.id, OutcomeStatus.FAILED, "Not done: the message was not posted")
-            record = self._audit("failed", actor, pending, result="not_posted", assigned=bool(sent))
-            return Outcome(OutcomeStatus.FAILED, "Not done: the escalation could not be posted in Teams.",
-                           detail=error.message + assigned + " Nothing was added to the incident.", action=pending,
-                           after=after if sent else None, sent=sent, confirmed_by=actor.user.label,
-                           audit_record=record)
+            return self._not_posted(conversation, actor, pending, error, on_call, after, sent)
+        return await self._comment_escalation(conversation, actor, pending, on_call, after, posted, sent)
+
+    def _not_posted(self, conversation: Conversation, actor: Actor, pending: PendingAction, error: NotifyError,
+                    on_call: OnCallContact, after: IncidentSnapshot, sent: dict[str, Any] | None) -> Outcome:
+        """The escalation's message could not be posted: nothing is added to the incident (it may be assigned)."""
+        assigned = f" #{after.number} was assigned to {on_call.person.label}." if sent else ""
+        conversation.finish_action(pending.id, OutcomeStatus.FAILED, "Not done: the message was not posted")
+        record = self._audit("failed", actor, pending, result="not_posted", assigned=bool(sent))
+        return Outcome(OutcomeStatus.FAILED, "Not done: the escalation could not be posted in Teams.",
+                       detail=error.message + assigned + " Nothing was added to the incident.", action=pending,
+                       after=after if sent else None, sent=sent, confirmed_by=actor.user.label,
+                       audit_record=record)
+
+    async def _comment_escalation(self, conversation: Conversation, actor: Actor, pending: PendingAction,
+                                  on_call: OnCallContact, after: IncidentSnapshot, posted: Posted,
+                                  sent: dict[str, Any] | None) -> Outcome:
+        """The message is posted: add the incident comment (its failure is told, not fatal) and record the change."""
+        assert self.writer is not None
+        change = pending.change
         comment = escalation_comment(on_call, actor.user, change.comment, change.assign)
         comment_id = str(uuid.uuid5(_COMMENT_IDS, pending.id))
         sent = sent or comment_request(after.name, comment_id, comment).to_dict()
         problems = [f"Posted in {posted.place}."] if posted.place else []
         problems += [advice] if (advice := unnotified_advice(posted, on_call)) else []
-        commented = True
-        try:
-            await writer.add_comment(after.name, comment_id, comment)
-        except WriteError as error:
-            log.warning("escalation comment not added to incident %s: %s", after.number, error.kind)
-            commented = False
-            problems.append(f"The message was posted, but the comment could not be added to the incident: "
-                            f"{error.message}")
+        not_commented = await _add_escalation_comment(self.writer, after, comment_id, comment)
+        problems += [not_commented] if not_commented else []
         headline = (f"Done: #{after.number} escalated to {on_call.person.label} (on call)"
                     + (" and assigned to them." if change.assign else "."))
         conversation.finish_action(pending.id, OutcomeStatus.EXECUTED, headline)
         self._record_change(conversation, change, after)
-        named = {n.role: n.mentioned for n in posted.named}
-        record = self._audit("executed", actor, pending, result="executed" if commented else "executed_no_comment",
-            escalated_to=on_call.person.user_principal_name, assigned=change.assign,
-            mentioned_on_call=named.get("on call"), mentioned_owner=named.get("owner"),
-            message_id=posted.activity_id)
+        record = self._escalation_audit(actor, pending, on_call, posted, commented=not_commented is None)
         return Outcome(OutcomeStatus.EXECUTED, headline, detail="\n".join(problems) or None, action=pending,
                        after=after, sent=sent, audit_comment=comment, confirmed_by=actor.user.label, posted=posted,
                        audit_record=record)
+
+    def _escalation_audit(self, actor: Actor, pending: PendingAction, on_call: OnCallContact, posted: Posted,
+                          commented: bool) -> dict[str, Any]:
+        named = {n.role: n.mentioned for n in posted.named}
+        return self._audit("executed", actor, pending, result="executed" if commented else "executed_no_comment",
+            escalated_to=on_call.person.user_principal_name, assigned=pending.change.assign,
+            mentioned_on_call=named.get("on call"), mentioned_owner=named.get("owner"),
+            message_id=posted.activity_id)
 
     def _record_change(self, conversation: Conversation, change: IncidentChange, after: IncidentSnapshot) -> None:
         """The fact check's change log: "I closed #N" is true from now on, and #N's record is what Sentinel
@@ -502,6 +508,28 @@ class ConfirmationDesk:
         record |= {k: v for k, v in fields.items() if v is not None}
         audit_log.info("audit %s", json.dumps(record, sort_keys=True), extra={"audit": record})
         return record
+
+
+async def _assign_on_call(writer: IncidentWriter, current: IncidentSnapshot, change: IncidentChange,
+                          on_call: OnCallContact) -> tuple[dict[str, Any] | None, IncidentSnapshot]:
+    """Assign the incident to the on-call analyst when the escalation asks and it is not theirs already: the request
+    sent (None when nothing was) and the incident after it."""
+    if change.assign and not make_change(ChangeKind.ASSIGN, current.number or change.incident_number,
+                                         owner=on_call.person).is_noop_for(current):
+        sent = update_request(current, change).to_dict()
+        return sent, await writer.update(current, change)
+    return None, current
+
+
+async def _add_escalation_comment(writer: IncidentWriter, after: IncidentSnapshot, comment_id: str,
+                                  comment: str) -> str | None:
+    """Add the escalation's comment to the incident: None when added, else what to tell the analyst."""
+    try:
+        await writer.add_comment(after.name, comment_id, comment)
+    except WriteError as error:
+        log.warning("escalation comment not added to incident %s: %s", after.number, error.kind)
+        return f"The message was posted, but the comment could not be added to the incident: {error.message}"
+    return None
 
 
 def _audit_fields(change: IncidentChange) -> dict[str, Any]:
