@@ -8,6 +8,7 @@ command is left for the model (``parse`` returns None).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,17 +116,23 @@ def parse(text: str) -> Command | None:
     words = _ALIASES.get(words, words)
     if not words:
         return None
-    if words in ("help", "?", "commands"):
-        return Command("help")
-    if words in ("clear", "reset", "new"):
-        return Command("clear")
-    if words in ("prefer reset", "prefer none", "preferences reset"):
-        return Command("prefer", arguments={"reset": True})
-    if words in ("prefer", "preferences"):
-        return Command("prefer")
-    watch = _watch(words, text)
-    if watch is not None:
-        return watch
+    if words in _FIXED:
+        return _FIXED[words]()
+    return _watch(words, text) or _single(words) or _list_command(words, text)
+
+
+# Texts (lower case, spaces collapsed) that are a whole command.
+_FIXED: dict[str, Callable[[], Command]] = {
+    **dict.fromkeys(("help", "?", "commands"), lambda: Command("help")),
+    **dict.fromkeys(("clear", "reset", "new"), lambda: Command("clear")),
+    **dict.fromkeys(("prefer reset", "prefer none", "preferences reset"),
+                    lambda: Command("prefer", arguments={"reset": True})),
+    **dict.fromkeys(("prefer", "preferences"), lambda: Command("prefer")),
+}
+
+
+def _single(words: str) -> Command | None:
+    """The on-call analyst, or one incident by number or by a row shown earlier; a bare command name's usage."""
     if words in _CHANGE_USAGE:
         # Bare command names, as the command menu inserts them.
         raise CommandError(_CHANGE_USAGE[words])
@@ -135,16 +142,16 @@ def parse(text: str) -> Command | None:
         # What Teams inserts from the command menu, before the analyst types a number.
         raise CommandError("Which incident? Usage: incident N (its number), or incident [n] for a row shown "
                            'earlier, e.g. "incident 42" or "incident [2]".')
-    detail = _DETAIL.match(words)
-    if detail:
+    if detail := _DETAIL.match(words):
         return Command("incident", "get_incident_detail", {"incident_ref": int(detail.group(1))})
-    reference = _REFERENCE.match(words)
-    if reference:
+    if reference := _REFERENCE.match(words):
         return Command("incident", "get_incident_detail", reference=int(reference.group(1)))
-    head, *rest = words.split(" ")
-    typed = " ".join(text.strip().lstrip("/").split()).split(" ")
-    if typed[0].lower() == head:
-        rest = typed[1:]  # the words as typed: a keyword or an entity keeps its letter case
+    return None
+
+
+def _list_command(words: str, text: str) -> Command | None:
+    """A list with its filters ("incidents open mine 24h"), preferences ("prefer 24h high") or an entity lookup."""
+    head, rest = _head_and_rest(words, text)
     if head == "entity":
         return _entity(rest, text)
     if head not in _LIST_COMMANDS and head != "prefer":
@@ -157,6 +164,15 @@ def parse(text: str) -> Command | None:
     if head == "prefer":
         return Command("prefer", arguments=arguments)
     return Command(head, _LIST_COMMANDS[head], arguments)
+
+
+def _head_and_rest(words: str, text: str) -> tuple[str, list[str]]:
+    """The command word and the words after it, as typed: a keyword or an entity keeps its letter case."""
+    head, *rest = words.split(" ")
+    typed = " ".join(text.strip().lstrip("/").split()).split(" ")
+    if typed[0].lower() == head:
+        rest = typed[1:]
+    return head, rest
 
 
 # Filters a list command takes (issue 12): "incidents open mine", "incidents unassigned 24h high",
