@@ -175,19 +175,33 @@ def check_manifest(manifest: dict[str, Any]) -> list[str]:
         if not condition:
             problems.append(problem)
 
+    for check in (_check_fields, _check_lengths, _check_developer_and_icons, _check_bot, _check_domains_and_sign_on):
+        check(manifest, need)
+    leftover = sorted(set(_PLACEHOLDER.findall(json.dumps(manifest))))
+    need(not leftover, f"placeholders left unfilled: {', '.join(leftover)}")
+    return problems
+
+
+def _check_fields(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:
     for field in ("manifestVersion", "version", "id", "developer", "name", "description", "icons", "accentColor"):
         need(field in manifest, f"{field} is missing (required)")
     need(manifest.get("manifestVersion") == MANIFEST_VERSION, f'manifestVersion must be "{MANIFEST_VERSION}"')
     need(_GUID.fullmatch(str(manifest.get("id", "")).lower()) is not None, "id must be a GUID")
     need(_SEMVER.fullmatch(str(manifest.get("version", ""))) is not None, "version must be MAJOR.MINOR.PATCH")
     need(_HEX_COLOR.fullmatch(str(manifest.get("accentColor", ""))) is not None, "accentColor must be #RRGGBB")
-    _check_lengths(manifest, need)
+
+
+def _check_developer_and_icons(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:
     developer = manifest.get("developer") or {}
     for field in ("websiteUrl", "privacyUrl", "termsOfUseUrl"):
         need(str(developer.get(field, "")).startswith("https://"), f"developer.{field} must be an https URL")
     icons = manifest.get("icons") or {}
     need(icons.get("color") == "color.png" and icons.get("outline") == "outline.png",
          "icons must be color.png and outline.png")
+
+
+def _check_bot(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:
+    """One bot, the app's own, in every scope, each scope with a command menu Teams accepts."""
     bots = manifest.get("bots") or []
     need(len(bots) == 1, "there must be exactly one bot")
     for bot in bots[:1]:
@@ -199,24 +213,29 @@ def check_manifest(manifest: dict[str, Any]) -> list[str]:
         need({scope for entry in lists for scope in entry.get("scopes", [])} == scopes,
              "every scope of the bot needs a command list")
         for index, entry in enumerate(lists):
-            commands = entry.get("commands") or []
-            need(1 <= len(commands) <= 10, f"commandLists[{index}] must hold 1 to 10 commands")
-            for command in commands:
-                title = str(command.get("title", ""))
-                need(1 <= len(title) <= 32, f'command "{title}": title must be 1 to 32 characters')
-                need(1 <= len(str(command.get("description", ""))) <= 128,
-                     f'command "{title}": description must be 1 to 128 characters')
+            _check_command_list(index, entry, need)
+
+
+def _check_command_list(index: int, entry: dict[str, Any], need: Callable[[bool, str], None]) -> None:
+    commands = entry.get("commands") or []
+    need(1 <= len(commands) <= 10, f"commandLists[{index}] must hold 1 to 10 commands")
+    for command in commands:
+        title = str(command.get("title", ""))
+        need(1 <= len(title) <= 32, f'command "{title}": title must be 1 to 32 characters')
+        need(1 <= len(str(command.get("description", ""))) <= 128,
+             f'command "{title}": description must be 1 to 128 characters')
+
+
+def _check_domains_and_sign_on(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:
+    """At most 16 valid domains; with Teams single sign-on, the API Teams asks a token for is the bot's own."""
     domains = manifest.get("validDomains") or []
     need(len(domains) <= 16, "at most 16 validDomains")
     sso = manifest.get("webApplicationInfo")
-    if sso is not None:  # Teams single sign-on: the API Teams asks a token for is the bot's own
+    if sso is not None:
         need(_GUID.fullmatch(str(sso.get("id", "")).lower()) is not None, "webApplicationInfo.id must be a GUID")
         need(sso.get("resource") == f"api://botid-{manifest.get('id')}",
              "webApplicationInfo.resource must be api://botid-<the bot's app id>")
         need(TOKEN_SERVICE_DOMAIN in domains, f"single sign-on needs {TOKEN_SERVICE_DOMAIN} in validDomains")
-    leftover = sorted(set(_PLACEHOLDER.findall(json.dumps(manifest))))
-    need(not leftover, f"placeholders left unfilled: {', '.join(leftover)}")
-    return problems
 
 
 def _check_lengths(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:
