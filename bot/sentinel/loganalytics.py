@@ -133,17 +133,7 @@ class LogAnalyticsBackend:
         statuses: list[int] = []  # HTTP status of each response, for the shapes the SDK cannot read (204)
         started = time.monotonic()
         try:
-            response = await asyncio.wait_for(
-                client.query_workspace(
-                    self._workspace_id,
-                    kql_text,
-                    timespan=query.timespan,
-                    server_timeout=timeout_s,
-                    request_id=query_id,
-                    raw_response_hook=lambda pipeline: statuses.append(pipeline.http_response.status_code),
-                ),
-                timeout=timeout_s + self._grace_s,
-            )
+            response = await self._query(client, query, kql_text, query_id, timeout_s, statuses)
         except TimeoutError:
             return _timeout_error(timeout_s)
         except (DecodeError, json.JSONDecodeError):  # a proxy's page, a cut-off stream, a 204's empty body
@@ -158,6 +148,22 @@ class LogAnalyticsBackend:
             return self._unreadable(query, query_id, statuses,
                                     f"Log Analytics sent a response of an unknown shape ({type(err).__name__})")
         return _to_raw_table(response, query, query_id)
+
+    async def _query(self, client: LogsQueryClient, query: Query, kql_text: str, query_id: str, timeout_s: int,
+                     statuses: list[int]) -> LogsQueryResult | LogsQueryPartialResult:
+        """The SDK's call, given up a grace period after the server's own time limit; each response's status is
+        appended to ``statuses``."""
+        return await asyncio.wait_for(
+            client.query_workspace(
+                self._workspace_id,
+                kql_text,
+                timespan=query.timespan,
+                server_timeout=timeout_s,
+                request_id=query_id,
+                raw_response_hook=lambda pipeline: statuses.append(pipeline.http_response.status_code),
+            ),
+            timeout=timeout_s + self._grace_s,
+        )
 
     def _http_failure(self, err: HttpResponseError, query_id: str, timeout_s: int, elapsed: float,
                       attempt: int) -> QueryError | _RetryIn:
