@@ -378,3 +378,55 @@ async def front_acks(workdir: Path, *, burst: int = 50, rates: tuple[float, ...]
         await connector.stop()
         if azurite is not None:
             azurite.stop()
+
+
+@dataclass
+class DefaultKillFigures:
+    sent: int = 0
+    answered_before_kill: int = 0
+    lost: int = 0
+    twice: int = 0
+    restart_s: float = 0.0
+
+
+async def kill_with_defaults(workdir: Path, *, conversations: int = 4, answer_timeout_s: float = 60.0,
+                             env: dict[str, str] | None = None) -> DefaultKillFigures:
+    """``python -m bot serve`` with the default settings (no TURN_QUEUE, no STATE_STORE: whatever they default to,
+    in its own working folder), one message per conversation, each turn held mid-run (its typing indicators held by
+    the connector), then SIGKILL to the bot's process group and a restart: how many of the acknowledged messages are
+    answered after it. ``env``: settings added (a before/after comparison)."""
+    figures = DefaultKillFigures()
+    connector = await FakeConnector().start()
+    connector.typing_delay = lambda body: 30.0  # every turn waits on its typing indicator: the kill lands mid-turn
+    base = {key: value for key, value in os.environ.items()
+            if not key.startswith(("AZURE", "OPENAI", "MICROSOFT", "TURN_", "STATE_"))}
+    base.update({"PYTHONPATH": str(ROOT), "HOST": "127.0.0.1", "LOG_LEVEL": "WARNING", "SHUTDOWN_GRACE_SECONDS": "2",
+                 **(env or {})})
+    bot = BotProcess("default", workdir, base)
+    bot.env.pop("TURN_WORKER_IN_WEB", None)  # the default too
+    ids = [f"kill-{c}" for c in range(conversations)]
+    try:
+        await bot.start()
+        async with aiohttp.ClientSession() as session:
+            for c, activity_id in enumerate(ids):
+                body = teams.personal("help", activity_id=activity_id, service_url=connector.url,
+                                      conversation_id=f"a:kill-{c}", user=f"u{c}")
+                async with session.post(f"{bot.url}/api/messages", json=body) as answer:
+                    assert answer.status < 300, (answer.status, bot.log_tail())
+                figures.sent += 1
+        await asyncio.sleep(1.5)  # every turn has started and waits on its typing indicator
+        figures.answered_before_kill = len(_answers(connector))
+        bot.kill()
+        connector.typing_delay = None
+        await bot.start()
+        figures.restart_s = bot.started_in
+        deadline = time.monotonic() + answer_timeout_s
+        while time.monotonic() < deadline and len({a for got in _answers(connector).values() for a in got}) < len(ids):
+            await asyncio.sleep(0.1)
+        answered = [a for got in _answers(connector).values() for a in got]
+        figures.lost = len(set(ids) - set(answered))
+        figures.twice = len(answered) - len(set(answered))
+        return figures
+    finally:
+        bot.stop()
+        await connector.stop()
