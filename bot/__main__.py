@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
                         help="lower this process's CPU priority by N (serve starts its workers with 5, so the web "
                              "front's acknowledgements come first)")
+    # Given by serve to the workers it starts (bot/turns/supervisor.py): die with it, tell it when turns are taken.
+    worker.add_argument("--parent", type=int, default=None, help=argparse.SUPPRESS)
+    worker.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
@@ -71,10 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "worker":
         from bot.app import work
+        from bot.turns.supervisor import Supervised
 
+        supervised = Supervised(args.parent, args.ready_fd)
+        supervised.die_with_parent()  # first: a web front killed while this worker builds its clients takes it along
         if args.nice and hasattr(os, "nice"):
             os.nice(args.nice)
-        _run(work(settings))
+        _run(work(settings, supervised))
         return 0
     return 2
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the Teams surface and durable turns are imported where they
     from bot.teams.surface import Surface
     from bot.teams.watches import WatchPoller
     from bot.turns.runner import TurnRunner
-    from bot.turns.supervisor import WorkerProcesses
+    from bot.turns.supervisor import Supervised, WorkerProcesses
     from bot.turns.worker import TurnWorker
 
 log = logging.getLogger(__name__)
@@ -512,8 +512,10 @@ def _log_listening(settings: Settings, parts: Components) -> None:
              settings.model.provider or "none, commands only", turns + workers)
 
 
-async def work(settings: Settings) -> None:
-    """python -m bot worker: take queued turns (TURN_QUEUE=azure) until SIGINT/SIGTERM, without a web endpoint."""
+async def work(settings: Settings, supervised: Supervised | None = None) -> None:
+    """python -m bot worker: take queued turns (TURN_QUEUE=azure or local) until SIGINT/SIGTERM, without a web
+    endpoint; ``supervised``: started by serve (TURN_WORKER_PROCESSES), stopping when it is gone and telling it once
+    turns are taken."""
     opener = turn_queue_opener(settings)
     if opener is None:
         raise SystemExit("python -m bot worker needs TURN_QUEUE=local or azure: without a queue, turns run in the web "
@@ -527,4 +529,7 @@ async def work(settings: Settings) -> None:
         log.info("Sentinel assistant worker taking turns from %s (%d at once)",
                  settings.turns.queue_path if settings.turns.queue == "local" else f"queue {settings.turns.queue_name}",
                  settings.turns.workers)
+        if supervised is not None:
+            closes.callback(asyncio.ensure_future(supervised.watch(worker.stop)).cancel)
+            supervised.taking_turns()
         await worker.run(settings.turns.shutdown_grace_seconds)

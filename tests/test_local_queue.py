@@ -146,6 +146,19 @@ async def test_serve_restarts_a_worker_process_that_dies_and_stops_them_at_shutd
     assert workers.restarts == 1, "a worker stopped at shutdown is not started again"
 
 
+@pytest.mark.slow
+async def test_worker_processes_die_with_a_killed_web_front_and_readiness_waits_for_them_to_take_turns(
+        tmp_path: Path) -> None:
+    """SIGKILL to the web process alone, twice (issue 28: each restart used to add orphans, 2 -> 4 -> 6 -> 8): the
+    workers follow their web front, so as many run as configured; /readyz says ready only once a worker takes turns,
+    so a message sent then is answered at once."""
+    from tests.support import durable_rig
+
+    figures = await durable_rig.kill_the_front(tmp_path, processes=1, kills=2, settle_s=3.0)
+    assert figures.workers_after_kill == [1, 1], figures
+    assert max(figures.first_answer_s) < 5, figures
+
+
 def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": "sqlite:///var/bot/state.db",
                                   "TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)

@@ -122,7 +122,7 @@ class _Routes:
             return web.json_response({"status": "ready" if ready else "not ready"}, status=200 if ready else 503)
         workers = self.parts.workers
         saves = self.surface.bot.state.health
-        if ready and (saves.degraded or (workers is not None and workers.alive < workers.count)):
+        if ready and (saves.degraded or (workers is not None and workers.taking < workers.count)):
             # Still answering, so still 200: with one instance, taking it out of rotation would stop every turn,
             # only a turn's save can show that saving works again, and a worker process that died is restarted.
             checks["state"] = saves.describe()
@@ -146,6 +146,9 @@ class _Routes:
         if self.parts.workers is not None:
             workers = self.parts.workers
             checks["worker_processes"] = f"{workers.alive} of {workers.count} running, {workers.restarts} restart(s)"
+            checks["workers_taking_turns"] = f"{workers.taking} of {workers.count}"
+            if not workers.taking and not self.surface.settings.turns.web_runs_worker:
+                ready = False  # turns would be queued with nobody to take them (starting, or every worker down)
         return checks, ready
 
     async def _queue_check(self, checks: dict[str, str]) -> bool:
