@@ -132,7 +132,10 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo.seed)
         inbox = Path(settings.demo.inbox) if settings.demo.inbox else None
-        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox))
+        # With worker processes, serve generates the demo once (at start-up, before they start) and they copy it.
+        shared = Path(settings.turns.queue_path).parent / f"demo-workspace-{settings.demo.seed}.sqlite" \
+            if settings.turns.worker_processes else None
+        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox, shared=shared))
 
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 

@@ -67,7 +67,8 @@ class DemoBackend:
     source = "demo"
 
     def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC), *, volume: int = 1,
-                 refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None) -> None:
+                 refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None,
+                 shared: Path | None = None) -> None:
         self._seed = seed
         self._clock = clock
         self._volume = volume
@@ -83,6 +84,9 @@ class DemoBackend:
         self.roster: list[dict[str, Any]] = oncall.roster(seed)  # the OnCall watchlist's rows (tests replace them)
         self._inbox = inbox  # new incidents another process adds (``inject``); None: only inject_incident
         self._inbox_offset = 0
+        # A copy of the generated data for the other processes of this machine: the first to build it writes it,
+        # the others (serve's worker processes) open it instead of generating their own.
+        self._shared = shared
         self._injected: list[tuple[dict[str, Any], dict[str, Any]]] = []  # rows applied, replayed on regeneration
 
     @property
@@ -124,11 +128,7 @@ class DemoBackend:
         """The live database for ``now`` (under the lock): built in place only when there is none for ``now``."""
         live = self._data
         if live is None or not live.serves(now):
-            # The default size keeps the two-argument call (some tests memoise generate by it).
-            rows = (generator.generate(self._seed, now, volume=self._volume) if self._volume != 1
-                    else generator.generate(self._seed, now))
-            live = _Data(store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now)), now,
-                         rows.generated_until)
+            live = self._from_shared(now) or self._generate(now)
             old = self._go_live(live)
             if old is not None:
                 old.close()
@@ -137,6 +137,35 @@ class DemoBackend:
         if self._inbox is not None:
             self._read_inbox(live.conn, now)
         return live.conn
+
+    def _generate(self, now: datetime) -> _Data:
+        # The default size keeps the two-argument call (some tests memoise generate by it).
+        rows = (generator.generate(self._seed, now, volume=self._volume) if self._volume != 1
+                else generator.generate(self._seed, now))
+        data = _Data(store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now)), now,
+                     rows.generated_until)
+        if self._shared is not None:
+            try:
+                store.save_shared(data.conn, self._shared, seed=self._seed, volume=self._volume,
+                                  valid_from=now.isoformat(), generated_until=data.generated_until.isoformat())
+            except (OSError, sqlite3.Error) as error:  # the other processes generate their own
+                log.warning("could not share the demo workspace in %s (%s)", self._shared, error)
+        return data
+
+    def _from_shared(self, now: datetime) -> _Data | None:
+        """The data another process of this machine generated, when it serves ``now``."""
+        if self._shared is None:
+            return None
+        found = store.load_shared(self._shared, seed=self._seed, volume=self._volume)
+        if found is None:
+            return None
+        conn, valid_from, generated_until = found
+        data = _Data(conn, datetime.fromisoformat(valid_from), datetime.fromisoformat(generated_until))
+        if not data.serves(now):
+            conn.close()
+            return None
+        log.info("demo workspace opened from %s", self._shared)
+        return data
 
     def _go_live(self, data: _Data) -> _Data | None:
         """Swap ``data`` in (under the lock; the hooks see it first) and return the data it replaces."""
