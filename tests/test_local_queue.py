@@ -299,3 +299,69 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
     finally:
         await server.close()
         await connector.stop()
+
+
+async def test_readyz_is_not_ready_while_activities_would_get_503_keys_unreachable_or_the_queue_disk_full(
+        tmp_path: Path, demo_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: /readyz said ready while every activity got 503. Now: the Bot Framework's signing keys cannot be
+    fetched (none held); the queue's disk has no room left; an activity could not be queued just now."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import Components, create_app, turn_queue_opener
+    from bot.teams import server as routes
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    async def readyz(server: TestServer) -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as session, session.get(str(server.make_url("/readyz"))) as answer:
+            return answer.status, await answer.json()
+
+    await demo_client.prepare()
+    base = {"STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"}  # the local queue: the default
+    keys_down = Settings.from_env({**base, "MICROSOFT_APP_ID": "11111111-1111-1111-1111-111111111111",
+                                   "MICROSOFT_APP_PASSWORD": "hunter2",
+                                   "MICROSOFT_APP_TENANT_ID": "22222222-2222-2222-2222-222222222222",
+                                   "BOT_OPENID_METADATA_URL": "http://127.0.0.1:1/openid"}, dotenv_path=None)
+    app = create_app(Components(keys_down, demo_client, None), create_storage("memory"),
+                     turn_queue=turn_queue_opener(keys_down))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        status, ready = await readyz(server)
+        assert status == 503 and ready["checks"]["signing_keys"].startswith("failed: signing keys"), ready
+    finally:
+        await server.close()
+
+    settings = Settings.from_env(base, dotenv_path=None)
+    queues: list[LocalTurnQueue] = []
+
+    def open_queue() -> LocalTurnQueue:
+        queues.append(LocalTurnQueue.open(settings.turns.queue_path))
+        return queues[-1]
+
+    connector = await teams.FakeConnector().start()
+    server = TestServer(create_app(Components(settings, demo_client, None),
+                                   create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue),
+                        host="127.0.0.1")
+    await server.start_server()
+    try:
+        assert (await readyz(server))[0] == 200
+        monkeypatch.setattr(routes, "free_bytes", lambda folder: 1024 * 1024)
+        status, ready = await readyz(server)
+        assert status == 503 and ready["checks"]["turn_queue"].startswith("failed: 1024 KB free"), ready
+        monkeypatch.setattr(routes, "free_bytes", lambda folder: 10 * routes.MIN_FREE_BYTES)
+        front = queues[0]
+        pages = await front.call(lambda: front._db().execute("PRAGMA page_count").fetchone()[0])
+        await front.call(lambda: front._db().execute(f"PRAGMA max_page_count = {pages}"))  # no room to grow
+        body = teams.personal("incidents 24h " + "x" * 20_000, activity_id="1700000000401", service_url=connector.url)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                assert answer.status == 503
+        status, ready = await readyz(server)
+        assert status == 503 and "could not be queued" in ready["checks"]["turn_queue"], ready
+        monkeypatch.setattr(routes, "QUEUE_FAILED_S", 0.0)  # its time passed: the next retry will tell
+        assert (await readyz(server))[0] == 200
+    finally:
+        await server.close()
+        await connector.stop()
