@@ -482,6 +482,19 @@ async def _until_signalled() -> None:
     log.info("shutting down")
 
 
+def unusable_files(settings: Settings) -> list[str]:
+    """What is wrong with the SQLite files serve and worker would open (the state, the local queue), each with what
+    to do; checked before anything starts, so a damaged file is one message, not a traceback."""
+    from bot.turns.sqlite import unusable
+
+    files = []
+    if settings.storage.state.kind == "sqlite" and settings.storage.state.path:
+        files.append((Path(settings.storage.state.path), "The conversation state (STATE_STORE)"))
+    if settings.turns.queue == "local":
+        files.append((Path(settings.turns.queue_path), "The turn queue (TURN_QUEUE_PATH)"))
+    return [problem for path, what in files if (problem := unusable(path, what)) is not None]
+
+
 async def serve(settings: Settings) -> None:
     """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
     from aiohttp import web

@@ -4,6 +4,7 @@ the worker processes serve starts (TURN_WORKER_PROCESSES), and the settings that
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -365,3 +366,31 @@ async def test_readyz_is_not_ready_while_activities_would_get_503_keys_unreachab
     finally:
         await server.close()
         await connector.stop()
+
+
+@pytest.mark.slow
+def test_a_damaged_queue_or_state_file_stops_the_start_with_the_command_that_moves_it_aside(tmp_path: Path) -> None:
+    """Issue 28: a corrupt queue file stopped the bot with tracebacks and no advice. Now one message per file, naming
+    it, with the exact command; once it is run, the files are fine (a new one is made at the next start)."""
+    import shlex
+    import subprocess
+
+    from bot.turns.sqlite import unusable
+
+    data = tmp_path / ".data"
+    data.mkdir()
+    (data / "turns.db").write_bytes(b"not a database, " * 512)
+    (data / "state.db").write_bytes(b"\0" * 100 + b"junk" * 1000)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TURN_", "STATE_", "AZURE", "OPENAI", "MICROSOFT"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    for command in ("serve", "worker"):
+        done = subprocess.run([sys.executable, "-m", "bot", command], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.count(" is not a usable SQLite database ") == 2, done.stderr
+    commands = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("mv ")]
+    assert len(commands) == 2 and ".data/turns.db.broken-" in commands[1], done.stderr
+    for part in (part for line in commands for part in line.split(" && ")):
+        subprocess.run(shlex.split(part), cwd=tmp_path, check=True)
+    assert unusable(data / "turns.db", "q") is None and unusable(data / "state.db", "s") is None
+    assert sorted(p.name.split(".broken-")[0] for p in data.iterdir()) == ["state.db", "turns.db"]
