@@ -170,7 +170,7 @@ def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
     with pytest.raises(ConfigError, match="INSTANCE_COUNT=2 needs STATE_STORE=blob and TURN_QUEUE=azure"):
         Settings.from_env({"TURN_QUEUE": "local", "INSTANCE_COUNT": "2"}, dotenv_path=None)
     with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=2 needs TURN_QUEUE=local"):
-        Settings.from_env({"TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
+        Settings.from_env({"TURN_WORKER_PROCESSES": "2", "TURN_QUEUE": "off"}, dotenv_path=None)
 
 
 async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and_the_worker_processes(
