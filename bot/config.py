@@ -209,7 +209,8 @@ class TurnSettings:
     queue_name: str = env("TURN_QUEUE_NAME", "bot-turns", "checked", _storage_name, _QUEUE_NAME_ADVICE)
     # Per-conversation leases, sequence numbers, duplicate markers.
     blob_container: str = env("TURN_BLOB_CONTAINER", "bot-turns", "checked", _storage_name, _CONTAINER_ADVICE)
-    workers: int = env("TURN_WORKERS", 8, "number", 1, 256)  # turns one worker process runs at once
+    # Turns one worker runs at once: as many as the web process's runner (turns wait on the model, not the CPU).
+    workers: int = env("TURN_WORKERS", 32, "number", 1, 256)
     web_runs_worker: bool = env("TURN_WORKER_IN_WEB", True, "flag")  # the web process also takes queued turns
     # python -m bot worker processes that serve starts, watches and restarts.
     worker_processes: int = env("TURN_WORKER_PROCESSES", 0, "number", 0, 64)
