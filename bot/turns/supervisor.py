@@ -8,11 +8,11 @@ One that exits on its own is started again, after a pause that grows while it ke
 running turns, then SIGKILL; a turn cut short reappears on the queue for the next start.
 
 The workers are this process's children in every sense: each is told the web process's id (``--parent``) and
-dies with it (:func:`die_with_parent`: on Linux the kernel's parent-death signal, set by the worker itself through
-``prctl(PR_SET_PDEATHSIG)``; everywhere a once-a-second look at its parent), so a web front killed with SIGKILL leaves
-no orphan behind to run beside the workers its restart starts. Each also says when it takes turns, through a pipe
-(``--ready-fd``): :attr:`WorkerProcesses.taking` counts those, not processes merely started (a worker builds its
-clients first), and is what /readyz reports.
+dies with it (:meth:`Supervised.die_with_parent`: on Linux the kernel's parent-death signal, set by the worker
+itself through ``prctl(PR_SET_PDEATHSIG)``; everywhere a once-a-second look at its parent), so a web front killed
+with SIGKILL leaves no orphan behind to run beside the workers its restart starts. Each also says when it takes
+turns, through a pipe (``--ready-fd``): :attr:`WorkerProcesses.taking` counts those, not processes merely started (a
+worker builds its clients first), and is what /readyz reports.
 """
 
 from __future__ import annotations
