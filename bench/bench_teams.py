@@ -764,7 +764,7 @@ async def bench_front_door(session: aiohttp.ClientSession, sizes: Sizes, seed: i
 # ---------------------------------------------------------------------------------------------------------
 
 
-async def compare_defaults(seed: int, sizes: Sizes) -> int:
+async def compare_defaults(seed: int, sizes: Sizes, with_workers: bool = False) -> int:
     """Parts 1 and 3 for the old default (turns in the web process) and the new one (the local queue), side by side
     in one run, with the echo bot for scale (--defaults)."""
     with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
@@ -778,8 +778,11 @@ async def compare_defaults(seed: int, sizes: Sizes) -> int:
                                                  Child.start("default", "default", model_url, workdir, seed),
                                                  Child.start("echo", "echo", model_url, workdir, seed)))
             off, default, echo = children
+            queued = await Child.start("queued", "queued", model_url, workdir, seed) if with_workers else None
+            if queued is not None:
+                children.append(queued)
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-                for child in (off, default):
+                for child in [off, default] + ([queued] if queued is not None else []):
                     for text in ("incidents 24h", CPU_MODEL_QUESTION):
                         await post(session, child.messages_url, connector, f"a:bench-warmup-{child.kind}", text)
                     await connector.wait_finals(f"a:bench-warmup-{child.kind}", 2)
@@ -789,6 +792,10 @@ async def compare_defaults(seed: int, sizes: Sizes) -> int:
                 await bench_latency(session, default, connector, fake_llm, sizes,
                                     where=", the default settings: the local queue, turns taken by the web process")
                 print()
+                if queued is not None:
+                    await bench_latency(session, queued, connector, fake_llm, sizes,
+                                        where=", the local queue with two worker processes (TURN_WORKER_IN_WEB=false)")
+                    print()
                 print("-- part 3 with TURN_QUEUE=off (the old default):")
                 await bench_cpu(session, off, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
                 print("-- part 3 with the default settings (the local queue):")
@@ -870,6 +877,8 @@ if __name__ == "__main__":
     parser.add_argument("--defaults", action="store_true",
                         help="only parts 1 and 3, side by side: turns in the web process (TURN_QUEUE=off, the old "
                              "default) and the default settings (the local queue, turns taken by the web process)")
+    parser.add_argument("--with-workers", action="store_true",
+                        help="with --defaults: part 1 also for the local queue with two worker processes")
     parser.add_argument("--child", choices=("bot", "echo", "queued", "default"), help=argparse.SUPPRESS)
     parser.add_argument("--model-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--state-db", default="", help=argparse.SUPPRESS)
@@ -881,5 +890,5 @@ if __name__ == "__main__":
     if options.cpu_turns != parser.get_default("cpu_turns"):
         sizes = replace(sizes, cpu_turns=max(sizes.cpu_conversations, options.cpu_turns))
     if options.defaults:
-        sys.exit(asyncio.run(compare_defaults(options.seed, sizes)))
+        sys.exit(asyncio.run(compare_defaults(options.seed, sizes, options.with_workers)))
     sys.exit(asyncio.run(main(options.seed, sizes, options.smoke)))
