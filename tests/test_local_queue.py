@@ -394,3 +394,23 @@ def test_a_damaged_queue_or_state_file_stops_the_start_with_the_command_that_mov
         subprocess.run(shlex.split(part), cwd=tmp_path, check=True)
     assert unusable(data / "turns.db", "q") is None and unusable(data / "state.db", "s") is None
     assert sorted(p.name.split(".broken-")[0] for p in data.iterdir()) == ["state.db", "turns.db"]
+
+
+def test_turns_are_queued_locally_by_default_unless_state_is_memory_or_another_queue_is_set() -> None:
+    """Issue 28: durable by default. Unset TURN_QUEUE is local beside the SQLite state (the web process takes the
+    turns); with memory state, which no restart keeps anyway, off; an explicit choice wins; several instances still
+    need the Azure queue, and say so."""
+    def turns(**env: str) -> Any:
+        return Settings.from_env(env, dotenv_path=None).turns
+
+    default = turns()
+    assert (default.queue, default.queue_path, default.web_runs_worker, default.worker_processes, default.workers) == (
+        "local", ".data/turns.db", True, 0, 32)
+    assert turns(STATE_STORE="memory").queue == "off"
+    assert turns(TURN_QUEUE="off").queue == "off"
+    assert turns(STATE_STORE="sqlite:///var/bot/state.db").queue_path == "var/bot/turns.db"
+    with pytest.raises(ConfigError, match="INSTANCE_COUNT=2 needs STATE_STORE=blob and TURN_QUEUE=azure"):
+        Settings.from_env({"INSTANCE_COUNT": "2", "STATE_STORE": "blob",
+                           "STATE_BLOB_ACCOUNT_URL": "https://contoso.blob.core.windows.net"}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=1 needs TURN_QUEUE=local"):
+        Settings.from_env({"STATE_STORE": "memory", "TURN_WORKER_PROCESSES": "1"}, dotenv_path=None)
