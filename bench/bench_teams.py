@@ -166,6 +166,32 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         runner.closes.push_async_callback(sentinel.close)
         queued = LocalTurnQueue.open(settings.turns.queue_path)
         closers.append(queued)
+    if kind == "default":
+        # The bot as python -m bot serve composes it with nothing set but the model: the local turn queue (the
+        # default since issue 28) beside the SQLite state, its turns taken by the web process itself.
+        from bot.app import Components, build_orchestrator, create_app, turn_queue_opener
+        from bot.config import Settings
+        from bot.sentinel.client import SentinelClient
+        from bot.sentinel.demo.backend import DemoBackend
+        from bot.teams.server import RUNNER_KEY
+        from bot.teams.storage import SqliteStorage
+        from bot.turns.local_queue import LocalTurnQueue
+
+        settings = Settings.from_env({"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": model_url,
+                                      "OPENAI_MODEL": "rule-model", "STATE_STORE": f"sqlite:///{state_db}",
+                                      "WATCH_POLL_SECONDS": "0"}, dotenv_path=None)
+        assert settings.turns.queue == "local" and settings.turns.web_runs_worker
+        sentinel = SentinelClient(DemoBackend(seed=seed, clock=lambda: NOW))
+        await sentinel.prepare()
+        orchestrator = build_orchestrator(settings, sentinel)
+        storage = SqliteStorage(state_db)
+        app = create_app(Components(settings, sentinel, orchestrator), storage, turn_queue=turn_queue_opener(settings))
+        runner = app[RUNNER_KEY]
+        runner.closes.push_async_callback(sentinel.close)
+        if orchestrator is not None:
+            runner.closes.push_async_callback(orchestrator.model.close)
+        queued = LocalTurnQueue.open(settings.turns.queue_path)
+        closers.append(queued)
     if kind == "bot":
         from bot.app import Components, build_orchestrator, create_app
         from bot.config import Settings
@@ -738,6 +764,50 @@ async def bench_front_door(session: aiohttp.ClientSession, sizes: Sizes, seed: i
 # ---------------------------------------------------------------------------------------------------------
 
 
+async def compare_defaults(seed: int, sizes: Sizes, with_workers: bool = False) -> int:
+    """Parts 1 and 3 for the old default (turns in the web process) and the new one (the local queue), side by side
+    in one run, with the echo bot for scale (--defaults)."""
+    with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
+        workdir = Path(tmp)
+        connector = await TrackingConnector().start()
+        fake_llm = await FakeOpenAI(brain=rule_model.brain).start()
+        model_url = f"{fake_llm.endpoint}/v1"
+        children: list[Child] = []
+        try:
+            children = list(await asyncio.gather(Child.start("bot", "off", model_url, workdir, seed),
+                                                 Child.start("default", "default", model_url, workdir, seed),
+                                                 Child.start("echo", "echo", model_url, workdir, seed)))
+            off, default, echo = children
+            queued = await Child.start("queued", "queued", model_url, workdir, seed) if with_workers else None
+            if queued is not None:
+                children.append(queued)
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+                for child in [off, default] + ([queued] if queued is not None else []):
+                    for text in ("incidents 24h", CPU_MODEL_QUESTION):
+                        await post(session, child.messages_url, connector, f"a:bench-warmup-{child.kind}", text)
+                    await connector.wait_finals(f"a:bench-warmup-{child.kind}", 2)
+                    await child.wait_idle(session)
+                await bench_latency(session, off, connector, fake_llm, sizes)
+                print()
+                await bench_latency(session, default, connector, fake_llm, sizes,
+                                    where=", the default settings: the local queue, turns taken by the web process")
+                print()
+                if queued is not None:
+                    await bench_latency(session, queued, connector, fake_llm, sizes,
+                                        where=", the local queue with two worker processes (TURN_WORKER_IN_WEB=false)")
+                    print()
+                print("-- part 3 with TURN_QUEUE=off (the old default):")
+                await bench_cpu(session, off, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
+                print("-- part 3 with the default settings (the local queue):")
+                await bench_cpu(session, default, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
+        finally:
+            for child in children:
+                await child.stop()
+            await fake_llm.stop()
+            await connector.stop()
+    return 0
+
+
 async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
     began = time.monotonic()
     if smoke:
@@ -804,7 +874,12 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=7, help="demo workspace seed")
     parser.add_argument("--cpu-turns", type=int, default=FULL.cpu_turns, help="measured turns per variant in part 3")
     parser.add_argument("--smoke", action="store_true", help="a quick run of every part at tiny sizes (CI)")
-    parser.add_argument("--child", choices=("bot", "echo", "queued"), help=argparse.SUPPRESS)
+    parser.add_argument("--defaults", action="store_true",
+                        help="only parts 1 and 3, side by side: turns in the web process (TURN_QUEUE=off, the old "
+                             "default) and the default settings (the local queue, turns taken by the web process)")
+    parser.add_argument("--with-workers", action="store_true",
+                        help="with --defaults: part 1 also for the local queue with two worker processes")
+    parser.add_argument("--child", choices=("bot", "echo", "queued", "default"), help=argparse.SUPPRESS)
     parser.add_argument("--model-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--state-db", default="", help=argparse.SUPPRESS)
     options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark
@@ -814,4 +889,6 @@ if __name__ == "__main__":
     sizes = SMOKE if options.smoke else FULL
     if options.cpu_turns != parser.get_default("cpu_turns"):
         sizes = replace(sizes, cpu_turns=max(sizes.cpu_conversations, options.cpu_turns))
+    if options.defaults:
+        sys.exit(asyncio.run(compare_defaults(options.seed, sizes, options.with_workers)))
     sys.exit(asyncio.run(main(options.seed, sizes, options.smoke)))

@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
                         help="lower this process's CPU priority by N (serve starts its workers with 5, so the web "
                              "front's acknowledgements come first)")
+    # Given by serve to the workers it starts (bot/turns/supervisor.py): die with it, tell it when turns are taken.
+    worker.add_argument("--parent", type=int, default=None, help=argparse.SUPPRESS)
+    worker.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
     kql_parser.add_argument("tool", choices=QUERY_NAMES)
@@ -64,19 +67,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "chat":
         logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.telemetry.log_level)))
         return _run(_chat(settings))
-    if args.command == "serve":
-        from bot.app import serve
+    if args.command in ("serve", "worker"):
+        return _serve_or_work(args, settings)
+    return 2
 
-        _run(serve(settings))
-        return 0
+
+def _serve_or_work(args: argparse.Namespace, settings: Settings) -> int:
+    """python -m bot serve | worker; a state or queue file that cannot be used is one message saying what to do."""
+    from bot.app import serve, unusable_files, work
+    from bot.teams.storage import StateStorageError
+    from bot.turns.contract import TurnQueueError
+    from bot.turns.supervisor import Supervised
+
+    supervised = None
     if args.command == "worker":
-        from bot.app import work
-
+        supervised = Supervised(args.parent, args.ready_fd)
+        supervised.die_with_parent()  # first: a web front killed while this worker builds its clients takes it along
         if args.nice and hasattr(os, "nice"):
             os.nice(args.nice)
-        _run(work(settings))
-        return 0
-    return 2
+    problems = unusable_files(settings)
+    if problems:
+        print("Cannot start:\n" + "\n".join(f"  - {problem}" for problem in problems), file=sys.stderr)
+        return 2
+    try:
+        _run(serve(settings) if args.command == "serve" else work(settings, supervised))
+    except (StateStorageError, TurnQueueError) as error:  # the file checked above, or its folder, failed on open
+        print(f"Cannot start: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _print_kql(tool: str, raw_arguments: str) -> int:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the Teams surface and durable turns are imported where they
     from bot.teams.surface import Surface
     from bot.teams.watches import WatchPoller
     from bot.turns.runner import TurnRunner
-    from bot.turns.supervisor import WorkerProcesses
+    from bot.turns.supervisor import Supervised, WorkerProcesses
     from bot.turns.worker import TurnWorker
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,10 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo.seed)
         inbox = Path(settings.demo.inbox) if settings.demo.inbox else None
-        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox))
+        # With worker processes, serve generates the demo once (at start-up, before they start) and they copy it.
+        shared = Path(settings.turns.queue_path).parent / f"demo-workspace-{settings.demo.seed}.sqlite" \
+            if settings.turns.worker_processes else None
+        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox, shared=shared))
 
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 
@@ -480,6 +483,19 @@ async def _until_signalled() -> None:
     log.info("shutting down")
 
 
+def unusable_files(settings: Settings) -> list[str]:
+    """What is wrong with the SQLite files serve and worker would open (the state, the local queue), each with what
+    to do; checked before anything starts, so a damaged file is one message, not a traceback."""
+    from bot.turns.sqlite import unusable
+
+    files = []
+    if settings.storage.state.kind == "sqlite" and settings.storage.state.path:
+        files.append((Path(settings.storage.state.path), "The conversation state (STATE_STORE)"))
+    if settings.turns.queue == "local":
+        files.append((Path(settings.turns.queue_path), "The turn queue (TURN_QUEUE_PATH)"))
+    return [problem for path, what in files if (problem := unusable(path, what)) is not None]
+
+
 async def serve(settings: Settings) -> None:
     """python -m bot serve: the Teams endpoint, until SIGINT/SIGTERM, then a graceful shutdown."""
     from aiohttp import web
@@ -513,8 +529,10 @@ def _log_listening(settings: Settings, parts: Components) -> None:
              settings.model.provider or "none, commands only", turns + workers)
 
 
-async def work(settings: Settings) -> None:
-    """python -m bot worker: take queued turns (TURN_QUEUE=azure) until SIGINT/SIGTERM, without a web endpoint."""
+async def work(settings: Settings, supervised: Supervised | None = None) -> None:
+    """python -m bot worker: take queued turns (TURN_QUEUE=azure or local) until SIGINT/SIGTERM, without a web
+    endpoint; ``supervised``: started by serve (TURN_WORKER_PROCESSES), stopping when it is gone and telling it once
+    turns are taken."""
     opener = turn_queue_opener(settings)
     if opener is None:
         raise SystemExit("python -m bot worker needs TURN_QUEUE=local or azure: without a queue, turns run in the web "
@@ -528,4 +546,7 @@ async def work(settings: Settings) -> None:
         log.info("Sentinel assistant worker taking turns from %s (%d at once)",
                  settings.turns.queue_path if settings.turns.queue == "local" else f"queue {settings.turns.queue_name}",
                  settings.turns.workers)
+        if supervised is not None:
+            closes.callback(asyncio.ensure_future(supervised.watch(worker.stop)).cancel)
+            supervised.taking_turns()
         await worker.run(settings.turns.shutdown_grace_seconds)

@@ -209,13 +209,15 @@ class TurnSettings:
 
     deadline_seconds: int = env("TURN_DEADLINE_SECONDS", 120, "number", 1, 3600)
     shutdown_grace_seconds: int = env("SHUTDOWN_GRACE_SECONDS", 20, "number", 0, 110)
-    queue: str = env("TURN_QUEUE", "off", "choice", ("off", "azure", "local"))
+    # Unset: local (durable on this machine), or off with STATE_STORE=memory (workers could not see the state).
+    queue: str = env("TURN_QUEUE", "local", "turn_queue")
     queue_path: str = env("TURN_QUEUE_PATH", ".data/turns.db", "queue_path")  # unset: beside the SQLite state
     queue_account_url: str | None = env("TURN_QUEUE_ACCOUNT_URL", None, "url", False)  # https://<account>.queue...
     queue_name: str = env("TURN_QUEUE_NAME", "bot-turns", "checked", _storage_name, _QUEUE_NAME_ADVICE)
     # Per-conversation leases, sequence numbers, duplicate markers.
     blob_container: str = env("TURN_BLOB_CONTAINER", "bot-turns", "checked", _storage_name, _CONTAINER_ADVICE)
-    workers: int = env("TURN_WORKERS", 8, "number", 1, 256)  # turns one worker process runs at once
+    # Turns one worker runs at once: as many as the web process's runner (turns wait on the model, not the CPU).
+    workers: int = env("TURN_WORKERS", 32, "number", 1, 256)
     web_runs_worker: bool = env("TURN_WORKER_IN_WEB", True, "flag")  # the web process also takes queued turns
     # python -m bot worker processes that serve starts, watches and restarts.
     worker_processes: int = env("TURN_WORKER_PROCESSES", 0, "number", 0, 64)
@@ -348,6 +350,8 @@ class _Reader:
             teams = replace(teams, allowed_service_urls=urls)
         if teams.app_id and not access.tenants and teams.app_tenant_id:
             access = replace(access, tenants=frozenset({teams.app_tenant_id.lower()}))  # the bot's own tenant
+        if not turns.queue:  # durable by default: a turn acknowledged is on disk, and a kill -9 does not lose it
+            turns = replace(turns, queue="off" if settings.storage.state.kind == "memory" else "local")
         if not turns.queue_path:
             turns = replace(turns, queue_path=_beside(settings.storage.state, "turns.db"))
         return replace(settings, teams=teams, access=access, turns=turns)
@@ -481,6 +485,10 @@ class _Reader:
             self.problems.append(f"{name}={raw!r} is not one of DEBUG, INFO, WARNING, ERROR.")
             return default
         return raw
+
+    def turn_queue(self, name: str, default: str) -> str:
+        """TURN_QUEUE; unset: empty until ``_derived`` picks local, or off with memory state."""
+        return self.choice(name, default, ("off", "azure", "local")) if self.text(name) is not None else ""
 
     def queue_path(self, name: str, _default: str) -> str:
         """TURN_QUEUE_PATH; unset: empty until ``_derived`` puts it beside the SQLite state."""

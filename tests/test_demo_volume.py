@@ -145,3 +145,33 @@ async def test_the_next_day_is_built_beside_the_live_data_and_swapped_in() -> No
     today = await client.query_incidents(time_window="last_1h")
     assert isinstance(today, QueryResult) and backend._conn is swapped and backend.regenerations == 1
     await client.close()
+
+
+def test_worker_processes_open_the_demo_workspace_serve_generated_instead_of_generating_their_own(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: each worker process generated its own demo workspace. The first process writes a copy beside the
+    queue; the next opens it (no generation) and answers alike; another seed's copy is not taken."""
+    from pathlib import Path
+
+    shared = Path(tmp_path) / "demo-workspace.sqlite"
+    clock = lambda: NOW  # noqa: E731
+    first = DemoBackend(SEED, clock, shared=shared)
+    first.prepare_sync()
+    assert shared.is_file()
+
+    def no_generation(*_: Any, **__: Any) -> Any:
+        raise AssertionError("generated again")
+
+    monkeypatch.setattr(generator, "generate", no_generation)
+    second = DemoBackend(SEED, clock, shared=shared)
+    second.prepare_sync()
+    count = "SELECT (SELECT COUNT(*) FROM SecurityIncident), (SELECT COUNT(*) FROM LatestAlert), " \
+            "(SELECT COUNT(*) FROM AlertEntity)"
+    assert second.with_database(lambda db, _: tuple(db.execute(count).fetchone())) == \
+        first.with_database(lambda db, _: tuple(db.execute(count).fetchone()))
+    assert second.with_database(lambda db, _: db.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE name = 'DemoShared'").fetchone()[0]) == 0
+    with pytest.raises(AssertionError, match="generated again"):
+        DemoBackend(SEED + 1, clock, shared=shared).prepare_sync()
+    asyncio.run(first.close())
+    asyncio.run(second.close())

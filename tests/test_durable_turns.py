@@ -266,6 +266,16 @@ async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_r
     assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
 
 
+@pytest.mark.slow
+async def test_with_the_default_settings_a_bot_killed_mid_turn_answers_the_turn_after_its_restart(
+        tmp_path: Path) -> None:
+    """python -m bot serve with nothing set (issue 28): each acknowledged turn is on disk, so SIGKILL mid-turn loses
+    none (with TURN_QUEUE=off, the old default, all 4 were lost)."""
+    figures = await durable_rig.kill_with_defaults(tmp_path, conversations=4)
+    assert figures.answered_before_kill == 0, "the kill lands while every turn runs"
+    assert (figures.lost, figures.twice) == (0, 0), figures
+
+
 def test_an_activity_refused_with_503_is_not_dropped_as_a_repeat_when_teams_retries() -> None:
     from bot.turns.runner import TurnRunner
 

@@ -4,6 +4,7 @@ the worker processes serve starts (TURN_WORKER_PROCESSES), and the settings that
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -146,6 +147,19 @@ async def test_serve_restarts_a_worker_process_that_dies_and_stops_them_at_shutd
     assert workers.restarts == 1, "a worker stopped at shutdown is not started again"
 
 
+@pytest.mark.slow
+async def test_worker_processes_die_with_a_killed_web_front_and_readiness_waits_for_them_to_take_turns(
+        tmp_path: Path) -> None:
+    """SIGKILL to the web process alone, twice (issue 28: each restart used to add orphans, 2 -> 4 -> 6 -> 8): the
+    workers follow their web front, so as many run as configured; /readyz says ready only once a worker takes turns,
+    so a message sent then is answered at once."""
+    from tests.support import durable_rig
+
+    figures = await durable_rig.kill_the_front(tmp_path, processes=1, kills=2, settle_s=3.0)
+    assert figures.workers_after_kill == [1, 1], figures
+    assert max(figures.first_answer_s) < 5, figures
+
+
 def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": "sqlite:///var/bot/state.db",
                                   "TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
@@ -156,7 +170,7 @@ def test_settings_refuse_a_local_queue_that_cannot_work() -> None:
     with pytest.raises(ConfigError, match="INSTANCE_COUNT=2 needs STATE_STORE=blob and TURN_QUEUE=azure"):
         Settings.from_env({"TURN_QUEUE": "local", "INSTANCE_COUNT": "2"}, dotenv_path=None)
     with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=2 needs TURN_QUEUE=local"):
-        Settings.from_env({"TURN_WORKER_PROCESSES": "2"}, dotenv_path=None)
+        Settings.from_env({"TURN_WORKER_PROCESSES": "2", "TURN_QUEUE": "off"}, dotenv_path=None)
 
 
 async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and_the_worker_processes(
@@ -286,3 +300,117 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
     finally:
         await server.close()
         await connector.stop()
+
+
+async def test_readyz_is_not_ready_while_activities_would_get_503_keys_unreachable_or_the_queue_disk_full(
+        tmp_path: Path, demo_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: /readyz said ready while every activity got 503. Now: the Bot Framework's signing keys cannot be
+    fetched (none held); the queue's disk has no room left; an activity could not be queued just now."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import Components, create_app, turn_queue_opener
+    from bot.teams import server as routes
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    async def readyz(server: TestServer) -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as session, session.get(str(server.make_url("/readyz"))) as answer:
+            return answer.status, await answer.json()
+
+    await demo_client.prepare()
+    base = {"STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"}  # the local queue: the default
+    keys_down = Settings.from_env({**base, "MICROSOFT_APP_ID": "11111111-1111-1111-1111-111111111111",
+                                   "MICROSOFT_APP_PASSWORD": "hunter2",
+                                   "MICROSOFT_APP_TENANT_ID": "22222222-2222-2222-2222-222222222222",
+                                   "BOT_OPENID_METADATA_URL": "http://127.0.0.1:1/openid"}, dotenv_path=None)
+    app = create_app(Components(keys_down, demo_client, None), create_storage("memory"),
+                     turn_queue=turn_queue_opener(keys_down))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        status, ready = await readyz(server)
+        assert status == 503 and ready["checks"]["signing_keys"].startswith("failed: signing keys"), ready
+    finally:
+        await server.close()
+
+    settings = Settings.from_env(base, dotenv_path=None)
+    queues: list[LocalTurnQueue] = []
+
+    def open_queue() -> LocalTurnQueue:
+        queues.append(LocalTurnQueue.open(settings.turns.queue_path))
+        return queues[-1]
+
+    connector = await teams.FakeConnector().start()
+    server = TestServer(create_app(Components(settings, demo_client, None),
+                                   create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue),
+                        host="127.0.0.1")
+    await server.start_server()
+    try:
+        assert (await readyz(server))[0] == 200
+        monkeypatch.setattr(routes, "free_bytes", lambda folder: 1024 * 1024)
+        status, ready = await readyz(server)
+        assert status == 503 and ready["checks"]["turn_queue"].startswith("failed: 1024 KB free"), ready
+        monkeypatch.setattr(routes, "free_bytes", lambda folder: 10 * routes.MIN_FREE_BYTES)
+        front = queues[0]
+        pages = await front.call(lambda: front._db().execute("PRAGMA page_count").fetchone()[0])
+        await front.call(lambda: front._db().execute(f"PRAGMA max_page_count = {pages}"))  # no room to grow
+        body = teams.personal("incidents 24h " + "x" * 20_000, activity_id="1700000000401", service_url=connector.url)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                assert answer.status == 503
+        status, ready = await readyz(server)
+        assert status == 503 and "could not be queued" in ready["checks"]["turn_queue"], ready
+        monkeypatch.setattr(routes, "QUEUE_FAILED_S", 0.0)  # its time passed: the next retry will tell
+        assert (await readyz(server))[0] == 200
+    finally:
+        await server.close()
+        await connector.stop()
+
+
+@pytest.mark.slow
+def test_a_damaged_queue_or_state_file_stops_the_start_with_the_command_that_moves_it_aside(tmp_path: Path) -> None:
+    """Issue 28: a corrupt queue file stopped the bot with tracebacks and no advice. Now one message per file, naming
+    it, with the exact command; once it is run, the files are fine (a new one is made at the next start)."""
+    import shlex
+    import subprocess
+
+    from bot.turns.sqlite import unusable
+
+    data = tmp_path / ".data"
+    data.mkdir()
+    (data / "turns.db").write_bytes(b"not a database, " * 512)
+    (data / "state.db").write_bytes(b"\0" * 100 + b"junk" * 1000)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TURN_", "STATE_", "AZURE", "OPENAI", "MICROSOFT"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    for command in ("serve", "worker"):
+        done = subprocess.run([sys.executable, "-m", "bot", command], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.count(" is not a usable SQLite database ") == 2, done.stderr
+    commands = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("mv ")]
+    assert len(commands) == 2 and ".data/turns.db.broken-" in commands[1], done.stderr
+    for part in (part for line in commands for part in line.split(" && ")):
+        subprocess.run(shlex.split(part), cwd=tmp_path, check=True)
+    assert unusable(data / "turns.db", "q") is None and unusable(data / "state.db", "s") is None
+    assert sorted(p.name.split(".broken-")[0] for p in data.iterdir()) == ["state.db", "turns.db"]
+
+
+def test_turns_are_queued_locally_by_default_unless_state_is_memory_or_another_queue_is_set() -> None:
+    """Issue 28: durable by default. Unset TURN_QUEUE is local beside the SQLite state (the web process takes the
+    turns); with memory state, which no restart keeps anyway, off; an explicit choice wins; several instances still
+    need the Azure queue, and say so."""
+    def turns(**env: str) -> Any:
+        return Settings.from_env(env, dotenv_path=None).turns
+
+    default = turns()
+    assert (default.queue, default.queue_path, default.web_runs_worker, default.worker_processes, default.workers) == (
+        "local", ".data/turns.db", True, 0, 32)
+    assert turns(STATE_STORE="memory").queue == "off"
+    assert turns(TURN_QUEUE="off").queue == "off"
+    assert turns(STATE_STORE="sqlite:///var/bot/state.db").queue_path == "var/bot/turns.db"
+    with pytest.raises(ConfigError, match="INSTANCE_COUNT=2 needs STATE_STORE=blob and TURN_QUEUE=azure"):
+        Settings.from_env({"INSTANCE_COUNT": "2", "STATE_STORE": "blob",
+                           "STATE_BLOB_ACCOUNT_URL": "https://contoso.blob.core.windows.net"}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=1 needs TURN_QUEUE=local"):
+        Settings.from_env({"STATE_STORE": "memory", "TURN_WORKER_PROCESSES": "1"}, dotenv_path=None)

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -43,6 +44,7 @@ class QueuedTurns:
         self.front: TurnQueue | None = None
         self._feedback: set[asyncio.Task[None]] = set()
         self._in_flight = 0  # requests on /api/messages being checked and queued
+        self.failed_at = float("-inf")  # when an activity last could not be queued (/readyz), monotonic
         self._quiet = asyncio.Event()
 
     @contextlib.contextmanager
@@ -82,7 +84,9 @@ class QueuedTurns:
             await self.front.enqueue(conversation, activity.id or "", body, auth_record(auth))
         except Exception as error:  # noqa: BLE001 - not queued: Teams retries on a 5xx
             log.warning("could not queue a turn (%s)", type(error).__name__)
+            self.failed_at = time.monotonic()
             return problem(503, "The bot could not queue the activity; Teams will retry.")
+        self.failed_at = float("-inf")
         return web.Response(status=201)
 
 

@@ -403,6 +403,18 @@ class SigningKeys:
             raise Refused(401, "token signed with an unknown key")
         return key
 
+    async def problem(self) -> str | None:
+        """Why an activity could not be authenticated now (no keys, and none to be fetched), or None (/readyz): keys
+        held, even stale ones a failed refresh keeps, or fetched now."""
+        now = time.monotonic()
+        if self._keys and now - self._fetched_at <= KEYS_FRESH_S:
+            return None
+        try:
+            await self._refresh(now)
+        except Refused as refused:
+            return refused.reason
+        return None if self._keys else "signing keys not fetched yet"
+
     async def _refresh(self, now: float) -> None:
         if self._fetch is None or self._fetch.done():
             if now - self._failed_at < FAILURE_BACKOFF_S:

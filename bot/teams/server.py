@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +35,13 @@ LOOPBACK_REMOTES = ("127.0.0.1", "::1")  # the operator on the machine sees /rea
 BOT_KEY = web.AppKey("bot", SentinelBot)
 RUNNER_KEY = web.AppKey("runner", TurnRunner)
 POLLER_KEY = web.AppKey("watch_poller", WatchPoller)
+MIN_FREE_BYTES = 16 * 1024 * 1024  # less free space beside the local queue: enqueues are about to fail
+QUEUE_FAILED_S = 10.0  # after a failed enqueue, /readyz says not ready this long (then the next retry tells again)
+
+
+def free_bytes(folder: Path) -> int:
+    """Free space on the disk holding ``folder`` (tests replace it)."""
+    return shutil.disk_usage(folder).free
 
 
 @dataclass
@@ -143,7 +153,7 @@ class _Routes:
             return web.json_response({"status": "ready" if ready else "not ready"}, status=200 if ready else 503)
         workers = self.parts.workers
         saves = self.surface.bot.state.health
-        if ready and (saves.degraded or (workers is not None and workers.alive < workers.count)):
+        if ready and (saves.degraded or (workers is not None and workers.taking < workers.count)):
             # Still answering, so still 200: with one instance, taking it out of rotation would stop every turn,
             # only a turn's save can show that saving works again, and a worker process that died is restarted.
             checks["state"] = saves.describe()
@@ -163,10 +173,14 @@ class _Routes:
         checks["language_model"] = "configured" if bot.orchestrator is not None else "not configured (commands only)"
         checks["accepting_turns"] = "yes" if runner.can_accept() else "no"
         queue_ok = await self._queue_check(checks)
-        ready = checks["state"] == "ok" and runner.can_accept() and queue_ok
+        keys_ok = await self._keys_check(checks)
+        ready = checks["state"] == "ok" and runner.can_accept() and queue_ok and keys_ok
         if self.parts.workers is not None:
             workers = self.parts.workers
             checks["worker_processes"] = f"{workers.alive} of {workers.count} running, {workers.restarts} restart(s)"
+            checks["workers_taking_turns"] = f"{workers.taking} of {workers.count}"
+            if not workers.taking and not self.surface.settings.turns.web_runs_worker:
+                ready = False  # turns would be queued with nobody to take them (starting, or every worker down)
         return checks, ready
 
     async def _queue_check(self, checks: dict[str, str]) -> bool:
@@ -179,8 +193,33 @@ class _Routes:
         except Exception as error:  # noqa: BLE001
             checks["turn_queue"] = f"failed: {type(error).__name__}"
             return False
+        turns = self.surface.settings.turns
+        failed_s = time.monotonic() - queued.failed_at
+        if failed_s < QUEUE_FAILED_S:
+            checks["turn_queue"] = f"failed: an activity could not be queued {failed_s:.0f} s ago, {waiting} queued"
+            return False
+        if turns.queue == "local":
+            folder = Path(turns.queue_path).parent
+            try:
+                free = free_bytes(folder)
+            except OSError as error:
+                checks["turn_queue"] = f"failed: {type(error).__name__} on {folder}"
+                return False
+            if free < MIN_FREE_BYTES:
+                checks["turn_queue"] = f"failed: {free // 1024} KB free on the queue's disk ({folder})"
+                return False
         checks["turn_queue"] = f"ok, {waiting} turn(s) queued"
         return True
+
+    async def _keys_check(self, checks: dict[str, str]) -> bool:
+        """With an app id every activity's token is checked against the Bot Framework's signing keys: without any,
+        every delivery would get 503."""
+        tokens = self.surface.tokens
+        if tokens is None:
+            return True
+        problem_text = await tokens.keys.problem()
+        checks["signing_keys"] = "ok" if problem_text is None else f"failed: {problem_text}"
+        return problem_text is None
 
 
 async def _read_activity(request: web.Request, service_urls: ServiceUrls

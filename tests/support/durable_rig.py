@@ -378,3 +378,145 @@ async def front_acks(workdir: Path, *, burst: int = 50, rates: tuple[float, ...]
         await connector.stop()
         if azurite is not None:
             azurite.stop()
+
+
+@dataclass
+class DefaultKillFigures:
+    sent: int = 0
+    answered_before_kill: int = 0
+    lost: int = 0
+    twice: int = 0
+    restart_s: float = 0.0
+
+
+async def kill_with_defaults(workdir: Path, *, conversations: int = 4, answer_timeout_s: float = 60.0,
+                             env: dict[str, str] | None = None) -> DefaultKillFigures:
+    """``python -m bot serve`` with the default settings (no TURN_QUEUE, no STATE_STORE: whatever they default to,
+    in its own working folder), one message per conversation, each turn held mid-run (its typing indicators held by
+    the connector), then SIGKILL to the bot's process group and a restart: how many of the acknowledged messages are
+    answered after it. ``env``: settings added (a before/after comparison)."""
+    figures = DefaultKillFigures()
+    connector = await FakeConnector().start()
+    connector.typing_delay = lambda body: 30.0  # every turn waits on its typing indicator: the kill lands mid-turn
+    base = {key: value for key, value in os.environ.items()
+            if not key.startswith(("AZURE", "OPENAI", "MICROSOFT", "TURN_", "STATE_"))}
+    base.update({"PYTHONPATH": str(ROOT), "HOST": "127.0.0.1", "LOG_LEVEL": "WARNING", "SHUTDOWN_GRACE_SECONDS": "2",
+                 **(env or {})})
+    bot = BotProcess("default", workdir, base)
+    bot.env.pop("TURN_WORKER_IN_WEB", None)  # the default too
+    ids = [f"kill-{c}" for c in range(conversations)]
+    try:
+        await bot.start()
+        async with aiohttp.ClientSession() as session:
+            for c, activity_id in enumerate(ids):
+                body = teams.personal("help", activity_id=activity_id, service_url=connector.url,
+                                      conversation_id=f"a:kill-{c}", user=f"u{c}")
+                async with session.post(f"{bot.url}/api/messages", json=body) as answer:
+                    assert answer.status < 300, (answer.status, bot.log_tail())
+                figures.sent += 1
+        await asyncio.sleep(1.5)  # every turn has started and waits on its typing indicator
+        figures.answered_before_kill = len(_answers(connector))
+        bot.kill()
+        connector.typing_delay = None
+        await bot.start()
+        figures.restart_s = bot.started_in
+        deadline = time.monotonic() + answer_timeout_s
+        while time.monotonic() < deadline and len({a for got in _answers(connector).values() for a in got}) < len(ids):
+            await asyncio.sleep(0.1)
+        answered = [a for got in _answers(connector).values() for a in got]
+        figures.lost = len(set(ids) - set(answered))
+        figures.twice = len(answered) - len(set(answered))
+        return figures
+    finally:
+        bot.stop()
+        await connector.stop()
+
+
+def worker_processes_in(folder: Path) -> list[int]:
+    """The ``python -m bot worker`` processes running in ``folder`` (Linux /proc), whoever their parent."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"bot" in command and b"worker" in command and Path(os.readlink(entry / "cwd")) == folder.resolve():
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+@dataclass
+class FrontKillFigures:
+    processes: int
+    workers_after_kill: list[int] = field(default_factory=list)  # counted once the restarted front is ready, +settle
+    ready_s: list[float] = field(default_factory=list)  # serve's start to /readyz 200
+    first_answer_s: list[float] = field(default_factory=list)  # /readyz 200 to a message's answer
+    worker_taking_s: list[float] = field(default_factory=list)  # serve's start to each worker's "taking turns"
+
+
+def _taking_turns_at(log: str, since: float) -> list[float]:
+    """Wall-clock times of the workers' "taking turns" log lines after ``since``."""
+    import datetime as dt
+    times = []
+    for line in log.splitlines():
+        if "worker taking turns" in line:
+            with contextlib.suppress(ValueError):
+                at = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if at >= since:
+                    times.append(at)
+    return times
+
+
+async def kill_the_front(workdir: Path, *, processes: int = 2, kills: int = 3, settle_s: float = 5.0,
+                         env: dict[str, str] | None = None) -> FrontKillFigures:
+    """``python -m bot serve`` with TURN_WORKER_PROCESSES=``processes`` (local queue, no turns in the web process);
+    SIGKILL to the web process alone (its workers are not signalled), restart, ``kills`` times: how many worker
+    processes run each time, how long until ready and until a worker answers."""
+    figures = FrontKillFigures(processes)
+    connector = await FakeConnector().start()
+    base = {key: value for key, value in os.environ.items()
+            if not key.startswith(("AZURE", "OPENAI", "MICROSOFT", "TURN_", "STATE_"))}
+    base.update({"PYTHONPATH": str(ROOT), "HOST": "127.0.0.1", "LOG_LEVEL": "INFO", "SHUTDOWN_GRACE_SECONDS": "2",
+                 "TURN_WORKER_PROCESSES": str(processes), **(env or {})})
+    bot = BotProcess("front", workdir, base, separate_worker=True, supervised=True)
+    bot.env["TURN_WORKER_PROCESSES"] = str(processes)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for round_ in range(kills + 1):
+                began = time.time()
+                await bot.start()
+                figures.ready_s.append(bot.started_in)
+                ready_at = time.monotonic()
+                body = teams.personal("help", activity_id=f"round-{round_}", service_url=connector.url,
+                                      conversation_id=f"a:front-kill-{round_}", user="u1")
+                async with session.post(f"{bot.url}/api/messages", json=body) as answer:
+                    assert answer.status < 300, (answer.status, bot.log_tail())
+                while f"round-{round_}" not in {str(s.body.get("replyToId")) for s in connector.sent
+                                                if s.type == "message"}:
+                    if time.monotonic() - ready_at > START_TIMEOUT_S:
+                        raise RuntimeError(f"round {round_} not answered: {bot.log_tail()}")
+                    await asyncio.sleep(0.05)
+                figures.first_answer_s.append(time.monotonic() - ready_at)
+                deadline = time.monotonic() + START_TIMEOUT_S
+                while len(_taking_turns_at((bot.workdir / "bot.log").read_text(errors="replace"), began)) < processes \
+                        and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                figures.worker_taking_s.extend(at - began for at in _taking_turns_at(
+                    (bot.workdir / "bot.log").read_text(errors="replace"), began))
+                if round_:
+                    await asyncio.sleep(settle_s)
+                    figures.workers_after_kill.append(len(worker_processes_in(bot.workdir)))
+                if round_ < kills:
+                    assert bot.process is not None
+                    os.kill(bot.process.pid, signal.SIGKILL)  # the web front alone, as an OOM kill would
+                    bot.process.wait()
+        return figures
+    finally:
+        bot.stop()
+        for pid in worker_processes_in(bot.workdir):  # orphans of the killed fronts
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        await connector.stop()

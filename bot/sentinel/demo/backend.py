@@ -78,7 +78,7 @@ class DemoBackend:
 
     def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC), *, volume: int = 1,
                  refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None,
-                 build: Build = build_database) -> None:
+                 build: Build = build_database, shared: Path | None = None) -> None:
         self._seed = seed
         self._build = build  # how a database is built in place (tests hand out copies of one build)
         self._clock = clock
@@ -95,6 +95,9 @@ class DemoBackend:
         self.roster: list[dict[str, Any]] = oncall.roster(seed)  # the OnCall watchlist's rows (tests replace them)
         self._inbox = inbox  # new incidents another process adds (``inject``); None: only inject_incident
         self._inbox_offset = 0
+        # A copy of the generated data for the other processes of this machine: the first to build it writes it,
+        # the others (serve's worker processes) open it instead of generating their own.
+        self._shared = shared
         self._injected: list[tuple[dict[str, Any], dict[str, Any]]] = []  # rows applied, replayed on regeneration
 
     @property
@@ -136,8 +139,7 @@ class DemoBackend:
         """The live database for ``now`` (under the lock): built in place only when there is none for ``now``."""
         live = self._data
         if live is None or not live.serves(now):
-            conn, generated_until = self._build(self._seed, now, self._volume)
-            live = _Data(conn, now, generated_until)
+            live = self._from_shared(now) or self._generate(now)
             old = self._go_live(live)
             if old is not None:
                 old.close()
@@ -146,6 +148,32 @@ class DemoBackend:
         if self._inbox is not None:
             self._read_inbox(live.conn, now)
         return live.conn
+
+    def _generate(self, now: datetime) -> _Data:
+        conn, generated_until = self._build(self._seed, now, self._volume)
+        data = _Data(conn, now, generated_until)
+        if self._shared is not None:
+            try:
+                store.save_shared(data.conn, self._shared, seed=self._seed, volume=self._volume,
+                                  valid_from=now.isoformat(), generated_until=data.generated_until.isoformat())
+            except (OSError, sqlite3.Error) as error:  # the other processes generate their own
+                log.warning("could not share the demo workspace in %s (%s)", self._shared, error)
+        return data
+
+    def _from_shared(self, now: datetime) -> _Data | None:
+        """The data another process of this machine generated, when it serves ``now``."""
+        if self._shared is None:
+            return None
+        found = store.load_shared(self._shared, seed=self._seed, volume=self._volume)
+        if found is None:
+            return None
+        conn, valid_from, generated_until = found
+        data = _Data(conn, datetime.fromisoformat(valid_from), datetime.fromisoformat(generated_until))
+        if not data.serves(now):
+            conn.close()
+            return None
+        log.info("demo workspace opened from %s", self._shared)
+        return data
 
     def _go_live(self, data: _Data) -> _Data | None:
         """Swap ``data`` in (under the lock; the hooks see it first) and return the data it replaces."""

@@ -29,6 +29,7 @@ file, which the serving process then opens: regeneration then costs the serving 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -46,6 +47,9 @@ def load_table_columns() -> dict[str, list[tuple[str, str]]]:
     """{table: [(column, kusto type), ...]} for SecurityIncident and SecurityAlert."""
     raw = json.loads(TABLES_FILE.read_text(encoding="utf-8"))
     return {table: [(c["name"], c["type"]) for c in columns] for table, columns in raw.items()}
+
+
+_SHARED = "DemoShared"  # the table of a shared copy saying what it was built from (save_shared)
 
 
 def iso(moment: datetime) -> str:
@@ -214,6 +218,47 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         CREATE INDEX latest_alert_id ON LatestAlert (SystemAlertId, TimeGenerated);
         """
     )
+
+
+def save_shared(conn: sqlite3.Connection, path: Path, *, seed: int, volume: int, valid_from: str,
+                generated_until: str) -> None:
+    """A copy of a built database at ``path`` for the other processes of this machine (serve's worker processes)
+    to open instead of generating their own, with what it was built from; replaced whole (another process reads
+    the old file or the new one, never half of one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    copy = sqlite3.connect(part)
+    try:
+        conn.backup(copy)
+        copy.execute(f"CREATE TABLE {_SHARED} (seed INTEGER, volume INTEGER, valid_from TEXT, generated_until TEXT)")
+        copy.execute(f"INSERT INTO {_SHARED} VALUES (?, ?, ?, ?)", (seed, volume, valid_from, generated_until))
+        copy.commit()
+    finally:
+        copy.close()
+    os.replace(part, path)
+
+
+def load_shared(path: Path, *, seed: int, volume: int) -> tuple[sqlite3.Connection, str, str] | None:
+    """The database :func:`save_shared` left at ``path``, copied into memory, with its ``valid_from`` and
+    ``generated_until`` (ISO 8601); None when there is none built from ``seed`` and ``volume``, or it is unreadable
+    (the caller builds its own)."""
+    if not path.is_file():
+        return None
+    try:
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = source.execute(f"SELECT seed, volume, valid_from, generated_until FROM {_SHARED}").fetchone()
+            if row is None or (row[0], row[1]) != (seed, volume):
+                return None
+            conn = connect()
+            source.backup(conn)
+        finally:
+            source.close()
+        conn.execute(f"DROP TABLE {_SHARED}")
+        conn.commit()
+    except sqlite3.Error:
+        return None
+    return conn, str(row[2]), str(row[3])
 
 
 def build_file(seed: int, now: str, volume: int, valid_from: str, path: str) -> str:
