@@ -500,7 +500,8 @@ def test_sqlite_state_above_one_instance_is_refused() -> None:
 
 def test_worker_processes_queue_turns_beside_the_state_and_the_web_process_only_checks_and_queues() -> None:
     app = Settings.from_env(app_settings()[0], dotenv_path=None)
-    assert (app.turns.queue, app.turns.worker_processes, app.turns.web_runs_worker) == ("off", 0, True), "default: as before"
+    assert (app.turns.queue, app.turns.worker_processes, app.turns.web_runs_worker) == ("local", 0, True), (
+        "default: durable, the turns queued beside the SQLite state and taken by the web process (issue 28)")
     local = Settings.from_env(app_settings(workerProcesses=2)[0], dotenv_path=None)
     assert (local.turns.queue, local.turns.queue_path, local.turns.worker_processes, local.turns.web_runs_worker) == (
         "local", "/app/.data/turns.db", 2, False), "SQLite state: the local queue on the same disk"
