@@ -176,8 +176,9 @@ class TurnWorker:
             await lease.write(state)
             return True
         state.tries += 1
-        await lease.write(state)  # a start is counted before the turn runs, so a crash counts too
-        if await self.turns.claim(envelope, str(taken.message.id), lease):
+        # A start is counted before the turn runs, so a crash counts too: written with the claim of its marker (the
+        # local queue: one transaction).
+        if await self.turns.claim(envelope, str(taken.message.id), lease, state):
             try:
                 await self._run(envelope)
             except Exception:
@@ -185,8 +186,7 @@ class TurnWorker:
         else:
             log.info("dropping a repeated delivery of activity %s", envelope.activity_id)
         state.advance(envelope.number + 1)
-        await lease.write(state)
-        await self.turns.done(taken)
+        await self.turns.done(taken, lease, state)  # the next number written, then the message deleted
         return True
 
     async def _set_aside(self, taken: Taken, reason: str) -> None:
