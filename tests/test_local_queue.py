@@ -15,8 +15,10 @@ import pytest
 
 from bot.config import ConfigError, Settings
 from bot.turns import local_queue, supervisor
+from bot.turns import worker as worker_module
 from bot.turns.contract import Envelope, LockState, TurnQueueError
 from bot.turns.local_queue import LocalTurnQueue
+from bot.turns.worker import TurnWorker
 
 
 @pytest.fixture
@@ -112,6 +114,32 @@ async def test_a_marker_older_than_its_time_to_live_no_longer_counts(
     assert not await pair[1].claim(envelope, "2")
     await asyncio.sleep(0.3)
     assert await pair[1].claim(envelope, "2"), "Teams re-sends within minutes: an old marker is not a repeat"
+
+
+async def test_a_turn_queued_by_this_process_is_taken_at_its_wake_not_at_the_next_poll(
+        pair: list[LocalTurnQueue], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "POLL_MIN_S", 30.0)  # without a wake, the idle worker looks again in 30 s
+    ran: list[int] = []
+
+    async def run(envelope: Envelope) -> None:
+        ran.append(envelope.number)
+
+    async def tell(envelope: Envelope, text: str) -> None:
+        pass
+
+    worker = TurnWorker(pair[1], run, tell)
+    working = asyncio.ensure_future(worker.run(grace_s=0))
+    await asyncio.sleep(0.2)  # its first look found nothing: it waits
+    await pair[0].enqueue("a:chat", "1", {}, {})
+    worker.wake()
+    for _ in range(50):
+        if ran:
+            break
+        await asyncio.sleep(0.02)
+    worker.stop()
+    await working
+    assert ran == [0], "taken at the wake, well before the 30 s poll"
+    assert await pair[0].waiting() == 0
 
 
 async def test_a_queue_file_that_cannot_be_opened_says_what_to_check(tmp_path: Path) -> None:

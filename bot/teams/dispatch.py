@@ -46,6 +46,8 @@ class QueuedTurns:
         self._in_flight = 0  # requests on /api/messages being checked and queued
         self.failed_at = float("-inf")  # when an activity last could not be queued (/readyz), monotonic
         self._quiet = asyncio.Event()
+        # This process's own queue worker (TURN_WORKER_IN_WEB), told of each turn queued here (thread-safe).
+        self.wake: Callable[[], None] = lambda: None
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
@@ -61,7 +63,8 @@ class QueuedTurns:
 
     def feedback(self, send: Callable[[], Awaitable[None]]) -> None:
         """Send early feedback on this (the web) loop once the requests in flight are answered (at most
-        :data:`FEEDBACK_WAIT_S` later): in a burst, every acknowledgement goes out before the typing indicators."""
+        :data:`FEEDBACK_WAIT_S` later): in a burst, every acknowledgement goes out before the typing indicators. This
+        process's worker is woken after it, so it finds the indicator sent and need not send its own."""
         async def sending() -> None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._quiet.wait(), FEEDBACK_WAIT_S)
@@ -69,6 +72,8 @@ class QueuedTurns:
                 await send()
             except Exception:  # the worker sends typing again when the turn starts
                 log.info("early feedback for a queued turn not delivered", exc_info=True)
+            finally:
+                self.wake()
 
         task = asyncio.get_running_loop().create_task(sending())
         self._feedback.add(task)
@@ -141,6 +146,8 @@ class Dispatcher:
             # The typing indicator goes out from here, once the turn is safely queued: the user sees it even
             # while every worker is busy (the worker sends its own when the turn starts).
             queued.feedback(typing_first(activity, auth, self.surface.bot))
+        else:
+            queued.wake()
         return response
 
     def _submit(self, activity: Activity, auth: Any, place: Place | None) -> web.Response:
