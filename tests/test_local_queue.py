@@ -330,6 +330,45 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
         await connector.stop()
 
 
+async def test_a_turn_the_web_process_queues_and_takes_itself_shows_one_typing_indicator(
+        tmp_path: Path, demo_client: Any) -> None:
+    """The default: the front sends the typing indicator once the turn is queued, and the web process's own worker,
+    taking it at once, sends no second one (it waits for the front's if that is still going out)."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import Components, create_app, turn_queue_opener
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
+                                 dotenv_path=None)
+    await demo_client.prepare()
+    connector = await teams.FakeConnector().start()
+    app = create_app(Components(settings, demo_client, None),
+                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
+                     turn_queue=turn_queue_opener(settings))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    ids = [f"17000000005{n:02d}" for n in range(6)]
+    try:
+        async with aiohttp.ClientSession() as session:
+            async def post(n: int) -> int:
+                body = teams.personal("incidents 24h", activity_id=ids[n], service_url=connector.url,
+                                      conversation_id=f"a:chat-{n}")
+                async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                    return answer.status
+
+            assert await asyncio.gather(*(post(n) for n in range(len(ids)))) == [201] * len(ids)
+        await connector.wait_for(lambda sent: len([s for s in sent if s.type == "message"]) >= len(ids),
+                                 timeout=20)
+        typing = sorted(s.body.get("replyToId") for s in connector.sent if s.type == "typing")
+        assert typing == ids, "one typing indicator per turn"
+    finally:
+        await server.close()
+        await connector.stop()
+
+
 async def test_readyz_is_not_ready_while_activities_would_get_503_keys_unreachable_or_the_queue_disk_full(
         tmp_path: Path, demo_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 28: /readyz said ready while every activity got 503. Now: the Bot Framework's signing keys cannot be
