@@ -241,13 +241,40 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
     site = web.TCPSite(web_runner, "127.0.0.1", 0)
     await site.start()
     print(f"listening {web_runner.addresses[0][1]}", flush=True)
+    profiler = _profiler(kind)
     await stop.wait()
+    if profiler is not None:
+        profiler()
     if workers is not None:
         await workers.stop(2)
     await web_runner.cleanup()
     for closer in closers:
         if closer is not None:
             await closer.close()
+
+
+def _profiler(kind: str) -> Any:
+    """BENCH_PROFILE=<folder>: profile this child (every thread, CPU time) with yappi, which must be importable (it is
+    not a dependency: e.g. pip install --target <dir> yappi and PYTHONPATH=<dir>); returns what writes
+    <folder>/<kind>.prof (pstats) and <kind>.txt at the child's stop."""
+    folder = os.environ.get("BENCH_PROFILE")
+    if not folder:
+        return None
+    import yappi  # type: ignore[import-not-found]
+
+    yappi.set_clock_type("cpu")
+    yappi.start(builtins=True)
+
+    def write() -> None:
+        yappi.stop()
+        stats = yappi.get_func_stats()
+        stats.save(str(Path(folder) / f"{kind}.prof"), type="pstat")
+        with open(Path(folder) / f"{kind}.txt", "w") as out:
+            stats.sort("ttot").print_all(out=out, columns={0: ("name", 90), 1: ("ncall", 10), 2: ("tsub", 8),
+                                                           3: ("ttot", 8), 4: ("tavg", 8)})
+            yappi.get_thread_stats().print_all(out=out)
+
+    return write
 
 
 @dataclass

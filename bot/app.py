@@ -461,6 +461,7 @@ async def _start_queue(queued: QueuedTurns, surface: Surface, turns: _TurnsLoop,
     if surface.settings.turns.web_runs_worker:
         worker = await turns.runner.call(_queue_worker(surface, queued.open, turns.runner.closes))
         turns.run(worker.run(surface.settings.turns.shutdown_grace_seconds), worker.stop)
+        queued.wake = worker.wake  # the turns this front queues are taken at once, not at the worker's next poll
 
 
 async def _queue_worker(surface: Surface, open_queue: OpenQueue, closes: AsyncExitStack) -> TurnWorker:

@@ -15,8 +15,10 @@ import pytest
 
 from bot.config import ConfigError, Settings
 from bot.turns import local_queue, supervisor
+from bot.turns import worker as worker_module
 from bot.turns.contract import Envelope, LockState, TurnQueueError
 from bot.turns.local_queue import LocalTurnQueue
+from bot.turns.worker import TurnWorker
 
 
 @pytest.fixture
@@ -112,6 +114,32 @@ async def test_a_marker_older_than_its_time_to_live_no_longer_counts(
     assert not await pair[1].claim(envelope, "2")
     await asyncio.sleep(0.3)
     assert await pair[1].claim(envelope, "2"), "Teams re-sends within minutes: an old marker is not a repeat"
+
+
+async def test_a_turn_queued_by_this_process_is_taken_at_its_wake_not_at_the_next_poll(
+        pair: list[LocalTurnQueue], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "POLL_MIN_S", 30.0)  # without a wake, the idle worker looks again in 30 s
+    ran: list[int] = []
+
+    async def run(envelope: Envelope) -> None:
+        ran.append(envelope.number)
+
+    async def tell(envelope: Envelope, text: str) -> None:
+        pass
+
+    worker = TurnWorker(pair[1], run, tell)
+    working = asyncio.ensure_future(worker.run(grace_s=0))
+    await asyncio.sleep(0.2)  # its first look found nothing: it waits
+    await pair[0].enqueue("a:chat", "1", {}, {})
+    worker.wake()
+    for _ in range(50):
+        if ran:
+            break
+        await asyncio.sleep(0.02)
+    worker.stop()
+    await working
+    assert ran == [0], "taken at the wake, well before the 30 s poll"
+    assert await pair[0].waiting() == 0
 
 
 async def test_a_queue_file_that_cannot_be_opened_says_what_to_check(tmp_path: Path) -> None:
@@ -297,6 +325,45 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
         turns = LocalTurnQueue.open(settings.turns.queue_path)
         assert await turns.waiting() == 2, "both turns wait on the queue"
         await turns.close()
+    finally:
+        await server.close()
+        await connector.stop()
+
+
+async def test_a_turn_the_web_process_queues_and_takes_itself_shows_one_typing_indicator(
+        tmp_path: Path, demo_client: Any) -> None:
+    """The default: the front sends the typing indicator once the turn is queued, and the web process's own worker,
+    taking it at once, sends no second one (it waits for the front's if that is still going out)."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import Components, create_app, turn_queue_opener
+    from bot.teams.storage import create_storage
+    from tests.support import connector_fake as teams
+
+    settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
+                                 dotenv_path=None)
+    await demo_client.prepare()
+    connector = await teams.FakeConnector().start()
+    app = create_app(Components(settings, demo_client, None),
+                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
+                     turn_queue=turn_queue_opener(settings))
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    ids = [f"17000000005{n:02d}" for n in range(6)]
+    try:
+        async with aiohttp.ClientSession() as session:
+            async def post(n: int) -> int:
+                body = teams.personal("incidents 24h", activity_id=ids[n], service_url=connector.url,
+                                      conversation_id=f"a:chat-{n}")
+                async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
+                    return answer.status
+
+            assert await asyncio.gather(*(post(n) for n in range(len(ids)))) == [201] * len(ids)
+        await connector.wait_for(lambda sent: len([s for s in sent if s.type == "message"]) >= len(ids),
+                                 timeout=20)
+        typing = sorted(s.body.get("replyToId") for s in connector.sent if s.type == "typing")
+        assert typing == ids, "one typing indicator per turn"
     finally:
         await server.close()
         await connector.stop()

@@ -8,6 +8,7 @@ its queue.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -46,6 +47,8 @@ class QueuedTurns:
         self._in_flight = 0  # requests on /api/messages being checked and queued
         self.failed_at = float("-inf")  # when an activity last could not be queued (/readyz), monotonic
         self._quiet = asyncio.Event()
+        # This process's own queue worker (TURN_WORKER_IN_WEB), told of each turn queued here (thread-safe).
+        self.wake: Callable[[], None] = lambda: None
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
@@ -59,9 +62,10 @@ class QueuedTurns:
             if not self._in_flight:
                 self._quiet.set()
 
-    def feedback(self, send: Callable[[], Awaitable[None]]) -> None:
+    def feedback(self, send: Callable[[], Awaitable[None]], settled: Callable[[], None] = lambda: None) -> None:
         """Send early feedback on this (the web) loop once the requests in flight are answered (at most
-        :data:`FEEDBACK_WAIT_S` later): in a burst, every acknowledgement goes out before the typing indicators."""
+        :data:`FEEDBACK_WAIT_S` later): in a burst, every acknowledgement goes out before the typing indicators. This
+        process's worker is woken after it, so it finds the indicator sent and need not send its own."""
         async def sending() -> None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._quiet.wait(), FEEDBACK_WAIT_S)
@@ -69,6 +73,9 @@ class QueuedTurns:
                 await send()
             except Exception:  # the worker sends typing again when the turn starts
                 log.info("early feedback for a queued turn not delivered", exc_info=True)
+            finally:
+                settled()
+                self.wake()
 
         task = asyncio.get_running_loop().create_task(sending())
         self._feedback.add(task)
@@ -140,8 +147,24 @@ class Dispatcher:
         elif self.surface.bot.addressed_to_bot(activity):
             # The typing indicator goes out from here, once the turn is safely queued: the user sees it even
             # while every worker is busy (the worker sends its own when the turn starts).
-            queued.feedback(typing_first(activity, auth, self.surface.bot))
+            queued.feedback(typing_first(activity, auth, self.surface.bot), self._typing_sending(activity))
+        else:
+            queued.wake()
         return response
+
+    def _typing_sending(self, activity: Activity) -> Callable[[], None]:
+        """Marks the turn's early typing as being sent, for this process's worker (Surface.run_queued waits for it
+        rather than send a second one); returns what says it is over."""
+        key = (activity.conversation.id, activity.id or "")
+        sending: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.surface.typing_sending[key] = sending
+
+        def settled() -> None:
+            self.surface.typing_sending.pop(key, None)
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                sending.set_result(None)
+
+        return settled
 
     def _submit(self, activity: Activity, auth: Any, place: Place | None) -> web.Response:
         bot, adapter, runner = self.surface.bot, self.surface.adapter, self.runner

@@ -105,9 +105,9 @@ class SentinelBot(TeamsActivityHandler):
         self.memory = memory
         self.clock = clock
         self.capture_content = capture_content
-        # Activity ids whose typing indicator the server already sent (popped when their turn starts).
-        # Keyed by (conversation id, activity id): activity ids are unique only within a conversation.
-        self.early_typing: dict[tuple[str, str], bool] = {}
+        # Activity ids whose typing indicator the server already sent, with when (time.monotonic(); popped when their
+        # turn starts). Keyed by (conversation id, activity id): activity ids are unique only within a conversation.
+        self.early_typing: dict[tuple[str, str], float] = {}
 
     # ---- routing ------------------------------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class SentinelBot(TeamsActivityHandler):
             return
         value = activity.value if isinstance(activity.value, dict) else None
         text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
-        typing_sent = self.early_typing.pop((activity.conversation.id, activity.id or ""), False)
+        typing_sent = self.early_typing.pop((activity.conversation.id, activity.id or ""), None) is not None
         await self._run_turn(turn_context, self._request(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value),
                              typing_sent)
 

@@ -6,9 +6,13 @@ worker process, and the short notices a turn cut short sends its user.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
@@ -24,6 +28,10 @@ from bot.turns.runner import run_with_deadline
 from bot.turns.worker import TurnWorker
 
 log = logging.getLogger(__name__)
+# A queued turn's worker sends no typing indicator of its own when its web front sent one this recently (Teams shows
+# one for about 3 s, or until the next message).
+TYPING_FRESH_S = 2.0
+FRONT_TYPING_WAIT_S = 0.5  # the longest a queued turn waits for the typing indicator its front is sending
 EARLY_TYPING_KEPT = 1000  # typing indicators remembered for turns not started yet: turns that never start must not leak
 ABANDONED_TEXT = ("I was restarted before I could finish answering this, so nothing more will come for it. "
                   "Please send it again.")
@@ -75,6 +83,9 @@ class Surface:
     adapter: CloudAdapter
     tokens: ChannelTokens | None
     settings: Settings
+    # (conversation id, activity id) -> done once this process's front has sent (or failed to send) the turn's early
+    # typing indicator; set on the web loop, awaited on the turns' loop.
+    typing_sending: dict[tuple[str, str], concurrent.futures.Future[None]] = field(default_factory=dict)
 
     @property
     def authentication(self) -> CachingAuthentication:
@@ -86,7 +97,7 @@ class Surface:
         """A queued turn, as the web process would run it: typing first, then the turn within its deadline."""
         activity = Activity().deserialize(envelope.activity)
         auth = self.authentication.trusted(envelope.auth)
-        if self.bot.addressed_to_bot(activity):
+        if self.bot.addressed_to_bot(activity) and not await self._typing_just_sent(activity):
             try:
                 await typing_first(activity, auth, self.bot)()
             except Exception:
@@ -94,6 +105,18 @@ class Surface:
         late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
         await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, self.bot.on_turn),
                                 self.settings.turns.deadline_seconds, late)
+
+    async def _typing_just_sent(self, activity: Activity) -> bool:
+        """Whether this process's web front sent the turn's typing indicator within :data:`TYPING_FRESH_S` (its
+        worker, taking the turn at once, need not send another; one that waited longer sends its own). While the
+        front is still sending it, wait for that (at most :data:`FRONT_TYPING_WAIT_S`)."""
+        key = (activity.conversation.id, activity.id or "")
+        sending = self.typing_sending.get(key)
+        if sending is not None:
+            with contextlib.suppress(TimeoutError, concurrent.futures.CancelledError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(sending)), FRONT_TYPING_WAIT_S)
+        sent_at = self.bot.early_typing.get(key)
+        return sent_at is not None and time.monotonic() - sent_at < TYPING_FRESH_S
 
     async def tell(self, envelope: Envelope, text: str) -> None:
         activity = Activity().deserialize(envelope.activity)
@@ -126,7 +149,7 @@ def typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[]
 
 
 def _remember_typing(bot: SentinelBot, key: tuple[str, str]) -> None:
-    bot.early_typing[key] = True
+    bot.early_typing[key] = time.monotonic()
     for old in list(bot.early_typing)[:max(len(bot.early_typing) - EARLY_TYPING_KEPT, 0)]:
         bot.early_typing.pop(old, None)
 

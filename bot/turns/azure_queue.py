@@ -227,7 +227,9 @@ class AzureTurnQueue:
         async with taken.guard:
             taken.message = await self.queue.update_message(taken.message, visibility_timeout=seconds)
 
-    async def done(self, taken: Taken) -> None:
+    async def done(self, taken: Taken, lease: ConversationLease | None = None, state: LockState | None = None) -> None:
+        if lease is not None and state is not None:
+            await lease.write(state)
         async with taken.guard:
             try:
                 await self.queue.delete_message(taken.message)
@@ -264,11 +266,14 @@ class AzureTurnQueue:
                 return None
             raise
 
-    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None) -> bool:
+    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None,
+                    state: LockState | None = None) -> bool:
         """True when this delivery may answer the activity: its marker is new, already this message's (a
         redelivery after a crash), or older than MARKER_TTL_S by Storage's clock. False for a repeat of an answered
         activity. (A marker blob cannot be conditioned on the lock blob's lease: the worker writes the lock state
         under the lease just before, and again after the turn.)"""
+        if lease is not None and state is not None:
+            await lease.write(state)
         if lease is not None and lease.lost:
             raise LeaseLost("the conversation's lease could not be renewed")
         if not envelope.activity_id:

@@ -208,13 +208,18 @@ class TurnQueue(Protocol):
 
     async def keep(self, taken: Taken, seconds: int = VISIBILITY_S) -> None: ...
 
-    async def done(self, taken: Taken) -> None: ...
+    async def done(self, taken: Taken, lease: ConversationLease | None = None, state: LockState | None = None) -> None:
+        """Delete a taken turn (answered); with ``lease`` and ``state``, the lease's lock state is written first (under
+        the lease: :class:`LeaseLost`, and nothing deleted, when it is no longer this worker's)."""
+        ...
 
     async def move_aside(self, taken: Taken, reason: str) -> None: ...
 
     async def lease(self, conversation_id: str) -> ConversationLease | None: ...
 
-    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None) -> bool:
+    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None,
+                    state: LockState | None = None) -> bool:
         """Whether this delivery may answer the activity (its marker); with ``lease``, :class:`LeaseLost` when the
-        lease is no longer this worker's."""
+        lease is no longer this worker's; with ``state`` too, the lease's lock state is written first (the local
+        queue: in the same transaction)."""
         ...

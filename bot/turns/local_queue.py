@@ -120,11 +120,15 @@ class _Enqueue:
 class LocalLease(RenewedLease):
     """A conversation's lease row while this worker holds it: ``epoch`` is its fencing token."""
 
-    def __init__(self, turns: LocalTurnQueue, conversation_id: str, holder: str, epoch: int) -> None:
+    def __init__(self, turns: LocalTurnQueue, conversation_id: str, holder: str, epoch: int,
+                 state: bytes = b"") -> None:
         self._turns = turns
         self.conversation = conversation_id
         self.holder = holder
         self.epoch = epoch
+        # The lock state the acquiring transaction read: the first read() returns it instead of reading it again
+        # (under the lease just taken; every write after it names the epoch).
+        self._acquired: bytes | None = state
         super().__init__()
 
     async def _renew(self) -> bool:
@@ -134,9 +138,13 @@ class LocalLease(RenewedLease):
         await self._turns.call(self._turns.release_lease, self)
 
     async def read(self) -> LockState:
+        acquired, self._acquired = self._acquired, None
+        if acquired is not None:
+            return LockState.loads(acquired)
         return LockState.loads(await self._fenced(self._turns.lease_state, self))
 
     async def write(self, state: LockState) -> None:
+        self._acquired = None
         await self._fenced(self._turns.write_lease_state, self, state.dumps())
 
     async def _fenced(self, function: Any, *args: Any) -> Any:
@@ -159,6 +167,7 @@ class LocalTurnQueue:
         self._sightings = Sightings(clock)  # used on the queue's thread only
         self._wall = wall
         self._connection: sqlite3.Connection | None = None
+        self._synchronous = "FULL"  # the connection's current setting (see _lightly)
         # One thread owns the connection: every call runs there, one at a time, off the event loop.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="turn-queue")
         self._waiting: list[_Enqueue] = []
@@ -176,13 +185,31 @@ class LocalTurnQueue:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = connect_wal(self.path, synchronous="FULL")  # an acknowledged turn is on disk
+            self._synchronous = "FULL"
             connection.create_function("gone", 1, _gone)
             connection.create_function("due", 3, self._due)
             self._connection = connection
         return self._connection
 
     def _transaction(self, work: Any) -> Any:
-        with immediate(self._db()) as db:
+        """A write transaction committed to disk (``synchronous=FULL``): a turn queued, answered or set aside."""
+        return self._commit(work, "FULL")
+
+    def _lightly(self, work: Any) -> Any:
+        """A write transaction that need only outlive this process, not the machine (``synchronous=NORMAL``: in the
+        WAL once committed, so a kill -9 keeps it, but not fsynced until the next FULL commit or checkpoint, which
+        sync every commit before them too): the take of a turn, a lease's acquisition, renewal and release, a taken
+        turn kept hidden, a marker claimed with its start counted. An operating system crash can undo only those
+        since the last FULL commit, and every one of them is then a turn run again, as a worker killed mid-turn
+        would (no process holding anything survives it, so no fencing counter goes back under a live holder)."""
+        return self._commit(work, "NORMAL")
+
+    def _commit(self, work: Any, synchronous: str) -> Any:
+        db = self._db()
+        if synchronous != self._synchronous:
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            self._synchronous = synchronous
+        with immediate(db) as db:
             return work(db)
 
     def _create(self, db: sqlite3.Connection) -> None:
@@ -259,7 +286,7 @@ class LocalTurnQueue:
         return hidden_s <= 0 or self._sightings.unchanged_for(("turn", row_id), receipt) >= hidden_s
 
     async def take(self, count: int) -> list[Taken]:
-        rows = await self.call(self._transaction, lambda db: db.execute(
+        rows = await self.call(self._lightly, lambda db: db.execute(
             "UPDATE turns SET hidden_s = ?, deliveries = deliveries + 1, receipt = receipt + 1, holder = ? "
             "WHERE id IN (SELECT id FROM turns WHERE due(id, receipt, hidden_s) OR (holder != 0 AND gone(holder)) "
             "ORDER BY id LIMIT ?) "
@@ -278,18 +305,27 @@ class LocalTurnQueue:
         holder's (taken again after its visibility lapsed, or deleted)."""
         message: LocalMessage = taken.message
         async with taken.guard:
-            changed = await self.call(self._transaction, lambda db: db.execute(
+            changed = await self.call(self._lightly, lambda db: db.execute(
                 "UPDATE turns SET hidden_s = ?, receipt = receipt + 1 WHERE id = ? AND receipt = ?",
                 (seconds, message.id, message.receipt)).rowcount)
             if not changed:
                 raise TurnQueueError("the turn is no longer held here")
             message.receipt += 1
 
-    async def done(self, taken: Taken) -> None:
+    async def done(self, taken: Taken, lease: ConversationLease | None = None, state: LockState | None = None) -> None:
+        """Delete the turn; with ``lease`` and ``state``, write the lease's state first, in the same transaction (both
+        or neither: LeaseLost when the lease is no longer this worker's)."""
         message: LocalMessage = taken.message
-        async with taken.guard:  # a stale receipt deletes nothing: another worker holds it now, and finishes it
-            await self.call(self._transaction, lambda db: db.execute(
-                "DELETE FROM turns WHERE id = ? AND receipt = ?", (message.id, message.receipt)))
+        write = self._state_writer(lease, state)
+
+        def delete(db: sqlite3.Connection) -> None:
+            if write is not None:
+                write(db)
+            # a stale receipt deletes nothing: another worker holds it now, and finishes it
+            db.execute("DELETE FROM turns WHERE id = ? AND receipt = ?", (message.id, message.receipt))
+
+        async with taken.guard:
+            await self._under(lease, self._transaction, delete)
 
     async def move_aside(self, taken: Taken, reason: str) -> None:
         message: LocalMessage = taken.message
@@ -313,25 +349,25 @@ class LocalTurnQueue:
         not yet seen its renewals stop for LEASE_S."""
         holder = f"{os.getpid()}:{uuid.uuid4().hex}"
 
-        def acquire(db: sqlite3.Connection) -> int:
-            row = db.execute("SELECT holder, epoch, beat FROM leases WHERE conversation = ?",
+        def acquire(db: sqlite3.Connection) -> tuple[int, str]:
+            row = db.execute("SELECT holder, epoch, beat, state FROM leases WHERE conversation = ?",
                              (conversation_id,)).fetchone()
             if row is None:
                 db.execute("INSERT INTO leases (conversation, holder, epoch) VALUES (?, ?, 1)",
                            (conversation_id, holder))
-                return 1
-            held_by, epoch, beat = row
+                return 1, ""
+            held_by, epoch, beat, state = row
             if held_by:
                 stood_still = self._sightings.unchanged_for(("lease", conversation_id), (held_by, epoch, beat))
                 if stood_still < LEASE_S and not _gone(held_by):
-                    return 0
+                    return 0, ""
             self._sightings.forget(("lease", conversation_id))
             db.execute("UPDATE leases SET holder = ?, epoch = ?, beat = 0 WHERE conversation = ?",
                        (holder, epoch + 1, conversation_id))
-            return int(epoch) + 1
+            return int(epoch) + 1, str(state)
 
-        epoch = await self.call(self._transaction, acquire)
-        return LocalLease(self, conversation_id, holder, epoch) if epoch else None
+        epoch, state = await self.call(self._lightly, acquire)
+        return LocalLease(self, conversation_id, holder, epoch, state.encode()) if epoch else None
 
     @staticmethod
     def _held(db: sqlite3.Connection, lease: LocalLease) -> None:
@@ -341,7 +377,7 @@ class LocalTurnQueue:
             raise LeaseLost("the conversation's lease expired and was taken by another worker")
 
     def renew_lease(self, lease: LocalLease) -> bool:
-        return bool(self._transaction(lambda db: db.execute(
+        return bool(self._lightly(lambda db: db.execute(
             "UPDATE leases SET beat = beat + 1 WHERE conversation = ? AND epoch = ? AND holder = ?",
             (lease.conversation, lease.epoch, lease.holder)).rowcount))
 
@@ -353,29 +389,55 @@ class LocalTurnQueue:
         return str(row[0]).encode()
 
     def write_lease_state(self, lease: LocalLease, state: bytes) -> None:
-        def write(db: sqlite3.Connection) -> None:
-            if not db.execute("UPDATE leases SET state = ? WHERE conversation = ? AND epoch = ? AND holder = ?",
-                              (state.decode(), lease.conversation, lease.epoch, lease.holder)).rowcount:
-                raise LeaseLost("the conversation's lease expired and was taken by another worker")
+        self._transaction(lambda db: self._write_state(db, lease, state))
 
-        self._transaction(write)
+    @staticmethod
+    def _write_state(db: sqlite3.Connection, lease: LocalLease, state: bytes) -> None:
+        if not db.execute("UPDATE leases SET state = ? WHERE conversation = ? AND epoch = ? AND holder = ?",
+                          (state.decode(), lease.conversation, lease.epoch, lease.holder)).rowcount:
+            raise LeaseLost("the conversation's lease expired and was taken by another worker")
+
+    def _state_writer(self, lease: ConversationLease | None, state: LockState | None) -> Any:
+        """What writes ``state`` under ``lease`` inside a transaction (None without both); the lease's first read
+        no longer returns what its acquisition read."""
+        if not isinstance(lease, LocalLease) or state is None:
+            return None
+        lease._acquired = None
+        raw = state.dumps()
+        return lambda db: self._write_state(db, lease, raw)
+
+    async def _under(self, lease: ConversationLease | None, function: Any, *args: Any) -> Any:
+        """``function`` on the queue's thread; a LeaseLost marks ``lease`` lost, as its own writes do."""
+        try:
+            return await self.call(function, *args)
+        except LeaseLost:
+            if lease is not None:
+                lease.lost = True
+            raise
 
     def release_lease(self, lease: LocalLease) -> None:
-        self._transaction(lambda db: db.execute(
+        self._lightly(lambda db: db.execute(
             "UPDATE leases SET holder = '' WHERE conversation = ? AND epoch = ? AND holder = ?",
             (lease.conversation, lease.epoch, lease.holder)))
 
-    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None) -> bool:
+    async def claim(self, envelope: Envelope, message_id: str, lease: ConversationLease | None = None,
+                    state: LockState | None = None) -> bool:
         """True when this delivery may answer the activity: its marker is new, already this message's, or older
         than MARKER_TTL_S. False for a repeat of an answered activity. Under ``lease``, in the same transaction as
-        the check that the lease is still this worker's (LeaseLost otherwise)."""
+        the check that the lease is still this worker's (LeaseLost otherwise), and with ``state``, as the write of
+        the lease's state (which is that check)."""
+        write = self._state_writer(lease, state)
         if not envelope.activity_id:
+            if write is not None:
+                await self._under(lease, self._lightly, write)
             return True
         self._claims += 1
         prune = self._claims % PRUNE_EVERY == 1
 
         def claim(db: sqlite3.Connection) -> bool:
-            if isinstance(lease, LocalLease):
+            if write is not None:
+                write(db)  # fenced by the lease's epoch and holder
+            elif isinstance(lease, LocalLease):
                 self._held(db, lease)
             now = self._wall()
             if prune:
@@ -391,4 +453,4 @@ class LocalTurnQueue:
                        (envelope.conversation_id, envelope.activity_id, message_id, now))
             return True
 
-        return bool(await self.call(self._transaction, claim))
+        return bool(await self._under(lease, self._lightly, claim))

@@ -60,9 +60,20 @@ class TurnWorker:
         self._lines: dict[str, list[Taken]] = {}  # conversation -> turns taken here, waiting or running
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
+        self._arrived = asyncio.Event()  # set by wake() (and stop()): look at the queue now
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def stop(self) -> None:
         self._stop.set()
+        self._arrived.set()
+
+    def wake(self) -> None:
+        """A turn was queued by this process (its web front): look at the queue at once instead of at the next poll.
+        Safe from any thread; turns queued elsewhere are found by polling, as before."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the worker's loop has closed
+                loop.call_soon_threadsafe(self._arrived.set)
 
     @property
     def held(self) -> int:
@@ -71,7 +82,8 @@ class TurnWorker:
     async def run(self, grace_s: float = 20.0) -> None:
         """Take and run turns until :meth:`stop`; then let running turns finish for ``grace_s`` and cancel the
         rest (their messages reappear: another worker, or this one after a restart, runs them)."""
-        keeper = asyncio.get_running_loop().create_task(self._keep_hidden())
+        self._loop = asyncio.get_running_loop()
+        keeper = self._loop.create_task(self._keep_hidden())
         pause = POLL_MIN_S
         try:
             while not self._stop.is_set():
@@ -82,20 +94,25 @@ class TurnWorker:
                     if self._tasks:
                         await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                     continue
+                self._arrived.clear()  # before the look: a turn queued while it runs wakes the next wait at once
+                asked = min(room, 32)
                 try:
-                    batch = await self.turns.take(min(room, 32))
+                    batch = await self.turns.take(asked)
                 except Exception as error:  # noqa: BLE001 - an outage: wait and try again
                     log.warning("could not take turns from the queue (%s)", type(error).__name__)
                     batch = []
                     pause = ERROR_PAUSE_S
                 for taken in batch:
                     self._accept(taken)
-                if batch:
+                if len(batch) == asked:  # perhaps more waiting: look again at once
                     pause = POLL_MIN_S
                     continue
+                if batch:  # the queue had no more: the next look at a wake(), or after the shortest pause
+                    pause = POLL_MIN_S
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), pause)
-                pause = min(pause * 2, self.turns.poll_max_s)
+                    await asyncio.wait_for(self._arrived.wait(), pause)
+                if not batch:
+                    pause = min(pause * 2, self.turns.poll_max_s)
         finally:
             if self._tasks:
                 _, unfinished = await asyncio.wait(set(self._tasks), timeout=grace_s)
@@ -176,8 +193,9 @@ class TurnWorker:
             await lease.write(state)
             return True
         state.tries += 1
-        await lease.write(state)  # a start is counted before the turn runs, so a crash counts too
-        if await self.turns.claim(envelope, str(taken.message.id), lease):
+        # A start is counted before the turn runs, so a crash counts too: written with the claim of its marker (the
+        # local queue: one transaction).
+        if await self.turns.claim(envelope, str(taken.message.id), lease, state):
             try:
                 await self._run(envelope)
             except Exception:
@@ -185,8 +203,7 @@ class TurnWorker:
         else:
             log.info("dropping a repeated delivery of activity %s", envelope.activity_id)
         state.advance(envelope.number + 1)
-        await lease.write(state)
-        await self.turns.done(taken)
+        await self.turns.done(taken, lease, state)  # the next number written, then the message deleted
         return True
 
     async def _set_aside(self, taken: Taken, reason: str) -> None:
