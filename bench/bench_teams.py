@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -49,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -791,47 +793,77 @@ async def bench_front_door(session: aiohttp.ClientSession, sizes: Sizes, seed: i
 # ---------------------------------------------------------------------------------------------------------
 
 
-async def compare_defaults(seed: int, sizes: Sizes, with_workers: bool = False) -> int:
-    """Parts 1 and 3 for the old default (turns in the web process) and the new one (the local queue), side by side
-    in one run, with the echo bot for scale (--defaults)."""
+@dataclass
+class Harness:
+    """What every part runs against: a scratch folder, the fake Bot Connector and model, and the child processes."""
+
+    workdir: Path
+    connector: TrackingConnector
+    fake_llm: FakeOpenAI
+    children: list[Child]
+    seed: int = 0
+
+    async def start(self, kind: str, name: str) -> Child:
+        return await Child.start(kind, name, f"{self.fake_llm.endpoint}/v1", self.workdir, self.seed)
+
+
+@contextlib.asynccontextmanager
+async def harness(seed: int, starts: list[tuple[str, str]], report_noise: bool = False) -> AsyncIterator[Harness]:
+    """The fakes and the children ``starts`` names ((kind, name) each), started together and stopped at the end; with
+    ``report_noise`` each child's stderr lines (but the LOCAL MODE warning) are printed after."""
     with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
         workdir = Path(tmp)
         connector = await TrackingConnector().start()
         fake_llm = await FakeOpenAI(brain=rule_model.brain).start()
-        model_url = f"{fake_llm.endpoint}/v1"
-        children: list[Child] = []
+        running = Harness(workdir, connector, fake_llm, [], seed)
         try:
-            children = list(await asyncio.gather(Child.start("bot", "off", model_url, workdir, seed),
-                                                 Child.start("default", "default", model_url, workdir, seed),
-                                                 Child.start("echo", "echo", model_url, workdir, seed)))
-            off, default, echo = children
-            queued = await Child.start("queued", "queued", model_url, workdir, seed) if with_workers else None
-            if queued is not None:
-                children.append(queued)
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-                for child in [off, default] + ([queued] if queued is not None else []):
-                    for text in ("incidents 24h", CPU_MODEL_QUESTION):
-                        await post(session, child.messages_url, connector, f"a:bench-warmup-{child.kind}", text)
-                    await connector.wait_finals(f"a:bench-warmup-{child.kind}", 2)
-                    await child.wait_idle(session)
-                await bench_latency(session, off, connector, fake_llm, sizes)
-                print()
-                await bench_latency(session, default, connector, fake_llm, sizes,
-                                    where=", the default settings: the local queue, turns taken by the web process")
-                print()
-                if queued is not None:
-                    await bench_latency(session, queued, connector, fake_llm, sizes,
-                                        where=", the local queue with two worker processes (TURN_WORKER_IN_WEB=false)")
-                    print()
-                print("-- part 3 with TURN_QUEUE=off (the old default):")
-                await bench_cpu(session, off, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
-                print("-- part 3 with the default settings (the local queue):")
-                await bench_cpu(session, default, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
+            running.children = list(await asyncio.gather(*(running.start(kind, name) for kind, name in starts)))
+            yield running
         finally:
-            for child in children:
+            for child in running.children:
                 await child.stop()
             await fake_llm.stop()
             await connector.stop()
+            if report_noise:
+                for child in running.children:
+                    noise = [line for line in child.stderr_path.read_text().splitlines() if "LOCAL MODE" not in line]
+                    if noise:
+                        print(f"{child.kind} process stderr (last lines):\n  " + "\n  ".join(noise[-15:]))
+
+
+async def warm(session: aiohttp.ClientSession, child: Child, connector: TrackingConnector, conversation: str) -> None:
+    """A child's first command and question (first use of each code path, tiktoken, connections), answered."""
+    for text in ("incidents 24h", CPU_MODEL_QUESTION):
+        await post(session, child.messages_url, connector, conversation, text)
+    await connector.wait_finals(conversation, 2)
+    await child.wait_idle(session)
+
+
+async def compare_defaults(seed: int, sizes: Sizes, with_workers: bool = False) -> int:
+    """Parts 1 and 3 for the old default (turns in the web process) and the new one (the local queue), side by side
+    in one run, with the echo bot for scale (--defaults)."""
+    async with harness(seed, [("bot", "off"), ("default", "default"), ("echo", "echo")]) as running:
+        connector, fake_llm = running.connector, running.fake_llm
+        off, default, echo = running.children
+        queued = await running.start("queued", "queued") if with_workers else None
+        if queued is not None:
+            running.children.append(queued)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            for child in [off, default] + ([queued] if queued is not None else []):
+                await warm(session, child, connector, f"a:bench-warmup-{child.kind}")
+            await bench_latency(session, off, connector, fake_llm, sizes)
+            print()
+            await bench_latency(session, default, connector, fake_llm, sizes,
+                                where=", the default settings: the local queue, turns taken by the web process")
+            print()
+            if queued is not None:
+                await bench_latency(session, queued, connector, fake_llm, sizes,
+                                    where=", the local queue with two worker processes (TURN_WORKER_IN_WEB=false)")
+                print()
+            print("-- part 3 with TURN_QUEUE=off (the old default):")
+            await bench_cpu(session, off, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
+            print("-- part 3 with the default settings (the local queue):")
+            await bench_cpu(session, default, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
     return 0
 
 
@@ -839,59 +871,38 @@ async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
     began = time.monotonic()
     if smoke:
         print(f"SMOKE RUN (--smoke): {sizes}; the figures only show that the benchmark runs")
-    with tempfile.TemporaryDirectory(prefix="bench-teams-") as tmp:
-        workdir = Path(tmp)
-        connector = await TrackingConnector().start()
-        fake_llm = await FakeOpenAI(brain=rule_model.brain).start()
-        model_url = f"{fake_llm.endpoint}/v1"
-        children: list[Child] = []
-        try:
-            children = list(await asyncio.gather(Child.start("bot", "bot", model_url, workdir, seed),
-                                                 Child.start("echo", "echo", model_url, workdir, seed),
-                                                 Child.start("bot", "state-bot", model_url, workdir, seed),
-                                                 Child.start("queued", "queued", model_url, workdir, seed)))
-            bot, echo, state_bot, queued = children
-            print(f"Bot process pid {bot.process.pid} (create_app, rule-based model behind the fake Chat Completions "
-                  f"server, demo workspace seed {seed}, SqliteStorage); echo bot pid {echo.process.pid}; a second bot "
-                  f"for part 4 pid {state_bot.process.pid}; started in {time.monotonic() - began:.1f} s")
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-                # Warm the bot (first use of each code path, tiktoken, connections) with a command and a question.
-                for text in ("incidents 24h", CPU_MODEL_QUESTION):
-                    await post(session, bot.messages_url, connector, "a:bench-warmup", text)
-                await connector.wait_finals("a:bench-warmup", 2)
-                await bot.wait_idle(session)
-                print()
-                await bench_latency(session, bot, connector, fake_llm, sizes)
-                print()
-                for text in ("incidents 24h", CPU_MODEL_QUESTION):  # each worker process's first turns
-                    for n in range(4):
-                        await post(session, queued.messages_url, connector, f"a:bench-queued-warmup-{n}", text)
+    starts = [("bot", "bot"), ("echo", "echo"), ("bot", "state-bot"), ("queued", "queued")]
+    async with harness(seed, starts, report_noise=True) as running:
+        connector, fake_llm, workdir = running.connector, running.fake_llm, running.workdir
+        bot, echo, state_bot, queued = running.children
+        print(f"Bot process pid {bot.process.pid} (create_app, rule-based model behind the fake Chat Completions "
+              f"server, demo workspace seed {seed}, SqliteStorage); echo bot pid {echo.process.pid}; a second bot "
+              f"for part 4 pid {state_bot.process.pid}; started in {time.monotonic() - began:.1f} s")
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            await warm(session, bot, connector, "a:bench-warmup")
+            print()
+            await bench_latency(session, bot, connector, fake_llm, sizes)
+            print()
+            for text in ("incidents 24h", CPU_MODEL_QUESTION):  # each worker process's first turns
                 for n in range(4):
-                    await connector.wait_finals(f"a:bench-queued-warmup-{n}", 2, timeout=60)
-                await queued.wait_idle(session)
-                await bench_latency(session, queued, connector, fake_llm, sizes,
-                                    where=", durable turns on this machine: the web process checks and queues "
-                                          "(TURN_QUEUE=local), two python -m bot worker processes run the turns")
-                print()
-                # Part 4 is paced by the bot's one-update-per-second progress, not by CPU: it runs meanwhile, in
-                # its own process, so part 3's CPU figures do not include it.
-                state = asyncio.create_task(bench_state(session, state_bot, connector,
-                                                        workdir / "state-bot-state.db", sizes.state_turns))
-                await bench_cpu(session, bot, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
-                print()
-                _, lines = await state
-                print("\n".join(lines))
-                print()
-                await bench_front_door(session, sizes, seed)
-        finally:
-            for child in children:
-                await child.stop()
-            await fake_llm.stop()
-            await connector.stop()
-            for child in children:
-                noise = [line for line in child.stderr_path.read_text().splitlines() if "LOCAL MODE" not in line]
-                if noise:
-                    print(f"{child.kind} process stderr (last lines):\n  " + "\n  ".join(noise[-15:]))
+                    await post(session, queued.messages_url, connector, f"a:bench-queued-warmup-{n}", text)
+            for n in range(4):
+                await connector.wait_finals(f"a:bench-queued-warmup-{n}", 2, timeout=60)
+            await queued.wait_idle(session)
+            await bench_latency(session, queued, connector, fake_llm, sizes,
+                                where=", durable turns on this machine: the web process checks and queues "
+                                      "(TURN_QUEUE=local), two python -m bot worker processes run the turns")
+            print()
+            # Part 4 is paced by the bot's one-update-per-second progress, not by CPU: it runs meanwhile, in
+            # its own process, so part 3's CPU figures do not include it.
+            state = asyncio.create_task(bench_state(session, state_bot, connector,
+                                                    workdir / "state-bot-state.db", sizes.state_turns))
+            await bench_cpu(session, bot, echo, connector, sizes.cpu_turns, sizes.cpu_conversations)
+            print()
+            _, lines = await state
+            print("\n".join(lines))
+            print()
+            await bench_front_door(session, sizes, seed)
     print(f"Benchmark took {time.monotonic() - began:.1f} s")
     return 0
 
