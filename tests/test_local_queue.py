@@ -206,10 +206,7 @@ async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and
     """As serve composes it: the front queues in the SQLite file and the web process's worker answers; /readyz
     counts the queued turns, and a worker process that keeps dying makes it degraded (still 200)."""
     import aiohttp
-    from aiohttp.test_utils import TestServer
 
-    from bot.app import Components, create_app, turn_queue_opener
-    from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
     monkeypatch.setattr(supervisor, "FIRST_PAUSE_S", 5.0)
@@ -219,11 +216,7 @@ async def test_serve_on_the_local_queue_answers_and_readyz_reports_the_queue_and
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
     dying = supervisor.WorkerProcesses(1, command=[sys.executable, "-c", "raise SystemExit(3)"])
-    app = create_app(Components(settings, demo_client, None),
-                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
-                     turn_queue=turn_queue_opener(settings), workers=dying)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()  # the worker processes start with the app
+    server = await local_app(settings, demo_client, tmp_path, workers=dying)  # the worker processes start with it
     try:
         async with aiohttp.ClientSession() as session:
             body = teams.personal("help", activity_id="1700000000201", service_url=connector.url)
@@ -253,10 +246,7 @@ async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there
     """The queue cannot take the activity (SQLite says the disk is full): the front answers 503, so Teams retries
     instead of the message being lost, and the retry is not dropped as a repeat."""
     import aiohttp
-    from aiohttp.test_utils import TestServer
 
-    from bot.app import Components, create_app
-    from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
@@ -269,10 +259,7 @@ async def test_a_full_disk_gets_teams_a_503_and_its_retry_is_answered_once_there
 
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
-    app = create_app(Components(settings, demo_client, None),
-                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await local_app(settings, demo_client, tmp_path, turn_queue=open_queue)
     try:
         front = queues[0]
         pages = await front.call(lambda: front._db().execute("PRAGMA page_count").fetchone()[0])
@@ -296,21 +283,14 @@ async def test_the_front_shows_typing_once_a_turn_is_queued_even_while_no_worker
     """Every worker busy (here: none runs at all), the analyst still sees the bot typing at once; the turn waits,
     safely queued, for a worker. In a channel thread, where Teams shows no typing, nothing is sent."""
     import aiohttp
-    from aiohttp.test_utils import TestServer
 
-    from bot.app import Components, create_app, turn_queue_opener
-    from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}",
                                   "TURN_WORKER_IN_WEB": "false"}, dotenv_path=None)
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
-    app = create_app(Components(settings, demo_client, None),
-                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
-                     turn_queue=turn_queue_opener(settings))
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await local_app(settings, demo_client, tmp_path)
     try:
         async with aiohttp.ClientSession() as session:
             for body in (teams.personal("incidents 24h", activity_id="1700000000401", service_url=connector.url),
@@ -335,21 +315,14 @@ async def test_a_turn_the_web_process_queues_and_takes_itself_shows_one_typing_i
     """The default: the front sends the typing indicator once the turn is queued, and the web process's own worker,
     taking it at once, sends no second one (it waits for the front's if that is still going out)."""
     import aiohttp
-    from aiohttp.test_utils import TestServer
 
-    from bot.app import Components, create_app, turn_queue_opener
-    from bot.teams.storage import create_storage
     from tests.support import connector_fake as teams
 
     settings = Settings.from_env({"TURN_QUEUE": "local", "STATE_STORE": f"sqlite:///{tmp_path / 'state.db'}"},
                                  dotenv_path=None)
     await demo_client.prepare()
     connector = await teams.FakeConnector().start()
-    app = create_app(Components(settings, demo_client, None),
-                     create_storage("sqlite", sqlite_path=tmp_path / "state.db"),
-                     turn_queue=turn_queue_opener(settings))
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await local_app(settings, demo_client, tmp_path)
     ids = [f"17000000005{n:02d}" for n in range(6)]
     try:
         async with aiohttp.ClientSession() as session:
@@ -409,10 +382,7 @@ async def test_readyz_is_not_ready_while_activities_would_get_503_keys_unreachab
         return queues[-1]
 
     connector = await teams.FakeConnector().start()
-    server = TestServer(create_app(Components(settings, demo_client, None),
-                                   create_storage("sqlite", sqlite_path=tmp_path / "state.db"), turn_queue=open_queue),
-                        host="127.0.0.1")
-    await server.start_server()
+    server = await local_app(settings, demo_client, tmp_path, turn_queue=open_queue)
     try:
         assert (await readyz(server))[0] == 200
         monkeypatch.setattr(routes, "free_bytes", lambda folder: 1024 * 1024)
@@ -481,3 +451,20 @@ def test_turns_are_queued_locally_by_default_unless_state_is_memory_or_another_q
                            "STATE_BLOB_ACCOUNT_URL": "https://contoso.blob.core.windows.net"}, dotenv_path=None)
     with pytest.raises(ConfigError, match="TURN_WORKER_PROCESSES=1 needs TURN_QUEUE=local"):
         Settings.from_env({"STATE_STORE": "memory", "TURN_WORKER_PROCESSES": "1"}, dotenv_path=None)
+
+
+async def local_app(settings: Settings, demo_client: Any, tmp_path: Path, *, turn_queue: Any = None,
+                    workers: Any = None) -> Any:
+    """The web app as serve composes it (the turn queue ``settings`` name, unless ``turn_queue`` opens another), with
+    its SQLite state in ``tmp_path``, started on a free port of 127.0.0.1: the test closes it."""
+    from aiohttp.test_utils import TestServer
+
+    from bot.app import Components, create_app, turn_queue_opener
+    from bot.teams.storage import create_storage
+
+    storage = create_storage("sqlite", sqlite_path=tmp_path / "state.db")
+    app = create_app(Components(settings, demo_client, None), storage,
+                     turn_queue=turn_queue or turn_queue_opener(settings), workers=workers)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server
