@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlparse
 
 from dotenv import dotenv_values
@@ -41,7 +41,6 @@ _SERVICE_URL_PATTERN = re.compile(
     rf"^https?://(?:(?:\*\.)?{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::(?:[0-9]{{1,5}}|\*))?(?:/[!$&'()*+,;=:\w.~-]*)*$")
 _STORAGE_NAME = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")  # Azure queue and container names
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-T = TypeVar("T")
 
 
 class ConfigError(ValueError):
