@@ -17,7 +17,7 @@ Values reach the text only as validated enums and ints, or through ``string_lite
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
@@ -209,3 +209,27 @@ def scope(query: FilteredQuery) -> str:
                                 f"until {f.end:%Y-%m-%d %H:%M}" if f.end else "") if p) + " UTC"
 
 
+
+
+def long_literal(value: int) -> str:
+    """A validated whole number as a KQL long literal (never text)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+        raise ValueError("not a 64-bit whole number")
+    return f"long({value})"
+
+
+def real_literal(value: float) -> str:
+    """A finite number as a KQL real literal (repr: shortest exact, e.g. 1e+20, 0.1)."""
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError("not a finite number")
+    return f"real({number!r})"
+
+
+def bool_literal(value: bool) -> str:
+    return "true" if value is True else "false"
+
+
+def timespan_literal(span: timedelta) -> str:
+    """A whole number of minutes as a KQL timespan literal, e.g. ``1440m``."""
+    return f"{int(span.total_seconds() // 60)}m"

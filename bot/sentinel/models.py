@@ -7,6 +7,7 @@ source of truth. ``to_dict()`` gives plain JSON-ready data for logs, state and t
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
@@ -283,3 +284,41 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
+
+
+# Column-name endings that say which kind of entity a hunt row's value is (the fact check and [n] use them).
+_HUNT_KINDS = (
+    (re.compile(r"(upn|principalname|emailaddress|fromaddress|initiatedbyuser|^accountname|^userid)$"), "account"),
+    (re.compile(r"(ip|ipaddress|ipv4|ipv6)$"), "ip"),
+    (re.compile(r"(devicename|computer|hostname)$"), "host"),
+    (re.compile(r"url$"), "url"),
+    (re.compile(r"(?<!account)(domain|domainname)$"), "dns"),
+    (re.compile(r"(sha256|sha1|md5|filehashvalue)$"), "filehash"),
+    (re.compile(r"(filename|process)$"), "file"),
+)
+
+
+@dataclass(frozen=True)
+class HuntRow:
+    """One row of a hunt: its cells (column, value) in the hunt's order, values as the service returned them
+    (text, numbers, booleans, ISO 8601 times, JSON)."""
+
+    cells: tuple[tuple[str, Any], ...]
+
+    def value(self, column: str) -> Any:
+        return next((v for name, v in self.cells if name == column), None)
+
+    def identifiers(self) -> tuple[tuple[str, str], ...]:
+        """The entity values an answer may cite from this row (``NamesEntities``): its text cells whose column
+        names an account, IP, host, URL, domain, hash or file."""
+        out = []
+        for name, value in self.cells:
+            kind = hunt_entity_kind(name)
+            if kind and isinstance(value, str) and value.strip():
+                out.append((kind, value.strip()))
+        return tuple(out)
+
+
+def hunt_entity_kind(column: str) -> str | None:
+    lowered = column.lower()
+    return next((kind for pattern, kind in _HUNT_KINDS if pattern.search(lowered)), None)

@@ -71,6 +71,7 @@ class Param:
     maximum: int | None = None
     required: str = ""  # required when set: what to say when it is missing
     field: str | None = None  # the keyword the query's ``make`` takes, when not ``name`` ("from" -> start)
+    items: Any = None  # an array's item schema (JSON schema)
 
 
 @dataclass(frozen=True)

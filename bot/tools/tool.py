@@ -32,10 +32,13 @@ class Parameter:
     minimum: int | None = None
     maximum: int | None = None
     required: bool = False
+    items: Any = None  # an array's item schema
 
     def schema(self) -> dict[str, Any]:
         # Every token here is sent on every model call: an empty description is left out.
         schema: dict[str, Any] = {"type": self.kind} | ({"description": self.description} if self.description else {})
+        if self.items is not None:
+            schema["items"] = self.items
         if self.enum:
             schema["enum"] = list(self.enum)
         if self.default is not None:
@@ -75,5 +78,5 @@ def read_tool(spec: QuerySpec, description: str, status_text: str, *, text: Text
     """A read tool from its query's declaration: the parameters' schema is the declaration's, so it cannot drift
     from what the data layer accepts."""
     parameters = tuple(Parameter(p.name, p.description, p.kind, p.enum, p.default, p.minimum, p.maximum,
-                                 bool(p.required)) for p in spec.params)
+                                 bool(p.required), p.items) for p in spec.params)
     return Tool(spec.name, description, parameters, status_text, example, text=text, card=card, empty=empty)

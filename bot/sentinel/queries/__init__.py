@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.sentinel.hunt import Hunt
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
 from bot.sentinel.queries import (
     alert_trend,
     alerts,
+    hunt,
     incident_changes,
     incident_detail,
     incidents,
@@ -43,7 +45,7 @@ from bot.sentinel.spec import (
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
-         | IncidentChangesQuery)
+         | IncidentChangesQuery | Hunt)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -53,6 +55,7 @@ QUERIES: tuple[QuerySpec, ...] = (
     alert_trend.SPEC,
     top_entities.SPEC,
     on_call.SPEC,
+    hunt.SPEC,
     incident_changes.SPEC,
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}

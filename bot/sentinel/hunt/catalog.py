@@ -1,0 +1,151 @@
+"""What a hunt may read: the allow-listed tables, their columns and Kusto types, and typed virtual columns.
+
+The columns and types come from ``bot/sentinel/tables.json`` (the visible columns of each table, copied from the
+product's reference schemas). A *virtual column* is a field analysts reach inside a dynamic (or JSON text)
+column, declared once here with its type, its KQL expression and its path for the demo's ``json_extract``, so a
+hunt filters on ``Country`` and nobody writes ``parse_json``. An alias (``ParentProcess``) names an existing
+column the way analysts ask for it.
+
+SecurityIncident is left out on purpose: it holds one row per update, and the incident tools read its latest state;
+SecurityAlert is in (raw rows, re-emitted on updates: a hunt over it may show one alert more than once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from bot.sentinel.demo.store import load_table_columns
+
+# Kusto types a hunt can compare, by what a filter value must be.
+STRING_TYPES = frozenset({"string", "guid"})
+NUMBER_TYPES = frozenset({"int", "long", "real", "decimal"})
+TIME_COLUMN = "TimeGenerated"  # every allow-listed table has it: the window applies to it
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column a hunt can name: a table's own, or a virtual one (``path`` into ``source``, or an alias)."""
+
+    name: str
+    type: str  # the Kusto type of the value the hunt sees
+    source: str = ""  # virtual: the table's column the value comes from ("" for a table's own column)
+    path: tuple[str | int, ...] = ()  # virtual: the keys/indexes inside the source's JSON (empty: an alias)
+    source_is_text: bool = False  # the source column is JSON held as a string (needs parse_json in KQL)
+
+    @property
+    def virtual(self) -> bool:
+        return bool(self.source)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: dict[str, Column]  # by name, the table's own first, then the virtual ones
+    defaults: tuple[str, ...]  # the columns a hunt shows when it names none
+
+    def find(self, name: str) -> Column | None:
+        """A column by name, any letter case (the canonical spelling comes back)."""
+        column = self.columns.get(name)
+        if column is not None:
+            return column
+        lowered = name.lower()
+        return next((c for c in self.columns.values() if c.name.lower() == lowered), None)
+
+    @property
+    def virtual_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns.values() if c.virtual)
+
+
+# (name, type, source column, path): the fields inside dynamic columns that analysts hunt on.
+_SIGNIN_VIRTUAL = (
+    ("Country", "string", "LocationDetails", ("countryOrRegion",)),
+    ("City", "string", "LocationDetails", ("city",)),
+    ("State", "string", "LocationDetails", ("state",)),
+    ("DeviceOS", "string", "DeviceDetail", ("operatingSystem",)),
+    ("Browser", "string", "DeviceDetail", ("browser",)),
+    ("DeviceName", "string", "DeviceDetail", ("displayName",)),
+    ("DeviceIsCompliant", "bool", "DeviceDetail", ("isCompliant",)),
+    ("ErrorCode", "long", "Status", ("errorCode",)),
+    ("FailureReason", "string", "Status", ("failureReason",)),
+    ("MfaMethod", "string", "MfaDetail", ("authMethod",)),
+    ("MfaAuthDetail", "string", "MfaDetail", ("authDetail",)),
+)
+_PARENT_ALIASES = (
+    ("ParentProcess", "string", "InitiatingProcessFileName", ()),
+    ("ParentCommandLine", "string", "InitiatingProcessCommandLine", ()),
+    ("GrandparentProcess", "string", "InitiatingProcessParentFileName", ()),
+)
+VIRTUAL: dict[str, tuple[tuple[str, str, str, tuple[str | int, ...]], ...]] = {
+    "SigninLogs": _SIGNIN_VIRTUAL,
+    "AADNonInteractiveUserSignInLogs": _SIGNIN_VIRTUAL,
+    "AuditLogs": (
+        ("InitiatedByUser", "string", "InitiatedBy", ("user", "userPrincipalName")),
+        ("InitiatedByIp", "string", "InitiatedBy", ("user", "ipAddress")),
+        ("InitiatedByApp", "string", "InitiatedBy", ("app", "displayName")),
+        ("TargetName", "string", "TargetResources", (0, "displayName")),
+        ("TargetUpn", "string", "TargetResources", (0, "userPrincipalName")),
+        ("TargetType", "string", "TargetResources", (0, "type")),
+    ),
+    "AADUserRiskEvents": (
+        ("Country", "string", "Location", ("countryOrRegion",)),
+        ("City", "string", "Location", ("city",)),
+    ),
+    "DeviceProcessEvents": _PARENT_ALIASES,
+    "DeviceNetworkEvents": _PARENT_ALIASES,
+    "DeviceFileEvents": _PARENT_ALIASES,
+    "DeviceLogonEvents": _PARENT_ALIASES,
+}
+
+# The allow-list, with the columns shown when a hunt names none (a row's who, what, where and when).
+DEFAULTS: dict[str, tuple[str, ...]] = {
+    "SigninLogs": ("TimeGenerated", "UserPrincipalName", "AppDisplayName", "IPAddress", "Country", "ResultType",
+                   "ResultDescription"),
+    "AADNonInteractiveUserSignInLogs": ("TimeGenerated", "UserPrincipalName", "AppDisplayName", "IPAddress",
+                                        "Country", "ResultType"),
+    "AuditLogs": ("TimeGenerated", "OperationName", "Result", "InitiatedByUser", "TargetName", "TargetUpn"),
+    "IdentityInfo": ("TimeGenerated", "AccountUPN", "AccountDisplayName", "Department", "JobTitle", "RiskLevel"),
+    "AADRiskyUsers": ("TimeGenerated", "UserPrincipalName", "RiskLevel", "RiskState", "RiskDetail"),
+    "AADUserRiskEvents": ("TimeGenerated", "UserPrincipalName", "RiskEventType", "RiskLevel", "IpAddress",
+                          "Country"),
+    "BehaviorAnalytics": ("TimeGenerated", "UserPrincipalName", "ActivityType", "ActionType", "SourceIPAddress",
+                          "InvestigationPriority"),
+    "DeviceInfo": ("TimeGenerated", "DeviceName", "OSPlatform", "PublicIP", "ExposureLevel"),
+    "DeviceProcessEvents": ("TimeGenerated", "DeviceName", "AccountName", "FileName", "ProcessCommandLine",
+                            "ParentProcess", "SHA256"),
+    "DeviceNetworkEvents": ("TimeGenerated", "DeviceName", "ActionType", "RemoteIP", "RemotePort", "RemoteUrl",
+                            "InitiatingProcessFileName"),
+    "DeviceLogonEvents": ("TimeGenerated", "DeviceName", "AccountName", "ActionType", "LogonType", "RemoteIP"),
+    "DeviceFileEvents": ("TimeGenerated", "DeviceName", "ActionType", "FileName", "FolderPath", "SHA256"),
+    "EmailEvents": ("TimeGenerated", "SenderFromAddress", "RecipientEmailAddress", "Subject", "DeliveryAction",
+                    "ThreatTypes"),
+    "EmailUrlInfo": ("TimeGenerated", "NetworkMessageId", "Url", "UrlDomain"),
+    "UrlClickEvents": ("TimeGenerated", "AccountUpn", "Url", "ActionType", "IsClickedThrough", "IPAddress"),
+    "OfficeActivity": ("TimeGenerated", "UserId", "Operation", "OfficeWorkload", "ClientIP"),
+    "ThreatIntelIndicators": ("TimeGenerated", "ObservableKey", "ObservableValue", "Confidence", "ValidUntil",
+                              "IsActive"),
+    "ThreatIntelligenceIndicator": ("TimeGenerated", "ThreatType", "NetworkIP", "DomainName", "Url",
+                                    "FileHashValue", "ConfidenceScore", "ExpirationDateTime"),
+    "SecurityAlert": ("TimeGenerated", "AlertName", "AlertSeverity", "CompromisedEntity", "ProductName", "Status"),
+}
+
+
+@cache
+def tables() -> dict[str, Table]:
+    """The allow-listed tables, by name."""
+    schema = load_table_columns()
+    out = {}
+    for name, defaults in DEFAULTS.items():
+        own = {column: Column(column, kind) for column, kind in schema[name]}
+        virtual = {}
+        for vname, kind, source, path in VIRTUAL.get(name, ()):
+            source_type = own[source].type  # a KeyError here is a declaration error, found by the tests
+            virtual[vname] = Column(vname, kind, source, path, source_is_text=bool(path) and source_type == "string")
+        table = Table(name, own | virtual, defaults)
+        assert all(table.find(c) for c in defaults), name
+        out[name] = table
+    return out
+
+
+def table_names() -> tuple[str, ...]:
+    return tuple(DEFAULTS)

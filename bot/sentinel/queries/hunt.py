@@ -1,0 +1,60 @@
+"""hunt: the guarded hunt as a read query (its structure, KQL and demo SQL live in ``bot.sentinel.hunt``).
+
+The result contract is fixed whatever the hunt projects: ``Row`` (a property bag of the hunt's columns) and
+``TotalMatched``; the decoder turns each into a ``HuntRow`` whose cells keep the hunt's column order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from bot.sentinel.hunt import Hunt, hunt_kql, parse_hunt, table_names
+from bot.sentinel.hunt import sql as hunt_sql
+from bot.sentinel.models import HuntRow
+from bot.sentinel.rows import SkippedRow, as_json
+from bot.sentinel.spec import DemoWorkspace, Param, QuerySpec, Row
+
+
+def _as_is(value: object) -> object:
+    return value
+
+
+def _make(**arguments: object) -> Hunt:
+    return parse_hunt(arguments)
+
+
+def decode(row: Row) -> HuntRow:
+    cells = as_json(row.get("Row"))
+    if not isinstance(cells, dict):
+        raise SkippedRow("a hunt row without its columns")
+    return HuntRow(tuple(cells.items()))
+
+
+def _demo(query: Hunt, conn: sqlite3.Connection, now: datetime, workspace: DemoWorkspace) -> list[dict[str, Any]]:
+    return hunt_sql.run(query, conn, now)
+
+
+_FILTER = {"type": "array", "items": {}, "minItems": 3, "maxItems": 3}
+SPEC = QuerySpec(
+    name=Hunt.tool,
+    params=(
+        Param("table", _as_is, enum=table_names(), required="the table to hunt in"),
+        Param("time_window", _as_is, "e.g. 24h, 7d; at most 30d.", required="how far back, e.g. 24h or 7d"),
+        Param("where", _as_is, "[[column, op, value]]; op: == != has contains startswith in > < between "
+                               "(in/between take a list).", kind="array", items=_FILTER),
+        Param("summarize", _as_is, "count(), dcount(C), min(C), max(C).", kind="array", items={"type": "string"}),
+        Param("by", _as_is, "At most 3 columns.", kind="array", items={"type": "string"}),
+        Param("bin", _as_is, enum=("5m", "15m", "1h", "6h", "1d")),
+        Param("columns", _as_is, kind="array", items={"type": "string"}),
+        Param("sort", _as_is, "e.g. TimeGenerated desc."),
+        Param("take", _as_is, kind="integer", minimum=1, maximum=100, default=50),
+    ),
+    make=_make,
+    kql=hunt_kql,
+    result=(("Row", "dynamic"), ("TotalMatched", "long")),
+    keys=("Row",),
+    decode=decode,
+    demo=_demo,
+)
