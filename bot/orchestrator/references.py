@@ -15,6 +15,7 @@ from typing import Any
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
+    HuntRow,
     Incident,
     IncidentDetail,
     QueryResult,
@@ -94,6 +95,8 @@ class References:
                 self._alert(record)
             elif isinstance(record, EntityCount):
                 self._entity(record.type, record.value, count_label(record.alert_count, "alert"))
+            elif isinstance(record, HuntRow) and record.identifiers():  # a hunt row: by its first identifier
+                self._entity(*record.identifiers()[0])
 
     def context(self) -> str:
         """The compact reference list the model sees each turn."""

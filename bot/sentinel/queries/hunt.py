@@ -36,11 +36,12 @@ def _demo(query: Hunt, conn: sqlite3.Connection, now: datetime, workspace: DemoW
     return hunt_sql.run(query, conn, now)
 
 
-_FILTER = {"type": "array", "items": {}, "minItems": 3, "maxItems": 3}
+_FILTER = {"type": "array"}
 SPEC = QuerySpec(
     name=Hunt.tool,
     params=(
-        Param("table", _as_is, enum=table_names(), required="the table to hunt in"),
+        # No enum (19 names on every call): the model knows Sentinel's tables, and a wrong name's error lists them.
+        Param("table", _as_is, required=f"the table to hunt in, one of {', '.join(table_names())}"),
         Param("time_window", _as_is, "e.g. 24h, 7d; at most 30d.", required="how far back, e.g. 24h or 7d"),
         Param("where", _as_is, "[[column, op, value]]; op: == != has contains startswith in > < between "
                                "(in/between take a list).", kind="array", items=_FILTER),
@@ -49,7 +50,7 @@ SPEC = QuerySpec(
         Param("bin", _as_is, enum=("5m", "15m", "1h", "6h", "1d")),
         Param("columns", _as_is, kind="array", items={"type": "string"}),
         Param("sort", _as_is, "e.g. TimeGenerated desc."),
-        Param("take", _as_is, kind="integer", minimum=1, maximum=100, default=50),
+        Param("take", _as_is, kind="integer", minimum=1, maximum=100),
     ),
     make=_make,
     kql=hunt_kql,

@@ -1,0 +1,94 @@
+"""hunt as a tool: the guarded hunt's rows as compact text for the model and as a generic result table card.
+
+The columns come back in the hunt's own order (re-read from the result's parameters, which are the hunt's canonical
+arguments); each row's [n] is its first identifier's (an account, IP, host, URL, hash...), so "[4]" works in a
+follow-up as it does for any entity.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from bot.cards.common import Element, RefFor
+from bot.cards.tables import ResultTable, result_table
+from bot.sentinel.hunt import parse_hunt
+from bot.sentinel.models import HuntRow, QueryResult, count_label
+from bot.sentinel.params import InvalidParameter
+from bot.sentinel.queries import hunt
+from bot.sentinel.rows import as_datetime
+from bot.tools.compact import bounded, head
+from bot.tools.compact import cell as text_cell
+from bot.tools.compact import ref as text_ref
+from bot.tools.tool import Tool, read_tool
+
+
+def output_of(result: QueryResult) -> tuple[tuple[str, str], ...]:
+    """The hunt's columns and types, in order; from the rows themselves if its parameters cannot be re-read."""
+    try:
+        return parse_hunt(result.metadata.parameters).output
+    except InvalidParameter:
+        first = result.records[0].cells if result.records else ()
+        return tuple((name, "string") for name, _ in first)
+
+
+def shown(value: Any, kind: str) -> str:
+    if value is None:
+        return ""
+    if kind == "datetime":
+        moment = as_datetime(value)
+        return f"{moment:%Y-%m-%d %H:%M:%S}" if moment else str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def row_ref(row: HuntRow, ref_for: RefFor) -> str:
+    identifiers = row.identifiers()
+    if not identifiers:
+        return "-"
+    kind, value = identifiers[0]
+    return text_ref(ref_for, "entity", f"{kind}:{value}")
+
+
+def hunt_text(result: QueryResult, ref_for: RefFor) -> str:
+    first = head(result, "rows")
+    if not result.records:
+        return first.replace("lower min_severity", "fewer filters")
+    output = output_of(result)
+    lines = [first, "|".join(["ref", *(f"{name} ({kind})" for name, kind in output)])]
+    rows = ["|".join([row_ref(r, ref_for), *(text_cell(shown(r.value(n), k), 80) for n, k in output)])
+            for r in result.records]
+    return bounded(lines, rows, result.metadata.total)
+
+
+def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    meta = result.metadata
+    output = output_of(result)
+    records: list[HuntRow] = list(result.records)
+    window = str(meta.parameters.get("time_window", ""))
+    filters = meta.parameters.get("where") or []
+    subtitle = f"last {window}" + (f", {count_label(len(filters), 'filter')}" if filters else "")
+    refs = tuple("" if (r := row_ref(row, ref_for)) == "-" else r for row in records)
+    return result_table(ResultTable(
+        title=f"Hunt: {meta.parameters.get('table', '')}", subtitle=subtitle,
+        columns=tuple(name for name, _ in output),
+        rows=tuple(tuple(shown(row.value(n), k) for n, k in output) for row in records),
+        refs=refs, total=max(meta.total, len(records)), demo=meta.is_demo, notes=meta.warnings))
+
+
+
+TOOL: Tool = read_tool(
+    hunt.SPEC,
+    "Hunt in one Sentinel table with typed filters (no KQL): sign-ins, audit, identity risk, UEBA, device "
+    "process/network/logon/file events, email, URL clicks, Office, threat intel, alerts. Columns are the table's; "
+    "JSON fields are columns too: sign-ins Country City DeviceOS Browser ErrorCode FailureReason MfaMethod; "
+    "AuditLogs InitiatedByUser TargetUpn TargetName; device events ParentProcess. A wrong name's error lists all.",
+    "Hunting...",
+    text=hunt_text,
+    card=hunt_card,
+    example='{"table": "SigninLogs", "time_window": "24h", "where": [["IPAddress", "==", "203.0.113.7"]]}',
+)
