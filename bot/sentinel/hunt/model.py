@@ -335,6 +335,10 @@ def _with_sort(hunt: Hunt, raw: object) -> Hunt:
             sort = (TIME_COLUMN, True) if TIME_COLUMN in names else (hunt.output[0][0], True)
         return _replace_sort(hunt, sort)
     match = _SORT.match(raw) if isinstance(raw, str) else None
+    extra = tables()[hunt.table].find(match[1]) if match and not hunt.summarized else None
+    if extra is not None and extra.name not in names and len(hunt.columns) < MAX_COLUMNS:
+        hunt = replace(hunt, columns=(*hunt.columns, extra))  # sorted by a column it did not show: show it too
+        names = dict(hunt.output)
     name = next((n for n in names if match and n.lower() == match[1].lower()), None)
     if match is None or name is None or names[name] == "dynamic":
         sortable = [n for n, kind in hunt.output if kind != "dynamic"]
