@@ -8,7 +8,9 @@ own logs cannot show, because every query runs with the bot's identity:
   ``bot``, or ``user`` in on-behalf-of mode, where Log Analytics' own log names the analyst too);
 - ``access.refused``: an activity turned away at the door, and why.
 
-Records carry identifiers, names, counts and codes; never message text or row values. The bot's own reads that
+Records carry identifiers, names, counts and codes; never message text or row values, except the one text an analyst
+asks to run as it is: the ``kql`` command's query, recorded in full (its read's ``arguments``, or ``query_text``
+when it failed or was refused: ``kql.refused``). The bot's own reads that
 found nothing (the watch poller's quiet polls, every interval) are recorded at DEBUG, so they do not bury the rest.
 """
 
@@ -29,6 +31,7 @@ from bot.sentinel.identity import running_as
 from bot.sentinel.models import QueryError, QueryResult
 
 audit_log = logging.getLogger("bot.audit")
+ANALYST_QUERY = "analyst_kql"  # the kql command's query: audited with its full text
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class AuditedSentinelClient(SentinelClient):
                    elapsed_ms=elapsed_ms, result="ok", identity=running_as())
         else:  # the arguments may be the model's raw text: only their names
             names = sorted({*(arguments or {}), *more})
+            # An analyst's own KQL is theirs (never the model's), and what was run is the point: its full text.
+            text = str({**(arguments or {}), **more}.get("query", ""))[:10_000] if tool == ANALYST_QUERY else None
             record("read", tool=tool[:64], argument_names=[str(n)[:64] for n in names], rows=0,
-                   source=self.source, elapsed_ms=elapsed_ms, result=result.code, identity=running_as())
+                   source=self.source, elapsed_ms=elapsed_ms, result=result.code, identity=running_as(),
+                   query_text=text)
         return result

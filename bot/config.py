@@ -174,6 +174,8 @@ class AccessSettings:
     readers: frozenset[str] = env("ALLOWED_READERS", frozenset(), "ids", "an Entra user object id")
     reader_groups: frozenset[str] = env("ALLOWED_READER_GROUPS", frozenset(), "ids", "an Entra group object id")
     group_cache_seconds: int = env("READER_GROUP_CACHE_SECONDS", 300, "number", 0, 86_400)
+    # Who may run their own KQL (the kql command); empty: nobody.
+    kql_analysts: frozenset[str] = env("ALLOWED_KQL_ANALYSTS", frozenset(), "ids", "an Entra user object id")
     conversation_types: frozenset[str] = env("ALLOWED_CONVERSATION_TYPES", frozenset(CONVERSATION_TYPES),
                                              "conversation_types")
     teams: frozenset[str] = env("ALLOWED_TEAMS", frozenset(), "names")

@@ -16,6 +16,7 @@ COMMANDS = (
     ("trend [window] [severity]", "Alert counts over time, per severity"),
     ("entities [window] [severity]", "The accounts, hosts and IPs in the most alerts"),
     ("who is on call", "Who is on shift now and next, from the OnCall watchlist (also: oncall)"),
+    ("kql [window] QUERY", "Your own read-only KQL, where the access policy lets you (24h, 100 rows)"),
     ("prefer [window] [severity]", "Your defaults for this conversation (prefer reset clears them)"),
     ("watch high open", "Post new incidents matching the filters here as they arrive (watches, unwatch [N])"),
     ("help", "This list"),

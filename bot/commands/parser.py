@@ -86,6 +86,7 @@ Ask in plain language, or use these commands:
   escalate [n] [assign]: ask      @mention the analyst on call here, comment on the incident (assign: also assign)
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   who is on call                  who is on shift now and next, from the OnCall watchlist (also: oncall)
+  kql [window] QUERY              your own read-only KQL, where the bot's access policy lets you (24h, 100 rows)
   help                            this list
   clear                           forget this conversation (preferences are kept)
 window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
@@ -107,8 +108,16 @@ class CommandError(ValueError):
     """Text that is clearly a command but has a part we cannot read; the message shows the usage."""
 
 
+_KQL = re.compile(r"^/?kql\b(?P<rest>.*)$", re.IGNORECASE | re.DOTALL)
+_KQL_WINDOW = re.compile(r"^\s*(?P<window>\d{1,5}[mhd])\s+(?P<query>.*)$", re.IGNORECASE | re.DOTALL)
+KQL_USAGE = ('Usage: kql [window] QUERY, your own read-only KQL (24h unless a window such as 7d comes first), e.g. '
+             '"kql 7d SigninLogs | where ResultType == \"500121\" | summarize count() by UserPrincipalName".')
+
+
 def parse(text: str) -> Command | None:
     """The command in ``text``, or None when it is a free-form question for the model."""
+    if kql := _KQL.match(text.strip()):
+        return _analyst_kql(kql.group("rest"))
     change = _parse_change(" ".join(text.strip().lstrip("/").split()))
     if change is not None:
         return change
@@ -119,6 +128,16 @@ def parse(text: str) -> Command | None:
     if words in _FIXED:
         return _FIXED[words]()
     return _watch(words, text) or _single(words) or _list_command(words, text)
+
+
+def _analyst_kql(rest: str) -> Command:
+    """kql [window] QUERY: the text kept exactly as typed (its case, quotes and lines are the query's)."""
+    if not rest.strip():
+        raise CommandError(KQL_USAGE)
+    windowed = _KQL_WINDOW.match(rest)
+    arguments = {"query": windowed.group("query"), "time_window": windowed.group("window")} if windowed \
+        else {"query": rest.strip()}
+    return Command("kql", "analyst_kql", arguments)
 
 
 # Texts (lower case, spaces collapsed) that are a whole command.

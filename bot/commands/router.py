@@ -14,17 +14,20 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from bot import audit
 from bot.commands.parser import Command, CommandError, apply_preferences, parse, with_preferences
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.references import References, RefKind
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryResult
+from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
+from bot.sentinel.queries import make_query
+from bot.sentinel.queries.analyst_kql import DEMO_REFUSAL, MAX_QUERY_CHARS
 from bot.tools import asking
 from bot.tools.asking import Asking, ReferenceLookup
 from bot.tools.registry import TOOLS
@@ -59,9 +62,11 @@ class Routed:
 
 
 class CommandRouter:
-    def __init__(self, sentinel: SentinelClient, orchestrator: Orchestrator | None) -> None:
+    def __init__(self, sentinel: SentinelClient, orchestrator: Orchestrator | None,
+                 kql_analysts: frozenset[str] = frozenset()) -> None:
         self.sentinel = sentinel
         self.orchestrator = orchestrator
+        self.kql_analysts = frozenset(a.lower() for a in kql_analysts)  # who may run their own KQL (object ids)
 
     async def route(self, text: str, conversation: Conversation, status: Status, me: str | None = None) -> Routed:
         """What ``text`` asks for; ``me`` is the asking analyst's Entra object id where someone signed in."""
@@ -77,6 +82,8 @@ class CommandRouter:
             return Routed(Route.CLEARED, await self.clear(conversation), command)
         if command is not None and command.name == "prefer":
             return Routed(Route.PREFERENCES, apply_preferences(command, conversation.preferences), command)
+        if command is not None and command.name == "kql":  # before [n]: "x[0]" is KQL, not a reference
+            return await self.analyst_kql(conversation, command, status, me)
         missing = missing_references(text, conversation.references)
         if missing:
             return Routed(Route.NO_REFERENCE, no_reference_text(missing, conversation.references), command)
@@ -113,6 +120,27 @@ class CommandRouter:
             self.remember(conversation, result)
         return run
 
+    async def analyst_kql(self, conversation: Conversation, command: Command, status: Status,
+                          me: str | None) -> Routed:
+        """The analyst's own KQL: only theirs, only where the access policy lets them hunt, never on the demo;
+        refused text is audited with the reason, what runs is audited by the client with its full text."""
+        text = str(command.arguments.get("query", ""))
+        if me is None or me.lower() not in self.kql_analysts:
+            audit.record("kql.refused", reason="not_allowed", query_text=text[:MAX_QUERY_CHARS])
+            return Routed(Route.INVALID, "Your own KQL is for analysts the bot's access policy lets hunt "
+                                         "(ALLOWED_KQL_ANALYSTS); ask whoever runs the bot. You can still ask in "
+                                         "plain language.", command)
+        if self.sentinel.is_demo:
+            return Routed(Route.INVALID, DEMO_REFUSAL, command)
+        try:
+            make_query("analyst_kql", command.arguments)
+        except InvalidParameter as problem:
+            audit.record("kql.refused", reason="refused_text", query_text=text[:MAX_QUERY_CHARS])
+            return Routed(Route.INVALID, f"Not run: {str(problem).removeprefix('query: ')}", command)
+        run = await self.run_query(conversation, command, status)
+        assert not isinstance(run, str)  # no [n] to resolve
+        return Routed(Route.QUERY, command=command, run=capped(run))
+
     def remember(self, conversation: Conversation, result: QueryResult) -> None:
         """What a command read enters the conversation as the orchestrator says (``Orchestrator.remember``); without
         a model there is no orchestrator and no fact check, and the conversation keeps its references itself."""
@@ -127,6 +155,15 @@ class CommandRouter:
             return await self.orchestrator.summarise_and_clear(conversation)
         conversation.clear(None)
         return "Conversation cleared. Your preferences are kept."
+
+
+def capped(run: ToolRun) -> ToolRun:
+    """An analyst query the service rejected: its own error, with the position, instead of the bot's apology."""
+    result = run.artifact
+    if isinstance(result, QueryError) and result.code == "bad_query" and result.detail:
+        message = f"Log Analytics could not run your query: {result.detail}"
+        return replace(run, artifact=replace(result, message=message))
+    return run
 
 
 def incident_lookup(references: References) -> ReferenceLookup:

@@ -174,6 +174,10 @@ class SentinelClient:
             total -= skipped
         total = max(total, len(records))
         truncated = total > len(records) or raw.service_truncated
+        if spec.row_cap is not None and len(records) > spec.row_cap:
+            records, truncated = records[:spec.row_cap], True
+            warnings.append(f"Cut at {spec.row_cap} rows: more matched. Add | take, | summarize or narrower filters "
+                            "to see what you need.")
         if tool == "get_incident_detail" and records:
             detail = records[0]
             if detail.incident.alert_count > len(detail.alerts) and len(detail.alerts) >= MAX_DETAIL_ALERTS:

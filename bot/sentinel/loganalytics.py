@@ -313,6 +313,7 @@ def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elaps
     elif status == 400:
         problem = ("bad_query", "Log Analytics rejected the query as invalid. This is a problem in the bot, not in "
                    "your question; please report it with the query shown under Data sources.")
+        detail = _service_text(_innermost(err)) or detail  # an analyst's own query shows it: where the error is
     else:
         problem = ("query_failed", f"The Log Analytics query failed (HTTP {status}).")
     return QueryError(*problem, retry_possible=False, status=status, detail=detail)
@@ -391,6 +392,17 @@ def _error_message(err: HttpResponseError) -> str:
         inner = inner["innererror"]
     message = getattr(model, "message", "") or inner.get("message") or err.message or ""
     return f"{code}: {message}" if code else str(message)
+
+
+def _innermost(err: HttpResponseError) -> str:
+    """The deepest message of the error body, with its line and position when the service gives them (a syntax
+    error: "Query could not be parsed at 'x' on line [1,12]")."""
+    inner: Any = _body_error(err)
+    while isinstance(inner.get("innererror"), dict):
+        inner = inner["innererror"]
+    message = str(inner.get("message") or "")
+    where = [f"{key} {inner[key]}" for key in ("line", "pos") if isinstance(inner.get(key), int)]
+    return f"{message} ({', '.join(where)})" if message and where else message
 
 
 def _body_error(err: HttpResponseError) -> dict[str, Any]:

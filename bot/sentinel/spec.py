@@ -90,6 +90,8 @@ class QuerySpec:
     demo: Callable[[Any, sqlite3.Connection, datetime, DemoWorkspace], list[dict[str, Any]]]
     internal: bool = False  # run by the bot itself (a poller), never offered to the model
     left_out: str = ""  # rows the decoder leaves out on purpose: the warning's words (then never an error)
+    # Rows past it are cut and the result says so (the KQL asks for one more, so a cut is known): free text's cap.
+    row_cap: int | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:

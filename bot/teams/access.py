@@ -142,6 +142,7 @@ class AccessPolicy:
     conversation_types: frozenset[str] = frozenset({"personal", "groupChat", "channel"})
     teams: frozenset[str] = frozenset()
     channels: frozenset[str] = frozenset()
+    hunters: frozenset[str] = frozenset()  # Entra object ids who may run their own KQL (the kql command)
 
     @property
     def readers_listed(self) -> bool:
@@ -195,7 +196,7 @@ def access_policy(settings: Settings, graph_token: TokenSource | None = None) ->
                               ttl_s=settings.access.group_cache_seconds)
     return AccessPolicy(tenants=settings.access.tenants, readers=settings.access.readers, groups=groups,
                         conversation_types=settings.access.conversation_types, teams=settings.access.teams,
-                        channels=settings.access.channels)
+                        channels=settings.access.channels, hunters=settings.access.kql_analysts)
 
 
 class _Window:

@@ -93,7 +93,7 @@ class SentinelBot(TeamsActivityHandler):
         self.desk = desk
         self.changes = TeamsChanges(desk, watches, clock, sentinel.is_demo)
         self.orchestrator = orchestrator
-        self.commands = CommandRouter(sentinel, orchestrator)
+        self.commands = CommandRouter(sentinel, orchestrator, access.hunters if access else frozenset())
         # The card verbs, each to its handler; buttons that post text (ask, command) are answered as text.
         self._verbs: dict[Verb, _VerbHandler] = {
             Verb.INCIDENT_DETAIL: self._detail_click,

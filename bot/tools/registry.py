@@ -15,6 +15,7 @@ from bot import cards
 from bot.cards.common import Element
 from bot.sentinel.models import QueryError, QueryResult
 from bot.tools.compact import RefFor, error_text
+from bot.tools.queries import analyst_kql
 from bot.tools.read_tools import READ_TOOLS
 from bot.tools.tool import Tool
 from bot.tools.write_tools import WRITE_TOOLS
@@ -45,7 +46,7 @@ class Registry:
 
     def offered(self, *, writes: bool) -> tuple[Tool, ...]:
         """The tools the model may call: the read tools, and the write tools where changes can be proposed."""
-        return tuple(t for t in self.tools if writes or not t.needs_confirmation)
+        return tuple(t for t in self.tools if (writes or not t.needs_confirmation) and not t.command_only)
 
     def status_text(self, name: str) -> str:
         tool = self.get(name)
@@ -70,4 +71,4 @@ class Registry:
         return cards.result_card(result, tool.card, ref_for, now, changes=changes, empty=tool.empty)
 
 
-TOOLS = Registry(READ_TOOLS + WRITE_TOOLS)
+TOOLS = Registry(READ_TOOLS + WRITE_TOOLS + (analyst_kql.TOOL,))

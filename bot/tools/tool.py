@@ -61,6 +61,7 @@ class Tool:
     card: CardBuilder | None = None  # read tools: the result as an Adaptive Card
     change: ChangeKind | None = None  # write tools: the kind of incident change proposed
     empty: Callable[[QueryResult], Element] | None = None  # read tools: the card for no rows (default: generic)
+    command_only: bool = False  # run by a command only (an analyst's own KQL), never offered to the model
 
     @property
     def needs_confirmation(self) -> bool:
@@ -79,4 +80,5 @@ def read_tool(spec: QuerySpec, description: str, status_text: str, *, text: Text
     from what the data layer accepts."""
     parameters = tuple(Parameter(p.name, p.description, p.kind, p.enum, p.default, p.minimum, p.maximum,
                                  bool(p.required), p.items) for p in spec.params)
-    return Tool(spec.name, description, parameters, status_text, example, text=text, card=card, empty=empty)
+    return Tool(spec.name, description, parameters, status_text, example, text=text, card=card, empty=empty,
+                command_only=spec.internal)

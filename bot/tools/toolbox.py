@@ -60,6 +60,8 @@ class ToolBox:
         """A read tool call as the model sent it (arguments as JSON text)."""
         started = time.perf_counter()
         tool = self.registry.get(name)
+        if tool is not None and tool.command_only:  # an analyst's own KQL runs from their command, never the model's
+            tool = None
         arguments, problem = parse_arguments(name, raw_arguments, tool)
         if problem is None and tool is not None and tool.needs_confirmation:
             problem = QueryError("invalid_argument", f"{name} proposes a change; it is not a query.",

@@ -15,6 +15,7 @@ from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
 from bot.sentinel.queries import (
     alert_trend,
     alerts,
+    analyst_kql,
     hunt,
     incident_changes,
     incident_detail,
@@ -24,6 +25,7 @@ from bot.sentinel.queries import (
 )
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
+from bot.sentinel.queries.analyst_kql import AnalystQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
 from bot.sentinel.queries.incidents import IncidentsQuery
@@ -45,7 +47,7 @@ from bot.sentinel.spec import (
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
-         | IncidentChangesQuery | Hunt)
+         | IncidentChangesQuery | Hunt | AnalystQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -57,6 +59,7 @@ QUERIES: tuple[QuerySpec, ...] = (
     on_call.SPEC,
     hunt.SPEC,
     incident_changes.SPEC,
+    analyst_kql.SPEC,
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}
 
