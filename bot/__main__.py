@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 
 from bot import package, telemetry
 from bot.config import ConfigError, Settings
-from bot.sentinel.client import iso_duration
+from bot.sentinel.client import RawTable, SentinelClient, iso_duration
+from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
-from bot.sentinel.queries import QUERY_NAMES, kql_of, make_query
+from bot.sentinel.queries import QUERY_NAMES
 
 T = TypeVar("T")
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
-    kql_parser.add_argument("tool", choices=QUERY_NAMES)
+    kql_parser.add_argument("tool", choices=_kql_choices())
     kql_parser.add_argument("--args", default="{}", help='tool arguments as JSON, e.g. \'{"time_window": "last_7d"}\'')
     package.add_arguments(commands.add_parser("package", help="build the Teams app package (zip) to upload to Teams"))
     demo = commands.add_parser("demo", help="change the running demo workspace (its DEMO_INBOX file)")
@@ -72,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def _kql_choices() -> list[str]:
+    """Every query, and every read tool (a tool that runs several queries prints them all)."""
+    from bot.tools.registry import TOOLS
+
+    return sorted(set(QUERY_NAMES) | {t.name for t in TOOLS.tools if not t.needs_confirmation})
+
+
 def _serve_or_work(args: argparse.Namespace, settings: Settings) -> int:
     """python -m bot serve | worker; a state or queue file that cannot be used is one message saying what to do."""
     from bot.app import serve, unusable_files, work
@@ -98,17 +106,54 @@ def _serve_or_work(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _print_kql(tool: str, raw_arguments: str) -> int:
+    """Print every query a call of ``tool`` would run (one for a query; an investigation runs several), run against
+    a backend that runs nothing and keeps each query's KQL, so a tool that composes queries needs no code here."""
     try:
         arguments = json.loads(raw_arguments)
         if not isinstance(arguments, dict):
             raise ValueError("the arguments must be a JSON object")
-        query = make_query(tool, arguments)
-    except (ValueError, InvalidParameter) as exc:
+    except ValueError as exc:
         print(f"Invalid arguments for {tool}: {exc}", file=sys.stderr)
         return 2
-    print(kql_of(query))
-    print(f"// timespan sent with the query: {iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
+    recorder = _Recorder()
+    result = _run(_call(SentinelClient(recorder), tool, arguments))
+    if isinstance(result, QueryError) and not recorder.seen:
+        print(f"Invalid arguments for {tool}: {result.message}", file=sys.stderr)
+        return 2
+    for n, (query, text) in enumerate(recorder.seen):
+        if len(recorder.seen) > 1:
+            print(f"{chr(10) if n else ''}// query {n + 1} of {len(recorder.seen)}: {query.tool}")
+        print(text)
+        print(f"// timespan sent with the query{'' if len(recorder.seen) == 1 else f' {n + 1}'}: "
+              f"{iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
     return 0
+
+
+async def _call(client: SentinelClient, tool: str, arguments: dict[str, Any]) -> QueryResult | QueryError:
+    from bot.tools.registry import TOOLS
+
+    declared = TOOLS.get(tool)
+    read = getattr(declared, "read", None)  # a tool that runs its own queries (an investigation)
+    return await read(client, arguments) if read is not None else await client.run(tool, arguments)
+
+
+class _Recorder:
+    """A backend that runs nothing: it keeps each query and its KQL, and answers with no rows."""
+
+    source = "log_analytics"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, str]] = []
+
+    async def execute(self, query: Any, kql_text: str) -> RawTable:
+        self.seen.append((query, kql_text))
+        return RawTable(rows=[])
+
+    async def prepare(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
 
 
 def _new_incident(args: argparse.Namespace) -> int:

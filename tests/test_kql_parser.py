@@ -106,7 +106,9 @@ def _cli_kql(tool: str, arguments: str) -> str:
     return done.stdout
 
 
-_CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}'}
+_CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}',
+                 "hunt": '{"table": "SigninLogs", "time_window": "24h", "where": [["Country", "==", "RU"]]}',
+                 "analyst_kql": '{"query": "SigninLogs | take 1"}'}
 
 
 @pytest.mark.slow
