@@ -73,7 +73,7 @@ def day_rows(world: World, day_start: datetime, incidents: list[Incident], volum
 # Sign-ins and identity risk.
 
 
-def _failures(s: Scene, code: str = "50126", cap: int = 30, app: tuple[str, int] | None = None) -> float:
+def _failures(s: Scene, code: str = "50126", cap: int = 20, app: tuple[str, int] | None = None) -> float:
     """Failed sign-ins from the attacker's address; returns the minute after the last one."""
     n = s.count("n", cap)
     for i in range(n):
@@ -104,7 +104,7 @@ def brute_portal(s: Scene) -> None:
 
 
 def password_spray(s: Scene) -> None:
-    targets = [p for p in s.world.users if p is not s.person][: s.count("n", 25) - 1]
+    targets = [p for p in s.world.users if p is not s.person][: s.count("n", 20) - 1]
     for i, person in enumerate([s.person, *targets]):
         identity.add_signin(s.out, person, s.at(i * 0.3), s.cast["ip"], result="50126", home=False)
     for i in range(3):
