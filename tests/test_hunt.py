@@ -217,7 +217,7 @@ def signin_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
             "UserPrincipalName": rng.choice(USERS), "IPAddress": rng.choice(IPS),
             "AppDisplayName": rng.choice(["Office 365 Exchange Online", "Azure Portal", "My-App_2"]),
             "ResultType": str(error), "DurationMs": rng.randrange(0, 5000), "IsRisky": rng.choice([0, 1]),
-            "LocationDetails": json.dumps(location, separators=(",", ":")) if i % 17 else "",
+            "LocationDetails": json.dumps(location, separators=(",", ":")) if i % 17 else None,  # absent: null
             "Status": json.dumps({"errorCode": error} | ({"failureReason": "MFA denied; user declined"}
                                                           if error == 500121 else {}), separators=(",", ":")),
             "DeviceDetail": json.dumps({"operatingSystem": rng.choice(["Windows 10", "iOS 17", "Android"]),
@@ -493,3 +493,58 @@ async def test_the_model_hunts_and_the_fact_check_knows_the_rows(hunt_demo, fake
     summary, _, marked = result.text.partition("\n\n")
     assert "192.0.2.99 is not in any" in summary, result.text
     assert "203.0.113.7 ⚠" not in marked and "203.0.113.7" in marked
+
+
+# --- the generated world (the demo's activity tables) ---------------------------------------------------------
+
+WORLD_HUNTS: list[dict[str, Any]] = [
+    {"table": "SigninLogs", "time_window": "30d", "where": [["ErrorCode", "==", 500121]],
+     "by": ["UserPrincipalName", "IPAddress", "MfaMethod"], "summarize": ["count()", "max(TimeGenerated)"]},
+    {"table": "SigninLogs", "time_window": "7d", "where": [["Country", "!=", "US"], ["ResultType", "!=", "0"]],
+     "columns": ["UserPrincipalName", "Country", "City", "DeviceOS", "ErrorCode", "FailureReason"], "take": 100},
+    {"table": "AADNonInteractiveUserSignInLogs", "time_window": "3d", "by": ["Country"], "bin": "1d"},
+    {"table": "DeviceProcessEvents", "time_window": "30d", "where": [["ProcessCommandLine", "has", "powershell"]],
+     "by": ["DeviceName", "ParentProcess", "FileName"], "summarize": ["count()", "dcount(SHA256)"]},
+    {"table": "DeviceProcessEvents", "time_window": "14d", "where": [["DeviceName", "startswith", "ws-"]],
+     "sort": "FileName asc", "take": 100},
+    {"table": "AuditLogs", "time_window": "30d", "where": [["OperationName", "has", "role"]],
+     "by": ["InitiatedByUser", "TargetUpn", "OperationName"]},
+    {"table": "AuditLogs", "time_window": "30d", "where": [["InitiatedByUser", "in", ["ADM-JONAS.WEBER@contoso.com",
+                                                                                      "adm-aisha.khan@contoso.com"]]]},
+    {"table": "EmailEvents", "time_window": "7d", "by": ["DeliveryAction", "SenderFromDomain"], "take": 100},
+    {"table": "UrlClickEvents", "time_window": "30d", "where": [["IsClickedThrough", "==", True]]},
+    {"table": "ThreatIntelIndicators", "time_window": "30d", "where": [["Confidence", ">", 50]],
+     "by": ["ObservableKey"], "summarize": ["count()", "min(Confidence)", "max(ValidUntil)"]},
+    {"table": "AADUserRiskEvents", "time_window": "30d", "by": ["RiskEventType", "Country"]},
+    {"table": "DeviceNetworkEvents", "time_window": "7d", "where": [["RemotePort", "between", [1, 1024]]],
+     "by": ["RemotePort"], "summarize": ["count()", "dcount(RemoteIP)"]},
+    {"table": "SecurityAlert", "time_window": "7d", "where": [["AlertSeverity", "==", "high"]],
+     "by": ["ProductName"], "bin": "1d"},
+]
+
+
+@pytest.fixture(scope="module")
+def world_rows() -> dict[str, list[dict[str, Any]]]:
+    from tests.conftest import SEED
+    from tests.support.demo import copied_demo
+
+    backend = copied_demo(SEED, lambda: NOW)
+    tables_wanted = {h["table"] for h in WORLD_HUNTS}
+    return backend.with_database(lambda conn, now: {
+        t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}"')] for t in tables_wanted})
+
+
+@pytest.mark.parametrize("arguments", WORLD_HUNTS, ids=[f"{h['table']}-{i}" for i, h in enumerate(WORLD_HUNTS)])
+async def test_the_generated_world_answers_what_python_finds(demo_backend: DemoBackend, world_rows,
+                                                             arguments: dict[str, Any]) -> None:
+    hunt = queries.make_query("hunt", arguments)
+    raw = await demo_backend.execute(hunt, queries.kql_of(hunt))
+    assert raw.rows == py_hunt(hunt, world_rows[hunt.table])
+    assert raw.rows, "the world has rows for this hunt (a hunt that finds nothing proves little)"
+
+
+async def test_the_mfa_fatigue_story_is_a_hunt_away(demo_backend: DemoBackend) -> None:
+    result = await SentinelClient(demo_backend).run("hunt", WORLD_HUNTS[0])
+    assert isinstance(result, QueryResult)
+    top = result.records[0]
+    assert top.value("MfaMethod") and top.value("Count") >= 5, top  # many denied pushes for one account

@@ -15,6 +15,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
+from bot.sentinel.demo.columns import ENTITY_COLUMNS
 from bot.sentinel.demo.store import iso
 from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column
 from bot.sentinel.hunt.model import BINS, Filter, Hunt, Value
@@ -51,22 +52,43 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# The JSON fields the demo indexes (AuditLogs' initiator and target), as it writes them.
+_INDEXED = frozenset(c for by_kind in ENTITY_COLUMNS.values() for cs in by_kind.values() for c in cs if "(" in c)
+
+
 _CAST = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL", "decimal": "REAL"}
 
 
-def expression(column: Column) -> str:
-    """A column's value in SQL: its stored column, or the field its virtual declaration names."""
+def raw(column: Column) -> str:
+    """A column's stored value in SQL: its column, or the JSON field its virtual declaration names (NULL when absent;
+    JSON held as text is checked first, since ``json_extract`` fails on text that is not JSON)."""
     if not column.virtual:
         return _quote(column.name)
-    source = _quote(column.source)
     if not column.path:
-        return source
+        return _quote(column.source)
     path = "$" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in column.path)
-    extracted = f"CASE WHEN json_valid({source}) THEN json_extract({source}, '{path}') END"
+    extracted = f"json_extract({column.source}, '{path}')"
+    return f"CASE WHEN json_valid({column.source}) THEN {extracted} END" if column.source_is_text else extracted
+
+
+def expression(column: Column) -> str:
+    """A column's value as the KQL gives it: ``tostring`` of a missing field is "", other casts typed."""
+    value = raw(column)
+    if not column.virtual or not column.path:
+        return value
     if column.type in STRING_TYPES:
-        return f"coalesce(CAST(({extracted}) AS TEXT), '')"
+        return f"coalesce(CAST(({value}) AS TEXT), '')"
     cast = _CAST.get(column.type)
-    return f"CAST(({extracted}) AS {cast})" if cast else f"({extracted})"
+    return f"CAST(({value}) AS {cast})" if cast else f"({value})"
+
+
+def _lowered(column: Column) -> str:
+    """Text compared in any letter case. A table's own text column, or a JSON field the demo indexes
+    (``ENTITY_COLUMNS``), is written exactly as its index is (``kql_lower(expr)``), so the index serves the match."""
+    value = raw(column)
+    if not column.virtual or not column.path or value in _INDEXED:
+        return f"kql_lower({value})"
+    return f"kql_lower({expression(column)})"
 
 
 def _stored(value: Value) -> Any:
@@ -85,7 +107,7 @@ def condition(f: Filter, params: list[Any]) -> str:
         function = {"has": "kql_has", "contains": "contains_ci", "startswith": "kql_startswith"}[f.op]
         return f"{function}({column}, ?)"
     if text:
-        column = f"kql_lower({column})"
+        column = _lowered(f.column)
         params.extend(str(v) for v in f.values)
         marks = ["kql_lower(?)"] * len(f.values)
     else:
