@@ -52,6 +52,14 @@ CALLS = [
     ("incident_changes", {"since": "MINUTE_AGO"}),
     ("incident_changes", {"since": "DAY_AGO"}),
     ("get_on_call", {}),
+    # Hunts (issue 25): an IP's sign-ins (an index), MFA denials grouped by JSON fields over 30 days, a process hunt
+    # by command line, role changes by initiator and target (AuditLogs' JSON).
+    ("hunt", {"table": "SigninLogs", "time_window": "30d", "where": [["IPAddress", "==", "192.0.2.241"]]}),
+    ("hunt", {"table": "SigninLogs", "time_window": "30d", "where": [["ErrorCode", "==", 500121]],
+              "by": ["UserPrincipalName", "Country"]}),
+    ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d", "where": [["ProcessCommandLine", "has", "powershell"]],
+              "by": ["DeviceName", "ParentProcess"]}),
+    ("hunt", {"table": "AuditLogs", "time_window": "30d", "where": [["OperationName", "has", "role"]], "take": 100}),
 ]
 Values = dict[str, object]  # placeholder -> value: NUMBER (an incident), HOST, FROM, TO, MINUTE_AGO, DAY_AGO
 Timings = dict[int, tuple[str, str, int, list[float]]]  # call index -> (tool, arguments, rows, timings ms)

@@ -37,20 +37,22 @@ def _demo(query: Hunt, conn: sqlite3.Connection, now: datetime, workspace: DemoW
 
 
 _FILTER = {"type": "array"}
+_NAMES = {"type": "string"}
 SPEC = QuerySpec(
     name=Hunt.tool,
+    # Every word here is sent on every model call: short, and the errors list what is allowed.
     params=(
         # No enum (19 names on every call): the model knows Sentinel's tables, and a wrong name's error lists them.
         Param("table", _as_is, required=f"the table to hunt in, one of {', '.join(table_names())}"),
-        Param("time_window", _as_is, "e.g. 24h, 7d; at most 30d.", required="how far back, e.g. 24h or 7d"),
-        Param("where", _as_is, "[[column, op, value]]; op: == != has contains startswith in > < between "
-                               "(in/between take a list).", kind="array", items=_FILTER),
-        Param("summarize", _as_is, "count(), dcount(C), min(C), max(C).", kind="array", items={"type": "string"}),
-        Param("by", _as_is, "At most 3 columns.", kind="array", items={"type": "string"}),
+        Param("time_window", _as_is, "e.g. 24h; at most 30d", required="how far back, e.g. 24h or 7d"),
+        Param("where", _as_is, "[[col, op, value]]; op: == != has contains startswith in > < between", kind="array",
+              items=_FILTER),
+        Param("summarize", _as_is, "count() dcount(C) min(C) max(C)", kind="array", items=_NAMES),
+        Param("by", _as_is, kind="array", items=_NAMES),
         Param("bin", _as_is, enum=("5m", "15m", "1h", "6h", "1d")),
-        Param("columns", _as_is, kind="array", items={"type": "string"}),
-        Param("sort", _as_is, "e.g. TimeGenerated desc."),
-        Param("take", _as_is, kind="integer", minimum=1, maximum=100),
+        Param("columns", _as_is, kind="array", items=_NAMES),
+        Param("sort", _as_is, "e.g. Col desc"),
+        Param("take", _as_is, kind="integer", maximum=100),
     ),
     make=_make,
     kql=hunt_kql,

@@ -83,10 +83,8 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
 
 TOOL: Tool = read_tool(
     hunt.SPEC,
-    "Hunt in one Sentinel table with typed filters (no KQL): sign-ins, audit, identity risk, UEBA, device "
-    "process/network/logon/file events, email, URL clicks, Office, threat intel, alerts. Columns are the table's; "
-    "JSON fields are columns too: sign-ins Country City DeviceOS Browser ErrorCode FailureReason MfaMethod; "
-    "AuditLogs InitiatedByUser TargetUpn TargetName; device events ParentProcess. A wrong name's error lists all.",
+    "Hunt one table with typed filters, no KQL. JSON fields are columns (sign-ins Country City DeviceOS ErrorCode "
+    "MfaMethod; AuditLogs InitiatedByUser TargetUpn; device events ParentProcess); errors list valid names.",
     "Hunting...",
     text=hunt_text,
     card=hunt_card,
