@@ -225,3 +225,39 @@ async def test_the_model_can_never_run_an_analysts_query(demo_client) -> None:
     assert "analyst_kql" not in {t.name for t in TOOLS.offered(writes=True)}
     run = await ToolBox(demo_client).run("analyst_kql", json.dumps({"query": "SigninLogs | take 1"}))
     assert isinstance(run.artifact, QueryError) and run.artifact.code == "unknown_tool"
+
+
+def test_python_m_bot_kql_prints_every_query_a_tool_would_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool that runs several queries itself (as investigate_entity does) prints them all, numbered; the hunt
+    prints its one query; bad arguments are a message, not a traceback."""
+    from dataclasses import dataclass
+
+    from bot.__main__ import main
+    from bot.sentinel.client import SentinelClient
+    from bot.tools.queries.hunt import TOOL as HUNT
+
+    @dataclass(frozen=True)
+    class TwoQueries(type(HUNT)):  # type: ignore[misc]
+        async def read(self, sentinel: SentinelClient, arguments: dict[str, Any]) -> Any:
+            await sentinel.run("hunt", {"table": "SigninLogs", "time_window": "1d",
+                                        "where": [["UserPrincipalName", "==", arguments["entity"]]]})
+            return await sentinel.run("query_alerts", {"entity": arguments["entity"]})
+
+    tool = TwoQueries("two_queries", "", (), "", "{}", text=HUNT.text, card=HUNT.card)
+    TOOLS.add(tool)
+    try:
+        assert main(["kql", "two_queries", "--args", json.dumps({"entity": 'alice"@contoso.com'})]) == 0
+    finally:
+        TOOLS.remove(tool.name)
+    out, err = capsys.readouterr()
+    assert out.startswith("// query 1 of 2: hunt\n// hunt: SigninLogs, the last 1d")
+    assert "\n\n// query 2 of 2: query_alerts\n" in out and 'UserPrincipalName =~ "alice\\"@contoso.com"' in out
+    assert "timespan sent with the query 1: PT86400S" in err and "query 2: PT86400S" in err
+
+    assert main(["kql", "hunt", "--args", json.dumps({"table": "SigninLogs", "time_window": "2d"})]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("// hunt: SigninLogs, the last 2d\nlet hunt = SigninLogs") and "query 1 of" not in out
+    assert err.strip() == "// timespan sent with the query: PT172800S"
+    assert main(["kql", "hunt", "--args", json.dumps({"table": "Nope", "time_window": "2d"})]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "not a table a hunt can read" in err and "Traceback" not in err
