@@ -261,3 +261,15 @@ def test_python_m_bot_kql_prints_every_query_a_tool_would_run(capsys: pytest.Cap
     assert main(["kql", "hunt", "--args", json.dumps({"table": "Nope", "time_window": "2d"})]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "not a table a hunt can read" in err and "Traceback" not in err
+
+
+def test_the_setting_reaches_the_router_through_the_access_policy() -> None:
+    from bot.config import ConfigError, Settings
+    from bot.teams.access import access_policy
+
+    off = Settings.from_env({}, dotenv_path=None)
+    assert off.access.kql_analysts == frozenset() and access_policy(off).hunters == frozenset()
+    on = Settings.from_env({"ALLOWED_KQL_ANALYSTS": f"{ME}, {SOMEONE_ELSE.upper()}"}, dotenv_path=None)
+    assert access_policy(on).hunters == {ME, SOMEONE_ELSE}
+    with pytest.raises(ConfigError, match="ALLOWED_KQL_ANALYSTS"):
+        Settings.from_env({"ALLOWED_KQL_ANALYSTS": "alice@contoso.com"}, dotenv_path=None)
