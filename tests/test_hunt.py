@@ -548,3 +548,20 @@ async def test_the_mfa_fatigue_story_is_a_hunt_away(demo_backend: DemoBackend) -
     assert isinstance(result, QueryResult)
     top = result.records[0]
     assert top.value("MfaMethod") and top.value("Count") >= 5, top  # many denied pushes for one account
+
+
+def test_every_hunt_the_builder_makes_runs_on_the_demo(demo_backend: DemoBackend) -> None:
+    """The SQL side of the parser test: every hunt of every table runs on the generated world (column names that are
+    SQL keywords, JSON fields of absent or text columns, hostile values as parameters) and keeps its contract."""
+    from bot.sentinel.hunt import sql as hunt_sql
+
+    def run_all(conn: sqlite3.Connection, now: datetime) -> int:
+        ran = 0
+        for arguments, _ in all_hunts():
+            hunt = parse_hunt(arguments)
+            for row in hunt_sql.run(hunt, conn, now):
+                assert set(row) == {"Row", "TotalMatched"} and list(row["Row"]) == [n for n, _ in hunt.output]
+            ran += 1
+        return ran
+
+    assert demo_backend.with_database(run_all) > 700

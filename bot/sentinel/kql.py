@@ -49,6 +49,12 @@ def string_literal(value: str) -> str:
     return "".join(out)
 
 
+def as_written(value: str) -> str:
+    """``value`` as a literal of it holds it: characters a literal cannot hold become U+FFFD (so the demo, which
+    takes values as parameters, compares with the same text the service gets)."""
+    return "".join("\ufffd" if _unwritable(ch) else ch for ch in value)
+
+
 def _unwritable(ch: str) -> bool:
     code = ord(ch)
     return code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF

@@ -139,6 +139,7 @@ def tables() -> dict[str, Table]:
         own = {column: Column(column, kind) for column, kind in schema[name]}
         virtual = {}
         for vname, kind, source, path in VIRTUAL.get(name, ()):
+            assert vname not in own, f"{name}.{vname}: a virtual column may not hide a real one"
             source_type = own[source].type  # a KeyError here is a declaration error, found by the tests
             virtual[vname] = Column(vname, kind, source, path, source_is_text=bool(path) and source_type == "string")
         table = Table(name, own | virtual, defaults)

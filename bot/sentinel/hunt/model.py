@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, TIME_COLUMN, Column, Table, table_names, tables
+from bot.sentinel.kql import as_written
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_moment
 
 MAX_WINDOW = timedelta(days=30)
@@ -246,7 +247,7 @@ def _convert(kind: str, value: object) -> Value:
     if kind in STRING_TYPES:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)) or len(str(value)) > MAX_VALUE_CHARS:
             raise ValueError(kind)
-        return str(value)
+        return as_written(str(value))  # a lone surrogate or a control character: U+FFFD, as the literal holds it
     if kind in ("int", "long"):
         number = int(value.strip()) if isinstance(value, str) else value
         limit = 2**31 if kind == "int" else 2**63

@@ -60,15 +60,16 @@ _CAST = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL",
 
 
 def raw(column: Column) -> str:
-    """A column's stored value in SQL: its column, or the JSON field its virtual declaration names (NULL when absent;
-    JSON held as text is checked first, since ``json_extract`` fails on text that is not JSON)."""
+    """A column's stored value in SQL: its column, or the JSON field its virtual declaration names (NULL when absent).
+    The source is checked to be JSON first (``json_extract`` fails on anything else, and the demo holds "" for some
+    absent dynamic values), except where the demo indexes the field: an index on it proves every row's is JSON."""
     if not column.virtual:
         return _quote(column.name)
     if not column.path:
         return _quote(column.source)
     path = "$" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in column.path)
     extracted = f"json_extract({column.source}, '{path}')"
-    return f"CASE WHEN json_valid({column.source}) THEN {extracted} END" if column.source_is_text else extracted
+    return extracted if extracted in _INDEXED else f"CASE WHEN json_valid({column.source}) THEN {extracted} END"
 
 
 def expression(column: Column) -> str:
