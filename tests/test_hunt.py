@@ -565,3 +565,26 @@ def test_every_hunt_the_builder_makes_runs_on_the_demo(demo_backend: DemoBackend
         return ran
 
     assert demo_backend.with_database(run_all) > 700
+
+
+async def test_a_misbehaving_model_gets_errors_never_a_traceback(hunt_demo) -> None:
+    """Arguments of every JSON shape in every place: each call is a result or an invalid_argument error."""
+    backend, _ = hunt_demo
+    rng = random.Random(7)
+    junk: list[Any] = [None, True, 0, -1, 2**70, 1.5, float("1e308"), "", " ", "x" * 600, "SigninLogs", "==", "in",
+                       "between", "Country", "count()", "max(Country)", "1h", "7d", [], {}, [None], [[]], ["a", "b"],
+                       [["Country", "==", "US"]], [["ErrorCode", "between", [1]]], {"column": "Country"},
+                       [["TimeGenerated", ">", "2026-13-45"]], "\ud800", "\u0000", ["\n.drop table x"]]
+    names = ["table", "time_window", "where", "summarize", "by", "bin", "columns", "sort", "take"]
+    box = ToolBox(SentinelClient(backend))
+    codes = set()
+    for _ in range(300):
+        arguments = {"table": "SigninLogs", "time_window": "7d"} if rng.random() < 0.7 else {}
+        for name in rng.sample(names, rng.randrange(1, 5)):
+            arguments[name] = rng.choice(junk)
+        run = await box.run("hunt", json.dumps(arguments))
+        assert isinstance(run.artifact, (QueryResult, QueryError))
+        if isinstance(run.artifact, QueryError):
+            codes.add(run.artifact.code)
+            assert len(run.artifact.message) < 6000
+    assert codes == {"invalid_argument"}
