@@ -273,3 +273,37 @@ def test_the_setting_reaches_the_router_through_the_access_policy() -> None:
     assert access_policy(on).hunters == {ME, SOMEONE_ELSE}
     with pytest.raises(ConfigError, match="ALLOWED_KQL_ANALYSTS"):
         Settings.from_env({"ALLOWED_KQL_ANALYSTS": "alice@contoso.com"}, dotenv_path=None)
+
+
+async def test_in_teams_the_policy_knows_the_analyst_by_their_object_id(demo_client) -> None:
+    """Through the real app (the demo workspace): the hunters come from the settings through the access policy, the
+    analyst's object id from Teams; an allowed analyst is told the demo cannot run free KQL, another that the policy
+    does not let them."""
+    from dataclasses import replace
+
+    from botbuilder.core import MemoryStorage
+
+    from bot.config import Settings
+    from tests.support import connector_fake as teams
+    from tests.support.connector_fake import FakeConnector
+    from tests.test_teams_bot import final_messages, next_id, start_bot
+
+    settings = Settings.from_env({}, dotenv_path=None)
+    settings = replace(settings, access=replace(settings.access, kql_analysts=frozenset({"aad-alice"})))
+    connector = await FakeConnector().start()
+    bot, server = await start_bot(connector, demo_client, None, MemoryStorage(), settings)
+    replies = {}
+    try:
+        for user in ("alice", "bob"):
+            activity = teams.personal("kql SigninLogs | take 1", activity_id=next_id(), service_url=connector.url,
+                                      user=user, conversation_id=f"a:1personal-chat-{user}")
+            await bot.post(activity)
+            sent = await connector.wait_for(lambda s, a=activity: any(x.body.get("replyToId") == a["id"]
+                                                                       for x in final_messages(s)))
+            replies[user] = next(x for x in final_messages(sent) if x.body.get("replyToId") == activity["id"])
+    finally:
+        await server.close()
+        await connector.stop()
+    shown = {user: reply.text + json.dumps(reply.cards) for user, reply in replies.items()}
+    assert "cannot run free KQL" in shown["alice"] and "ALLOWED_KQL_ANALYSTS" not in shown["alice"]
+    assert "ALLOWED_KQL_ANALYSTS" in shown["bob"]
