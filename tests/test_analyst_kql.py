@@ -38,6 +38,8 @@ REFUSED = [
     ("SigninLogs | take 1; .drop table AuditLogs", "management commands"),
     ("set notruncation; SigninLogs", "request options"),
     ("SET query_take_max_records=10;SigninLogs", "request options"),
+    ("SigninLogs | take 100000; AuditLogs | take 1", "one query at a time"),
+    ("let x = 1; SigninLogs | take 5; print x", "one query at a time"),
     ('workspace("other-workspace").SigninLogs | take 5', "workspace() reaches"),
     ('union SigninLogs, Workspace ( "x" ).SigninLogs', "workspace() reaches"),
     ('app("my-app").requests', "app() reaches"),

@@ -4,9 +4,9 @@ Never the model's: the query is internal (no tool offers it) and only the ``kql`
 access policy lets hunt. Before anything is sent, the text is read outside its strings and comments and refused when
 it is a management command (a statement starting with "."), a request option (``set``), reaches another workspace,
 app, cluster or database (``workspace()``, ``app()``, ``cluster()``, ``database()``, ``external_table()``,
-``externaldata``) or outside Log Analytics (``evaluate`` plugins that call out or run code), or draws a chart
-(``render``). What runs is the text unchanged, then ``| take`` one row past the cap (so a cut is known) and the rows
-packed as ``Row`` bags, so the response contract is the hunt's; the timespan and the server timeout are the
+``externaldata``) or outside Log Analytics (``evaluate`` plugins that call out or run code), draws a chart
+(``render``), or holds a second query (every tabular statement has its own result; only ``let`` may come first).
+What runs is the text unchanged, then ``| take`` one row past the cap (so a cut is known) and the rows packed as ``Row`` bags, so the response contract is the hunt's; the timespan and the server timeout are the
 backend's as for every query. Syntax is the service's to judge: the bot has no Kusto parser at run time, and its
 error, with the line and position, is shown as the service gives it (the text goes first and unchanged, so the
 position is the analyst's).
@@ -79,6 +79,9 @@ def refusal(text: str) -> str | None:
                 "with your own role")
     if any(re.match(r"set\b", s) for s in statements):
         return "request options (set ...) are the bot's to choose: its row cap and time limits apply to your query"
+    if any(not re.match(r"(let|declare|alias)\b", s) for s in [s for s in statements if s][:-1]):
+        # Each tabular statement returns its own result, and the row cap applies to the last one only.
+        return "one query at a time: only let (or declare) statements may come before it"
     if match := _CROSS.search(lowered):
         return (f"{match[1]}() reaches another workspace, app, cluster or database; the bot reads only its own "
                 "workspace")
