@@ -6,10 +6,10 @@ it is a management command (a statement starting with "."), a request option (``
 app, cluster or database (``workspace()``, ``app()``, ``cluster()``, ``database()``, ``external_table()``,
 ``externaldata``) or outside Log Analytics (``evaluate`` plugins that call out or run code), draws a chart
 (``render``), or holds a second query (every tabular statement has its own result; only ``let`` may come first).
-What runs is the text unchanged, then ``| take`` one row past the cap (so a cut is known) and the rows packed as ``Row`` bags, so the response contract is the hunt's; the timespan and the server timeout are the
-backend's as for every query. Syntax is the service's to judge: the bot has no Kusto parser at run time, and its
-error, with the line and position, is shown as the service gives it (the text goes first and unchanged, so the
-position is the analyst's).
+What runs is the text unchanged, then ``| take`` one row past the cap (so a cut is known) and the rows packed as
+``Row`` bags, so the response contract is the hunt's; the timespan and the server timeout are the backend's as for
+every query. Syntax is the service's to judge: the bot has no Kusto parser at run time, and its error, with the line
+and position, is shown as the service gives it (the text goes first and unchanged, so the position is the analyst's).
 """
 
 from __future__ import annotations
