@@ -588,3 +588,10 @@ async def test_a_misbehaving_model_gets_errors_never_a_traceback(hunt_demo) -> N
             codes.add(run.artifact.code)
             assert len(run.artifact.message) < 6000
     assert codes == {"invalid_argument"}
+
+
+def test_a_filter_value_is_held_as_its_literal_holds_it() -> None:
+    """Newlines and tabs stay (the literal escapes them); what a literal cannot hold is U+FFFD on both backends."""
+    hunt = parse_hunt({"table": "SigninLogs", "time_window": "1d",
+                       "where": [["AppDisplayName", "in", ["a\nb\tc", "nul\x00 \ud800"]]]})
+    assert hunt.filters[0].values == ("a\nb\tc", "nul\ufffd \ufffd")

@@ -52,7 +52,7 @@ def string_literal(value: str) -> str:
 def as_written(value: str) -> str:
     """``value`` as a literal of it holds it: characters a literal cannot hold become U+FFFD (so the demo, which
     takes values as parameters, compares with the same text the service gets)."""
-    return "".join("\ufffd" if _unwritable(ch) else ch for ch in value)
+    return "".join("\ufffd" if ch not in _ESCAPES and _unwritable(ch) else ch for ch in value)
 
 
 def _unwritable(ch: str) -> bool:
