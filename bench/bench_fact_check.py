@@ -10,6 +10,12 @@ Run: ./run bench   (or .venv/bin/python bench/bench_fact_check.py [--runs N] [--
    the CPU time of the whole turn that produced it (same cases, same run), and for one long answer (about
    8,000 characters, the most the bot shows) to show the patterns do not blow up.
 
+3. The generated corpus (tests/support/answer_corpus.py, issue 24): lies and correct analyst-grade answers
+   built per seed from real results, varied in wording, structure and records. Per category: lies caught at the
+   claim / caught elsewhere only / missed, and correct answers marked; for the tuning seeds and, apart, for the
+   held-out seeds the check was never tuned on. Goal on held-out: >= 90% of lies marked at the claim, <= 3% of
+   correct answers marked.
+
 Figures are measured side by side in one run; nothing asserts an absolute time.
 """
 
@@ -38,6 +44,7 @@ from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402
+from tests.support import answer_corpus  # noqa: E402
 from tests.support import openai_fake as oa  # noqa: E402
 from tests.support.fabrications import CORRECT, FABRICATIONS, Case, World, build_world, calls  # noqa: E402
 
@@ -92,7 +99,33 @@ async def main(runs: int) -> None:
     share = statistics.median(check_cpu) / statistics.median(turn_cpu)
     print(f"Fact check median is {share:.1%} of the turn's median CPU ({len(check_cpu)} checks, "
           f"{len(turn_cpu)} turns)")
+    await generated(smoke=runs <= 2)
     print(f"Benchmark took {time.monotonic() - started:.1f} s")
+
+
+async def generated(smoke: bool) -> None:
+    """Section 3: the generated corpus, tuning seeds and held-out seeds side by side."""
+    world = await answer_corpus.build_world(SentinelClient(DemoBackend(seed=7, clock=lambda: NOW)), NOW)
+    facts, references = world.conversation.facts, world.conversation.references
+    sets = {"tuning": answer_corpus.TUNING_SEEDS, "held-out": answer_corpus.HELD_OUT_SEEDS}
+    scores = {name: answer_corpus.score(world, seeds[:2] if smoke else seeds,
+                                        lambda text: grounding.check(text, facts, references, NOW))
+              for name, seeds in sets.items()}
+    print("\n== 3. Generated corpus (answer_corpus): lies at the claim / elsewhere / missed; correct answers marked")
+    print(f"{'category':26} {'tuning':>24}   {'held-out':>24}")
+    categories = sorted({c for s in scores.values() for c in s.rows}, key=lambda c: (c.startswith("correct"), c))
+    for category in categories:
+        cells = []
+        for name in sets:
+            t = scores[name].rows.get(category, Counter())
+            cells.append(f"{t['marked']:3d} of {t['cases']:3d} marked" if category.startswith("correct") else
+                         f"{t['at claim']:3d}/{t['elsewhere']:2d}/{t['missed']:3d} of {t['cases']:3d}")
+        print(f"{category:26} {cells[0]:>24}   {cells[1]:>24}")
+    for name, s in scores.items():
+        lies, caught, right, marked = s.totals()
+        goal = "met" if caught >= 0.9 * lies and marked <= 0.03 * right else "NOT met"
+        print(f"{name}: {caught} of {lies} lies marked at the claim ({caught / max(lies, 1):.0%}); {marked} of {right} "
+              f"correct answers marked ({marked / max(right, 1):.1%}); goal >= 90% and <= 3%: {goal}")
 
 
 def timed_checks(case: Case, world: World, conversation: Conversation, runs: int) -> list[float]:
