@@ -157,7 +157,7 @@ class _Gen:
         i = self.incident()
         closed = i.status == "Closed"
         r = _ref(self.rng, i.number)
-        if closed == lie:  # an open incident said closed, or a closed one said open
+        if closed != lie:  # said closed: a closed one truly, an open one falsely
             value = self.pick(["Resolved", "Closed"]) if lie else "Closed"
             frames = [f"{r} is already «closed».", f"{r} has been «resolved».",
                       f"### {r} — {i.title}\n- «{value}»", f"{r}: «{value.lower()}».",

@@ -50,20 +50,22 @@ _SEV = r"(high|medium|low|informational)"
 _NOT_SEVERITY_AFTER = (r"(?![-\s]+(?:confidence|risk|volume|impact|fidelity|level|number|value|alerts?|incidents?|"
                        r"severity|sev|amount|rate|traffic|usage|cpu|memory|privilege|count|bandwidth|entropy))")
 _SEVERITY = [
-    re.compile(rf"\b{_SEV}[-\s]+(?:sev(?:erity)?|priority)\b", re.IGNORECASE),
+    re.compile(rf"\b{_SEV}[-\s]+(?:sev(?:erity)?|priority)\b(?![-\s]+(?:alerts|incidents|ones|items))",
+               re.IGNORECASE),
     re.compile(rf"\bsev(?:erity)?\b\s*(?:is|was|of|:|=|-|level|rating)?\s*(?:only\s+|just\s+|now\s+|still\s+|set\s+to\s+)?"
                rf"{_SEV}\b", re.IGNORECASE),
     re.compile(rf"\b(?:is|was|as|are|were|rated|marked|only|just)\s+(?:only\s+|just\s+|a\s+|an\s+|rated\s+|marked\s+)?"
                rf"{_SEV}\b{_NOT_SEVERITY_AFTER}", re.IGNORECASE),
-    re.compile(rf"\b(High|Medium|Low|Informational)\b{_NOT_SEVERITY_AFTER}"),
+    re.compile(rf"\b(High|Medium|Low|Informational)\b{_NOT_SEVERITY_AFTER}(?!\s+[A-Z][a-z])"),
 ]
 _STATUS = [
     re.compile(r"\bstatus\b\s*(?:is|was|:|=|of)?\s*(?:still\s+|now\s+|currently\s+)?(new|active|closed|open|resolved)\b",
                re.IGNORECASE),
     re.compile(r"\b(?:is|was|are|were|been|remains?|stays?|still|already|left)\s+(?:still\s+|now\s+|already\s+|"
                r"currently\s+)?(closed|resolved|open|active|unresolved|in progress)\b", re.IGNORECASE),
-    re.compile(r"\b(Active|Closed)\b(?!\s+(?:incidents?|alerts?|ones?))"),
+    re.compile(r"\b(Active|Closed)\b(?!\s+(?:incidents?|alerts?|ones?|[A-Z][a-z]))"),  # not "Active Directory"
     re.compile(r"\((?:[^()\n]{0,40}?,\s*)?(New|Active|Closed)\b"),
+    re.compile(r"\b(?:is|was|are|were|remains?|still)\s+(New)\b(?!\s+[A-Z])"),
 ]
 _NAME = r"([\w.+-]+@[\w.-]+\w|[A-Z][\w'\u2019-]+(?:\s+[A-Z][\w'\u2019-]+){0,2}|you|me|nobody|no one|no-one)"
 _OWNER = [
@@ -75,7 +77,7 @@ _BENIGN = re.compile(
     r"\b(benign(?:\s*positive)?|BenignPositive|false[\s-]*positive|FalsePositive|false alarm|not malicious|harmless|"
     r"approved|authori[sz]ed(?:\s+(?:test|activity|exercise|change))?|sanctioned|red[\s-]*team(?:ing)?(?:\s+exercise)?|"
     r"pen(?:etration)?[\s-]*test(?:ing)?|(?:planned|scheduled)\s+(?:test|exercise|maintenance)|"
-    r"expected\s+(?:activity|behaviou?r)|known[\s-]good|safe\s+to\s+(?:close|ignore|dismiss)|"
+    r"(?:expected|normal|routine|legitimate|authori[sz]ed)\s+(?:[a-z-]+\s+){0,2}(?:activity|behaviou?r|traffic|operations?)|known[\s-]good|safe\s+to\s+(?:close|ignore|dismiss)|"
     r"can\s+(?:safely\s+)?be\s+(?:closed|ignored|dismissed)|"
     r"(?:just\s+|simply\s+|go ahead and\s+)?close\s+(?:it|this|them)|"
     r"no\s+(?:further\s+)?action\s+(?:is\s+)?(?:needed|required)|nothing\s+to\s+worry\s+about|can\s+wait|"
@@ -131,8 +133,12 @@ _APPROX = re.compile(r"\b(over|more than|at least|above|under|fewer than|less th
 _OWN = re.compile(r"(?:\bhas|\bhad|\bwith|\bcontains?|\bcontaining|\bincludes?|\bincluding|\bacross|\bspans?|"
                   r"\bcarries|\(|:)\s*(?:only\s+|just\s+|a total of\s+)?$", re.IGNORECASE)
 
+# Actions of any kind an answer may say the bot took: incident edits, and what it cannot do or did not log
+# (paging, notifying, isolating, disabling, blocking, posting); each is checked against the confirmed changes.
 _CHANGE_VERBS = (r"(closed|assigned|reassigned|raised|lowered|escalated|downgraded|upgraded|changed|updated|resolved|"
-                 r"set|marked|commented|added a comment|applied|dismissed)")
+                 r"set|marked|commented|added a comment|applied|dismissed|paged|notified|alerted|pinged|messaged|"
+                 r"emailed|contacted|informed|posted|sent|isolated|disabled|blocked|quarantined|revoked|reset|"
+                 r"contained|suspended|locked)")
 _CHANGE = [
     re.compile(rf"\b(?:I|we)(?:'ve|\s+have)?\s+(?:now\s+|just\s+|already\s+|successfully\s+|gone ahead and\s+)?"
                rf"{_CHANGE_VERBS}\b", re.IGNORECASE),
@@ -140,17 +146,22 @@ _CHANGE = [
     re.compile(r"\b(?:is|are)\s+now\s+(closed|assigned|resolved|high|medium|low|informational|active)\b",
                re.IGNORECASE),
     re.compile(r"\b(closed|assigned|resolved)\s+now\b", re.IGNORECASE),
-    re.compile(r"^\W*(✅|✔️?|done\b|all set\b|completed\b)", re.IGNORECASE),
-    re.compile(rf"^\W*{_CHANGE_VERBS}\s+(?:#|incident\b|it\b|\[|this\b|that\b)", re.IGNORECASE),
+    re.compile(rf"^\W*{_CHANGE_VERBS}\s+(?:#|incident\b|it\b|\[|this\b|that\b|the\b|a\b|an\b|them\b)", re.IGNORECASE),
     re.compile(rf"\b(?:went|gone)\s+ahead\s+and\s+{_CHANGE_VERBS}\b", re.IGNORECASE),
     re.compile(rf"\b{_CHANGE_VERBS}\b[^.;\n]{{0,40}}\b(?:for you|by me|on your behalf)\b", re.IGNORECASE),
 ]
+_CHECKED = re.compile(r"^\W*(✅|✔️?|done\b|all set\b|completed\b)", re.IGNORECASE)  # a list marker, unless...
 _PASSIVE_CHANGE = re.compile(rf"\b(?:has|have)\s+been\s+(?:successfully\s+)?{_CHANGE_VERBS}\b", re.IGNORECASE)
 CHANGE_KINDS = {"closed": ("status",), "resolved": ("status",), "dismissed": ("status",), "active": ("status",),
                 "assigned": ("assign",), "reassigned": ("assign",), "raised": ("severity",), "lowered": ("severity",),
                 "downgraded": ("severity",), "upgraded": ("severity",), "high": ("severity",),
                 "medium": ("severity",), "low": ("severity",), "informational": ("severity",),
-                "commented": ("comment",), "added a comment": ("comment",), "escalated": ()}
+                "commented": ("comment",), "added a comment": ("comment",), "escalated": ("escalate",),
+                **dict.fromkeys(("paged", "notified", "alerted", "pinged", "messaged", "emailed", "contacted",
+                                 "informed", "posted", "sent"), ("escalate",)),
+                # the bot cannot do these: no confirmed change makes them true
+                **dict.fromkeys(("isolated", "disabled", "blocked", "quarantined", "revoked", "reset", "contained",
+                                 "suspended", "locked"), ())}
 ANY_CHANGE = ("status", "assign", "severity", "comment")
 
 
@@ -236,7 +247,7 @@ def _times(sentence: str, offset: int, now: datetime) -> list[Claim]:
     for m in _AGO.finditer(sentence):
         amount = int(m.group(1)) if m.group(1).isdigit() else _WORD_NUMBERS[m.group(1).lower()]
         age = _UNIT[m.group(2).lower()] * amount
-        slack = max(age / 2, _UNIT[m.group(2).lower()])
+        slack = max(age / 4, _UNIT[m.group(2).lower()])  # rounding, not guessing: "10 days" is 8-12 days
         claims.append(Claim(Topic.TIME, m.group(0), offset + m.start(), offset + m.end(),
                             window=(max(age - slack, timedelta(0)), age + slack)))
     for pattern, window in _VAGUE:
@@ -330,6 +341,8 @@ def _changes(sentence: str, offset: int) -> list[Claim]:
     for m in _PASSIVE_CHANGE.finditer(sentence):
         if _asserted(sentence, m.start()):
             claims.append(Claim(Topic.CHANGE, m.group(1).lower(), offset + m.start(), offset + m.end()))
+    for m in _CHECKED.finditer(sentence):  # "✅ #14448 closed": a checklist, a claim of change only with a verb
+        claims.append(Claim(Topic.CHANGE, m.group(1).lower(), offset + m.start(), offset + m.end()))
     return claims
 
 

@@ -496,8 +496,8 @@ class Facts:
             severity = getattr(record, "severity", "").lower()
             status = getattr(record, "status", "")
             state = "closed" if status == "Closed" else "open"
-            for key in ((severity,), (state,), (status.lower(),), (severity, state), (severity, status.lower())):
-                tally[key] += 1
+            for key in {(severity,), (state,), (status.lower(),), (severity, state), (severity, status.lower())}:
+                tally[key] += 1  # a set: "closed" is both the state and the status, counted once
             if isinstance(record, Incident) and not record.owner:
                 tally[("unassigned",)] += 1
         self._tally(noun, scope, tally, records)

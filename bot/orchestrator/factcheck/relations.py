@@ -1,0 +1,358 @@
+"""Relations an answer states between the records it names, found by looking up what the facts hold.
+
+A relation is only read when both ends are linked to records: an incident (by number, [n] or the heading a
+bullet hangs under) and an entity value, an alert name, a tactic, a product, a roster person; or a roster
+person and their team, shift or phone; or the trend and its peak day; or an entity and when it was first or
+last seen; or a share of a counted list. Nothing is guessed: a relation whose other end is not in the facts
+is left alone (precision first), except an alert name said to be an incident's alert that no result holds.
+
+Each check returns ``Problem``s: the span of the wrong value, what the records say instead, a short note.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.orchestrator.factcheck.facts import Facts, IncidentFact, RosterFact
+from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
+
+TACTICS = ("Reconnaissance", "ResourceDevelopment", "InitialAccess", "Execution", "Persistence",
+           "PrivilegeEscalation", "DefenseEvasion", "CredentialAccess", "Discovery", "LateralMovement", "Collection",
+           "Exfiltration", "CommandAndControl", "Impact", "PreAttack", "ImpairProcessControl",
+           "InhibitResponseFunction")
+# MITRE ATT&CK tactic names as Sentinel stores them (CamelCase), matched also as words ("lateral movement").
+_TACTIC = re.compile(r"\b(" + "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s-]?", t) for t in TACTICS) + r")\b",
+                     re.IGNORECASE)
+# Microsoft security products an incident's alerts come from (Sentinel's ProductName values).
+PRODUCTS = ("Microsoft Defender for Endpoint", "Microsoft Defender for Identity", "Microsoft Defender for Office 365",
+            "Microsoft Defender for Cloud Apps", "Microsoft Defender for Cloud", "Microsoft Entra ID Protection",
+            "Azure Active Directory Identity Protection", "Microsoft Sentinel", "Azure Sentinel",
+            "Microsoft 365 Defender", "Microsoft Defender XDR", "Microsoft Defender for IoT")
+_PRODUCT = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(PRODUCTS, key=len, reverse=True)) + r")\b",
+                      re.IGNORECASE)
+_PRODUCT_CUE = re.compile(r"\b(?:from|by|via|source|product|raised|detected|flagged|reported|generated|came)\b[^.;]*$",
+                          re.IGNORECASE)
+_QUOTED = re.compile(r"[\"“”']([^\"“”'\n]{4,120})[\"“”']|\*\*([^*\n]{4,120})\*\*")
+_ALERT_WORD = re.compile(r"\balerts?\b", re.IGNORECASE)
+_NOW_WORDS = re.compile(r"\b(?:now|right now|currently|at the moment|today|at present|on shift|on call|on duty)\b",
+                        re.IGNORECASE)
+_ON_CALL = re.compile(r"\b(?:on[\s-]call|on shift|on duty)\b", re.IGNORECASE)
+_NEXT = re.compile(r"\b(?:next|up next|takes over|after (?:her|him|them))\b", re.IGNORECASE)
+_SHIFT_END = re.compile(r"\b(?:until|till|ends? at|ending at|off at|through|finishes at)\s+(\d{1,2}):(\d\d)\s*"
+                        r"(UTC|GMT|Z)?", re.IGNORECASE)
+_PHONE = re.compile(r"(?<![\w.])\+?\d[\d ().-]{6,18}\d(?!\w|\.\d)")
+_PEAK = re.compile(r"\b(?:peak(?:ed|s)?|busiest|highest|most alerts|spiked?|maximum)\b(?![\s-]+sev)", re.IGNORECASE)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
+_FIRST_LAST = re.compile(r"\b(first|last)[\s-]+(?:seen|observed|appeared|active|activity|sighting)\b", re.IGNORECASE)
+_PERCENT = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*(?:%|percent\b)", re.IGNORECASE)
+_FRACTION = re.compile(r"\b(half|a third|one third|a quarter|one quarter|two thirds|three quarters)\b(?:\s+of)?",
+                       re.IGNORECASE)
+_FRACTIONS = {"half": 50.0, "a third": 33.3, "one third": 33.3, "a quarter": 25.0, "one quarter": 25.0,
+              "two thirds": 66.7, "three quarters": 75.0}
+_N_OF_M = re.compile(r"(?<![\w.,#-])(\d{1,5}|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:out\s+)?of\s+"
+                     r"(?:the\s+|all\s+|these\s+|those\s+)?(\d{1,5}|two|three|four|five|six|seven|eight|nine|ten)\b",
+                     re.IGNORECASE)
+_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_QUALIFIERS = re.compile(r"\b(high|medium|low|informational|closed|resolved|open|active|new|unassigned)\b",
+                         re.IGNORECASE)
+_NOUN = re.compile(r"\b(incidents?|alerts?)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Problem:
+    category: str
+    start: int
+    end: int
+    record: str
+    note: str
+
+
+# -- incident relations ----------------------------------------------------------------------------------------
+
+
+def entity_membership(ids: Iterable[Identifier], facts: Facts, subject: list[IncidentFact]) -> list[Problem]:
+    """An entity value the results returned, said to be part of incidents whose detail does not hold it."""
+    problems = []
+    detailed = [f for f in subject if f.entities is not None]
+    if not detailed:
+        return []
+    for identifier in ids:
+        if identifier.kind not in (IdKind.HOST, IdKind.ACCOUNT, IdKind.IP, IdKind.DOMAIN, IdKind.FILE, IdKind.HASH):
+            continue
+        if not facts.knows(identifier.kind, identifier.value):
+            continue  # unknown identifiers are reported as such
+        outside = [f for f in detailed if identifier.value not in (f.entities or ())]
+        if outside:
+            f = outside[0]
+            problems.append(Problem("entity", identifier.start, identifier.end,
+                                    f"#{f.number}'s entities do not include {identifier.value} ({f.seen.describe()})",
+                                    f"not in #{f.number}"))
+    return problems
+
+
+def alert_names(text: str, offset: int, facts: Facts, subject: list[IncidentFact],
+                cells: Iterable[tuple[str, str, int]] = ()) -> list[Problem]:
+    """A quoted or bold name said to be an alert: it must be an alert a result holds (of the incident, when one
+    is named and its detail was read)."""
+    candidates: list[tuple[str, int, int]] = []
+    for m in _QUOTED.finditer(text):
+        name = (m.group(1) or m.group(2)).strip()
+        near = text[max(0, m.start() - 30):m.end() + 30]
+        if _ALERT_WORD.search(near) and len(name.split()) >= 2 and not re.search(r"[#\[@\\/]|\d{3}", name):
+            candidates.append((name, offset + m.start(), offset + m.end()))
+    for header, value, start in cells:
+        if "alert" in header.lower() and "count" not in header.lower() and not value.replace(",", "").isdigit():
+            name = value.strip("*_\"' ")
+            if len(name.split()) >= 2:
+                candidates.append((name, start, start + len(value)))
+    problems = []
+    for name, start, end in candidates:
+        key = name.lower()
+        if key not in facts.alert_names and any(key in known for known in facts.alert_names):
+            continue  # a piece of a known name (a name with quotes inside it)
+        if key not in facts.alert_names:
+            problems.append(Problem("alert", start, end, f"no query in this conversation returned an alert named "
+                                    f"\"{name}\"", "no such alert in the results"))
+            continue
+        for f in subject:
+            if f.alert_names is not None and key not in f.alert_names:
+                problems.append(Problem("alert", start, end, f"\"{name}\" is not one of #{f.number}'s alerts "
+                                        f"({f.seen.describe()})", f"not an alert of #{f.number}"))
+                break
+    return problems
+
+
+def tactics_and_products(text: str, offset: int, subject: list[IncidentFact]) -> list[Problem]:
+    """A MITRE tactic or a product said of incidents whose records do not have it."""
+    if not subject:
+        return []
+    problems = []
+    for m in _TACTIC.finditer(text):
+        tactic = re.sub(r"[\s-]", "", m.group(1)).lower()
+        wrong = [f for f in subject if f.tactics and tactic not in (t.lower() for t in f.tactics)]
+        if wrong:
+            f = wrong[0]
+            problems.append(Problem("tactic", offset + m.start(), offset + m.end(),
+                                    f"#{f.number}'s tactics are {', '.join(f.tactics)} ({f.seen.describe()})",
+                                    f"record: {', '.join(f.tactics)}"))
+    for m in _PRODUCT.finditer(text):
+        if not _PRODUCT_CUE.search(text[:m.start()]):
+            continue
+        product = m.group(1).lower()
+        wrong = [f for f in subject if f.products and product not in (p.lower() for p in f.products)]
+        if wrong:
+            f = wrong[0]
+            problems.append(Problem("product", offset + m.start(), offset + m.end(),
+                                    f"#{f.number}'s alerts come from {', '.join(f.products)} ({f.seen.describe()})",
+                                    f"record: {', '.join(f.products)}"))
+    return problems
+
+
+# -- the roster ------------------------------------------------------------------------------------------------
+
+
+def people(text: str, facts: Facts) -> list[tuple[RosterFact, int, int]]:
+    """Roster people named in ``text`` (full name, or first name when it is unique on the roster)."""
+    found = []
+    lower = text.lower()
+    firsts: dict[str, list[RosterFact]] = {}
+    for person in facts.roster.values():
+        firsts.setdefault(person.name.split()[0].lower(), []).append(person)
+    for key, person in facts.roster.items():
+        for m in re.finditer(rf"\b{re.escape(key)}\b", lower):
+            found.append((person, m.start(), m.end()))
+    for first, persons in firsts.items():
+        if len(persons) != 1:
+            continue
+        for m in re.finditer(rf"\b{re.escape(first)}\b(?!\s+[A-Z])", text, re.IGNORECASE):
+            if not any(s <= m.start() < e for _, s, e in found):
+                found.append((persons[0], m.start(), m.end()))
+    return sorted(found, key=lambda p: p[1])
+
+
+def roster(text: str, offset: int, facts: Facts, asserted: bool) -> list[Problem]:
+    """Who is on call now or next, a roster person's team, shift end and phone."""
+    named = people(text, facts)
+    if not named:
+        return []
+    problems: list[Problem] = []
+    for index, (person, start, end) in enumerate(named):
+        clause_end = named[index + 1][1] if index + 1 < len(named) else len(text)
+        clause_start = max(text.rfind(sep, 0, start) for sep in (".", ";", "\n")) + 1
+        after = text[end:clause_end]
+        around = text[clause_start:clause_end]
+        problems += _phone(person, after, offset + end, facts)
+        if not asserted or re.search(r"\bnot\b|n't\b|\bno longer\b", around, re.IGNORECASE):
+            continue
+        problems += _team(person, after, offset + end, facts)
+        problems += _shift(person, after, offset + end)
+        if _ON_CALL.search(around) or re.search(r"on call now", text[:start], re.IGNORECASE):
+            problems += _on_call(person, around, offset + start, offset + end, facts)
+    return problems
+
+
+def _phone(person: RosterFact, after: str, offset: int, facts: Facts) -> list[Problem]:
+    m = _PHONE.search(after[:60])
+    if not m:
+        return []
+    said = re.sub(r"\D", "", m.group(0))
+    real = re.sub(r"\D", "", person.phone)
+    if not real or said == real or (len(said) >= 7 and real.endswith(said)):
+        return []
+    return [Problem("on-call", offset + m.start(), offset + m.end(),
+                    f"{person.name}'s phone on the roster is {person.phone}", f"roster: {person.phone}")]
+
+
+def _team(person: RosterFact, after: str, offset: int, facts: Facts) -> list[Problem]:
+    teams = {p.team for p in facts.roster.values() if p.team}
+    for team in sorted(teams, key=len, reverse=True):
+        m = re.search(rf"\b{re.escape(team)}\b", after[:80], re.IGNORECASE)
+        if m and team.lower() != person.team.lower():
+            return [Problem("on-call", offset + m.start(), offset + m.end(),
+                            f"{person.name} is on {person.team} per the roster", f"roster: {person.team}")]
+    return []
+
+
+def _shift(person: RosterFact, after: str, offset: int) -> list[Problem]:
+    m = _SHIFT_END.search(after[:80])
+    if not m:
+        return []
+    hour, minute = int(m.group(1)), int(m.group(2))
+    if hour > 24 or minute > 59:
+        return []
+    said = hour * 60 + minute
+    real = person.shift_end.hour * 60 + person.shift_end.minute
+    gap = abs(said - real) % (24 * 60)
+    gap = min(gap, 24 * 60 - gap)
+    if gap <= 5 or (not m.group(3) and gap % 15 <= 1):  # a clock without UTC may be the reader's zone
+        return []
+    return [Problem("on-call", offset + m.start(1), offset + m.end(2),
+                    f"{person.name}'s shift ends at {person.shift_end:%H:%M} UTC per the roster",
+                    f"roster: until {person.shift_end:%H:%M} UTC")]
+
+
+def _on_call(person: RosterFact, around: str, start: int, end: int, facts: Facts) -> list[Problem]:
+    on_now = [p for p in facts.roster.values() if p.on_shift]
+    if _NEXT.search(around):
+        upcoming = sorted((p for p in facts.roster.values() if not p.on_shift and p.shift_start > p.as_of),
+                          key=lambda p: p.shift_start)
+        first = [p for p in upcoming if p.shift_start == upcoming[0].shift_start] if upcoming else []
+        if first and person not in first and not person.on_shift:
+            return [Problem("on-call", start, end, f"next on call per the roster: "
+                            f"{', '.join(p.name for p in first)} from {first[0].shift_start:%H:%M} UTC",
+                            f"roster: next is {first[0].name}")]
+        return []
+    if _NOW_WORDS.search(around) and not person.on_shift:
+        who = ", ".join(p.name for p in on_now) or "nobody"
+        return [Problem("on-call", start, end, f"{person.name} is not on shift now per the roster "
+                        f"(shift {person.shift_start:%H:%M}-{person.shift_end:%H:%M} UTC); on call now: {who}",
+                        "not on call now")]
+    return []
+
+
+# -- the trend, sightings, shares ------------------------------------------------------------------------------
+
+
+def trend_peak(text: str, offset: int, facts: Facts, moments: Iterable[tuple[datetime, int, int]]) -> list[Problem]:
+    """"Alerts peaked on Tuesday / Nov 18": the day with the most alerts in the latest trend."""
+    if not facts.trend_days or not _PEAK.search(text):
+        return []
+    peak = max(facts.trend_days, key=lambda d: facts.trend_days[d])
+    peak_day = datetime.fromisoformat(peak)
+    record = f"the trend's busiest day is {peak_day:%A %b %d} ({facts.trend_days[peak]} alerts)"
+    problems = []
+    for m in _WEEKDAY.finditer(text):
+        if m.group(1).lower() != _WEEKDAYS[peak_day.weekday()]:
+            problems.append(Problem("trend", offset + m.start(), offset + m.end(), record,
+                                    f"trend peak: {peak_day:%A}"))
+    for moment, start, end in moments:
+        day = f"{moment:%Y-%m-%d}"
+        if day in facts.trend_days and day != peak and not any(p.start <= start < p.end + 12 for p in problems):
+            problems.append(Problem("trend", start, end, record, f"trend peak: {peak_day:%b %d}"))
+    return problems[:1]
+
+
+def sightings(text: str, offset: int, facts: Facts, ids: Iterable[Identifier],
+              moments: Iterable[tuple[datetime, int, int]]) -> list[Problem]:
+    """"X was first seen on Nov 14": the top-entities result's first/last sighting of X (a day either way)."""
+    m = _FIRST_LAST.search(text)
+    if not m:
+        return []
+    known = [facts.sightings[i.value] for i in ids if i.value in facts.sightings]
+    named = [s for key, s in facts.sightings.items() if re.search(rf"(?<![\w.@-]){re.escape(key)}(?![\w@-])",
+                                                                   text.lower())]
+    if not known and not named:
+        return []
+    sighting = (known or named)[0]
+    real = sighting.first if m.group(1).lower() == "first" else sighting.last
+    if real is None:
+        return []
+    problems = []
+    for moment, start, end in moments:
+        if abs((moment.date() - real.date()).days) > 1:
+            problems.append(Problem("seen", start, end, f"{m.group(1).lower()} seen {real:%Y-%m-%d %H:%M} UTC per "
+                                    "the top entities", f"record: {real:%b %d}"))
+    for w in _WEEKDAY.finditer(text):
+        days = [real + timedelta(days=d) for d in (-1, 0, 1)]
+        if w.group(1).lower() not in (_WEEKDAYS[d.weekday()] for d in days) and not any(
+                p.start <= offset + w.start() < p.end for p in problems):
+            problems.append(Problem("seen", offset + w.start(), offset + w.end(),
+                                    f"{m.group(1).lower()} seen {real:%A %Y-%m-%d} per the top entities",
+                                    f"record: {real:%A}"))
+    return problems[:1]
+
+
+def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
+    """"80% of incidents are High", "half the alerts", "5 of the 93 incidents are closed": computed from the counts
+    the bot made of a whole list, within rounding. Left alone when no counted list has that qualifier."""
+    noun_m = _NOUN.search(text)
+    quals = {q.lower().replace("resolved", "closed") for q in _QUALIFIERS.findall(text)}
+    if not noun_m or len(quals) != 1:
+        return []
+    noun = "incidents" if noun_m.group(1).lower().startswith("incident") else "alerts"
+    qualifier = frozenset(quals)
+    pairs = _pairs(facts, noun, qualifier)
+    if not pairs:
+        return []
+    problems = []
+    for m in _PERCENT.finditer(text):
+        said = float(m.group(1))
+        if not any(abs(100 * part / whole - said) <= 1.0 for part, whole in pairs):
+            part, whole = pairs[0]
+            problems.append(Problem("share", offset + m.start(), offset + m.end(),
+                                    f"the results show {part} of {whole} {noun} {next(iter(quals))} "
+                                    f"({100 * part / whole:.0f}%)", f"results: {100 * part / whole:.0f}%"))
+    for m in _FRACTION.finditer(text):
+        said = _FRACTIONS[m.group(1).lower()]
+        if not any(abs(100 * part / whole - said) <= 8.0 for part, whole in pairs):
+            part, whole = pairs[0]
+            problems.append(Problem("share", offset + m.start(), offset + m.end(),
+                                    f"the results show {part} of {whole} {noun} {next(iter(quals))}",
+                                    f"results: {part} of {whole}"))
+    for m in _N_OF_M.finditer(text):
+        part_said, whole_said = (_WORDS.get(g.lower()) or int(g) for g in m.groups())
+        same_whole = [(p, w) for p, w in pairs if w == whole_said]
+        if same_whole and not any(p == part_said for p, _ in same_whole):
+            part, whole = same_whole[0]
+            problems.append(Problem("share", offset + m.start(), offset + m.end(),
+                                    f"the results show {part} of {whole} {noun} {next(iter(quals))}",
+                                    f"results: {part} of {whole}"))
+    return problems
+
+
+def _pairs(facts: Facts, noun: str, qualifier: frozenset[str]) -> list[tuple[int, int]]:
+    """(part, whole) per counted scope that has both a total and a count with the qualifier."""
+    totals: dict[str, int] = {}
+    parts: dict[str, int] = {}
+    for c in facts.counts:
+        if c.noun != noun or " bin " in c.scope:
+            continue
+        if not c.qualifiers:
+            totals[c.scope] = c.value
+        elif c.qualifiers == qualifier:
+            parts[c.scope] = c.value
+    return [(parts[s], totals[s]) for s in parts if s in totals and totals[s] > 0]
