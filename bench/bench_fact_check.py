@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import sys
 import time
@@ -37,7 +38,7 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tikto
     os.environ["TIKTOKEN_CACHE_DIR"] = str(ROOT.parent / "shared" / "tiktoken")
 
 from bot.orchestrator.conversation import Conversation  # noqa: E402
-from bot.orchestrator.factcheck import grounding  # noqa: E402
+from bot.orchestrator.factcheck import StreamCheck, grounding  # noqa: E402
 from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
 from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402
@@ -99,13 +100,61 @@ async def main(runs: int) -> None:
     share = statistics.median(check_cpu) / statistics.median(turn_cpu)
     print(f"Fact check median is {share:.1%} of the turn's median CPU ({len(check_cpu)} checks, "
           f"{len(turn_cpu)} turns)")
-    await generated(smoke=runs <= 2)
+    world = await answer_corpus.build_world(SentinelClient(DemoBackend(seed=7, clock=lambda: NOW)), NOW)
+    streamed(world, runs, turn_cpu)
+    if os.environ.get("FACTCHECK_TUNING_ONLY") is None:
+        await generated(world, smoke=runs <= 2)
     print(f"Benchmark took {time.monotonic() - started:.1f} s")
 
 
-async def generated(smoke: bool) -> None:
+def long_answer_of(world: answer_corpus.World, chars: int) -> str:
+    """An analyst-grade answer of about ``chars`` characters: generated samples (headings, bullets, tables,
+    prose; true and false) one after another."""
+    parts: list[str] = []
+    seed = 1
+    while sum(len(p) + 2 for p in parts) < chars:
+        parts += [s.text for s in answer_corpus.samples(world, seed)]
+        seed += 1
+    return "\n\n".join(parts)[:chars]
+
+
+def streamed(world: answer_corpus.World, runs: int, turn_cpu: list[float]) -> None:
+    """Section 2b: a long answer streamed in 12-character chunks (as the model streams it), checked the way the
+    loop checks it (``StreamCheck``: only what is new), beside checking the whole answer at every sentence end
+    (how it was done before) and the one final check."""
+    facts, references = world.conversation.facts, world.conversation.references
+    print(f"\n== 2b. Long answers, streamed and final (CPU ms per answer; turn p50 {percentile(turn_cpu, 0.5):.2f})")
+    print(f"{'':44} {'p50':>8} {'p99':>8}")
+    for chars in (2000, 8000):
+        text = long_answer_of(world, chars)
+        rows: dict[str, list[float]] = {"streamed, only what is new": [], "final check (check + annotate)": []}
+        if runs > 2:
+            rows["streamed, whole answer per sentence (before)"] = []
+        for _ in range(max(3, runs // 4)):
+            cpu = time.process_time()
+            stream = StreamCheck(facts, references, NOW)
+            for end in range(12, len(text) + 12, 12):
+                stream.advance(text[:end])
+            rows["streamed, only what is new"].append((time.process_time() - cpu) * 1000)
+            cpu = time.process_time()
+            grounding.annotate(text, grounding.check(text, facts, references, NOW))
+            rows["final check (check + annotate)"].append((time.process_time() - cpu) * 1000)
+            if "streamed, whole answer per sentence (before)" in rows:
+                cpu = time.process_time()
+                shown = 0
+                for end in range(12, len(text) + 12, 12):
+                    cuts = [m.end() for m in re.finditer(r"[.!?:](?=\s)|\n", text[:end])]
+                    if cuts and cuts[-1] > shown:
+                        shown = cuts[-1]
+                        done = text[:shown].rstrip()
+                        grounding.mark(done, grounding.check(done, facts, references, NOW))
+                rows["streamed, whole answer per sentence (before)"].append((time.process_time() - cpu) * 1000)
+        for label, values in rows.items():
+            print(f"{len(text):5d} chars, {label:32} {percentile(values, 0.5):8.2f} {percentile(values, 0.99):8.2f}")
+
+
+async def generated(world: answer_corpus.World, smoke: bool) -> None:
     """Section 3: the generated corpus, tuning seeds and held-out seeds side by side."""
-    world = await answer_corpus.build_world(SentinelClient(DemoBackend(seed=7, clock=lambda: NOW)), NOW)
     facts, references = world.conversation.facts, world.conversation.references
     sets = {"tuning": answer_corpus.TUNING_SEEDS, "held-out": answer_corpus.HELD_OUT_SEEDS}
     scores = {name: answer_corpus.score(world, seeds[:2] if smoke else seeds,

@@ -13,5 +13,6 @@ The loop and the conversation use only what is exported here. Of the orchestrato
 
 from bot.orchestrator.factcheck.facts import Facts
 from bot.orchestrator.factcheck.grounding import Finding, annotate, check, mark, summary_notice
+from bot.orchestrator.factcheck.stream import StreamCheck
 
-__all__ = ["Facts", "Finding", "annotate", "check", "mark", "summary_notice"]
+__all__ = ["Facts", "Finding", "StreamCheck", "annotate", "check", "mark", "summary_notice"]

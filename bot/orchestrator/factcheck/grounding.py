@@ -11,6 +11,8 @@ contains, benign or closing advice the record does not support) is withheld inst
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -80,8 +82,8 @@ class _Check:
         self.answer, self.facts, self.references, self.now = context + answer, facts, references, now
         self.findings: list[Finding] = []
         self.ids = _linked(self.answer, extract(self.answer), facts)
-        self.people = sorted({f.owner for f in facts.incidents.values() if f.owner} |
-                             {p.name for p in facts.roster.values()}, key=len, reverse=True)
+        self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
+                                           {p.name for p in facts.roster.values()})))
 
     def run(self) -> list[Finding]:
         previous: list[_Mention] = []
@@ -118,9 +120,12 @@ class _Check:
         of prose is not (it continues only with "it", "this incident")."""
         if unit.parent is None or (unit.kind == "text" and unit.cells is None):
             return []
-        for (start, end), mentions in by_span.items():
-            if start >= unit.parent[0] and end <= unit.parent[1] and mentions:
-                return mentions
+        starts = list(by_span)  # in order: the units of the parent line are found by bisection, not by a scan
+        index = bisect.bisect_left(starts, (unit.parent[0], 0))
+        while index < len(starts) and starts[index][0] <= unit.parent[1]:
+            if by_span[starts[index]]:
+                return by_span[starts[index]]
+            index += 1
         return []
 
     def _unit(self, unit: structure.Unit, inside: list[Identifier], own: list[_Mention],
@@ -145,12 +150,8 @@ class _Check:
             mentions = own or self._table_subject(cells)
         if not mentions:
             mentions = inherited
-        if cells is not None:
-            found = _cell_claims(cells, self.now)
-        elif asserted:
-            found = claimed.find(text, unit.start, self.now)
-        else:
-            found = []
+        read = claimed.find(text, unit.start, self.now) if cells is None else []
+        found = _cell_claims(cells, self.now) if cells is not None else read if asserted else []
         if not mentions and not own and previous and _CARRY.search(text):
             mentions = [_Mention(m.kind, m.key, unit.start, unit.start) for m in previous]
         subject = [f for f in (self._fact(m) for m in mentions) if f is not None]
@@ -158,10 +159,11 @@ class _Check:
             self._verify(claim, mentions, span)
         if asserted:
             self._owners(text, unit.start, mentions, span)
-            self._relations(unit, text, inside, mentions, subject, cells, span)
+            self._relations(unit, text, inside, mentions, subject, cells, span, read)
 
     def _relations(self, unit: structure.Unit, text: str, inside: list[Identifier], mentions: list[_Mention],
-                   subject: list[IncidentFact], cells: list[structure.Cell] | None, span: tuple[int, int]) -> None:
+                   subject: list[IncidentFact], cells: list[structure.Cell] | None, span: tuple[int, int],
+                   read: list[Claim]) -> None:
         near = self._nearest_group(mentions, inside)
         self._problems(relations.entity_membership(inside, self.facts, near), span)
         cell_values = [(c.header, c.value, c.start) for c in cells or []]
@@ -173,8 +175,7 @@ class _Check:
                 if "tactic" in c.header.lower() or "product" in c.header.lower() or "source" in c.header.lower():
                     self._problems(relations.tactics_and_products("from " + c.value, c.start - 5, subject), span)
             self._row_counts(cells, span)
-        moments = [(c.moment, c.start, c.end) for c in claimed.find(text, unit.start, self.now)
-                   if c.topic is Topic.TIME and c.moment is not None]
+        moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
         self._problems(relations.trend_peak(text, unit.start, self.facts, moments), span)
         self._problems(relations.sightings(text, unit.start, self.facts, inside, moments), span)
         self._problems(relations.shares(text, unit.start, self.facts), span)
@@ -210,23 +211,23 @@ class _Check:
         if not mentions:
             return
         groups = self._groups(mentions)
-        for name in self.people:
-            for m in re.finditer(rf"(?<![\w@.]){re.escape(name)}(?![\w@])", text):
-                start, end = offset + m.start(), offset + m.end()
-                group: list[_Mention] = []
-                if _PERSON_VERB.match(text[m.end():]):
-                    group = next((g for g in groups if g[0].start >= end), [])
-                elif _PERSON_BEFORE.search(text[:m.start()]):
-                    group = next((g for g in reversed(groups) if g[-1].start < start), [])
-                elif re.match(r"^\s*[:(]", text[m.end():]) or re.search(r"both\s+(?:with|assigned to)\s*$",
-                                                                      text[:m.start()]):
-                    group = next((g for g in groups if g[0].start >= end), [])
-                for mention in group:
-                    fact = self._fact(mention)
-                    if fact is not None and not _owner_matches(name, fact.owner):
-                        self._add("owner", start, end, _describe(fact), f"record: {fact.owner or 'unassigned'}",
-                                  False, span)
-                        break
+        for m in self.people.finditer(text) if self.people else ():
+            name = m.group(0)
+            start, end = offset + m.start(), offset + m.end()
+            group: list[_Mention] = []
+            if _PERSON_VERB.match(text[m.end():]):
+                group = next((g for g in groups if g[0].start >= end), [])
+            elif _PERSON_BEFORE.search(text[:m.start()]):
+                group = next((g for g in reversed(groups) if g[-1].start < start), [])
+            elif re.match(r"^\s*[:(]", text[m.end():]) or re.search(r"both\s+(?:with|assigned to)\s*$",
+                                                                  text[:m.start()]):
+                group = next((g for g in groups if g[0].start >= end), [])
+            for mention in group:
+                fact = self._fact(mention)
+                if fact is not None and not _owner_matches(name, fact.owner):
+                    self._add("owner", start, end, _describe(fact), f"record: {fact.owner or 'unassigned'}",
+                              False, span)
+                    break
 
     def _groups(self, mentions: list[_Mention]) -> list[list[_Mention]]:
         """Mentions joined only by commas and "and" are one coordinated group."""
@@ -368,7 +369,7 @@ class _Check:
         clause = self.answer[clause_start:clause_end]
         if _COUNT_RESTRICTION.search(clause):
             return True
-        return any(name in clause for name in self.people)
+        return bool(self.people and self.people.search(clause))
 
     def _fact(self, mention: _Mention) -> IncidentFact | None:
         return self.facts.incidents.get(int(mention.key)) if mention.key.isdigit() else None
@@ -464,6 +465,15 @@ class _Check:
         self.findings.append(Finding(category, start, end, self.answer[start:end], record, note, withhold, sentence))
 
 
+@functools.lru_cache(maxsize=64)
+def _people(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for every owner and roster name (built once per set of names, not per sentence)."""
+    if not names:
+        return None
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w@.])(?:{alternatives})(?![\w@])")
+
+
 _TOKEN = re.compile(r"(?<![\w.@\\-])[A-Za-z0-9][\w.-]{2,62}[A-Za-z0-9](?![\w@\\-])")
 
 
@@ -483,9 +493,11 @@ def _linked(answer: str, ids: list[Identifier], facts: Facts) -> list[Identifier
     return sorted(ids + extra, key=lambda i: i.start) if extra else ids
 
 
-def check(answer: str, facts: Facts, references: References, now: datetime) -> list[Finding]:
-    """The statements in ``answer`` that this conversation's records do not back, in order."""
-    return _Check(answer, facts, references, now).run()
+def check(answer: str, facts: Facts, references: References, now: datetime, context: str = "") -> list[Finding]:
+    """The statements in ``answer`` that this conversation's records do not back, in order. ``context`` is text
+    that came before ``answer`` (a streamed answer's heading, table header, previous sentence): read for what
+    ``answer`` is about, never reported."""
+    return _Check(answer, facts, references, now, context).run()
 
 
 def annotate(answer: str, findings: list[Finding]) -> str:

@@ -11,6 +11,7 @@ Each check returns ``Problem``s: the span of the wrong value, what the records s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -157,21 +158,28 @@ def tactics_and_products(text: str, offset: int, subject: list[IncidentFact]) ->
 
 def people(text: str, facts: Facts) -> list[tuple[RosterFact, int, int]]:
     """Roster people named in ``text`` (full name, or first name when it is unique on the roster)."""
+    if not facts.roster:
+        return []
+    names, pattern = _names(tuple(p.name for p in facts.roster.values()))
     found = []
-    lower = text.lower()
-    firsts: dict[str, list[RosterFact]] = {}
-    for person in facts.roster.values():
-        firsts.setdefault(person.name.split()[0].lower(), []).append(person)
-    for key, person in facts.roster.items():
-        for m in re.finditer(rf"\b{re.escape(key)}\b", lower):
-            found.append((person, m.start(), m.end()))
-    for first, persons in firsts.items():
-        if len(persons) != 1:
-            continue
-        for m in re.finditer(rf"\b{re.escape(first)}\b(?!\s+[A-Z])", text, re.IGNORECASE):
-            if not any(s <= m.start() < e for _, s, e in found):
-                found.append((persons[0], m.start(), m.end()))
-    return sorted(found, key=lambda p: p[1])
+    for m in pattern.finditer(text):
+        key = names.get(m.group(0).lower())
+        if key is not None and (len(m.group(0).split()) > 1 or not re.match(r"\s+[A-Z]", text[m.end():])):
+            found.append((facts.roster[key], m.start(), m.end()))
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _names(roster: tuple[str, ...]) -> tuple[dict[str, str], re.Pattern[str]]:
+    """Every way a roster name is written (the full name; the first name when no one else has it), and one
+    pattern that finds them all: built once per roster, not per sentence."""
+    names = {name.lower(): name.lower() for name in roster}
+    firsts: dict[str, list[str]] = {}
+    for name in roster:
+        firsts.setdefault(name.split()[0].lower(), []).append(name.lower())
+    names.update({first: full[0] for first, full in firsts.items() if len(full) == 1 and first not in names})
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return names, re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE)
 
 
 def roster(text: str, offset: int, facts: Facts, asserted: bool) -> list[Problem]:
