@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import statistics
@@ -102,9 +103,63 @@ async def main(runs: int) -> None:
           f"{len(turn_cpu)} turns)")
     world = await answer_corpus.build_world(SentinelClient(DemoBackend(seed=7, clock=lambda: NOW)), NOW)
     streamed(world, runs, turn_cpu)
+    await stored_state(runs <= 2)
     if os.environ.get("FACTCHECK_TUNING_ONLY") is None:
         await generated(world, smoke=runs <= 2)
     print(f"Benchmark took {time.monotonic() - started:.1f} s")
+
+
+STATE_TURNS = 30
+STATE_CALLS: tuple[tuple[str, dict[str, object]], ...] = (  # ten typical turns (bench_teams' part 4), asked 3 times
+    ("query_incidents", {"time_window": "last_24h", "limit": 25}), ("get_incident_detail", {}),
+    ("query_incidents", {"time_window": "last_7d", "min_severity": "High", "limit": 25}),
+    ("query_alerts", {"time_window": "last_24h", "limit": 25}), ("get_alert_trend", {"time_window": "last_7d"}),
+    ("get_top_entities", {"time_window": "last_7d", "limit": 10}), ("get_incident_detail", {}),
+    ("query_incidents", {"time_window": "last_7d", "limit": 25}),
+    ("query_alerts", {"time_window": "last_3d", "severity": ["Medium"], "limit": 25}), ("get_on_call", {}))
+
+
+async def stored_state(smoke: bool) -> None:
+    """Section 4: a conversation's stored state after 30 turns (each turn queries, reads two incidents in detail,
+    the roster, and answers), bounded as the Teams surface stores it (``teams.state.bound``): bytes, the facts'
+    share, and how many user turns of history the bound keeps."""
+    from bot.teams.state import MAX_STATE_BYTES, ConversationData, bound
+
+    sentinel = SentinelClient(DemoBackend(seed=7, clock=lambda: NOW))
+    listing = await sentinel.run("query_incidents", {"time_window": "last_30d", "limit": 100})
+    numbers = [i.number for i in listing.records]  # type: ignore[union-attr]
+    memory = Memory(TokenCounter())
+    data = ConversationData()
+    turns = 4 if smoke else STATE_TURNS
+    async with oa.FakeOpenAI() as fake:
+        client = create_client(openai_api_key="sk-bench", base_url=f"{fake.endpoint}/v1", max_retries=0)
+        orchestrator = Orchestrator(ChatModel(client, "gpt-4o"), ToolBox(sentinel), memory, demo=True,
+                                    clock=lambda: NOW)
+        for turn in range(turns):
+            tool, arguments = STATE_CALLS[turn % len(STATE_CALLS)]
+            if tool == "get_incident_detail":
+                arguments = {"incident_ref": str(numbers[turn % len(numbers)])}
+            fake.script(oa.tool_calls((tool, arguments)),
+                        oa.text("Nothing here needs you right now: the newest items are already owned, and the rest "
+                                "are low severity. Ask for any of them by number for the detail."))
+            await orchestrator.answer(data.conversation, f"Question {turn}: what should I look at?")
+            encoded = bound(data, memory)
+            data = ConversationData.from_dict(json.loads(encoded.text))
+    stored = json.loads(encoded.text)["conversation"]
+    facts = len(json.dumps(stored.get("facts"), separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    users = sum(1 for item in stored.get("history", []) if item.get("type") == "user")
+    print(f"\n== 4. Stored state after {turns} turns (bound {MAX_STATE_BYTES} bytes)")
+    largest = ", ".join(f"{k} {v}" for k, v in sorted(((k, _size(v)) for k, v in stored.items()),
+                                                      key=lambda kv: -kv[1])[:4])
+    in_facts = ", ".join(f"{k} {v}" for k, v in sorted(((k, _size(v)) for k, v in (stored.get("facts") or {}).items()),
+                                                       key=lambda kv: -kv[1])[:5])
+    print(f"state {encoded.size} bytes, of which facts {facts} ({facts / encoded.size:.0%}); "
+          f"user turns of history kept: {users} of {turns}")
+    print(f"largest parts: {largest}; in the facts: {in_facts}")
+
+
+def _size(value: object) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 def long_answer_of(world: answer_corpus.World, chars: int) -> str:

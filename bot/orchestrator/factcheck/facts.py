@@ -43,9 +43,9 @@ from bot.sentinel.models import (
 
 # Sized for the conversation's state budget (teams/state.py): about 16 KB when all are full.
 MAX_INCIDENTS = 100
-MAX_ALERTS = 100
+MAX_ALERTS = 40
 MAX_IDENTIFIERS = 600
-MAX_COUNTS = 150
+MAX_COUNTS = 100
 MAX_CHANGES = 20
 MAX_ROSTER = 40
 MAX_NAMES = 200  # alert names, entity sightings
@@ -120,23 +120,30 @@ class IncidentFact(_Stored):
                 "created": _iso(self.created), "times": [t.isoformat() for t in self.times],
                 "seen": self.seen.to_dict()}
 
-    def row(self, seen: int) -> list[Any]:
-        """The compact stored form (``seen`` is the index of its Seen in the stored table)."""
-        return [self.number, self.severity[:1], _STATUS_CODES.get(self.status, self.status), self.owner,
-                self.classification, self.alert_count, _epoch(self.created), [_epoch(t) for t in self.times], seen,
-                list(self.tactics), list(self.products),
+    def row(self, seen: int, text: Callable[[str | None], int | None]) -> list[Any]:
+        """The compact stored form: ``seen`` is the index of its Seen in the stored table, ``text`` gives the index
+        of a repeated string (an owner, a product, a tactic) in the stored string table."""
+        created = _epoch(self.created)
+        return [self.number, _SEVERITY_KEYS.get(self.severity, self.severity),
+                _STATUS_CODES.get(self.status, self.status), text(self.owner),
+                text(self.classification), self.alert_count, created,
+                [t - (created or 0) for t in (_epoch(v) or 0 for v in self.times)], seen,
+                [text(t) for t in self.tactics], [text(p) for p in self.products],
                 None if self.entities is None else list(self.entities),
-                None if self.alert_names is None else list(self.alert_names)]
+                None if self.alert_names is None else [text(n) for n in self.alert_names]]
 
     @classmethod
-    def from_row(cls, row: list[Any], seen: list[Seen]) -> IncidentFact:
-        entities, names = row[11], row[12]
+    def from_row(cls, row: list[Any], seen: list[Seen], strings: list[str]) -> IncidentFact:
+        def text(index: Any) -> str | None:
+            return None if index is None else strings[int(index)]
+
+        created, entities, names = row[6], row[11], row[12]
         return cls(int(row[0]), _SEVERITY_CODES.get(row[1], str(row[1])), _STATUS_NAMES.get(row[2], str(row[2])),
-                   row[3], row[4], int(row[5] or 0), _from_epoch(row[6]),
-                   tuple(t for t in (_from_epoch(v) for v in row[7]) if t), seen[int(row[8])],
-                   tuple(map(str, row[9])), tuple(map(str, row[10])),
+                   text(row[3]), text(row[4]), int(row[5] or 0), _from_epoch(created),
+                   tuple(t for t in (_from_epoch(int(v) + int(created or 0)) for v in row[7]) if t),
+                   seen[int(row[8])], tuple(strings[int(i)] for i in row[9]), tuple(strings[int(i)] for i in row[10]),
                    None if entities is None else tuple(map(str, entities)),
-                   None if names is None else tuple(map(str, names)))
+                   None if names is None else tuple(strings[int(i)] for i in names))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IncidentFact:
@@ -152,7 +159,6 @@ class AlertFact(_Stored):
     status: str
     time: datetime | None
     seen: Seen
-    name: str = ""  # lower-case, for relations only (attacker-writable text never confirms a field)
 
     def _as_dict(self) -> dict[str, Any]:
         return {"alert_id": self.alert_id, "severity": self.severity, "status": self.status,
@@ -263,6 +269,7 @@ class Facts:
     trend_days: dict[str, int] = field(default_factory=dict)  # "2026-11-18": alerts that day (the latest trend)
     sightings: dict[str, Sighting] = field(default_factory=dict)  # lower-case entity value
     _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _index: set[str] | None = field(default=None, repr=False, compare=False)
 
     # recording
 
@@ -311,6 +318,7 @@ class Facts:
         for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers, self.alert_names,
                         self.sightings):
             _trim(ordered, len(ordered) // 2)
+        self._index = None
         del self.counts[:len(self.counts) // 2]
 
     # the recorders' interface
@@ -324,11 +332,9 @@ class Facts:
     def put_alert(self, alert: AlertSummary, seen: Seen) -> None:
         self._stored = None
         self.alerts.pop(alert.alert_id, None)
-        self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, alert.time, seen,
-                                                alert.name.lower())
+        self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, alert.time, seen)
         _trim(self.alerts, MAX_ALERTS)
-        _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)
-        self.identify(IdKind.ALERT_ID.value, alert.alert_id)
+        _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)  # its id is known as the alert's key
         for label in alert.entities:
             entity_type, _, value = label.partition(": ")
             self.identify(entity_type, value)
@@ -342,18 +348,16 @@ class Facts:
         kind = _ENTITY_KINDS.get(entity_type.lower())
         if kind is IdKind.URL and _navigation(text):
             return  # portal links: always allowed, never worth their bytes
+        # Stored: the value as the results wrote it and normalised; the other forms an answer may use (a host's
+        # short name, CONTOSO\alice for alice@contoso.com) are derived when the index is built (``known``).
         values = {text.lower(), normalise(kind, text) if kind else text.lower()}
-        if kind in (IdKind.HOST, IdKind.DOMAIN) or entity_type.lower() in ("dns", "host", "domain"):
-            values |= host_variants(text)
-        if "@" in text and " " not in text:  # alice@contoso.com is also CONTOSO\alice
-            local, _, domain = text.lower().partition("@")
-            values.add(f"{domain.split('.')[0]}\\{local}")
         for found in extract(text):  # "WS-FIN-160.contoso.local" also holds the host name, a URL its domain
             values.add(found.value)
             if found.kind is IdKind.URL:
                 values.add(found.value.split("://", 1)[-1].split("/", 1)[0])
         for v in values:
             _add(self.identifiers, v, MAX_IDENTIFIERS)
+        self._index = None
 
     def add_count(self, noun: str, qualifiers: Iterable[str], value: int, scope: str) -> None:
         self._stored = None
@@ -371,7 +375,18 @@ class Facts:
             return value.isdigit() and self.knows_incident(int(value))
         # Known hosts are indexed under their short names too, so "ws-fin-160" finds "WS-FIN-160.contoso.local";
         # the answer's own name is matched whole, so "ws-fin-160.evil.com" does not pass as WS-FIN-160.
-        return value in self.identifiers
+        if kind is IdKind.ALERT_ID and (value in self.alerts or value.upper() in self.alerts):
+            return True
+        return self.known(value)
+
+    def known(self, value: str) -> bool:
+        """Whether a normalised value is one the results hold, in any of the forms an answer may write it."""
+        if self._index is None:
+            index = set(self.identifiers)
+            for stored in self.identifiers:
+                index |= _forms(stored)
+            self._index = index
+        return value in self._index
 
     def change_for(self, incident: int | None, kinds: Iterable[str]) -> ChangeFact | None:
         """The latest confirmed change of one of ``kinds`` (to ``incident``, or to any when None)."""
@@ -399,13 +414,19 @@ class Facts:
 
     def _compact(self) -> dict[str, Any]:
         seen: dict[Seen, int] = {}
-        incidents = [f.row(seen.setdefault(f.seen, len(seen))) for f in self.incidents.values()]
-        alerts = [[a.alert_id, a.severity[:1], a.status, _epoch(a.time), seen.setdefault(a.seen, len(seen)), a.name]
+        strings: dict[str, int] = {}
+
+        def text(value: str | None) -> int | None:
+            return None if value is None else strings.setdefault(value, len(strings))
+
+        incidents = [f.row(seen.setdefault(f.seen, len(seen)), text) for f in self.incidents.values()]
+        alerts = [[a.alert_id, _SEVERITY_KEYS.get(a.severity, a.severity), _ALERT_CODES.get(a.status, a.status),
+                   _epoch(a.time), seen.setdefault(a.seen, len(seen))]
                   for a in self.alerts.values()]
         scopes: dict[str, int] = {}
         counts = [[c.noun[0], " ".join(sorted(c.qualifiers)), c.value, scopes.setdefault(c.scope, len(scopes))]
                   for c in self.counts]
-        return {"v": STORAGE_VERSION, "seen": [[s.tool, _epoch(s.at)] for s in seen],
+        return {"v": STORAGE_VERSION, "seen": [[s.tool, _epoch(s.at)] for s in seen], "strings": list(strings),
                 "incidents": incidents, "alerts": alerts, "identifiers": list(self.identifiers),
                 "numbers": list(self.numbers), "scopes": list(scopes), "counts": counts,
                 "changes": [c.to_dict() for c in self.changes], "roster": [r.row() for r in self.roster.values()],
@@ -421,12 +442,14 @@ class Facts:
         facts = cls()
         try:
             seen = [Seen(str(tool), _from_epoch(at) or datetime.now(UTC)) for tool, at in data.get("seen", [])]
+            strings = [str(s) for s in data.get("strings", [])]
             for row in data.get("incidents", []):
-                fact = IncidentFact.from_row(row, seen)
+                fact = IncidentFact.from_row(row, seen, strings)
                 facts.incidents[fact.number] = fact
-            for alert_id, severity, status, time, index, name in data.get("alerts", []):
+            for alert_id, severity, status, time, index in data.get("alerts", []):
                 facts.alerts[str(alert_id)] = AlertFact(str(alert_id), _SEVERITY_CODES.get(severity, str(severity)),
-                                                        str(status), _from_epoch(time), seen[int(index)], str(name))
+                                                        _ALERT_STATUSES.get(status, str(status)), _from_epoch(time),
+                                                        seen[int(index)])
             scopes = [str(s) for s in data.get("scopes", [])]
             facts.counts = [CountFact(_NOUNS.get(noun, "alerts"), frozenset(str(q).split()), int(value),
                                       scopes[int(scope)]) for noun, q, value, scope in data.get("counts", [])]
@@ -476,9 +499,9 @@ class Facts:
             by_day: Counter[str] = Counter()
             for b in bins:
                 by_day[b.start.isoformat()] += b.count
-                self.add_count("alerts", (b.severity.lower(),), b.count, f"{scope} bin {b.start:%Y-%m-%d %H:%M}")
+                self.add_count("alerts", (b.severity.lower(),), b.count, f"{scope} bin {b.start:%b %d %H:%M}")
             for day, total in by_day.items():
-                self.add_count("alerts", (), total, f"{scope} bin {day}")
+                self.add_count("alerts", (), total, f"{scope} bin {datetime.fromisoformat(day):%b %d %H:%M}")
             days: Counter[str] = Counter()
             for b in bins:
                 days[f"{b.start:%Y-%m-%d}"] += b.count
@@ -488,7 +511,8 @@ class Facts:
         if noun is None:
             return
         self.add_count(noun, implied, meta.total, scope)
-        self.add_count(noun, implied, meta.returned, scope)
+        if meta.returned != meta.total:
+            self.add_count(noun, implied, meta.returned, scope)
         if meta.truncated:
             return  # per-severity counts of a partial list would be wrong
         tally = Counter()
@@ -592,6 +616,17 @@ def _recorder_for(record_type: type) -> Recorder | None:
     return next((_RECORDERS[t] for t in record_type.__mro__ if t in _RECORDERS), None)
 
 
+def _forms(value: str) -> set[str]:
+    """The other forms of a stored identifier: a dotted name's first label (ws-fin-160.contoso.local is also
+    ws-fin-160), an e-mail address's DOMAIN\\user."""
+    if "@" in value and " " not in value:  # alice@contoso.com is also CONTOSO\alice
+        local, _, domain = value.partition("@")
+        return {f"{domain.split('.')[0]}\\{local}"}
+    if "." in value and "/" not in value and ":" not in value and not value.replace(".", "").isdigit():
+        return host_variants(value)
+    return set()
+
+
 def _entity_forms(entity_type: str, value: str) -> tuple[str, ...]:
     """An entity value as an answer may write it: lower-case, a host also by its first label."""
     text = value.strip().lower()
@@ -633,6 +668,9 @@ _ENTITY_KINDS = {"ip": IdKind.IP, "host": IdKind.HOST, "dns": IdKind.DOMAIN, "do
 _STATUS_CODES = {"New": "N", "Active": "A", "Closed": "C"}
 _STATUS_NAMES = {v: k for k, v in _STATUS_CODES.items()}
 _SEVERITY_CODES = {s[:1]: s for s in SEVERITIES}
+_SEVERITY_KEYS = {s: s[:1] for s in SEVERITIES}
+_ALERT_STATUSES = {"N": "New", "I": "InProgress", "R": "Resolved", "D": "Dismissed", "U": "Unknown"}
+_ALERT_CODES = {v: k for k, v in _ALERT_STATUSES.items()}
 _NOUNS = {"i": "incidents", "a": "alerts"}
 
 

@@ -488,7 +488,7 @@ def _linked(answer: str, ids: list[Identifier], facts: Facts) -> list[Identifier
         token = m.group(0).rstrip(".")
         if any(taken[m.start():m.start() + len(token)]) or not re.search(r"[\d.-]", token):
             continue
-        if token.lower() in facts.identifiers:
+        if facts.known(token.lower()):
             extra.append(Identifier(IdKind.HOST, token.lower(), m.start(), m.start() + len(token)))
     return sorted(ids + extra, key=lambda i: i.start) if extra else ids
 
