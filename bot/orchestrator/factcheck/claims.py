@@ -57,6 +57,9 @@ _SEVERITY = [
     re.compile(rf"\b(?:is|was|as|are|were|rated|marked|only|just)\s+(?:only\s+|just\s+|a\s+|an\s+|rated\s+|marked\s+)?"
                rf"{_SEV}\b{_NOT_SEVERITY_AFTER}", re.IGNORECASE),
     re.compile(rf"\b(High|Medium|Low|Informational)\b{_NOT_SEVERITY_AFTER}(?!\s+[A-Z][a-z])"),
+    # Sentinel has no Critical: an incident called critical is said to be High
+    re.compile(rf"\b(?:is|was|are|were|as|rated|marked)\s+(?:a\s+|an\s+|all\s+)?(critical)\b{_NOT_SEVERITY_AFTER}",
+               re.IGNORECASE),
 ]
 _STATUS = [
     re.compile(r"\bstatus\b\s*(?:is|was|:|=|of)?\s*(?:still\s+|now\s+|currently\s+)?(new|active|closed|open|resolved)\b",
@@ -171,7 +174,8 @@ def find(sentence: str, offset: int, now: datetime) -> list[Claim]:
         return []
     claims: list[Claim] = []
     claims += _changes(sentence, offset)
-    claims += _matches(sentence, offset, _SEVERITY, Topic.SEVERITY, lambda v: v.capitalize())
+    claims += _matches(sentence, offset, _SEVERITY, Topic.SEVERITY,
+                       lambda v: "High" if v.lower() == "critical" else v.capitalize())
     claims += _matches(sentence, offset, _STATUS, Topic.STATUS, status_value)
     claims += _owners(sentence, offset)
     claims += _benign(sentence, offset)
