@@ -41,6 +41,8 @@ _ALERT_WORD = re.compile(r"\balerts?\b", re.IGNORECASE)
 _NOW_WORDS = re.compile(r"\b(?:now|right now|currently|at the moment|today|at present|on shift|on call|on duty)\b",
                         re.IGNORECASE)
 _ON_CALL = re.compile(r"\b(?:on[\s-]call|on shift|on duty)\b", re.IGNORECASE)
+_APPOSED_ON_CALL = re.compile(r"^\s*[(,\u2014-]\s*(?:the\s+|who is\s+|currently\s+)*(?:on[\s-]call|on shift)\b",
+                              re.IGNORECASE)
 _NEXT = re.compile(r"\b(?:next|up next|takes over|after (?:her|him|them))\b", re.IGNORECASE)
 _SHIFT_END = re.compile(r"\b(?:until|till|ends? at|ending at|off at|through|finishes at)\s+(\d{1,2}):(\d\d)\s*"
                         r"(UTC|GMT|Z)?", re.IGNORECASE)
@@ -194,7 +196,11 @@ def roster(text: str, offset: int, facts: Facts, asserted: bool) -> list[Problem
         after = text[end:clause_end]
         around = text[clause_start:clause_end]
         problems += _phone(person, after, offset + end, facts)
-        if not asserted or re.search(r"\bnot\b|n't\b|\bno longer\b", around, re.IGNORECASE):
+        if re.search(r"\bnot\b|n't\b|\bno longer\b", around, re.IGNORECASE):
+            continue
+        if not asserted:  # an instruction may still state a fact beside the name: "page X (on call now)"
+            if _APPOSED_ON_CALL.match(after):
+                problems += _on_call(person, after[:40], offset + start, offset + end, facts)
             continue
         problems += _team(person, after, offset + end, facts)
         problems += _shift(person, after, offset + end)
@@ -319,7 +325,7 @@ def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
     the bot made of a whole list, within rounding. Left alone when no counted list has that qualifier."""
     noun_m = _NOUN.search(text)
     quals = {q.lower().replace("resolved", "closed") for q in _QUALIFIERS.findall(text)}
-    if not noun_m or len(quals) != 1:
+    if not noun_m or not quals or len(quals) > 2:
         return []
     noun = "incidents" if noun_m.group(1).lower().startswith("incident") else "alerts"
     qualifier = frozenset(quals)
@@ -332,14 +338,14 @@ def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
         if not any(abs(100 * part / whole - said) <= 1.0 for part, whole in pairs):
             part, whole = pairs[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
-                                    f"the results show {part} of {whole} {noun} {next(iter(quals))} "
+                                    f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))} "
                                     f"({100 * part / whole:.0f}%)", f"results: {100 * part / whole:.0f}%"))
     for m in _FRACTION.finditer(text):
         said = _FRACTIONS[m.group(1).lower()]
         if not any(abs(100 * part / whole - said) <= 8.0 for part, whole in pairs):
             part, whole = pairs[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
-                                    f"the results show {part} of {whole} {noun} {next(iter(quals))}",
+                                    f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))}",
                                     f"results: {part} of {whole}"))
     for m in _N_OF_M.finditer(text):
         part_said, whole_said = (_WORDS.get(g.lower()) or int(g) for g in m.groups())
@@ -347,7 +353,7 @@ def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
         if same_whole and not any(p == part_said for p, _ in same_whole):
             part, whole = same_whole[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
-                                    f"the results show {part} of {whole} {noun} {next(iter(quals))}",
+                                    f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))}",
                                     f"results: {part} of {whole}"))
     return problems
 
