@@ -36,13 +36,16 @@ _PRODUCT = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(PRODUCTS, k
                       re.IGNORECASE)
 _PRODUCT_CUE = re.compile(r"\b(?:from|by|via|source|product|raised|detected|flagged|reported|generated|came)\b[^.;]*$",
                           re.IGNORECASE)
-_QUOTED = re.compile(r"[\"“”']([^\"“”'\n]{4,120})[\"“”']|\*\*([^*\n]{4,120})\*\*")
+# A name in quotes (each kind closed by its own) or in bold; a bold label ("**Most recent alert:**") is not one.
+_QUOTED = re.compile(r"\"([^\"\n]{4,120})\"|“([^”\n]{4,120})”|(?<!\w)'([^'\n]{4,120})'(?!\w)|\*\*([^*\n]{4,120}?)\*\*")
+_ALERT_HEADERS = ("alert", "alerts", "alert name", "alert names", "alert title", "detection", "analytics rule")
 _ALERT_WORD = re.compile(r"\balerts?\b", re.IGNORECASE)
 _NOW_WORDS = re.compile(r"\b(?:now|right now|currently|at the moment|today|at present|on shift|on call|on duty)\b",
                         re.IGNORECASE)
 _ON_CALL = re.compile(r"\b(?:on[\s-]call|on shift|on duty)\b", re.IGNORECASE)
 _APPOSED_ON_CALL = re.compile(r"^\s*[(,\u2014-]\s*(?:the\s+|who is\s+|currently\s+)*(?:on[\s-]call|on shift)\b",
                               re.IGNORECASE)
+_TAKES_OVER = re.compile(r"\b(?:takes? over|is next|up next|next shift|relieves|comes on)\b", re.IGNORECASE)
 _NEXT = re.compile(r"\b(?:next|up next|takes over|after (?:her|him|them))\b", re.IGNORECASE)
 _SHIFT_END = re.compile(r"\b(?:until|till|ends? at|ending at|off at|through|finishes at)\s+(\d{1,2}):(\d\d)\s*"
                         r"(UTC|GMT|Z)?", re.IGNORECASE)
@@ -103,12 +106,14 @@ def alert_names(text: str, offset: int, facts: Facts, subject: list[IncidentFact
     is named and its detail was read)."""
     candidates: list[tuple[str, int, int]] = []
     for m in _QUOTED.finditer(text):
-        name = (m.group(1) or m.group(2)).strip()
+        name = next(g for g in m.groups() if g is not None).strip()
+        if m.group(4) is not None and (name.endswith(":") or _ALERT_WORD.search(name)):
+            continue  # a bold label
         near = text[max(0, m.start() - 30):m.end() + 30]
         if _ALERT_WORD.search(near) and len(name.split()) >= 2 and not re.search(r"[#\[@\\/]|\d{3}", name):
             candidates.append((name, offset + m.start(), offset + m.end()))
     for header, value, start in cells:
-        if "alert" in header.lower() and "count" not in header.lower() and not value.replace(",", "").isdigit():
+        if header.lower().strip(" :") in _ALERT_HEADERS and not _QUOTED.search(value):
             name = value.strip("*_\"' ")
             if len(name.split()) >= 2:
                 candidates.append((name, start, start + len(value)))
@@ -204,7 +209,8 @@ def roster(text: str, offset: int, facts: Facts, asserted: bool) -> list[Problem
             continue
         problems += _team(person, after, offset + end, facts)
         problems += _shift(person, after, offset + end)
-        if _ON_CALL.search(around) or re.search(r"on call now", text[:start], re.IGNORECASE):
+        if (_ON_CALL.search(around) or _TAKES_OVER.search(around)
+                or re.search(r"on call now", text[:start], re.IGNORECASE)):
             problems += _on_call(person, around, offset + start, offset + end, facts)
     return problems
 
@@ -271,53 +277,68 @@ def _on_call(person: RosterFact, around: str, start: int, end: int, facts: Facts
 # -- the trend, sightings, shares ------------------------------------------------------------------------------
 
 
+def _days_after(text: str, offset: int, at: int, moments: Iterable[tuple[datetime, int, int]]
+                ) -> list[tuple[str, datetime | None, int, int]]:
+    """The day named right after position ``at`` (within its clause): a weekday, a date, or both ("Wednesday
+    Nov 18"), as (weekday, moment, start, end) with spans in the answer."""
+    clause = re.search(r"[;.!?]|\band\b|\bwhile\b|\bbut\b", text[at:])
+    stop = at + (clause.start() if clause else len(text) - at)
+    stop = min(stop, at + 60)
+    found: list[tuple[str, datetime | None, int, int]] = []
+    weekday = _WEEKDAY.search(text, at, stop)
+    date = next(((m, s, e) for m, s, e in moments if at <= s - offset < stop), None)
+    if weekday:
+        found.append((weekday.group(1).lower(), None, offset + weekday.start(), offset + weekday.end()))
+    if date:
+        found.append(("", date[0], date[1], date[2]))
+    return found
+
+
 def trend_peak(text: str, offset: int, facts: Facts, moments: Iterable[tuple[datetime, int, int]]) -> list[Problem]:
-    """"Alerts peaked on Tuesday / Nov 18": the day with the most alerts in the latest trend."""
-    if not facts.trend_days or not _PEAK.search(text):
+    """"Alerts peaked on Tuesday / Nov 18": the day with the most alerts in the latest trend (the day named right
+    after the peak word; "quietest was Friday" in the same sentence is another day)."""
+    m = _PEAK.search(text) if facts.trend_days else None
+    if m is None:
         return []
     peak = max(facts.trend_days, key=lambda d: facts.trend_days[d])
     peak_day = datetime.fromisoformat(peak)
     record = f"the trend's busiest day is {peak_day:%A %b %d} ({facts.trend_days[peak]} alerts)"
-    problems = []
-    for m in _WEEKDAY.finditer(text):
-        if m.group(1).lower() != _WEEKDAYS[peak_day.weekday()]:
-            problems.append(Problem("trend", offset + m.start(), offset + m.end(), record,
-                                    f"trend peak: {peak_day:%A}"))
-    for moment, start, end in moments:
-        day = f"{moment:%Y-%m-%d}"
-        if day in facts.trend_days and day != peak and not any(p.start <= start < p.end + 12 for p in problems):
-            problems.append(Problem("trend", start, end, record, f"trend peak: {peak_day:%b %d}"))
-    return problems[:1]
+    for weekday, moment, start, end in _days_after(text, offset, m.end(), list(moments)):
+        if weekday and weekday != _WEEKDAYS[peak_day.weekday()]:
+            return [Problem("trend", start, end, record, f"trend peak: {peak_day:%A}")]
+        if moment is not None and f"{moment:%Y-%m-%d}" in facts.trend_days and f"{moment:%Y-%m-%d}" != peak:
+            return [Problem("trend", start, end, record, f"trend peak: {peak_day:%b %d}")]
+    return []
 
 
 def sightings(text: str, offset: int, facts: Facts, ids: Iterable[Identifier],
               moments: Iterable[tuple[datetime, int, int]]) -> list[Problem]:
-    """"X was first seen on Nov 14": the top-entities result's first/last sighting of X (a day either way)."""
-    m = _FIRST_LAST.search(text)
-    if not m:
+    """"X was first seen on Nov 14 and last seen Nov 20": the top-entities result's first/last sighting of X (a day
+    either way), each compared with the day named right after it."""
+    matches = list(_FIRST_LAST.finditer(text))
+    if not matches:
         return []
     known = [facts.sightings[i.value] for i in ids if i.value in facts.sightings]
-    named = [s for key, s in facts.sightings.items() if re.search(rf"(?<![\w.@-]){re.escape(key)}(?![\w@-])",
-                                                                   text.lower())]
-    if not known and not named:
+    if not known:
+        known = [s for key, s in facts.sightings.items()
+                 if re.search(rf"(?<![\w.@-]){re.escape(key)}(?![\w@-])", text.lower())]
+    if not known:
         return []
-    sighting = (known or named)[0]
-    real = sighting.first if m.group(1).lower() == "first" else sighting.last
-    if real is None:
-        return []
+    sighting = known[0]
     problems = []
-    for moment, start, end in moments:
-        if abs((moment.date() - real.date()).days) > 1:
-            problems.append(Problem("seen", start, end, f"{m.group(1).lower()} seen {real:%Y-%m-%d %H:%M} UTC per "
-                                    "the top entities", f"record: {real:%b %d}"))
-    for w in _WEEKDAY.finditer(text):
-        days = [real + timedelta(days=d) for d in (-1, 0, 1)]
-        if w.group(1).lower() not in (_WEEKDAYS[d.weekday()] for d in days) and not any(
-                p.start <= offset + w.start() < p.end for p in problems):
-            problems.append(Problem("seen", offset + w.start(), offset + w.end(),
-                                    f"{m.group(1).lower()} seen {real:%A %Y-%m-%d} per the top entities",
-                                    f"record: {real:%A}"))
-    return problems[:1]
+    for m in matches:
+        word = m.group(1).lower()
+        real = sighting.first if word == "first" else sighting.last
+        if real is None:
+            continue
+        for weekday, moment, start, end in _days_after(text, offset, m.end(), list(moments)):
+            near = {_WEEKDAYS[(real + timedelta(days=d)).weekday()] for d in (-1, 0, 1)}
+            off_by = abs((moment.date() - real.date()).days) if moment is not None else 0
+            if (weekday and weekday not in near) or off_by > 1:
+                problems.append(Problem("seen", start, end, f"{word} seen {real:%A %Y-%m-%d %H:%M} UTC per the top "
+                                        "entities", f"record: {real:%b %d}"))
+                break
+    return problems
 
 
 def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
