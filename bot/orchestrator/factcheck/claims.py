@@ -69,6 +69,9 @@ _STATUS = [
     re.compile(r"\b(Active|Closed)\b(?!\s+(?:incidents?|alerts?|ones?|[A-Z][a-z]))"),  # not "Active Directory"
     re.compile(r"\((?:[^()\n]{0,40}?,\s*)?(New|Active|Closed)\b"),
     re.compile(r"\b(?:is|was|are|were|remains?|still)\s+(New)\b(?!\s+[A-Z])"),
+    re.compile(r"\b(?:was|were|been|got|has been)\s+(re-?opened)\b", re.IGNORECASE),
+    # "Chen Wei closed #14448": a person (not "I", which is a change the bot claims) closed it
+    re.compile(r"(?<![.!?]\s)(?<!^)\b(?!I\b|We\b)[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?\s+(closed|resolved)\s+(?=#|\[|incident\b)"),
 ]
 _NAME = r"([\w.+-]+@[\w.-]+\w|[A-Z][\w'\u2019-]+(?:\s+[A-Z][\w'\u2019-]+){0,2}|you|me|nobody|no one|no-one)"
 _OWNER = [
@@ -120,6 +123,9 @@ _AT_CLOCK = r"(?:,?\s+(?:at\s+)?(\d{1,2}):(\d\d))?"
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(20\d\d))?{_AT_CLOCK}", re.IGNORECASE)
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:\s+(20\d\d))?{_AT_CLOCK}", re.IGNORECASE)
 _CLOCK = re.compile(r"\b(?:at|from|since|around|about)\s+(\d{1,2}):(\d\d)\b(?!:\d)(\s*(?:UTC|GMT|Z)\b)?", re.IGNORECASE)
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_ON_WEEKDAY = re.compile(r"\b(?:on|since|from|last)\s+((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!,?\s+(?:\d|"
+                         r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))", re.IGNORECASE)
 _UTC_AFTER = re.compile(r"\s*(?:UTC|GMT|Z)\b")
 
 _QUALIFIER = (r"(?:new|open|active|closed|resolved|unassigned|high|medium|low|informational|critical|"
@@ -205,7 +211,7 @@ def status_value(word: str) -> str:
         return "Closed"
     if word in ("Active", "New"):
         return word
-    return "open" if lower in ("open", "active", "unresolved", "in progress") else ""
+    return "open" if lower in ("open", "active", "unresolved", "in progress", "reopened", "re-opened") else ""
 
 
 def _owners(sentence: str, offset: int) -> list[Claim]:
@@ -272,6 +278,11 @@ def _times(sentence: str, offset: int, now: datetime) -> list[Claim]:
             if moment:
                 claims.append(Claim(Topic.TIME, m.group(0), offset + m.start(), offset + m.end(), moment=moment,
                                     precision=_minute(m.group(4), sentence, m.end())))
+    for m in _ON_WEEKDAY.finditer(sentence):  # "created on Tuesday": the last such day, a day either way
+        back = (now.weekday() - _WEEKDAYS.index(m.group(1).lower()[:3])) % 7
+        day = (now - timedelta(days=back)).replace(hour=12, minute=0, second=0, microsecond=0)
+        claims.append(Claim(Topic.TIME, m.group(0), offset + m.start(1), offset + m.end(1), moment=day,
+                            precision="day"))
     for m in _CLOCK.finditer(sentence):
         hour, minute = int(m.group(1)), int(m.group(2))
         if hour < 24 and minute < 60:
