@@ -60,6 +60,12 @@ def _off_shift(w: World) -> OnCallEntry:
     return next(e for e in w.roster if not e.on_shift)
 
 
+def _late_starter(w: World) -> OnCallEntry:
+    """Someone off shift who is not among the next to start."""
+    upcoming = sorted((e for e in w.roster if not e.on_shift), key=lambda e: e.shift_start)
+    return next(e for e in reversed(upcoming) if e.shift_start > upcoming[0].shift_start)
+
+
 def _foreign_host(w: World) -> tuple[IncidentDetail, str]:
     """An incident read in detail, and a real entity of another incident that it does not hold."""
     for d in w.details:
@@ -105,6 +111,13 @@ LIES: dict[str, Callable[[World], tuple[str, str]]] = {
         "| Incident | Created (UTC) |\n|---|---|\n"
         f"| {_open(w)[0].number} | {(_open(w)[0].created + timedelta(hours=3)):%Y-%m-%d %H:%M} |",  # type: ignore[operator]
         f"{(_open(w)[0].created + timedelta(hours=3)):%Y-%m-%d %H:%M}"),  # type: ignore[operator]
+    "reopened": lambda w: (f"#{next(i for i in w.incidents if i.status == 'Closed').number} was reopened.", "reopened"),
+    "someone closed it": lambda w: (f"{_other_owner(w, _open(w)[0])} closed #{_open(w)[0].number} this morning.",
+                                    "closed"),
+    "weekday": lambda w: (f"#{_open(w)[0].number} was created on "
+                          f"{(_open(w)[0].created + timedelta(days=3)):%A}.",  # type: ignore[operator]
+                          f"{(_open(w)[0].created + timedelta(days=3)):%A}"),  # type: ignore[operator]
+    "next on call": lambda w: (f"{_late_starter(w).name} takes over next.", _late_starter(w).name),
     "swapped entity counts": lambda w: (
         "| Entity | Alerts |\n|---|---|\n"
         f"| {w.entities[0].value} | {w.entities[1].alert_count} |\n"
@@ -117,6 +130,14 @@ LIES: dict[str, Callable[[World], tuple[str, str]]] = {
 async def test_a_false_relation_is_marked_at_the_claim(world: World, kind: str) -> None:
     text, claim = LIES[kind](world)
     assert marked_at(world, text, claim), (text, [(f.claimed, f.note) for f in findings(world, text)])
+
+
+def _peak_sentence(w: World) -> str:
+    days: dict[Any, int] = {}
+    for b in w.trend:
+        days[b.start.date()] = days.get(b.start.date(), 0) + b.count
+    peak, low = max(days, key=lambda d: days[d]), min(days, key=lambda d: days[d])
+    return f"Alerts peaked on {peak:%A} ({days[peak]}); the quietest day was {low:%A}."
 
 
 # Correct prose the check used to mark (issue 24's false alarms).
@@ -138,6 +159,9 @@ CORRECT: dict[str, Callable[[World], str]] = {
         f"### #{_open(w)[0].number}\n- Severity: {_open(w)[0].severity}\n- Owner: {_open(w)[0].owner}\n"
         f"- Tactics: {', '.join(_open(w)[0].tactics)}"),
     "true on call": lambda w: f"{next(e for e in w.roster if e.on_shift).name} is on call now.",
+    "peak and quietest": lambda w: _peak_sentence(w),
+    "a count under its label": lambda w: (f"Open incidents: {len(_open(w))}. "
+                                          f"Closed: {len(w.incidents) - len(_open(w))}."),
     "a hypothetical": lambda w: f"If #{_open(w)[0].number} were Low, it could wait until Monday.",
 }
 
