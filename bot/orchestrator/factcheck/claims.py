@@ -9,6 +9,7 @@ positive", "once you have checked, close it") is not a claim.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -190,9 +191,13 @@ def find(sentence: str, offset: int, now: datetime) -> list[Claim]:
     return _without_overlaps(claims)
 
 
+LOOK_BACK = 240  # how far back a claim's clause is read: a 30,000-character "sentence" must not be read per claim
+
+
 def _asserted(sentence: str, start: int) -> bool:
-    clause_start = max(sentence.rfind(sep, 0, start) for sep in (".", ";", ":", "!", "?", "\n", " but ")) + 1
-    return _NEGATED.search(sentence[clause_start:start]) is None
+    window = max(0, start - LOOK_BACK)
+    clause_start = max(sentence.rfind(sep, window, start) for sep in (".", ";", ":", "!", "?", "\n", " but ")) + 1
+    return _NEGATED.search(sentence, max(clause_start, window), start) is None
 
 
 def _matches(sentence: str, offset: int, patterns: list[re.Pattern[str]], topic: Topic, value_of) -> list[Claim]:
@@ -309,18 +314,20 @@ def _moment(year: int, month: int, day: int, hour: str | None, minute: str | Non
 def _counts(sentence: str, offset: int) -> list[Claim]:
     claims = []
     for m in _COUNT.finditer(sentence):
-        before = sentence[:m.start()]
+        before = sentence[max(0, m.start() - LOOK_BACK):m.start()]
         if re.search(r"(?:\btop|\bfirst|\blast|\bnext|\bpast|\bof the|\bthe)\s*$", before, re.IGNORECASE):
             continue  # "the top 5 incidents", "the last 3 alerts": a selection, not a count of results
         noun = "incidents" if m.group(3).lower().startswith("incident") else "alerts"
         claims.append(Claim(Topic.COUNT, str(_number(m.group(1))), offset + m.start(), offset + m.end(), noun=noun,
                             qualifiers=_qualifiers(f"{m.group(2)} {m.group(4) or ''}"), approx=_approx(before),
                             own=bool(_OWN.search(before[-40:]))))
+    sentence_noun = ("incidents" if re.search(r"\bincidents?\b", sentence, re.IGNORECASE)
+                     else "alerts" if re.search(r"\balerts?\b", sentence, re.IGNORECASE) else "")
     for m in _COUNT_OF.finditer(sentence):
-        noun = ("incidents" if re.search(r"\bincidents?\b", sentence, re.IGNORECASE)
-                else "alerts" if re.search(r"\balerts?\b", sentence, re.IGNORECASE) else "")
+        noun = sentence_noun
         claims.append(Claim(Topic.COUNT, str(_number(m.group(1))), offset + m.start(), offset + m.end(), noun=noun,
-                            qualifiers=_qualifiers(m.group(2)), approx=_approx(sentence[:m.start()])))
+                            qualifiers=_qualifiers(m.group(2)),
+                            approx=_approx(sentence[max(0, m.start() - 40):m.start()])))
     return claims
 
 
@@ -364,8 +371,13 @@ def _changes(sentence: str, offset: int) -> list[Claim]:
 def _without_overlaps(claims: list[Claim]) -> list[Claim]:
     """One claim per topic and span: the first pattern that matched wins."""
     kept: list[Claim] = []
+    taken: dict[Topic, list[tuple[int, int]]] = {}  # per topic, the kept spans, sorted
     for claim in claims:
-        if any(k.topic == claim.topic and k.start < claim.end and claim.start < k.end for k in kept):
+        spans = taken.setdefault(claim.topic, [])
+        index = bisect.bisect_left(spans, (claim.start, claim.end))
+        near = spans[max(0, index - 1):index + 1]  # spans do not overlap each other: only the neighbours can
+        if any(s < claim.end and claim.start < e for s, e in near):
             continue
+        bisect.insort(spans, (claim.start, claim.end))
         kept.append(claim)
     return sorted(kept, key=lambda c: c.start)

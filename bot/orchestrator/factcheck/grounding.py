@@ -64,7 +64,7 @@ class _Mention:
 _JOINED = re.compile(r"^[\s,()*_]*(?:and|or|&|/|as well as|plus)?[\s,()*_]*$", re.IGNORECASE)
 _PERSON_BEFORE = re.compile(r"(?:assigned to|owned by|belongs? to|owner\s*[:=-]?|with|worked by|handled by|"
                             r"sits? with|is with|are with|picked up by|taken by)\s*[*_]*$", re.IGNORECASE)
-_PERSON_VERB = re.compile(r"^[*_]*\s+(?:owns|has|holds|is handling|is working(?: on)?|took|picked up|is on|"
+_PERSON_VERB = re.compile(r"[*_]*\s+(?:owns|has|holds|is handling|is working(?: on)?|took|picked up|is on|"
                           r"is looking at|handles|is assigned|was assigned|got)\b", re.IGNORECASE)
 _COUNT_RESTRICTION = re.compile(r"\b(?:each|per|apiece|average|between|in the (?:last|past) \d+|"
                                 r"last \d+ (?:hours?|days?)|past \d+|since|created|opened|in this list|"
@@ -72,7 +72,8 @@ _COUNT_RESTRICTION = re.compile(r"\b(?:each|per|apiece|average|between|in the (?
                                 r"new this)\b", re.IGNORECASE)
 _FIELDS = {"severity": "severity", "sev": "severity", "priority": "severity", "status": "status", "state": "status",
            "owner": "owner", "assigned": "owner", "assigned to": "owner", "assignee": "owner", "owned by": "owner"}
-_BARE = re.compile(r"^[*_\s]*(High|Medium|Low|Informational|New|Active|Closed|Resolved|Open)[*_\s.]*$", re.IGNORECASE)
+_BARE = re.compile(r"^[\s*_>•+-]*(?:\d{1,3}[.)]\s*)?[*_\s]*"
+                   r"(High|Medium|Low|Informational|New|Active|Closed|Resolved|Open)[*_\s.]*$", re.IGNORECASE)
 
 
 class _Check:
@@ -81,6 +82,7 @@ class _Check:
         self.context = len(context)  # read for subjects only: nothing in it is reported
         self.answer, self.facts, self.references, self.now = context + answer, facts, references, now
         self.findings: list[Finding] = []
+        self._grouped: tuple[list[_Mention], list[list[_Mention]]] | None = None
         self.ids = _linked(self.answer, extract(self.answer), facts)
         self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
                                            {p.name for p in facts.roster.values()})))
@@ -215,12 +217,12 @@ class _Check:
             name = m.group(0)
             start, end = offset + m.start(), offset + m.end()
             group: list[_Mention] = []
-            if _PERSON_VERB.match(text[m.end():]):
+            if _PERSON_VERB.match(text, m.end(), m.end() + 40):
                 group = next((g for g in groups if g[0].start >= end), [])
-            elif _PERSON_BEFORE.search(text[:m.start()]):
+            elif _PERSON_BEFORE.search(text, max(0, m.start() - 40), m.start()):
                 group = next((g for g in reversed(groups) if g[-1].start < start), [])
-            elif re.match(r"^\s*[:(]", text[m.end():]) or re.search(r"both\s+(?:with|assigned to)\s*$",
-                                                                  text[:m.start()]):
+            elif re.match(r"^\s*[:(]", text[m.end():m.end() + 4]) or re.search(
+                    r"both\s+(?:with|assigned to)\s*$", text[max(0, m.start() - 30):m.start()]):
                 group = next((g for g in groups if g[0].start >= end), [])
             for mention in group:
                 fact = self._fact(mention)
@@ -230,13 +232,16 @@ class _Check:
                     break
 
     def _groups(self, mentions: list[_Mention]) -> list[list[_Mention]]:
-        """Mentions joined only by commas and "and" are one coordinated group."""
+        """Mentions joined only by commas and "and" are one coordinated group (worked out once per unit)."""
+        if self._grouped is not None and self._grouped[0] is mentions:
+            return self._grouped[1]
         groups: list[list[_Mention]] = []
         for mention in mentions:
             if groups and groups[-1][-1].end and _JOINED.match(self.answer[groups[-1][-1].end:mention.start]):
                 groups[-1].append(mention)
             else:
                 groups.append([mention])
+        self._grouped = (mentions, groups)
         return groups
 
     # identifiers
@@ -315,14 +320,17 @@ class _Check:
         if not mentions:
             return []
         groups = self._groups(mentions)
-        clause = max(self.answer.rfind(sep, 0, claim.start) for sep in (";", ". ", "\n")) + 1
+        window = max(0, claim.start - claimed.LOOK_BACK)
+        clause = max(self.answer.rfind(sep, window, claim.start) for sep in (";", ". ", "\n")) + 1
         before = [g for g in groups if g[0].start <= claim.start]
         group = before[-1] if before else groups[0]
-        if before and group[-1].start < clause and any(g[0].start >= claim.end for g in groups):
-            group = next(g for g in groups if g[0].start >= claim.end)
+        after = next((g for g in groups if g[0].start >= claim.end), None)
+        if before and group[-1].start < clause and after is not None:
+            group = after
         first = group[0]
+        between = max(group[-1].end, claim.start - claimed.LOOK_BACK)
         if (first.kind is RefKind.INCIDENT and claim.topic in (Topic.SEVERITY, Topic.STATUS)
-                and group[-1].start < claim.start and _ALERT_WORD.search(self.answer[group[-1].end:claim.start])):
+                and group[-1].start < claim.start and _ALERT_WORD.search(self.answer, between, claim.start)):
             return []  # "#14440 has 4 alerts, one of them Low": the claim is about an alert
         found: list[IncidentFact | AlertFact] = []
         for mention in group:
@@ -363,9 +371,11 @@ class _Check:
     def _restricted(self, claim: Claim) -> bool:
         """A count with a restriction the counted results cannot give ("each", "in the last 48 hours", an owner's
         name, "between"): unlinked, so left alone."""
-        clause_start = max(self.answer.rfind(sep, 0, claim.start) for sep in (";", ". ", "\n")) + 1
-        clause_end = min((i for i in (self.answer.find(sep, claim.end) for sep in (";", ". ", "\n")) if i >= 0),
-                         default=len(self.answer))
+        window = (max(0, claim.start - claimed.LOOK_BACK), min(len(self.answer), claim.end + claimed.LOOK_BACK))
+        clause_start = max(max(self.answer.rfind(sep, window[0], claim.start) for sep in (";", ". ", "\n")) + 1,
+                           window[0])
+        clause_end = min((i for i in (self.answer.find(sep, claim.end, window[1]) for sep in (";", ". ", "\n"))
+                          if i >= 0), default=window[1])
         clause = self.answer[clause_start:clause_end]
         if _COUNT_RESTRICTION.search(clause):
             return True
