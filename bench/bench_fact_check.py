@@ -103,10 +103,35 @@ async def main(runs: int) -> None:
           f"{len(turn_cpu)} turns)")
     world = await answer_corpus.build_world(SentinelClient(DemoBackend(seed=7, clock=lambda: NOW)), NOW)
     streamed(world, runs, turn_cpu)
+    hostile(world)
     await stored_state(runs <= 2)
     if os.environ.get("FACTCHECK_TUNING_ONLY") is None:
         await generated(world, smoke=runs <= 2)
     print(f"Benchmark took {time.monotonic() - started:.1f} s")
+
+
+def hostile(world: answer_corpus.World) -> None:
+    """Section 2c: answers no model should write, but a misbehaving one may: the check's cost stays in proportion
+    to their length (final check and streamed in 200-character steps)."""
+    facts, references = world.conversation.facts, world.conversation.references
+    number = world.incidents[0].number
+    cases = {"a table of 5,000 rows": "| Incident | Severity | Owner |\n|---|---|---|\n" + "\n".join(
+                 f"| {number} | Low | Eve |" for _ in range(5000)),
+             "3,000 references": " ".join(f"[{n}]" for n in range(3000)),
+             "1,500 claims on one line": ", ".join(f"#{number} is Low" for _ in range(1500)),
+             "one 36,000-character sentence": f"#{number} " + "is high and " * 3000 + "done.",
+             "look-alike digits and letters": ("#\uff11\uff14\uff14\uff14\uff10 on WS-F\u0406N-160. " * 400)}
+    print("\n== 2c. Hostile answers (CPU ms, one run each)")
+    for label, text in cases.items():
+        cpu = time.process_time()
+        grounding.annotate(text, grounding.check(text, facts, references, NOW))
+        final = (time.process_time() - cpu) * 1000
+        cpu = time.process_time()
+        stream = StreamCheck(facts, references, NOW)
+        for end in range(200, len(text) + 200, 200):
+            stream.advance(text[:end])
+        streamed_ms = (time.process_time() - cpu) * 1000
+        print(f"{label:32} {len(text):7d} chars: final {final:8.1f}, streamed {streamed_ms:8.1f}")
 
 
 STATE_TURNS = 30
