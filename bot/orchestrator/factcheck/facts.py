@@ -267,6 +267,8 @@ class Facts:
     roster: dict[str, RosterFact] = field(default_factory=dict)  # by lower-case name
     alert_names: dict[str, None] = field(default_factory=dict)  # lower-case
     trend_days: dict[str, int] = field(default_factory=dict)  # "2026-11-18": alerts that day (the latest trend)
+    trend_bins: dict[str, list[int]] = field(default_factory=dict)  # "Nov 18 00:00": alerts by severity (H, M, L, I)
+    trend_scope: str = ""
     sightings: dict[str, Sighting] = field(default_factory=dict)  # lower-case entity value
     _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _index: set[str] | None = field(default=None, repr=False, compare=False)
@@ -396,6 +398,10 @@ class Facts:
 
     def counts_for(self, noun: str, qualifiers: frozenset[str]) -> list[CountFact]:
         found = [c for c in self.counts if c.noun == noun and c.qualifiers == qualifiers]
+        severity = next(iter(qualifiers)).capitalize() if len(qualifiers) == 1 else ""
+        if noun == "alerts" and (not qualifiers or severity in SEVERITIES):  # the trend's bins
+            found += [CountFact("alerts", qualifiers, row[SEVERITIES.index(severity)] if severity else sum(row),
+                                f"{self.trend_scope} bin {label}") for label, row in self.trend_bins.items()]
         if noun == "alerts" and not qualifiers:  # each incident's own alert count
             found += [CountFact("alerts", frozenset(), f.alert_count, f"incident #{f.number}")
                       for f in self.incidents.values()]
@@ -431,6 +437,7 @@ class Facts:
                 "numbers": list(self.numbers), "scopes": list(scopes), "counts": counts,
                 "changes": [c.to_dict() for c in self.changes], "roster": [r.row() for r in self.roster.values()],
                 "alert_names": list(self.alert_names), "trend_days": self.trend_days,
+                "trend_bins": self.trend_bins, "trend_scope": self.trend_scope,
                 "sightings": {k: [_epoch(s.first), _epoch(s.last), s.alerts, s.high]
                               for k, s in self.sightings.items()}}
 
@@ -463,6 +470,9 @@ class Facts:
         facts.changes = [ChangeFact.from_dict(c) for c in _records(data.get("changes"))]
         facts.alert_names = dict.fromkeys(str(v) for v in data.get("alert_names", []))
         facts.trend_days = {str(k): int(v) for k, v in dict(data.get("trend_days", {})).items()}
+        facts.trend_bins = {str(k): [int(n) for n in v][:len(SEVERITIES)]
+                            for k, v in dict(data.get("trend_bins", {})).items() if isinstance(v, list)}
+        facts.trend_scope = str(data.get("trend_scope") or "")
         return facts
 
     @classmethod
@@ -496,12 +506,12 @@ class Facts:
             for b in bins:
                 tally[(b.severity.lower(),)] += b.count
             self._tally("alerts", scope, tally, bins)
-            by_day: Counter[str] = Counter()
+            # Each bin's counts by severity, kept as one small table (counts_for reads them as counts).
+            self.trend_scope, self.trend_bins = scope, {}
             for b in bins:
-                by_day[b.start.isoformat()] += b.count
-                self.add_count("alerts", (b.severity.lower(),), b.count, f"{scope} bin {b.start:%b %d %H:%M}")
-            for day, total in by_day.items():
-                self.add_count("alerts", (), total, f"{scope} bin {datetime.fromisoformat(day):%b %d %H:%M}")
+                row = self.trend_bins.setdefault(f"{b.start:%b %d %H:%M}", [0] * len(SEVERITIES))
+                if b.severity in SEVERITIES:
+                    row[SEVERITIES.index(b.severity)] += b.count
             days: Counter[str] = Counter()
             for b in bins:
                 days[f"{b.start:%Y-%m-%d}"] += b.count
