@@ -162,6 +162,12 @@ CORRECT: dict[str, Callable[[World], str]] = {
     "peak and quietest": lambda w: _peak_sentence(w),
     "a count under its label": lambda w: (f"Open incidents: {len(_open(w))}. "
                                           f"Closed: {len(w.incidents) - len(_open(w))}."),
+    "each incident its own entity": lambda w: (
+        f"#{w.details[0].incident.number} involves {w.details[0].entities[0].value}; "
+        f"#{w.details[1].incident.number} involves {w.details[1].entities[0].value}."),
+    "each incident its own tactic": lambda w: (
+        f"#{w.details[0].incident.number} maps to {w.details[0].incident.tactics[0]}, while "
+        f"#{w.details[1].incident.number} maps to {w.details[1].incident.tactics[-1]}."),
     "a hypothetical": lambda w: f"If #{_open(w)[0].number} were Low, it could wait until Monday.",
 }
 

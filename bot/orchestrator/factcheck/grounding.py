@@ -166,28 +166,43 @@ class _Check:
     def _relations(self, unit: structure.Unit, text: str, inside: list[Identifier], mentions: list[_Mention],
                    subject: list[IncidentFact], cells: list[structure.Cell] | None, span: tuple[int, int],
                    read: list[Claim]) -> None:
-        near = self._nearest_group(mentions, inside)
+        own = [m for m in mentions if unit.start <= m.start < unit.end and m.end > m.start]
+
+        def near(position: int) -> list[IncidentFact]:
+            """What a value at ``position`` is said of: the group of incidents before it in its clause, else the
+            one after it; the row's or heading's incidents when the unit names none itself."""
+            if not own:
+                return subject
+            group = self._near_group(own, position)
+            return [f for f in (self._fact(m) for m in group) if f is not None]
+
         self._problems(relations.entity_membership(inside, self.facts, near), span)
         cell_values = [(c.header, c.value, c.start) for c in cells or []]
-        self._problems(relations.alert_names(text, unit.start, self.facts, subject, cell_values), span)
+        self._problems(relations.alert_names(text, unit.start, self.facts, near, cell_values), span)
         if cells is None:
-            self._problems(relations.tactics_and_products(text, unit.start, subject), span)
+            self._problems(relations.tactics_and_products(text, unit.start, near), span)
         else:
             for c in cells:
                 if "tactic" in c.header.lower() or "product" in c.header.lower() or "source" in c.header.lower():
-                    self._problems(relations.tactics_and_products("from " + c.value, c.start - 5, subject), span)
+                    self._problems(relations.tactics_and_products("from " + c.value, c.start - 5,
+                                                                  lambda _: subject), span)
             self._row_counts(cells, span)
         moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
         self._problems(relations.trend_peak(text, unit.start, self.facts, moments), span)
         self._problems(relations.sightings(text, unit.start, self.facts, inside, moments), span)
         self._problems(relations.shares(text, unit.start, self.facts), span)
 
-    def _nearest_group(self, mentions: list[_Mention], inside: list[Identifier]) -> list[IncidentFact]:
-        """The incidents an entity in this unit is said to belong to: the group of mentions before it (else after)."""
-        incidents = [m for m in mentions if m.kind is RefKind.INCIDENT]
-        if not incidents:
-            return []
-        return [f for f in (self._fact(m) for m in incidents) if f is not None]
+    def _near_group(self, mentions: list[_Mention], position: int) -> list[_Mention]:
+        groups = self._groups(mentions)
+        window = max(0, position - claimed.LOOK_BACK)
+        clause = max(self.answer.rfind(sep, window, position) for sep in (";", ". ", "\n", ", while", ", whereas"))
+        before = [g for g in groups if g[-1].start < position and g[-1].start > clause]
+        if before:
+            return before[-1]
+        after = [g for g in groups if g[0].start > position]
+        end = min((i for i in (self.answer.find(sep, position, position + claimed.LOOK_BACK)
+                               for sep in (";", ". ", "\n")) if i >= 0), default=position + claimed.LOOK_BACK)
+        return after[0] if after and after[0][0].start < end else []
 
     def _problems(self, problems: list[relations.Problem], sentence: tuple[int, int]) -> None:
         for p in problems:

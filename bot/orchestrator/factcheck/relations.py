@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -80,13 +80,16 @@ class Problem:
 # -- incident relations ----------------------------------------------------------------------------------------
 
 
-def entity_membership(ids: Iterable[Identifier], facts: Facts, subject: list[IncidentFact]) -> list[Problem]:
+Near = Callable[[int], list[IncidentFact]]  # the incidents a position in the answer is said of
+
+
+def entity_membership(ids: Iterable[Identifier], facts: Facts, near: Near) -> list[Problem]:
     """An entity value the results returned, said to be part of incidents whose detail does not hold it."""
     problems = []
-    detailed = [f for f in subject if f.entities is not None]
-    if not detailed:
-        return []
     for identifier in ids:
+        detailed = [f for f in near(identifier.start) if f.entities is not None]
+        if not detailed:
+            continue
         if identifier.kind not in (IdKind.HOST, IdKind.ACCOUNT, IdKind.IP, IdKind.DOMAIN, IdKind.FILE, IdKind.HASH):
             continue
         if not facts.knows(identifier.kind, identifier.value):
@@ -100,7 +103,7 @@ def entity_membership(ids: Iterable[Identifier], facts: Facts, subject: list[Inc
     return problems
 
 
-def alert_names(text: str, offset: int, facts: Facts, subject: list[IncidentFact],
+def alert_names(text: str, offset: int, facts: Facts, near: Near,
                 cells: Iterable[tuple[str, str, int]] = ()) -> list[Problem]:
     """A quoted or bold name said to be an alert: it must be an alert a result holds (of the incident, when one
     is named and its detail was read)."""
@@ -109,8 +112,8 @@ def alert_names(text: str, offset: int, facts: Facts, subject: list[IncidentFact
         name = next(g for g in m.groups() if g is not None).strip()
         if m.group(4) is not None and (name.endswith(":") or _ALERT_WORD.search(name)):
             continue  # a bold label
-        near = text[max(0, m.start() - 30):m.end() + 30]
-        if _ALERT_WORD.search(near) and len(name.split()) >= 2 and not re.search(r"[#\[@\\/]|\d{3}", name):
+        around = text[max(0, m.start() - 30):m.end() + 30]
+        if _ALERT_WORD.search(around) and len(name.split()) >= 2 and not re.search(r"[#\[@\\/]|\d{3}", name):
             candidates.append((name, offset + m.start(), offset + m.end()))
     for header, value, start in cells:
         if header.lower().strip(" :") in _ALERT_HEADERS and not _QUOTED.search(value):
@@ -126,7 +129,7 @@ def alert_names(text: str, offset: int, facts: Facts, subject: list[IncidentFact
             problems.append(Problem("alert", start, end, f"no query in this conversation returned an alert named "
                                     f"\"{name}\"", "no such alert in the results"))
             continue
-        for f in subject:
+        for f in near(start):
             if f.alert_names is not None and key not in f.alert_names:
                 problems.append(Problem("alert", start, end, f"\"{name}\" is not one of #{f.number}'s alerts "
                                         f"({f.seen.describe()})", f"not an alert of #{f.number}"))
@@ -134,14 +137,12 @@ def alert_names(text: str, offset: int, facts: Facts, subject: list[IncidentFact
     return problems
 
 
-def tactics_and_products(text: str, offset: int, subject: list[IncidentFact]) -> list[Problem]:
+def tactics_and_products(text: str, offset: int, near: Near) -> list[Problem]:
     """A MITRE tactic or a product said of incidents whose records do not have it."""
-    if not subject:
-        return []
     problems = []
     for m in _TACTIC.finditer(text):
         tactic = re.sub(r"[\s-]", "", m.group(1)).lower()
-        wrong = [f for f in subject if f.tactics and tactic not in (t.lower() for t in f.tactics)]
+        wrong = [f for f in near(offset + m.start()) if f.tactics and tactic not in (t.lower() for t in f.tactics)]
         if wrong:
             f = wrong[0]
             problems.append(Problem("tactic", offset + m.start(), offset + m.end(),
@@ -151,7 +152,7 @@ def tactics_and_products(text: str, offset: int, subject: list[IncidentFact]) ->
         if not _PRODUCT_CUE.search(text[:m.start()]):
             continue
         product = m.group(1).lower()
-        wrong = [f for f in subject if f.products and product not in (p.lower() for p in f.products)]
+        wrong = [f for f in near(offset + m.start()) if f.products and product not in (p.lower() for p in f.products)]
         if wrong:
             f = wrong[0]
             problems.append(Problem("product", offset + m.start(), offset + m.end(),
