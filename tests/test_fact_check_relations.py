@@ -168,6 +168,8 @@ CORRECT: dict[str, Callable[[World], str]] = {
     "each incident its own tactic": lambda w: (
         f"#{w.details[0].incident.number} maps to {w.details[0].incident.tactics[0]}, while "
         f"#{w.details[1].incident.number} maps to {w.details[1].incident.tactics[-1]}."),
+    "a person beside an incident they do not own": lambda w: (
+        f"{_other_owner(w, _open(w)[0])} has seen this pattern before, in #{_open(w)[0].number}."),
     "a hypothetical": lambda w: f"If #{_open(w)[0].number} were Low, it could wait until Monday.",
 }
 

@@ -64,8 +64,10 @@ class _Mention:
 _JOINED = re.compile(r"^[\s,()*_]*(?:and|or|&|/|as well as|plus)?[\s,()*_]*$", re.IGNORECASE)
 _PERSON_BEFORE = re.compile(r"(?:assigned to|owned by|belongs? to|owner\s*[:=-]?|with|worked by|handled by|"
                             r"sits? with|is with|are with|picked up by|taken by)\s*[*_]*$", re.IGNORECASE)
-_PERSON_VERB = re.compile(r"[*_]*\s+(?:owns|has|holds|is handling|is working(?: on)?|took|picked up|is on|"
-                          r"is looking at|handles|is assigned|was assigned|got)\b", re.IGNORECASE)
+# "Chen owns #a and #b": a person, an ownership verb, then the incidents straight after it.
+_PERSON_VERB = re.compile(r"[*_]*\s+(?:already\s+|also\s+|still\s+)?(?:owns|has|holds|is handling|is working(?: on)?|"
+                          r"took|picked up|is on|is looking at|handles|is assigned(?: to)?|was assigned(?: to)?|got)"
+                          r"\s+(?:both\s+|all\s+|incidents?\s+|cases?\s+)?(?=#|\[|\*\*#|INC-?\d)", re.IGNORECASE)
 _COUNT_RESTRICTION = re.compile(r"\b(?:each|per|apiece|average|between|in the (?:last|past) \d+|"
                                 r"last \d+ (?:hours?|days?)|past \d+|since|created|opened|in this list|"
                                 r"of (?:them|these|those)|own|owns|related|linked|similar|other|more|another|"
