@@ -118,6 +118,12 @@ LIES: dict[str, Callable[[World], tuple[str, str]]] = {
                           f"{(_open(w)[0].created + timedelta(days=3)):%A}.",  # type: ignore[operator]
                           f"{(_open(w)[0].created + timedelta(days=3)):%A}"),  # type: ignore[operator]
     "next on call": lambda w: (f"{_late_starter(w).name} takes over next.", _late_starter(w).name),
+    "several labels on a line": lambda w: (
+        f"## #{_open(w)[0].number}\n\n**Severity:** {_open(w)[0].severity} · **Status:** {_open(w)[0].status} · "
+        f"**Owner:** {_other_owner(w, _open(w)[0])}", _other_owner(w, _open(w)[0])),
+    "an entity table under a sub-heading": lambda w: (
+        f"## #{_foreign_host(w)[0].incident.number}\n\n### Entities\n| Type | Value |\n|---|---|\n"
+        f"| entity | {_foreign_host(w)[1]} |", _foreign_host(w)[1]),
     "swapped entity counts": lambda w: (
         "| Entity | Alerts |\n|---|---|\n"
         f"| {w.entities[0].value} | {w.entities[1].alert_count} |\n"

@@ -85,6 +85,7 @@ class _Check:
         self.answer, self.facts, self.references, self.now = context + answer, facts, references, now
         self.findings: list[Finding] = []
         self._grouped: tuple[list[_Mention], list[list[_Mention]]] | None = None
+        self._spans: list[tuple[int, int]] = []  # every unit read so far, in order
         self.ids = _linked(self.answer, extract(self.answer), facts)
         self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
                                            {p.name for p in facts.roster.values()})))
@@ -97,11 +98,12 @@ class _Check:
             inside, cursor = self._ids_in(unit.start, unit.end, cursor)
             own = self._mentions(inside)
             by_span[(unit.start, unit.end)] = own
+            self._spans.append((unit.start, unit.end))
             inherited = self._inherited(unit, by_span) if not own else []
             if unit.end > self.context:
                 self._unit(unit, inside, own, inherited, previous)
-            if unit.kind == "heading":
-                previous = own
+            if unit.kind == "heading":  # "### Assessment" under "## #14440": "It ..." below is still #14440
+                previous = own or self._ancestors(unit, by_span)
             elif own or inherited:
                 previous = own or inherited
         return [replace(f, start=f.start - self.context, end=f.end - self.context,
@@ -122,14 +124,19 @@ class _Check:
     def _inherited(self, unit: structure.Unit, by_span: dict[tuple[int, int], list[_Mention]]) -> list[_Mention]:
         """A list item, a label line or a table row is about the record its heading or lead-in names; a sentence
         of prose is not (it continues only with "it", "this incident")."""
-        if unit.parent is None or (unit.kind == "text" and unit.cells is None):
+        if not unit.parents or (unit.kind == "text" and unit.cells is None):
             return []
-        starts = list(by_span)  # in order: the units of the parent line are found by bisection, not by a scan
-        index = bisect.bisect_left(starts, (unit.parent[0], 0))
-        while index < len(starts) and starts[index][0] <= unit.parent[1]:
-            if by_span[starts[index]]:
-                return by_span[starts[index]]
-            index += 1
+        return self._ancestors(unit, by_span)
+
+    def _ancestors(self, unit: structure.Unit, by_span: dict[tuple[int, int], list[_Mention]]) -> list[_Mention]:
+        """The mentions of the nearest line above that names a record: its lead-in, its heading, the heading above."""
+        starts = self._spans  # in order: the units of a parent line are found by bisection, not by a scan
+        for parent in unit.parents:
+            index = bisect.bisect_left(starts, (parent[0], 0))
+            while index < len(starts) and starts[index][0] <= parent[1]:
+                if by_span[starts[index]]:
+                    return by_span[starts[index]]
+                index += 1
         return []
 
     def _unit(self, unit: structure.Unit, inside: list[Identifier], own: list[_Mention],

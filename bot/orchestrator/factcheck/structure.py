@@ -30,14 +30,18 @@ class Unit:
     end: int
     kind: str  # "heading", "item", "row", "text"
     cells: tuple[Cell, ...] | None = None  # a table row or a "Label: value" line
-    parent: tuple[int, int] | None = None  # the line whose subject it inherits
+    parents: tuple[tuple[int, int], ...] = ()  # the lines whose subject it inherits, nearest first
+
+    @property
+    def parent(self) -> tuple[int, int] | None:
+        return self.parents[0] if self.parents else None
 
 
 _HEADING = re.compile(r"^\s{0,3}(?:#{1,6}\s+\S|\*\*[^*]+\*\*\s*:?\s*$|__[^_]+__\s*$)")
 _ITEM = re.compile(r"^(\s*)(?:[-*•+]|\d{1,3}[.)])\s+")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LABEL = re.compile(r"^(?P<lead>[\s*_>]*)(?P<label>[A-Za-z][A-Za-z ()/.-]{0,28}?)[*_]*\s*:\s*[*_]*(?P<value>\S.*?)"
-                    r"[*_]*\s*$")
+_LABEL = re.compile(r"^(?P<lead>[\s*_>]*)(?P<label>[A-Za-z][A-Za-z ()/.-]{0,28}?)[*_]*\s*:\s*[*_]*\s*"
+                    r"(?P<value>[^\s*_].*?)[*_]*\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z#\[*(\d✅⚠\"'])")
 # What makes a line a lead-in for the list that follows ("Open incidents:", "#14448 - what I found:").
 _LEAD_IN = re.compile(r":\s*$")
@@ -46,7 +50,7 @@ _LEAD_IN = re.compile(r":\s*$")
 def read(answer: str) -> Iterator[Unit]:
     """Every unit of ``answer`` in order."""
     headers: list[str] | None = None
-    heading: tuple[int, int] | None = None
+    headings: list[tuple[int, tuple[int, int]]] = []  # open headings: (level, span), the innermost last
     lead_in: tuple[int, int] | None = None
     items: list[tuple[int, tuple[int, int]]] = []  # open list items: (indent, span), for nested lists
     offset = 0
@@ -65,29 +69,42 @@ def read(answer: str) -> Iterator[Unit]:
                 continue
             if _TABLE_RULE.match(line):
                 continue
-            yield Unit(start, end, "row", tuple(_cells(line, start, headers or [])), heading or lead_in)
+            chain = _chain(headings)
+            yield Unit(start, end, "row", tuple(_cells(line, start, headers or [])),
+                       (lead_in, *chain) if lead_in else chain)
             continue
         headers = None
         if _HEADING.match(line):
-            heading, lead_in, items = (start, end), None, []
-            yield Unit(start, end, "heading")
+            level = len(line.lstrip()) - len(line.lstrip().lstrip("#")) or 7  # a bold line is the innermost
+            headings = [(lv, span) for lv, span in headings if lv < level] + [(level, (start, end))]
+            lead_in, items = None, []
+            yield Unit(start, end, "heading", None, _chain(headings[:-1]))
             continue
         item = _ITEM.match(line)
         if item:
             indent = len(item.group(1))
             items = [(i, span) for i, span in items if i < indent]
-            parent = items[-1][1] if items else (lead_in or heading)
+            near = items[-1][1] if items else lead_in
             items.append((indent, (start, end)))
-            yield from _line(line, start, "item", parent, item.end())
+            chain = _chain(headings)
+            yield from _line(line, start, "item", (near, *chain) if near else chain, item.end())
             continue
         items = []
         lead_in = (start, end) if _LEAD_IN.search(line) and not _LABEL.match(line.rstrip(": ")) else None
-        yield from _line(line, start, "text", heading, 0)
+        yield from _line(line, start, "text", _chain(headings), 0)
 
 
-def _line(line: str, start: int, kind: str, parent: tuple[int, int] | None, body: int) -> Iterator[Unit]:
-    """A list item or a paragraph line: a "Label: value" cell, or its sentences."""
+def _chain(headings: list[tuple[int, tuple[int, int]]]) -> tuple[tuple[int, int], ...]:
+    return tuple(span for _, span in reversed(headings))
+
+
+def _line(line: str, start: int, kind: str, parent: tuple[tuple[int, int], ...], body: int) -> Iterator[Unit]:
+    """A list item or a paragraph line: "Label: value" cells, or its sentences."""
     text = line[body:]
+    pairs = _pairs(text, start + body)
+    if pairs:
+        yield Unit(start, start + len(line), kind, pairs, parent)
+        return
     label = _LABEL.match(text)
     if label and len(label.group("label").split()) <= 3 and len(text) <= 160 and not _SENTENCE_END.search(text):
         value_start = start + body + label.start("value")
@@ -101,6 +118,29 @@ def _line(line: str, start: int, kind: str, parent: tuple[int, int] | None, body
         position = m.end()
     if line[position:].strip():
         yield Unit(start + position, start + len(line), kind, None, parent)
+
+
+_SEPARATOR = re.compile(r"\s*[·|•;]\s*|\s{2,}")
+
+
+def _pairs(text: str, offset: int) -> tuple[Cell, ...]:
+    """"**Severity:** High · **Status:** Active · **Owner:** Chen": several labels on one line, one cell each."""
+    if len(text) > 300 or text.count(":") < 2:
+        return ()
+    cells = []
+    position = 0
+    pieces = [*_SEPARATOR.finditer(text), None]
+    for separator in pieces:
+        end = separator.start() if separator else len(text)
+        piece = text[position:end]
+        label = _LABEL.match(piece)
+        if not label or len(label.group("label").split()) > 3:
+            return ()
+        value_start = offset + position + label.start("value")
+        cells.append(Cell(label.group("label").strip(" .-"), label.group("value"), value_start,
+                          value_start + len(label.group("value"))))
+        position = separator.end() if separator else end
+    return tuple(cells) if len(cells) >= 2 else ()
 
 
 def _cells(line: str, offset: int, headers: list[str]) -> list[Cell]:
