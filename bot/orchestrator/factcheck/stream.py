@@ -31,7 +31,7 @@ class StreamCheck:
         self.shown: list[str] = []  # the marked pieces, in order
         self.findings: list[Finding] = []  # spans relative to the whole answer
         self.done = 0  # how much of the answer has been checked
-        self.heading = ""
+        self.headings: list[tuple[int, str]] = []  # the open headings (level, line), outermost first
         self.lead_in = ""
         self.table: list[str] = []  # the current table's header and rule lines
         self.line = ""  # the line in progress up to ``done`` (its list marker and last sentence are context)
@@ -61,7 +61,7 @@ class StreamCheck:
         return cut
 
     def _context(self) -> str:
-        lines = [line for line in (self.heading, self.lead_in, *self.table) if line]
+        lines = [line for line in (*(h for _, h in self.headings), self.lead_in, *self.table) if line]
         current = self.line
         if current:
             marker = _ITEM.match(current)
@@ -91,7 +91,9 @@ class StreamCheck:
             return
         self.table = []
         if _HEADING.match(line):
-            self.heading, self.lead_in = text, ""
+            level = len(line.lstrip()) - len(line.lstrip().lstrip("#")) or 7
+            self.headings = [(lv, h) for lv, h in self.headings if lv < level][-5:] + [(level, text)]
+            self.lead_in = ""
         elif _ITEM.match(line):
             return
         else:
