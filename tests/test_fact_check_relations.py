@@ -287,3 +287,22 @@ def test_a_new_result_type_adds_its_facts_in_one_place() -> None:
     facts.observe(result, NOW)
     check = grounding.check("SRV-HUNT-01 beaconed; see #77.", facts, References(), NOW)
     assert check == [] and grounding.check("SRV-HUNT-02 beaconed.", facts, References(), NOW)
+
+
+async def test_the_peak_hour_of_an_hourly_trend(demo_client: SentinelClient) -> None:
+    result = await demo_client.run("get_alert_trend", {"time_window": "last_24h"})
+    assert isinstance(result, QueryResult)
+    conversation = Conversation()
+    conversation.remember(result, NOW)
+    totals: dict[Any, int] = {}
+    for b in result.records:
+        totals[b.start] = totals.get(b.start, 0) + b.count
+    peak = max(totals, key=lambda t: totals[t])
+    quiet = next(t for t in totals if totals[t] < totals[peak] and all(
+        totals[u] < totals[peak] for u in totals if u.hour == t.hour))
+
+    def check(text: str) -> list[grounding.Finding]:
+        return grounding.check(text, conversation.facts, conversation.references, NOW)
+
+    assert check(f"Alerts peaked at {peak:%H:%M} UTC.") == []
+    assert [f.claimed for f in check(f"Alerts peaked at {quiet:%H:%M} UTC.")] == [f"{quiet:%H:%M}"]

@@ -197,7 +197,9 @@ class _Check:
                                                                   lambda _: subject), span)
             self._row_counts(cells, span)
         moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
-        self._problems(relations.trend_peak(text, unit.start, self.facts, moments), span)
+        clocks = [(c.moment, c.start, c.end) for c in read
+                  if c.topic is Topic.TIME and c.moment is not None and c.precision == "utc-clock"]
+        self._problems(relations.trend_peak(text, unit.start, self.facts, moments, clocks), span)
         self._problems(relations.sightings(text, unit.start, self.facts, inside, moments), span)
         self._problems(relations.shares(text, unit.start, self.facts), span)
 

@@ -295,11 +295,23 @@ def _days_after(text: str, offset: int, at: int, moments: Iterable[tuple[datetim
     return found
 
 
-def trend_peak(text: str, offset: int, facts: Facts, moments: Iterable[tuple[datetime, int, int]]) -> list[Problem]:
-    """"Alerts peaked on Tuesday / Nov 18": the day with the most alerts in the latest trend (the day named right
-    after the peak word; "quietest was Friday" in the same sentence is another day)."""
+def trend_peak(text: str, offset: int, facts: Facts, moments: Iterable[tuple[datetime, int, int]],
+               clocks: Iterable[tuple[datetime, int, int]] = ()) -> list[Problem]:
+    """"Alerts peaked on Tuesday / Nov 18 / at 14:00 UTC": the day (or, for an hourly trend, the hour) with the most
+    alerts in the latest trend, named right after the peak word ("quietest was Friday" is another day)."""
     m = _PEAK.search(text) if facts.trend_days else None
     if m is None:
+        return []
+    hourly = len(facts.trend_bins) > len(facts.trend_days)
+    clock = next(((c, s, e) for c, s, e in clocks if 0 <= s - offset - m.end() <= 60), None)
+    if hourly and clock is not None:
+        totals = {label: sum(row) for label, row in facts.trend_bins.items()}
+        top = max(totals.values())
+        said = [label for label in totals if label.endswith(f"{clock[0]:%H}:00")]
+        if said and all(totals[label] < top for label in said):
+            peak_label = max(totals, key=lambda label: totals[label])
+            return [Problem("trend", clock[1], clock[2], f"the trend's busiest hour is {peak_label} UTC ({top} alerts)",
+                            f"trend peak: {peak_label[-5:]} UTC")]
         return []
     peak = max(facts.trend_days, key=lambda d: facts.trend_days[d])
     peak_day = datetime.fromisoformat(peak)
