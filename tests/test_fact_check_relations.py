@@ -306,3 +306,18 @@ async def test_the_peak_hour_of_an_hourly_trend(demo_client: SentinelClient) -> 
 
     assert check(f"Alerts peaked at {peak:%H:%M} UTC.") == []
     assert [f.claimed for f in check(f"Alerts peaked at {quiet:%H:%M} UTC.")] == [f"{quiet:%H:%M}"]
+
+
+async def test_stored_facts_and_references_read_back_as_they_were(world: World) -> None:
+    import json
+
+    facts, references = world.conversation.facts, world.conversation.references
+    again = Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    for name in ("incidents", "alerts", "identifiers", "numbers", "counts", "roster", "alert_names", "trend_days",
+                 "trend_bins", "sightings", "changes"):
+        assert getattr(again, name) == getattr(facts, name), name
+    stored = References.from_dict(json.loads(json.dumps(references.to_dict())))
+    assert [(r.n, r.kind, r.key, r.label) for r in stored.items] == \
+        [(r.n, r.kind, r.key, r.label) for r in references.items]
+    old = {"items": [r.to_dict() for r in references.items], "next_n": references.next_n}  # before the rows
+    assert [r.label for r in References.from_dict(old).items] == [r.label for r in references.items]

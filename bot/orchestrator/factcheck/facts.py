@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.sentinel.models import (
@@ -43,7 +43,7 @@ from bot.sentinel.models import (
 
 # Sized for the conversation's state budget (teams/state.py): about 16 KB when all are full.
 MAX_INCIDENTS = 100
-MAX_ALERTS = 40
+MAX_ALERTS = 30
 MAX_IDENTIFIERS = 600
 MAX_COUNTS = 100
 MAX_CHANGES = 20
@@ -278,7 +278,7 @@ class Facts:
     def observe(self, result: QueryResult, at: datetime) -> None:
         """Record what a query returned."""
         self._stored = None
-        seen = Seen(result.metadata.tool, at)
+        seen = Seen(result.metadata.tool, _second(at))
         texts: list[str] = []
         for record in result.records:
             record_fn = _recorder_for(type(record))
@@ -305,7 +305,7 @@ class Facts:
         fact = self.incidents.get(incident)
         if fact is not None and status is not None:
             self.put_incident(replace(fact, severity=severity or fact.severity, status=status,
-                                      owner=owner, classification=classification, seen=Seen(tool, at)))
+                                      owner=owner, classification=classification, seen=Seen(tool, _second(at))))
 
     def migrate(self, known_incidents: Iterable[int], known_values: Iterable[str]) -> None:
         """State written before facts existed: its identifiers still count as seen."""
@@ -334,7 +334,8 @@ class Facts:
     def put_alert(self, alert: AlertSummary, seen: Seen) -> None:
         self._stored = None
         self.alerts.pop(alert.alert_id, None)
-        self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, alert.time, seen)
+        self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, _second(alert.time),
+                                                seen)
         _trim(self.alerts, MAX_ALERTS)
         _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)  # its id is known as the alert's key
         for label in alert.entities:
@@ -436,7 +437,7 @@ class Facts:
                 "incidents": incidents, "alerts": alerts, "identifiers": list(self.identifiers),
                 "numbers": list(self.numbers), "scopes": list(scopes), "counts": counts,
                 "changes": [c.to_dict() for c in self.changes], "roster": [r.row() for r in self.roster.values()],
-                "alert_names": list(self.alert_names), "trend_days": self.trend_days,
+                "alert_names": [strings.get(n, n) for n in self.alert_names], "trend_days": self.trend_days,
                 "trend_bins": self.trend_bins, "trend_scope": self.trend_scope,
                 "sightings": {k: [_epoch(s.first), _epoch(s.last), s.alerts, s.high]
                               for k, s in self.sightings.items()}}
@@ -468,7 +469,9 @@ class Facts:
         facts.identifiers = dict.fromkeys(str(v) for v in data.get("identifiers", []))
         facts.numbers = dict.fromkeys(int(n) for n in data.get("numbers", []))
         facts.changes = [ChangeFact.from_dict(c) for c in _records(data.get("changes"))]
-        facts.alert_names = dict.fromkeys(str(v) for v in data.get("alert_names", []))
+        strings = [str(s) for s in data.get("strings", [])]
+        facts.alert_names = dict.fromkeys(strings[v] if isinstance(v, int) and 0 <= v < len(strings) else str(v)
+                                          for v in data.get("alert_names", []))
         facts.trend_days = {str(k): int(v) for k, v in dict(data.get("trend_days", {})).items()}
         facts.trend_bins = {str(k): [int(n) for n in v][:len(SEVERITIES)]
                             for k, v in dict(data.get("trend_bins", {})).items() if isinstance(v, list)}
@@ -552,12 +555,13 @@ class Facts:
 
 def _incident_fact(facts: Facts, incident: Incident, seen: Seen, extra_times: Iterable[datetime | None] = (),
                    **relations: Any) -> IncidentFact:
-    times = tuple(t for t in (incident.created, incident.last_modified, *extra_times) if t is not None)
+    # Times are kept to the second, as they are stored: a check reads the same facts before and after a save.
+    times = tuple(_second(t) for t in (incident.created, incident.last_modified, *extra_times) if t is not None)
     known = facts.incidents.get(incident.number)
     if known is not None and not relations:  # a listing does not forget what the detail showed
         relations = {"entities": known.entities, "alert_names": known.alert_names}
     fact = IncidentFact(incident.number, incident.severity, incident.status, incident.owner,
-                        incident.classification, incident.alert_count, incident.created, times, seen,
+                        incident.classification, incident.alert_count, _second(incident.created), times, seen,
                         tuple(incident.tactics), tuple(incident.products), **relations)
     facts.put_incident(fact)
     if incident.owner:
@@ -599,7 +603,8 @@ def _record_alert(facts: Facts, alert: AlertSummary, seen: Seen) -> Iterable[str
 @recorder(EntityCount)
 def _record_entity_count(facts: Facts, record: EntityCount, seen: Seen) -> Iterable[str]:
     facts.identify(record.type, record.value)
-    sighting = Sighting(record.first_seen, record.last_seen, record.alert_count, record.high_severity_count)
+    sighting = Sighting(_second(record.first_seen), _second(record.last_seen), record.alert_count,
+                        record.high_severity_count)
     for form in _entity_forms(record.type, record.value):
         facts.sightings.pop(form, None)
         facts.sightings[form] = sighting
@@ -615,7 +620,8 @@ def _record_on_call(facts: Facts, entry: OnCallEntry, seen: Seen) -> Iterable[st
     for entity_type, value in entry.identifiers():
         facts.identify(entity_type, value)
     emails = tuple(dict.fromkeys(v.lower() for v in (entry.upn, entry.email) if v))
-    fact = RosterFact(entry.name, emails, entry.phone, entry.team, entry.shift_start, entry.shift_end, entry.as_of)
+    fact = RosterFact(entry.name, emails, entry.phone, entry.team, *(_second(t) or t for t in (
+        entry.shift_start, entry.shift_end, entry.as_of)))
     facts.roster.pop(entry.name.lower(), None)
     facts.roster[entry.name.lower()] = fact
     _trim(facts.roster, MAX_ROSTER)
@@ -706,6 +712,18 @@ def _records(value: Any) -> list[dict[str, Any]]:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+@overload
+def _second(value: datetime) -> datetime: ...
+@overload
+def _second(value: None) -> None: ...
+def _second(value: datetime | None) -> datetime | None:
+    """A time to the second, in UTC (the stored form holds epoch seconds)."""
+    if value is None:
+        return None
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)  # naive times are UTC
+    return value.replace(microsecond=0)
 
 
 def _epoch(value: datetime | None) -> int | None:
