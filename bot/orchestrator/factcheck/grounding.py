@@ -1,14 +1,17 @@
 """The fact check: every identifier and every claim about a record in an answer, checked against the facts.
 
-``check`` reads the answer sentence by sentence (and markdown tables row by row). Identifiers must be in
-this conversation's results as whole, normalised tokens (``facts.Facts.knows``). Claims (``claims.find``)
-are tied to the incident or alert the sentence names (by number, ``[n]`` or "it" after one) and compared
-with its record: severity, status, owner, classification, times; counts with what the bot computed from
-the results; "I closed it" with the changes this conversation confirmed. ``annotate`` marks each mismatch
-at the claim and summarises them above the answer; risky content (a block of an indicator no result
-contains, benign or closing advice the record does not support) is withheld instead of footnoted.
+``check`` reads the answer's structure (``structure.read``: sentences, list items under their heading or lead-in,
+"Label: value" lines, table rows under their headers). Identifiers must be in this conversation's results as
+whole, normalised tokens (``facts.Facts.knows``); entity values written as plain words are found by looking them
+up. A claim (``claims.find``, or a cell under its header) is tied to the records its unit links to: the
+coordinated group it follows ("#a, #b and #c are all High" holds for each), the row's incident, the heading a
+bullet hangs under, "it" after one; people to the incidents an ownership verb names. Relations between records
+are checked by ``relations``. Instructions, recommendations, hypotheticals and questions assert nothing; a
+claim linked to no record, or with a restriction the results cannot count ("each", "in the last 48 hours"), is
+left alone. ``annotate`` marks each mismatch at the claim and summarises them above the answer; risky content
+(a block of an indicator no result contains, benign or closing advice the record does not support) is withheld
+instead of footnoted, never an instruction.
 """
-
 from __future__ import annotations
 
 import bisect
@@ -32,8 +35,6 @@ _BLOCK = re.compile(r"\b(block(?:list)?|blacklist|deny[- ]?list|ban|isolate|quar
 # A sentence that names no record but continues about the last one: "It is ...", "This one has ...".
 _CARRY = re.compile(r"^\W*(?:it|its|it's|they|both|which)\b|^\W*(?:this|that)\s+(?:one|incident|case|alert|is|was|has|"
                     r"had)\b|\b(?:it|this incident|that incident|the incident)\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z#\[*(\d✅⚠])")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _ALERT_WORD = re.compile(r"\balerts?\b", re.IGNORECASE)
 MAX_SUMMARY_LINES = 6
 
