@@ -124,6 +124,8 @@ LIES: dict[str, Callable[[World], tuple[str, str]]] = {
     "an entity table under a sub-heading": lambda w: (
         f"## #{_foreign_host(w)[0].incident.number}\n\n### Entities\n| Type | Value |\n|---|---|\n"
         f"| entity | {_foreign_host(w)[1]} |", _foreign_host(w)[1]),
+    "an owned incident under 'Unassigned'": lambda w: (
+        f"- **Unassigned**: #{_open(w)[0].number}", f"#{_open(w)[0].number}"),
     "swapped entity counts": lambda w: (
         "| Entity | Alerts |\n|---|---|\n"
         f"| {w.entities[0].value} | {w.entities[1].alert_count} |\n"
@@ -176,6 +178,10 @@ CORRECT: dict[str, Callable[[World], str]] = {
         f"#{w.details[1].incident.number} maps to {w.details[1].incident.tactics[-1]}."),
     "a person beside an incident they do not own": lambda w: (
         f"{_other_owner(w, _open(w)[0])} has seen this pattern before, in #{_open(w)[0].number}."),
+    "a handover list by owner": lambda w: "\n".join(
+        [f"- **{owner}**: " + ", ".join(f"#{i.number}" for i in _open(w) if i.owner == owner)
+         for owner in sorted({i.owner for i in _open(w) if i.owner})]
+        + ["- **Unassigned**: " + ", ".join(f"#{i.number}" for i in _open(w) if not i.owner)]),
     "a hypothetical": lambda w: f"If #{_open(w)[0].number} were Low, it could wait until Monday.",
 }
 

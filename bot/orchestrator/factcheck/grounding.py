@@ -75,6 +75,7 @@ _COUNT_RESTRICTION = re.compile(r"\b(?:each|per|apiece|average|between|in the (?
                                 r"new this)\b", re.IGNORECASE)
 _FIELDS = {"severity": "severity", "sev": "severity", "priority": "severity", "status": "status", "state": "status",
            "owner": "owner", "assigned": "owner", "assigned to": "owner", "assignee": "owner", "owned by": "owner"}
+_UNOWNED_LABEL = re.compile(r"^\s*(?:unassigned|not assigned|no owner|nobody|unowned)\b", re.IGNORECASE)
 _BARE = re.compile(r"^[\s*_>•+-]*(?:\d{1,3}[.)]\s*)?[*_\s]*"
                    r"(High|Medium|Low|Informational|New|Active|Closed|Resolved|Open)[*_\s.]*$", re.IGNORECASE)
 
@@ -625,7 +626,9 @@ def _cell_claims(cells: list[structure.Cell], now: datetime) -> list[Claim]:
             value_of = claimed.status_value(word.capitalize() if word.lower() in ("active", "closed", "new") else word)
             if value_of:
                 found.append(Claim(Topic.STATUS, value_of, *span))
-        elif kind == "owner":
+        elif kind == "owner" and _UNOWNED_LABEL.match(cell.header):
+            found.append(Claim(Topic.OWNER, "", *span))  # "**Unassigned**: #a, #b": each has no owner
+        elif kind == "owner" and not re.match(r"[#\[]\s*\d", value):  # "Owner: #14448" names no owner
             nobody = value.lower() in ("-", "unassigned", "none", "nobody", "—")
             found.append(Claim(Topic.OWNER, "" if nobody else value, *span))
         elif kind == "alerts" and value.replace(",", "").isdigit():
