@@ -60,6 +60,11 @@ def _off_shift(w: World) -> OnCallEntry:
     return next(e for e in w.roster if not e.on_shift)
 
 
+def _not_theirs(w: World) -> Incident:
+    """An open incident another analyst than the first open incident's owner owns."""
+    return next(i for i in _open(w) if i.owner and i.owner != _open(w)[0].owner)
+
+
 def _late_starter(w: World) -> OnCallEntry:
     """Someone off shift who is not among the next to start."""
     upcoming = sorted((e for e in w.roster if not e.on_shift), key=lambda e: e.shift_start)
@@ -126,6 +131,9 @@ LIES: dict[str, Callable[[World], tuple[str, str]]] = {
         f"| entity | {_foreign_host(w)[1]} |", _foreign_host(w)[1]),
     "an owned incident under 'Unassigned'": lambda w: (
         f"- **Unassigned**: #{_open(w)[0].number}", f"#{_open(w)[0].number}"),
+    "a person's list holding another's incident": lambda w: (
+        f"- **{_open(w)[0].owner}**: #{_open(w)[0].number} (High), #{_not_theirs(w).number}",
+        f"#{_open(w)[0].number} (High), #{_not_theirs(w).number}"),
     "swapped entity counts": lambda w: (
         "| Entity | Alerts |\n|---|---|\n"
         f"| {w.entities[0].value} | {w.entities[1].alert_count} |\n"

@@ -151,8 +151,13 @@ class _Check:
         if unit.kind == "heading":
             return
         cells = list(unit.cells) if unit.cells is not None else None
-        if cells is not None and unit.kind != "row" and not any(_FIELDS.get(c.header.lower()) or
-                                                                 _cell_kind(c.header) for c in cells):
+        if cells is not None and unit.kind != "row" and len(cells) == 1 and self.people and \
+                self.people.fullmatch(cells[0].header.strip("*_ ")) and re.match(r"[#\[]\s*\d", cells[0].value):
+            # "**Chen Wei**: #14448, #14449": a person's incidents
+            cell = cells[0]
+            cells = [structure.Cell("owner", cell.header.strip("*_ "), cell.start, cell.end)]
+        elif cells is not None and unit.kind != "row" and not any(_FIELDS.get(c.header.lower()) or
+                                                                   _cell_kind(c.header) for c in cells):
             cells = None  # "Note: ..." is a sentence with a label
         if cells is None and unit.kind == "item" and (bare := _BARE.match(text)):
             word = bare.group(1)
@@ -169,7 +174,9 @@ class _Check:
             mentions = [_Mention(m.kind, m.key, unit.start, unit.start) for m in previous]
         subject = [f for f in (self._fact(m) for m in mentions) if f is not None]
         for claim in found:
-            self._verify(claim, mentions, span)
+            listed = [m for m in mentions if claim.start <= m.start < claim.end] if cells and unit.kind != "row" else []
+            for each in ([m] for m in listed) if len(listed) > 1 else [mentions]:
+                self._verify(claim, each, span)  # "**Unassigned**: #a (High), #b (Low)": a label holds for each
         if asserted:
             self._owners(text, unit.start, mentions, span)
             self._relations(unit, text, inside, mentions, subject, cells, span, read)
