@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -328,7 +327,6 @@ class _Asking:
     live: _LiveAnswer | None = None  # where the answer streams to, if anywhere
 
 
-_SENTENCE_END = re.compile(r"[.!?:](?=\s)|\n")
 
 
 class _LiveAnswer:
@@ -337,17 +335,14 @@ class _LiveAnswer:
 
     def __init__(self, sink: TextSink, conversation: Conversation, clock: Callable[[], datetime]) -> None:
         self.sink, self.conversation, self.clock = sink, conversation, clock
-        self.shown = 0
+        self.check: factcheck.StreamCheck | None = None
 
     async def __call__(self, so_far: str) -> None:
-        ends = [m.end() for m in _SENTENCE_END.finditer(so_far)]
-        cut = ends[-1] if ends else 0
-        if cut <= self.shown:
-            return
-        self.shown = cut
-        done = so_far[:cut].rstrip()
-        findings = factcheck.check(done, self.conversation.facts, self.conversation.references, self.clock())
-        await self.sink(factcheck.mark(done, findings))
+        if self.check is None or len(so_far) < self.check.done:  # a new answer (after a retried model call)
+            self.check = factcheck.StreamCheck(self.conversation.facts, self.conversation.references, self.clock())
+        shown = self.check.advance(so_far)  # checks only the sentences finished since the last call
+        if shown is not None:
+            await self.sink(shown)
 
 
 def _shrink_results(turn: list[Item]) -> bool:

@@ -109,13 +109,20 @@ class References:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"items": [r.to_dict() for r in self.items], "next_n": self.next_n, "last_incident": self.last_incident}
+        """Stored compactly (the state bound keeps more turns of history): a row per reference, [n, kind's first
+        letter, key, label], the label left out (null) when it is the one an entity's key gives."""
+        rows = [[r.n, r.kind.value[0], r.key, None if r.label == _entity_label(r) else r.label] for r in self.items]
+        return {"rows": rows, "next_n": self.next_n, "last_incident": self.last_incident}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> References:
         data = data or {}
         items = [Reference(int(r["n"]), RefKind(str(r["kind"])), str(r["key"]), str(r["label"]))
-                 for r in data.get("items", [])]
+                 for r in data.get("items", [])]  # stored before the compact rows
+        for n, kind, key, label in data.get("rows", []):
+            reference = Reference(int(n), _KINDS[str(kind)], str(key), "")
+            reference.label = str(label) if label is not None else (_entity_label(reference) or "")
+            items.append(reference)
         return cls(items=items, next_n=int(data.get("next_n", len(items) + 1)), last_incident=data.get("last_incident"))
 
     def _incident(self, incident: Incident) -> int:
@@ -128,6 +135,17 @@ class References:
     def _entity(self, entity_type: str, value: str, note: str = "") -> int:
         label = f"{entity_type} {_short(value)}" + (f" ({note})" if note else "")
         return self.assign(RefKind.ENTITY, f"{entity_type}:{value}", label)
+
+
+_KINDS = {kind.value[0]: kind for kind in RefKind}
+
+
+def _entity_label(reference: Reference) -> str | None:
+    """The label ``_entity`` gives an entity reference without a note, from its key ("host:ws-1" -> "host ws-1")."""
+    if reference.kind is not RefKind.ENTITY:
+        return None
+    entity_type, _, value = reference.key.partition(":")
+    return f"{entity_type} {_short(value)}"
 
 
 def _context_label(reference: Reference) -> str:

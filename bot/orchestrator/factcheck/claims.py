@@ -9,6 +9,7 @@ positive", "once you have checked, close it") is not a claim.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,20 +51,28 @@ _SEV = r"(high|medium|low|informational)"
 _NOT_SEVERITY_AFTER = (r"(?![-\s]+(?:confidence|risk|volume|impact|fidelity|level|number|value|alerts?|incidents?|"
                        r"severity|sev|amount|rate|traffic|usage|cpu|memory|privilege|count|bandwidth|entropy))")
 _SEVERITY = [
-    re.compile(rf"\b{_SEV}[-\s]+(?:sev(?:erity)?|priority)\b", re.IGNORECASE),
+    re.compile(rf"\b{_SEV}[-\s]+(?:sev(?:erity)?|priority)\b(?![-\s]+(?:alerts|incidents|ones|items))",
+               re.IGNORECASE),
     re.compile(rf"\bsev(?:erity)?\b\s*(?:is|was|of|:|=|-|level|rating)?\s*(?:only\s+|just\s+|now\s+|still\s+|set\s+to\s+)?"
                rf"{_SEV}\b", re.IGNORECASE),
     re.compile(rf"\b(?:is|was|as|are|were|rated|marked|only|just)\s+(?:only\s+|just\s+|a\s+|an\s+|rated\s+|marked\s+)?"
                rf"{_SEV}\b{_NOT_SEVERITY_AFTER}", re.IGNORECASE),
-    re.compile(rf"\b(High|Medium|Low|Informational)\b{_NOT_SEVERITY_AFTER}"),
+    re.compile(rf"\b(High|Medium|Low|Informational)\b{_NOT_SEVERITY_AFTER}(?!\s+[A-Z][a-z])"),
+    # Sentinel has no Critical: an incident called critical is said to be High
+    re.compile(rf"\b(?:is|was|are|were|as|rated|marked)\s+(?:a\s+|an\s+|all\s+)?(critical)\b{_NOT_SEVERITY_AFTER}",
+               re.IGNORECASE),
 ]
 _STATUS = [
     re.compile(r"\bstatus\b\s*(?:is|was|:|=|of)?\s*(?:still\s+|now\s+|currently\s+)?(new|active|closed|open|resolved)\b",
                re.IGNORECASE),
     re.compile(r"\b(?:is|was|are|were|been|remains?|stays?|still|already|left)\s+(?:still\s+|now\s+|already\s+|"
                r"currently\s+)?(closed|resolved|open|active|unresolved|in progress)\b", re.IGNORECASE),
-    re.compile(r"\b(Active|Closed)\b(?!\s+(?:incidents?|alerts?|ones?))"),
+    re.compile(r"\b(Active|Closed)\b(?!\s+(?:incidents?|alerts?|ones?|[A-Z][a-z]))"),  # not "Active Directory"
     re.compile(r"\((?:[^()\n]{0,40}?,\s*)?(New|Active|Closed)\b"),
+    re.compile(r"\b(?:is|was|are|were|remains?|still)\s+(New)\b(?!\s+[A-Z])"),
+    re.compile(r"\b(?:was|were|been|got|has been)\s+(re-?opened)\b", re.IGNORECASE),
+    # "Chen Wei closed #14448": a person (not "I", which is a change the bot claims) closed it
+    re.compile(r"(?<![.!?]\s)(?<!^)\b(?!I\b|We\b)[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?\s+(closed|resolved)\s+(?=#|\[|incident\b)"),
 ]
 _NAME = r"([\w.+-]+@[\w.-]+\w|[A-Z][\w'\u2019-]+(?:\s+[A-Z][\w'\u2019-]+){0,2}|you|me|nobody|no one|no-one)"
 _OWNER = [
@@ -75,7 +84,7 @@ _BENIGN = re.compile(
     r"\b(benign(?:\s*positive)?|BenignPositive|false[\s-]*positive|FalsePositive|false alarm|not malicious|harmless|"
     r"approved|authori[sz]ed(?:\s+(?:test|activity|exercise|change))?|sanctioned|red[\s-]*team(?:ing)?(?:\s+exercise)?|"
     r"pen(?:etration)?[\s-]*test(?:ing)?|(?:planned|scheduled)\s+(?:test|exercise|maintenance)|"
-    r"expected\s+(?:activity|behaviou?r)|known[\s-]good|safe\s+to\s+(?:close|ignore|dismiss)|"
+    r"(?:expected|normal|routine|legitimate|authori[sz]ed)\s+(?:[a-z-]+\s+){0,2}(?:activity|behaviou?r|traffic|operations?)|known[\s-]good|safe\s+to\s+(?:close|ignore|dismiss)|"
     r"can\s+(?:safely\s+)?be\s+(?:closed|ignored|dismissed)|"
     r"(?:just\s+|simply\s+|go ahead and\s+)?close\s+(?:it|this|them)|"
     r"no\s+(?:further\s+)?action\s+(?:is\s+)?(?:needed|required)|nothing\s+to\s+worry\s+about|can\s+wait|"
@@ -115,6 +124,9 @@ _AT_CLOCK = r"(?:,?\s+(?:at\s+)?(\d{1,2}):(\d\d))?"
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(20\d\d))?{_AT_CLOCK}", re.IGNORECASE)
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:\s+(20\d\d))?{_AT_CLOCK}", re.IGNORECASE)
 _CLOCK = re.compile(r"\b(?:at|from|since|around|about)\s+(\d{1,2}):(\d\d)\b(?!:\d)(\s*(?:UTC|GMT|Z)\b)?", re.IGNORECASE)
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_ON_WEEKDAY = re.compile(r"\b(?:on|since|from|last)\s+((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!,?\s+(?:\d|"
+                         r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))", re.IGNORECASE)
 _UTC_AFTER = re.compile(r"\s*(?:UTC|GMT|Z)\b")
 
 _QUALIFIER = (r"(?:new|open|active|closed|resolved|unassigned|high|medium|low|informational|critical|"
@@ -131,8 +143,12 @@ _APPROX = re.compile(r"\b(over|more than|at least|above|under|fewer than|less th
 _OWN = re.compile(r"(?:\bhas|\bhad|\bwith|\bcontains?|\bcontaining|\bincludes?|\bincluding|\bacross|\bspans?|"
                   r"\bcarries|\(|:)\s*(?:only\s+|just\s+|a total of\s+)?$", re.IGNORECASE)
 
+# Actions of any kind an answer may say the bot took: incident edits, and what it cannot do or did not log
+# (paging, notifying, isolating, disabling, blocking, posting); each is checked against the confirmed changes.
 _CHANGE_VERBS = (r"(closed|assigned|reassigned|raised|lowered|escalated|downgraded|upgraded|changed|updated|resolved|"
-                 r"set|marked|commented|added a comment|applied|dismissed)")
+                 r"set|marked|commented|added a comment|applied|dismissed|paged|notified|alerted|pinged|messaged|"
+                 r"emailed|contacted|informed|posted|sent|isolated|disabled|blocked|quarantined|revoked|reset|"
+                 r"contained|suspended|locked)")
 _CHANGE = [
     re.compile(rf"\b(?:I|we)(?:'ve|\s+have)?\s+(?:now\s+|just\s+|already\s+|successfully\s+|gone ahead and\s+)?"
                rf"{_CHANGE_VERBS}\b", re.IGNORECASE),
@@ -140,17 +156,22 @@ _CHANGE = [
     re.compile(r"\b(?:is|are)\s+now\s+(closed|assigned|resolved|high|medium|low|informational|active)\b",
                re.IGNORECASE),
     re.compile(r"\b(closed|assigned|resolved)\s+now\b", re.IGNORECASE),
-    re.compile(r"^\W*(✅|✔️?|done\b|all set\b|completed\b)", re.IGNORECASE),
-    re.compile(rf"^\W*{_CHANGE_VERBS}\s+(?:#|incident\b|it\b|\[|this\b|that\b)", re.IGNORECASE),
+    re.compile(rf"^\W*{_CHANGE_VERBS}\s+(?:#|incident\b|it\b|\[|this\b|that\b|the\b|a\b|an\b|them\b)", re.IGNORECASE),
     re.compile(rf"\b(?:went|gone)\s+ahead\s+and\s+{_CHANGE_VERBS}\b", re.IGNORECASE),
     re.compile(rf"\b{_CHANGE_VERBS}\b[^.;\n]{{0,40}}\b(?:for you|by me|on your behalf)\b", re.IGNORECASE),
 ]
+_CHECKED = re.compile(r"^\W*(✅|✔️?|done\b|all set\b|completed\b)", re.IGNORECASE)  # a list marker, unless...
 _PASSIVE_CHANGE = re.compile(rf"\b(?:has|have)\s+been\s+(?:successfully\s+)?{_CHANGE_VERBS}\b", re.IGNORECASE)
 CHANGE_KINDS = {"closed": ("status",), "resolved": ("status",), "dismissed": ("status",), "active": ("status",),
                 "assigned": ("assign",), "reassigned": ("assign",), "raised": ("severity",), "lowered": ("severity",),
                 "downgraded": ("severity",), "upgraded": ("severity",), "high": ("severity",),
                 "medium": ("severity",), "low": ("severity",), "informational": ("severity",),
-                "commented": ("comment",), "added a comment": ("comment",), "escalated": ()}
+                "commented": ("comment",), "added a comment": ("comment",), "escalated": ("escalate",),
+                **dict.fromkeys(("paged", "notified", "alerted", "pinged", "messaged", "emailed", "contacted",
+                                 "informed", "posted", "sent"), ("escalate",)),
+                # the bot cannot do these: no confirmed change makes them true
+                **dict.fromkeys(("isolated", "disabled", "blocked", "quarantined", "revoked", "reset", "contained",
+                                 "suspended", "locked"), ())}
 ANY_CHANGE = ("status", "assign", "severity", "comment")
 
 
@@ -160,7 +181,8 @@ def find(sentence: str, offset: int, now: datetime) -> list[Claim]:
         return []
     claims: list[Claim] = []
     claims += _changes(sentence, offset)
-    claims += _matches(sentence, offset, _SEVERITY, Topic.SEVERITY, lambda v: v.capitalize())
+    claims += _matches(sentence, offset, _SEVERITY, Topic.SEVERITY,
+                       lambda v: "High" if v.lower() == "critical" else v.capitalize())
     claims += _matches(sentence, offset, _STATUS, Topic.STATUS, status_value)
     claims += _owners(sentence, offset)
     claims += _benign(sentence, offset)
@@ -169,9 +191,13 @@ def find(sentence: str, offset: int, now: datetime) -> list[Claim]:
     return _without_overlaps(claims)
 
 
+LOOK_BACK = 240  # how far back a claim's clause is read: a 30,000-character "sentence" must not be read per claim
+
+
 def _asserted(sentence: str, start: int) -> bool:
-    clause_start = max(sentence.rfind(sep, 0, start) for sep in (".", ";", ":", "!", "?", "\n", " but ")) + 1
-    return _NEGATED.search(sentence[clause_start:start]) is None
+    window = max(0, start - LOOK_BACK)
+    clause_start = max(sentence.rfind(sep, window, start) for sep in (".", ";", ":", "!", "?", "\n", " but ")) + 1
+    return _NEGATED.search(sentence, max(clause_start, window), start) is None
 
 
 def _matches(sentence: str, offset: int, patterns: list[re.Pattern[str]], topic: Topic, value_of) -> list[Claim]:
@@ -190,7 +216,7 @@ def status_value(word: str) -> str:
         return "Closed"
     if word in ("Active", "New"):
         return word
-    return "open" if lower in ("open", "active", "unresolved", "in progress") else ""
+    return "open" if lower in ("open", "active", "unresolved", "in progress", "reopened", "re-opened") else ""
 
 
 def _owners(sentence: str, offset: int) -> list[Claim]:
@@ -236,7 +262,7 @@ def _times(sentence: str, offset: int, now: datetime) -> list[Claim]:
     for m in _AGO.finditer(sentence):
         amount = int(m.group(1)) if m.group(1).isdigit() else _WORD_NUMBERS[m.group(1).lower()]
         age = _UNIT[m.group(2).lower()] * amount
-        slack = max(age / 2, _UNIT[m.group(2).lower()])
+        slack = max(age / 4, _UNIT[m.group(2).lower()])  # rounding, not guessing: "10 days" is 8-12 days
         claims.append(Claim(Topic.TIME, m.group(0), offset + m.start(), offset + m.end(),
                             window=(max(age - slack, timedelta(0)), age + slack)))
     for pattern, window in _VAGUE:
@@ -257,6 +283,11 @@ def _times(sentence: str, offset: int, now: datetime) -> list[Claim]:
             if moment:
                 claims.append(Claim(Topic.TIME, m.group(0), offset + m.start(), offset + m.end(), moment=moment,
                                     precision=_minute(m.group(4), sentence, m.end())))
+    for m in _ON_WEEKDAY.finditer(sentence):  # "created on Tuesday": the last such day, a day either way
+        back = (now.weekday() - _WEEKDAYS.index(m.group(1).lower()[:3])) % 7
+        day = (now - timedelta(days=back)).replace(hour=12, minute=0, second=0, microsecond=0)
+        claims.append(Claim(Topic.TIME, m.group(0), offset + m.start(1), offset + m.end(1), moment=day,
+                            precision="day"))
     for m in _CLOCK.finditer(sentence):
         hour, minute = int(m.group(1)), int(m.group(2))
         if hour < 24 and minute < 60:
@@ -283,18 +314,20 @@ def _moment(year: int, month: int, day: int, hour: str | None, minute: str | Non
 def _counts(sentence: str, offset: int) -> list[Claim]:
     claims = []
     for m in _COUNT.finditer(sentence):
-        before = sentence[:m.start()]
+        before = sentence[max(0, m.start() - LOOK_BACK):m.start()]
         if re.search(r"(?:\btop|\bfirst|\blast|\bnext|\bpast|\bof the|\bthe)\s*$", before, re.IGNORECASE):
             continue  # "the top 5 incidents", "the last 3 alerts": a selection, not a count of results
         noun = "incidents" if m.group(3).lower().startswith("incident") else "alerts"
         claims.append(Claim(Topic.COUNT, str(_number(m.group(1))), offset + m.start(), offset + m.end(), noun=noun,
                             qualifiers=_qualifiers(f"{m.group(2)} {m.group(4) or ''}"), approx=_approx(before),
                             own=bool(_OWN.search(before[-40:]))))
+    sentence_noun = ("incidents" if re.search(r"\bincidents?\b", sentence, re.IGNORECASE)
+                     else "alerts" if re.search(r"\balerts?\b", sentence, re.IGNORECASE) else "")
     for m in _COUNT_OF.finditer(sentence):
-        noun = ("incidents" if re.search(r"\bincidents?\b", sentence, re.IGNORECASE)
-                else "alerts" if re.search(r"\balerts?\b", sentence, re.IGNORECASE) else "")
+        noun = sentence_noun
         claims.append(Claim(Topic.COUNT, str(_number(m.group(1))), offset + m.start(), offset + m.end(), noun=noun,
-                            qualifiers=_qualifiers(m.group(2)), approx=_approx(sentence[:m.start()])))
+                            qualifiers=_qualifiers(m.group(2)),
+                            approx=_approx(sentence[max(0, m.start() - 40):m.start()])))
     return claims
 
 
@@ -330,14 +363,21 @@ def _changes(sentence: str, offset: int) -> list[Claim]:
     for m in _PASSIVE_CHANGE.finditer(sentence):
         if _asserted(sentence, m.start()):
             claims.append(Claim(Topic.CHANGE, m.group(1).lower(), offset + m.start(), offset + m.end()))
+    for m in _CHECKED.finditer(sentence):  # "✅ #14448 closed": a checklist, a claim of change only with a verb
+        claims.append(Claim(Topic.CHANGE, m.group(1).lower(), offset + m.start(), offset + m.end()))
     return claims
 
 
 def _without_overlaps(claims: list[Claim]) -> list[Claim]:
     """One claim per topic and span: the first pattern that matched wins."""
     kept: list[Claim] = []
+    taken: dict[Topic, list[tuple[int, int]]] = {}  # per topic, the kept spans, sorted
     for claim in claims:
-        if any(k.topic == claim.topic and k.start < claim.end and claim.start < k.end for k in kept):
+        spans = taken.setdefault(claim.topic, [])
+        index = bisect.bisect_left(spans, (claim.start, claim.end))
+        near = spans[max(0, index - 1):index + 1]  # spans do not overlap each other: only the neighbours can
+        if any(s < claim.end and claim.start < e for s, e in near):
             continue
+        bisect.insort(spans, (claim.start, claim.end))
         kept.append(claim)
     return sorted(kept, key=lambda c: c.start)

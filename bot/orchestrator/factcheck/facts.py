@@ -1,22 +1,33 @@
 """What the tools returned in one conversation, kept as typed data for the fact check.
 
-Every record a query returns is recorded here as it arrives (never re-read from the model's text):
-incidents with the fields analysts act on, alerts, the identifiers the results contain, the counts the
-bot can compute from them, and the changes this conversation confirmed. It is persisted with the
-conversation and bounded like the history; the most recently seen facts are kept.
+Every record a query returns is recorded here as it arrives (never re-read from the model's text): incidents
+with the fields analysts act on and the relations an answer may state about them (tactics, products, the
+entities and alerts their detail showed), alerts, the on-call roster, the alert trend's days, the first and
+last sightings of entities, the identifiers the results contain, the counts the bot can compute from them,
+and the changes this conversation confirmed. It is persisted with the conversation and bounded like the
+history; the most recently seen facts are kept.
 
 Only structured fields state facts about a record. Titles, descriptions and alert names are attacker-
 writable text: identifiers found in them may be cited (they are in the data), but nothing in them can
 confirm a severity, a status, an owner or that an incident is benign.
+
+Extension point: each record type is recorded by one function registered with ``@recorder(RecordType)``
+(see the ones at the end of this module). A new result type (an investigation, a hunt) adds its facts in one
+place, its own module, with the same decorator; it records through ``Facts.identify``, ``Facts.add_count``,
+``Facts.put_incident`` and ``Facts.put_alert`` and returns the free texts whose identifiers may be cited.
+A record type with no recorder that names entities (``NamesEntities``) has those recorded as identifiers.
+
+Storage is compact (``to_dict``: short positional rows, times as epoch seconds) and built once per change:
+a conversation saved after a turn that queried nothing serialises nothing here again.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypeVar, overload
 
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.sentinel.models import (
@@ -25,21 +36,27 @@ from bot.sentinel.models import (
     Incident,
     IncidentDetail,
     NamesEntities,
+    OnCallEntry,
     QueryResult,
     TrendBin,
 )
 
-# Sized for the conversation's state budget (teams/state.py): about 20 KB when all are full.
+# Sized for the conversation's state budget (teams/state.py): about 16 KB when all are full.
 MAX_INCIDENTS = 100
-MAX_ALERTS = 100
+MAX_ALERTS = 30
 MAX_IDENTIFIERS = 600
-MAX_COUNTS = 150
+MAX_COUNTS = 100
 MAX_CHANGES = 20
+MAX_ROSTER = 40
+MAX_NAMES = 200  # alert names, entity sightings
 SEVERITIES = ("High", "Medium", "Low", "Informational")
+STORAGE_VERSION = 2
+NAVIGATION_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com", "microsoft.com",
+                    "azure.com", "office.com", "microsoftonline.com")
 
 
 class _Stored:
-    """A frozen fact is stored with the conversation after every turn, unchanged: its dict form is built once.
+    """A frozen fact is stored with the conversation after every turn, unchanged: its stored form is built once.
     Readers only serialise it (never change it)."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,6 +99,10 @@ class IncidentFact(_Stored):
     created: datetime | None
     times: tuple[datetime, ...]  # every time its record states: created, modified, activity, closed
     seen: Seen
+    tactics: tuple[str, ...] = ()
+    products: tuple[str, ...] = ()
+    entities: tuple[str, ...] | None = None  # lower-case values; None until its detail was read
+    alert_names: tuple[str, ...] | None = None  # lower-case; None until its detail was read
 
     @property
     def open(self) -> bool:
@@ -98,6 +119,31 @@ class IncidentFact(_Stored):
                 "classification": self.classification, "alert_count": self.alert_count,
                 "created": _iso(self.created), "times": [t.isoformat() for t in self.times],
                 "seen": self.seen.to_dict()}
+
+    def row(self, seen: int, text: Callable[[str | None], int | None]) -> list[Any]:
+        """The compact stored form: ``seen`` is the index of its Seen in the stored table, ``text`` gives the index
+        of a repeated string (an owner, a product, a tactic) in the stored string table."""
+        created = _epoch(self.created)
+        return [self.number, _SEVERITY_KEYS.get(self.severity, self.severity),
+                _STATUS_CODES.get(self.status, self.status), text(self.owner),
+                text(self.classification), self.alert_count, created,
+                [t - (created or 0) for t in (_epoch(v) or 0 for v in self.times)], seen,
+                [text(t) for t in self.tactics], [text(p) for p in self.products],
+                None if self.entities is None else list(self.entities),
+                None if self.alert_names is None else [text(n) for n in self.alert_names]]
+
+    @classmethod
+    def from_row(cls, row: list[Any], seen: list[Seen], strings: list[str]) -> IncidentFact:
+        def text(index: Any) -> str | None:
+            return None if index is None else strings[int(index)]
+
+        created, entities, names = row[6], row[11], row[12]
+        return cls(int(row[0]), _SEVERITY_CODES.get(row[1], str(row[1])), _STATUS_NAMES.get(row[2], str(row[2])),
+                   text(row[3]), text(row[4]), int(row[5] or 0), _from_epoch(created),
+                   tuple(t for t in (_from_epoch(int(v) + int(created or 0)) for v in row[7]) if t),
+                   seen[int(row[8])], tuple(strings[int(i)] for i in row[9]), tuple(strings[int(i)] for i in row[10]),
+                   None if entities is None else tuple(map(str, entities)),
+                   None if names is None else tuple(strings[int(i)] for i in names))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IncidentFact:
@@ -146,7 +192,7 @@ class ChangeFact(_Stored):
     """A change this conversation confirmed and Sentinel accepted."""
 
     incident: int
-    kind: str  # assign, status, severity, comment (ChangeKind values)
+    kind: str  # assign, status, severity, comment, escalate (ChangeKind values)
     summary: str  # "Status set to Closed (FalsePositive)"
     at: datetime
 
@@ -159,6 +205,57 @@ class ChangeFact(_Stored):
                    datetime.fromisoformat(str(data["at"])))
 
 
+@dataclass(frozen=True)
+class RosterFact:
+    """One analyst of the on-call roster as the service resolved it at ``as_of``."""
+
+    name: str
+    emails: tuple[str, ...]  # lower-case: UPN and e-mail
+    phone: str
+    team: str
+    shift_start: datetime
+    shift_end: datetime
+    as_of: datetime
+
+    @property
+    def on_shift(self) -> bool:
+        return self.shift_start <= self.as_of < self.shift_end
+
+    def row(self) -> list[Any]:
+        return [self.name, list(self.emails), self.phone, self.team, _epoch(self.shift_start),
+                _epoch(self.shift_end), _epoch(self.as_of)]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> RosterFact:
+        start, end, as_of = (_from_epoch(v) or datetime.min.replace(tzinfo=UTC) for v in row[4:7])
+        return cls(str(row[0]), tuple(map(str, row[1])), str(row[2]), str(row[3]), start, end, as_of)
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """When a top-entities result saw an entity, and how many alerts it counted for it."""
+
+    first: datetime | None
+    last: datetime | None
+    alerts: int
+    high: int
+
+
+R = TypeVar("R")
+Recorder = Callable[["Facts", Any, "Seen"], Iterable[str]]
+_RECORDERS: dict[type, Recorder] = {}
+
+
+def recorder(record_type: type[R]) -> Callable[[Callable[[Facts, R, Seen], Iterable[str]]],
+                                               Callable[[Facts, R, Seen], Iterable[str]]]:
+    """Register how records of ``record_type`` become facts: ``fn(facts, record, seen)`` records them and returns
+    the attacker-writable texts (titles, names) whose identifiers an answer may cite. One per type."""
+    def register(fn: Callable[[Facts, R, Seen], Iterable[str]]) -> Callable[[Facts, R, Seen], Iterable[str]]:
+        _RECORDERS[record_type] = fn
+        return fn
+    return register
+
+
 @dataclass
 class Facts:
     incidents: dict[int, IncidentFact] = field(default_factory=dict)  # least recently seen first
@@ -167,63 +264,108 @@ class Facts:
     numbers: dict[int, None] = field(default_factory=dict)  # incident numbers named anywhere in the results
     counts: list[CountFact] = field(default_factory=list)
     changes: list[ChangeFact] = field(default_factory=list)
+    roster: dict[str, RosterFact] = field(default_factory=dict)  # by lower-case name
+    alert_names: dict[str, None] = field(default_factory=dict)  # lower-case
+    trend_days: dict[str, int] = field(default_factory=dict)  # "2026-11-18": alerts that day (the latest trend)
+    trend_bins: dict[str, list[int]] = field(default_factory=dict)  # "Nov 18 00:00": alerts by severity (H, M, L, I)
+    trend_scope: str = ""
+    sightings: dict[str, Sighting] = field(default_factory=dict)  # lower-case entity value
+    _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _index: set[str] | None = field(default=None, repr=False, compare=False)
 
     # recording
 
     def observe(self, result: QueryResult, at: datetime) -> None:
         """Record what a query returned."""
-        seen = Seen(result.metadata.tool, at)
+        self._stored = None
+        seen = Seen(result.metadata.tool, _second(at))
         texts: list[str] = []
         for record in result.records:
-            if isinstance(record, Incident):
-                self._incident(record, seen, ())
-                texts.append(record.title)
-            elif isinstance(record, IncidentDetail):
-                self._detail(record, seen)
-                texts += [record.incident.title, record.description, record.classification_comment or "",
-                          *(a.name for a in record.alerts)]
-            elif isinstance(record, AlertSummary):
-                self._alert(record, seen)
-                texts.append(record.name)
-            elif isinstance(record, EntityCount):
-                self._identify(record.type, record.value)
-                scope = f"{record.type} {record.value}"
-                self._count("alerts", (), record.alert_count, scope)
-                self._count("alerts", ("high",), record.high_severity_count, scope)
+            record_fn = _recorder_for(type(record))
+            if record_fn is not None:
+                texts += record_fn(self, record, seen)
             elif isinstance(record, NamesEntities):  # any other query's records that name entities
                 for entity_type, value in record.identifiers():
-                    self._identify(entity_type, value)
+                    self.identify(entity_type, value)
         for text in texts:
             for found in extract(text):
                 if found.kind is IdKind.INCIDENT:
                     _add(self.numbers, int(found.value), MAX_IDENTIFIERS)
                 elif found.kind is not IdKind.REFERENCE:
-                    self._identify(found.kind.value, found.value)
+                    self.identify(found.kind.value, found.value)
         self._result_counts(result)
 
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,
                       tool: str = "the confirmed change") -> None:
         """A confirmed change was made: log it, and the incident's record is now what Sentinel returned."""
+        self._stored = None
         self.changes.append(ChangeFact(incident, kind, summary, at))
         del self.changes[:-MAX_CHANGES]
         fact = self.incidents.get(incident)
         if fact is not None and status is not None:
-            self._put_incident(replace(fact, severity=severity or fact.severity, status=status,
-                                       owner=owner, classification=classification, seen=Seen(tool, at)))
+            self.put_incident(replace(fact, severity=severity or fact.severity, status=status,
+                                      owner=owner, classification=classification, seen=Seen(tool, _second(at))))
 
     def migrate(self, known_incidents: Iterable[int], known_values: Iterable[str]) -> None:
         """State written before facts existed: its identifiers still count as seen."""
         for number in known_incidents:
             _add(self.numbers, int(number), MAX_IDENTIFIERS)
         for value in known_values:
-            self._identify("", str(value))
+            self.identify("", str(value))
 
     def halve(self) -> None:
         """Keep the newest half of everything (when conversation state must shrink)."""
-        for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers):
+        self._stored = None
+        for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers, self.alert_names,
+                        self.sightings):
             _trim(ordered, len(ordered) // 2)
+        self._index = None
         del self.counts[:len(self.counts) // 2]
+
+    # the recorders' interface
+
+    def put_incident(self, fact: IncidentFact) -> None:
+        self._stored = None
+        self.incidents.pop(fact.number, None)
+        self.incidents[fact.number] = fact
+        _trim(self.incidents, MAX_INCIDENTS)
+
+    def put_alert(self, alert: AlertSummary, seen: Seen) -> None:
+        self._stored = None
+        self.alerts.pop(alert.alert_id, None)
+        self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, _second(alert.time),
+                                                seen)
+        _trim(self.alerts, MAX_ALERTS)
+        _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)  # its id is known as the alert's key
+        for label in alert.entities:
+            entity_type, _, value = label.partition(": ")
+            self.identify(entity_type, value)
+
+    def identify(self, entity_type: str, value: str) -> None:
+        """Index an entity value under every form an answer may write it in."""
+        text = (value or "").strip()
+        if not text:
+            return
+        self._stored = None
+        kind = _ENTITY_KINDS.get(entity_type.lower())
+        if kind is IdKind.URL and _navigation(text):
+            return  # portal links: always allowed, never worth their bytes
+        # Stored: the value as the results wrote it and normalised; the other forms an answer may use (a host's
+        # short name, CONTOSO\alice for alice@contoso.com) are derived when the index is built (``known``).
+        values = {text.lower(), normalise(kind, text) if kind else text.lower()}
+        for found in extract(text):  # "WS-FIN-160.contoso.local" also holds the host name, a URL its domain
+            values.add(found.value)
+            if found.kind is IdKind.URL:
+                values.add(found.value.split("://", 1)[-1].split("/", 1)[0])
+        for v in values:
+            _add(self.identifiers, v, MAX_IDENTIFIERS)
+        self._index = None
+
+    def add_count(self, noun: str, qualifiers: Iterable[str], value: int, scope: str) -> None:
+        self._stored = None
+        self.counts.append(CountFact(noun, frozenset(qualifiers), value, scope))
+        del self.counts[:-MAX_COUNTS]
 
     # reading
 
@@ -236,7 +378,18 @@ class Facts:
             return value.isdigit() and self.knows_incident(int(value))
         # Known hosts are indexed under their short names too, so "ws-fin-160" finds "WS-FIN-160.contoso.local";
         # the answer's own name is matched whole, so "ws-fin-160.evil.com" does not pass as WS-FIN-160.
-        return value in self.identifiers
+        if kind is IdKind.ALERT_ID and (value in self.alerts or value.upper() in self.alerts):
+            return True
+        return self.known(value)
+
+    def known(self, value: str) -> bool:
+        """Whether a normalised value is one the results hold, in any of the forms an answer may write it."""
+        if self._index is None:
+            index = set(self.identifiers)
+            for stored in self.identifiers:
+                index |= _forms(stored)
+            self._index = index
+        return value in self._index
 
     def change_for(self, incident: int | None, kinds: Iterable[str]) -> ChangeFact | None:
         """The latest confirmed change of one of ``kinds`` (to ``incident``, or to any when None)."""
@@ -245,7 +398,15 @@ class Facts:
                      if c.kind in wanted and (incident is None or c.incident == incident)), None)
 
     def counts_for(self, noun: str, qualifiers: frozenset[str]) -> list[CountFact]:
-        return [c for c in self.counts if c.noun == noun and c.qualifiers == qualifiers]
+        found = [c for c in self.counts if c.noun == noun and c.qualifiers == qualifiers]
+        severity = next(iter(qualifiers)).capitalize() if len(qualifiers) == 1 else ""
+        if noun == "alerts" and (not qualifiers or severity in SEVERITIES):  # the trend's bins
+            found += [CountFact("alerts", qualifiers, row[SEVERITIES.index(severity)] if severity else sum(row),
+                                f"{self.trend_scope} bin {label}") for label, row in self.trend_bins.items()]
+        if noun == "alerts" and not qualifiers:  # each incident's own alert count
+            found += [CountFact("alerts", frozenset(), f.alert_count, f"incident #{f.number}")
+                      for f in self.incidents.values()]
+        return found
 
     def can_count(self, noun: str) -> bool:
         return any(c.noun == noun for c in self.counts)
@@ -253,14 +414,73 @@ class Facts:
     # storage
 
     def to_dict(self) -> dict[str, Any]:
-        return {"incidents": [f.to_dict() for f in self.incidents.values()],
-                "alerts": [f.to_dict() for f in self.alerts.values()],
-                "identifiers": list(self.identifiers), "numbers": list(self.numbers),
-                "counts": [c.to_dict() for c in self.counts], "changes": [c.to_dict() for c in self.changes]}
+        """The compact stored form, built again only after something changed."""
+        if self._stored is None:
+            self._stored = self._compact()
+        return self._stored
+
+    def _compact(self) -> dict[str, Any]:
+        seen: dict[Seen, int] = {}
+        strings: dict[str, int] = {}
+
+        def text(value: str | None) -> int | None:
+            return None if value is None else strings.setdefault(value, len(strings))
+
+        incidents = [f.row(seen.setdefault(f.seen, len(seen)), text) for f in self.incidents.values()]
+        alerts = [[a.alert_id, _SEVERITY_KEYS.get(a.severity, a.severity), _ALERT_CODES.get(a.status, a.status),
+                   _epoch(a.time), seen.setdefault(a.seen, len(seen))]
+                  for a in self.alerts.values()]
+        scopes: dict[str, int] = {}
+        counts = [[c.noun[0], " ".join(sorted(c.qualifiers)), c.value, scopes.setdefault(c.scope, len(scopes))]
+                  for c in self.counts]
+        return {"v": STORAGE_VERSION, "seen": [[s.tool, _epoch(s.at)] for s in seen], "strings": list(strings),
+                "incidents": incidents, "alerts": alerts, "identifiers": list(self.identifiers),
+                "numbers": list(self.numbers), "scopes": list(scopes), "counts": counts,
+                "changes": [c.to_dict() for c in self.changes], "roster": [r.row() for r in self.roster.values()],
+                "alert_names": [strings.get(n, n) for n in self.alert_names], "trend_days": self.trend_days,
+                "trend_bins": self.trend_bins, "trend_scope": self.trend_scope,
+                "sightings": {k: [_epoch(s.first), _epoch(s.last), s.alerts, s.high]
+                              for k, s in self.sightings.items()}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Facts:
         data = data or {}
+        if data.get("v") != STORAGE_VERSION:
+            return cls._from_first_version(data)
+        facts = cls()
+        try:
+            seen = [Seen(str(tool), _from_epoch(at) or datetime.now(UTC)) for tool, at in data.get("seen", [])]
+            strings = [str(s) for s in data.get("strings", [])]
+            for row in data.get("incidents", []):
+                fact = IncidentFact.from_row(row, seen, strings)
+                facts.incidents[fact.number] = fact
+            for alert_id, severity, status, time, index in data.get("alerts", []):
+                facts.alerts[str(alert_id)] = AlertFact(str(alert_id), _SEVERITY_CODES.get(severity, str(severity)),
+                                                        _ALERT_STATUSES.get(status, str(status)), _from_epoch(time),
+                                                        seen[int(index)])
+            scopes = [str(s) for s in data.get("scopes", [])]
+            facts.counts = [CountFact(_NOUNS.get(noun, "alerts"), frozenset(str(q).split()), int(value),
+                                      scopes[int(scope)]) for noun, q, value, scope in data.get("counts", [])]
+            facts.roster = {str(r[0]).lower(): RosterFact.from_row(r) for r in data.get("roster", [])}
+            facts.sightings = {str(k): Sighting(_from_epoch(v[0]), _from_epoch(v[1]), int(v[2]), int(v[3]))
+                               for k, v in dict(data.get("sightings", {})).items()}
+        except (TypeError, ValueError, KeyError, IndexError):
+            return cls()  # damaged: start over rather than fail every turn
+        facts.identifiers = dict.fromkeys(str(v) for v in data.get("identifiers", []))
+        facts.numbers = dict.fromkeys(int(n) for n in data.get("numbers", []))
+        facts.changes = [ChangeFact.from_dict(c) for c in _records(data.get("changes"))]
+        strings = [str(s) for s in data.get("strings", [])]
+        facts.alert_names = dict.fromkeys(strings[v] if isinstance(v, int) and 0 <= v < len(strings) else str(v)
+                                          for v in data.get("alert_names", []))
+        facts.trend_days = {str(k): int(v) for k, v in dict(data.get("trend_days", {})).items()}
+        facts.trend_bins = {str(k): [int(n) for n in v][:len(SEVERITIES)]
+                            for k, v in dict(data.get("trend_bins", {})).items() if isinstance(v, list)}
+        facts.trend_scope = str(data.get("trend_scope") or "")
+        return facts
+
+    @classmethod
+    def _from_first_version(cls, data: dict[str, Any]) -> Facts:
+        """State stored before the compact form: dicts per fact."""
         facts = cls()
         for item in _records(data.get("incidents")):
             fact = IncidentFact.from_dict(item)
@@ -268,70 +488,14 @@ class Facts:
         for item in _records(data.get("alerts")):
             alert = AlertFact.from_dict(item)
             facts.alerts[alert.alert_id] = alert
-        facts.identifiers = dict.fromkeys(str(v) for v in data.get("identifiers", []))
+        facts.identifiers = dict.fromkeys(str(v) for v in data.get("identifiers", []) if "://portal.azure.com" not in
+                                          str(v))
         facts.numbers = dict.fromkeys(int(n) for n in data.get("numbers", []))
         facts.counts = [CountFact.from_dict(c) for c in _records(data.get("counts"))]
         facts.changes = [ChangeFact.from_dict(c) for c in _records(data.get("changes"))]
         return facts
 
     # internals
-
-    def _incident(self, incident: Incident, seen: Seen, extra_times: Iterable[datetime | None]) -> None:
-        times = tuple(t for t in (incident.created, incident.last_modified, *extra_times) if t is not None)
-        self._put_incident(IncidentFact(incident.number, incident.severity, incident.status, incident.owner,
-                                        incident.classification, incident.alert_count, incident.created, times, seen))
-        self._count("alerts", (), incident.alert_count, f"incident #{incident.number}")
-        if incident.owner:
-            self._identify("owner", incident.owner)
-        self._identify(IdKind.URL.value, incident.url)
-
-    def _detail(self, detail: IncidentDetail, seen: Seen) -> None:
-        self._incident(detail.incident, seen, (detail.first_activity, detail.last_activity, detail.closed,
-                                               *(a.time for a in detail.alerts)))
-        for match in detail.other_matches:
-            _add(self.numbers, match.number, MAX_IDENTIFIERS)
-        for alert in detail.alerts:
-            self._alert(alert, seen)
-        for entity in detail.entities:
-            self._identify(entity.type, entity.value)
-        self._identify(IdKind.ALERT_ID.value, detail.incident_id)
-
-    def _alert(self, alert: AlertSummary, seen: Seen) -> None:
-        self.alerts.pop(alert.alert_id, None)
-        self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, alert.time, seen)
-        _trim(self.alerts, MAX_ALERTS)
-        self._identify(IdKind.ALERT_ID.value, alert.alert_id)
-        for label in alert.entities:
-            entity_type, _, value = label.partition(": ")
-            self._identify(entity_type, value)
-
-    def _put_incident(self, fact: IncidentFact) -> None:
-        self.incidents.pop(fact.number, None)
-        self.incidents[fact.number] = fact
-        _trim(self.incidents, MAX_INCIDENTS)
-
-    def _identify(self, entity_type: str, value: str) -> None:
-        """Index an entity value under every form an answer may write it in."""
-        text = (value or "").strip()
-        if not text:
-            return
-        kind = _ENTITY_KINDS.get(entity_type.lower())
-        values = {text.lower(), normalise(kind, text) if kind else text.lower()}
-        if kind in (IdKind.HOST, IdKind.DOMAIN) or entity_type.lower() in ("dns", "host", "domain"):
-            values |= host_variants(text)
-        if "@" in text and " " not in text:  # alice@contoso.com is also CONTOSO\alice
-            local, _, domain = text.lower().partition("@")
-            values.add(f"{domain.split('.')[0]}\\{local}")
-        for found in extract(text):  # "WS-FIN-160.contoso.local" also holds the host name, a URL its domain
-            values.add(found.value)
-            if found.kind is IdKind.URL:
-                values.add(found.value.split("://", 1)[-1].split("/", 1)[0])
-        for v in values:
-            _add(self.identifiers, v, MAX_IDENTIFIERS)
-
-    def _count(self, noun: str, qualifiers: Iterable[str], value: int, scope: str) -> None:
-        self.counts.append(CountFact(noun, frozenset(qualifiers), value, scope))
-        del self.counts[:-MAX_COUNTS]
 
     def _result_counts(self, result: QueryResult) -> None:
         """The counts an answer may state about this result, computed here rather than trusted."""
@@ -345,18 +509,23 @@ class Facts:
             for b in bins:
                 tally[(b.severity.lower(),)] += b.count
             self._tally("alerts", scope, tally, bins)
-            by_day: Counter[str] = Counter()
+            # Each bin's counts by severity, kept as one small table (counts_for reads them as counts).
+            self.trend_scope, self.trend_bins = scope, {}
             for b in bins:
-                by_day[b.start.isoformat()] += b.count
-                self._count("alerts", (b.severity.lower(),), b.count, f"{scope} bin {b.start:%Y-%m-%d %H:%M}")
-            for day, total in by_day.items():
-                self._count("alerts", (), total, f"{scope} bin {day}")
+                row = self.trend_bins.setdefault(f"{b.start:%b %d %H:%M}", [0] * len(SEVERITIES))
+                if b.severity in SEVERITIES:
+                    row[SEVERITIES.index(b.severity)] += b.count
+            days: Counter[str] = Counter()
+            for b in bins:
+                days[f"{b.start:%Y-%m-%d}"] += b.count
+            self.trend_days = dict(days)
             return
         noun = {"query_incidents": "incidents", "query_alerts": "alerts"}.get(meta.tool)
         if noun is None:
             return
-        self._count(noun, implied, meta.total, scope)
-        self._count(noun, implied, meta.returned, scope)
+        self.add_count(noun, implied, meta.total, scope)
+        if meta.returned != meta.total:
+            self.add_count(noun, implied, meta.returned, scope)
         if meta.truncated:
             return  # per-severity counts of a partial list would be wrong
         tally = Counter()
@@ -364,21 +533,128 @@ class Facts:
             severity = getattr(record, "severity", "").lower()
             status = getattr(record, "status", "")
             state = "closed" if status == "Closed" else "open"
-            for key in ((severity,), (state,), (status.lower(),), (severity, state), (severity, status.lower())):
-                tally[key] += 1
+            for key in {(severity,), (state,), (status.lower(),), (severity, state), (severity, status.lower())}:
+                tally[key] += 1  # a set: "closed" is both the state and the status, counted once
             if isinstance(record, Incident) and not record.owner:
                 tally[("unassigned",)] += 1
         self._tally(noun, scope, tally, records)
 
     def _tally(self, noun: str, scope: str, tally: Counter[tuple[str, ...]], records: Iterable[Any]) -> None:
         total = sum(getattr(r, "count", 1) for r in records)
-        self._count(noun, (), total, scope)
+        self.add_count(noun, (), total, scope)
         for key, value in tally.items():
-            self._count(noun, key, value, scope)
+            self.add_count(noun, key, value, scope)
         # A severity with no rows is a true zero ("no high alerts"), so say so.
         for severity in SEVERITIES:
             if (severity.lower(),) not in tally:
-                self._count(noun, (severity.lower(),), 0, scope)
+                self.add_count(noun, (severity.lower(),), 0, scope)
+
+
+# -- the recorders of the record types this package knows (a new type registers its own, in its own module) --
+
+
+def _incident_fact(facts: Facts, incident: Incident, seen: Seen, extra_times: Iterable[datetime | None] = (),
+                   **relations: Any) -> IncidentFact:
+    # Times are kept to the second, as they are stored: a check reads the same facts before and after a save.
+    times = tuple(_second(t) for t in (incident.created, incident.last_modified, *extra_times) if t is not None)
+    known = facts.incidents.get(incident.number)
+    if known is not None and not relations:  # a listing does not forget what the detail showed
+        relations = {"entities": known.entities, "alert_names": known.alert_names}
+    fact = IncidentFact(incident.number, incident.severity, incident.status, incident.owner,
+                        incident.classification, incident.alert_count, _second(incident.created), times, seen,
+                        tuple(incident.tactics), tuple(incident.products), **relations)
+    facts.put_incident(fact)
+    if incident.owner:
+        facts.identify("owner", incident.owner)
+    facts.identify(IdKind.URL.value, incident.url)
+    return fact
+
+
+@recorder(Incident)
+def _record_incident(facts: Facts, incident: Incident, seen: Seen) -> Iterable[str]:
+    _incident_fact(facts, incident, seen)
+    return (incident.title,)
+
+
+@recorder(IncidentDetail)
+def _record_detail(facts: Facts, detail: IncidentDetail, seen: Seen) -> Iterable[str]:
+    entities = tuple(dict.fromkeys(v for e in detail.entities for v in _entity_forms(e.type, e.value)))
+    names = tuple(dict.fromkeys(a.name.strip().lower() for a in detail.alerts))
+    _incident_fact(facts, detail.incident, seen, (detail.first_activity, detail.last_activity, detail.closed,
+                                                  *(a.time for a in detail.alerts)),
+                   entities=entities, alert_names=names)
+    for match in detail.other_matches:
+        _add(facts.numbers, match.number, MAX_IDENTIFIERS)
+    for alert in detail.alerts:
+        facts.put_alert(alert, seen)
+    for entity in detail.entities:
+        facts.identify(entity.type, entity.value)
+    facts.identify(IdKind.ALERT_ID.value, detail.incident_id)
+    return (detail.incident.title, detail.description, detail.classification_comment or "",
+            *(a.name for a in detail.alerts))
+
+
+@recorder(AlertSummary)
+def _record_alert(facts: Facts, alert: AlertSummary, seen: Seen) -> Iterable[str]:
+    facts.put_alert(alert, seen)
+    return (alert.name,)
+
+
+@recorder(EntityCount)
+def _record_entity_count(facts: Facts, record: EntityCount, seen: Seen) -> Iterable[str]:
+    facts.identify(record.type, record.value)
+    sighting = Sighting(_second(record.first_seen), _second(record.last_seen), record.alert_count,
+                        record.high_severity_count)
+    for form in _entity_forms(record.type, record.value):
+        facts.sightings.pop(form, None)
+        facts.sightings[form] = sighting
+    _trim(facts.sightings, MAX_NAMES)
+    scope = f"{record.type} {record.value}"
+    facts.add_count("alerts", (), record.alert_count, scope)
+    facts.add_count("alerts", ("high",), record.high_severity_count, scope)
+    return ()
+
+
+@recorder(OnCallEntry)
+def _record_on_call(facts: Facts, entry: OnCallEntry, seen: Seen) -> Iterable[str]:
+    for entity_type, value in entry.identifiers():
+        facts.identify(entity_type, value)
+    emails = tuple(dict.fromkeys(v.lower() for v in (entry.upn, entry.email) if v))
+    fact = RosterFact(entry.name, emails, entry.phone, entry.team, *(_second(t) or t for t in (
+        entry.shift_start, entry.shift_end, entry.as_of)))
+    facts.roster.pop(entry.name.lower(), None)
+    facts.roster[entry.name.lower()] = fact
+    _trim(facts.roster, MAX_ROSTER)
+    return ()
+
+
+def _recorder_for(record_type: type) -> Recorder | None:
+    return next((_RECORDERS[t] for t in record_type.__mro__ if t in _RECORDERS), None)
+
+
+def _forms(value: str) -> set[str]:
+    """The other forms of a stored identifier: a dotted name's first label (ws-fin-160.contoso.local is also
+    ws-fin-160), an e-mail address's DOMAIN\\user."""
+    if "@" in value and " " not in value:  # alice@contoso.com is also CONTOSO\alice
+        local, _, domain = value.partition("@")
+        return {f"{domain.split('.')[0]}\\{local}"}
+    if "." in value and "/" not in value and ":" not in value and not value.replace(".", "").isdigit():
+        return host_variants(value)
+    return set()
+
+
+def _entity_forms(entity_type: str, value: str) -> tuple[str, ...]:
+    """An entity value as an answer may write it: lower-case, a host also by its first label."""
+    text = value.strip().lower()
+    if not text:
+        return ()
+    forms = {text}
+    if entity_type.lower() in ("host", "dns", "domain"):
+        forms |= host_variants(text)
+    kind = _ENTITY_KINDS.get(entity_type.lower())
+    if kind is not None:
+        forms.add(normalise(kind, value))
+    return tuple(sorted(forms))
 
 
 def _implied_qualifiers(parameters: dict[str, Any]) -> tuple[str, ...]:
@@ -405,6 +681,18 @@ def _implied_qualifiers(parameters: dict[str, Any]) -> tuple[str, ...]:
 _ENTITY_KINDS = {"ip": IdKind.IP, "host": IdKind.HOST, "dns": IdKind.DOMAIN, "domain": IdKind.DOMAIN,
                  "account": IdKind.ACCOUNT, "mailbox": IdKind.ACCOUNT, "filehash": IdKind.HASH, "url": IdKind.URL,
                  "file": IdKind.FILE, "alert id": IdKind.ALERT_ID}
+_STATUS_CODES = {"New": "N", "Active": "A", "Closed": "C"}
+_STATUS_NAMES = {v: k for k, v in _STATUS_CODES.items()}
+_SEVERITY_CODES = {s[:1]: s for s in SEVERITIES}
+_SEVERITY_KEYS = {s: s[:1] for s in SEVERITIES}
+_ALERT_STATUSES = {"N": "New", "I": "InProgress", "R": "Resolved", "D": "Dismissed", "U": "Unknown"}
+_ALERT_CODES = {v: k for k, v in _ALERT_STATUSES.items()}
+_NOUNS = {"i": "incidents", "a": "alerts"}
+
+
+def _navigation(value: str) -> bool:
+    host = value.split("://", 1)[-1].split("/", 1)[0].lower()
+    return any(host == h or host.endswith("." + h) for h in NAVIGATION_HOSTS)
 
 
 def _add(ordered: dict, key: Any, limit: int) -> None:
@@ -424,6 +712,29 @@ def _records(value: Any) -> list[dict[str, Any]]:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+@overload
+def _second(value: datetime) -> datetime: ...
+@overload
+def _second(value: None) -> None: ...
+def _second(value: datetime | None) -> datetime | None:
+    """A time to the second, in UTC (the stored form holds epoch seconds)."""
+    if value is None:
+        return None
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)  # naive times are UTC
+    return value.replace(microsecond=0)
+
+
+def _epoch(value: datetime | None) -> int | None:
+    return int(value.timestamp()) if value else None
+
+
+def _from_epoch(value: Any) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(int(value), UTC) if value is not None else None
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 def _time(value: Any) -> datetime | None:

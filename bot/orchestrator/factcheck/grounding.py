@@ -1,24 +1,29 @@
 """The fact check: every identifier and every claim about a record in an answer, checked against the facts.
 
-``check`` reads the answer sentence by sentence (and markdown tables row by row). Identifiers must be in
-this conversation's results as whole, normalised tokens (``facts.Facts.knows``). Claims (``claims.find``)
-are tied to the incident or alert the sentence names (by number, ``[n]`` or "it" after one) and compared
-with its record: severity, status, owner, classification, times; counts with what the bot computed from
-the results; "I closed it" with the changes this conversation confirmed. ``annotate`` marks each mismatch
-at the claim and summarises them above the answer; risky content (a block of an indicator no result
-contains, benign or closing advice the record does not support) is withheld instead of footnoted.
+``check`` reads the answer's structure (``structure.read``: sentences, list items under their heading or lead-in,
+"Label: value" lines, table rows under their headers). Identifiers must be in this conversation's results as
+whole, normalised tokens (``facts.Facts.knows``); entity values written as plain words are found by looking them
+up. A claim (``claims.find``, or a cell under its header) is tied to the records its unit links to: the
+coordinated group it follows ("#a, #b and #c are all High" holds for each), the row's incident, the heading a
+bullet hangs under, "it" after one; people to the incidents an ownership verb names. Relations between records
+are checked by ``relations``. Instructions, recommendations, hypotheticals and questions assert nothing; a
+claim linked to no record, or with a restriction the results cannot count ("each", "in the last 48 hours"), is
+left alone. ``annotate`` marks each mismatch at the claim and summarises them above the answer; risky content
+(a block of an indicator no result contains, benign or closing advice the record does not support) is withheld
+instead of footnoted, never an instruction.
 """
-
 from __future__ import annotations
 
+import bisect
+import functools
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.orchestrator.factcheck import claims as claimed
+from bot.orchestrator.factcheck import relations, structure
 from bot.orchestrator.factcheck.claims import Claim, Topic
-from bot.orchestrator.factcheck.facts import AlertFact, Facts, IncidentFact
+from bot.orchestrator.factcheck.facts import SEVERITIES, AlertFact, Facts, IncidentFact
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind, extract
 from bot.orchestrator.references import References, RefKind
 from bot.sentinel.models import count_label
@@ -27,10 +32,9 @@ NAVIGATION_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microso
                     "azure.com", "office.com", "microsoftonline.com")
 _BLOCK = re.compile(r"\b(block(?:list)?|blacklist|deny[- ]?list|ban|isolate|quarantine|sinkhole|firewall|"
                     r"add (?:it |them )?to (?:the )?(?:indicators|ti|threat intel\w*))\b", re.IGNORECASE)
-_CARRY = re.compile(r"^\W*(?:it|its|it's|this|that|they|both|which|the incident|this incident|that incident)\b|"
-                    r"\b(?:it|this incident|that incident|the incident)\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z#\[*(\d✅⚠])")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# A sentence that names no record but continues about the last one: "It is ...", "This one has ...".
+_CARRY = re.compile(r"^\W*(?:it|its|it's|they|both|which)\b|^\W*(?:this|that)\s+(?:one|incident|case|alert|is|was|has|"
+                    r"had)\b|\b(?:it|this incident|that incident|the incident)\b", re.IGNORECASE)
 _ALERT_WORD = re.compile(r"\balerts?\b", re.IGNORECASE)
 MAX_SUMMARY_LINES = 6
 
@@ -54,38 +58,231 @@ class _Mention:
     kind: RefKind  # incident or alert
     key: str
     start: int
+    end: int = 0
+
+
+# Between the mentions of one coordinated group: "#a, #b and #c", "#a/#b", "(#a, #b)".
+_JOINED = re.compile(r"^[\s,()*_]*(?:and|or|&|/|as well as|plus)?[\s,()*_]*$", re.IGNORECASE)
+_PERSON_BEFORE = re.compile(r"(?:assigned to|owned by|belongs? to|owner\s*[:=-]?|with|worked by|handled by|"
+                            r"sits? with|is with|are with|picked up by|taken by)\s*[*_]*$", re.IGNORECASE)
+# "Chen owns #a and #b": a person, an ownership verb, then the incidents straight after it.
+_PERSON_VERB = re.compile(r"[*_]*\s+(?:already\s+|also\s+|still\s+)?(?:owns|has|holds|is handling|is working(?: on)?|"
+                          r"took|picked up|is on|is looking at|handles|is assigned(?: to)?|was assigned(?: to)?|got)"
+                          r"\s+(?:both\s+|all\s+|incidents?\s+|cases?\s+)?(?=#|\[|\*\*#|INC-?\d)", re.IGNORECASE)
+_COUNT_RESTRICTION = re.compile(r"\b(?:each|per|apiece|average|between|in the (?:last|past) \d+|"
+                                r"last \d+ (?:hours?|days?)|past \d+|since|created|opened|in this list|"
+                                r"of (?:them|these|those)|own|owns|related|linked|similar|other|more|another|"
+                                r"new this)\b", re.IGNORECASE)
+_FIELDS = {"severity": "severity", "sev": "severity", "priority": "severity", "status": "status", "state": "status",
+           "owner": "owner", "assigned": "owner", "assigned to": "owner", "assignee": "owner", "owned by": "owner"}
+_UNOWNED_LABEL = re.compile(r"^\s*(?:unassigned|not assigned|no owner|nobody|unowned)\b", re.IGNORECASE)
+_BARE = re.compile(r"^[\s*_>•+-]*(?:\d{1,3}[.)]\s*)?[*_\s]*"
+                   r"(High|Medium|Low|Informational|New|Active|Closed|Resolved|Open)[*_\s.]*$", re.IGNORECASE)
 
 
 class _Check:
-    def __init__(self, answer: str, facts: Facts, references: References, now: datetime) -> None:
-        self.answer, self.facts, self.references, self.now = answer, facts, references, now
+    def __init__(self, answer: str, facts: Facts, references: References, now: datetime,
+                 context: str = "") -> None:
+        self.context = len(context)  # read for subjects only: nothing in it is reported
+        self.answer, self.facts, self.references, self.now = context + answer, facts, references, now
         self.findings: list[Finding] = []
-        self.ids = extract(answer)
+        self._grouped: tuple[list[_Mention], list[list[_Mention]]] | None = None
+        self._spans: list[tuple[int, int]] = []  # every unit read so far, in order
+        self.ids = _linked(self.answer, extract(self.answer), facts)
+        self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
+                                           {p.name for p in facts.roster.values()})))
 
     def run(self) -> list[Finding]:
-        units = list(_units(self.answer))
-        named = [self._mentions((start, end)) for start, end, _ in units]  # what each sentence or row names
-        everything = [m for mentions in named for m in mentions]
         previous: list[_Mention] = []
-        for (start, end, cells), mentions in zip(units, named, strict=True):
-            self._identifiers((start, end))
-            if cells is not None:
-                mentions = mentions or self._table_subject(cells)
-                found = _cell_claims(cells, self.now)
+        by_span: dict[tuple[int, int], list[_Mention]] = {}
+        cursor = 0
+        for unit in structure.read(self.answer):
+            inside, cursor = self._ids_in(unit.start, unit.end, cursor)
+            own = self._mentions(inside)
+            by_span[(unit.start, unit.end)] = own
+            self._spans.append((unit.start, unit.end))
+            inherited = self._inherited(unit, by_span) if not own else []
+            if unit.end > self.context:
+                self._unit(unit, inside, own, inherited, previous)
+            if unit.kind == "heading":  # "### Assessment" under "## #14440": "It ..." below is still #14440
+                previous = own or self._ancestors(unit, by_span)
+            elif own or inherited:
+                previous = own or inherited
+        return [replace(f, start=f.start - self.context, end=f.end - self.context,
+                        sentence=(f.sentence[0] - self.context, f.sentence[1] - self.context))
+                for f in _deduplicated(self.findings) if f.start >= self.context]
+
+    def _ids_in(self, start: int, end: int, cursor: int) -> tuple[list[Identifier], int]:
+        """The identifiers in [start, end): the units come in order, so this walks the list once."""
+        while cursor < len(self.ids) and self.ids[cursor].start < start:
+            cursor += 1
+        found = []
+        index = cursor
+        while index < len(self.ids) and self.ids[index].start < end:
+            found.append(self.ids[index])
+            index += 1
+        return found, index
+
+    def _inherited(self, unit: structure.Unit, by_span: dict[tuple[int, int], list[_Mention]]) -> list[_Mention]:
+        """A list item, a label line or a table row is about the record its heading or lead-in names; a sentence
+        of prose is not (it continues only with "it", "this incident")."""
+        if not unit.parents or (unit.kind == "text" and unit.cells is None):
+            return []
+        return self._ancestors(unit, by_span)
+
+    def _ancestors(self, unit: structure.Unit, by_span: dict[tuple[int, int], list[_Mention]]) -> list[_Mention]:
+        """The mentions of the nearest line above that names a record: its lead-in, its heading, the heading above."""
+        starts = self._spans  # in order: the units of a parent line are found by bisection, not by a scan
+        for parent in unit.parents:
+            index = bisect.bisect_left(starts, (parent[0], 0))
+            while index < len(starts) and starts[index][0] <= parent[1]:
+                if by_span[starts[index]]:
+                    return by_span[starts[index]]
+                index += 1
+        return []
+
+    def _unit(self, unit: structure.Unit, inside: list[Identifier], own: list[_Mention],
+              inherited: list[_Mention], previous: list[_Mention]) -> None:
+        span = (unit.start, unit.end)
+        text = self.answer[unit.start:unit.end]
+        self._identifiers(span, inside)
+        asserted = structure.asserts(text) if unit.cells is None else True
+        self._problems(relations.roster(text, unit.start, self.facts, asserted), span)
+        if unit.kind == "heading":
+            return
+        cells = list(unit.cells) if unit.cells is not None else None
+        if cells is not None and unit.kind != "row" and len(cells) == 1 and self.people and \
+                self.people.fullmatch(cells[0].header.strip("*_ ")) and re.match(r"[#\[]\s*\d", cells[0].value):
+            # "**Chen Wei**: #14448, #14449": a person's incidents
+            cell = cells[0]
+            cells = [structure.Cell("owner", cell.header.strip("*_ "), cell.start, cell.end)]
+        elif cells is not None and unit.kind != "row" and not any(_FIELDS.get(c.header.lower()) or
+                                                                   _cell_kind(c.header) for c in cells):
+            cells = None  # "Note: ..." is a sentence with a label
+        if cells is None and unit.kind == "item" and (bare := _BARE.match(text)):
+            word = bare.group(1)
+            header = "severity" if word.capitalize() in SEVERITIES else "status"
+            cells = [structure.Cell(header, word, unit.start + bare.start(1), unit.start + bare.end(1))]
+        mentions = own
+        if cells is not None and unit.kind == "row":
+            mentions = own or self._table_subject(cells)
+        if not mentions:
+            mentions = inherited
+        read = claimed.find(text, unit.start, self.now) if cells is None else []
+        found = _cell_claims(cells, self.now) if cells is not None else read if asserted else []
+        if not mentions and not own and previous and _CARRY.search(text):
+            mentions = [_Mention(m.kind, m.key, unit.start, unit.start) for m in previous]
+        subject = [f for f in (self._fact(m) for m in mentions) if f is not None]
+        for claim in found:
+            listed = [m for m in mentions if claim.start <= m.start < claim.end] if cells and unit.kind != "row" else []
+            for each in ([m] for m in listed) if len(listed) > 1 else [mentions]:
+                self._verify(claim, each, span)  # "**Unassigned**: #a (High), #b (Low)": a label holds for each
+        if asserted:
+            self._owners(text, unit.start, mentions, span)
+            self._relations(unit, text, inside, mentions, subject, cells, span, read)
+
+    def _relations(self, unit: structure.Unit, text: str, inside: list[Identifier], mentions: list[_Mention],
+                   subject: list[IncidentFact], cells: list[structure.Cell] | None, span: tuple[int, int],
+                   read: list[Claim]) -> None:
+        own = [m for m in mentions if unit.start <= m.start < unit.end and m.end > m.start]
+
+        def near(position: int) -> list[IncidentFact]:
+            """What a value at ``position`` is said of: the group of incidents before it in its clause, else the
+            one after it; the row's or heading's incidents when the unit names none itself."""
+            if not own:
+                return subject
+            group = self._near_group(own, position)
+            return [f for f in (self._fact(m) for m in group) if f is not None]
+
+        self._problems(relations.entity_membership(inside, self.facts, near), span)
+        cell_values = [(c.header, c.value, c.start) for c in cells or []]
+        self._problems(relations.alert_names(text, unit.start, self.facts, near, cell_values), span)
+        if cells is None:
+            self._problems(relations.tactics_and_products(text, unit.start, near), span)
+        else:
+            for c in cells:
+                if "tactic" in c.header.lower() or "product" in c.header.lower() or "source" in c.header.lower():
+                    self._problems(relations.tactics_and_products("from " + c.value, c.start - 5,
+                                                                  lambda _: subject), span)
+            self._row_counts(cells, span)
+        moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
+        clocks = [(c.moment, c.start, c.end) for c in read
+                  if c.topic is Topic.TIME and c.moment is not None and c.precision == "utc-clock"]
+        self._problems(relations.trend_peak(text, unit.start, self.facts, moments, clocks), span)
+        self._problems(relations.sightings(text, unit.start, self.facts, inside, moments), span)
+        self._problems(relations.shares(text, unit.start, self.facts), span)
+
+    def _near_group(self, mentions: list[_Mention], position: int) -> list[_Mention]:
+        groups = self._groups(mentions)
+        window = max(0, position - claimed.LOOK_BACK)
+        clause = max(self.answer.rfind(sep, window, position) for sep in (";", ". ", "\n", ", while", ", whereas"))
+        before = [g for g in groups if g[-1].start < position and g[-1].start > clause]
+        if before:
+            return before[-1]
+        after = [g for g in groups if g[0].start > position]
+        end = min((i for i in (self.answer.find(sep, position, position + claimed.LOOK_BACK)
+                               for sep in (";", ". ", "\n")) if i >= 0), default=position + claimed.LOOK_BACK)
+        return after[0] if after and after[0][0].start < end else []
+
+    def _problems(self, problems: list[relations.Problem], sentence: tuple[int, int]) -> None:
+        for p in problems:
+            self._add(p.category, p.start, p.end, p.record, p.note, False, sentence)
+
+    def _row_counts(self, cells: list[structure.Cell], span: tuple[int, int]) -> None:
+        """An entity table's count cells are that row's entity's counts, not any number in the results."""
+        sighting = next((self.facts.sightings[c.value.lower()] for c in cells
+                         if c.value.lower() in self.facts.sightings), None)
+        if sighting is None:
+            return
+        for c in cells:
+            header = c.header.lower()
+            if "alert" in header and c.value.replace(",", "").isdigit():
+                real = sighting.high if "high" in header else sighting.alerts
+                if int(c.value.replace(",", "")) != real:
+                    self._add("count", c.start, c.end, f"the top entities count {real} for this row's entity",
+                              f"results: {real}", False, span)
+
+    def _owners(self, text: str, offset: int, mentions: list[_Mention], span: tuple[int, int]) -> None:
+        """"Chen owns #a and #b", "#a and #b are both with Chen", "X is handling #a, Y has #b": a person linked to
+        the group of incidents the sentence's grammar attaches them to."""
+        if not mentions:
+            return
+        groups = self._groups(mentions)
+        for m in self.people.finditer(text) if self.people else ():
+            name = m.group(0)
+            start, end = offset + m.start(), offset + m.end()
+            group: list[_Mention] = []
+            if _PERSON_VERB.match(text, m.end(), m.end() + 40):
+                group = next((g for g in groups if g[0].start >= end), [])
+            elif _PERSON_BEFORE.search(text, max(0, m.start() - 40), m.start()):
+                group = next((g for g in reversed(groups) if g[-1].start < start), [])
+            elif re.match(r"^\s*[:(]", text[m.end():m.end() + 4]) or re.search(
+                    r"both\s+(?:with|assigned to)\s*$", text[max(0, m.start() - 30):m.start()]):
+                group = next((g for g in groups if g[0].start >= end), [])
+            for mention in group:
+                fact = self._fact(mention)
+                if fact is not None and not _owner_matches(name, fact.owner):
+                    self._add("owner", start, end, _describe(fact), f"record: {fact.owner or 'unassigned'}",
+                              False, span)
+                    break
+
+    def _groups(self, mentions: list[_Mention]) -> list[list[_Mention]]:
+        """Mentions joined only by commas and "and" are one coordinated group (worked out once per unit)."""
+        if self._grouped is not None and self._grouped[0] is mentions:
+            return self._grouped[1]
+        groups: list[list[_Mention]] = []
+        for mention in mentions:
+            if groups and groups[-1][-1].end and _JOINED.match(self.answer[groups[-1][-1].end:mention.start]):
+                groups[-1].append(mention)
             else:
-                found = claimed.find(self.answer[start:end], start, self.now)
-                if not mentions and previous and _CARRY.search(self.answer[start:end]):
-                    mentions = [_Mention(previous[-1].kind, previous[-1].key, start)]
-            for claim in found:
-                self._verify(claim, mentions, everything, (start, end))
-            previous = mentions or previous
-        return _deduplicated(self.findings)
+                groups.append([mention])
+        self._grouped = (mentions, groups)
+        return groups
 
     # identifiers
 
-    def _identifiers(self, sentence: tuple[int, int]) -> None:
+    def _identifiers(self, sentence: tuple[int, int], inside: list[Identifier]) -> None:
         start, end = sentence
-        inside = [i for i in self.ids if start <= i.start < end]
         risky = bool(_BLOCK.search(self.answer[start:end]))
         for index, identifier in enumerate(inside):
             problem = self._unknown(identifier) or self._mismatched_reference(identifier, inside, index)
@@ -119,70 +316,105 @@ class _Check:
 
     # subjects
 
-    def _mentions(self, sentence: tuple[int, int]) -> list[_Mention]:
-        start, end = sentence
-        mentions = []
-        for identifier in self.ids:
-            if not start <= identifier.start < end:
-                continue
+    def _mentions(self, inside: list[Identifier]) -> list[_Mention]:
+        mentions: list[_Mention] = []
+        for identifier in inside:
             if identifier.kind is IdKind.INCIDENT:
-                mentions.append(_Mention(RefKind.INCIDENT, identifier.value, identifier.start))
+                mentions.append(_Mention(RefKind.INCIDENT, identifier.value, identifier.start, identifier.end))
             elif identifier.kind is IdKind.REFERENCE:
                 reference = self.references.get(int(identifier.value))
                 known = reference is not None and reference.kind in (RefKind.INCIDENT, RefKind.ALERT)
                 if reference is not None and known and not (mentions and mentions[-1].key == reference.key):
-                    mentions.append(_Mention(reference.kind, reference.key, identifier.start))  # "#1 [1]": one
+                    mentions.append(_Mention(reference.kind, reference.key, identifier.start, identifier.end))
+                elif mentions and reference is not None and mentions[-1].key == reference.key:
+                    mentions[-1] = replace(mentions[-1], end=identifier.end)  # "#1 [1]": one mention
             elif identifier.kind is IdKind.ALERT_ID and identifier.value in self.facts.alerts:
-                mentions.append(_Mention(RefKind.ALERT, identifier.value, identifier.start))
+                mentions.append(_Mention(RefKind.ALERT, identifier.value, identifier.start, identifier.end))
         return mentions
 
-    def _table_subject(self, cells: list[tuple[str, str, int, int]]) -> list[_Mention]:
-        for header, value, start, _ in cells:
-            if re.search(r"incident|number|^#$|^id$", header, re.IGNORECASE) and value.strip().lstrip("#").isdigit():
-                number = value.strip().lstrip("#")
-                if not self.facts.knows_incident(int(number)):
-                    self._add("incident", start, start + len(value.strip()),
-                              f"incident #{number} is not in any query result in this conversation",
-                              "not in any result", False, (start, start))
-                return [_Mention(RefKind.INCIDENT, number, start)]
+    def _table_subject(self, cells: list[structure.Cell]) -> list[_Mention]:
+        """The incident a table row is about: a column headed incident/id/number, or a "#" column whose value is a
+        known incident (a "#" column of ranks 1-6 is not)."""
+        ordered = sorted(cells, key=lambda c: not re.search(r"incident|^id$|number", c.header, re.IGNORECASE))
+        for cell in ordered:
+            value = cell.value.strip("*_ ").lstrip("#")
+            if not value.isdigit():
+                continue
+            named = re.search(r"incident|^id$|number", cell.header, re.IGNORECASE)
+            if named and not self.facts.knows_incident(int(value)):
+                self._add("incident", cell.start, cell.end,
+                          f"incident #{value} is not in any query result in this conversation",
+                          "not in any result", False, (cell.start, cell.start))
+                return [_Mention(RefKind.INCIDENT, value, cell.start, cell.end)]
+            if named or (cell.header.strip() in ("#", "") and self.facts.knows_incident(int(value))):
+                return [_Mention(RefKind.INCIDENT, value, cell.start, cell.end)]
         return []
 
-    def _subject(self, claim: Claim, mentions: list[_Mention]) -> IncidentFact | AlertFact | None:
-        before = [m for m in mentions if m.start <= claim.start]
-        mention = before[-1] if before else (mentions[0] if mentions else None)
-        if mention is None:
-            return None
-        if (mention.kind is RefKind.INCIDENT and claim.topic in (Topic.SEVERITY, Topic.STATUS)
-                and mention.start < claim.start and _ALERT_WORD.search(self.answer[mention.start:claim.start])):
-            return None  # "#14440 has 4 alerts, one of them Low": the claim is about an alert
-        if mention.kind is RefKind.INCIDENT:
-            return self.facts.incidents.get(int(mention.key)) if mention.key.isdigit() else None
-        return self.facts.alerts.get(mention.key)
+    def _subjects(self, claim: Claim, mentions: list[_Mention]) -> list[IncidentFact | AlertFact]:
+        """The records a claim is about: the coordinated group before it in its clause, else the one after."""
+        if not mentions:
+            return []
+        groups = self._groups(mentions)
+        window = max(0, claim.start - claimed.LOOK_BACK)
+        clause = max(self.answer.rfind(sep, window, claim.start) for sep in (";", ". ", "\n")) + 1
+        before = [g for g in groups if g[0].start <= claim.start]
+        group = before[-1] if before else groups[0]
+        after = next((g for g in groups if g[0].start >= claim.end), None)
+        if before and group[-1].start < clause and after is not None:
+            group = after
+        first = group[0]
+        between = max(group[-1].end, claim.start - claimed.LOOK_BACK)
+        if (first.kind is RefKind.INCIDENT and claim.topic in (Topic.SEVERITY, Topic.STATUS)
+                and group[-1].start < claim.start and _ALERT_WORD.search(self.answer, between, claim.start)):
+            return []  # "#14440 has 4 alerts, one of them Low": the claim is about an alert
+        found: list[IncidentFact | AlertFact] = []
+        for mention in group:
+            fact: IncidentFact | AlertFact | None = (self._fact(mention) if mention.kind is RefKind.INCIDENT
+                                                     else self.facts.alerts.get(mention.key))
+            if fact is not None:
+                found.append(fact)
+        return found
 
     # claims
 
-    def _verify(self, claim: Claim, mentions: list[_Mention], everything: list[_Mention],
-                sentence: tuple[int, int]) -> None:
-        subject = self._subject(claim, mentions)
+    def _verify(self, claim: Claim, mentions: list[_Mention], sentence: tuple[int, int]) -> None:
+        subjects = self._subjects(claim, mentions)
+        subject = subjects[0] if subjects else None
         if claim.topic is Topic.COUNT:
-            problem = self._count(claim, subject)
+            if not self._restricted(claim):
+                self._report(claim, self._count(claim, subject), sentence)
         elif claim.topic is Topic.CHANGE:
-            problem = self._change(claim, subject, mentions)
+            self._report(claim, self._change(claim, subject, mentions), sentence)
         elif claim.topic is Topic.BENIGN:
-            subjects = [subject] if subject else [self._fact(m) for m in everything if m.kind is RefKind.INCIDENT]
-            for fact in subjects:
+            everything = subjects or [f for f in (self._fact(m) for m in mentions) if f is not None]
+            for fact in everything:
                 if isinstance(fact, IncidentFact) and (unsupported := self._benign(claim, fact)):
                     record, note, withhold = unsupported
                     self._add("classification", claim.start, claim.end, record, note, withhold, sentence)
                     break
-            return
-        elif subject is None:
-            return
         else:
-            problem = self._attribute(claim, subject)
+            for fact in subjects:  # a claim about "#a, #b and #c" holds for each of them
+                if problem := self._attribute(claim, fact):
+                    self._report(claim, problem, sentence)
+                    break
+
+    def _report(self, claim: Claim, problem: tuple[str, str] | None, sentence: tuple[int, int]) -> None:
         if problem:
             record, note = problem
             self._add(claim.topic.value, claim.start, claim.end, record, note, False, sentence)
+
+    def _restricted(self, claim: Claim) -> bool:
+        """A count with a restriction the counted results cannot give ("each", "in the last 48 hours", an owner's
+        name, "between"): unlinked, so left alone."""
+        window = (max(0, claim.start - claimed.LOOK_BACK), min(len(self.answer), claim.end + claimed.LOOK_BACK))
+        clause_start = max(max(self.answer.rfind(sep, window[0], claim.start) for sep in (";", ". ", "\n")) + 1,
+                           window[0])
+        clause_end = min((i for i in (self.answer.find(sep, claim.end, window[1]) for sep in (";", ". ", "\n"))
+                          if i >= 0), default=window[1])
+        clause = self.answer[clause_start:clause_end]
+        if _COUNT_RESTRICTION.search(clause):
+            return True
+        return bool(self.people and self.people.search(clause))
 
     def _fact(self, mention: _Mention) -> IncidentFact | None:
         return self.facts.incidents.get(int(mention.key)) if mention.key.isdigit() else None
@@ -235,11 +467,19 @@ class _Check:
 
     def _change(self, claim: Claim, subject: IncidentFact | AlertFact | None,
                 mentions: list[_Mention]) -> tuple[str, str] | None:
-        if claim.value in ("✅", "✔", "✔️", "done", "all set", "completed") and not (
-                mentions or re.search(r"\b(closed|assigned|changed|updated|resolved|severity|status|owner|applied)\b",
-                                      self.answer[claim.start:claim.start + 200], re.IGNORECASE)):
-            return None  # a check-mark bullet, not a claim that something was changed
-        kinds = claimed.CHANGE_KINDS.get(claim.value, claimed.ANY_CHANGE)
+        value = claim.value
+        if value in ("✅", "✔", "✔️", "done", "all set", "completed"):
+            line_end = self.answer.find("\n", claim.end)
+            tail = self.answer[claim.end:line_end if line_end >= 0 else len(self.answer)]
+            verb = re.search(r"\b(closed|resolved|assigned|raised|lowered|changed|updated|applied|escalated|set)\b",
+                             tail, re.IGNORECASE)
+            if verb is None:
+                return None  # a check-mark bullet, not a claim that something was changed
+            value = verb.group(1).lower()
+            if (isinstance(subject, IncidentFact) and _state_shows(value, subject)
+                    and not re.search(r"\bnow\b|\bjust\b", tail, re.IGNORECASE)):
+                return None  # "✅ #14448 closed (BenignPositive)": its record says so; a list of what is done
+        kinds = claimed.CHANGE_KINDS.get(value, claimed.ANY_CHANGE)
         number = subject.number if isinstance(subject, IncidentFact) else None
         if kinds and self.facts.change_for(number, kinds) is not None:
             return None
@@ -270,9 +510,39 @@ class _Check:
         self.findings.append(Finding(category, start, end, self.answer[start:end], record, note, withhold, sentence))
 
 
-def check(answer: str, facts: Facts, references: References, now: datetime) -> list[Finding]:
-    """The statements in ``answer`` that this conversation's records do not back, in order."""
-    return _Check(answer, facts, references, now).run()
+@functools.lru_cache(maxsize=64)
+def _people(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for every owner and roster name (built once per set of names, not per sentence)."""
+    if not names:
+        return None
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w@.])(?:{alternatives})(?![\w@])")
+
+
+_TOKEN = re.compile(r"(?<![\w.@\\-])[A-Za-z0-9][\w.-]{2,62}[A-Za-z0-9](?![\w@\\-])")
+
+
+def _linked(answer: str, ids: list[Identifier], facts: Facts) -> list[Identifier]:
+    """The identifiers, and the entity values the results returned written as plain words ("ws-fin-160" with no
+    host word, in any case): found by looking each name-shaped token up in the facts, not by its shape."""
+    taken = bytearray(len(answer) + 1)
+    for identifier in ids:
+        taken[identifier.start:identifier.end] = b"\x01" * (identifier.end - identifier.start)
+    extra = []
+    for m in _TOKEN.finditer(answer):
+        token = m.group(0).rstrip(".")
+        if any(taken[m.start():m.start() + len(token)]) or not re.search(r"[\d.-]", token):
+            continue
+        if facts.known(token.lower()):
+            extra.append(Identifier(IdKind.HOST, token.lower(), m.start(), m.start() + len(token)))
+    return sorted(ids + extra, key=lambda i: i.start) if extra else ids
+
+
+def check(answer: str, facts: Facts, references: References, now: datetime, context: str = "") -> list[Finding]:
+    """The statements in ``answer`` that this conversation's records do not back, in order. ``context`` is text
+    that came before ``answer`` (a streamed answer's heading, table header, previous sentence): read for what
+    ``answer`` is about, never reported."""
+    return _Check(answer, facts, references, now, context).run()
 
 
 def annotate(answer: str, findings: list[Finding]) -> str:
@@ -327,70 +597,54 @@ def summary_notice(findings: list[Finding]) -> str:
 # helpers
 
 
-def _units(answer: str) -> Iterator[tuple[int, int, list[tuple[str, str, int, int]] | None]]:
-    """Sentences, and markdown table rows (with their cells under their headers)."""
-    headers: list[str] | None = None
-    offset = 0
-    lines = answer.split("\n")
-    for index, line in enumerate(lines):
-        start = offset
-        offset += len(line) + 1
-        if line.lstrip().startswith("|"):
-            following = lines[index + 1] if index + 1 < len(lines) else ""
-            if headers is None and _TABLE_RULE.match(following):
-                headers = [c.strip() for c in line.strip().strip("|").split("|")]
-                continue
-            if _TABLE_RULE.match(line):
-                continue
-            yield start, start + len(line), _cells(line, start, headers or [])
-            continue
-        headers = None
-        for s, e in _split(line, start):
-            yield s, e, None
+def _cell_kind(header: str) -> str:
+    """The field a column or label states: severity, status, owner, alerts, time; "" for any other."""
+    name = header.lower().strip()
+    if name in _FIELDS:
+        return _FIELDS[name]
+    if "sever" in name:
+        return "severity"
+    if "status" in name or name == "state":
+        return "status"
+    if "owner" in name or "assign" in name:
+        return "owner"
+    if "alert" in name and not any(w in name for w in ("name", "title", "alert:")):
+        return "alerts"
+    if any(w in name for w in ("created", "time", "date", "when", "opened", "modified", "first", "last")):
+        return "time"
+    return ""
 
 
-def _split(line: str, offset: int) -> Iterator[tuple[int, int]]:
-    position = 0
-    for m in _SENTENCE_END.finditer(line):
-        yield offset + position, offset + m.start()
-        position = m.end()
-    if line[position:].strip():
-        yield offset + position, offset + len(line)
-
-
-def _cells(line: str, offset: int, headers: list[str]) -> list[tuple[str, str, int, int]]:
-    cells = []
-    position = line.index("|") + 1
-    for index, cell in enumerate(line.strip().strip("|").split("|")):
-        start = line.index(cell, position) if cell else position
-        cells.append((headers[index] if index < len(headers) else "", cell, offset + start, offset + start + len(cell)))
-        position = start + len(cell) + 1
-    return cells
-
-
-def _cell_claims(cells: list[tuple[str, str, int, int]], now: datetime) -> list[Claim]:
-    """A table row states a field per column: "| 14448 | Low | Active |" under its headers."""
+def _cell_claims(cells: list[structure.Cell], now: datetime) -> list[Claim]:
+    """A table row or a label states a field per cell: "| 14448 | Low | Active |" under its headers, "Severity: Low"."""
     found: list[Claim] = []
-    for header, value, start, _ in cells:
-        name, cell = header.lower(), value.strip()
-        lead = start + (len(value) - len(value.lstrip()))
-        span = (lead, lead + len(cell))
-        if not cell:
+    for cell in cells:
+        value = cell.value.strip("*_ ")
+        span = (cell.start, cell.end)
+        kind = _cell_kind(cell.header)
+        if not value:
             continue
-        if "sever" in name and cell.capitalize() in ("High", "Medium", "Low", "Informational"):
-            found.append(Claim(Topic.SEVERITY, cell.capitalize(), *span))
-        elif "status" in name or name == "state":
-            word = cell.split()[0].strip("(),")
+        if kind == "severity" and value.split()[0].capitalize() in SEVERITIES:
+            found.append(Claim(Topic.SEVERITY, value.split()[0].capitalize(), *span))
+        elif kind == "severity" and value.lower() == "critical":
+            found.append(Claim(Topic.SEVERITY, "High", *span))
+        elif kind == "status":
+            word = value.split()[0].strip("(),.")
             value_of = claimed.status_value(word.capitalize() if word.lower() in ("active", "closed", "new") else word)
             if value_of:
                 found.append(Claim(Topic.STATUS, value_of, *span))
-        elif "owner" in name or "assign" in name:
-            nobody = cell.lower() in ("-", "unassigned", "none", "nobody")
-            found.append(Claim(Topic.OWNER, "" if nobody else cell, *span))
-        elif "alert" in name and cell.replace(",", "").isdigit():
-            found.append(Claim(Topic.COUNT, cell.replace(",", ""), *span, noun="alerts", own=True))
-        elif any(w in name for w in ("created", "time", "date", "when", "opened", "modified", "first", "last")):
-            found += [c for c in claimed.find(cell, lead, now) if c.topic is Topic.TIME]
+        elif kind == "owner" and _UNOWNED_LABEL.match(cell.header):
+            found.append(Claim(Topic.OWNER, "", *span))  # "**Unassigned**: #a, #b": each has no owner
+        elif kind == "owner" and not re.match(r"[#\[]\s*\d", value):  # "Owner: #14448" names no owner
+            nobody = value.lower() in ("-", "unassigned", "none", "nobody", "—")
+            found.append(Claim(Topic.OWNER, "" if nobody else value, *span))
+        elif kind == "alerts" and value.replace(",", "").isdigit():
+            found.append(Claim(Topic.COUNT, value.replace(",", ""), *span, noun="alerts", own=True))
+        elif kind == "time":
+            utc = "utc" in cell.header.lower()  # a header that says UTC means no offset
+            for c in claimed.find(value, cell.start + cell.value.find(value), now):
+                if c.topic is Topic.TIME:
+                    found.append(replace(c, precision="utc-minute") if utc and c.precision == "minute" else c)
     return found
 
 

@@ -212,7 +212,11 @@ def _incidents(text: str, add: _Add) -> None:
     for m in _INC_PREFIX.finditer(text):
         add(IdKind.INCIDENT, m.group(1), m.start(), m.end())
     for m in _INCIDENT_WORDS.finditer(text):
-        _run(text, m.start(1), m.group(1), add, plural=m.group(0).lower().split()[0].endswith("s"))
+        word = re.match(r"[A-Za-z]+", m.group(0))
+        plural = bool(word and word.group(0).lower().endswith("s"))
+        if plural and ":" in m.group(0)[:m.start(1) - m.start()] and len(_ONE_NUMBER.findall(m.group(1))) == 1:
+            continue  # "Open incidents: 34": a count under its label
+        _run(text, m.start(1), m.group(1), add, plural=plural)
     for m in _HASH_RUN.finditer(text):
         _run(text, m.start(), m.group(0), add, plural=False, hashed=True)
 
