@@ -107,7 +107,17 @@ def create_database(
 
 
 # Incidents are filtered on these, and found by title (casefolded once here, not per question).
-_INCIDENT_COLUMNS = "CreatedTime, Severity, casefold(Title)"
+# The owner a list shows (the KQL's coalesce of assignedTo, email and userPrincipalName), and "unassigned", as SQL
+# on a SecurityIncident row (``sql`` uses the same).
+OWNER = (
+    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
+    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
+)
+UNASSIGNED = f"(COALESCE(json_extract(Owner, '$.objectId'), '') = '' AND {OWNER} IS NULL)"
+# Incidents are listed and filtered on these (status, unassigned, and their title and description casefolded once
+# here, not per question), so a filtered list reads the narrow latest rows and joins a full row only to show it.
+_INCIDENT_COLUMNS = f"CreatedTime, Severity, casefold(Title), Status, casefold(Description), {UNASSIGNED}"
+
 # Alerts likewise: filtered on these, and searched in their name and description.
 _ALERT_COLUMNS = "AlertSeverity, Status, casefold(AlertName), casefold(Description)"
 
@@ -145,7 +155,17 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
     conn.executescript(
         f"""
         CREATE TABLE LatestIncident (IncidentRowId INTEGER PRIMARY KEY, IncidentNumber INTEGER, TimeGenerated TEXT,
-                                     NextTime TEXT, CreatedTime TEXT, Severity TEXT, TitleFolded TEXT);
+                                     NextTime TEXT, CreatedTime TEXT, Severity TEXT, TitleFolded TEXT, Status TEXT,
+                                     DescriptionFolded TEXT, Unassigned INTEGER);
+        -- Which incidents name an alert (in any of their rows): where an entity's alerts lead.
+        CREATE TABLE IncidentAlert (SystemAlertId TEXT, IncidentNumber INTEGER,
+                                    PRIMARY KEY (SystemAlertId, IncidentNumber)) WITHOUT ROWID;
+        CREATE TRIGGER incident_alerts AFTER INSERT ON SecurityIncident BEGIN
+            INSERT OR IGNORE INTO IncidentAlert SELECT value, NEW.IncidentNumber FROM {_alert_ids('NEW')};
+        END;
+        CREATE TRIGGER incident_alerts_changed AFTER UPDATE OF AlertIds ON SecurityIncident BEGIN
+            INSERT OR IGNORE INTO IncidentAlert SELECT value, NEW.IncidentNumber FROM {_alert_ids('NEW')};
+        END;
         CREATE TABLE LatestAlert (AlertRowId INTEGER PRIMARY KEY, SystemAlertId TEXT, TimeGenerated TEXT,
                                   NextTime TEXT, AlertSeverity TEXT, Status TEXT, NameFolded TEXT,
                                   DescriptionFolded TEXT, Settled INTEGER);
@@ -165,8 +185,11 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
             DELETE FROM LatestIncident WHERE IncidentNumber = OLD.IncidentNumber;
             INSERT INTO LatestIncident {incident_chain.format(row="OLD")};
         END;
-        CREATE TRIGGER incident_changed AFTER UPDATE OF Title, Severity, CreatedTime ON SecurityIncident BEGIN
-            UPDATE LatestIncident SET TitleFolded = casefold(NEW.Title), Severity = NEW.Severity,
+        CREATE TRIGGER incident_changed AFTER UPDATE OF Title, Severity, CreatedTime, Status, Description, Owner
+                ON SecurityIncident BEGIN
+            UPDATE LatestIncident SET TitleFolded = casefold(NEW.Title), Severity = NEW.Severity, Status = NEW.Status,
+                                      DescriptionFolded = casefold(NEW.Description),
+                                      Unassigned = {UNASSIGNED.replace('Owner', 'NEW.Owner')},
                                       CreatedTime = NEW.CreatedTime WHERE IncidentRowId = NEW.rowid;
         END;
         -- Alerts are fixed once generated (nothing in the bot writes them); say so rather than count wrong.
@@ -198,6 +221,8 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
     conn.execute(f"INSERT INTO LatestAlert SELECT *, {settled} FROM "
                  f"({_chain('SecurityAlert', 'SystemAlertId', _ALERT_COLUMNS)}) {current}",
                  {"valid_from": valid_from})
+    conn.execute(f"INSERT OR IGNORE INTO IncidentAlert SELECT value, s.IncidentNumber FROM SecurityIncident AS s, "
+                 f"{_alert_ids('s')}")
     conn.executescript(
         """
         INSERT INTO AlertHour SELECT substr(TimeGenerated, 1, 13), AlertSeverity, COUNT(*) FROM LatestAlert
@@ -254,6 +279,11 @@ def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Map
         for index, expression in enumerate(expressions):
             conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
                          f"(kql_lower({expression}), TimeGenerated)")
+
+
+def _alert_ids(row: str) -> str:
+    """json_each over a SecurityIncident row's AlertIds (nothing when the text is not JSON)."""
+    return f"json_each(CASE WHEN json_valid({row}.AlertIds) THEN {row}.AlertIds ELSE '[]' END)"
 
 
 def save_shared(conn: sqlite3.Connection, path: Path, *, seed: int, volume: int, valid_from: str,
