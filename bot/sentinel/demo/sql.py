@@ -89,10 +89,13 @@ def conditions(query: FilteredQuery, params: dict[str, Any]) -> str:
     elif f.owner:
         params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
         parts.append("(" + " OR ".join(f"{field} = :owner" for field in OWNER_FIELDS) + ")")
-    if f.search:  # casefolded once, in the latest-row table: contains_ci's semantics without a call per row
+    if f.search:  # casefolded once, at load: contains_ci's semantics without a Python call per row
         params["folded"] = f.search.casefold()
-        text = ("NameFolded", "DescriptionFolded") if alerts else ("TitleFolded", "DescriptionFolded")
-        parts.append(f"(instr(l.{text[0]}, :folded) > 0 OR instr(l.{text[1]}, :folded) > 0)")
+        if alerts:  # each distinct text once
+            parts.append("l.TextId IN (SELECT TextId FROM AlertText WHERE instr(NameFolded, :folded) > 0 "
+                         "OR instr(DescriptionFolded, :folded) > 0)")
+        else:
+            parts.append("(instr(l.TitleFolded, :folded) > 0 OR instr(l.DescriptionFolded, :folded) > 0)")
     if f.entity:
         parts.append(_entity_condition(alerts, params, f.entity))
     parts += _product_tactic_classification(f, alerts, params)

@@ -118,8 +118,21 @@ UNASSIGNED = f"(COALESCE(json_extract(Owner, '$.objectId'), '') = '' AND {OWNER}
 # here, not per question), so a filtered list reads the narrow latest rows and joins a full row only to show it.
 _INCIDENT_COLUMNS = f"CreatedTime, Severity, casefold(Title), Status, casefold(Description), {UNASSIGNED}"
 
-# Alerts likewise: filtered on these, and searched in their name and description.
-_ALERT_COLUMNS = "AlertSeverity, Status, casefold(AlertName), casefold(Description)"
+
+
+def alert_text_id(row: str) -> str:
+    """SQL: the ``AlertText`` id of a SecurityAlert row's name and description (``row``: its alias)."""
+    return (f"(SELECT x.TextId FROM AlertText AS x WHERE x.AlertName IS {row}.AlertName "
+            f"AND x.Description IS {row}.Description)")
+
+
+# Alerts likewise: filtered on these, and searched in their name and description, held casefolded once per distinct
+# text in AlertText (an alert rule's alerts share a name, many share a description): a search reads each text once,
+# and the latest rows stay narrow enough for one index to hold every column a filtered list reads.
+_ALERT_COLUMNS = f"AlertSeverity, Status, {alert_text_id('SecurityAlert')}"
+_ALERT_TEXTS = """INSERT OR IGNORE INTO AlertText (AlertName, Description, NameFolded, DescriptionFolded)
+    SELECT AlertName, Description, casefold(AlertName), casefold(Description) FROM
+    (SELECT DISTINCT AlertName, Description FROM SecurityAlert {where})"""
 
 
 def _chain(table: str, key: str, columns: str, where: str = "") -> str:
@@ -143,6 +156,7 @@ def add_alert(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
     finally:
         conn.execute(_ALERTS_FIXED)
     row_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    conn.execute(_ALERT_TEXTS.format(where="WHERE rowid = ?"), (row_id,))
     conn.execute(f"INSERT INTO LatestAlert SELECT rowid, SystemAlertId, TimeGenerated, NULL, {_ALERT_COLUMNS}, 0 "
                  "FROM SecurityAlert WHERE rowid = ?", (row_id,))
     conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)",
@@ -167,8 +181,9 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
             INSERT OR IGNORE INTO IncidentAlert SELECT value, NEW.IncidentNumber FROM {_alert_ids('NEW')};
         END;
         CREATE TABLE LatestAlert (AlertRowId INTEGER PRIMARY KEY, SystemAlertId TEXT, TimeGenerated TEXT,
-                                  NextTime TEXT, AlertSeverity TEXT, Status TEXT, NameFolded TEXT,
-                                  DescriptionFolded TEXT, Settled INTEGER);
+                                  NextTime TEXT, AlertSeverity TEXT, Status TEXT, TextId INTEGER, Settled INTEGER);
+        CREATE TABLE AlertText (TextId INTEGER PRIMARY KEY, AlertName TEXT, Description TEXT, NameFolded TEXT,
+                                DescriptionFolded TEXT, UNIQUE (AlertName, Description));
         CREATE TABLE AlertHour (Hour TEXT, AlertSeverity TEXT, Alerts INTEGER, PRIMARY KEY (Hour, AlertSeverity));
         -- One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
         CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityKey TEXT, EntityValue TEXT,
@@ -218,6 +233,7 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
                  {"valid_from": valid_from})
     # Settled: the latest row of its alert for every "now" this database serves, so it can be counted ahead.
     settled = "TimeGenerated <= :valid_from AND NextTime IS NULL"
+    conn.execute(_ALERT_TEXTS.format(where=""))
     conn.execute(f"INSERT INTO LatestAlert SELECT *, {settled} FROM "
                  f"({_chain('SecurityAlert', 'SystemAlertId', _ALERT_COLUMNS)}) {current}",
                  {"valid_from": valid_from})
@@ -239,7 +255,9 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         CREATE INDEX latest_incident_severity ON LatestIncident (Severity, CreatedTime);
         CREATE INDEX latest_incident_number ON LatestIncident (IncidentNumber, TimeGenerated);
         CREATE INDEX latest_alert_time ON LatestAlert (TimeGenerated, NextTime, AlertSeverity, Settled);
-        CREATE INDEX latest_alert_severity ON LatestAlert (AlertSeverity, TimeGenerated);
+        -- Covering: a list (filtered on status or text too) reads its window from the index alone.
+        CREATE INDEX latest_alert_severity ON LatestAlert (AlertSeverity, TimeGenerated, NextTime, Status, TextId,
+                                                           SystemAlertId);
         CREATE INDEX latest_alert_unsettled ON LatestAlert (Settled, TimeGenerated);
         CREATE INDEX latest_alert_id ON LatestAlert (SystemAlertId, TimeGenerated);
         """
