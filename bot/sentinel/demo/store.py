@@ -1,4 +1,4 @@
-"""The demo workspace's SQLite database: SecurityIncident and SecurityAlert with Sentinel's columns.
+"""The demo workspace's SQLite database: every table of tables.json with Sentinel's columns.
 
 Column names and types come from ``tables.json`` (the Azure Monitor table reference). Datetimes are
 stored as fixed-width ISO-8601 text so they sort and compare as text; dynamic columns as JSON text,
@@ -21,6 +21,16 @@ Totals, precomputed. An alert row that is the latest of its alert and older than
 so for every "now" served (``Settled``); those are counted ahead, per hour and severity (``AlertHour``)
 and per day, severity and entity (``EntityDay``, entities numbered in ``Entity``). A query adds the
 rows the totals cannot hold: the unsettled ones and those in the window's first, partial bucket.
+
+Filters, precomputed. ``LatestIncident`` also holds each row's status, "unassigned" and casefolded title and
+description, ``LatestAlert`` its status and the id of its text in ``AlertText`` (each distinct alert name and
+description once, casefolded), so a filtered list reads narrow rows (alerts: one covering index) and a keyword is
+looked for in each distinct text once. ``IncidentAlert`` says which incidents name an alert, so an entity pivot
+starts from the incidents its alerts lead to.
+
+The activity tables (SigninLogs, DeviceProcessEvents, ...: ``columns.ACTIVITY_TABLES``) hold the generator's
+sparse rows with their columns' defaults, and are indexed on TimeGenerated and on ``kql_lower`` of the columns
+an entity is found in (``columns.ENTITY_COLUMNS``).
 
 A database is built in memory in this process, or (``build_file``) in a worker process straight into a
 file, which the serving process then opens: regeneration then costs the serving process no CPU time.
