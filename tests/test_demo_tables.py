@@ -239,6 +239,21 @@ def test_privileged_role_incidents_show_the_audit_record_by_the_admin_for_the_us
         assert described, description
 
 
+def test_sign_in_alerts_show_the_sign_in_they_describe() -> None:
+    names = {"Unfamiliar sign-in properties": "0",
+             "Sign-ins from IPs that attempt sign-ins to disabled accounts": "50057"}
+    checked = 0
+    for alert in data().alert_rows:
+        if alert["AlertName"] in names:
+            named = entities_of([alert["SystemAlertId"]])
+            (account,), ip = named["account"], sorted(named["ip"])[0]
+            rows = rows_for("SigninLogs", "account", account, "AND IPAddress = ? AND ResultType = ?", ip,
+                            names[alert["AlertName"]])
+            assert rows, alert["AlertName"]
+            checked += 1
+    assert checked > 50
+
+
 def test_every_person_signs_in_from_home_every_day() -> None:
     days = Counter()
     for row in data().tables["SigninLogs"]:
