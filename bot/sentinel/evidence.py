@@ -243,7 +243,7 @@ class UrlClick:
 class Indicator:
     """A threat-intelligence indicator whose observable is the entity (ThreatIntelIndicators, latest of each)."""
 
-    HEADERS: ClassVar[tuple[str, ...]] = ("observable", "value", "confidence", "valid from", "valid until", "active",
+    HEADERS: ClassVar[tuple[str, ...]] = ("observable", "value", "confidence", "valid from", "valid until", "valid now",
                                           "tags")
     indicator_id: str
     key: str
@@ -251,20 +251,15 @@ class Indicator:
     confidence: int
     valid_from: datetime | None
     valid_until: datetime | None
-    active: bool
+    valid: bool  # now, by the service's clock: active, not revoked, inside its validity
     tags: str
-
-    def valid_at(self, moment: datetime) -> bool:
-        """Active, and inside its validity at ``moment``."""
-        return self.active and (self.valid_from is None or self.valid_from <= moment) and \
-            (self.valid_until is None or moment < self.valid_until)
 
     def identifiers(self) -> tuple[tuple[str, str], ...]:
         return _ids((_ID_KIND.get(self.key.split(":")[0], "indicator"), self.value))
 
     def cells(self) -> tuple[str, ...]:
         return (self.key, self.value, str(self.confidence), _at(self.valid_from), _at(self.valid_until),
-                "yes" if self.active else "no", self.tags)
+                "yes" if self.valid else "no", self.tags)
 
 
 _ID_KIND = {"ipv4-addr": "ip", "ipv6-addr": "ip", "url": "url", "domain-name": "dns", "file": "filehash",

@@ -29,8 +29,8 @@ ROWS = RowList(
     custom={EntityKind.URL: _carrying("Url"), EntityKind.DOMAIN: _carrying("UrlDomain")},
     columns=(Column("TimeGenerated", "datetime"), Column("NetworkMessageId", "string"),
              Column("SenderFromAddress", "string"), Column("RecipientEmailAddress", "string"),
-             Column("Subject", "string"), Column("DeliveryAction", "string"), Column("LatestDeliveryLocation", "string"),
-             Column("ThreatTypes", "string")),
+             Column("Subject", "string"), Column("DeliveryAction", "string"),
+             Column("LatestDeliveryLocation", "string"), Column("ThreatTypes", "string")),
     order=(("TimeGenerated", True), ("NetworkMessageId", False), ("RecipientEmailAddress", False)),
     what="email messages",
 )

@@ -3,7 +3,7 @@ a URL or a domain, detected from the value or checked against the kind the calle
 
 The value is attacker-reachable text (it comes from alerts, through the model), so anything that is not plainly one
 of these kinds is refused with a message that says what would be accepted: control characters, spaces, quotes and
-pipes, non-ASCII letters (look-alikes such as Cyrillic "а" or full-width "ａ"), over-long values, and single words
+pipes, non-ASCII letters (look-alikes: a Cyrillic or full-width "a"), over-long values, and single words
 that could be an account or a host alike. An accepted value still reaches KQL only as an escaped literal.
 """
 
@@ -89,7 +89,7 @@ def detect(value: object, kind: EntityKind | None = None) -> Entity:
         if found is None:
             raise InvalidParameter("entity", f"{_shown(text)} is not an account, host, IP, hash, URL or domain "
                                              "I can recognise; give entity_type if it is one")
-        if found is _AMBIGUOUS:
+        if not isinstance(found, EntityKind):
             raise InvalidParameter("entity", f"{_shown(text)} could be an account or a host: give entity_type "
                                              "(account or host), or the account's UPN (name@domain)")
         kind = found
@@ -103,9 +103,11 @@ _AMBIGUOUS = object()
 
 def _detected(text: str) -> EntityKind | object | None:
     """The one kind ``text`` plainly is, _AMBIGUOUS for a single word, None when nothing fits."""
-    for kind in (EntityKind.IP, EntityKind.HASH, EntityKind.URL, EntityKind.ACCOUNT, EntityKind.DOMAIN):
+    for kind in (EntityKind.IP, EntityKind.HASH, EntityKind.URL, EntityKind.DOMAIN):
         if _fits(text, kind):
             return kind
+    if _UPN.fullmatch(text) or _DOWN_LEVEL.fullmatch(text):
+        return EntityKind.ACCOUNT
     if re.fullmatch(_LABEL, text):
         # "WS-FIN-042" (digits or hyphens) reads as a machine; "alice" could be either.
         return EntityKind.HOST if re.search(r"[\d-]", text) else _AMBIGUOUS

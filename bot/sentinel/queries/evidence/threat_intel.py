@@ -1,6 +1,6 @@
 """evidence_threat_intel: threat-intelligence indicators whose observable is the entity (ThreatIntelIndicators, the
-latest row of each indicator over the last 30 days, deleted ones left out), most confident first, with their
-validity."""
+latest row of each indicator over the last 30 days, deleted ones left out), most confident first, with whether each
+is valid now (active, not revoked, inside its validity)."""
 
 from __future__ import annotations
 
@@ -41,12 +41,14 @@ def _kql(query: ThreatIntelQuery) -> str:
     | summarize arg_max(TimeGenerated, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive,
         Revoked, IsDeleted, Tags) by Id
     | where not(IsDeleted)
-    | extend Active = IsActive and not(Revoked));
+    // Valid now: active, not revoked, inside its validity (by the service's clock).
+    | extend Valid = IsActive and not(Revoked) and (isnull(ValidFrom) or ValidFrom <= now())
+        and (isnull(ValidUntil) or ValidUntil > now()));
 indicators
 | sort by {kql.order_by(_ORDER)}
 | take {MAX_EVIDENCE_ROWS}
 | extend TotalMatched = toscalar(indicators | count)
-| project Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, Active, Tags, TotalMatched"""
+| project Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, Valid, Tags, TotalMatched"""
 
 
 def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
@@ -61,20 +63,21 @@ def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
               AND kql_lower(ObservableValue) = kql_lower(:entity)
             GROUP BY Id)
         SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil,
-            (IsActive AND NOT Revoked) AS Active, Tags, COUNT(*) OVER () AS TotalMatched
+            (IsActive AND NOT Revoked AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
+             AND (COALESCE(ValidUntil, '') = '' OR ValidUntil > :now)) AS Valid, Tags, COUNT(*) OVER () AS TotalMatched
         FROM latest WHERE NOT IsDeleted ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
 
 
 def decode(row: Row) -> Indicator:
     return Indicator(as_text(row.get("Id")), as_text(row.get("ObservableKey")), as_text(row.get("ObservableValue")),
                      as_int(row.get("Confidence")), as_datetime(row.get("ValidFrom")),
-                     as_datetime(row.get("ValidUntil")), as_bool(row.get("Active")), as_text(row.get("Tags")))
+                     as_datetime(row.get("ValidUntil")), as_bool(row.get("Valid")), as_text(row.get("Tags")))
 
 
 SPEC = QuerySpec(
     name=ThreatIntelQuery.tool, params=params(), make=make(ThreatIntelQuery), kql=_kql,
     result=(("Id", "string"), ("ObservableKey", "string"), ("ObservableValue", "string"), ("Confidence", "int"),
-            ("ValidFrom", "datetime"), ("ValidUntil", "datetime"), ("Active", "bool"), ("Tags", "string"),
+            ("ValidFrom", "datetime"), ("ValidUntil", "datetime"), ("Valid", "bool"), ("Tags", "string"),
             ("TotalMatched", "long")),
     keys=("ObservableValue",), decode=decode, demo=_demo, internal=True,
 )
