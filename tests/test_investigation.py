@@ -198,3 +198,106 @@ def test_every_evidence_query_answers_as_a_python_evaluation_of_the_rows(backend
                 compared += 1
                 matched += bool(got)
     assert compared > 60 and matched > 30, (compared, matched)
+
+
+# the stories, end to end
+
+
+async def _investigate(backend: DemoBackend, value: str, **more: Any) -> Investigation:
+    run = await ToolBox(SentinelClient(backend)).run("investigate_entity", json.dumps({"entity": value, **more}))
+    assert run.ok, run.artifact
+    investigation = run.artifact.records[0]
+    assert isinstance(investigation, Investigation)
+    return investigation
+
+
+async def test_the_mfa_fatigue_account_is_assessed_high_naming_the_mfa_pattern(backend: DemoBackend) -> None:
+    investigation = await _investigate(backend, world.ALICE)
+    signals = {s.name: s for s in investigation.assessment.signals}
+    assert investigation.assessment.level is Level.HIGH
+    assert {"mfa_fatigue", "risky_user", "privileged_role", "malicious_click", "new_country"} <= set(signals)
+    mfa = signals["mfa_fatigue"]
+    assert "8 MFA denials" in mfa.detail and "then 1 successful" in mfa.detail and mfa.weight == 45
+    signins = investigation.section("evidence_signins")
+    assert signins is not None
+    cited = [signins.records[int(ref[1:]) - signins.first_ref] for ref in mfa.evidence]
+    assert {g.result_type for g in cited} == {"500121", "0"}
+    assert "Global Administrator" in signals["privileged_role"].detail
+
+
+async def test_the_malware_host_is_assessed_naming_the_process(backend: DemoBackend) -> None:
+    investigation = await _investigate(backend, world.HOST, time_window="last_24h")
+    signals = {s.name: s for s in investigation.assessment.signals}
+    assert "malicious_process" in signals
+    detail = signals["malicious_process"].detail
+    assert "mimikatz.exe (credential dumping" in detail and "powershell.exe" in detail
+    assert investigation.assessment.level is Level.MEDIUM
+
+
+async def test_a_quiet_account_is_low_or_none_and_the_known_bad_ip_matches_threat_intel(backend: DemoBackend) -> None:
+    bob = await _investigate(backend, world.BOB)
+    assert bob.assessment.level is Level.NONE and not bob.assessment.signals
+    ip = await _investigate(backend, world.BAD_IP)
+    ti = next(s for s in ip.assessment.signals if s.name == "threat_intel_match")
+    assert ti.weight == 50 and "highest confidence 90" in ti.detail and len(ti.evidence) == 1  # ind-2 expired
+
+
+async def test_the_tool_refuses_bad_arguments_with_what_to_send(backend: DemoBackend) -> None:
+    box = ToolBox(SentinelClient(backend))
+    for arguments, words in (({"entity": "alice"}, "could be an account or a host"),
+                             ({"entity": "x\" | union *"}, "spaces or control"), ({}, "give an account"),
+                             ({"entity": world.ALICE, "limit": 3}, "has no parameter 'limit'"),
+                             ({"entity": world.ALICE, "entity_type": "planet"}, "not one of")):
+        run = await box.run("investigate_entity", json.dumps(arguments))
+        assert not run.ok and words in run.artifact.message, (arguments, run.artifact)
+        assert "ERROR invalid_argument" in TOOLS.text(run.artifact, lambda *_: None, arguments)
+
+
+async def test_the_command_runs_an_investigation_and_its_text_card_and_facts_follow(backend: DemoBackend) -> None:
+    assert parse("investigate alice@contoso.com 24h").arguments == {"entity": world.ALICE, "time_window": "last_24h"}
+    assert parse("investigate alice 7d account").arguments["entity_type"] == "account"
+    with pytest.raises(CommandError, match="Investigate what"):
+        parse("investigate")
+    with pytest.raises(CommandError, match="could not read"):
+        parse("investigate alice@contoso.com yesterday")
+
+    async def status(_: str) -> None:
+        return None
+
+    conversation = Conversation()
+    routed = await CommandRouter(SentinelClient(backend), None).route(f"investigate {world.ALICE}", conversation,
+                                                                      status)
+    assert routed.route is Route.QUERY and routed.run is not None and routed.run.ok
+    result = routed.run.artifact
+    text = TOOLS.text(result, lambda *_: None, {})
+    assert "ASSESSMENT (computed by the bot" in text and "level high" in text and "signal mfa_fatigue +45" in text
+    assert "## Sign-ins:" in text and "E1|" in text
+    card = TOOLS.card(result, lambda *_: None, NOW)
+    assert_valid(card)
+    dumped = json.dumps(card)
+    assert "Assessment: HIGH" in dumped and dumped.count('"Show query"') == len(result.records[0].sections)
+    # every query the investigation ran is in the result's KQL ("Show query" in the Data sources footnote)
+    assert result.metadata.kql.count("let entity_wanted") == len(result.records[0].sections)
+
+    facts = Facts()
+    facts.observe(result, NOW)
+    assert facts.verdicts["alice@contoso.com"].level == "high"
+    assert world.BAD_IP in facts.identifiers and "mallory@contoso.com" in facts.identifiers
+    restored = Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert restored.verdicts == facts.verdicts
+
+
+async def test_calling_a_low_assessed_account_compromised_is_marked(backend: DemoBackend) -> None:
+    result = (await ToolBox(SentinelClient(backend)).run("investigate_entity",
+                                                         json.dumps({"entity": world.BOB}))).artifact
+    facts = Facts()
+    facts.observe(result, NOW)
+    findings = check(f"{world.BOB} is compromised: rotate the password.", facts, References(), NOW)
+    assert [(f.category, f.claimed, f.note) for f in findings] == [("assessment", "compromised", "assessment: none")]
+    assert "assessment of account bob@contoso.com is none" in findings[0].record
+    assert not check(f"There is no sign {world.BOB} was compromised.", facts, References(), NOW)
+    assert check(f"The assessment for {world.BOB} is high.", facts, References(), NOW)
+    alice = (await ToolBox(SentinelClient(backend)).run("investigate_entity",
+                                                        json.dumps({"entity": world.ALICE}))).artifact
+    facts.observe(alice, NOW)
+    assert not check(f"{world.ALICE} looks compromised (assessment high).", facts, References(), NOW)

@@ -43,7 +43,8 @@ def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tupl
                                  subtitle=f"{investigation.entity_kind}, {investigation.window.replace('_', ' ')}")
     body.append(_assessment(investigation))
     body += warnings(list(notes))
-    kql_chars = max(200, MAX_KQL_CHARS // 3 * rows // MAX_SECTION_ROWS)
+    # Thirteen queries share the card: each shows at most a third of the footnote's length, less as rows go.
+    kql_chars = MAX_KQL_CHARS // 3 * rows // MAX_SECTION_ROWS
     for index, section in enumerate(investigation.sections, start=1):
         body += _section(section, index, ref_for, rows, kql_chars)
     return card(body)

@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any
 
 MAX_VERDICTS = 20
-_SENTENCES = re.compile(r"[^.!?\n]+[.!?]?")
+_SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")  # "bob@contoso.com" does not end a sentence
 _COMPROMISED = re.compile(r"\b(compromised|malicious|breached|hacked|taken over|owned by (?:an )?attacker|infected|"
                           r"confirmed (?:attack|breach|compromise))\b", re.IGNORECASE)
-_LEVEL = re.compile(r"\b(?:assessment|assessed|verdict|risk level|level)\b[^.]{0,20}?\b(none|low|medium|high)\b",
+_LEVEL = re.compile(r"\b(?:assessment|assessed|verdict|risk level|level)\b.{0,40}?\b(none|low|medium|high)\b",
                     re.IGNORECASE)
 _NEGATED = re.compile(r"\b(not|no|never|nothing|without|isn't|wasn't|aren't|weren't|unlikely|doesn't|didn't|"
                       r"cannot|can't|no sign|no evidence)\b", re.IGNORECASE)
