@@ -77,8 +77,7 @@ Ask in plain language, or use these commands:
   incident N                      one incident with its alerts and entities (also: incident [2])
   alerts [window] [severity]      recent alerts (also: alerts host WS-FIN-160, alerts open, alerts search WORDS)
   entity X [window]               one host, account, IP, hash or URL: its alerts, first and last seen (30d)
-  investigate X [window]          one account, host, IP, hash, URL or domain across the evidence tables (7d),
-                                  with the bot's assessment (also: investigate alice 7d account)
+  investigate X [window] [type]   one account, host, IP, hash, URL or domain across the evidence tables, assessed
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
