@@ -291,6 +291,8 @@ async def test_the_command_runs_an_investigation_and_its_text_card_and_facts_fol
                                                                       status)
     assert routed.route is Route.QUERY and routed.run is not None and routed.run.ok
     result = routed.run.artifact
+    keys = {(r.kind.value, r.key) for r in conversation.references.items}
+    assert ("entity", f"account:{world.ALICE}") in keys  # "that account" / [n] reach it in a follow-up
     text = TOOLS.text(result, lambda *_: None, {})
     assert "ASSESSMENT (computed by the bot" in text and "level high" in text and "signal mfa_fatigue +45" in text
     assert "## Sign-ins:" in text and "E1|" in text
