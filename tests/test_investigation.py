@@ -346,3 +346,19 @@ async def test_the_generated_malware_incident_s_host_is_assessed_naming_the_proc
     assert processes is not None
     named = {processes.records[int(ref[1:]) - processes.first_ref].file_name for ref in signal.evidence}
     assert named and all(name in signal.detail for name in list(named)[:1]), (signal.detail, named)
+
+
+@pytest.mark.slow
+def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
+                           json.dumps({"entity": world.ALICE})], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    heads = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("// ")]
+    assert heads == ["// evidence_threat_intel", "// evidence_risky_user", "// evidence_risk_detections",
+                     "// evidence_signins", "// evidence_directory", "// evidence_ueba", "// evidence_processes",
+                     "// evidence_email", "// evidence_url_clicks", "// query_alerts", "// query_incidents"]
+    refused = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
+                              '{"entity": "x\\" | union *"}'], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "spaces or control characters" in refused.stderr
