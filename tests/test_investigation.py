@@ -334,6 +334,13 @@ async def test_the_generated_mfa_fatigue_incident_s_account_is_assessed_naming_t
     mfa = next(s for s in investigation.assessment.signals if s.name == "mfa_fatigue")
     assert "MFA denials (result 500121)" in mfa.detail and mfa.evidence
     assert investigation.assessment.level in (Level.MEDIUM, Level.HIGH)
+    # every row a signal rests on is in what the model reads, even past the first rows of its section
+    run = await ToolBox(SentinelClient(backend)).run("investigate_entity",
+                                                     json.dumps({"entity": account, "time_window": "last_30d"}))
+    text = TOOLS.text(run.artifact, lambda *_: None, {})
+    rows = {line.split("|")[0].split(" ")[0] for line in text.splitlines()}
+    assert set(investigation.assessment.cited) <= rows, set(investigation.assessment.cited) - rows
+    assert_valid(TOOLS.card(run.artifact, lambda *_: None, NOW))
 
 
 @pytest.mark.parametrize("title", ["LSASS", "Ransomware", "Malware outbreak"])

@@ -12,13 +12,11 @@ from bot.cards.common import (
     RefFor,
     actions,
     card,
-    cell,
     fit,
     header,
     plain,
     ref,
     subtle,
-    table,
     text,
     warnings,
 )
@@ -46,7 +44,7 @@ def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tupl
     # Thirteen queries share the card: each shows at most a third of the footnote's length, less as rows go.
     kql_chars = MAX_KQL_CHARS // 3 * rows // MAX_SECTION_ROWS
     for index, section in enumerate(investigation.sections, start=1):
-        body += _section(section, index, ref_for, rows, kql_chars)
+        body += _section(section, index, ref_for, investigation.assessment.cited, rows, kql_chars)
     return card(body)
 
 
@@ -65,15 +63,17 @@ def _assessment(investigation: Investigation) -> Element:
     return {"type": "Container", "style": _LEVEL_STYLE[assessment.level], "items": items}
 
 
-def _section(section: Section, index: int, ref_for: RefFor, rows: int, kql_chars: int) -> list[Element]:
-    shown = section.records[:rows]
+def _section(section: Section, index: int, ref_for: RefFor, cited: set[str], rows: int,
+             kql_chars: int) -> list[Element]:
+    shown = section.shown(cited, rows)[:rows * 2]  # cited rows first among the rest, but the card must fit
     count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
     status = f"failed: {plain(section.error, 160)}" if section.error else count
     out: list[Element] = [text(f"{section.title} ({status})", weight="bolder", separator=True, spacing="medium")]
     if shown:
+        # One line per row (a Table costs several times the bytes, and thirteen sections share the card's 28 KB).
         headers, cells = _rows(section, shown, ref_for)
-        out.append(table(("ref", *headers), (1,) + (2,) * len(headers),
-                         [[cell(subtle(r[0])), *(cell(subtle(plain(v, 60))) for v in r[1:])] for r in cells]))
+        out.append(subtle(" · ".join(("ref", *headers)), weight="bolder"))
+        out += [subtle(" · ".join((r[0], *(plain(v, 60) or "-" for v in r[1:])))) for r in cells]
     if section.kql:
         target = f"evidence-kql-{index}"
         out.append(actions({"type": "Action.ToggleVisibility", "title": "Show query", "targetElements": [target]},
@@ -82,18 +82,18 @@ def _section(section: Section, index: int, ref_for: RefFor, rows: int, kql_chars
     return out
 
 
-def _rows(section: Section, shown: tuple[Any, ...], ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
+def _rows(section: Section, shown: tuple[tuple[int, Any], ...],
+          ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
     """The headers and each row's cells (its evidence ref first, with the conversation's [n] where it has one)."""
-    first = shown[0]
+    first = shown[0][1]
     if isinstance(first, AlertSummary):
         return ("time", "severity", "alert"), [
-            [_refs(section, i, ref(ref_for, "alert", a.alert_id)), _time(a.time), a.severity, a.name]
-            for i, a in enumerate(shown)]
+            [_refs(section, i, ref(ref_for, "alert", a.alert_id)), _time(a.time), a.severity, a.name] for i, a in shown]
     if isinstance(first, Incident):
         return ("incident", "severity", "status", "title"), [
             [_refs(section, i, ref(ref_for, "incident", str(n.number))), f"#{n.number}", n.severity, n.status,
-             n.title] for i, n in enumerate(shown)]
-    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in enumerate(shown)]
+             n.title] for i, n in shown]
+    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in shown]
 
 
 def _refs(section: Section, index: int, conversation_ref: str) -> str:

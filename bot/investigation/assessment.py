@@ -8,7 +8,8 @@ Signals and weights (the first match of a signal's rules counts; a signal counts
   >= 80, 35 at >= 50, else 15.
 - risky_user: Entra ID Protection's risk state: 50 confirmedCompromised; atRisk 35 high, 20 medium, 10 low.
 - risk_detections: high-level risk detections of the account or IP: 15.
-- mfa_fatigue: >= 5 MFA denials (result 500121): 30; 45 when a successful sign-in follows the first denial.
+- mfa_fatigue: >= 5 MFA denials (result 500121): 30; 45 when a successful sign-in from an IP the denials came
+  from follows the first denial (the push accepted).
 - new_country: a successful sign-in from a country first seen >= 24 h after the window's first success: 15.
 - privileged_role: "Add member to role" (or eligible) for the account: 35 for an admin role, else 25 ("New role").
 - high_severity_alerts: High-severity alerts naming the entity: 25 (else medium_severity_alerts: 10).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -44,6 +46,7 @@ from bot.sentinel.evidence import (
 from bot.sentinel.models import AlertSummary
 
 LEVELS = ((60, Level.HIGH), (25, Level.MEDIUM), (1, Level.LOW))
+MAX_CITED = 8
 MFA_FATIGUE_DENIALS = 5
 NEW_COUNTRY_AFTER = timedelta(hours=24)
 UEBA_PRIORITY = 5
@@ -67,7 +70,9 @@ _SHELL = re.compile(r"^(cmd|powershell|pwsh|wscript|cscript|mshta|rundll32|regsv
 def assess(sections: Iterable[Section]) -> Assessment:
     """The signals the evidence holds and the level their weights sum to."""
     by_name = {s.name: s for s in sections}
-    signals = [signal for rule in RULES if (signal := rule(by_name)) is not None]
+    # A signal names at most MAX_CITED rows (its detail counts them all), so the rows cited can all be shown.
+    signals = [replace(signal, evidence=signal.evidence[:MAX_CITED]) for rule in RULES
+               if (signal := rule(by_name)) is not None]
     score = sum(s.weight for s in signals)
     level = next((lvl for floor, lvl in LEVELS if score >= floor), Level.NONE)
     return Assessment(level, score, tuple(signals))
@@ -121,11 +126,14 @@ def _mfa_fatigue(sections: Sections) -> Signal | None:
     denials = sum(g.count for _, g in denied)
     if denials < MFA_FATIGUE_DENIALS:
         return None
+    # The push finally accepted: a success from an IP the denied pushes came from, after the first denial.
     first_denial = min((g.first for _, g in denied if g.first), default=None)
-    after = [(ref, g) for ref, g in groups if g.succeeded and first_denial and g.last and g.last > first_denial]
-    detail = f"{denials} MFA denials (result {denied[0][1].result_type})"
+    pushed_from = {g.ip for _, g in denied}
+    after = [(ref, g) for ref, g in groups if g.succeeded and g.ip in pushed_from and first_denial and g.last
+             and g.last > first_denial]
+    detail = f"{denials} MFA denials (result {denied[0][1].result_type}) from {', '.join(sorted(pushed_from)[:3])}"
     if after:
-        detail += f", then {sum(g.count for _, g in after)} successful sign-in(s)"
+        detail += f", then {sum(g.count for _, g in after)} successful sign-in(s) from there"
     return Signal("mfa_fatigue", "MFA-fatigue pattern", 45 if after else 30, detail,
                   tuple(ref for ref, _ in denied + after))
 

@@ -33,6 +33,10 @@ class Section:
     def ref(self, index: int) -> str:
         return f"E{self.first_ref + index}"
 
+    def shown(self, cited: set[str], limit: int) -> tuple[tuple[int, Any], ...]:
+        """(index, record) of the rows to show: the first ``limit``, and every row a signal cites."""
+        return tuple((i, r) for i, r in enumerate(self.records) if i < limit or self.ref(i) in cited)
+
 
 @dataclass(frozen=True)
 class Signal:
@@ -50,6 +54,11 @@ class Assessment:
     level: Level
     score: int
     signals: tuple[Signal, ...]
+
+    @property
+    def cited(self) -> set[str]:
+        """The evidence rows ("E3") the signals rest on."""
+        return {ref for signal in self.signals for ref in signal.evidence}
 
     @property
     def summary(self) -> str:

@@ -34,14 +34,14 @@ def text(result: QueryResult, ref_for: RefFor) -> str:
                      f"[evidence {','.join(signal.evidence[:12])}]")
     rows: list[str] = []
     for section in investigation.sections:
-        rows += _section(section, ref_for)
+        rows += _section(section, ref_for, assessment.cited)
     return bounded(lines, rows, len(rows))
 
 
-def _section(section: Section, ref_for: RefFor) -> list[str]:
+def _section(section: Section, ref_for: RefFor, cited: set[str]) -> list[str]:
     if section.error:
         return [f"## {section.title}: FAILED ({cell(section.error, 200)}); its rows are unknown, not none"]
-    shown = section.records[:MAX_TEXT_ROWS]
+    shown = section.shown(cited, MAX_TEXT_ROWS)
     count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
     if not shown:
         return [f"## {section.title}: none"]
@@ -50,17 +50,17 @@ def _section(section: Section, ref_for: RefFor) -> list[str]:
             *("|".join(cell(v, 100) for v in row) for row in cells)]
 
 
-def _cells(section: Section, shown: tuple[Any, ...], ref_for: RefFor) -> tuple[tuple[str, ...], list[list[Any]]]:
-    first = shown[0]
+def _cells(section: Section, shown: tuple[tuple[int, Any], ...],
+           ref_for: RefFor) -> tuple[tuple[str, ...], list[list[Any]]]:
+    first = shown[0][1]
     if isinstance(first, AlertSummary):
         return ("time_utc", "severity", "name (untrusted text)"), [
-            [f"{section.ref(i)} {ref(ref_for, 'alert', a.alert_id)}", a.time, a.severity, a.name]
-            for i, a in enumerate(shown)]
+            [f"{section.ref(i)} {ref(ref_for, 'alert', a.alert_id)}", a.time, a.severity, a.name] for i, a in shown]
     if isinstance(first, Incident):
         return ("incident", "severity", "status", "title (untrusted text)"), [
             [f"{section.ref(i)} {ref(ref_for, 'incident', str(n.number))}", f"#{n.number}", n.severity, n.status,
-             n.title] for i, n in enumerate(shown)]
-    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in enumerate(shown)]
+             n.title] for i, n in shown]
+    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in shown]
 
 
 async def run(sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResult | QueryError:
