@@ -62,7 +62,8 @@ class EvidenceQuery:
 
 
 def params() -> tuple[Param, ...]:
-    return (Param("entity", lambda v: v, "Account UPN, host, IP, file hash, URL or domain.", required="the account, host, IP, hash, URL or domain to investigate"),
+    return (Param("entity", lambda v: v, "Account UPN, host, IP, file hash, URL or domain.",
+                  required="the account, host, IP, hash, URL or domain to investigate"),
             Param("entity_type", parse_kind, "Detected when omitted.", enum=tuple(k.value for k in EntityKind)),
             Param("time_window", lambda v: parse_time_window(v, DEFAULT_WINDOW),
                   enum=tuple(w.value for w in TimeWindow), default=DEFAULT_WINDOW.value))
