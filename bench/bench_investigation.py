@@ -106,6 +106,8 @@ def main() -> None:
     args = parser.parse_args()
     runs, volumes = (2, [1]) if args.smoke else (args.runs, [int(v) for v in args.volumes.split(",")])
     started = time.perf_counter()
+    if args.smoke:
+        print("SMOKE RUN: tiny sizes; the figures say nothing about performance.")
     before, after = tool_tokens()
     print("== Tool definitions sent on every model call (o200k_base tokens)")
     print(f"without {TOOL}: {before}; with it: {after} (+{after - before})")
