@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
+from bot.sentinel.demo.columns import ACTIVITY_TABLES
 from bot.sentinel.models import QueryResult
 
 GOAL_MS = {1: 50.0, 10: 50.0, 100: 200.0}  # median, by volume; larger volumes are held to the 100x goal
@@ -72,9 +73,11 @@ async def prepared(seed: int, volume: int, now: datetime) -> tuple[SentinelClien
     incident_rows = conn.execute("SELECT COUNT(*) FROM SecurityIncident").fetchone()[0]
     alert_rows = conn.execute("SELECT COUNT(*) FROM SecurityAlert").fetchone()[0]
     alerts = conn.execute("SELECT COUNT(DISTINCT SystemAlertId) FROM SecurityAlert").fetchone()[0]
+    activity = sum(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ACTIVITY_TABLES)
+    size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
     print(f"Demo workspace (seed {seed}): {incidents} incidents in {incident_rows} incident rows, "
-          f"{alerts} alerts in {alert_rows} alert rows; {volume}x incidents per day; generated and loaded in "
-          f"{prepare_s:.1f} s")
+          f"{alerts} alerts in {alert_rows} alert rows, {activity} activity rows; {volume}x incidents per day; "
+          f"generated and loaded in {prepare_s:.1f} s; the database holds {size / 1e9:.2f} GB")
     client = SentinelClient(backend)
     return client, backend, await placeholders(client, now)
 

@@ -239,6 +239,21 @@ def test_privileged_role_incidents_show_the_audit_record_by_the_admin_for_the_us
         assert described, description
 
 
+def test_sign_in_alerts_show_the_sign_in_they_describe() -> None:
+    names = {"Unfamiliar sign-in properties": "0",
+             "Sign-ins from IPs that attempt sign-ins to disabled accounts": "50057"}
+    checked = 0
+    for alert in data().alert_rows:
+        if alert["AlertName"] in names:
+            named = entities_of([alert["SystemAlertId"]])
+            (account,), ip = named["account"], sorted(named["ip"])[0]
+            rows = rows_for("SigninLogs", "account", account, "AND IPAddress = ? AND ResultType = ?", ip,
+                            names[alert["AlertName"]])
+            assert rows, alert["AlertName"]
+            checked += 1
+    assert checked > 50
+
+
 def test_every_person_signs_in_from_home_every_day() -> None:
     days = Counter()
     for row in data().tables["SigninLogs"]:
@@ -291,3 +306,32 @@ def test_entity_lookups_and_windows_use_an_index(table: str) -> None:
             assert any("USING INDEX" in row[3] for row in plan), (table, expression, plan)
     plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {table} WHERE TimeGenerated > ?", ("9999",)).fetchall()
     assert any("USING INDEX" in row[3] for row in plan), (table, plan)
+
+
+# --- the latest incident rows the filtered lists read ----------------------------------------------------------------
+
+
+def test_latest_incident_rows_follow_appended_and_updated_incident_rows() -> None:
+    """Status, "unassigned" and the casefolded texts the filters read stay those of the incident's latest row."""
+    conn = store.connect()
+    database().backup(conn)
+    number, row_id = conn.execute("SELECT IncidentNumber, IncidentRowId FROM LatestIncident WHERE NextTime IS NULL "
+                                  "AND Unassigned = 1 LIMIT 1").fetchone()
+    row = dict(conn.execute("SELECT * FROM SecurityIncident WHERE rowid = ?", (row_id,)).fetchone())
+    owner = json.dumps({"objectId": "x", "email": "Ana@Contoso.com", "assignedTo": "Ana", "userPrincipalName": ""})
+    later = row | {"TimeGenerated": "9999-01-01T00:00:00.000000Z", "Status": "Active", "Owner": owner,
+                   "Description": "Straße TÜR"}
+    names = ", ".join(f'"{k}"' for k in later)
+    conn.execute(f"INSERT INTO SecurityIncident ({names}) VALUES ({', '.join('?' * len(later))})", list(later.values()))
+    latest = conn.execute("SELECT Status, Unassigned, DescriptionFolded FROM LatestIncident WHERE IncidentNumber = ? "
+                          "AND NextTime IS NULL", (number,)).fetchone()
+    assert tuple(latest) == ("Active", 0, "strasse tür")
+    conn.execute("UPDATE SecurityIncident SET Status = 'Closed', Owner = ?, Title = 'ÉTÉ' WHERE IncidentNumber = ? "
+                 "AND TimeGenerated = ?", ("{}", number, later["TimeGenerated"]))
+    latest = conn.execute("SELECT Status, Unassigned, TitleFolded FROM LatestIncident WHERE IncidentNumber = ? "
+                          "AND NextTime IS NULL", (number,)).fetchone()
+    assert tuple(latest) == ("Closed", 1, "été")
+    # the alerts it names lead to it, for the entity pivot
+    alert_ids = json.loads(row["AlertIds"])
+    assert alert_ids and all(conn.execute("SELECT 1 FROM IncidentAlert WHERE SystemAlertId = ? AND IncidentNumber = ?",
+                                          (a, number)).fetchone() for a in alert_ids)

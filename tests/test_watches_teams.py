@@ -36,6 +36,7 @@ from tests.support.connector_fake import FakeConnector
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
 
 INTERVAL_S = 1
+FIRST_POLL_S = 15  # the first poll waits for the live demo to be built (it generates the activity tables too)
 HOSTILE = "<at>Bob</at> **Ransomware** on [FIN-DB](https://evil.example/x) _now_"
 THREAD = "19:war-room@thread.tacv2;messageid=1700000000000"
 
@@ -114,7 +115,8 @@ async def test_a_watch_in_a_channel_posts_new_incidents_updates_them_and_survive
         await bot.say("watch high")
         await connector.wait_for(lambda sent: any("Watching for high" in s.text for s in sent))
         polls = bot.polls
-        await connector.wait_for(lambda _: bot.polls > polls, timeout=5)  # the watch is in place before the injection
+        # the watch is in place before the injection (the first poll builds the live demo: seconds on a busy machine)
+        await connector.wait_for(lambda _: bot.polls > polls, timeout=FIRST_POLL_S)
 
         low = await inject(live_demo, "Low noise", "Low")
         number = await inject(live_demo, HOSTILE)

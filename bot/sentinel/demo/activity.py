@@ -13,6 +13,7 @@ seeded by its IncidentName, so neither changes the incident and alert rows, nor 
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,8 +52,10 @@ class Scene:
         return max(1, min(int(self.cast[key]), cap))
 
 
-def day_rows(world: World, day_start: datetime, incidents: list[Incident], volume: int, out: Rows) -> None:
-    """Add one day's activity rows to ``out`` (table -> rows)."""
+def day_rows(world: World, day_start: datetime, incidents: list[Incident], alerts: list[dict], volume: int,
+             out: Rows) -> None:
+    """Add one day's activity rows to ``out`` (table -> rows); ``alerts``: the day's SecurityAlert rows, whose
+    sign-in alerts get the sign-in they describe."""
     rng = random.Random(stable_int("sentinel-demo", world.seed, "activity", day_start.toordinal()))
     out["IdentityInfo"].extend(identity.identity_info(world, day_start))
     out["DeviceInfo"].extend(endpoint.device_info(world, day_start))
@@ -61,6 +64,7 @@ def day_rows(world: World, day_start: datetime, incidents: list[Incident], volum
     mail.ordinary_day(world, rng, day_start, volume, out)
     intel.listed_today(world, day_start, out)
     accounts = {p.upn: p for p in identity.people(world)}
+    alert_signins(accounts, alerts, out)
     for incident in incidents:
         story = STORIES.get(incident.template.key)
         if story is not None:
@@ -72,8 +76,36 @@ def day_rows(world: World, day_start: datetime, incidents: list[Incident], volum
 # --------------------------------------------------------------------------------------------------
 # Sign-ins and identity risk.
 
+# Alerts about one sign-in (standalone noise included): the result code of the sign-in they describe.
+SIGNIN_ALERTS = {"Unfamiliar sign-in properties": "0", "Activity from infrequent country": "0",
+                 "Sign-ins from IPs that attempt sign-ins to disabled accounts": "50057"}
 
-def _failures(s: Scene, code: str = "50126", cap: int = 30, app: tuple[str, int] | None = None) -> float:
+
+def alert_signins(accounts: dict[str, Person], alerts: list[dict], out: Rows) -> None:
+    """The sign-in each sign-in alert names (its account from its address), once per alert, at its start."""
+    seen: set[str] = set()
+    for row in alerts:
+        result = SIGNIN_ALERTS.get(row["AlertName"])
+        if result is None or row["SystemAlertId"] in seen:
+            continue
+        seen.add(row["SystemAlertId"])
+        upn, ip = _account_and_ip(json.loads(row["Entities"]))
+        if upn in accounts and ip:
+            when = datetime.fromisoformat(row["StartTime"][:-1])
+            identity.add_signin(out, accounts[upn], when, ip, result=result, home=False)
+
+
+def _account_and_ip(entities: list[dict]) -> tuple[str, str]:
+    upn = ip = ""
+    for item in entities:
+        if item.get("Type") == "account" and "UPNSuffix" in item:
+            upn = f"{item['Name']}@{item['UPNSuffix']}"
+        elif item.get("Type") == "ip" and not ip:
+            ip = item["Address"]
+    return upn, ip
+
+
+def _failures(s: Scene, code: str = "50126", cap: int = 20, app: tuple[str, int] | None = None) -> float:
     """Failed sign-ins from the attacker's address; returns the minute after the last one."""
     n = s.count("n", cap)
     for i in range(n):
@@ -104,7 +136,7 @@ def brute_portal(s: Scene) -> None:
 
 
 def password_spray(s: Scene) -> None:
-    targets = [p for p in s.world.users if p is not s.person][: s.count("n", 25) - 1]
+    targets = [p for p in s.world.users if p is not s.person][: s.count("n", 20) - 1]
     for i, person in enumerate([s.person, *targets]):
         identity.add_signin(s.out, person, s.at(i * 0.3), s.cast["ip"], result="50126", home=False)
     for i in range(3):

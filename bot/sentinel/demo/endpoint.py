@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from bot.sentinel.demo.values import choice, static_guid, timestamp
+from bot.sentinel.demo.values import choice, row_guid, timestamp
 from bot.sentinel.demo.world import Machine, Person, World
 
 Rows = dict[str, list[dict]]
@@ -136,7 +136,7 @@ def device_info(world: World, day_start: datetime) -> list[dict]:
                     "DeviceType": "Workstation" if owner else "Server", "OnboardingStatus": "Onboarded",
                     "SensorHealthState": "Active", "IsAzureADJoined": int(windows), "JoinType": "Hybrid Azure AD Join"
                     if windows else "", "PublicIP": "192.0.2.1", "MachineGroup": "Contoso", "Vendor": "Microsoft",
-                    "AadDeviceId": static_guid(0, "aad-device", machine.name) if windows else "",
+                    "AadDeviceId": row_guid("aad-device", machine.name) if windows else "",
                     "ExposureLevel": "Medium", "AssetValue": "High" if machine.name.startswith("SRV-DC") else "Normal",
                     "LoggedOnUsers": _logged_on(owner), "IsInternetFacing": int(machine.name.startswith("vm-web"))})
         rows.append(row)
@@ -157,11 +157,9 @@ def ordinary_day(world: World, rng: random.Random, day_start: datetime, volume: 
             machine = world.machines[person.host]
             start = day_start + timedelta(hours=7 + rng.random() * 3)
             out["DeviceLogonEvents"].append(logon(machine, start, person.sam, "Interactive"))
-            for _ in range(2):
-                proc = choice(rng, USUAL_PROCESSES)
-                out["DeviceProcessEvents"].append(
-                    process(machine, start + timedelta(minutes=rng.random() * 480), person.sam, proc, EXPLORER,
-                            person.upn))
+            proc = choice(rng, USUAL_PROCESSES)
+            out["DeviceProcessEvents"].append(
+                process(machine, start + timedelta(minutes=rng.random() * 480), person.sam, proc, EXPLORER, person.upn))
             url, ip = choice(rng, USUAL_DESTINATIONS)
             out["DeviceNetworkEvents"].append(
                 network(machine, start + timedelta(minutes=rng.random() * 480), person.sam, USUAL_PROCESSES[1], ip,

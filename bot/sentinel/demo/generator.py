@@ -207,7 +207,7 @@ def generate(seed: int, now: datetime, days: int = 35, volume: int = 1) -> DemoD
         number += daily_incident_count(seed, day, volume)
         incident_rows.extend(row for row in incidents if row["TimeGenerated"] < horizon)
         alert_rows.extend(row for row in alerts if row["TimeGenerated"] < horizon)
-        activity.day_rows(world, datetime(day.year, day.month, day.day), drawn, volume, tables)
+        activity.day_rows(world, datetime(day.year, day.month, day.day), drawn, alerts, volume, tables)
     for table, rows in tables.items():
         tables[table] = [row for row in rows if row["TimeGenerated"] < horizon]
     incident_rows.sort(key=lambda r: (r["TimeGenerated"], r["IncidentNumber"]))

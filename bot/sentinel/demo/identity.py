@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from functools import cache
 
 from bot.sentinel.demo.catalog import CLOUD_APPS, TENANT_ID, USERS
-from bot.sentinel.demo.values import choice, compact_json, static_guid, timestamp
+from bot.sentinel.demo.values import choice, compact_json, row_guid, timestamp
 from bot.sentinel.demo.world import Person, World, ip_location
 
 Rows = dict[str, list[dict]]
@@ -37,7 +37,7 @@ ATTACKER_AGENT = "python-requests/2.31.0"
 
 @cache
 def app_id(name: str) -> str:
-    return static_guid(0, "app", name)
+    return row_guid("app", name)
 
 
 @cache
@@ -52,7 +52,7 @@ def location_json(ip: str, home: bool) -> tuple[str, str]:
 def _device_json(host: str, browser: str, managed: bool) -> str:
     if not managed:
         return compact_json({"deviceId": "", "operatingSystem": "Windows 10", "browser": browser})
-    return compact_json({"deviceId": static_guid(0, "aad-device", host), "displayName": host,
+    return compact_json({"deviceId": row_guid("aad-device", host), "displayName": host,
                          "operatingSystem": "Windows 10", "browser": browser, "isCompliant": True, "isManaged": True,
                          "trustType": "Hybrid Azure AD joined"})
 
@@ -90,10 +90,10 @@ def signin(person: Person, when: datetime, ip: str, *, result: str = "0", app: t
         status["additionalDetails"] = details
     steps, mfa_detail, requirement = _auth_steps(when, result, mfa)
     stamp = timestamp(when)
-    row_id = static_guid(0, "signin", person.upn, stamp, ip, result)
+    row_id = row_guid("signin", person.upn, stamp, ip, result)
     return {
         "TimeGenerated": stamp, "CreatedDateTime": stamp, "Id": row_id, "OriginalRequestId": row_id,
-        "CorrelationId": static_guid(0, "correlation", row_id),
+        "CorrelationId": row_guid("correlation", row_id),
         "Category": "SignInLogs" if interactive else "NonInteractiveUserSignInLogs",
         "ResultType": result, "ResultSignature": "SUCCESS" if result == "0" else "None", "ResultDescription": reason,
         "Identity": person.display, "Location": country, "AppDisplayName": app_name,
@@ -117,11 +117,11 @@ def audit(when: datetime, operation: str, category: str, initiator: Person, targ
           modified: list[dict] | None = None, target_name: str = "", target_type: str = "User") -> dict:
     """One AuditLogs row: who did it (InitiatedBy.user) to what (TargetResources[0])."""
     stamp = timestamp(when)
-    resource = {"id": target.aad if target else static_guid(0, "target", target_name), "type": target_type,
+    resource = {"id": target.aad if target else row_guid("target", target_name), "type": target_type,
                 "displayName": target.display if target else target_name,
                 "userPrincipalName": target.upn if target else "", "modifiedProperties": modified or [],
                 "administrativeUnits": []}
-    correlation = static_guid(0, "audit", stamp, operation, initiator.upn)
+    correlation = row_guid("audit", stamp, operation, initiator.upn)
     return {
         "TimeGenerated": stamp, "ActivityDateTime": stamp, "OperationName": operation,
         "ActivityDisplayName": operation, "Category": category, "Id": f"Directory_{correlation}",
@@ -139,8 +139,8 @@ def risk_event(person: Person, when: datetime, ip: str, event_type: str, level: 
     code, _, city = ip_location(ip)
     return {
         "TimeGenerated": stamp, "ActivityDateTime": stamp, "DetectedDateTime": stamp, "LastUpdatedDateTime": stamp,
-        "Activity": "signin", "Id": static_guid(0, "risk", person.upn, stamp, event_type),
-        "RequestId": static_guid(0, "request", person.upn, stamp), "CorrelationId": static_guid(0, "c", stamp),
+        "Activity": "signin", "Id": row_guid("risk", person.upn, stamp, event_type),
+        "RequestId": row_guid("request", person.upn, stamp), "CorrelationId": row_guid("c", stamp),
         "DetectionTimingType": timing, "IpAddress": ip, "RiskEventType": event_type, "RiskLevel": level,
         "RiskState": "atRisk", "RiskDetail": "none", "Source": "IdentityProtection", "TokenIssuerType": "AzureAD",
         "Location": compact_json({"city": city, "state": city, "countryOrRegion": code}),
@@ -155,7 +155,7 @@ def risky_user(person: Person, when: datetime, level: str, state: str = "atRisk"
     return {"TimeGenerated": stamp, "RiskLastUpdatedDateTime": stamp, "Id": person.aad, "IsDeleted": 0,
             "IsProcessing": 0, "OperationName": "Risky user", "RiskDetail": "none", "RiskLevel": level,
             "RiskState": state, "UserDisplayName": person.display, "UserPrincipalName": person.upn,
-            "CorrelationId": static_guid(0, "risky", person.upn, stamp)}
+            "CorrelationId": row_guid("risky", person.upn, stamp)}
 
 
 def behavior(person: Person, when: datetime, ip: str, action: str, priority: int, insights: dict,
@@ -168,7 +168,7 @@ def behavior(person: Person, when: datetime, ip: str, action: str, priority: int
         "ActivityInsights": compact_json(insights), "UserName": person.sam, "UserPrincipalName": person.upn,
         "SourceIPAddress": ip, "SourceIPLocation": country, "SourceDevice": device, "DestinationDevice": "",
         "EventSource": "Azure AD", "EventVendor": "Microsoft", "InvestigationPriority": priority,
-        "SourceRecordId": static_guid(0, "ueba", person.upn, stamp), "NativeTableName": "SigninLogs",
+        "SourceRecordId": row_guid("ueba", person.upn, stamp), "NativeTableName": "SigninLogs",
         "UsersInsights": compact_json({"AccountDisplayName": person.display, "IsDormantAccount": False}),
         "DevicesInsights": compact_json({"Browser": "Edge", "OSFamily": "Windows"}),
     }
@@ -211,11 +211,11 @@ def ordinary_day(world: World, rng: random.Random, day_start: datetime, volume: 
     for _ in range(volume):
         for person in people(world):
             ip = world.home_ips[person.upn]
-            for _ in range(2):
-                when = day_start + timedelta(hours=7 + rng.random() * 11)
-                result = "50126" if rng.random() < 0.05 else "0"
-                add_signin(out, person, when, ip, result=result, app=choice(rng, CLOUD_APPS),
-                           mfa=result == "0" and rng.random() < 0.3, browser=choice(rng, BROWSERS))
+            when = day_start + timedelta(hours=7 + rng.random() * 11)
+            if rng.random() < 0.05:  # a mistyped password first
+                add_signin(out, person, when - timedelta(seconds=40), ip, result="50126")
+            add_signin(out, person, when, ip, app=choice(rng, CLOUD_APPS), mfa=rng.random() < 0.3,
+                       browser=choice(rng, BROWSERS))
             when = day_start + timedelta(hours=rng.random() * 24)
             add_signin(out, person, when, ip, app=choice(rng, CLOUD_APPS), interactive=False)
             if rng.random() < 0.5:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.sentinel.demo.catalog import MALICIOUS_DOMAINS
-from bot.sentinel.demo.values import compact_json, static_guid, timestamp
+from bot.sentinel.demo.values import compact_json, row_guid, timestamp
 from bot.sentinel.demo.world import World
 
 Rows = dict[str, list[dict]]
@@ -37,7 +37,7 @@ class Indicator:
 def rows(indicator: Indicator, when: datetime, valid_days: int = 30) -> tuple[dict, dict]:
     """The indicator's ThreatIntelIndicators and ThreatIntelligenceIndicator rows, valid from ``when``."""
     stamp, until = timestamp(when), timestamp(when + timedelta(days=valid_days))
-    ident = static_guid(0, "indicator", indicator.kind, indicator.value)
+    ident = row_guid("indicator", indicator.kind, indicator.value)
     pattern = f"[{indicator.observable_key} = '{indicator.value}']"
     stix = {"TimeGenerated": stamp, "Created": stamp, "Modified": stamp, "ValidFrom": stamp, "ValidUntil": until,
             "Id": f"indicator--{ident}", "ObservableKey": indicator.observable_key,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo.values import choice, compact_json, static_guid, timestamp
+from bot.sentinel.demo.values import choice, compact_json, row_guid, timestamp
 from bot.sentinel.demo.world import Person, World
 
 Rows = dict[str, list[dict]]
@@ -23,7 +23,7 @@ PARTNER_LINKS = ("https://northwind.example/track", "https://adatum.example/news
 
 
 def message_id(*parts: object) -> str:
-    return static_guid(0, "message", *parts)
+    return row_guid("message", *parts)
 
 
 def email(when: datetime, sender: str, sender_ip: str, recipient: Person, subject: str, network_id: str, *,
@@ -72,7 +72,7 @@ def office(person: Person, when: datetime, operation: str, workload: str, ip: st
            "RecordType": "ExchangeAdmin" if workload == "Exchange" else "SharePointFileOperation",
            "UserId": person.upn, "UserKey": person.aad, "UserType": "Regular", "ClientIP": ip,
            "ResultStatus": "Succeeded" if workload == "Exchange" else "", "OrganizationName": "contoso.onmicrosoft.com",
-           "OfficeId": static_guid(0, "office", person.upn, stamp, operation), "Client_IPAddress": ip}
+           "OfficeId": row_guid("office", person.upn, stamp, operation), "Client_IPAddress": ip}
     row.update(fields)
     return row
 

@@ -11,15 +11,12 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.sentinel.demo.store import OWNER as OWNER  # defined beside the latest rows that precompute "unassigned"
 from bot.sentinel.demo.store import iso
 from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, TimeWindow
 from bot.sentinel.spec import MAX_ALERT_ENTITY_LABELS, FilteredQuery
 
 RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
-OWNER = (
-    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
-    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
-)
 ALERT_COUNT = "COALESCE(json_extract(AdditionalData, '$.alertsCount'), json_array_length(AlertIds))"
 # A row of a latest-row table is the latest of its incident (alert) at :now, inside (:start, :now].
 CURRENT = "l.TimeGenerated > :start AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)"
@@ -80,36 +77,42 @@ def date_range(query: FilteredQuery, now: datetime) -> tuple[dict[str, Any], str
 
 def conditions(query: FilteredQuery, params: dict[str, Any]) -> str:
     """SQL for the severity, status, owner, keyword, entity, product, tactic and classification filters (values
-    bound in ``params``): on the full incident row ``t``, or on the alert's latest row ``l`` (``LatestAlert``'s
-    columns)."""
+    bound in ``params``): on the latest-row table's narrow row ``l`` where it holds the value (severity, status,
+    "unassigned", the casefolded texts), else on the full incident row ``t``."""
     f = query.filters
     alerts = query.of_alerts
-    row = "l" if alerts else "t"
-    parts = [f"{row}.{'AlertSeverity' if alerts else 'Severity'} IN {bound(params, 'sev', query.severities)}"]
+    parts = [f"l.{'AlertSeverity' if alerts else 'Severity'} IN {bound(params, 'sev', query.severities)}"]
     if f.status:
-        parts.append(f"{row}.Status IN {bound(params, 'status', f.status.statuses)}")
+        parts.append(f"l.Status IN {bound(params, 'status', f.status.statuses)}")
     if f.owner and f.owner.person is None:
-        parts.append(f"COALESCE(json_extract(t.Owner, '$.objectId'), '') = '' AND {OWNER} IS NULL")
+        parts.append("l.Unassigned = 1")
     elif f.owner:
         params["owner"] = f.owner.person.casefold()  # type: ignore[union-attr]
         parts.append("(" + " OR ".join(f"{field} = :owner" for field in OWNER_FIELDS) + ")")
-    if f.search and alerts:  # casefolded once, in the latest-row table
+    if f.search:  # casefolded once, at load: contains_ci's semantics without a Python call per row
         params["folded"] = f.search.casefold()
-        parts.append("(instr(l.NameFolded, :folded) > 0 OR instr(l.DescriptionFolded, :folded) > 0)")
-    elif f.search:
-        params["search"] = f.search
-        parts.append("(contains_ci(t.Title, :search) OR contains_ci(t.Description, :search))")
+        if alerts:  # each distinct text once
+            parts.append("l.TextId IN (SELECT TextId FROM AlertText WHERE instr(NameFolded, :folded) > 0 "
+                         "OR instr(DescriptionFolded, :folded) > 0)")
+        else:
+            parts.append("(instr(l.TitleFolded, :folded) > 0 OR instr(l.DescriptionFolded, :folded) > 0)")
     if f.entity:
-        params["entity"] = f.entity.lower()  # Kusto's tolower()
-        involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
-        if alerts:
-            parts.append(f"l.AlertRowId IN ({involved})")
-        else:  # an incident with an alert (any of its rows in the lookback: an alert's entities never change)
-            parts.append(f"""EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN (
-                SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
-                WHERE a.TimeGenerated > :lookback AND a.TimeGenerated <= :now))""")
+        parts.append(_entity_condition(alerts, params, f.entity))
     parts += _product_tactic_classification(f, alerts, params)
     return " AND ".join(parts)
+
+
+def _entity_condition(alerts: bool, params: dict[str, Any], entity: str) -> str:
+    params["entity"] = entity.lower()  # Kusto's tolower()
+    involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
+    if alerts:
+        return f"l.AlertRowId IN ({involved})"
+    # An incident with an alert (any of its rows in the lookback: an alert's entities never change). The incidents
+    # naming those alerts in any row (IncidentAlert) come first, computed once: only they read their full row.
+    alert_ids = f"""SELECT a.SystemAlertId FROM ({involved}) AS e JOIN SecurityAlert AS a ON a.rowid = e.AlertRowId
+                WHERE a.TimeGenerated > :lookback AND a.TimeGenerated <= :now"""
+    return f"""l.IncidentNumber IN (SELECT IncidentNumber FROM IncidentAlert WHERE SystemAlertId IN ({alert_ids}))
+        AND EXISTS (SELECT 1 FROM json_each(t.AlertIds) AS j WHERE j.value IN ({alert_ids}))"""
 
 
 def _product_tactic_classification(f: Filters, alerts: bool, params: dict[str, Any]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The demo workspace's SQLite database: SecurityIncident and SecurityAlert with Sentinel's columns.
+"""The demo workspace's SQLite database: every table of tables.json with Sentinel's columns.
 
 Column names and types come from ``tables.json`` (the Azure Monitor table reference). Datetimes are
 stored as fixed-width ISO-8601 text so they sort and compare as text; dynamic columns as JSON text,
@@ -21,6 +21,16 @@ Totals, precomputed. An alert row that is the latest of its alert and older than
 so for every "now" served (``Settled``); those are counted ahead, per hour and severity (``AlertHour``)
 and per day, severity and entity (``EntityDay``, entities numbered in ``Entity``). A query adds the
 rows the totals cannot hold: the unsettled ones and those in the window's first, partial bucket.
+
+Filters, precomputed. ``LatestIncident`` also holds each row's status, "unassigned" and casefolded title and
+description, ``LatestAlert`` its status and the id of its text in ``AlertText`` (each distinct alert name and
+description once, casefolded), so a filtered list reads narrow rows (alerts: one covering index) and a keyword is
+looked for in each distinct text once. ``IncidentAlert`` says which incidents name an alert, so an entity pivot
+starts from the incidents its alerts lead to.
+
+The activity tables (SigninLogs, DeviceProcessEvents, ...: ``columns.ACTIVITY_TABLES``) hold the generator's
+sparse rows with their columns' defaults, and are indexed on TimeGenerated and on ``kql_lower`` of the columns
+an entity is found in (``columns.ENTITY_COLUMNS``).
 
 A database is built in memory in this process, or (``build_file``) in a worker process straight into a
 file, which the serving process then opens: regeneration then costs the serving process no CPU time.
@@ -107,9 +117,32 @@ def create_database(
 
 
 # Incidents are filtered on these, and found by title (casefolded once here, not per question).
-_INCIDENT_COLUMNS = "CreatedTime, Severity, casefold(Title)"
-# Alerts likewise: filtered on these, and searched in their name and description.
-_ALERT_COLUMNS = "AlertSeverity, Status, casefold(AlertName), casefold(Description)"
+# The owner a list shows (the KQL's coalesce of assignedTo, email and userPrincipalName), and "unassigned", as SQL
+# on a SecurityIncident row (``sql`` uses the same).
+OWNER = (
+    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
+    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
+)
+UNASSIGNED = f"(COALESCE(json_extract(Owner, '$.objectId'), '') = '' AND {OWNER} IS NULL)"
+# Incidents are listed and filtered on these (status, unassigned, and their title and description casefolded once
+# here, not per question), so a filtered list reads the narrow latest rows and joins a full row only to show it.
+_INCIDENT_COLUMNS = f"CreatedTime, Severity, casefold(Title), Status, casefold(Description), {UNASSIGNED}"
+
+
+
+def alert_text_id(row: str) -> str:
+    """SQL: the ``AlertText`` id of a SecurityAlert row's name and description (``row``: its alias)."""
+    return (f"(SELECT x.TextId FROM AlertText AS x WHERE x.AlertName IS {row}.AlertName "
+            f"AND x.Description IS {row}.Description)")
+
+
+# Alerts likewise: filtered on these, and searched in their name and description, held casefolded once per distinct
+# text in AlertText (an alert rule's alerts share a name, many share a description): a search reads each text once,
+# and the latest rows stay narrow enough for one index to hold every column a filtered list reads.
+_ALERT_COLUMNS = f"AlertSeverity, Status, {alert_text_id('SecurityAlert')}"
+_ALERT_TEXTS = """INSERT OR IGNORE INTO AlertText (AlertName, Description, NameFolded, DescriptionFolded)
+    SELECT AlertName, Description, casefold(AlertName), casefold(Description) FROM
+    (SELECT DISTINCT AlertName, Description FROM SecurityAlert {where})"""
 
 
 def _chain(table: str, key: str, columns: str, where: str = "") -> str:
@@ -133,6 +166,7 @@ def add_alert(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
     finally:
         conn.execute(_ALERTS_FIXED)
     row_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    conn.execute(_ALERT_TEXTS.format(where="WHERE rowid = ?"), (row_id,))
     conn.execute(f"INSERT INTO LatestAlert SELECT rowid, SystemAlertId, TimeGenerated, NULL, {_ALERT_COLUMNS}, 0 "
                  "FROM SecurityAlert WHERE rowid = ?", (row_id,))
     conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)",
@@ -145,10 +179,21 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
     conn.executescript(
         f"""
         CREATE TABLE LatestIncident (IncidentRowId INTEGER PRIMARY KEY, IncidentNumber INTEGER, TimeGenerated TEXT,
-                                     NextTime TEXT, CreatedTime TEXT, Severity TEXT, TitleFolded TEXT);
+                                     NextTime TEXT, CreatedTime TEXT, Severity TEXT, TitleFolded TEXT, Status TEXT,
+                                     DescriptionFolded TEXT, Unassigned INTEGER);
+        -- Which incidents name an alert (in any of their rows): where an entity's alerts lead.
+        CREATE TABLE IncidentAlert (SystemAlertId TEXT, IncidentNumber INTEGER,
+                                    PRIMARY KEY (SystemAlertId, IncidentNumber)) WITHOUT ROWID;
+        CREATE TRIGGER incident_alerts AFTER INSERT ON SecurityIncident BEGIN
+            INSERT OR IGNORE INTO IncidentAlert SELECT value, NEW.IncidentNumber FROM {_alert_ids('NEW')};
+        END;
+        CREATE TRIGGER incident_alerts_changed AFTER UPDATE OF AlertIds ON SecurityIncident BEGIN
+            INSERT OR IGNORE INTO IncidentAlert SELECT value, NEW.IncidentNumber FROM {_alert_ids('NEW')};
+        END;
         CREATE TABLE LatestAlert (AlertRowId INTEGER PRIMARY KEY, SystemAlertId TEXT, TimeGenerated TEXT,
-                                  NextTime TEXT, AlertSeverity TEXT, Status TEXT, NameFolded TEXT,
-                                  DescriptionFolded TEXT, Settled INTEGER);
+                                  NextTime TEXT, AlertSeverity TEXT, Status TEXT, TextId INTEGER, Settled INTEGER);
+        CREATE TABLE AlertText (TextId INTEGER PRIMARY KEY, AlertName TEXT, Description TEXT, NameFolded TEXT,
+                                DescriptionFolded TEXT, UNIQUE (AlertName, Description));
         CREATE TABLE AlertHour (Hour TEXT, AlertSeverity TEXT, Alerts INTEGER, PRIMARY KEY (Hour, AlertSeverity));
         -- One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
         CREATE TABLE Entity (EntityId INTEGER PRIMARY KEY, EntityType TEXT, EntityKey TEXT, EntityValue TEXT,
@@ -165,8 +210,11 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
             DELETE FROM LatestIncident WHERE IncidentNumber = OLD.IncidentNumber;
             INSERT INTO LatestIncident {incident_chain.format(row="OLD")};
         END;
-        CREATE TRIGGER incident_changed AFTER UPDATE OF Title, Severity, CreatedTime ON SecurityIncident BEGIN
-            UPDATE LatestIncident SET TitleFolded = casefold(NEW.Title), Severity = NEW.Severity,
+        CREATE TRIGGER incident_changed AFTER UPDATE OF Title, Severity, CreatedTime, Status, Description, Owner
+                ON SecurityIncident BEGIN
+            UPDATE LatestIncident SET TitleFolded = casefold(NEW.Title), Severity = NEW.Severity, Status = NEW.Status,
+                                      DescriptionFolded = casefold(NEW.Description),
+                                      Unassigned = {UNASSIGNED.replace('Owner', 'NEW.Owner')},
                                       CreatedTime = NEW.CreatedTime WHERE IncidentRowId = NEW.rowid;
         END;
         -- Alerts are fixed once generated (nothing in the bot writes them); say so rather than count wrong.
@@ -195,9 +243,12 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
                  {"valid_from": valid_from})
     # Settled: the latest row of its alert for every "now" this database serves, so it can be counted ahead.
     settled = "TimeGenerated <= :valid_from AND NextTime IS NULL"
+    conn.execute(_ALERT_TEXTS.format(where=""))
     conn.execute(f"INSERT INTO LatestAlert SELECT *, {settled} FROM "
                  f"({_chain('SecurityAlert', 'SystemAlertId', _ALERT_COLUMNS)}) {current}",
                  {"valid_from": valid_from})
+    conn.execute(f"INSERT OR IGNORE INTO IncidentAlert SELECT value, s.IncidentNumber FROM SecurityIncident AS s, "
+                 f"{_alert_ids('s')}")
     conn.executescript(
         """
         INSERT INTO AlertHour SELECT substr(TimeGenerated, 1, 13), AlertSeverity, COUNT(*) FROM LatestAlert
@@ -214,7 +265,9 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         CREATE INDEX latest_incident_severity ON LatestIncident (Severity, CreatedTime);
         CREATE INDEX latest_incident_number ON LatestIncident (IncidentNumber, TimeGenerated);
         CREATE INDEX latest_alert_time ON LatestAlert (TimeGenerated, NextTime, AlertSeverity, Settled);
-        CREATE INDEX latest_alert_severity ON LatestAlert (AlertSeverity, TimeGenerated);
+        -- Covering: a list (filtered on status or text too) reads its window from the index alone.
+        CREATE INDEX latest_alert_severity ON LatestAlert (AlertSeverity, TimeGenerated, NextTime, Status, TextId,
+                                                           SystemAlertId);
         CREATE INDEX latest_alert_unsettled ON LatestAlert (Settled, TimeGenerated);
         CREATE INDEX latest_alert_id ON LatestAlert (SystemAlertId, TimeGenerated);
         """
@@ -254,6 +307,11 @@ def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Map
         for index, expression in enumerate(expressions):
             conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
                          f"(kql_lower({expression}), TimeGenerated)")
+
+
+def _alert_ids(row: str) -> str:
+    """json_each over a SecurityIncident row's AlertIds (nothing when the text is not JSON)."""
+    return f"json_each(CASE WHEN json_valid({row}.AlertIds) THEN {row}.AlertIds ELSE '[]' END)"
 
 
 def save_shared(conn: sqlite3.Connection, path: Path, *, seed: int, volume: int, valid_from: str,

@@ -74,20 +74,30 @@ def _demo(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime,
 
 
 def _filtered(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+    """Filtered on the narrow latest rows (joined to their full row only for a filter that needs it); only the
+    rows shown read their full row's columns."""
     params, after = sql.date_range(query, now)
     params["limit"] = query.limit
     created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
-    order = sql.sort_keys(INCIDENT_SORT[query.filters.sort], "Severity")
+    sort = INCIDENT_SORT[query.filters.sort]
+    where = sql.conditions(query, params)
+    most_alerts = any(column == "AlertCount" for column, _ in sort)
+    full_row = "JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId" if "t." in where or most_alerts else ""
     text = f"""
         WITH matched AS MATERIALIZED (
-            SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime,
-                   t.LastModifiedTime, {sql.ALERT_COUNT} AS AlertCount,
-                   json_extract(AdditionalData, '$.tactics') AS Tactics,
-                   json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification
-            FROM LatestIncident AS l JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId
+            SELECT l.IncidentRowId, l.IncidentNumber, l.Severity, l.CreatedTime
+                   {f", {sql.ALERT_COUNT} AS AlertCount" if most_alerts else ""}
+            FROM LatestIncident AS l {full_row}
             WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
-              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {sql.conditions(query, params)})
-        SELECT *, (SELECT COUNT(*) FROM matched) AS TotalMatched FROM matched ORDER BY {order} LIMIT :limit"""
+              AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {where}),
+        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {sql.sort_keys(sort, "Severity")} LIMIT :limit)
+        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime,
+               t.LastModifiedTime, {sql.ALERT_COUNT} AS AlertCount,
+               json_extract(AdditionalData, '$.tactics') AS Tactics,
+               json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification,
+               (SELECT COUNT(*) FROM matched) AS TotalMatched
+        FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
+        ORDER BY {sql.sort_keys(sort, "Severity", "m.")}"""
     return sql.fetch(conn, text, params)
 
 
