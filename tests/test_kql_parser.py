@@ -26,6 +26,8 @@ from bot.sentinel.queries import (
     kql_of,
     make_query,
 )
+from bot.sentinel.queries.evidence import EVIDENCE
+from bot.sentinel.queries.evidence.entity import EntityKind
 from tests.support import kusto
 from tests.support.loganalytics_fake import RESULT_TYPES
 
@@ -108,7 +110,9 @@ def _cli_kql(tool: str, arguments: str) -> str:
 
 _CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}',
                  "hunt": '{"table": "SigninLogs", "time_window": "24h", "where": [["Country", "==", "RU"]]}',
-                 "analyst_kql": '{"query": "SigninLogs | take 1"}'}
+                 "analyst_kql": '{"query": "SigninLogs | take 1"}'} | {
+    spec.name: '{"entity": "WS-FIN-042"}' if EntityKind.HOST in cls.kinds else '{"entity": "alice@contoso.com"}'
+    for spec, cls in EVIDENCE}  # the investigation's evidence queries need an entity they read
 
 
 @pytest.mark.slow

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar, overload
 
+from bot.investigation.models import Investigation
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
+from bot.orchestrator.factcheck.verdicts import MAX_VERDICTS, VerdictFact
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -270,6 +272,7 @@ class Facts:
     trend_bins: dict[str, list[int]] = field(default_factory=dict)  # "Nov 18 00:00": alerts by severity (H, M, L, I)
     trend_scope: str = ""
     sightings: dict[str, Sighting] = field(default_factory=dict)  # lower-case entity value
+    verdicts: dict[str, VerdictFact] = field(default_factory=dict)  # investigated entities (lower case) -> assessment
     _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _index: set[str] | None = field(default=None, repr=False, compare=False)
 
@@ -281,6 +284,9 @@ class Facts:
         seen = Seen(result.metadata.tool, _second(at))
         texts: list[str] = []
         for record in result.records:
+            if isinstance(record, Investigation):  # holds other queries' results: recorded as theirs
+                self._investigation(record, seen, result)
+                continue
             record_fn = _recorder_for(type(record))
             if record_fn is not None:
                 texts += record_fn(self, record, seen)
@@ -294,6 +300,24 @@ class Facts:
                 elif found.kind is not IdKind.REFERENCE:
                     self.identify(found.kind.value, found.value)
         self._result_counts(result)
+
+    def _investigation(self, investigation: Investigation, seen: Seen, result: QueryResult) -> None:
+        """Every section's rows as the facts of their own query, and the assessment as a verdict."""
+        for section in investigation.sections:
+            if section.records:
+                meta = replace(result.metadata, tool=section.name, total=section.total,
+                               returned=len(section.records), truncated=section.total > len(section.records),
+                               parameters={k: v for k, v in result.metadata.parameters.items() if k != "entity_type"})
+                self.observe(QueryResult(records=section.records, metadata=meta), seen.at)
+        for entity_type, value in investigation.identifiers():
+            self.identify(entity_type, value)
+        assessment = investigation.assessment
+        verdict = VerdictFact(investigation.entity, investigation.entity_kind, assessment.level.value,
+                              assessment.score, tuple(s.title for s in assessment.signals), seen.tool, seen.at)
+        self.verdicts.pop(investigation.entity.lower(), None)
+        self.verdicts[investigation.entity.lower()] = verdict
+        while len(self.verdicts) > MAX_VERDICTS:
+            self.verdicts.pop(next(iter(self.verdicts)))
 
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,
@@ -318,7 +342,7 @@ class Facts:
         """Keep the newest half of everything (when conversation state must shrink)."""
         self._stored = None
         for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers, self.alert_names,
-                        self.sightings):
+                        self.sightings, self.verdicts):
             _trim(ordered, len(ordered) // 2)
         self._index = None
         del self.counts[:len(self.counts) // 2]
@@ -440,7 +464,8 @@ class Facts:
                 "alert_names": [strings.get(n, n) for n in self.alert_names], "trend_days": self.trend_days,
                 "trend_bins": self.trend_bins, "trend_scope": self.trend_scope,
                 "sightings": {k: [_epoch(s.first), _epoch(s.last), s.alerts, s.high]
-                              for k, s in self.sightings.items()}}
+                              for k, s in self.sightings.items()},
+                "verdicts": [v.to_dict() for v in self.verdicts.values()]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Facts:
@@ -476,6 +501,7 @@ class Facts:
         facts.trend_bins = {str(k): [int(n) for n in v][:len(SEVERITIES)]
                             for k, v in dict(data.get("trend_bins", {})).items() if isinstance(v, list)}
         facts.trend_scope = str(data.get("trend_scope") or "")
+        facts.verdicts = _verdicts(data.get("verdicts"))
         return facts
 
     @classmethod
@@ -626,6 +652,18 @@ def _record_on_call(facts: Facts, entry: OnCallEntry, seen: Seen) -> Iterable[st
     facts.roster[entry.name.lower()] = fact
     _trim(facts.roster, MAX_ROSTER)
     return ()
+
+
+def _verdicts(stored: Any) -> dict[str, VerdictFact]:
+    """Stored verdicts read back; a damaged one is dropped (the entity is simply not assessed any more)."""
+    verdicts: dict[str, VerdictFact] = {}
+    for item in _records(stored):
+        try:
+            verdict = VerdictFact.from_dict(item)
+        except (TypeError, ValueError, KeyError):
+            continue
+        verdicts[verdict.entity.lower()] = verdict
+    return verdicts
 
 
 def _recorder_for(record_type: type) -> Recorder | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.orchestrator.factcheck import claims as claimed
-from bot.orchestrator.factcheck import relations, structure
+from bot.orchestrator.factcheck import relations, structure, verdicts
 from bot.orchestrator.factcheck.claims import Claim, Topic
 from bot.orchestrator.factcheck.facts import SEVERITIES, AlertFact, Facts, IncidentFact
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind, extract
@@ -542,7 +542,12 @@ def check(answer: str, facts: Facts, references: References, now: datetime, cont
     """The statements in ``answer`` that this conversation's records do not back, in order. ``context`` is text
     that came before ``answer`` (a streamed answer's heading, table header, previous sentence): read for what
     ``answer`` is about, never reported."""
-    return _Check(answer, facts, references, now, context).run()
+    found = _Check(answer, facts, references, now, context).run()
+    if facts.verdicts:  # what an answer says about an investigated entity, against the bot's assessment
+        found += [Finding("assessment", m.start, m.end, answer[m.start:m.end], m.record, m.note, False, m.sentence)
+                  for m in verdicts.mismatches(answer, facts.verdicts.values())]
+        found.sort(key=lambda f: f.start)
+    return found
 
 
 def annotate(answer: str, findings: list[Finding]) -> str:

@@ -26,6 +26,8 @@ from bot.sentinel.queries import (
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
 from bot.sentinel.queries.analyst_kql import AnalystQuery
+from bot.sentinel.queries.evidence import EVIDENCE_SPECS
+from bot.sentinel.queries.evidence.common import EvidenceQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
 from bot.sentinel.queries.incidents import IncidentsQuery
@@ -47,7 +49,7 @@ from bot.sentinel.spec import (
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
-         | IncidentChangesQuery | Hunt | AnalystQuery)
+         | IncidentChangesQuery | Hunt | AnalystQuery | EvidenceQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -60,6 +62,7 @@ QUERIES: tuple[QuerySpec, ...] = (
     hunt.SPEC,
     incident_changes.SPEC,
     analyst_kql.SPEC,
+    *EVIDENCE_SPECS,  # internal: an investigation runs them (bot.investigation)
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}
 
