@@ -214,6 +214,23 @@ def invoke(data: dict[str, Any], *, activity_id: str, service_url: str, verb: st
     return body
 
 
+def extension(name: str, value: dict[str, Any], *, activity_id: str, service_url: str, user: str = "alice",
+              conversation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A message extension's invoke as Teams sends it: ``composeExtension/query`` (value: commandId, parameters,
+    queryOptions) or ``composeExtension/queryLink`` (value: url), from any chat, the bot a member or not."""
+    body = _activity("", activity_id, service_url, user, conversation or {
+        "id": f"a:1personal-chat-{user}", "conversationType": "personal", "tenantId": TENANT})
+    body.update(type="invoke", name=name, value=value)
+    body.pop("text", None)
+    return body
+
+
+def search(text: str, *, skip: int = 0, count: int = 25, initial: bool = False) -> dict[str, Any]:
+    """The value of a compose-box search (``initial``: the extension just opened, nothing typed)."""
+    parameters = [{"name": "initialRun", "value": "true"}] if initial else [{"name": "search", "value": text}]
+    return {"commandId": "searchIncidents", "parameters": parameters, "queryOptions": {"skip": skip, "count": count}}
+
+
 def submit(value: dict[str, Any], *, activity_id: str, service_url: str, reply_to_id: str | None = None,
            user: str = "alice", conversation: str = "personal") -> dict[str, Any]:
     """A card's Action.Submit as Teams sends it: a message with the action's data as its value and the card's
