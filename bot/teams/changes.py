@@ -184,6 +184,10 @@ def proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             arguments[name] = value[name]
     if isinstance(value.get("classification_comment"), str) and value["classification_comment"].strip():
         arguments["comment"] = value["classification_comment"]  # the close form's own comment box
+    if isinstance(value.get("escalation_reason"), str) and value["escalation_reason"].strip():
+        arguments["reason"] = value["escalation_reason"]  # the escalate form's inputs
+    if value.get("escalation_assign") == "true":
+        arguments["assign"] = True
     if ":" in str(arguments.get("classification") or ""):
         # The close form offers the portal's classification-and-reason pairs, e.g. "FalsePositive:InaccurateData".
         arguments["classification"], arguments["classification_reason"] = arguments["classification"].split(":", 1)
