@@ -99,7 +99,7 @@ class TeamsChanges:
             if pending is not None and pending.change.kind is ChangeKind.ESCALATE:
                 room = await war_room(self.watches, pending.change.incident_number, request.conversation_id)
             outcome = await self.desk.confirm(data.conversation, action_id, actor,
-                                              notifier=TeamsNotifier(context, room=room))
+                                              notifier=TeamsNotifier(context, room=room, demo=self.demo))
         else:
             outcome = self.desk.cancel(data.conversation, action_id, actor)
         reply = Reply([replies.message(_outcome_text(outcome))])

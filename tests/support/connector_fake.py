@@ -62,6 +62,11 @@ class FakeConnector:
     member_status: int | None = None
     names: dict[str, str] = field(default_factory=dict)  # display names by sign-in name (else from the name itself)
     refuse_containing: str | None = None  # a message whose text contains this is refused (403), as a policy would
+    # conversations.create (a 1:1 chat the bot starts): each request's body, the Retry-After values of the next 429
+    # answers, and an HTTP error to answer every one with instead. Teams gives one member the same chat every time.
+    created: list[dict[str, Any]] = field(default_factory=list)
+    create_throttle: list[float] = field(default_factory=list)
+    create_status: int | None = None
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -70,6 +75,7 @@ class FakeConnector:
 
     async def start(self) -> FakeConnector:
         app = web.Application()
+        app.router.add_post("/v3/conversations", self._create)
         app.router.add_post("/v3/conversations/{cid}/activities", self._post)
         app.router.add_post("/v3/conversations/{cid}/activities/{aid}", self._post)
         app.router.add_put("/v3/conversations/{cid}/activities/{aid}", self._put)
@@ -155,6 +161,20 @@ class FakeConnector:
 
     async def _post(self, request: web.Request) -> web.Response:
         return await self._answer(request, "POST", f"activity-{next(self._ids)}")
+
+    async def _create(self, request: web.Request) -> web.Response:
+        """conversations.create: a 1:1 chat with the one member named (by Teams id or Entra object id)."""
+        body = await request.json()
+        self.created.append(body)
+        self._changed.set()
+        if self.create_throttle:
+            return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
+                                     status=429, headers={"Retry-After": str(self.create_throttle.pop(0))})
+        if self.create_status is not None:
+            return web.json_response({"error": {"code": "Forbidden", "message": "The bot cannot message this user"}},
+                                     status=self.create_status)
+        members = body.get("members") or [{}]
+        return web.json_response({"id": f"a:1direct-{members[0].get('id')}"}, status=201)
 
     async def _put(self, request: web.Request) -> web.Response:
         return await self._answer(request, "PUT", request.match_info["aid"])
