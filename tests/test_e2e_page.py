@@ -68,13 +68,14 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
-              timeout_ms: int = 20000, press: str | None = None, before_press: tuple[str, ...] = ()) -> None:
-    """Drive the page as a person would (type, send, press a card button) and wait until every ``expect`` text
-    is visible on it."""
+              timeout_ms: int = 20000, press: str | list[str] | None = None, before_press: tuple[str, ...] = ()
+              ) -> None:
+    """Drive the page as a person would (type, send, press card buttons in turn) and wait until every ``expect``
+    text is visible on it."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
             "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread"]
-    if press:
-        argv += ["--press", press]
+    for title in [press] if isinstance(press, str) else press or []:
+        argv += ["--press", title]
     for text in before_press:
         argv += ["--before-press", text]
     for text in say:
