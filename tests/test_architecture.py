@@ -18,7 +18,9 @@ BOT = Path(__file__).resolve().parent.parent / "bot"
 
 # package -> bot packages it must not import
 FORBIDDEN_INTERNAL = {
-    "sentinel": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app"},
+    "sentinel": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "investigation"},
+    # the entity investigation: above the data layer, below the tools (its assessment is pure)
+    "investigation": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "turns"},
     "tools": {"orchestrator", "commands", "teams", "terminal", "app"},
     "orchestrator": {"commands", "teams", "cards", "terminal", "app"},
     "cards": {"tools", "orchestrator", "commands", "teams", "terminal", "app"},
@@ -26,10 +28,12 @@ FORBIDDEN_INTERNAL = {
     "teams": {"terminal"},
     "terminal": {"teams", "turns"},
     # durable delivery knows turns only as JSON envelopes and the coroutines its caller passes in
-    "turns": {"sentinel", "tools", "orchestrator", "cards", "commands", "teams", "terminal", "app", "config"},
+    "turns": {"sentinel", "tools", "orchestrator", "cards", "commands", "teams", "terminal", "app", "config",
+              "investigation"},
 }
 # cards are pure functions of the data layer's typed data (query records, incident changes)
-CARD_INPUTS = ("bot.cards", "bot.sentinel.models", "bot.sentinel.changes", "bot.sentinel.params")
+CARD_INPUTS = ("bot.cards", "bot.sentinel.models", "bot.sentinel.changes", "bot.sentinel.params",
+               "bot.sentinel.evidence", "bot.investigation.models")
 # third-party prefix -> the only places allowed to import it
 EXTERNAL_OWNERS = {
     "botbuilder": {"teams"},

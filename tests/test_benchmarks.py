@@ -28,6 +28,15 @@ EXPECTED = {
                                                                    "get_top_entities")),
         rf"Slowest median {NUMBER} ms; goal every query under 50 ms median: {VERDICT}",
     ],
+    "bench_investigation.py": [
+        r"== Tool definitions sent on every model call \(o200k_base tokens\)",
+        r"without investigate_entity: \d+; with it: \d+ \(\+\d+\)",
+        r"== Investigation wall time",
+        rf"(?m)^ +1x account .* {NUMBER} +{NUMBER}$",
+        rf"(?m)^evidence_signins +{NUMBER}",
+        rf"Slowest investigation median at 1x: {NUMBER} ms; goal under 100 ms: {VERDICT}",
+        r"Benchmark took",
+    ],
     "bench_fact_check.py": [
         r"== 1\. Fabrications caught, correct answers flagged",
         r"(?m)^severity +\d+ +\d+ +\d+ +\d+$",

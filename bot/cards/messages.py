@@ -13,6 +13,8 @@ COMMANDS = (
     ("incident N", "One incident with its alerts and entities (also: incident [2])"),
     ("alerts [window] [severity]", "Recent alerts (also: alerts host WS-FIN-160, alerts open)"),
     ("entity X [window]", "One host, account, IP, hash or URL: its alerts, first and last seen"),
+    ("investigate X [window]", "One account, host, IP, hash, URL or domain across the evidence tables, with the bot's "
+                               "assessment (7 days unless said)"),
     ("trend [window] [severity]", "Alert counts over time, per severity"),
     ("entities [window] [severity]", "The accounts, hosts and IPs in the most alerts"),
     ("who is on call", "Who is on shift now and next, from the OnCall watchlist (also: oncall)"),

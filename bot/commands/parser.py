@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.sentinel.params import Severity, TimeWindow
-from bot.sentinel.queries import parameter_names
+from bot.sentinel.queries import is_query, parameter_names
 
 _WINDOWS = {w.kql_timespan: w for w in TimeWindow} | {w.value: w for w in TimeWindow}
 _WINDOWS |= {"today": TimeWindow.LAST_24H, "day": TimeWindow.LAST_24H, "week": TimeWindow.LAST_7D,
@@ -77,6 +77,7 @@ Ask in plain language, or use these commands:
   incident N                      one incident with its alerts and entities (also: incident [2])
   alerts [window] [severity]      recent alerts (also: alerts host WS-FIN-160, alerts open, alerts search WORDS)
   entity X [window]               one host, account, IP, hash or URL: its alerts, first and last seen (30d)
+  investigate X [window] [type]   one account, host, IP, hash, URL or domain across the evidence tables, assessed
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
@@ -154,6 +155,8 @@ def _list_command(words: str, text: str) -> Command | None:
     head, rest = _head_and_rest(words, text)
     if head == "entity":
         return _entity(rest, text)
+    if head == "investigate":
+        return _investigate(rest, text)
     if head not in _LIST_COMMANDS and head != "prefer":
         return None
     if len(rest) > 3 and not _FILTER_WORDS.intersection(w.lower() for w in rest):
@@ -266,6 +269,26 @@ def _entity(rest: list[str], text: str) -> Command:
     return Command("entity", "get_top_entities", arguments)
 
 
+INVESTIGATE_USAGE = ('Usage: investigate VALUE [window] [type], e.g. "investigate alice@contoso.com", '
+                     '"investigate WS-FIN-042 24h" or "investigate alice 7d account".')
+_ENTITY_TYPES = frozenset({"account", "user", "host", "device", "ip", "hash", "file", "url", "domain"})
+
+
+def _investigate(rest: list[str], text: str) -> Command:
+    """"investigate VALUE [window] [type]": the entity investigation (7 days unless said)."""
+    if not rest:
+        raise CommandError(f"Investigate what? {INVESTIGATE_USAGE}")
+    arguments: dict[str, Any] = {"entity": rest[0]}
+    for word in (w.lower() for w in rest[1:]):
+        if word in _WINDOWS and "time_window" not in arguments:
+            arguments["time_window"] = _WINDOWS[word].value
+        elif word in _ENTITY_TYPES and "entity_type" not in arguments:
+            arguments["entity_type"] = word
+        else:
+            raise CommandError(f'I could not read "{word[:40]}" in "{text.strip()[:120]}". {INVESTIGATE_USAGE}')
+    return Command("investigate", "investigate_entity", arguments)
+
+
 def _parse_change(text: str) -> Command | None:
     """A proposed incident change ("assign [2] to me", "close 42 false positive: pen test"), or None."""
     for tool, pattern in _CHANGE_PATTERNS:
@@ -327,7 +350,7 @@ def _closing(rest: str) -> dict[str, Any]:
 def with_preferences(command: Command, preferences: dict[str, str]) -> dict[str, Any]:
     """The command's arguments, with the analyst's preferred window and severity where it gave none."""
     arguments = dict(command.arguments)
-    if command.tool:
+    if command.tool and is_query(command.tool):  # an investigation keeps its own 7-day default
         for name in ("time_window", "min_severity"):
             if name in preferences and name not in arguments and name in parameter_names(command.tool):
                 arguments[name] = preferences[name]

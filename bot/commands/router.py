@@ -28,7 +28,7 @@ from bot.sentinel.params import InvalidParameter
 from bot.tools import asking
 from bot.tools.asking import Asking, ReferenceLookup
 from bot.tools.registry import TOOLS
-from bot.tools.toolbox import ToolRun
+from bot.tools.toolbox import ToolRun, read
 
 Status = Callable[[str], Awaitable[None]]
 # "[2]" cites a reference; "[x]", "[ ]" and "array[1]" do not.
@@ -107,7 +107,7 @@ class CommandRouter:
             return str(problem)
         await status(TOOLS.status_text(tool))
         started = time.perf_counter()
-        result = await self.sentinel.run(tool, arguments)
+        result = await read(self.sentinel, declared, tool, arguments)
         run = ToolRun(tool, arguments, result, (time.perf_counter() - started) * 1000)
         if isinstance(result, QueryResult):
             self.remember(conversation, result)

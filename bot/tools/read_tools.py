@@ -7,11 +7,12 @@ get_incident_detail. The data layer's internal queries (incident_changes, for th
 from __future__ import annotations
 
 from bot.sentinel.queries import MODEL_QUERY_NAMES
-from bot.tools.queries import alert_trend, alerts, incident_detail, incidents, on_call, top_entities
+from bot.tools.queries import alert_trend, alerts, incident_detail, incidents, investigate, on_call, top_entities
 from bot.tools.tool import Tool
 
 READ_TOOLS: tuple[Tool, ...] = (incidents.TOOL, incident_detail.TOOL, alerts.TOOL, alert_trend.TOOL, top_entities.TOOL,
-                                on_call.TOOL)
+                                on_call.TOOL, investigate.TOOL)
 
-# Every query the model may use has its tool, and no tool names a query the data layer does not declare.
-assert tuple(t.name for t in READ_TOOLS) == MODEL_QUERY_NAMES
+# Every query the model may use has its tool, and no tool names a query the data layer does not declare (a tool
+# with its own runner, the investigation, runs the data layer's internal evidence queries instead).
+assert tuple(t.name for t in READ_TOOLS if t.run is None) == MODEL_QUERY_NAMES

@@ -10,14 +10,15 @@ lists of names of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from bot.cards import CardBuilder
 from bot.cards.common import Element
 from bot.sentinel.changes import ChangeKind
-from bot.sentinel.models import QueryResult
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.spec import QuerySpec
 from bot.tools.compact import TextBuilder
 
@@ -58,11 +59,19 @@ class Tool:
     card: CardBuilder | None = None  # read tools: the result as an Adaptive Card
     change: ChangeKind | None = None  # write tools: the kind of incident change proposed
     empty: Callable[[QueryResult], Element] | None = None  # read tools: the card for no rows (default: generic)
+    # A read tool that runs several queries itself (an investigation) instead of its one declared query.
+    run: Callable[[SentinelClient, dict[str, Any]], Awaitable[QueryResult | QueryError]] | None = None
 
     @property
     def needs_confirmation(self) -> bool:
         """A write tool only proposes; the analyst who asked must confirm on a card before anything changes."""
         return self.change is not None
+
+    async def read(self, sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResult | QueryError:
+        """Run this read tool: its own runner, or its declared query through the client."""
+        if self.run is not None:
+            return await self.run(sentinel, arguments)
+        return await sentinel.run(self.name, arguments)
 
     def parameters_schema(self) -> dict[str, Any]:
         required = [p.name for p in self.parameters if p.required]

@@ -78,13 +78,19 @@ class ToolBox:
         except InvalidParameter as problem:
             error = QueryError("invalid_argument", str(problem), retry_possible=False, tool=name)
             return ToolRun(name, arguments, error, _ms(started), call_id=call_id)
-        result = await self.sentinel.run(name, arguments)
+        result = await read(self.sentinel, tool, name, arguments)
         retried = False
         if isinstance(result, QueryError) and result.retry_possible:
             log.info("tool %s failed with %s; retrying once", name, result.code)
             retried = True
-            result = await self.sentinel.run(name, arguments)
+            result = await read(self.sentinel, tool, name, arguments)
         return ToolRun(name, arguments, result, _ms(started), retried, call_id)
+
+
+async def read(sentinel: SentinelClient, tool: Tool | None, name: str,
+               arguments: dict[str, Any]) -> QueryResult | QueryError:
+    """A read by tool name: the tool's own runner (an investigation), else its query through the client."""
+    return await tool.read(sentinel, arguments) if tool is not None else await sentinel.run(name, arguments)
 
 
 def parse_arguments(name: str, raw: str | None, tool: Tool | None) -> tuple[dict[str, Any], QueryError | None]:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from bot.investigation.models import Investigation
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
+from bot.orchestrator.factcheck.verdicts import MAX_VERDICTS, VerdictFact
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -167,6 +169,7 @@ class Facts:
     numbers: dict[int, None] = field(default_factory=dict)  # incident numbers named anywhere in the results
     counts: list[CountFact] = field(default_factory=list)
     changes: list[ChangeFact] = field(default_factory=list)
+    verdicts: dict[str, VerdictFact] = field(default_factory=dict)  # investigated entities (lower case) -> assessment
 
     # recording
 
@@ -190,6 +193,8 @@ class Facts:
                 scope = f"{record.type} {record.value}"
                 self._count("alerts", (), record.alert_count, scope)
                 self._count("alerts", ("high",), record.high_severity_count, scope)
+            elif isinstance(record, Investigation):
+                self._investigation(record, seen, result)
             elif isinstance(record, NamesEntities):  # any other query's records that name entities
                 for entity_type, value in record.identifiers():
                     self._identify(entity_type, value)
@@ -200,6 +205,24 @@ class Facts:
                 elif found.kind is not IdKind.REFERENCE:
                     self._identify(found.kind.value, found.value)
         self._result_counts(result)
+
+    def _investigation(self, investigation: Investigation, seen: Seen, result: QueryResult) -> None:
+        """Every section's rows as the facts of their own query, and the assessment as a verdict."""
+        for section in investigation.sections:
+            if section.records:
+                meta = replace(result.metadata, tool=section.name, total=section.total,
+                               returned=len(section.records), truncated=section.total > len(section.records),
+                               parameters={k: v for k, v in result.metadata.parameters.items() if k != "entity_type"})
+                self.observe(QueryResult(records=section.records, metadata=meta), seen.at)
+        for entity_type, value in investigation.identifiers():
+            self._identify(entity_type, value)
+        assessment = investigation.assessment
+        verdict = VerdictFact(investigation.entity, investigation.entity_kind, assessment.level.value,
+                              assessment.score, tuple(s.title for s in assessment.signals), seen.tool, seen.at)
+        self.verdicts.pop(investigation.entity.lower(), None)
+        self.verdicts[investigation.entity.lower()] = verdict
+        while len(self.verdicts) > MAX_VERDICTS:
+            self.verdicts.pop(next(iter(self.verdicts)))
 
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,
@@ -221,7 +244,7 @@ class Facts:
 
     def halve(self) -> None:
         """Keep the newest half of everything (when conversation state must shrink)."""
-        for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers):
+        for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers, self.verdicts):
             _trim(ordered, len(ordered) // 2)
         del self.counts[:len(self.counts) // 2]
 
@@ -256,7 +279,8 @@ class Facts:
         return {"incidents": [f.to_dict() for f in self.incidents.values()],
                 "alerts": [f.to_dict() for f in self.alerts.values()],
                 "identifiers": list(self.identifiers), "numbers": list(self.numbers),
-                "counts": [c.to_dict() for c in self.counts], "changes": [c.to_dict() for c in self.changes]}
+                "counts": [c.to_dict() for c in self.counts], "changes": [c.to_dict() for c in self.changes],
+                "verdicts": [v.to_dict() for v in self.verdicts.values()]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Facts:
@@ -272,6 +296,9 @@ class Facts:
         facts.numbers = dict.fromkeys(int(n) for n in data.get("numbers", []))
         facts.counts = [CountFact.from_dict(c) for c in _records(data.get("counts"))]
         facts.changes = [ChangeFact.from_dict(c) for c in _records(data.get("changes"))]
+        for item in _records(data.get("verdicts")):
+            verdict = VerdictFact.from_dict(item)
+            facts.verdicts[verdict.entity.lower()] = verdict
         return facts
 
     # internals

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.orchestrator.factcheck import claims as claimed
+from bot.orchestrator.factcheck import verdicts
 from bot.orchestrator.factcheck.claims import Claim, Topic
 from bot.orchestrator.factcheck.facts import AlertFact, Facts, IncidentFact
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind, extract
@@ -272,7 +273,10 @@ class _Check:
 
 def check(answer: str, facts: Facts, references: References, now: datetime) -> list[Finding]:
     """The statements in ``answer`` that this conversation's records do not back, in order."""
-    return _Check(answer, facts, references, now).run()
+    found = _Check(answer, facts, references, now).run()
+    found += [Finding("assessment", m.start, m.end, answer[m.start:m.end], m.record, m.note, False, m.sentence)
+              for m in verdicts.mismatches(answer, facts.verdicts.values())]
+    return sorted(found, key=lambda f: f.start)
 
 
 def annotate(answer: str, findings: list[Finding]) -> str:

@@ -52,7 +52,8 @@ def build_database(seed: int, now: datetime, volume: int = 1) -> tuple[sqlite3.C
     """A new database for ``now``, generated in this process, and the end of its data."""
     # The default size keeps the two-argument call (some tests memoise generate by it).
     rows = generator.generate(seed, now, volume=volume) if volume != 1 else generator.generate(seed, now)
-    return store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now)), rows.generated_until
+    return (store.create_database(rows.incident_rows, rows.alert_rows, valid_from=iso(now), tables=rows.tables),
+            rows.generated_until)
 
 
 @dataclass(frozen=True)

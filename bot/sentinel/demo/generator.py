@@ -26,16 +26,19 @@ Standard library only; ``generate(seed, now)`` for 35 days takes well under a se
 Parts: ``catalog`` (the estate, its people and texts) and ``templates`` (the detections) are data;
 ``values`` holds the stable draws and storage forms; ``world`` the people, machines and casts of one
 seed; ``entities`` and ``alerts`` build SecurityAlert rows; ``incidents`` draws, plans and renders
-incidents. This module is the public API and the day: how many incidents, when, bursts, numbering.
+incidents; ``activity`` (with ``identity``, ``endpoint``, ``mail`` and ``intel``) writes the activity tables:
+background and each incident's evidence. This module is the public API and the day: how many incidents, when,
+bursts, numbering.
 """
 
 from __future__ import annotations
 
 import bisect
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from bot.sentinel.demo import activity
 from bot.sentinel.demo.alerts import burst_alert, noise_alerts
 from bot.sentinel.demo.catalog import (
     DEMO_SUFFIX,
@@ -47,6 +50,7 @@ from bot.sentinel.demo.catalog import (
     TENANT_ID,
     WORKSPACE_NAME,
 )
+from bot.sentinel.demo.columns import ACTIVITY_TABLES
 from bot.sentinel.demo.incidents import (
     Incident,
     alert_status_updates,
@@ -75,6 +79,9 @@ class DemoData:
     incident_rows: list[dict]  # SecurityIncident rows, one per incident update
     alert_rows: list[dict]  # SecurityAlert rows (an alert re-emitted on a status change shares its SystemAlertId)
     generated_until: datetime  # end (exclusive) of the generated days: the start of the day after today
+    # The activity tables (SigninLogs, DeviceProcessEvents, ...): table -> sparse rows (columns.stored_row fills
+    # in the columns a row does not set), in no particular order.
+    tables: dict[str, list[dict]] = field(default_factory=dict)
 
 
 def daily_incident_count(seed: int, day: date, volume: int = 1) -> int:
@@ -118,7 +125,8 @@ def _creation_times(rng: random.Random, day_start: datetime, count: int) -> list
     return sorted(times)
 
 
-def _generate_day(world: World, day: date, first_number: int, volume: int) -> tuple[list[dict], list[dict]]:
+def _generate_day(world: World, day: date, first_number: int,
+                  volume: int) -> tuple[list[dict], list[dict], list[Incident]]:
     seed = world.seed
     rng = random.Random(stable_int("sentinel-demo", seed, "day", day.toordinal()))
     day_start = datetime(day.year, day.month, day.day)
@@ -162,7 +170,7 @@ def _generate_day(world: World, day: date, first_number: int, volume: int) -> tu
         # The rest of the burst: same source address or the same malware on more devices.
         alert_rows.extend(burst_alert(world, rng, burst_incident.template, burst_incident.cast, moment)
                           for moment in burst[1][5:])
-    return incident_rows, alert_rows
+    return incident_rows, alert_rows, incidents
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,12 +200,16 @@ def generate(seed: int, now: datetime, days: int = 35, volume: int = 1) -> DemoD
     number = first_incident_number(seed, first_day, volume)
     incident_rows: list[dict] = []
     alert_rows: list[dict] = []
+    tables: dict[str, list[dict]] = {table: [] for table in ACTIVITY_TABLES}
     for offset in range(days):
         day = first_day + timedelta(days=offset)
-        incidents, alerts = _generate_day(world, day, number, volume)
+        incidents, alerts, drawn = _generate_day(world, day, number, volume)
         number += daily_incident_count(seed, day, volume)
         incident_rows.extend(row for row in incidents if row["TimeGenerated"] < horizon)
         alert_rows.extend(row for row in alerts if row["TimeGenerated"] < horizon)
+        activity.day_rows(world, datetime(day.year, day.month, day.day), drawn, volume, tables)
+    for table, rows in tables.items():
+        tables[table] = [row for row in rows if row["TimeGenerated"] < horizon]
     incident_rows.sort(key=lambda r: (r["TimeGenerated"], r["IncidentNumber"]))
     alert_rows.sort(key=lambda r: (r["TimeGenerated"], r["SystemAlertId"]))
-    return DemoData(incident_rows, alert_rows, generated_until)
+    return DemoData(incident_rows, alert_rows, generated_until, tables)

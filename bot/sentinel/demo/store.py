@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.sentinel.demo import generator
+from bot.sentinel.demo import columns, generator
 from bot.sentinel.spec import MV_EXPAND_LIMIT, entity_value
 
 TABLES_FILE = Path(__file__).resolve().parent.parent / "tables.json"
@@ -76,16 +76,16 @@ def connect(path: str = ":memory:") -> sqlite3.Connection:
 
 def create_database(
     incident_rows: Iterable[Mapping[str, Any]], alert_rows: Iterable[Mapping[str, Any]], *,
-    valid_from: str = "", path: str = ":memory:",
+    valid_from: str = "", path: str = ":memory:", tables: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
 ) -> sqlite3.Connection:
-    """A new database holding the given rows, to serve queries at ``valid_from`` (storage form) or later."""
+    """A new database holding the given rows, to serve queries at ``valid_from`` (storage form) or later;
+    ``tables``: the activity tables' rows (``generator.DemoData.tables``: sparse rows, completed here)."""
     conn = connect(path)
-    tables = load_table_columns()
-    for table, columns in tables.items():
-        ddl = ", ".join(f'"{name}" {_SQLITE_TYPES.get(kind, "TEXT")}' for name, kind in columns)
-        conn.execute(f"CREATE TABLE {table} ({ddl})")
-    _insert(conn, "SecurityIncident", [name for name, _ in tables["SecurityIncident"]], incident_rows)
-    _insert(conn, "SecurityAlert", [name for name, _ in tables["SecurityAlert"]], alert_rows)
+    schemas = load_table_columns()
+    for table, table_columns in schemas.items():
+        conn.execute(f"CREATE TABLE {table} ({_ddl(table, table_columns)})")
+    _insert(conn, "SecurityIncident", [name for name, _ in schemas["SecurityIncident"]], incident_rows)
+    _insert(conn, "SecurityAlert", [name for name, _ in schemas["SecurityAlert"]], alert_rows)
     conn.execute("CREATE TABLE AlertEntity (AlertRowId INTEGER, EntityType TEXT, EntityValue TEXT, "
                  "EntityKey TEXT GENERATED ALWAYS AS (kql_lower(EntityValue)) STORED)")
     conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)", _alert_entities(conn))
@@ -100,6 +100,7 @@ def create_database(
         """
     )
     _latest_tables(conn, valid_from)
+    _activity_tables(conn, tables or {})
     conn.execute("ANALYZE")
     conn.commit()
     return conn
@@ -220,6 +221,41 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
     )
 
 
+def _ddl(table: str, table_columns: list[tuple[str, str]]) -> str:
+    """A table's columns; those of the activity tables with their defaults (a row leaves out what is absent)."""
+    if table not in columns.ENTITY_COLUMNS:
+        return ", ".join(f'"{name}" {_SQLITE_TYPES.get(kind, "TEXT")}' for name, kind in table_columns)
+    kinds = dict(table_columns)
+    return ", ".join(f'"{name}" {_SQLITE_TYPES.get(kinds[name], "TEXT")} DEFAULT {_literal(value)}'
+                     for name, value in columns.defaults(table))
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Mapping[str, Any]]]) -> None:
+    """The activity tables' rows, and the indexes their entity lookups and time windows use."""
+    for table, rows in tables.items():
+        # Rows from one builder set the same columns in the same order: one INSERT for each such shape.
+        shapes: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+        for row in rows:
+            shapes.setdefault(tuple(row), []).append(tuple(row.values()))
+        for names, values in shapes.items():
+            listed = ", ".join(f'"{name}"' for name in names)
+            conn.executemany(f"INSERT INTO {table} ({listed}) VALUES ({', '.join('?' * len(names))})", values)
+    for table, kinds in columns.ENTITY_COLUMNS.items():
+        conn.execute(f"CREATE INDEX {table.lower()}_time ON {table} (TimeGenerated)")
+        expressions = dict.fromkeys(e for expressions in kinds.values() for e in expressions)
+        for index, expression in enumerate(expressions):
+            conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
+                         f"(kql_lower({expression}), TimeGenerated)")
+
+
 def save_shared(conn: sqlite3.Connection, path: Path, *, seed: int, volume: int, valid_from: str,
                 generated_until: str) -> None:
     """A copy of a built database at ``path`` for the other processes of this machine (serve's worker processes)
@@ -268,7 +304,7 @@ def build_file(seed: int, now: str, volume: int, valid_from: str, path: str) -> 
     time from the process serving queries.
     """
     data = generator.generate(seed, datetime.fromisoformat(now), volume=volume)
-    create_database(data.incident_rows, data.alert_rows, valid_from=valid_from, path=path).close()
+    create_database(data.incident_rows, data.alert_rows, valid_from=valid_from, path=path, tables=data.tables).close()
     return data.generated_until.isoformat()
 
 

@@ -22,6 +22,8 @@ from bot.sentinel.queries import (
 )
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
+from bot.sentinel.queries.evidence import EVIDENCE_SPECS
+from bot.sentinel.queries.evidence.common import EvidenceQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
 from bot.sentinel.queries.incidents import IncidentsQuery
@@ -43,7 +45,7 @@ from bot.sentinel.spec import (
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
-         | IncidentChangesQuery)
+         | IncidentChangesQuery | EvidenceQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -54,6 +56,7 @@ QUERIES: tuple[QuerySpec, ...] = (
     top_entities.SPEC,
     on_call.SPEC,
     incident_changes.SPEC,
+    *EVIDENCE_SPECS,  # internal: an investigation runs them (bot.investigation)
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}
 

@@ -1,0 +1,104 @@
+"""The investigation card: the bot's assessment on top (level, score, each signal with its weight and the evidence
+rows "E<n>" it rests on), then one section per evidence query with its rows numbered E1, E2, ... across the card
+(alerts and incidents also with the conversation's [n]), how many matched, and its query behind "Show query"."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bot.cards.common import (
+    Element,
+    RefFor,
+    actions,
+    card,
+    cell,
+    fit,
+    header,
+    plain,
+    ref,
+    subtle,
+    table,
+    text,
+    warnings,
+)
+from bot.cards.footer import MAX_KQL_CHARS
+from bot.cards.footer import _kql as kql_lines
+from bot.investigation.models import Investigation, Level, Section
+from bot.sentinel.models import AlertSummary, Incident, QueryResult
+
+MAX_SECTION_ROWS = 10  # per section on the card; the model's text and the facts hold them all
+_LEVEL_STYLE = {Level.HIGH: "attention", Level.MEDIUM: "warning", Level.LOW: "accent", Level.NONE: "default"}
+
+
+def investigation_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
+    """The card of one investigation (the result's one record); fewer rows per section while it is too big."""
+    investigation: Investigation = result.records[0]
+    demo = result.metadata.is_demo
+    return fit(lambda rows: _card(investigation, ref_for, demo, result.metadata.warnings, rows), MAX_SECTION_ROWS)
+
+
+def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tuple[str, ...], rows: int) -> Element:
+    body: list[Element] = header(f"Investigation: {plain(investigation.entity, 80)}", demo=demo,
+                                 subtitle=f"{investigation.entity_kind}, {investigation.window.replace('_', ' ')}")
+    body.append(_assessment(investigation))
+    body += warnings(list(notes))
+    # Thirteen queries share the card: each shows at most a third of the footnote's length, less as rows go.
+    kql_chars = MAX_KQL_CHARS // 3 * rows // MAX_SECTION_ROWS
+    for index, section in enumerate(investigation.sections, start=1):
+        body += _section(section, index, ref_for, rows, kql_chars)
+    return card(body)
+
+
+def _assessment(investigation: Investigation) -> Element:
+    assessment = investigation.assessment
+    items: list[Element] = [
+        text(f"Assessment: {assessment.level.value.upper()} (score {assessment.score})", weight="bolder"),
+        subtle("Computed by the bot from the evidence below, by fixed rules: not by the AI model."),
+    ]
+    if not assessment.signals:
+        items.append(text("No signal in the evidence read.", size="small"))
+    for signal in assessment.signals:
+        cited = ", ".join(signal.evidence[:8]) + (" …" if len(signal.evidence) > 8 else "")
+        items.append(text(f"+{signal.weight} {signal.title}: {plain(signal.detail, 160)} ({cited})", size="small",
+                          spacing="small"))
+    return {"type": "Container", "style": _LEVEL_STYLE[assessment.level], "items": items}
+
+
+def _section(section: Section, index: int, ref_for: RefFor, rows: int, kql_chars: int) -> list[Element]:
+    shown = section.records[:rows]
+    count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
+    status = f"failed: {plain(section.error, 160)}" if section.error else count
+    out: list[Element] = [text(f"{section.title} ({status})", weight="bolder", separator=True, spacing="medium")]
+    if shown:
+        headers, cells = _rows(section, shown, ref_for)
+        out.append(table(("ref", *headers), (1,) + (2,) * len(headers),
+                         [[cell(subtle(r[0])), *(cell(subtle(plain(v, 60))) for v in r[1:])] for r in cells]))
+    if section.kql:
+        target = f"evidence-kql-{index}"
+        out.append(actions({"type": "Action.ToggleVisibility", "title": "Show query", "targetElements": [target]},
+                           spacing="small"))
+        out.append({"type": "Container", "id": target, "isVisible": False, "items": kql_lines(section.kql, kql_chars)})
+    return out
+
+
+def _rows(section: Section, shown: tuple[Any, ...], ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The headers and each row's cells (its evidence ref first, with the conversation's [n] where it has one)."""
+    first = shown[0]
+    if isinstance(first, AlertSummary):
+        return ("time", "severity", "alert"), [
+            [_refs(section, i, ref(ref_for, "alert", a.alert_id)), _time(a.time), a.severity, a.name]
+            for i, a in enumerate(shown)]
+    if isinstance(first, Incident):
+        return ("incident", "severity", "status", "title"), [
+            [_refs(section, i, ref(ref_for, "incident", str(n.number))), f"#{n.number}", n.severity, n.status,
+             n.title] for i, n in enumerate(shown)]
+    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in enumerate(shown)]
+
+
+def _refs(section: Section, index: int, conversation_ref: str) -> str:
+    return f"{section.ref(index)} {conversation_ref}".strip()
+
+
+def _time(moment: datetime | None) -> str:
+    return f"{moment:%Y-%m-%d %H:%M}" if moment else "-"

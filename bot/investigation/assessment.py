@@ -1,0 +1,219 @@
+"""The deterministic assessment of an investigated entity: named signals, each with its weight and the evidence rows
+it rests on, and a level from their summed weight. Computed by the bot from the typed evidence (never by the model,
+which only narrates it). Pure: no I/O, no clock (validity "now" is the service's, read with the indicators).
+
+Signals and weights (the first match of a signal's rules counts; a signal counts once):
+
+- threat_intel_match: a valid indicator (active, not revoked, in its validity) of the entity: 50 at confidence
+  >= 80, 35 at >= 50, else 15.
+- risky_user: Entra ID Protection's risk state: 50 confirmedCompromised; atRisk 35 high, 20 medium, 10 low.
+- risk_detections: high-level risk detections of the account or IP: 15.
+- mfa_fatigue: >= 5 MFA denials (result 500121): 30; 45 when a successful sign-in follows the first denial.
+- new_country: a successful sign-in from a country first seen >= 24 h after the window's first success: 15.
+- privileged_role: "Add member to role" (or eligible) for the account: 35 for an admin role, else 25 ("New role").
+- high_severity_alerts: High-severity alerts naming the entity: 25 (else medium_severity_alerts: 10).
+- malicious_process: a process matching a known-bad pattern (encoded PowerShell, credential dumping, shadow copy
+  deletion, LOLBin download, Office spawning a shell; PROCESS_PATTERNS): 30.
+- malicious_click: a click on a URL with threats: 30 clicked through, 10 blocked.
+- malicious_email: a delivered message with threats: 15.
+- ueba_priority: a UEBA activity with investigation priority >= 5: 10.
+
+Level by score: 0 none, 1-24 low, 25-59 medium, 60 and above high.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any
+
+from bot.investigation.models import Assessment, Level, Section, Signal
+from bot.sentinel.evidence import (
+    BehaviorEvent,
+    DirectoryChange,
+    EmailMessage,
+    Indicator,
+    ProcessEvent,
+    RiskDetection,
+    RiskyUser,
+    SigninGroup,
+    UrlClick,
+)
+from bot.sentinel.models import AlertSummary
+
+LEVELS = ((60, Level.HIGH), (25, Level.MEDIUM), (1, Level.LOW))
+MFA_FATIGUE_DENIALS = 5
+NEW_COUNTRY_AFTER = timedelta(hours=24)
+UEBA_PRIORITY = 5
+# Process patterns (MITRE ATT&CK technique in the name): command line or file name, case-insensitive.
+PROCESS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern, re.IGNORECASE)) for
+                                                                  name, pattern in (
+    ("encoded PowerShell (T1059.001)", r"powershell(\.exe)?\b.*\s-(e|en|enc|enco|encodedcommand)\s"),
+    ("credential dumping (T1003)", r"mimikatz|sekurlsa|procdump.*lsass|comsvcs(\.dll)?.*minidump"),
+    ("shadow copy deletion (T1490)", r"vssadmin(\.exe)?\s+delete\s+shadows|wmic.*shadowcopy\s+delete"),
+    ("LOLBin download (T1105)", r"certutil(\.exe)?.*-urlcache|bitsadmin(\.exe)?.*/transfer"),
+))
+_OFFICE = re.compile(r"^(winword|excel|powerpnt|outlook)\.exe$", re.IGNORECASE)
+_SHELL = re.compile(r"^(cmd|powershell|pwsh|wscript|cscript|mshta|rundll32|regsvr32)\.exe$", re.IGNORECASE)
+
+
+def assess(sections: Iterable[Section]) -> Assessment:
+    """The signals the evidence holds and the level their weights sum to."""
+    by_name = {s.name: s for s in sections}
+    signals = [signal for rule in RULES if (signal := rule(by_name)) is not None]
+    score = sum(s.weight for s in signals)
+    level = next((lvl for floor, lvl in LEVELS if score >= floor), Level.NONE)
+    return Assessment(level, score, tuple(signals))
+
+
+Sections = dict[str, Section]
+
+
+def _rows(sections: Sections, name: str, kind: type) -> list[tuple[str, Any]]:
+    """(evidence ref, record) of one section's rows of ``kind``."""
+    section = sections.get(name)
+    if section is None:
+        return []
+    return [(section.ref(i), r) for i, r in enumerate(section.records) if isinstance(r, kind)]
+
+
+def _threat_intel(sections: Sections) -> Signal | None:
+    valid = [(ref, r) for ref, r in _rows(sections, "evidence_threat_intel", Indicator) if r.valid]
+    if not valid:
+        return None
+    best = max(r.confidence for _, r in valid)
+    weight = 50 if best >= 80 else 35 if best >= 50 else 15
+    return Signal("threat_intel_match", "Threat-intelligence match", weight,
+                  f"{len(valid)} valid indicator(s), highest confidence {best}", tuple(ref for ref, _ in valid))
+
+
+def _risky_user(sections: Sections) -> Signal | None:
+    for ref, user in _rows(sections, "evidence_risky_user", RiskyUser):
+        state, level = user.risk_state.lower(), user.risk_level.lower()
+        weight = 50 if state == "confirmedcompromised" else \
+            {"high": 35, "medium": 20, "low": 10}.get(level, 0) if state == "atrisk" else 0
+        if weight:
+            return Signal("risky_user", "Risky user", weight, f"risk state {user.risk_state}, level {user.risk_level}",
+                          (ref,))
+    return None
+
+
+def _risk_detections(sections: Sections) -> Signal | None:
+    high = [(ref, r) for ref, r in _rows(sections, "evidence_risk_detections", RiskDetection)
+            if r.risk_level.lower() == "high"]
+    if not high:
+        return None
+    kinds = ", ".join(sorted({r.event_type for _, r in high}))
+    return Signal("risk_detections", "High-risk detections", 15, f"{len(high)} high-level detection(s): {kinds}",
+                  tuple(ref for ref, _ in high))
+
+
+def _mfa_fatigue(sections: Sections) -> Signal | None:
+    groups = _rows(sections, "evidence_signins", SigninGroup)
+    denied = [(ref, g) for ref, g in groups if g.mfa_denied]
+    denials = sum(g.count for _, g in denied)
+    if denials < MFA_FATIGUE_DENIALS:
+        return None
+    first_denial = min((g.first for _, g in denied if g.first), default=None)
+    after = [(ref, g) for ref, g in groups if g.succeeded and first_denial and g.last and g.last > first_denial]
+    detail = f"{denials} MFA denials (result {denied[0][1].result_type})"
+    if after:
+        detail += f", then {sum(g.count for _, g in after)} successful sign-in(s)"
+    return Signal("mfa_fatigue", "MFA-fatigue pattern", 45 if after else 30, detail,
+                  tuple(ref for ref, _ in denied + after))
+
+
+def _new_country(sections: Sections) -> Signal | None:
+    successes = [(ref, g) for ref, g in _rows(sections, "evidence_signins", SigninGroup)
+                 if g.succeeded and g.first and g.country]
+    if not successes:
+        return None
+    start = min(g.first for _, g in successes if g.first)
+    first_by_country: dict[str, Any] = {}
+    for _, g in successes:
+        if g.country not in first_by_country or g.first < first_by_country[g.country]:
+            first_by_country[g.country] = g.first
+    new = {c for c, first in first_by_country.items() if first - start >= NEW_COUNTRY_AFTER}
+    if not new or len(first_by_country) < 2:
+        return None
+    return Signal("new_country", "Sign-ins from a new country", 15,
+                  f"successful sign-ins from {', '.join(sorted(new))} (not seen earlier in the window)",
+                  tuple(ref for ref, g in successes if g.country in new))
+
+
+def _privileged_role(sections: Sections) -> Signal | None:
+    added = [(ref, c) for ref, c in _rows(sections, "evidence_directory", DirectoryChange)
+             if "member to role" in c.operation.lower() and not c.by_entity]
+    if not added:
+        return None
+    roles = sorted({c.role for _, c in added if c.role})
+    admin = any("admin" in role.lower() for role in roles)
+    return Signal("privileged_role", "New privileged role" if admin else "New role", 35 if admin else 25,
+                  f"added to {', '.join(roles) or 'a role'}", tuple(ref for ref, _ in added))
+
+
+def _alerts(sections: Sections) -> Signal | None:
+    alerts = _rows(sections, "query_alerts", AlertSummary)
+    for severity, name, weight in (("High", "high_severity_alerts", 25), ("Medium", "medium_severity_alerts", 10)):
+        matched = [(ref, a) for ref, a in alerts if a.severity == severity]
+        if matched:
+            names = ", ".join(sorted({a.name for _, a in matched})[:3])
+            return Signal(name, f"{severity}-severity alerts", weight, f"{len(matched)} alert(s): {names}",
+                          tuple(ref for ref, _ in matched))
+    return None
+
+
+def _process_pattern(event: ProcessEvent) -> str | None:
+    text = f"{event.file_name} {event.command_line} "
+    for name, pattern in PROCESS_PATTERNS:
+        if pattern.search(text):
+            return name
+    if _OFFICE.match(event.parent) and _SHELL.match(event.file_name):
+        return "Office spawning a shell (T1566)"
+    return None
+
+
+def _malicious_process(sections: Sections) -> Signal | None:
+    matched = [(ref, e, name) for ref, e in _rows(sections, "evidence_processes", ProcessEvent)
+               if (name := _process_pattern(e))]
+    if not matched:
+        return None
+    processes = ", ".join(sorted({f"{e.file_name} ({name})" for _, e, name in matched})[:3])
+    return Signal("malicious_process", "Malicious process", 30, processes, tuple(ref for ref, _, _ in matched))
+
+
+def _malicious_click(sections: Sections) -> Signal | None:
+    threats = [(ref, c) for ref, c in _rows(sections, "evidence_url_clicks", UrlClick) if c.threat_types]
+    through = [(ref, c) for ref, c in threats if c.clicked_through or c.action.lower() == "clickallowed"]
+    chosen = through or threats
+    if not chosen:
+        return None
+    urls = ", ".join(sorted({c.url for _, c in chosen})[:2])
+    return Signal("malicious_click", "Click on a malicious URL" if through else "Blocked click on a malicious URL",
+                  30 if through else 10, urls, tuple(ref for ref, _ in chosen))
+
+
+def _malicious_email(sections: Sections) -> Signal | None:
+    delivered = [(ref, m) for ref, m in _rows(sections, "evidence_email", EmailMessage)
+                 if m.threat_types and m.delivery_action.lower() == "delivered"]
+    if not delivered:
+        return None
+    return Signal("malicious_email", "Malicious email delivered", 15,
+                  f"{len(delivered)} message(s) with {', '.join(sorted({m.threat_types for _, m in delivered}))}",
+                  tuple(ref for ref, _ in delivered))
+
+
+def _ueba(sections: Sections) -> Signal | None:
+    high = [(ref, e) for ref, e in _rows(sections, "evidence_ueba", BehaviorEvent) if e.priority >= UEBA_PRIORITY]
+    if not high:
+        return None
+    return Signal("ueba_priority", "UEBA anomalies", 10,
+                  f"{len(high)} activit(ies), priority up to {max(e.priority for _, e in high)}",
+                  tuple(ref for ref, _ in high))
+
+
+RULES: tuple[Callable[[Sections], Signal | None], ...] = (
+    _threat_intel, _risky_user, _risk_detections, _mfa_fatigue, _new_country, _privileged_role, _alerts,
+    _malicious_process, _malicious_click, _malicious_email, _ueba,
+)

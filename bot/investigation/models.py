@@ -1,0 +1,84 @@
+"""An investigation's typed result: the entity, one section per evidence query (its rows, total and KQL), and the
+assessment (level, score, the signals with the evidence rows each rests on). Cards, the model's text and the fact
+check read these; nothing here does I/O."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class Level(enum.Enum):
+    NONE = "none"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One evidence query's answer: its rows (typed records), how many matched, and the query that read them."""
+
+    name: str  # the evidence query's tool name ("evidence_signins"), or "query_alerts" / "query_incidents"
+    title: str
+    records: tuple[Any, ...]
+    total: int
+    kql: str
+    elapsed_ms: float
+    error: str = ""  # the query failed: what the analyst is told (its rows are then unknown, not none)
+    first_ref: int = 1  # the evidence number ("E<n>") of its first row; rows are numbered across the investigation
+
+    def ref(self, index: int) -> str:
+        return f"E{self.first_ref + index}"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A named finding with its weight, what it is in words, and the evidence rows ("E3") it rests on."""
+
+    name: str
+    title: str
+    weight: int
+    detail: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Assessment:
+    level: Level
+    score: int
+    signals: tuple[Signal, ...]
+
+    @property
+    def summary(self) -> str:
+        if not self.signals:
+            return f"level {self.level.value}: no signal in the evidence read"
+        named = ", ".join(f"{s.title} (+{s.weight})" for s in self.signals)
+        return f"level {self.level.value} (score {self.score}): {named}"
+
+
+@dataclass(frozen=True)
+class Investigation:
+    """One entity's evidence over a window, and the bot's assessment of it."""
+
+    entity_kind: str
+    entity: str
+    window: str
+    as_of: datetime
+    sections: tuple[Section, ...]
+    assessment: Assessment
+
+    def identifiers(self) -> tuple[tuple[str, str], ...]:
+        """Every entity value the evidence holds (the fact check lets an answer cite them)."""
+        kind = {"hash": "filehash", "domain": "dns"}.get(self.entity_kind, self.entity_kind)
+        found: dict[tuple[str, str], None] = {(kind, self.entity): None}
+        for section in self.sections:
+            for record in section.records:
+                for pair in getattr(record, "identifiers", lambda: ())():
+                    found[pair] = None
+        return tuple(found)
+
+    def section(self, name: str) -> Section | None:
+        return next((s for s in self.sections if s.name == name), None)

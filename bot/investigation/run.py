@@ -1,0 +1,98 @@
+"""Running an investigation: the entity detected (or checked against the type given), the evidence queries that
+read its kind plus the alerts and incidents naming it, all at once (``asyncio.gather`` through the client, each its
+own validated, timed, decoded query), then the assessment. One ``QueryResult`` holding one ``Investigation`` comes
+back, its metadata's KQL every query's text, so the Data sources footnote and "Show query" work as for any read.
+A query that fails leaves its section marked (its rows unknown), never the whole investigation, unless all fail."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from bot.investigation.assessment import assess
+from bot.investigation.models import Investigation, Section
+from bot.sentinel.client import SentinelClient, iso_duration
+from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
+from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
+from bot.sentinel.queries.evidence import EVIDENCE
+from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW
+from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
+
+TOOL = "investigate_entity"
+PARAMETERS = ("entity", "entity_type", "time_window")
+MAX_RELATED = 50  # alerts and incidents naming the entity
+_TITLES = {
+    "evidence_threat_intel": "Threat intelligence", "evidence_risky_user": "Identity risk",
+    "evidence_risk_detections": "Risk detections", "evidence_signins": "Sign-ins",
+    "evidence_directory": "Directory changes", "evidence_ueba": "UEBA", "evidence_processes": "Processes",
+    "evidence_logons": "Logons", "evidence_network": "Network connections", "evidence_files": "File events",
+    "evidence_email": "Email", "evidence_url_clicks": "URL clicks", "query_alerts": "Alerts",
+    "query_incidents": "Incidents",
+}
+
+
+def plan(entity: Entity, window: TimeWindow) -> list[tuple[str, dict[str, object]]]:
+    """The queries an investigation of ``entity`` runs: (tool, arguments), in the order its card shows them."""
+    evidence: dict[str, object] = {"entity": entity.value, "entity_type": entity.kind.value,
+                                   "time_window": window.value}
+    related: dict[str, object] = {"entity": entity.value, "time_window": window.value, "limit": MAX_RELATED}
+    return [(spec.name, evidence) for spec, cls in EVIDENCE if entity.kind in cls.kinds] + \
+        [("query_alerts", related), ("query_incidents", related)]
+
+
+async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -> QueryResult | QueryError:
+    """The investigation the (loosely typed) arguments ask for; a bad argument is an error saying what to send."""
+    started = time.perf_counter()
+    try:
+        entity, window = _parsed(arguments)
+    except InvalidParameter as problem:
+        return QueryError("invalid_argument", str(problem), retry_possible=False, tool=TOOL)
+    queries = plan(entity, window)
+    results = await asyncio.gather(*(client.run(tool, args) for tool, args in queries))
+    sections, failed = _sections(queries, results)
+    if len(failed) == len(sections):
+        first = next(r for r in results if isinstance(r, QueryError))
+        return replace(first, tool=TOOL, kql=_kql(sections))
+    assessment = assess(sections)
+    investigation = Investigation(entity.kind.value, entity.value, window.value, datetime.now(UTC), tuple(sections),
+                                  assessment)
+    metadata = QueryMetadata(
+        tool=TOOL, parameters={"entity": entity.value, "entity_type": entity.kind.value, "time_window": window.value},
+        total=1, returned=1, truncated=False, elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
+        kql=_kql(sections), timespan=iso_duration(max(window.duration.total_seconds(), 30 * 86400)),
+        source=client.source, warnings=tuple(f"{s.title}: {s.error}" for s in failed))
+    return QueryResult(records=(investigation,), metadata=metadata)
+
+
+def _parsed(arguments: Mapping[str, object]) -> tuple[Entity, TimeWindow]:
+    unknown = sorted(set(arguments) - set(PARAMETERS))
+    if unknown:
+        raise InvalidParameter(unknown[0], f"{TOOL} has no parameter {unknown[0]!r}; its parameters are: "
+                                           f"{', '.join(PARAMETERS)}")
+    kind: EntityKind | None = parse_kind(arguments.get("entity_type"))
+    return detect(arguments.get("entity"), kind), parse_time_window(arguments.get("time_window"), DEFAULT_WINDOW)
+
+
+def _sections(queries: list[tuple[str, dict[str, object]]],
+              results: list[QueryResult | QueryError]) -> tuple[list[Section], list[Section]]:
+    sections: list[Section] = []
+    failed: list[Section] = []
+    first_ref = 1
+    for (tool, _), result in zip(queries, results, strict=True):
+        if isinstance(result, QueryError):
+            section = Section(tool, _TITLES[tool], (), 0, result.kql, 0.0, error=result.message, first_ref=first_ref)
+            failed.append(section)
+        else:
+            meta = result.metadata
+            section = Section(tool, _TITLES[tool], tuple(result.records), meta.total, meta.kql, meta.elapsed_ms,
+                              first_ref=first_ref)
+        first_ref += len(section.records)
+        sections.append(section)
+    return sections, failed
+
+
+def _kql(sections: list[Section]) -> str:
+    return "\n\n".join(s.kql for s in sections if s.kql)

@@ -1,0 +1,91 @@
+"""The investigations' assessments as facts, and the one claim checked against them: a sentence that names an
+investigated entity and calls it compromised (malicious, breached, taken over, ...) or states its assessment level,
+when the bot's assessment says otherwise. "alice is compromised" after an assessment of low or none is marked, with
+the assessment and its signals; "no sign alice was compromised" is not a claim of compromise.
+
+Kept apart from the incident claims (``claims``, ``grounding``): it needs only the sentence and the verdicts, and
+``grounding.check`` adds its findings to the others'."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+MAX_VERDICTS = 20
+_SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")  # "bob@contoso.com" does not end a sentence
+_COMPROMISED = re.compile(r"\b(compromised|malicious|breached|hacked|taken over|owned by (?:an )?attacker|infected|"
+                          r"confirmed (?:attack|breach|compromise))\b", re.IGNORECASE)
+_LEVEL = re.compile(r"\b(?:assessment|assessed|verdict|risk level|level)\b.{0,40}?\b(none|low|medium|high)\b",
+                    re.IGNORECASE)
+_NEGATED = re.compile(r"\b(not|no|never|nothing|without|isn't|wasn't|aren't|weren't|unlikely|doesn't|didn't|"
+                      r"cannot|can't|no sign|no evidence)\b", re.IGNORECASE)
+_SERIOUS = ("medium", "high")
+
+
+@dataclass(frozen=True)
+class VerdictFact:
+    """The bot's assessment of one investigated entity, when it was made and by which tool."""
+
+    entity: str
+    kind: str
+    level: str
+    score: int
+    signals: tuple[str, ...]  # the signals' titles
+    tool: str
+    at: datetime
+
+    def describe(self) -> str:
+        signals = ", ".join(self.signals) if self.signals else "no signal"
+        return (f"the bot's assessment of {self.kind} {self.entity} is {self.level} (score {self.score}: {signals}; "
+                f"per {self.tool} at {self.at:%H:%M} UTC)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entity": self.entity, "kind": self.kind, "level": self.level, "score": self.score,
+                "signals": list(self.signals), "tool": self.tool, "at": self.at.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VerdictFact:
+        return cls(str(data["entity"]), str(data["kind"]), str(data["level"]), int(data["score"]),
+                   tuple(str(s) for s in data.get("signals", [])), str(data["tool"]),
+                   datetime.fromisoformat(str(data["at"])))
+
+
+@dataclass(frozen=True)
+class VerdictMismatch:
+    """A sentence's claim about an investigated entity that its assessment does not back."""
+
+    start: int
+    end: int
+    record: str
+    note: str
+    sentence: tuple[int, int]
+
+
+def mismatches(answer: str, verdicts: Iterable[VerdictFact]) -> list[VerdictMismatch]:
+    """Each compromise or level claim about an investigated entity that its assessment contradicts."""
+    known = [v for v in verdicts if v.entity]
+    found: list[VerdictMismatch] = []
+    for sentence in _SENTENCES.finditer(answer):
+        text = sentence.group(0)
+        lower = text.lower()
+        for verdict in known:
+            if verdict.entity.lower() not in lower:
+                continue
+            found += _claims(text, sentence.start(), verdict, (sentence.start(), sentence.end()))
+    return found
+
+
+def _claims(text: str, offset: int, verdict: VerdictFact, span: tuple[int, int]) -> list[VerdictMismatch]:
+    out = []
+    for match in _COMPROMISED.finditer(text):
+        if verdict.level not in _SERIOUS and not _NEGATED.search(text[:match.start()]):
+            out.append(VerdictMismatch(offset + match.start(), offset + match.end(), verdict.describe(),
+                                       f"assessment: {verdict.level}", span))
+    for match in _LEVEL.finditer(text):
+        if match.group(1).lower() != verdict.level and not _NEGATED.search(text[:match.start()]):
+            out.append(VerdictMismatch(offset + match.start(1), offset + match.end(1), verdict.describe(),
+                                       f"assessment: {verdict.level}", span))
+    return out

@@ -1,0 +1,77 @@
+"""evidence_signins: an account's interactive sign-ins, or the sign-ins from an IP (SigninLogs), grouped by account,
+result code, IP, country, app and risk level during sign-in, with their count and first/last time: successes,
+failures by result code (500121: MFA denied), the distinct IPs, countries and apps, the risky ones. The groups with
+the latest sign-in come first."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from bot.sentinel import kql
+from bot.sentinel.demo import sql
+from bot.sentinel.evidence import SigninGroup
+from bot.sentinel.queries.evidence.common import (
+    MAX_EVIDENCE_ROWS,
+    EvidenceQuery,
+    declaration,
+    demo_params,
+    make,
+    params,
+)
+from bot.sentinel.queries.evidence.entity import EntityKind
+from bot.sentinel.rows import as_datetime, as_int, as_text
+from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row
+
+_MATCH = {EntityKind.ACCOUNT: "UserPrincipalName", EntityKind.IP: "IPAddress"}
+_KEYS = ("UserPrincipalName", "ResultType", "IPAddress", "Location", "AppDisplayName", "RiskLevelDuringSignIn")
+_ORDER = (("LastSeen", True), ("SignIns", True), *((k, False) for k in _KEYS))
+
+
+class SigninsQuery(EvidenceQuery):
+    tool = "evidence_signins"
+    kinds = frozenset({EntityKind.ACCOUNT, EntityKind.IP})
+
+
+def _kql(query: SigninsQuery) -> str:
+    return f"""// {query.tool}: sign-ins of the {query.entity.kind.value}, by result, IP, country and app
+{declaration(query)}let groups = materialize(SigninLogs
+    | where TimeGenerated > {query.ago}
+    | where {_MATCH[query.entity.kind]} =~ entity_wanted
+    | summarize SignIns = count(), FirstSeen = min(TimeGenerated), LastSeen = max(TimeGenerated),
+        ResultDescription = min(ResultDescription) by {', '.join(_KEYS)});
+groups
+| sort by {kql.order_by(_ORDER)}
+| take {MAX_EVIDENCE_ROWS}
+| extend TotalMatched = toscalar(groups | count)
+| project {', '.join(_KEYS)}, ResultDescription, SignIns, FirstSeen, LastSeen, TotalMatched"""
+
+
+def _demo(query: SigninsQuery, conn: sqlite3.Connection, now: datetime,
+          workspace: DemoWorkspace) -> list[dict[str, Any]]:
+    keys = ", ".join(_KEYS)
+    order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in _ORDER)
+    return sql.fetch(conn, f"""SELECT {keys}, MIN(ResultDescription) AS ResultDescription, COUNT(*) AS SignIns,
+            MIN(TimeGenerated) AS FirstSeen, MAX(TimeGenerated) AS LastSeen, COUNT(*) OVER () AS TotalMatched
+        FROM SigninLogs
+        WHERE TimeGenerated > :start AND TimeGenerated <= :now
+          AND kql_lower({_MATCH[query.entity.kind]}) = kql_lower(:entity)
+        GROUP BY {keys} ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
+
+
+def decode(row: Row) -> SigninGroup:
+    return SigninGroup(
+        upn=as_text(row.get("UserPrincipalName")), result_type=as_text(row.get("ResultType")),
+        result_description=as_text(row.get("ResultDescription")), ip=as_text(row.get("IPAddress")),
+        country=as_text(row.get("Location")), app=as_text(row.get("AppDisplayName")),
+        risk_level=as_text(row.get("RiskLevelDuringSignIn")), count=as_int(row.get("SignIns")),
+        first=as_datetime(row.get("FirstSeen")), last=as_datetime(row.get("LastSeen")))
+
+
+SPEC = QuerySpec(
+    name=SigninsQuery.tool, params=params(), make=make(SigninsQuery), kql=_kql,
+    result=(*((k, "string") for k in _KEYS), ("ResultDescription", "string"), ("SignIns", "long"),
+            ("FirstSeen", "datetime"), ("LastSeen", "datetime"), ("TotalMatched", "long")),
+    keys=("ResultType",), decode=decode, demo=_demo, internal=True,
+)

@@ -1,0 +1,83 @@
+"""evidence_threat_intel: threat-intelligence indicators whose observable is the entity (ThreatIntelIndicators, the
+latest row of each indicator over the last 30 days, deleted ones left out), most confident first, with whether each
+is valid now (active, not revoked, inside its validity)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.sentinel import kql
+from bot.sentinel.demo import sql
+from bot.sentinel.evidence import Indicator
+from bot.sentinel.queries.evidence.common import (
+    MAX_EVIDENCE_ROWS,
+    EvidenceQuery,
+    declaration,
+    demo_params,
+    make,
+    params,
+)
+from bot.sentinel.queries.evidence.entity import EntityKind
+from bot.sentinel.queries.evidence.rows import as_bool
+from bot.sentinel.rows import as_datetime, as_int, as_text
+from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row
+
+_ORDER = (("Confidence", True), ("ValidUntil", True), ("Id", False))
+
+
+class ThreatIntelQuery(EvidenceQuery):
+    tool = "evidence_threat_intel"
+    kinds = frozenset(EntityKind)
+    lookback = timedelta(days=30)
+
+
+def _kql(query: ThreatIntelQuery) -> str:
+    return f"""// {query.tool}: threat-intelligence indicators of the {query.entity.kind.value}
+{declaration(query)}let indicators = materialize(ThreatIntelIndicators
+    | where TimeGenerated > {query.ago}
+    | where ObservableValue =~ entity_wanted
+    | summarize arg_max(TimeGenerated, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive,
+        Revoked, IsDeleted, Tags) by Id
+    | where not(IsDeleted)
+    // Valid now: active, not revoked, inside its validity (by the service's clock).
+    | extend Valid = IsActive and not(Revoked) and (isnull(ValidFrom) or ValidFrom <= now())
+        and (isnull(ValidUntil) or ValidUntil > now()));
+indicators
+| sort by {kql.order_by(_ORDER)}
+| take {MAX_EVIDENCE_ROWS}
+| extend TotalMatched = toscalar(indicators | count)
+| project Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, Valid, Tags, TotalMatched"""
+
+
+def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
+          workspace: DemoWorkspace) -> list[dict[str, Any]]:
+    order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in _ORDER)
+    # SQLite's bare-column rule: with MAX(), the other columns come from the row holding the maximum (arg_max).
+    return sql.fetch(conn, f"""WITH latest AS (
+            SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive, Revoked,
+                IsDeleted, Tags, MAX(TimeGenerated) AS TimeGenerated
+            FROM ThreatIntelIndicators
+            WHERE TimeGenerated > :start AND TimeGenerated <= :now
+              AND kql_lower(ObservableValue) = kql_lower(:entity)
+            GROUP BY Id)
+        SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil,
+            (IsActive AND NOT Revoked AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
+             AND (COALESCE(ValidUntil, '') = '' OR ValidUntil > :now)) AS Valid, Tags, COUNT(*) OVER () AS TotalMatched
+        FROM latest WHERE NOT IsDeleted ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
+
+
+def decode(row: Row) -> Indicator:
+    return Indicator(as_text(row.get("Id")), as_text(row.get("ObservableKey")), as_text(row.get("ObservableValue")),
+                     as_int(row.get("Confidence")), as_datetime(row.get("ValidFrom")),
+                     as_datetime(row.get("ValidUntil")), as_bool(row.get("Valid")), as_text(row.get("Tags")))
+
+
+SPEC = QuerySpec(
+    name=ThreatIntelQuery.tool, params=params(), make=make(ThreatIntelQuery), kql=_kql,
+    result=(("Id", "string"), ("ObservableKey", "string"), ("ObservableValue", "string"), ("Confidence", "int"),
+            ("ValidFrom", "datetime"), ("ValidUntil", "datetime"), ("Valid", "bool"), ("Tags", "string"),
+            ("TotalMatched", "long")),
+    keys=("ObservableValue",), decode=decode, demo=_demo, internal=True,
+)

@@ -1,0 +1,83 @@
+"""investigate_entity as a tool: one account, host, IP, file hash, URL or domain investigated across the evidence
+tables at once (``bot.investigation``), with the bot's deterministic assessment. The model reads the assessment as
+stated and narrates it; the tool's description and text tell it never to make up or change a verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.cards.investigation import investigation_card
+from bot.investigation.models import Investigation, Section
+from bot.investigation.run import TOOL as NAME
+from bot.investigation.run import investigate
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.models import AlertSummary, Incident, QueryError, QueryResult
+from bot.sentinel.params import TimeWindow
+from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW
+from bot.sentinel.queries.evidence.entity import EntityKind
+from bot.tools.compact import RefFor, bounded, cell, head, ref
+from bot.tools.tool import Parameter, Tool
+
+MAX_TEXT_ROWS = 10  # per section, for the model (the card and the facts hold what the queries returned)
+
+
+def text(result: QueryResult, ref_for: RefFor) -> str:
+    """The assessment first (as the bot computed it), then each section's rows with their evidence refs."""
+    investigation: Investigation = result.records[0]
+    first = head(result, "investigation", shown=f"{investigation.entity_kind} {cell(investigation.entity, 120)}")
+    assessment = investigation.assessment
+    lines = [first,
+             f"ASSESSMENT (computed by the bot from the rows below; state it as given, never another verdict): "
+             f"{assessment.summary}"]
+    for signal in assessment.signals:
+        lines.append(f"signal {signal.name} +{signal.weight}: {cell(signal.detail, 200)} "
+                     f"[evidence {','.join(signal.evidence[:12])}]")
+    rows: list[str] = []
+    for section in investigation.sections:
+        rows += _section(section, ref_for)
+    return bounded(lines, rows, len(rows))
+
+
+def _section(section: Section, ref_for: RefFor) -> list[str]:
+    if section.error:
+        return [f"## {section.title}: FAILED ({cell(section.error, 200)}); its rows are unknown, not none"]
+    shown = section.records[:MAX_TEXT_ROWS]
+    count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
+    if not shown:
+        return [f"## {section.title}: none"]
+    headers, cells = _cells(section, shown, ref_for)
+    return [f"## {section.title}: {count}", "|".join(("ref", *headers)),
+            *("|".join(cell(v, 100) for v in row) for row in cells)]
+
+
+def _cells(section: Section, shown: tuple[Any, ...], ref_for: RefFor) -> tuple[tuple[str, ...], list[list[Any]]]:
+    first = shown[0]
+    if isinstance(first, AlertSummary):
+        return ("time_utc", "severity", "name (untrusted text)"), [
+            [f"{section.ref(i)} {ref(ref_for, 'alert', a.alert_id)}", a.time, a.severity, a.name]
+            for i, a in enumerate(shown)]
+    if isinstance(first, Incident):
+        return ("incident", "severity", "status", "title (untrusted text)"), [
+            [f"{section.ref(i)} {ref(ref_for, 'incident', str(n.number))}", f"#{n.number}", n.severity, n.status,
+             n.title] for i, n in enumerate(shown)]
+    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in enumerate(shown)]
+
+
+async def run(sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResult | QueryError:
+    return await investigate(sentinel, arguments)
+
+
+TOOL = Tool(
+    NAME,
+    "Investigate one account (UPN), host, IP, file hash, URL or domain across sign-ins, directory changes, identity "
+    "risk, UEBA, device, email and threat-intel tables plus its alerts and incidents. Returns the bot's own "
+    "assessment (level and signals): report it as given, never another verdict.",
+    (Parameter("entity", "The value, e.g. alice@contoso.com, WS-FIN-042, 203.0.113.7.", required=True),
+     Parameter("entity_type", "Detected when omitted.", enum=tuple(k.value for k in EntityKind)),
+     Parameter("time_window", "", enum=tuple(w.value for w in TimeWindow), default=DEFAULT_WINDOW.value)),
+    "Investigating the entity across the evidence tables...",
+    '{"entity": "alice@contoso.com", "time_window": "last_7d"}',
+    text=text,
+    card=investigation_card,
+    run=run,
+)
