@@ -151,10 +151,11 @@ def assign_and_close(i: Incident) -> list[Element]:
 def escalate_form(i: Incident) -> Element:
     """Escalate…: to whoever is on call now (the roster decides), with what they are asked to do and, if ticked,
     the incident assigned to them; proposed like any change and confirmed on the card that follows."""
-    inputs = [{"type": "Input.Text", "id": ESCALATION_REASON_INPUT, "label": "What should they do? (optional)",
-               "isMultiline": True, "maxLength": MAX_COMMENT_CHARS, "placeholder": "e.g. contain the host now"},
-              {"type": "Input.Toggle", "id": ESCALATION_ASSIGN_INPUT, "title": "Also assign it to them",
-               "value": "false", "valueOn": "true", "valueOff": "false"}]
+    inputs: list[Element] = [
+        {"type": "Input.Text", "id": ESCALATION_REASON_INPUT, "label": "What should they do? (optional)",
+         "isMultiline": True, "maxLength": MAX_COMMENT_CHARS, "placeholder": "e.g. contain the host now"},
+        {"type": "Input.Toggle", "id": ESCALATION_ASSIGN_INPUT, "title": "Also assign it to them",
+         "value": "false", "valueOn": "true", "valueOff": "false"}]
     return _form("Escalate…", inputs, "Propose escalation", "escalate_incident", {"incident_ref": str(i.number)})
 
 
