@@ -375,6 +375,7 @@ def _signin(settings: Settings, users: UserSessions | None) -> Any:
 def build_poller(surface: Surface, storage: Any) -> WatchPoller | None:
     """The watches' poller (WATCH_POLL_SECONDS): one query per interval, under a lease so that one instance polls (a
     blob lease with Blob state, else an item of the state store), posting as the bot through the adapter."""
+    from bot.investigation.triage import triage
     from bot.teams.storage import EscapedBlobStorage
     from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, sentinel_feed
 
@@ -387,7 +388,7 @@ def build_poller(surface: Surface, storage: Any) -> WatchPoller | None:
     return WatchPoller(bot.watches, sentinel_feed(bot.sentinel),
                        AdapterSender(surface.adapter, settings.teams.app_id or ""), lease, interval_s=interval,
                        demo=bot.sentinel.is_demo, changes_buttons=bot.desk is not None and bot.desk.enabled,
-                       access=bot.access)
+                       access=bot.access, triage=functools.partial(triage, bot.sentinel))
 
 
 def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = None,

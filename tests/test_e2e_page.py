@@ -147,7 +147,8 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
     """``watch high`` in a channel thread; an incident injected into the running demo workspace (its inbox file,
     as ``python -m bot demo new-incident`` does) is on the page within one poll interval; the bot is stopped, a
     second incident injected, the bot started again (same state, same port): the second is shown, the first not
-    again. The page stays open throughout (it shows only what arrives while it is open)."""
+    again. Each card is then updated in place with its triage (issue 27). The page stays open throughout (it shows
+    only what arrives while it is open)."""
     reason = chromium_missing()
     if reason:
         unavailable("page-level tests", reason)
@@ -183,7 +184,7 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
                 argv = ["node", str(SCRIPT), "--url", playground.url + "/", "--conversation", "general", "--hide-log",
                         "--full-page", "--chromium", CHROMIUM, "--timeout", "60000", "--out", str(tmp_path / "watch.png"),
                         "--say", "watch high", "--wait-text", "Watching for high",
-                        "--wait-text", first, "--wait-text", second,
+                        "--wait-text", first, "--wait-text", second, "--wait-text", "Triage: ",
                         "--count-text", "New incident #900001", "--count-text", "New incident #900002"]
                 page = await asyncio.create_subprocess_exec(*argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
                                                             stderr=asyncio.subprocess.PIPE)
