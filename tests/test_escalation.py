@@ -375,3 +375,14 @@ async def test_a_1to1_chat_teams_refuses_corrects_the_war_room_message_and_says_
     assert "could not be notified in Teams" in reply.text and "phone +1 425 555" in reply.text
     assert not [s for s in rig.connector.sent if s.conversation_id.startswith("a:1direct-")]
     assert len(comments(rig)) == 1 and f"#{number}" in reply.text, "the escalation stands"
+
+
+def test_the_link_back_goes_to_the_escalation_message_in_a_channel_or_group_chat_only() -> None:
+    from bot.teams.reach import thread_link
+
+    assert thread_link("19:abc@thread.tacv2;messageid=111", "222", TENANT) == (
+        f"https://teams.microsoft.com/l/message/19:abc@thread.tacv2/222?tenantId={TENANT}&parentMessageId=111")
+    assert thread_link("19:chat@thread.v2", "333", None) == "https://teams.microsoft.com/l/message/19:chat@thread.v2/333"
+    assert thread_link("a:1personal-chat-alice", "444", TENANT) is None, "a 1:1 chat is private to the requester"
+    assert thread_link("19:abc@thread.tacv2", None, TENANT) is None
+    assert "%3F" in (thread_link("19:x@thread.v2", "1?x=<b>", None) or ""), "ids are escaped in the link"
