@@ -233,6 +233,10 @@ async def test_malformed_extension_invokes_get_a_clear_answer(start: Any) -> Non
         result = await search_raw(bot, value)
         assert result["type"] in ("result", "message")
     assert (await invoke(bot, "composeExtension/queryLink", {"url": {"nested": 1}}))["attachments"] == []
+    for name in ("composeExtension/query", "composeExtension/queryLink"):
+        for value in ("x", 5, None, [1]):
+            assert await invoke(bot, name, value) == {"type": "message",  # type: ignore[arg-type]
+                                                      "text": "The bot could not read that request."}
 
 
 async def search_raw(bot: Running, value: dict[str, Any]) -> dict[str, Any]:

@@ -225,7 +225,9 @@ class SentinelBot(TeamsActivityHandler):
         """A compose-box search or a pasted link, answered in this invoke's response (Teams waits about 5 s), its
         reads audited as the analyst's; in on-behalf-of mode with their own token, when the token service has one."""
         request = self._request(turn_context, "", None)
-        value = turn_context.activity.value if isinstance(turn_context.activity.value, dict) else {}
+        value = turn_context.activity.value
+        if not isinstance(value, dict):  # Teams sends an object; anything else is answered, not guessed at
+            return InvokeResponse(status=200, body=extension_message("The bot could not read that request."))
         asker = audit.Asker(request.user_aad_id, request.user_name, request.conversation_id,
                             request.conversation_type, request.tenant_id, request.correlation_id)
         with audit.asking(asker):
