@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from bot import package, telemetry
 from bot.config import ConfigError, Settings
+from bot.investigation.run import TOOL as INVESTIGATE
+from bot.investigation.run import planned_queries
 from bot.sentinel.client import iso_duration
 from bot.sentinel.params import InvalidParameter
 from bot.sentinel.queries import QUERY_NAMES, kql_of, make_query
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     commands.add_parser("chat", help="chat in the terminal (demo workspace unless SENTINEL_WORKSPACE_ID is set)")
     kql_parser = commands.add_parser("kql", help="print the KQL a tool call would run, without running it")
-    kql_parser.add_argument("tool", choices=QUERY_NAMES)
+    kql_parser.add_argument("tool", choices=(*QUERY_NAMES, INVESTIGATE))
     kql_parser.add_argument("--args", default="{}", help='tool arguments as JSON, e.g. \'{"time_window": "last_7d"}\'')
     package.add_arguments(commands.add_parser("package", help="build the Teams app package (zip) to upload to Teams"))
     demo = commands.add_parser("demo", help="change the running demo workspace (its DEMO_INBOX file)")
@@ -102,12 +104,14 @@ def _print_kql(tool: str, raw_arguments: str) -> int:
         arguments = json.loads(raw_arguments)
         if not isinstance(arguments, dict):
             raise ValueError("the arguments must be a JSON object")
-        query = make_query(tool, arguments)
+        # An investigation runs several queries: each is printed, as it would run.
+        queries = planned_queries(arguments) if tool == INVESTIGATE else [make_query(tool, arguments)]
     except (ValueError, InvalidParameter) as exc:
         print(f"Invalid arguments for {tool}: {exc}", file=sys.stderr)
         return 2
-    print(kql_of(query))
-    print(f"// timespan sent with the query: {iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
+    print("\n\n".join(kql_of(query) for query in queries))
+    longest = max(query.timespan.total_seconds() for query in queries)
+    print(f"// timespan sent with the query: {iso_duration(longest)}", file=sys.stderr)
     return 0
 
 

@@ -178,12 +178,34 @@ def _plain(rows: list[dict[str, Any]], types: dict[str, str]) -> list[dict[str, 
     return [{k: bool(v) if types.get(k) == "bool" else v for k, v in r.items()} for r in rows]
 
 
-def test_every_evidence_query_answers_as_a_python_evaluation_of_the_rows(backend: DemoBackend) -> None:
+async def _incident_entities(backend: DemoBackend, title: str) -> list[tuple[str, str]]:
+    """The entities of the newest generated incident with ``title`` in its title."""
+    client = SentinelClient(backend)
+    found = await client.run("query_incidents", {"time_window": "last_30d", "search": title, "sort": "newest"})
+    assert found.records, title
+    detail = await client.run("get_incident_detail", {"incident_ref": found.records[0].number})
+    return [(e.type, e.value) for e in detail.records[0].entities]
+
+
+async def _generated_entities(backend: DemoBackend) -> list[Entity]:
+    """Accounts, hosts, IPs, URLs and hashes the generated incidents name (their evidence is in the tables)."""
+    kinds = {"account": EntityKind.ACCOUNT, "host": EntityKind.HOST, "ip": EntityKind.IP, "url": EntityKind.URL,
+             "filehash": EntityKind.HASH}
+    out = []
+    for title in ("MFA push", "Phishing email", "LSASS", "Ransomware", "TI map"):
+        for kind, value in await _incident_entities(backend, title):
+            if kind in kinds:
+                out.append(Entity(kinds[kind], value.lower() if kind == "filehash" else value))
+    return out
+
+
+async def test_every_evidence_query_answers_as_a_python_evaluation_of_the_rows(backend: DemoBackend) -> None:
     compared = matched = 0
+    entities = ENTITIES + await _generated_entities(backend)
     for window in (TimeWindow.LAST_24H, TimeWindow.LAST_7D, TimeWindow.LAST_30D):
         for spec, cls in EVIDENCE:
             module_rows = getattr(spec.demo, "__self__", None)  # a list query's RowList
-            for entity in ENTITIES:
+            for entity in entities:
                 if entity.kind not in cls.kinds:
                     continue
                 query = cls(entity, window)
@@ -197,7 +219,7 @@ def test_every_evidence_query_answers_as_a_python_evaluation_of_the_rows(backend
                 assert all(set(r) == set(spec.columns) for r in got), spec.name
                 compared += 1
                 matched += bool(got)
-    assert compared > 60 and matched > 30, (compared, matched)
+    assert compared > 150 and matched > 80, (compared, matched)
 
 
 # the stories, end to end
@@ -269,6 +291,8 @@ async def test_the_command_runs_an_investigation_and_its_text_card_and_facts_fol
                                                                       status)
     assert routed.route is Route.QUERY and routed.run is not None and routed.run.ok
     result = routed.run.artifact
+    keys = {(r.kind.value, r.key) for r in conversation.references.items}
+    assert ("entity", f"account:{world.ALICE}") in keys  # "that account" / [n] reach it in a follow-up
     text = TOOLS.text(result, lambda *_: None, {})
     assert "ASSESSMENT (computed by the bot" in text and "level high" in text and "signal mfa_fatigue +45" in text
     assert "## Sign-ins:" in text and "E1|" in text
@@ -301,3 +325,40 @@ async def test_calling_a_low_assessed_account_compromised_is_marked(backend: Dem
                                                         json.dumps({"entity": world.ALICE}))).artifact
     facts.observe(alice, NOW)
     assert not check(f"{world.ALICE} looks compromised (assessment high).", facts, References(), NOW)
+
+
+async def test_the_generated_mfa_fatigue_incident_s_account_is_assessed_naming_the_mfa_pattern(
+        backend: DemoBackend) -> None:
+    account = next(v for k, v in await _incident_entities(backend, "MFA push") if k == "account")
+    investigation = await _investigate(backend, account, time_window="last_30d")
+    mfa = next(s for s in investigation.assessment.signals if s.name == "mfa_fatigue")
+    assert "MFA denials (result 500121)" in mfa.detail and mfa.evidence
+    assert investigation.assessment.level in (Level.MEDIUM, Level.HIGH)
+
+
+@pytest.mark.parametrize("title", ["LSASS", "Ransomware", "Malware outbreak"])
+async def test_the_generated_malware_incident_s_host_is_assessed_naming_the_process(backend: DemoBackend,
+                                                                                     title: str) -> None:
+    host = next(v for k, v in await _incident_entities(backend, title) if k == "host")
+    investigation = await _investigate(backend, host, entity_type="host", time_window="last_30d")
+    signal = next(s for s in investigation.assessment.signals if s.name == "malicious_process")
+    processes = investigation.section("evidence_processes")
+    assert processes is not None
+    named = {processes.records[int(ref[1:]) - processes.first_ref].file_name for ref in signal.evidence}
+    assert named and all(name in signal.detail for name in list(named)[:1]), (signal.detail, named)
+
+
+@pytest.mark.slow
+def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
+                           json.dumps({"entity": world.ALICE})], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    heads = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("// ")]
+    assert heads == ["// evidence_threat_intel", "// evidence_risky_user", "// evidence_risk_detections",
+                     "// evidence_signins", "// evidence_directory", "// evidence_ueba", "// evidence_processes",
+                     "// evidence_email", "// evidence_url_clicks", "// query_alerts", "// query_incidents"]
+    refused = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
+                              '{"entity": "x\\" | union *"}'], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "spaces or control characters" in refused.stderr

@@ -13,7 +13,8 @@ Signals and weights (the first match of a signal's rules counts; a signal counts
 - privileged_role: "Add member to role" (or eligible) for the account: 35 for an admin role, else 25 ("New role").
 - high_severity_alerts: High-severity alerts naming the entity: 25 (else medium_severity_alerts: 10).
 - malicious_process: a process matching a known-bad pattern (encoded PowerShell, credential dumping, shadow copy
-  deletion, LOLBin download, Office spawning a shell; PROCESS_PATTERNS): 30.
+  deletion, LOLBin download, download cradle, Defender tampering, log clearing, recovery disabled, coin miner,
+  Office spawning a shell; PROCESS_PATTERNS): 30.
 - malicious_click: a click on a URL with threats: 30 clicked through, 10 blocked.
 - malicious_email: a delivered message with threats: 15.
 - ueba_priority: a UEBA activity with investigation priority >= 5: 10.
@@ -53,6 +54,11 @@ PROCESS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.comp
     ("credential dumping (T1003)", r"mimikatz|sekurlsa|procdump.*lsass|comsvcs(\.dll)?.*minidump"),
     ("shadow copy deletion (T1490)", r"vssadmin(\.exe)?\s+delete\s+shadows|wmic.*shadowcopy\s+delete"),
     ("LOLBin download (T1105)", r"certutil(\.exe)?.*-urlcache|bitsadmin(\.exe)?.*/transfer"),
+    ("download cradle (T1059.001)", r"iex\s*\(?\s*\(?new-object\s+net\.webclient|downloadstring\("),
+    ("defender tampering (T1562.001)", r"set-mppreference\s+-disable|disableantispyware|windows defender.*disable"),
+    ("log clearing (T1070.001)", r"wevtutil(\.exe)?\s+cl\b"),
+    ("recovery disabled (T1490)", r"bcdedit(\.exe)?.*recoveryenabled\s+no"),
+    ("coin miner (T1496)", r"xmrig|minexmr|stratum\+tcp"),
 ))
 _OFFICE = re.compile(r"^(winword|excel|powerpnt|outlook)\.exe$", re.IGNORECASE)
 _SHELL = re.compile(r"^(cmd|powershell|pwsh|wscript|cscript|mshta|rundll32|regsvr32)\.exe$", re.IGNORECASE)

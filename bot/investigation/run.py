@@ -17,6 +17,7 @@ from bot.investigation.models import Investigation, Section
 from bot.sentinel.client import SentinelClient, iso_duration
 from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
+from bot.sentinel.queries import Query, make_query
 from bot.sentinel.queries.evidence import EVIDENCE
 from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW
 from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
@@ -41,6 +42,12 @@ def plan(entity: Entity, window: TimeWindow) -> list[tuple[str, dict[str, object
     related: dict[str, object] = {"entity": entity.value, "time_window": window.value, "limit": MAX_RELATED}
     return [(spec.name, evidence) for spec, cls in EVIDENCE if entity.kind in cls.kinds] + \
         [("query_alerts", related), ("query_incidents", related)]
+
+
+def planned_queries(arguments: Mapping[str, object]) -> list[Query]:
+    """The validated query objects an investigation with these arguments runs (``python -m bot kql``)."""
+    entity, window = _parsed(arguments)
+    return [make_query(tool, args) for tool, args in plan(entity, window)]
 
 
 async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -> QueryResult | QueryError:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from bot.investigation.models import Investigation
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -94,6 +95,14 @@ class References:
                 self._alert(record)
             elif isinstance(record, EntityCount):
                 self._entity(record.type, record.value, count_label(record.alert_count, "alert"))
+            elif isinstance(record, Investigation):  # the entity, and the alerts and incidents naming it
+                self._entity(record.entity_kind, record.entity, f"assessed {record.assessment.level.value}")
+                for section in record.sections:
+                    for found in section.records:
+                        if isinstance(found, Incident):
+                            self._incident(found)
+                        elif isinstance(found, AlertSummary):
+                            self._alert(found)
 
     def context(self) -> str:
         """The compact reference list the model sees each turn."""

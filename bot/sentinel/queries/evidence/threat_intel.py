@@ -40,10 +40,10 @@ def _kql(query: ThreatIntelQuery) -> str:
     | where ObservableValue =~ entity_wanted
     | summarize arg_max(TimeGenerated, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive,
         Revoked, IsDeleted, Tags) by Id
-    | where not(IsDeleted)
-    // Valid now: active, not revoked, inside its validity (by the service's clock).
-    | extend Valid = IsActive and not(Revoked) and (isnull(ValidFrom) or ValidFrom <= now())
-        and (isnull(ValidUntil) or ValidUntil > now()));
+    | where not(coalesce(IsDeleted, false))
+    // Valid now: active, not revoked, inside its validity (by the service's clock); an absent flag is false.
+    | extend Valid = coalesce(IsActive, false) and not(coalesce(Revoked, false))
+        and (isnull(ValidFrom) or ValidFrom <= now()) and (isnull(ValidUntil) or ValidUntil > now()));
 indicators
 | sort by {kql.order_by(_ORDER)}
 | take {MAX_EVIDENCE_ROWS}
@@ -63,9 +63,10 @@ def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
               AND kql_lower(ObservableValue) = kql_lower(:entity)
             GROUP BY Id)
         SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil,
-            (IsActive AND NOT Revoked AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
+            (COALESCE(IsActive, 0) AND NOT COALESCE(Revoked, 0) AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
              AND (COALESCE(ValidUntil, '') = '' OR ValidUntil > :now)) AS Valid, Tags, COUNT(*) OVER () AS TotalMatched
-        FROM latest WHERE NOT IsDeleted ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
+        FROM latest WHERE NOT COALESCE(IsDeleted, 0)
+        ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
 
 
 def decode(row: Row) -> Indicator:
