@@ -241,3 +241,21 @@ async def test_malformed_extension_invokes_get_a_clear_answer(start: Any) -> Non
 
 async def search_raw(bot: Running, value: dict[str, Any]) -> dict[str, Any]:
     return await invoke(bot, "composeExtension/query", value)
+
+
+async def test_details_on_an_inserted_card_is_answered_where_it_was_pressed(start: Any) -> None:  # noqa: F811
+    """Teams sends an Action.Submit on a card a message extension inserted as composeExtension/onCardButtonClicked
+    with the button's data; Details is answered with the detail card, anything else acknowledged and ignored."""
+    bot = await start(local())
+    number = numbers(await search(bot, "", initial=True, count=1))[0]
+    for data in ({"action": "change_propose", "tool": "assign_incident", "arguments": {"incident_ref": "1"}},
+                 "x", {"action": "incident_detail", "incident": number}):
+        body = teams.extension("composeExtension/onCardButtonClicked", data,  # type: ignore[arg-type]
+                               activity_id=next_id(), service_url=bot.connector.url)
+        async with aiohttp.ClientSession() as session, session.post(bot.url, json=body) as response:
+            assert response.status == 200
+    sent = await bot.connector.wait_for(lambda s: any(f"Incident #{number}" in json.dumps(c) for x in s
+                                                      for c in x.cards))
+    # Turns of one conversation run in arrival order: anything the first two presses started has been sent by now.
+    [answer] = [x for x in sent if x.type == "message"]
+    assert "Open in Sentinel" in json.dumps(answer.cards), "the detail card, and nothing for the other presses"

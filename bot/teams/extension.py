@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 SEARCH = "composeExtension/query"
 QUERY_LINK = "composeExtension/queryLink"
 EXTENSION_INVOKES = (SEARCH, QUERY_LINK)
+CARD_BUTTON = "composeExtension/onCardButtonClicked"  # an Action.Submit on a card the extension inserted
 COMMAND_ID = "searchIncidents"  # the manifest's composeExtensions command
 ANSWER_BUDGET_S = 4.0  # Teams gives up on an invoke after about 5 s
 PAGE_SIZE = 25  # Teams asks for 25 at a time (queryOptions.count); never more per page here

@@ -44,7 +44,7 @@ from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.changes import TeamsChanges, proposed_from_card
 from bot.teams.connectors import Unreachable
-from bot.teams.extension import EXTENSION_INVOKES, NOT_SIGNED_IN, SEARCH, MessageExtension
+from bot.teams.extension import CARD_BUTTON, EXTENSION_INVOKES, NOT_SIGNED_IN, SEARCH, MessageExtension
 from bot.teams.extension import message as extension_message
 from bot.teams.front_door import thread_channel
 from bot.teams.links import Workspace
@@ -192,6 +192,8 @@ class SentinelBot(TeamsActivityHandler):
             return await super().on_invoke_activity(turn_context)
         if activity.name in EXTENSION_INVOKES:
             return await self._extension(turn_context)
+        if activity.name == CARD_BUTTON:
+            return self._inserted_card_press(turn_context)
         if activity.name != "adaptiveCard/action":
             # Not one this bot handles: botbuilder's base classes would answer 501 too, but only after reading the
             # value into their models, and a value not of that shape fails there with a traceback per request.
@@ -220,6 +222,15 @@ class SentinelBot(TeamsActivityHandler):
 
         later: Later | None = turn_context.turn_state.get(LATER_STATE_KEY)
         return later is not None and later(work)
+
+    def _inserted_card_press(self, turn_context: TurnContext) -> InvokeResponse:
+        """A button on a card the message extension put into a message (Teams sends its data as this invoke): its
+        Details, answered in a new turn where it was pressed (the conversation must have the bot to show it)."""
+        value = turn_context.activity.value
+        data = dict(value) if isinstance(value, dict) else {}
+        if Verb.of(data) is Verb.INCIDENT_DETAIL:  # the only button those cards carry
+            self._answer_later(turn_context, self._request(turn_context, "", data))
+        return InvokeResponse(status=200)
 
     async def _extension(self, turn_context: TurnContext) -> InvokeResponse:
         """A compose-box search or a pasted link, answered in this invoke's response (Teams waits about 5 s), its
