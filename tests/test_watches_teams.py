@@ -47,6 +47,9 @@ class Bot:
         self.ids = iter(range(1, 10_000))
 
     async def start(self) -> Bot:
+        # As `serve` does at start-up: the demo workspace is generated before the first poll (seconds with the
+        # investigation's activity tables), so a poll takes its interval, not the generation's time.
+        await self.sentinel.prepare()
         settings = Settings.from_env({"WATCH_POLL_SECONDS": str(INTERVAL_S)}, dotenv_path=None)
         # Changes on, for the fake connector's alice (her object id is aad-alice): the demo workspace's own writer.
         desk = ConfirmationDesk(self.sentinel, DemoIncidentWriter.for_client(self.sentinel),
