@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the Teams surface and durable turns are imported where they
     from bot.teams.access import TokenSource
     from bot.teams.dispatch import Dispatcher, OpenQueue, QueuedTurns
     from bot.teams.handler import SentinelBot
+    from bot.teams.links import Workspace
     from bot.teams.surface import Surface
     from bot.teams.watches import WatchPoller
     from bot.turns.runner import TurnRunner
@@ -331,7 +332,19 @@ def _bot(parts: Components, storage: Any, closes: AsyncExitStack, graph_token: T
                        memory=_memory(parts), capture_content=settings.telemetry.capture_content, desk=parts.desk,
                        access=_closed_by(closes, access_policy(settings, graph_token)), limits=_turn_limits(settings),
                        watches=WatchStore(storage) if settings.watches_enabled else None,
-                       signin=_signin(settings, parts.users))
+                       signin=_signin(settings, parts.users), links=_link_workspace(settings))
+
+
+def _link_workspace(settings: Settings) -> Workspace:
+    """The workspace and tenants a pasted portal link must name to unfurl (the demo's own, with the demo)."""
+    from bot.sentinel.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
+    from bot.teams.links import Workspace
+
+    workspace, tenants = settings.workspace, frozenset(t.lower() for t in settings.access.tenants)
+    if workspace.uses_demo:
+        return Workspace(SUBSCRIPTION_ID, RESOURCE_GROUP, WORKSPACE_NAME, tenants | {TENANT_ID})
+    return Workspace(workspace.subscription_id or "", workspace.resource_group or "", workspace.workspace_name or "",
+                     tenants)
 
 
 def _memory(parts: Components) -> Memory:
@@ -362,6 +375,7 @@ def _signin(settings: Settings, users: UserSessions | None) -> Any:
 def build_poller(surface: Surface, storage: Any) -> WatchPoller | None:
     """The watches' poller (WATCH_POLL_SECONDS): one query per interval, under a lease so that one instance polls (a
     blob lease with Blob state, else an item of the state store), posting as the bot through the adapter."""
+    from bot.investigation.triage import triage
     from bot.teams.storage import EscapedBlobStorage
     from bot.teams.watches import AdapterSender, BlobLease, StoreLease, WatchPoller, sentinel_feed
 
@@ -374,7 +388,7 @@ def build_poller(surface: Surface, storage: Any) -> WatchPoller | None:
     return WatchPoller(bot.watches, sentinel_feed(bot.sentinel),
                        AdapterSender(surface.adapter, settings.teams.app_id or ""), lease, interval_s=interval,
                        demo=bot.sentinel.is_demo, changes_buttons=bot.desk is not None and bot.desk.enabled,
-                       access=bot.access)
+                       access=bot.access, triage=functools.partial(triage, bot.sentinel))
 
 
 def create_app(parts: Components, storage: Any, *, runner: TurnRunner | None = None,

@@ -175,7 +175,8 @@ def check_manifest(manifest: dict[str, Any]) -> list[str]:
         if not condition:
             problems.append(problem)
 
-    for check in (_check_fields, _check_lengths, _check_developer_and_icons, _check_bot, _check_domains_and_sign_on):
+    for check in (_check_fields, _check_lengths, _check_developer_and_icons, _check_bot, _check_domains_and_sign_on,
+                  _check_compose_extension):
         check(manifest, need)
     leftover = sorted(set(_PLACEHOLDER.findall(json.dumps(manifest))))
     need(not leftover, f"placeholders left unfilled: {', '.join(leftover)}")
@@ -236,6 +237,20 @@ def _check_domains_and_sign_on(manifest: dict[str, Any], need: Callable[[bool, s
         need(sso.get("resource") == f"api://botid-{manifest.get('id')}",
              "webApplicationInfo.resource must be api://botid-<the bot's app id>")
         need(TOKEN_SERVICE_DOMAIN in domains, f"single sign-on needs {TOKEN_SERVICE_DOMAIN} in validDomains")
+
+
+def _check_compose_extension(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:
+    """The message extension (incident search, link unfurling) is the bot's own, and its link domains are hosts."""
+    extensions = manifest.get("composeExtensions") or []
+    need(len(extensions) <= 1, "at most one composeExtensions entry")
+    for extension in extensions[:1]:
+        need(extension.get("botId") == manifest.get("id"), "composeExtensions[0].botId must be the app id")
+        commands = extension.get("commands") or []
+        need(1 <= len(commands) <= 10, "composeExtensions[0] must hold 1 to 10 commands")
+        for handler in extension.get("messageHandlers") or []:
+            for domain in (handler.get("value") or {}).get("domains") or []:
+                need(isinstance(domain, str) and "/" not in domain and "://" not in domain,
+                     f"messageHandlers domain {domain!r} must be a host name")
 
 
 def _check_lengths(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:

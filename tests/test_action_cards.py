@@ -544,19 +544,20 @@ def propose(tool: str, **arguments: str) -> dict:
 
 
 @pytest.mark.parametrize("demo", [False, True])
-def test_the_detail_card_with_changes_proposes_the_four_changes(demo: bool) -> None:
+def test_the_detail_card_with_changes_proposes_the_five_changes(demo: bool) -> None:
     card = detail_card(changes=True, demo=demo)
     assert_valid(card)
     row = change_set(card)
     assert [(a["type"], a["title"]) for a in row["actions"]] == [
         ("Action.Submit", "Assign to me"), ("Action.ShowCard", "Close…"), ("Action.ShowCard", "Severity…"),
-        ("Action.ShowCard", "Comment…")]
+        ("Action.ShowCard", "Comment…"), ("Action.ShowCard", "Escalate…")]
     assert row["actions"][0]["data"] == propose("assign_incident", assignee="me")
     assert [(s["title"], s["data"]) for s in proposals(card)] == [
         ("Assign to me", propose("assign_incident", assignee="me")),
         ("Propose closing", propose("set_incident_status", status="Closed")),
         ("Propose severity", propose("set_incident_severity")),
         ("Propose comment", propose("add_incident_comment")),
+        ("Propose escalation", propose("escalate_incident")),
     ]
     for form in row["actions"][1:]:  # each form's own button, so Teams submits that form's inputs with it
         assert form["card"]["type"] == "AdaptiveCard" and len(form["card"]["actions"]) == 1
@@ -571,13 +572,15 @@ def test_the_detail_card_with_changes_proposes_the_four_changes(demo: bool) -> N
 def test_a_closed_incident_offers_reopen_instead_of_close() -> None:
     card = detail_card(closed_detail(), changes=True)
     assert_valid(card)
-    assert [a["title"] for a in change_set(card)["actions"]] == ["Assign to me", "Reopen", "Severity…", "Comment…"]
+    assert [a["title"] for a in change_set(card)["actions"]] == ["Assign to me", "Reopen", "Severity…", "Comment…",
+                                                                 "Escalate…"]
     reopen = change_set(card)["actions"][1]
     assert reopen == {"type": "Action.Submit", "title": "Reopen",
                       "data": propose("set_incident_status", status="Active")}
     assert "classification" not in inputs(card) and "Propose closing" not in texts(card)
     assert [s["data"]["tool"] for s in proposals(card)] == ["assign_incident", "set_incident_status",
-                                                           "set_incident_severity", "add_incident_comment"]
+                                                           "set_incident_severity", "add_incident_comment",
+                                                           "escalate_incident"]
 
 
 @pytest.mark.parametrize("d", [detail(), closed_detail()], ids=["active", "closed"])
@@ -664,6 +667,7 @@ def test_input_ids_are_unique_in_the_card(d: IncidentDetail) -> None:
     assert len(ids) == len(set(ids)), ids
     expected = ["severity", "comment"] if d.incident.status == "Closed" else \
         ["classification", "classification_comment", "severity", "comment"]
+    expected += ["escalation_reason", "escalation_assign"]
     assert list(inputs(card)) == expected
 
 
@@ -682,6 +686,20 @@ def test_what_each_form_submits() -> None:
         **propose("set_incident_severity"), "severity": "Low"}
     assert submitted(show_card(card, "Comment…"), {"comment": "Called the user."}) == {
         **propose("add_incident_comment"), "comment": "Called the user."}
+    escalation = {"escalation_reason": "Contain WS-FIN-160 now.", "escalation_assign": "true"}
+    assert submitted(show_card(card, "Escalate…"), escalation) == {**propose("escalate_incident"), **escalation}
+
+
+@pytest.mark.parametrize(("typed", "arguments"), [
+    ({"escalation_reason": "Contain it.", "escalation_assign": "true"}, {"reason": "Contain it.", "assign": True}),
+    ({"escalation_reason": "  ", "escalation_assign": "false"}, {}),
+    ({"escalation_assign": "yes please"}, {}),
+])
+def test_the_escalate_form_becomes_the_escalation_tools_arguments(typed: dict, arguments: dict) -> None:
+    from bot.teams.changes import proposed_from_card
+
+    tool, got = proposed_from_card({**propose("escalate_incident"), **typed})
+    assert tool == "escalate_incident" and got == {"incident_ref": str(NUMBER), **arguments}
 
 
 def test_hostile_detail_with_changes_stays_small_valid_and_inert() -> None:
@@ -698,8 +716,8 @@ def test_hostile_detail_with_changes_stays_small_valid_and_inert() -> None:
         assert_valid(card)  # includes the size limit
         assert_inert(card)
         titles = [a["title"] for a in change_set(card)["actions"]]
-        assert titles == ["Assign to me", second, "Severity…", "Comment…"]
-        assert [s["data"]["arguments"]["incident_ref"] for s in proposals(card)] == [str(NUMBER)] * 4
+        assert titles == ["Assign to me", second, "Severity…", "Comment…", "Escalate…"]
+        assert [s["data"]["arguments"]["incident_ref"] for s in proposals(card)] == [str(NUMBER)] * 5
     benign = detail(n_alerts=50, n_entities=50, description="d" * 4000,
                     other_matches=tuple(IncidentMatch(100 + i, "Other") for i in range(8)))
     assert shape(detail_card(d, changes=True)) == shape(detail_card(benign, changes=True))
@@ -739,7 +757,7 @@ def test_command_result_carries_the_buttons_only_when_asked() -> None:
     assert result.metadata.is_demo
     assert without_footer(with_buttons[0]) == cards.incident_detail(result.records[0], refs.ref_for, NOW, demo=True,
                                                                     changes=True)
-    assert len(proposals(with_buttons[0])) == 4
+    assert len(proposals(with_buttons[0])) == 5
     assert with_buttons[0]["body"][-1] == default[0]["body"][-1]  # the footer is the same
 
 
@@ -753,7 +771,7 @@ def test_answer_puts_the_buttons_on_detail_cards_only() -> None:
     plain_cards = reply_cards(replies.answer(turn, refs, NOW, demo=False))
     button_cards = reply_cards(replies.answer(turn, refs, NOW, demo=False, changes=True))
     assert plain_cards[0] == button_cards[0]  # the incident table ignores it
-    assert proposals(plain_cards[1]) == [] and len(proposals(button_cards[1])) == 4
+    assert proposals(plain_cards[1]) == [] and len(proposals(button_cards[1])) == 5
     assert "Note: Showing 50 of 80 alerts." in texts(button_cards[1])  # same notes and demo marker as result_card
     assert "DEMO DATA" in texts(button_cards[1]) and "DEMO DATA" in texts(plain_cards[1])
     for card in button_cards:

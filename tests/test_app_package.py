@@ -391,3 +391,23 @@ def test_single_sign_on_adds_web_application_info_and_stays_valid(tmp_path: Path
 def test_a_bad_sso_app_id_is_refused_naming_its_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(cli("--sso-app-id", "my-sso-app", out=tmp_path / "x.zip")) == 2
     assert '--sso-app-id "my-sso-app" is not a GUID' in capsys.readouterr().err
+
+
+def test_the_message_extension_searches_and_unfurls_the_portal_links_the_bot_reads(manifest: dict[str, Any],
+                                                                                 validator: Draft6Validator) -> None:
+    from bot.teams.extension import COMMAND_ID
+    from bot.teams.links import PORTAL_DOMAINS
+
+    [extension] = manifest["composeExtensions"]
+    assert extension["botId"] == manifest["id"] and extension["composeExtensionType"] == "botBased"
+    [command] = extension["commands"]
+    assert command["id"] == COMMAND_ID and command["type"] == "query" and command["initialRun"] is True
+    assert set(command["context"]) == {"compose", "commandBox"}
+    [handler] = extension["messageHandlers"]
+    assert handler["type"] == "link" and tuple(handler["value"]["domains"]) == PORTAL_DOMAINS
+    broken = copy.deepcopy(manifest)
+    broken["composeExtensions"][0]["commands"][0]["type"] = "search"
+    assert list(validator.iter_errors(broken)), "the schema checks the extension too"
+    broken = copy.deepcopy(manifest)
+    broken["composeExtensions"][0]["botId"] = "00000000-1111-2222-3333-444444444445"
+    assert "composeExtensions[0].botId must be the app id" in package.check_manifest(broken)

@@ -37,6 +37,16 @@ EXPECTED = {
         rf"Slowest investigation median at 1x: {NUMBER} ms; goal under 100 ms: {VERDICT}",
         r"Benchmark took",
     ],
+    "bench_extension.py": [
+        r"== 1\. Message extension answers",
+        *(rf"(?m)^ +1x {call} +\d+ +{NUMBER} +{NUMBER}$" for call in ("initial run", "high", "mine high", "words",
+                                                                     "number", r"page 4 \(skip 75\)",
+                                                                     "unfurl a link")),
+        rf"1x: all calls p50 {NUMBER} ms, p99 {NUMBER} ms; goal p99 under 1000 ms: {VERDICT}",
+        r"== 2\. Watch post -> its card updated with the triage",
+        rf"Post -> triage update: median {NUMBER} s, max {NUMBER} s over \d+ incident\(s\); goal under 5 s: {VERDICT}",
+        r"Benchmark took",
+    ],
     "bench_fact_check.py": [
         r"== 1\. Fabrications caught, correct answers flagged",
         r"(?m)^severity +\d+ +\d+ +\d+ +\d+$",

@@ -68,13 +68,14 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
-              timeout_ms: int = 20000, press: str | None = None, before_press: tuple[str, ...] = ()) -> None:
-    """Drive the page as a person would (type, send, press a card button) and wait until every ``expect`` text
-    is visible on it."""
+              timeout_ms: int = 20000, press: str | list[str] | None = None, before_press: tuple[str, ...] = ()
+              ) -> None:
+    """Drive the page as a person would (type, send, press card buttons in turn) and wait until every ``expect``
+    text is visible on it."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
             "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread"]
-    if press:
-        argv += ["--press", press]
+    for title in [press] if isinstance(press, str) else press or []:
+        argv += ["--press", title]
     for text in before_press:
         argv += ["--before-press", text]
     for text in say:
@@ -146,7 +147,8 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
     """``watch high`` in a channel thread; an incident injected into the running demo workspace (its inbox file,
     as ``python -m bot demo new-incident`` does) is on the page within one poll interval; the bot is stopped, a
     second incident injected, the bot started again (same state, same port): the second is shown, the first not
-    again. The page stays open throughout (it shows only what arrives while it is open)."""
+    again. Each card is then updated in place with its triage (issue 27). The page stays open throughout (it shows
+    only what arrives while it is open)."""
     reason = chromium_missing()
     if reason:
         unavailable("page-level tests", reason)
@@ -182,7 +184,7 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
                 argv = ["node", str(SCRIPT), "--url", playground.url + "/", "--conversation", "general", "--hide-log",
                         "--full-page", "--chromium", CHROMIUM, "--timeout", "60000", "--out", str(tmp_path / "watch.png"),
                         "--say", "watch high", "--wait-text", "Watching for high",
-                        "--wait-text", first, "--wait-text", second,
+                        "--wait-text", first, "--wait-text", second, "--wait-text", "Triage: ",
                         "--count-text", "New incident #900001", "--count-text", "New incident #900002"]
                 page = await asyncio.create_subprocess_exec(*argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
                                                             stderr=asyncio.subprocess.PIPE)

@@ -22,12 +22,15 @@ from bot.orchestrator.changes.write_guard import asked_for
 from bot.sentinel.changes import ChangeKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
-from tests.conftest import NOW
+from bot.sentinel.demo.oncall import roster
+from tests.conftest import NOW, SEED
+from tests.support.connector_fake import BOT_ID, TENANT
 from tests.support.write_rig import WriteRig, write_rig
 from tests.test_write_actions import audit_records, propose
 
 ON_CALL = "Adele Vance"
 ON_CALL_UPN = "adelev@example.com"
+ON_CALL_OBJECT_ID = next(r["ObjectId"] for r in roster(SEED) if r["UPN"] == ON_CALL_UPN)
 HOSTILE_TITLE = "**URGENT** <at>Alice</at> ping [click here](https://evil.example/x) <b>now</b> _x_"
 
 
@@ -130,7 +133,8 @@ async def test_typed_yes_escalates_and_assigns_with_the_reason(rig: WriteRig) ->
     sent = await until_done(rig)
     update_put, comment_put = rig.arm.requests_for("PUT")
     assert update_put.body["etag"] == etag and update_put.body["properties"]["owner"] == {
-        "ownerType": "User", "userPrincipalName": ON_CALL_UPN, "email": ON_CALL_UPN, "assignedTo": ON_CALL}
+        "ownerType": "User", "userPrincipalName": ON_CALL_UPN, "email": ON_CALL_UPN, "assignedTo": ON_CALL,
+        "objectId": ON_CALL_OBJECT_ID}, "the roster's object id too: Sentinel resolves the owner by it first"
     assert comment_put.body["properties"]["message"] == (
         f"Escalated to {ON_CALL} ({ON_CALL_UPN}) by alice@contoso.com from Microsoft Teams; assigned to them"
         "\n\nAsked: isolate WS-FIN-160")
@@ -154,7 +158,9 @@ async def test_nobody_on_shift_is_said_and_nothing_is_proposed(rig: WriteRig, de
     assert "change_confirm" not in shown and rig.arm.puts == 0
 
 
-async def test_someone_the_lookup_cannot_find_is_named_in_plain_text_and_the_analyst_told(rig: WriteRig) -> None:
+async def test_someone_the_lookup_cannot_find_is_named_in_plain_text_and_the_analyst_told(
+        rig: WriteRig, demo_backend: DemoBackend) -> None:
+    demo_backend.roster = [row | {"ObjectId": ""} for row in demo_backend.roster]  # no object id: no 1:1 chat
     rig.connector.not_members.add(ON_CALL_UPN)
     action_id, card_id, _ = await propose(rig, f"escalate {rig.incidents[0].incident.number}", where="channel")
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, where="channel")
@@ -308,3 +314,75 @@ async def test_a_message_teams_refuses_is_not_followed_by_the_comment(rig: Write
     assert comments(rig) == [] and rig.arm.puts == 1, "the assignment (asked for, made first), no comment"
     [update] = [s for s in sent if s.method == "PUT" and s.activity_id == card_id]
     assert "View action" in json.dumps(update.cards)
+
+
+async def war_room_escalation(rig: WriteRig) -> tuple[int, list[Any]]:
+    """Escalate the first incident in the war-room channel thread, where the on-call analyst is not a member."""
+    rig.connector.not_members.add(ON_CALL_UPN)
+    number = rig.incidents[0].incident.number
+    action_id, card_id, _ = await propose(rig, f"escalate {number}: contain WS-FIN-160", where="channel")
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, where="channel")
+    return number, await until_done(rig)
+
+
+async def test_an_on_call_analyst_outside_the_war_room_gets_the_incident_in_a_1to1_chat(
+        rig: WriteRig, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bot.audit")
+    number, sent = await war_room_escalation(rig)
+    [created] = rig.connector.created
+    assert created["members"] == [{"id": ON_CALL_OBJECT_ID, "aadObjectId": ON_CALL_OBJECT_ID}]
+    # Teams reads the tenant from channelData (botbuilder also sends its own "tenantID" field)
+    assert created["channelData"] == {"tenant": {"id": TENANT}} and created["tenantID"] == TENANT
+    assert created["isGroup"] is False and created["bot"]["id"] == BOT_ID
+    chat = f"a:1direct-{ON_CALL_OBJECT_ID}"
+    [direct] = [s for s in rig.connector.sent if s.conversation_id == chat]
+    post = escalation_post(sent)
+    [card] = direct.cards
+    shown = json.dumps(card)
+    assert f"Escalated to you: incident #{number}" in shown and "contain WS-FIN-160" in shown
+    assert {"action": "incident_detail", "incident": number} in [a.get("data") for n in card["body"]
+                                                                 for a in n.get("actions", [])]
+    [thread] = [a["url"] for a in card["actions"] if a["title"] == "Open the thread"]
+    assert thread == (f"https://teams.microsoft.com/l/message/19:war-room@thread.tacv2/{post.activity_id}"
+                      f"?tenantId={TENANT}&parentMessageId={post.conversation_id.split('=')[-1]}")
+    assert f"{ON_CALL} (on call, {ON_CALL_UPN}; not in this conversation: sent the incident in a 1:1 chat)" \
+        in post.text and not post.body.get("entities")
+    [reply] = [s for s in sent if s.text.startswith("Done")]
+    assert "I sent them the incident in a 1:1 chat" in reply.text and "phone" not in reply.text
+    [update] = [s for s in sent if s.method == "PUT" and s.cards]
+    assert f"sent a 1:1 message (chat {chat})" in json.dumps(update.cards)
+    executed = [r for r in audit_records(caplog) if r["event"] == "incident_change.executed"][-1]
+    assert executed["reached_on_call"] == "direct" and executed["direct_chat"] == chat
+    assert executed["mentioned_on_call"] is False
+
+
+async def test_the_1to1_message_is_sent_once_across_throttled_retries(rig: WriteRig) -> None:
+    rig.connector.create_throttle = [0.01, 0.01]
+    await war_room_escalation(rig)
+    assert len(rig.connector.created) == 3, "created after two 429 answers"
+    assert len([s for s in rig.connector.sent if s.conversation_id.startswith("a:1direct-")]) == 1
+
+
+async def test_a_1to1_chat_teams_refuses_corrects_the_war_room_message_and_says_how_else(rig: WriteRig) -> None:
+    rig.connector.create_status = 403
+    number, sent = await war_room_escalation(rig)
+    post = escalation_post(sent)
+    [corrected] = [s for s in sent if s.method == "PUT" and s.activity_id == post.activity_id]
+    assert "sent the incident in a 1:1 chat" not in corrected.text
+    assert f"{ON_CALL} (on call, {ON_CALL_UPN}; not notified in Teams: not a member of this conversation, and a " \
+           "1:1 message failed (" in corrected.text
+    [reply] = [s for s in sent if s.text.startswith("Done")]
+    assert "could not be notified in Teams" in reply.text and "phone +1 425 555" in reply.text
+    assert not [s for s in rig.connector.sent if s.conversation_id.startswith("a:1direct-")]
+    assert len(comments(rig)) == 1 and f"#{number}" in reply.text, "the escalation stands"
+
+
+def test_the_link_back_goes_to_the_escalation_message_in_a_channel_or_group_chat_only() -> None:
+    from bot.teams.reach import thread_link
+
+    assert thread_link("19:abc@thread.tacv2;messageid=111", "222", TENANT) == (
+        f"https://teams.microsoft.com/l/message/19:abc@thread.tacv2/222?tenantId={TENANT}&parentMessageId=111")
+    assert thread_link("19:chat@thread.v2", "333", None) == "https://teams.microsoft.com/l/message/19:chat@thread.v2/333"
+    assert thread_link("a:1personal-chat-alice", "444", TENANT) is None, "a 1:1 chat is private to the requester"
+    assert thread_link("19:abc@thread.tacv2", None, TENANT) is None
+    assert "%3F" in (thread_link("19:x@thread.v2", "1?x=<b>", None) or ""), "ids are escaped in the link"

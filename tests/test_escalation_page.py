@@ -31,3 +31,12 @@ async def test_escalate_in_a_channel_thread_confirm_and_the_message_is_in_the_th
               say=["incidents 30d", "escalate [1]"], before_press=["Confirm: Escalated to"], press="Confirm",
               expect=["Escalation for", "Escalated by Alex Wilber from Microsoft Teams", "escalated to"],
               timeout_ms=40000)
+
+
+async def test_escalate_from_the_incident_detail_card_confirm_and_the_message_is_on_the_page(page_url: str,
+                                                                                            tmp_path: Path) -> None:
+    """Details on a listed incident, then the detail card's Escalate…, its Propose escalation, and Confirm."""
+    await see(page_url, tmp_path / "escalate-from-card.png", say=["incidents 30d"],
+              press=["Details", "Escalate…", "Propose escalation", "Confirm"],
+              expect=["Escalation for", "Escalated by Alex Wilber from Microsoft Teams", "escalated to"],
+              timeout_ms=40000)

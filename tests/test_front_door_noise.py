@@ -38,8 +38,9 @@ async def test_unhandled_invokes_and_oversized_headers_get_4xx_and_one_log_line(
     caplog.set_level(logging.INFO)
     try:
         async with aiohttp.ClientSession() as session:
-            for name, value in (("composeExtension/query", "x"), ("task/fetch", 5), ("fileConsent/invoke", [1]),
-                                ("composeExtension/query", {"queryOptions": "x"}), (None, "x")):
+            # (composeExtension/query and /queryLink are the message extension's: tests/test_message_extension.py)
+            for name, value in (("composeExtension/submitAction", "x"), ("task/fetch", 5), ("fileConsent/invoke", [1]),
+                                ("composeExtension/fetchTask", {"queryOptions": "x"}), (None, "x")):
                 caplog.clear()
                 async with session.post(running.url, json=_invoke(name, value, connector.url)) as response:
                     assert response.status == 400 and "does not handle" in await response.text(), name

@@ -64,7 +64,8 @@ def _all_enum_queries() -> list:
             if bin_size is BinSize.HOUR and window.duration / bin_size.duration > MAX_TREND_BINS:
                 continue
             queries.append(AlertTrendQuery(window, severity, bin_size))
-    for ref in (1, 42, "42", "#42", "incident 42", 2**31 - 1, "phishing", "Suspicious PowerShell"):
+    for ref in (1, 42, "42", "#42", "incident 42", 2**31 - 1, "phishing", "Suspicious PowerShell",
+                "6A7F098B-D03D-49EC-9134-6C60C547D83C", "defender:14431"):  # a portal link's ids
         queries.append(make_query("get_incident_detail", {"incident_ref": ref}))
     return queries
 

@@ -26,6 +26,14 @@ def test_incident_numbers_in_any_usual_form(value: object) -> None:
     assert parse_incident_ref(value) == IncidentRef(number=42)
 
 
+def test_a_portal_links_ids_name_the_incident() -> None:
+    guid = "6A7F098B-D03D-49EC-9134-6C60C547D83C"
+    assert parse_incident_ref(f" {guid} ") == IncidentRef(name=guid.lower())
+    assert parse_incident_ref("defender:14431") == IncidentRef(provider_id="14431")
+    assert parse_incident_ref("defender:14431x") == IncidentRef(title_search="defender:14431x")
+    assert parse_incident_ref(guid + "0") == IncidentRef(title_search=guid + "0")
+
+
 @pytest.mark.parametrize("value", ["phishing", "42 failed sign-ins", "[2]", "incident forty-two"])
 def test_other_text_is_a_title_search(value: str) -> None:
     assert parse_incident_ref(value) == IncidentRef(title_search=value)

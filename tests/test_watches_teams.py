@@ -48,6 +48,9 @@ class Bot:
         self.ids = iter(range(1, 10_000))
 
     async def start(self) -> Bot:
+        # As `serve` does at start-up: the demo workspace is generated before the first poll (seconds with the
+        # investigation's activity tables), so a poll takes its interval, not the generation's time.
+        await self.sentinel.prepare()
         settings = Settings.from_env({"WATCH_POLL_SECONDS": str(INTERVAL_S)}, dotenv_path=None)
         # Changes on, for the fake connector's alice (her object id is aad-alice): the demo workspace's own writer.
         desk = ConfirmationDesk(self.sentinel, DemoIncidentWriter.for_client(self.sentinel),
@@ -285,3 +288,74 @@ async def test_with_blob_state_the_poller_takes_a_blob_lease_and_with_sqlite_a_s
     finally:
         await blob.close()
         await sqlite.close()
+
+
+def card_updates(connector: FakeConnector, activity_id: str) -> list[teams.Sent]:
+    return [s for s in connector.messages(THREAD) if s.method == "PUT" and s.activity_id == activity_id]
+
+
+@pytest.mark.slow
+async def test_a_new_incident_is_posted_at_once_then_its_card_shows_the_triage(
+        connector: FakeConnector, live_demo: SentinelClient, tmp_path: Path) -> None:
+    from bot.cards.watches import TRIAGE_PENDING
+
+    bot = await Bot(connector, live_demo, tmp_path / "state.db").start()
+    try:
+        await bot.say("watch high")
+        await connector.wait_for(lambda sent: any("Watching for high" in s.text for s in sent))
+        polls = bot.polls
+        await connector.wait_for(lambda _: bot.polls > polls, timeout=5)
+        number = await inject(live_demo, "Beacon from WS-FIN-042")
+        await connector.wait_for(lambda _: len(watch_cards(connector)) == 1, timeout=INTERVAL_S + 4)
+        [posted] = watch_cards(connector)
+        assert TRIAGE_PENDING in json.dumps(posted.cards, ensure_ascii=False), "posted first, saying triage comes"
+        await connector.wait_for(lambda _: bool(card_updates(connector, posted.activity_id)), timeout=10)
+        [updated] = card_updates(connector, posted.activity_id)
+        card = json.dumps(updated.cards, ensure_ascii=False)
+        assert f"New incident #{number}" in card and "Triage: " in card and TRIAGE_PENDING not in card
+        card = card.replace("\u200b", "")  # long values may break at any character (cards.breakable)
+        assert "IP" in card and "WS-FIN-042" in card and "lena.fischer@contoso.com" in card, "the injected alert's host and account"
+        assert updated.at - posted.at < 5.0, "the triage of one incident takes seconds at most"
+        print(f"\nwatch post -> triage on the card: {updated.at - posted.at:.2f} s")
+    finally:
+        await bot.stop()
+
+
+@pytest.mark.slow
+async def test_a_slow_or_failing_triage_never_holds_up_the_post(connector: FakeConnector, live_demo: SentinelClient,
+                                                              tmp_path: Path) -> None:
+    from bot.cards.watches import TRIAGE_PENDING
+    from bot.teams.server import POLLER_KEY as KEY
+
+    release = asyncio.Event()
+    asked: list[int] = []
+
+    async def slow(number: int) -> None:  # the seam: a triage that takes as long as the test says
+        asked.append(number)
+        await release.wait()
+        raise RuntimeError("the assessment failed")
+
+    bot = await Bot(connector, live_demo, tmp_path / "state.db").start()
+    assert bot.server is not None
+    bot.server.app[KEY].triage = slow
+    try:
+        await bot.say("watch high")
+        await connector.wait_for(lambda sent: any("Watching for high" in s.text for s in sent))
+        polls = bot.polls
+        await connector.wait_for(lambda _: bot.polls > polls, timeout=5)
+        number = await inject(live_demo, "Slow to assess")
+        injected = time.monotonic()
+        await connector.wait_for(lambda _: len(watch_cards(connector)) == 1, timeout=INTERVAL_S + 4)
+        [posted] = watch_cards(connector)
+        assert posted.at - injected <= INTERVAL_S + 1.5, "posted on time"
+        await connector.wait_for(lambda _: asked == [number], timeout=2)  # the triage is asked for after the post
+        polls = bot.polls
+        await connector.wait_for(lambda _: bot.polls >= polls + 2, timeout=3 * INTERVAL_S + 3)
+        assert card_updates(connector, posted.activity_id) == [], "nothing until the triage ends"
+        release.set()
+        await connector.wait_for(lambda _: bool(card_updates(connector, posted.activity_id)), timeout=5)
+        [updated] = card_updates(connector, posted.activity_id)
+        card = json.dumps(updated.cards, ensure_ascii=False)
+        assert TRIAGE_PENDING not in card and "Triage: " not in card, "a failed triage: the card without it"
+    finally:
+        await bot.stop()

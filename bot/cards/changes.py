@@ -212,6 +212,8 @@ def _posted(posted: Mapping[str, Any], chars: int) -> list[Element]:
         if not isinstance(person, Mapping):
             continue
         how = (f"@mentioned (Teams id {person.get('teams_id')})" if person.get("mentioned")
+               else f"not in this conversation ({person.get('not_notified') or 'unknown'}); sent a 1:1 message "
+                    f"(chat {person.get('direct_chat')})" if person.get("direct_chat")
                else f"named in plain text, not notified: {person.get('not_notified') or 'unknown'}")
         facts.append({"title": plain(f"To ({person.get('role') or '?'})", 40),
                       "value": plain(f"{person.get('name') or '?'}: {how}", 300)})

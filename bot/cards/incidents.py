@@ -58,6 +58,8 @@ CLASSIFICATION_INPUT = "classification"
 CLOSE_COMMENT_INPUT = "classification_comment"
 SEVERITY_INPUT = "severity"
 COMMENT_INPUT = "comment"
+ESCALATION_REASON_INPUT = "escalation_reason"
+ESCALATION_ASSIGN_INPUT = "escalation_assign"
 
 
 def incident_table(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
@@ -124,12 +126,13 @@ def open_in_sentinel(url: str) -> list[Element]:
 
 
 def _change_row(i: Incident) -> list[Element]:
-    """ "Change": Assign to me, Close… (Reopen when closed), Severity…, Comment…; each a proposal."""
+    """ "Change": Assign to me, Close… (Reopen when closed), Severity…, Comment…, Escalate…; each a proposal."""
     number = str(i.number)
     row = [*assign_and_close(i),
            _form("Severity…", _severity_inputs(i.severity), "Propose severity", "set_incident_severity",
                  {"incident_ref": number}),
-           _form("Comment…", _comment_inputs(), "Propose comment", "add_incident_comment", {"incident_ref": number})]
+           _form("Comment…", _comment_inputs(), "Propose comment", "add_incident_comment", {"incident_ref": number}),
+           escalate_form(i)]
     return [text("Change", weight="bolder", separator=True, spacing="medium"),
             subtle("Nothing changes until you confirm on the card that follows."),
             actions(*row, spacing="small")]
@@ -143,6 +146,17 @@ def assign_and_close(i: Incident) -> list[Element]:
             _propose("Reopen", "set_incident_status", {"incident_ref": number, "status": "Active"}) if closed
             else _form("Close…", _close_inputs(), "Propose closing", "set_incident_status",
                        {"incident_ref": number, "status": "Closed"})]
+
+
+def escalate_form(i: Incident) -> Element:
+    """Escalate…: to whoever is on call now (the roster decides), with what they are asked to do and, if ticked,
+    the incident assigned to them; proposed like any change and confirmed on the card that follows."""
+    inputs: list[Element] = [
+        {"type": "Input.Text", "id": ESCALATION_REASON_INPUT, "label": "What should they do? (optional)",
+         "isMultiline": True, "maxLength": MAX_COMMENT_CHARS, "placeholder": "e.g. contain the host now"},
+        {"type": "Input.Toggle", "id": ESCALATION_ASSIGN_INPUT, "title": "Also assign it to them",
+         "value": "false", "valueOn": "true", "valueOff": "false"}]
+    return _form("Escalate…", inputs, "Propose escalation", "escalate_incident", {"incident_ref": str(i.number)})
 
 
 def _propose(title: str, tool: str, arguments: dict[str, str]) -> Element:

@@ -26,14 +26,20 @@ from bot.cards.common import (
     when,
 )
 from bot.cards.incidents import assign_and_close, incident_line, open_in_sentinel
+from bot.investigation.models import Triage
 from bot.sentinel.models import Incident
 
 MAX_DIGEST_ROWS = 25
+TRIAGE_PENDING = "Triage: assessing its main entities…"
+_LEVEL_WORDS = {"none": "no signal", "low": "low", "medium": "medium", "high": "HIGH"}
+_KIND_LABELS = {"account": "Account", "host": "Host", "ip": "IP", "hash": "File hash", "url": "URL", "domain": "Domain"}
 
 
-def watched_incident(i: Incident, *, watch: str, now: datetime, demo: bool, changes: bool) -> Element:
-    """One incident a watch matched: what it is, its state now, and Details (with ``changes``: Assign to me and
-    Close, proposals confirmed on the card that follows). Closed: the state and Details only."""
+def watched_incident(i: Incident, *, watch: str, now: datetime, demo: bool, changes: bool,
+                     triage: Triage | None = None, triage_pending: bool = False) -> Element:
+    """One incident a watch matched: what it is, its state now, its triage (or that it is coming), and Details (with
+    ``changes``: Assign to me and Close, proposals confirmed on the card that follows). Closed: the state and
+    Details only."""
     closed = i.status.strip().lower() == "closed"
     heading = f"Incident #{i.number} closed" if closed else f"New incident #{i.number}"
     body = header(heading, demo=demo, subtitle=f"Watch: {breakable(plain(watch, 120))}")
@@ -42,6 +48,10 @@ def watched_incident(i: Incident, *, watch: str, now: datetime, demo: bool, chan
     facts = [("Status", plain(f"{i.status} ({i.classification})" if i.classification else i.status, 60)),
              ("Owner", breakable(plain(i.owner or "Unassigned", 60))), ("Created", when(i.created, now))]
     body.append({"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in facts]})
+    if triage is not None:
+        body += triage_section(triage)
+    elif triage_pending and not closed:
+        body.append(subtle(TRIAGE_PENDING, spacing="small"))
     buttons = [details_action(i.number)] + (assign_and_close(i) if changes and not closed else [])
     body.append(actions(*buttons, spacing="small"))
     return card(body, open_in_sentinel(i.url))
@@ -63,3 +73,23 @@ def watched_digest(incidents: Sequence[Incident], *, watch: str, now: datetime, 
 
     return fit(build, MAX_DIGEST_ROWS)
 
+
+
+def triage_section(t: Triage) -> list[Element]:
+    """ "Triage: HIGH", one line per main entity (its level and signals), and the related open incidents."""
+    out: list[Element] = [text(f"Triage: {_LEVEL_WORDS[t.level.value]}", weight="bolder", separator=True,
+                               spacing="medium")]
+    facts = []
+    for e in t.entities:
+        verdict = "not assessed (its evidence could not be read)" if e.failed else (
+            _LEVEL_WORDS[e.level.value] + (f": {', '.join(e.signals[:3])}" if e.signals else ""))
+        facts.append({"title": _KIND_LABELS.get(e.kind) or plain(e.kind, 12),
+                      "value": breakable(plain(f"{e.value} · {verdict}", 200))})
+    if facts:
+        out.append({"type": "FactSet", "facts": facts, "spacing": "small"})
+    if t.related:
+        listed = "; ".join(f"#{r.number} {plain(r.title, 60)} ({plain(r.severity, 13)})" for r in t.related)
+        out.append(subtle(f"Related open incidents: {breakable(listed)}", spacing="small"))
+    else:
+        out.append(subtle("No other open incident names these entities (last 7 days).", spacing="small"))
+    return out

@@ -91,3 +91,52 @@ class Investigation:
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
+
+
+@dataclass(frozen=True)
+class EntityVerdict:
+    """One of an incident's main entities as its investigation judged it: the level and the signals' titles."""
+
+    kind: str
+    value: str
+    level: Level
+    score: int
+    signals: tuple[str, ...]
+    failed: bool = False  # its investigation could not run: level unknown
+
+
+@dataclass(frozen=True)
+class RelatedIncident:
+    number: int
+    title: str
+    severity: str
+
+
+@dataclass(frozen=True)
+class Triage:
+    """A new incident's triage on arrival: its main entities' verdicts and the other open incidents naming them."""
+
+    incident: int
+    entities: tuple[EntityVerdict, ...]
+    related: tuple[RelatedIncident, ...]
+
+    @property
+    def level(self) -> Level:
+        order = list(Level)
+        return max((e.level for e in self.entities if not e.failed), key=order.index, default=Level.NONE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"incident": self.incident, "related": [vars(r) for r in self.related],
+                "entities": [{"kind": e.kind, "value": e.value, "level": e.level.value, "score": e.score,
+                              "signals": list(e.signals), "failed": e.failed} for e in self.entities]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Triage | None:
+        """A stored triage; None when ``data`` is not one (an older or damaged record: shown without it)."""
+        try:
+            return cls(int(data["incident"]), tuple(
+                EntityVerdict(str(e["kind"]), str(e["value"]), Level(e["level"]), int(e["score"]),
+                              tuple(str(s) for s in e["signals"]), bool(e.get("failed"))) for e in data["entities"]),
+                tuple(RelatedIncident(int(r["number"]), str(r["title"]), str(r["severity"])) for r in data["related"]))
+        except (KeyError, TypeError, ValueError):
+            return None

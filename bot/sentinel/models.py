@@ -158,6 +158,7 @@ class OnCallEntry:
     shift_end: datetime
     daily: bool  # a daily shift (HH:MM UTC), not a dated one
     as_of: datetime
+    object_id: str = ""  # their Entra object id, when the roster has it (a 1:1 Teams message needs it)
 
     @property
     def on_shift(self) -> bool:

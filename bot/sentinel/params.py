@@ -106,6 +106,8 @@ MAX_INCIDENT_NUMBER = 2**31 - 1
 # How far back an incident lookup by number or title reaches (Sentinel's default retention is 90 days).
 DETAIL_LOOKBACK = timedelta(days=90)
 
+# An incident's Sentinel name (a GUID, as in its Azure portal link), or "defender:<id>" (its Defender portal id).
+_INCIDENT_ID = re.compile(r"([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})|defender:([0-9]{1,12})", re.ASCII)
 _INCIDENT_NUMBER = re.compile(r"^\s*(?:incident\s*)?(?:number\s*)?#?\s*(\d{1,10})\s*$", re.IGNORECASE)
 
 
@@ -153,12 +155,19 @@ def parse_limit(value: object, default: int = DEFAULT_LIMIT, maximum: int = MAX_
 
 @dataclass(frozen=True)
 class IncidentRef:
-    """An incident asked for by number, or by a piece of its title."""
+    """An incident asked for by number, by a piece of its title, or by the id a portal link names it with: its
+    Sentinel name (the GUID in an Azure portal link) or its Defender XDR id (``ProviderIncidentId``)."""
 
     number: int | None = None
     title_search: str | None = None
+    name: str | None = None  # IncidentName, lower-case GUID
+    provider_id: str | None = None  # ProviderIncidentId: the incident's id in the Defender portal (digits)
 
     def describe(self) -> str:
+        if self.name is not None:
+            return f"incident {self.name}"
+        if self.provider_id is not None:
+            return f"Defender incident {self.provider_id}"
         return f"incident {self.number}" if self.number is not None else f'title containing "{self.title_search}"'
 
 
@@ -175,6 +184,8 @@ def parse_incident_ref(value: object) -> IncidentRef:
     match = _INCIDENT_NUMBER.match(value)
     if match:
         return IncidentRef(number=_incident_number(int(match.group(1))))
+    if by_id := _INCIDENT_ID.fullmatch(value.strip()):
+        return IncidentRef(name=by_id.group(1).lower()) if by_id.group(1) else IncidentRef(provider_id=by_id.group(2))
     text = value.strip()
     if not text:
         raise InvalidParameter("incident_ref", "is empty: give an incident number (e.g. 42) or words from its title")

@@ -99,7 +99,7 @@ class TeamsChanges:
             if pending is not None and pending.change.kind is ChangeKind.ESCALATE:
                 room = await war_room(self.watches, pending.change.incident_number, request.conversation_id)
             outcome = await self.desk.confirm(data.conversation, action_id, actor,
-                                              notifier=TeamsNotifier(context, room=room))
+                                              notifier=TeamsNotifier(context, room=room, demo=self.demo))
         else:
             outcome = self.desk.cancel(data.conversation, action_id, actor)
         reply = Reply([replies.message(_outcome_text(outcome))])
@@ -184,6 +184,10 @@ def proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             arguments[name] = value[name]
     if isinstance(value.get("classification_comment"), str) and value["classification_comment"].strip():
         arguments["comment"] = value["classification_comment"]  # the close form's own comment box
+    if isinstance(value.get("escalation_reason"), str) and value["escalation_reason"].strip():
+        arguments["reason"] = value["escalation_reason"]  # the escalate form's inputs
+    if value.get("escalation_assign") == "true":
+        arguments["assign"] = True
     if ":" in str(arguments.get("classification") or ""):
         # The close form offers the portal's classification-and-reason pairs, e.g. "FalsePositive:InaccurateData".
         arguments["classification"], arguments["classification_reason"] = arguments["classification"].split(":", 1)

@@ -10,6 +10,7 @@ Failures become a message that says what happened and gives a reference id for t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -43,7 +44,10 @@ from bot.teams import replies
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.changes import TeamsChanges, proposed_from_card
 from bot.teams.connectors import Unreachable
+from bot.teams.extension import CARD_BUTTON, EXTENSION_INVOKES, NOT_SIGNED_IN, SEARCH, MessageExtension
+from bot.teams.extension import message as extension_message
 from bot.teams.front_door import thread_channel
+from bot.teams.links import Workspace
 from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
@@ -84,8 +88,11 @@ class SentinelBot(TeamsActivityHandler):
                  memory: Memory, clock: Clock = lambda: datetime.now(UTC),
                  capture_content: bool = False, desk: ConfirmationDesk | None = None,
                  access: AccessPolicy | None = None, limits: TurnLimits | None = None,
-                 watches: WatchStore | None = None, signin: SignIn | None = None) -> None:
+                 watches: WatchStore | None = None, signin: SignIn | None = None,
+                 links: Workspace | None = None) -> None:
         self.sentinel = sentinel
+        # Compose-box search and pasted portal links (``links``: the workspace and tenants a link must name).
+        self.extension = MessageExtension(sentinel, clock, links)
         self.signin = signin  # QUERY_IDENTITY=user: turns that read run with the analyst's own token
         self.watches = watches
         self.access = access
@@ -156,8 +163,10 @@ class SentinelBot(TeamsActivityHandler):
         if activity.type == ActivityTypes.message:
             await send_with_retry(lambda: context.send_activity(replies.message(text)))
         elif activity.type == ActivityTypes.invoke:
-            await context.send_activity(Activity(type=ActivityTypes.invoke_response, value=InvokeResponse(
-                status=200, body=_MessageInvokeResponse(text))))
+            # The message extension shows a message result where its results would be; a card press, a message.
+            body = extension_message(text) if activity.name in EXTENSION_INVOKES else _MessageInvokeResponse(text)
+            await context.send_activity(Activity(type=ActivityTypes.invoke_response,
+                                                 value=InvokeResponse(status=200, body=body)))
         return False
 
     # ---- a turn (on the runner's worker loop, after the HTTP request was answered) --------------------------
@@ -181,6 +190,10 @@ class SentinelBot(TeamsActivityHandler):
             return await self._signed_in(turn_context)
         if activity.name in SIGNIN_INVOKES:  # without single sign-on: botbuilder's answer (501)
             return await super().on_invoke_activity(turn_context)
+        if activity.name in EXTENSION_INVOKES:
+            return await self._extension(turn_context)
+        if activity.name == CARD_BUTTON:
+            return self._inserted_card_press(turn_context)
         if activity.name != "adaptiveCard/action":
             # Not one this bot handles: botbuilder's base classes would answer 501 too, but only after reading the
             # value into their models, and a value not of that shape fails there with a traceback per request.
@@ -209,6 +222,39 @@ class SentinelBot(TeamsActivityHandler):
 
         later: Later | None = turn_context.turn_state.get(LATER_STATE_KEY)
         return later is not None and later(work)
+
+    def _inserted_card_press(self, turn_context: TurnContext) -> InvokeResponse:
+        """A button on a card the message extension put into a message (Teams sends its data as this invoke): its
+        Details, answered in a new turn where it was pressed (the conversation must have the bot to show it)."""
+        value = turn_context.activity.value
+        data = dict(value) if isinstance(value, dict) else {}
+        if Verb.of(data) is Verb.INCIDENT_DETAIL:  # the only button those cards carry
+            self._answer_later(turn_context, self._request(turn_context, "", data))
+        return InvokeResponse(status=200)
+
+    async def _extension(self, turn_context: TurnContext) -> InvokeResponse:
+        """A compose-box search or a pasted link, answered in this invoke's response (Teams waits about 5 s), its
+        reads audited as the analyst's; in on-behalf-of mode with their own token, when the token service has one."""
+        request = self._request(turn_context, "", None)
+        value = turn_context.activity.value
+        if not isinstance(value, dict):  # Teams sends an object; anything else is answered, not guessed at
+            return InvokeResponse(status=200, body=extension_message("The bot could not read that request."))
+        asker = audit.Asker(request.user_aad_id, request.user_name, request.conversation_id,
+                            request.conversation_type, request.tenant_id, request.correlation_id)
+        with audit.asking(asker):
+            analyst = None
+            if self.signin is not None:
+                resolved = await self.signin.resolve(turn_context, "", None, object_id=request.user_aad_id,
+                                                     tenant_id=request.tenant_id)
+                if isinstance(resolved, list):
+                    return InvokeResponse(status=200, body=extension_message(NOT_SIGNED_IN))
+                analyst = resolved
+            with acting_as(analyst) if analyst is not None else contextlib.nullcontext():
+                if turn_context.activity.name == SEARCH:
+                    body = await self.extension.search(value, request.user_aad_id)
+                else:
+                    body = await self.extension.unfurl(value)
+        return InvokeResponse(status=200, body=body)
 
     async def _signed_in(self, turn_context: TurnContext) -> InvokeResponse:
         """Teams single sign-on's invokes: the token exchanged (200, or 412 so Teams falls back to the sign-in

@@ -28,6 +28,7 @@ from bot import cards
 from bot.orchestrator.changes import EscalationNotice, Named, NotifyError, Posted
 from bot.sentinel.changes import Owner
 from bot.teams.progress import send_with_retry
+from bot.teams.reach import can_reach, message_on_call
 from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ LOOKUP_TIMEOUT_S = 3.0
 MEMBER_PAGE_SIZE = 200
 MAX_MEMBER_PAGES = 5  # a thousand members; beyond that the person is named in plain text
 PORTAL_HOSTS = ("portal.azure.com", "security.microsoft.com")
+NOT_A_MEMBER = "not a member of this conversation"
+DIRECT_NOTE = "; not in this conversation: sent the incident in a 1:1 chat)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Lookup:
 
     member: Member | None
     problem: str | None = None
+    direct: bool = False  # not a member, so messaged 1:1 instead (the text says so)
 
 
 def mention(member: Member, shown: str) -> tuple[str, Mention]:
@@ -91,7 +95,7 @@ class MemberDirectory:
                    for a in ("user_principal_name", "email", "aad_object_id")} - {""}
             if ids & wanted and getattr(account, "id", None):
                 return Lookup(Member(str(account.id), str(getattr(account, "name", "") or person.label)))
-        return Lookup(None, "not a member of this conversation")
+        return Lookup(None, NOT_A_MEMBER)
 
     async def _list(self) -> list[Any]:
         if self._members is None:
@@ -136,14 +140,15 @@ class TeamsNotifier:
     channel thread, a group chat), else where it was confirmed (in a channel: the thread it was confirmed in)."""
 
     def __init__(self, context: TurnContext, directory: MemberDirectory | None = None,
-                 room: WarRoom | None = None) -> None:
+                 room: WarRoom | None = None, demo: bool = False) -> None:
         self.context = context
         self.directory = directory or MemberDirectory(context)
         self.room = room
+        self.demo = demo
 
     async def post(self, notice: EscalationNotice) -> Posted:
         if self.room is None:
-            return await _post(self.context, self.directory, notice)
+            return await _post(self.context, self.directory, notice, self.demo)
         room = self.room
         done: list[Posted] = []
         adapter = self.context.adapter
@@ -153,7 +158,7 @@ class TeamsNotifier:
         async def there(context: TurnContext) -> None:
             if context.activity.channel_data is None:
                 context.activity.channel_data = {}  # TeamsInfo reads it for a team id; a reference carries none
-            done.append(replace(await _post(context, MemberDirectory(context), notice),
+            done.append(replace(await _post(context, MemberDirectory(context), notice, self.demo),
                                 place="the conversation where a watch posted the incident"))
 
         try:
@@ -165,14 +170,17 @@ class TeamsNotifier:
             log.warning("posting in the war room failed (%s); posting where it was confirmed", type(error).__name__)
         if done:
             return done[0]
-        posted = await _post(self.context, self.directory, notice)
+        posted = await _post(self.context, self.directory, notice, self.demo)
         return replace(posted, place="here, because the conversation where a watch posted the incident could not "
                                      "be reached")
 
 
-async def _post(context: TurnContext, directory: MemberDirectory, notice: EscalationNotice) -> Posted:
-    """Look the people up in ``context``'s conversation, compose the message, send it there."""
+async def _post(context: TurnContext, directory: MemberDirectory, notice: EscalationNotice, demo: bool) -> Posted:
+    """Look the people up in ``context``'s conversation, compose the message, send it there; an on-call analyst who
+    is not a member gets the incident in a 1:1 chat too (the message says so, and is corrected if that fails)."""
     on_call = await directory.find(notice.on_call.person)
+    if on_call.problem == NOT_A_MEMBER and can_reach(notice, context):
+        on_call = replace(on_call, direct=True)
     owner_person = notice.incident.owner
     owner = await directory.find(owner_person) if owner_person.assigned and not notice.assigned else None
     text, entities, named = escalation_message(notice, on_call, owner)
@@ -183,7 +191,40 @@ async def _post(context: TurnContext, directory: MemberDirectory, notice: Escala
         log.warning("posting the escalation failed (%s)", type(error).__name__)
         raise NotifyError(f"Teams did not accept the message ({type(error).__name__}).") from None
     conversation = context.activity.conversation
-    return Posted(text, conversation.id if conversation else "", getattr(response, "id", None), tuple(named))
+    posted = Posted(text, conversation.id if conversation else "", getattr(response, "id", None), tuple(named))
+    return await _reach_directly(context, notice, posted, demo) if on_call.direct else posted
+
+
+async def _reach_directly(context: TurnContext, notice: EscalationNotice, posted: Posted, demo: bool) -> Posted:
+    """The 1:1 message; when it fails, the posted message is corrected to say they were not notified."""
+    lead = posted.person("on call")
+    assert lead is not None
+    try:
+        chat = await message_on_call(context, notice, posted.conversation_id, posted.activity_id, demo=demo)
+    except Exception as error:  # noqa: BLE001 - the escalation stands; the analyst is told to reach them otherwise
+        log.warning("the 1:1 message to the on-call analyst failed (%s)", type(error).__name__)
+        problem = f"{NOT_A_MEMBER}, and a 1:1 message failed ({type(error).__name__})"
+        named = tuple(replace(n, not_notified=problem) if n is lead else n for n in posted.named)
+        # The lead comes first in the text: the first note is theirs (the title, later, cannot come before it).
+        corrected = replace(posted, named=named,
+                            text=posted.text.replace(DIRECT_NOTE, f"; not notified in Teams: {problem})", 1))
+        await _correct(context, corrected)
+        return corrected
+    return replace(posted, named=tuple(replace(n, direct_chat=chat) if n is lead else n for n in posted.named))
+
+
+async def _correct(context: TurnContext, posted: Posted) -> None:
+    """The posted escalation message, its text replaced in place (best effort: the outcome card says it all)."""
+    if not posted.activity_id:
+        return
+    entities = [Mention(mentioned=ChannelAccount(id=n.teams_id, name=n.name), text=f"<at>{n.name}</at>",
+                        type="mention") for n in posted.named if n.teams_id]
+    activity = Activity(type=ActivityTypes.message, id=posted.activity_id, text=posted.text, text_format="markdown",
+                        entities=entities or None)
+    try:
+        await send_with_retry(lambda: context.update_activity(activity))
+    except Exception as error:  # noqa: BLE001
+        log.info("could not correct the escalation message (%s)", type(error).__name__)
 
 
 def escalation_message(notice: EscalationNotice, on_call: Lookup,
@@ -201,6 +242,8 @@ def escalation_message(notice: EscalationNotice, on_call: Lookup,
             return markup
         named.append(Named(shown, role, not_notified=lookup.problem))
         sign_in = f", {cards.plain(who.user_principal_name, 120)}" if who.user_principal_name else ""
+        if lookup.direct:
+            return f"{shown} ({role}{sign_in}{DIRECT_NOTE}"
         return f"{shown} ({role}{sign_in}; not notified in Teams: {lookup.problem})"
 
     incident = notice.incident

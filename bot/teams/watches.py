@@ -12,6 +12,10 @@
   moves only once everything of the poll is delivered (a failed post is tried again next time; what was
   posted is recorded first, so it is not posted twice); a failed query is one log line, and the next poll
   catches up from the same cursor.
+- Triage on arrival: a new incident's card goes out at once saying its triage is coming; the poller then runs the
+  ``Triager`` it was given (the entity investigation's ``triage``: main entities assessed, related open incidents),
+  at most :data:`TRIAGE_BUDGET_S`, and updates that card in place. The triage is kept with the card's record, so
+  later updates of the card (the incident changed) keep it; it never holds up a post or the poll.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from bot.commands.watches import (
     plan,
     watch_filter,
 )
+from bot.investigation.models import Triage
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import ChangedIncident, QueryError
 from bot.sentinel.params import InvalidParameter
@@ -64,6 +69,8 @@ POLLER_ASKER = audit.Asker(None, "watch poller", "", "poller")
 # well under the state store's item cap, and one eventful poll stays a few seconds.
 MAX_CONVERSATIONS = 1000
 SEND_CONCURRENCY = 8  # posts and updates in flight at once, to different conversations
+TRIAGE_BUDGET_S = 20.0  # a triage slower than this is dropped (the card then says nothing more)
+Triager = Callable[[int], Awaitable[Triage | None]]  # a new incident's number -> its triage (None: nothing to say)
 _GONE = (403, 404)  # the bot was removed from the conversation: its posts can never be delivered
 
 
@@ -448,8 +455,11 @@ class PollReport:
 class WatchPoller:
     def __init__(self, store: WatchStore, changes: ChangeFeed, sender: Sender, lease: Lease, *,
                  interval_s: float, demo: bool, changes_buttons: bool = False,
-                 clock: Clock = lambda: datetime.now(UTC), access: AccessPolicy | None = None) -> None:
+                 clock: Clock = lambda: datetime.now(UTC), access: AccessPolicy | None = None,
+                 triage: Triager | None = None) -> None:
         self.store = store
+        self.triage = triage
+        self.triaging: set[asyncio.Task[None]] = set()  # the triages under way (after their cards were posted)
         self.access = access
         self.changes = changes
         self.sender = sender
@@ -467,6 +477,8 @@ class WatchPoller:
 
     def stop(self) -> None:
         self._stop.set()
+        for task in list(self.triaging):
+            task.cancel()
 
     async def run(self) -> None:
         """Poll every interval until stopped; nothing a poll raises stops the loop."""
@@ -591,30 +603,66 @@ class WatchPoller:
             return False
 
     async def _post(self, post: Post, report: PollReport) -> None:
-        card = self.card(post.incidents, post.label)
+        triaged = self._triaged(post.incidents)
+        card = self.card(post.incidents, post.label, pending=triaged)
         activity_id = await self.sender.post(post.reference, card)
         item = {"conversation": post.conversation, "reference": post.reference, "activity_id": activity_id,
                 "label": post.label, "incidents": [i.to_dict() for i in post.incidents]}
+        key = _card_key(post.conversation, activity_id or uuid.uuid4().hex)
         async with self._recording:
-            await self.store.record_card(_card_key(post.conversation, activity_id or uuid.uuid4().hex), item,
-                                         [i.number for i in post.incidents])
+            await self.store.record_card(key, item, [i.number for i in post.incidents])
         report.posted += 1
+        if triaged and activity_id:  # after the post, never before it: the card is updated when the triage is done
+            task = asyncio.ensure_future(self._triage_card(key, post.incidents[0].number))
+            self.triaging.add(task)
+            task.add_done_callback(self.triaging.discard)
+
+    def _triaged(self, incidents: Sequence[Snapshot]) -> bool:
+        """A single new incident, still open, gets a triage (a digest or a closed one does not)."""
+        return self.triage is not None and len(incidents) == 1 and \
+            incidents[0].incident().status.strip().lower() != "closed"
+
+    async def _triage_card(self, key: str, number: int) -> None:
+        """Run the triage (bounded), then show it on the posted card and keep it with the card's record."""
+        assert self.triage is not None
+        started = time.perf_counter()
+        try:
+            found = await asyncio.wait_for(self.triage(number), TRIAGE_BUDGET_S)
+        except Exception as error:  # noqa: BLE001 - includes the timeout: the card is shown without a triage
+            log.warning("watch: triage of incident %s failed (%s)", number, type(error).__name__)
+            found = None
+        try:
+            async with self._recording:
+                item = await self.store.card(key)
+                if found is not None:
+                    item["triage"] = found.to_dict()
+                item["triaged"] = True
+                await self.store.record_card(key, item, ())
+            snapshots = [Snapshot.from_dict(i) for i in item.get("incidents") or []]
+            card = self.card(snapshots, str(item.get("label") or ""), triage=found)
+            await self.sender.update(item["reference"], str(item["activity_id"]), card)
+            log.info("watch: incident %s triaged (%s) and its card updated %.2f s after the post", number,
+                     found.level.value if found else "nothing to add", time.perf_counter() - started)
+        except Exception as error:  # noqa: BLE001 - the card stays as posted
+            log.warning("watch: could not show incident %s's triage (%s)", number, type(error).__name__)
 
     async def _update(self, update: Update, report: PollReport) -> None:
         item = await self.store.card(update.card.key)
         if not item.get("activity_id"):
             return
-        card = self.card(update.incidents, str(item.get("label") or ""))
+        card = self.card(update.incidents, str(item.get("label") or ""), triage=Triage.from_dict(item.get("triage")),
+                         pending=self._triaged(update.incidents) and not item.get("triaged"))
         await self.sender.update(item["reference"], str(item["activity_id"]), card)
-        item["incidents"] = [i.to_dict() for i in update.incidents]
-        async with self._recording:
+        async with self._recording:  # a triage recorded meanwhile stays
+            item = await self.store.card(update.card.key) | {"incidents": [i.to_dict() for i in update.incidents]}
             await self.store.record_card(update.card.key, item, ())
         report.updated += 1
 
-    def card(self, incidents: Sequence[Snapshot], label: str) -> dict[str, Any]:
+    def card(self, incidents: Sequence[Snapshot], label: str, *, triage: Triage | None = None,
+             pending: bool = False) -> dict[str, Any]:
         now = self.clock()
         if len(incidents) == 1:
             return watched_incident(incidents[0].incident(), watch=label, now=now, demo=self.demo,
-                                    changes=self.changes_buttons)
+                                    changes=self.changes_buttons, triage=triage, triage_pending=pending)
         return watched_digest([i.incident() for i in incidents], watch=label, now=now, demo=self.demo)
 

@@ -13,7 +13,8 @@
 //                         the bot is @mentioned first (picked from the "@" typeahead), as a person must for the
 //                         bot to hear it. In a channel the first --say starts a new post ("Start a new post",
 //                         then "Post"); later ones reply inside that thread (its "Type a message..." box).
-//   --press TITLE         after the messages, click the last card button with this title (Action.Submit/Execute)
+//   --press TITLE         (repeatable) after the messages, click the last card button with this title
+//                         (Action.Submit/Execute/ShowCard), each in turn once it shows
 //   --before-press TEXT   (repeatable) wait until this text is visible before pressing (e.g. the card's heading)
 //   --wait-text TEXT      (repeatable) wait until this text is visible before the screenshot; prints
 //                         {"seen": TEXT, "at": ms since the epoch} when it is
@@ -41,7 +42,7 @@ const CONVERSATIONS = {
 };
 
 function parseArgs(argv) {
-  const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [],
+  const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [], press: [],
     beforePress: [], width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium',
     hideLog: false, fullPage: false, inThread: false };
   for (let i = 0; i < argv.length; i++) {
@@ -55,7 +56,7 @@ function parseArgs(argv) {
       case '--out': options.out = next(); break;
       case '--conversation': options.conversation = next(); break;
       case '--say': options.say.push(next()); break;
-      case '--press': options.press = next(); break;
+      case '--press': options.press.push(next()); break;
       case '--before-press': options.beforePress.push(next()); break;
       case '--wait-text': options.waitText.push(next()); break;
       case '--count-text': options.countText.push(next()); break;
@@ -135,10 +136,12 @@ async function drive(page, conversation, options) {
     }
     await page.waitForTimeout(700); // the bot answers in well under a second; --wait-text to be sure
   }
-  if (options.press) {
+  if (options.press.length) {
     for (const text of options.beforePress) await page.getByText(text).last().waitFor({ state: 'visible' });
-    await page.getByRole('button', { name: options.press, exact: true }).last().click();
-    await page.waitForTimeout(700);
+    for (const title of options.press) {
+      await page.getByRole('button', { name: title, exact: true }).last().click();
+      await page.waitForTimeout(700);
+    }
   }
   let missing = null;
   // Where the user reads the answers: inside the thread the messages were posted in.

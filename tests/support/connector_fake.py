@@ -62,6 +62,11 @@ class FakeConnector:
     member_status: int | None = None
     names: dict[str, str] = field(default_factory=dict)  # display names by sign-in name (else from the name itself)
     refuse_containing: str | None = None  # a message whose text contains this is refused (403), as a policy would
+    # conversations.create (a 1:1 chat the bot starts): each request's body, the Retry-After values of the next 429
+    # answers, and an HTTP error to answer every one with instead. Teams gives one member the same chat every time.
+    created: list[dict[str, Any]] = field(default_factory=list)
+    create_throttle: list[float] = field(default_factory=list)
+    create_status: int | None = None
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -70,6 +75,7 @@ class FakeConnector:
 
     async def start(self) -> FakeConnector:
         app = web.Application()
+        app.router.add_post("/v3/conversations", self._create)
         app.router.add_post("/v3/conversations/{cid}/activities", self._post)
         app.router.add_post("/v3/conversations/{cid}/activities/{aid}", self._post)
         app.router.add_put("/v3/conversations/{cid}/activities/{aid}", self._put)
@@ -156,6 +162,20 @@ class FakeConnector:
     async def _post(self, request: web.Request) -> web.Response:
         return await self._answer(request, "POST", f"activity-{next(self._ids)}")
 
+    async def _create(self, request: web.Request) -> web.Response:
+        """conversations.create: a 1:1 chat with the one member named (by Teams id or Entra object id)."""
+        body = await request.json()
+        self.created.append(body)
+        self._changed.set()
+        if self.create_throttle:
+            return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
+                                     status=429, headers={"Retry-After": str(self.create_throttle.pop(0))})
+        if self.create_status is not None:
+            return web.json_response({"error": {"code": "Forbidden", "message": "The bot cannot message this user"}},
+                                     status=self.create_status)
+        members = body.get("members") or [{}]
+        return web.json_response({"id": f"a:1direct-{members[0].get('id')}"}, status=201)
+
     async def _put(self, request: web.Request) -> web.Response:
         return await self._answer(request, "PUT", request.match_info["aid"])
 
@@ -212,6 +232,23 @@ def invoke(data: dict[str, Any], *, activity_id: str, service_url: str, verb: st
                 value={"action": {"type": "Action.Execute", "verb": verb, "data": data}, "trigger": "manual"})
     body.pop("text", None)
     return body
+
+
+def extension(name: str, value: dict[str, Any], *, activity_id: str, service_url: str, user: str = "alice",
+              conversation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A message extension's invoke as Teams sends it: ``composeExtension/query`` (value: commandId, parameters,
+    queryOptions) or ``composeExtension/queryLink`` (value: url), from any chat, the bot a member or not."""
+    body = _activity("", activity_id, service_url, user, conversation or {
+        "id": f"a:1personal-chat-{user}", "conversationType": "personal", "tenantId": TENANT})
+    body.update(type="invoke", name=name, value=value)
+    body.pop("text", None)
+    return body
+
+
+def search(text: str, *, skip: int = 0, count: int = 25, initial: bool = False) -> dict[str, Any]:
+    """The value of a compose-box search (``initial``: the extension just opened, nothing typed)."""
+    parameters = [{"name": "initialRun", "value": "true"}] if initial else [{"name": "search", "value": text}]
+    return {"commandId": "searchIncidents", "parameters": parameters, "queryOptions": {"skip": skip, "count": count}}
 
 
 def submit(value: dict[str, Any], *, activity_id: str, service_url: str, reply_to_id: str | None = None,

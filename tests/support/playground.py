@@ -623,6 +623,43 @@ class Playground:
         """A reply inside a channel thread (``team-id;messageid=<n>``)."""
         return await self.send(thread_id, text, mention_bot=mention_bot, from_id=from_id)
 
+    async def mock_activity(self, conversation_id: str, activity: Mapping[str, Any],
+                            timeout: float = DEFAULT_WAIT) -> Exchange:
+        """What the page's "Mock an Activity" does: the Playground's template for ``conversation_id`` (id,
+        timestamp, serviceUrl, recipient, conversation, from) with ``activity``'s fields over it (an invoke's name
+        and value), POSTed to ``/_internal/v1/customActivities`` (200 at once, the activity sent to the bot after).
+        The template has no channelData: Teams always sends the tenant there, so it is added. Returns the exchange
+        when the bot answered, whose ``response`` is an invoke's answer body."""
+        if self._session is None:
+            raise RuntimeError("the Playground is not running")
+        async with self._session.get(f"{self.url}/_internal/v1/customActivities/template",
+                                     params={"conversationId": conversation_id}) as response:
+            template = await response.json(content_type=None)
+        body = {**template, "channelData": {"tenant": {"id": template["conversation"].get("tenantId")}},
+                **activity}
+        seq = self._seq
+        await self._post("/_internal/v1/customActivities", body)
+        return await self.wait_for_exchange(
+            lambda e: e.direction == "to_bot" and e.activity.get("id") == body["id"], timeout, since=seq)
+
+    async def post_card(self, conversation_id: str, card: Mapping[str, Any]) -> str:
+        """A card the user posts (as a message extension inserts one): stored in the conversation, not sent to the
+        bot (no mention), and not pushed to the page. Returns its message id, for pressing its buttons."""
+        answer = await self._post(f"/_conversation/v1/conversations/{conversation_id}/messages", {
+            "from": {"id": self.user_id}, "text": "", "textFormat": "plain",
+            "attachments": [{"contentType": ADAPTIVE_CARD, "content": dict(card)}]})
+        return str(answer.get("messageId"))
+
+    async def press(self, conversation_id: str, message_id: str, value: Mapping[str, Any]) -> Sent:
+        """An ``Action.Submit`` on any message of the conversation (e.g. a card the user posted): what
+        :meth:`submit` sends, for a message the harness did not see the bot send."""
+        seq = self._seq
+        await self._post("/_conversation/v1/submit", {
+            "conversation": {"id": conversation_id}, "replyToId": message_id, "from": {"id": self.user_id},
+            "value": dict(value)})
+        return Sent(posted_to=conversation_id, conversation_id=conversation_id, message_id=message_id,
+                    timestamp=None, seq=seq, value=dict(value))
+
     async def install(self, conversation_id: str) -> None:
         """What the page does when a conversation is opened: installationUpdate + conversationUpdate."""
         await self._post(f"/_debug/conversation/{conversation_id}/installation", {})

@@ -323,10 +323,12 @@ class ConfirmationDesk:
     def _escalation_audit(self, actor: Actor, pending: PendingAction, on_call: OnCallContact, posted: Posted,
                           commented: bool) -> dict[str, Any]:
         named = {n.role: n.mentioned for n in posted.named}
+        on_call_named = posted.person("on call")
         return self._audit("executed", actor, pending, result="executed" if commented else "executed_no_comment",
             escalated_to=on_call.person.user_principal_name, assigned=pending.change.assign,
             mentioned_on_call=named.get("on call"), mentioned_owner=named.get("owner"),
-            message_id=posted.activity_id)
+            reached_on_call=on_call_named.reached if on_call_named else None,
+            direct_chat=on_call_named.direct_chat if on_call_named else None, message_id=posted.activity_id)
 
     def _record_change(self, conversation: Conversation, change: IncidentChange, after: IncidentSnapshot) -> None:
         """The fact check's change log: "I closed #N" is true from now on, and #N's record is what Sentinel
@@ -477,7 +479,8 @@ class ConfirmationDesk:
             return (f"Not proposed: nobody is on call right now ({now:%H:%M} UTC): no shift in the on-call roster "
                     f"covers it.{later} Escalate in the Sentinel portal or reach the team directly.")
         chosen = on_shift[0]
-        return OnCallContact(Owner(user_principal_name=chosen.upn, name=chosen.name or None,
+        return OnCallContact(Owner(object_id=chosen.object_id or None, user_principal_name=chosen.upn,
+                                   name=chosen.name or None,
                                    email=chosen.email or None), phone=chosen.phone or None, team=chosen.team or None,
                              location=chosen.location or None, shift_end=chosen.shift_end.isoformat())
 

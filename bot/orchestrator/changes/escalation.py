@@ -28,23 +28,33 @@ class EscalationNotice:
 
 @dataclass(frozen=True)
 class Named:
-    """A person the posted message names: @mentioned (with their Teams id), or in plain text and why."""
+    """A person the posted message names: @mentioned (with their Teams id), reached in a 1:1 chat because they are
+    not in the conversation, or in plain text and why."""
 
     name: str
     role: str  # "on call" or "owner"
     teams_id: str | None = None  # set when mentioned
-    not_notified: str | None = None  # why Teams could not notify them
+    not_notified: str | None = None  # why Teams could not notify them in the conversation
+    direct_chat: str | None = None  # the 1:1 conversation they were sent the incident in
 
     @property
     def mentioned(self) -> bool:
         return self.teams_id is not None
 
+    @property
+    def reached(self) -> str:
+        """How Teams reached them: "mention", "direct" (a 1:1 message) or "none"."""
+        return "mention" if self.mentioned else "direct" if self.direct_chat else "none"
+
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "role": self.role, "mentioned": self.mentioned}
+        out: dict[str, Any] = {"name": self.name, "role": self.role, "mentioned": self.mentioned,
+                               "reached": self.reached}
         if self.teams_id:
             out["teams_id"] = self.teams_id
         if self.not_notified:
             out["not_notified"] = self.not_notified
+        if self.direct_chat:
+            out["direct_chat"] = self.direct_chat
         return out
 
 
@@ -90,6 +100,9 @@ def unnotified_advice(posted: Posted, on_call: OnCallContact) -> str | None:
     named = posted.person("on call")
     if named is None or named.mentioned:
         return None
+    if named.direct_chat:
+        return (f"{one_line(named.name, 80)} is not in this conversation ({named.not_notified or 'not found'}): "
+                "I sent them the incident in a 1:1 chat, with a link back here.")
     ways = [f"phone {on_call.phone}" if on_call.phone else "", f"email {on_call.person.email}"
             if on_call.person.email else ""]
     how = " or ".join(w for w in ways if w)

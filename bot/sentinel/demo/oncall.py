@@ -35,9 +35,10 @@ _PEOPLE = (
 
 
 def roster(seed: int) -> list[dict[str, str]]:
-    """The watchlist's rows: SearchKey (the UPN), its own columns, and _GetWatchlist's _DTItemId."""
+    """The watchlist's rows: SearchKey (the UPN), its own columns (with each analyst's Entra object id), and
+    _GetWatchlist's _DTItemId."""
     rng = random.Random(stable_int("sentinel-demo", seed, "on-call"))
     return [{"_DTItemId": static_guid(seed, "on-call", name), "SearchKey": upn, "Name": name, "UPN": upn,
              "Email": email, "Phone": f"+1 425 555 {rng.randrange(100, 1000):04d}", "Location": location,
-             "Team": team, "ShiftStart": start, "ShiftEnd": end}
+             "Team": team, "ShiftStart": start, "ShiftEnd": end, "ObjectId": static_guid(seed, "on-call-id", name)}
             for name, upn, email, team, start, end, location in _PEOPLE]

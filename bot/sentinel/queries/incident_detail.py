@@ -46,7 +46,9 @@ class IncidentDetailQuery:
         return DETAIL_LOOKBACK
 
     def parameters(self) -> dict[str, Any]:
-        value: Any = self.ref.number if self.ref.number is not None else self.ref.title_search
+        ref = self.ref
+        value: Any = ref.number if ref.number is not None else ref.name if ref.name is not None else \
+            f"defender:{ref.provider_id}" if ref.provider_id is not None else ref.title_search
         return {"incident_ref": value}
 
 
@@ -55,6 +57,12 @@ def _kql(query: IncidentDetailQuery) -> str:
     if query.ref.number is not None:
         by_number, by_title = f"\n    | where IncidentNumber == {int(query.ref.number)}", ""
         header = f"incident {int(query.ref.number)}"
+    elif query.ref.name is not None or query.ref.provider_id is not None:
+        # A portal link's id: constant for the incident's life, so it picks rows before the latest is taken.
+        column, value = ("IncidentName", query.ref.name) if query.ref.name is not None \
+            else ("ProviderIncidentId", query.ref.provider_id)
+        by_number, by_title = f"\n    | where {column} == {kql.string_literal(value or '')}", ""
+        header = f"the incident whose {column} is the one asked for"
     else:
         by_number = ""
         by_title = f"\n    | where Title contains {kql.string_literal(query.ref.title_search or '')}"
@@ -161,6 +169,10 @@ def _ref_condition(ref: IncidentRef) -> tuple[str, dict[str, Any]]:
     """The condition on the latest incident rows that picks the referenced incident, and its parameter."""
     if ref.number is not None:
         return "AND l.IncidentNumber = :number", {"number": ref.number}
+    if ref.name is not None or ref.provider_id is not None:  # a portal link's id, constant for the incident's life
+        column, value = ("IncidentName", ref.name) if ref.name is not None else ("ProviderIncidentId", ref.provider_id)
+        return (f"AND l.IncidentNumber IN (SELECT IncidentNumber FROM SecurityIncident WHERE {column} = :id)",
+                {"id": value})
     # the latest title contains the words, case-insensitively (Kusto's `contains`)
     return "AND instr(l.TitleFolded, :search) > 0", {"search": (ref.title_search or "").casefold()}
 

@@ -1,6 +1,8 @@
 """get_on_call: the on-call roster, from the Sentinel watchlist ``OnCall``.
 
-The watchlist's columns: SearchKey (the UPN), Name, UPN, Email, Phone, Location, Team, ShiftStart, ShiftEnd.
+The watchlist's columns: SearchKey (the UPN), Name, UPN, Email, Phone, Location, Team, ShiftStart, ShiftEnd, and
+optionally ObjectId (the analyst's Entra object id: what a 1:1 Teams message to someone outside the war room needs;
+a roster without the column reads as one with it empty).
 Shift times are daily ``HH:MM`` in UTC (an end at or before the start runs past midnight; equal times, round
 the clock), or ISO 8601 date-times for a dated shift. A row without a UPN or with an unreadable shift time is
 left out and counted, never an error. The service's ``now()`` comes back with the rows (``AsOf``) so both
@@ -44,15 +46,17 @@ def _kql(query: OnCallQuery) -> str:
     own = ", ".join(f"{c} = tostring({c})" for c in _OWN_COLUMNS)
     return f"""// get_on_call: the on-call roster from the watchlist {ON_CALL_WATCHLIST}
 let roster = materialize(_GetWatchlist({kql.string_literal(ON_CALL_WATCHLIST)})
-    | project SearchKey = tostring(SearchKey), {own});
+    | project SearchKey = tostring(SearchKey), {own},
+        ObjectId = tostring(column_ifexists("ObjectId", "")));
 roster
 | sort by Team asc, Name asc, SearchKey asc
 | take {MAX_ON_CALL}
 | extend AsOf = now(), TotalMatched = toscalar(roster | count)
-| project SearchKey, Name, UPN, Email, Phone, Location, Team, ShiftStart, ShiftEnd, AsOf, TotalMatched"""
+| project SearchKey, Name, UPN, Email, Phone, Location, Team, ShiftStart, ShiftEnd, ObjectId, AsOf, TotalMatched"""
 
 
 _DAILY = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+_OBJECT_ID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", re.ASCII)
 
 
 def decode(row: Row) -> OnCallEntry:
@@ -76,7 +80,14 @@ def decode(row: Row) -> OnCallEntry:
         name=as_text(row.get("Name")).strip() or upn, upn=upn, email=as_text(row.get("Email")).strip(),
         phone=as_text(row.get("Phone")).strip(), location=as_text(row.get("Location")).strip(),
         team=as_text(row.get("Team")).strip(), shift_start=start, shift_end=end, daily=daily, as_of=as_of,
+        object_id=_object_id(row.get("ObjectId")),
     )
+
+
+def _object_id(value: object) -> str:
+    """An Entra object id (a GUID, lower case); anything else in the column is no id ("")."""
+    text = as_text(value).strip()
+    return text.lower() if _OBJECT_ID.fullmatch(text) else ""
 
 
 def _dated(text: str) -> datetime | None:
@@ -87,7 +98,8 @@ def _dated(text: str) -> datetime | None:
 def _demo(query: OnCallQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     # The watchlist is small and fixed: its rows in Python, projected and sorted as the KQL does.
-    roster = [{column: row.get(column, "") for column in ("SearchKey", *_OWN_COLUMNS)} for row in workspace.roster]
+    roster = [{column: row.get(column, "") for column in ("SearchKey", *_OWN_COLUMNS, "ObjectId")}
+              for row in workspace.roster]
     roster.sort(key=lambda r: (r["Team"], r["Name"], r["SearchKey"]))
     return [r | {"AsOf": iso(now), "TotalMatched": len(roster)} for r in roster[:MAX_ON_CALL]]
 
@@ -97,7 +109,8 @@ SPEC = QuerySpec(
     params=(),
     make=OnCallQuery,
     kql=_kql,
-    result=(("SearchKey", "string"), *((c, "string") for c in _OWN_COLUMNS), ("AsOf", "datetime"),
+    result=(("SearchKey", "string"), *((c, "string") for c in _OWN_COLUMNS), ("ObjectId", "string"),
+            ("AsOf", "datetime"),
             ("TotalMatched", "long")),
     keys=("SearchKey", "UPN"),
     decode=decode,
