@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.cards.common import (
+    BUTTON_COLUMN,
+    REF_COLUMN,
     Element,
     RefFor,
     age,
@@ -24,7 +26,7 @@ from bot.sentinel.models import AlertSummary, QueryResult, count_label
 
 
 def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
-    """[n] | Alert (name, product and age) | Severity | Entities."""
+    """[n] | Alert (name, product and age, entities) | Severity."""
     parameters = result.metadata.parameters
     return list_card(result, lambda total: titled(count_label(total, "alert"), parameters), "alerts",
                      "Ask for a shorter window or a higher severity to see the rest.",
@@ -32,20 +34,16 @@ def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
 
 
 def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, *, with_entities: bool) -> Element:
-    headers = ["", "Alert", "Severity"] + (["Entities"] if with_entities else [])
-    widths = [2, 9, 3] + ([5] if with_entities else [])
+    """[n] | Alert: its name, product and age, with ``with_entities`` its first entities | its severity."""
     rows = []
     for alert in alerts:
-        row = [
-            cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")),
-            cell(text(breakable(plain(alert.name, 90)), maxLines=3),
-                 subtle(f"{breakable(plain(alert.product, 40))} · {age(alert.time, now)}")),
-            cell(severity_text(alert.severity)),
-        ]
+        main = [text(breakable(plain(alert.name, 90))),
+                subtle(f"{breakable(plain(alert.product, 40))} · {age(alert.time, now)}")]
         if with_entities:
-            row.append(cell(text(_entities(alert), size="small")))
-        rows.append(row)
-    return table(headers, widths, rows)
+            main.append(subtle(f"Entities: {_entities(alert)}"))
+        rows.append([cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")), cell(*main),
+                     cell(severity_text(alert.severity, size="small"))])
+    return table(["", "Alert", "Severity"], [REF_COLUMN, 1, BUTTON_COLUMN], rows)
 
 
 def _entities(alert: AlertSummary) -> str:

@@ -306,10 +306,19 @@ def _before_after(names: Sequence[str], before: Mapping[str, str], after: Mappin
     """Field | Before | After; the values a change sets in bold."""
     rows = []
     for name in names:
-        old, new = _shown(before.get(name), 300), _shown(after.get(name), 300)
+        old, new = (_shown(_spaced(name, values.get(name)), 300) for values in (before, after))
         rows.append([cell(text(plain(name, 40), weight="bolder", size="small")), cell(text(old, size="small")),
                      cell(text(new, size="small", **({"weight": "bolder"} if new != old else {})))])
-    return {**table(["Field", "Before", "After"], [3, 4, 4], rows), **style}
+    return {**table(["Field", "Before", "After"], ["112px", 1, 1], rows), **style}
+
+
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def _spaced(name: str, value: str | None) -> str | None:
+    """A classification or reason as words ("Incorrect Alert Logic"): on a phone a column is narrower than
+    "IncorrectAlertLogic", which then broke mid-word (the layout test, tests/cards)."""
+    return _CAMEL.sub(" ", value) if value and name in ("Classification", "Reason") else value
 
 
 def _long_text(value: str | None, chars: int) -> list[Element]:
