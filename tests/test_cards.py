@@ -599,6 +599,18 @@ def test_empty_list_suggests_widening(tool: str) -> None:
     assert "DEMO DATA" in joined
 
 
+def test_an_empty_search_names_what_was_searched_and_only_hints_at_what_is_left() -> None:
+    """"incidents open mine" over every severity in 30 days: no "lower the severity" (it searched all of them);
+    the filters are named, and fewer filters is what is left to try."""
+    empty = QueryResult((), meta("query_incidents", 0, time_window="last_30d", min_severity="Informational",
+                                 status="open", owner="alex@contoso.com", search="qakbot"))
+    joined = " ".join(texts(TOOLS.card(empty, lambda kind, key: None, NOW)))
+    assert "Nothing matched in the last 30 days, all severities, open · owner alex@contoso.com · “qakbot”." in joined
+    assert "Try fewer filters." in joined and "severity" not in joined.split("Try")[1]
+    widest = QueryResult((), meta("query_alerts", 0, time_window="last_30d", min_severity="Informational"))
+    assert "Nothing is left to widen" in " ".join(texts(TOOLS.card(widest, lambda kind, key: None, NOW)))
+
+
 def test_empty_detail_says_no_incident() -> None:
     for ref, expected in ((4242, "No incident #4242"), ("[evil](http://x)", 'No incident title matched "[evil] (')):
         card = TOOLS.card(QueryResult((), meta("get_incident_detail", 0, incident_ref=ref)),

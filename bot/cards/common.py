@@ -306,8 +306,10 @@ _NOTHING = {"query_incidents": "No incidents", "query_alerts": "No alerts", "get
             "get_top_entities": "No entities", "get_incident_detail": "No incident found"}
 
 
-def nothing_matched(result: QueryResult) -> Element:
-    """The small card for an empty result: what was searched and what to try next."""
+def nothing_matched(result: QueryResult, searched: str = "") -> Element:
+    """The small card for an empty result: what was really searched (window, severity and ``searched``: the
+    filters in words, ``filters.filter_label``) and what is left to try: a wider window only when it is not the
+    widest, a lower severity only when it is not already all of them, fewer filters when there are some."""
     meta = result.metadata
     if meta.tool == "get_incident_detail":
         wanted = meta.parameters.get("incident_ref", "")
@@ -317,10 +319,23 @@ def nothing_matched(result: QueryResult) -> Element:
             what = f'No incident title matched "{plain(wanted, 80)}" in the last 90 days.'
         hint = "Check the incident number, or try other words from its title."
     else:
-        what = f"Nothing matched in the {scope_label(meta.parameters)}."
-        hint = "Try a wider time window (for example 7d or 30d) or a lower minimum severity."
+        what = f"Nothing matched in the {scope_label(meta.parameters)}" + (f", {searched}" if searched else "") + "."
+        hint = _widen_hint(meta.parameters, bool(searched))
     return card([*header(_NOTHING.get(meta.tool, "No results"), demo=meta.is_demo), text(what),
                  subtle(hint, spacing="small"), *warnings(meta.warnings)])
+
+
+def _widen_hint(parameters: dict[str, Any], filtered: bool) -> str:
+    tries = []
+    if str(parameters.get("time_window") or "") not in ("", "last_30d"):
+        tries.append("a wider time window (7d or 30d)")
+    if str(parameters.get("min_severity") or "Informational").lower() != "informational":
+        tries.append("a lower minimum severity")
+    if filtered:
+        tries.append("fewer filters")
+    if not tries:
+        return "Nothing is left to widen: this is every severity in the widest window."
+    return "Try " + (", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1 else tries[0]) + "."
 
 
 def card_size(value: Element) -> int:
