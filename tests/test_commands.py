@@ -20,7 +20,8 @@ from bot.commands.parser import Command, CommandError, apply_preferences, neares
         ("incident 42", Command("incident", "get_incident_detail", {"incident_ref": 42})),
         ("incident #42", Command("incident", "get_incident_detail", {"incident_ref": 42})),
         ("details [2]", Command("incident", "get_incident_detail", reference=2)),
-        ("incidents open mine", Command("incidents", "query_incidents", {"status": "open", "owner": "me"})),
+        ("incidents open mine", Command("incidents", "query_incidents", {"status": "open", "owner": "me",
+                                                                         "time_window": "last_30d"})),
         ("incidents unassigned 24h high", Command("incidents", "query_incidents", {
             "owner": "unassigned", "time_window": "last_24h", "min_severity": "High"})),
         ("incidents search QakBot loader", Command("incidents", "query_incidents", {"search": "QakBot loader",
@@ -166,6 +167,10 @@ async def test_filter_commands_run_without_a_model(demo_client) -> None:
     assert entity.run is not None and entity.run.ok
     [only] = entity.run.artifact.records
     assert only.value == host and only.first_seen is not None and only.last_seen is not None
+    playground_user = "00000000-0000-0000-0000-0000000000020"  # Alex Wilber, the Agents Playground's own user
+    theirs = await router.route("incidents open mine", conversation, status, me=playground_user)
+    assert theirs.run is not None and theirs.run.ok and len(theirs.run.artifact.records) >= 3, "the welcome card's"
+    assert all(i.owner == "Alex Wilber" and i.status != "Closed" for i in theirs.run.artifact.records)
     typo = await router.route("incidnets 24h", conversation, status)
     assert typo.route is Route.INVALID and typo.text.startswith('Did you mean "incidents 24h"?')
     nobody = await router.route("incidents open mine", conversation, status)  # the terminal: nobody signed in

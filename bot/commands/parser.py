@@ -164,6 +164,10 @@ def _list_command(words: str, text: str) -> Command | None:
         return None
     if head == "prefer":
         return Command("prefer", arguments=arguments)
+    if head == "incidents" and ("search" in arguments or "owner" in arguments):
+        # A search looks for one thing, "mine" and "unassigned" are a queue: 30 days unless a window is typed
+        # (at the default 24 h, "incidents search qakbot" and "incidents open mine" mostly found nothing).
+        arguments.setdefault("time_window", TimeWindow.LAST_30D.value)
     return Command(head, _LIST_COMMANDS[head], arguments)
 
 
@@ -204,8 +208,6 @@ def _list_arguments(head: str, rest: list[str], text: str) -> dict[str, Any] | N
             if not words:
                 raise CommandError(f'Search for what? Usage: {head} search WORDS, e.g. "{head} search qakbot".')
             arguments["search"] = " ".join(words)
-            # A search looks for one thing: 30 days unless a window is given (24 h found nothing for most words).
-            arguments.setdefault("time_window", TimeWindow.LAST_30D.value)
             break
         if filters and word in _ENTITY_WORDS and "entity" not in arguments:
             if i >= len(rest):

@@ -30,6 +30,7 @@ from bot.sentinel.demo.catalog import (
     OAUTH_APPS,
     PHISH_SENDERS,
     PHISH_SUBJECTS,
+    PLAYGROUND_ANALYSTS,
     PS_DIR,
     PUAS,
     RANSOM_EXTENSIONS,
@@ -106,7 +107,9 @@ def build_world(seed: int) -> World:
     analysts = []
     for name in ANALYSTS:
         email = name.lower().replace(" ", ".") + "@contoso.com"
-        analysts.append({"objectId": guid(rng), "email": email, "assignedTo": name, "userPrincipalName": email})
+        # The Playground's users keep its tenant's ids (drawing none keeps every other generated value as it was).
+        object_id = PLAYGROUND_ANALYSTS.get(name) or guid(rng)
+        analysts.append({"objectId": object_id, "email": email, "assignedTo": name, "userPrincipalName": email})
     machines = {}
     for person in users:
         machines[person.host] = Machine(person.host, "Windows", _internal_ip(person.host))
