@@ -350,7 +350,7 @@ def test_update_histories_are_ordered_and_consistent(seed: int) -> None:
                 assert row["Classification"] == row["ClassificationReason"] == row["ClassificationComment"] == ""
                 assert row["ClosedTime"] is None
             if row["Status"] == "Active":
-                assert owner["assignedTo"] and owner["email"].endswith("@contoso.com")
+                assert owner["assignedTo"] and owner["email"].endswith(("@contoso.com", "@example.com"))
             if owner["objectId"] is None:
                 assert owner == {"objectId": None, "email": None, "assignedTo": None, "userPrincipalName": None}
 

@@ -106,9 +106,9 @@ def build_world(seed: int) -> World:
               for a in ADMINS]
     analysts = []
     for name in ANALYSTS:
-        email = name.lower().replace(" ", ".") + "@contoso.com"
-        # The Playground's users keep its tenant's ids (drawing none keeps every other generated value as it was).
-        object_id = PLAYGROUND_ANALYSTS.get(name) or guid(rng)
+        # The Playground's users keep its tenant's names and ids (drawing none keeps every other value as it was).
+        email, object_id = PLAYGROUND_ANALYSTS.get(name) or (name.lower().replace(" ", ".") + "@contoso.com", "")
+        object_id = object_id or guid(rng)
         analysts.append({"objectId": object_id, "email": email, "assignedTo": name, "userPrincipalName": email})
     machines = {}
     for person in users:
