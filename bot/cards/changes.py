@@ -216,9 +216,25 @@ def _posted(posted: Mapping[str, Any], chars: int) -> list[Element]:
         facts.append({"title": plain(f"To ({person.get('role') or '?'})", 40),
                       "value": plain(f"{person.get('name') or '?'}: {how}", 300)})
     out: list[Element] = [{"type": "FactSet", "facts": facts}] if facts else []
+    message = posted.get("message")
+    said = message.get("text") if isinstance(message, Mapping) else None
+    if isinstance(said, str) and said.strip():  # what people read in Teams; the JSON below escapes its markup
+        out.append(subtle("As it reads in Teams:", spacing="small"))
+        out += [text(plain(_as_read(line), 500), spacing="none") for line in said.splitlines()[:MAX_TEXT_LINES]
+                if line.strip()]
     out.append(subtle(f"In conversation {plain(posted.get('conversation_id') or '?', 200)}, message "
-                      f"{plain(posted.get('activity_id') or '?', 80)}. Exactly as sent:", spacing="small"))
-    return out + _json_lines(posted.get("message"), chars)
+                      f"{plain(posted.get('activity_id') or '?', 80)}. Exactly as sent (markup characters "
+                      "JSON-escaped):", spacing="small"))
+    return out + _json_lines(message, chars)
+
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_MENTION = re.compile(r"<at>(.*?)</at>", re.IGNORECASE)
+
+
+def _as_read(line: str) -> str:
+    """A line of the bot's own message as Teams shows it: **bold** as its words, <at>Name</at> as @Name."""
+    return _MENTION.sub(r"@\1", _BOLD.sub(r"\1", line))
 
 
 def _request(sent: Mapping[str, Any], chars: int) -> list[Element]:
