@@ -319,10 +319,15 @@ def nothing_matched(result: QueryResult, searched: str = "") -> Element:
             what = f'No incident title matched "{plain(wanted, 80)}" in the last 90 days.'
         hint = "Check the incident number, or try other words from its title."
     else:
-        what = f"Nothing matched in the {scope_label(meta.parameters)}" + (f", {searched}" if searched else "") + "."
-        hint = _widen_hint(meta.parameters, bool(searched))
+        what, hint = nothing_matched_text(meta.parameters, searched)
     return card([*header(_NOTHING.get(meta.tool, "No results"), demo=meta.is_demo), text(what),
                  subtle(hint, spacing="small"), *warnings(meta.warnings)])
+
+
+def nothing_matched_text(parameters: dict[str, Any], searched: str = "") -> tuple[str, str]:
+    """What an empty list searched, in words, and what is left to try (the card's and the terminal's words)."""
+    what = f"Nothing matched in the {scope_label(parameters)}" + (f", {searched}" if searched else "") + "."
+    return what, _widen_hint(parameters, bool(searched))
 
 
 def _widen_hint(parameters: dict[str, Any], filtered: bool) -> str:
