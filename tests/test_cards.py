@@ -706,7 +706,7 @@ def test_welcome(demo: bool, model_enabled: bool) -> None:
     if model_enabled:
         assert "Which hosts were hit most this week?" in sent
     else:
-        assert "incidents 24h high" in sent
+        assert "incidents 7d high" in sent
 
 
 def test_help_card_lists_the_commands() -> None:

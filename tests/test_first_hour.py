@@ -6,9 +6,12 @@ against the demo workspace as the Agents Playground's own user. Each must answer
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +51,7 @@ def readme_questions() -> list[str]:
 
 
 def test_the_readme_still_has_what_this_file_checks() -> None:
-    assert "incidents 24h high" in try_it_commands() and "help" in try_it_commands()
+    assert "incidents 7d high" in try_it_commands() and "help" in try_it_commands()
     assert any("anyone on it" in q for q in readme_questions())
 
 
@@ -102,3 +105,65 @@ async def test_the_readme_questions_get_sensible_answers(stand_in: Orchestrator)
 def test_one_of_a_kind_is_singular() -> None:
     assert rule_model._count("query_incidents(...) -> 1 incidents [DEMO DATA]", "incident") == "1 incident"
     assert rule_model._count("query_incidents(...) -> 20 of 93 incidents", "incident") == "20 of 93 incidents"
+
+
+# ---- the same, through the Agents Playground, as someone opening ./run for the first time ---------------------
+
+
+def _rows(message: Any) -> int:
+    """Rows a reply's cards show: table rows under their header rows, or a detail card's one incident."""
+    rows = 0
+    for card in message.cards:
+        dumped = json.dumps(card)
+        rows += max(dumped.count('"TableRow"') - dumped.count('"firstRowAsHeader": true'), 0)
+        rows += int('"Open in Sentinel"' in dumped)
+    return rows
+
+
+async def _first_hour(model_endpoint: str, workdir: Path, **settings: str) -> list[tuple[str, int]]:
+    """Opens the 1:1 chat, presses every welcome-card button and types the README's "Try it": (what, rows)."""
+    from tests.support.playground import Playground, start_sentinel_bot
+
+    bot = await start_sentinel_bot(model_endpoint, workdir / "bot", **settings)
+    seen: list[tuple[str, int]] = []
+    try:
+        async with Playground(f"http://127.0.0.1:{bot.port}/api/messages", workdir / "pg") as pg:
+            await pg.install(pg.personal_chat_id)
+            welcome = await pg.wait_for(lambda m: "Sentinel assistant" in json.dumps(m.cards), timeout=WAIT)
+            buttons = [a["title"] for a in welcome.card_actions() if a.get("type") == "Action.Submit"]
+            assert len(buttons) == 4, buttons
+            for title in buttons:
+                pressed = await pg.submit(welcome, title)
+                reply = await pg.wait_for(lambda m: _rows(m) > 0 or "No " in json.dumps(m.cards)[:400],
+                                          timeout=WAIT, since=pressed)
+                seen.append((f"welcome button {title!r}", _rows(reply)))
+            for command in try_it_commands():
+                sent = await pg.send_personal(command)
+                reply = await pg.wait_for(lambda m: bool(m.cards), timeout=WAIT, since=sent)
+                seen.append((command, _rows(reply) if command != "help" else -1))
+    finally:
+        await bot.stop()
+    return seen
+
+
+WAIT = 30.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [False, True], ids=["no model (./run)", "rule-based stand-in model"])
+async def test_the_first_hour_in_the_playground(model: bool, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Every welcome-card button and every "Try it" command on a fresh bot, as the Playground's own user: each
+    answers with rows (pytest -s prints them)."""
+    from tests.support.tooling import missing
+
+    from tests.support.playground import CLI
+
+    reason = missing(CLI, "npm ci --prefix tests/e2e")
+    if reason:
+        pytest.fail(reason) if os.environ.get("CI") else pytest.skip(reason)
+    async with oa.FakeOpenAI(brain=rule_model.brain) as server:
+        settings = {} if model else {"OPENAI_BASE_URL": "", "OPENAI_MODEL": "", "OPENAI_API_KEY": ""}
+        seen = await _first_hour(server.endpoint, tmp_path, **settings)
+    with capsys.disabled():
+        print("\n" + "\n".join(f"  {what}: {rows} rows" for what, rows in seen))
+    assert [what for what, rows in seen if rows == 0] == [], seen
