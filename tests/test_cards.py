@@ -568,8 +568,9 @@ def test_partial_first_and_last_days_are_marked_and_never_the_peak() -> None:
     assert_valid(card)
     chart, = charts(card)
     labels = [v["x"] for v in chart["data"][0]["values"]]
-    assert labels[0] == "13*" and labels[-1] == "20*" and labels[1:-1] == [str(d) for d in range(14, 20)]
-    assert "partly outside the window" in chart["xAxisTitle"] and "13 Nov–20 Nov" in chart["xAxisTitle"]
+    # The partial first day is not drawn (a few hours' alerts read as a quiet day); today so far is, marked.
+    assert labels[-1] == "20*" and labels[:-1] == [str(d) for d in range(14, 20)]
+    assert "partly outside the window" in chart["xAxisTitle"] and "14 Nov–20 Nov" in chart["xAxisTitle"]
     summary = next(t for t in texts(card) if t.startswith("254 alerts"))
     assert "Peak: 14 in the day Tue 17 Nov UTC." in summary and "partial" in summary
     rows = table_rows(chart["fallback"])

@@ -53,7 +53,7 @@ def alert_trend(result: QueryResult, now: datetime | None = None) -> Element:
     severities = _severities(bins)
     window = _window(meta.parameters.get("time_window"), now)
     chart_step = _step(bins, base, MAX_CHART_POINTS)
-    chart_buckets = _buckets(bins, chart_step)
+    chart_buckets = _without_partial_start(_buckets(bins, chart_step), chart_step, window)
     chart = {
         "type": "Chart.Line",
         "title": f"Alerts per {_step_name(chart_step)} (UTC)",
@@ -83,6 +83,15 @@ def _window(time_window: object, now: datetime | None) -> Window:
     except InvalidParameter:
         return None
     return as_utc(now) - duration, as_utc(now)
+
+
+def _without_partial_start(buckets: Buckets, step: timedelta, window: Window) -> Buckets:
+    """The chart's buckets less a first one the window only partly covers: a line drawn from a few hours' alerts
+    (zero for most severities) read as a quiet first day. The table and the summary keep it, marked partial."""
+    first = next(iter(buckets), None)
+    if first is None or len(buckets) < 3 or not (window is not None and first < window[0]):
+        return buckets
+    return {start: counts for start, counts in buckets.items() if start != first}
 
 
 def _partial(start: datetime, step: timedelta, window: Window) -> bool:
