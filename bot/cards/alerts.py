@@ -47,7 +47,7 @@ def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, 
 
 
 def _entities(alert: AlertSummary) -> str:
-    """The first two entity values, short: "alice@contoso.com, 10.0.0.4 +3"."""
-    values = [breakable(plain(entity.partition(": ")[2] or entity, 60)) for entity in alert.entities[:2]]
+    """The first two entity values, whole up to 130 characters (a SHA-256, a URL): "alice@contoso.com, 10.0.0.4 +3"."""
+    values = [breakable(plain(entity.partition(": ")[2] or entity, 130)) for entity in alert.entities[:2]]
     more = max(alert.entity_count, len(alert.entities)) - len(values)
     return (", ".join(values) or "-") + (f" +{more}" if more > 0 else "")
