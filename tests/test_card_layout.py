@@ -29,6 +29,7 @@ from bot.orchestrator.references import References
 from bot.sentinel.changes import ChangeKind, OnCallContact, Owner, make_change
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import EntityRef, QueryResult
+from bot.tools.queries.on_call import empty_card as on_call_empty
 from bot.tools.registry import TOOLS
 from tests.conftest import NOW, SEED
 from tests.support.demo import copied_demo
@@ -161,6 +162,14 @@ CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
     ("welcome", lambda s: cards.welcome(demo=True, model_enabled=True)),
     ("help", lambda s: cards.help_card()),
     ("footer with query", _footer),
+    ("answer with footer", lambda s: cards.attach(s.tool_card("incident detail"), _footer(s)) or {}),
+    ("confirm with notice", lambda s: cards.change_confirmation(
+        CHANGES["severity"], snapshot(), action_id=ACTION_ID, requester="Alex Wilber", expires_at=EXPIRES, now=s.now,
+        demo=True, notice="This incident changed since you asked. Check its current state and confirm again.")),
+    *((f"outcome {outcome}", lambda s, outcome=outcome: cards.change_outcome(
+        CHANGES["close"], snapshot(), outcome=outcome, headline=f"Not done: {outcome}", detail="Sentinel answered 412.",
+        requester="Alex Wilber", demo=True, action_id=ACTION_ID)) for outcome in ("noop", "cancelled", "failed")),
+    ("no on-call roster", lambda s: on_call_empty(QueryResult((), meta("get_on_call", 0)))),
 ]
 
 
@@ -200,10 +209,19 @@ def render(built: list[dict[str, Any]], folder: Path, shoot: tuple[str, ...] = S
     return json.loads(done.stdout)
 
 
+_BUILT: list[dict[str, Any]] = []
+
+
+def _built_once() -> list[dict[str, Any]]:
+    if not _BUILT:
+        samples = _samples()
+        _BUILT.extend({"name": name, "card": build(samples)} for name, build in CARDS)
+    return _BUILT
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    samples = _samples()
-    built = [{"name": name, "card": build(samples)} for name, build in CARDS]
+    built = _built_once()
     folder = Path(os.environ["CARD_SCREENSHOTS"]) if os.environ.get("CARD_SCREENSHOTS") else \
         tmp_path_factory.mktemp("card-layout")
     folder.mkdir(parents=True, exist_ok=True)
@@ -211,6 +229,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_every_card_renders_at_every_width_and_theme(report: dict[str, Any]) -> None:
+    assert all(card["card"].get("type") == "AdaptiveCard" for card in _built_once()), "every builder made a card"
     assert report["rendered"] == len(CARDS) * len(WIDTHS) * len(THEMES)
     assert len(report["shots"]) == len(SHOOT) * len(WIDTHS) * len(THEMES)
 
