@@ -142,6 +142,10 @@ CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
     ("incident detail with changes", lambda s: s.tool_card("incident detail", changes=True)),
     ("incident detail, long values", _long_detail),
     ("incidents, long values", _hostile_list),
+    ("incidents, references in the hundreds", lambda s: cards.incident_table(
+        s.results["incidents"], lambda kind, key: 900 + int(key) % 100, s.now)),
+    ("entities, references in the hundreds", lambda s: cards.top_entities(
+        s.results["entities"], lambda kind, key: 900 + len(key), s.now)),
     ("alerts, long values", lambda s: cards.alert_list(
         QueryResult(tuple(replace(alert(i), name=f"File {SHA256} seen", entities=(f"account: {EMAIL}",))
                           for i in range(3)), meta("query_alerts", 3)), lambda kind, key: None, s.now)),

@@ -495,9 +495,10 @@ def test_alert_rows() -> None:
     rows = table_rows(card)
     assert len(rows) == 25
     assert cell_text(rows[0][0]) == f"[{refs.ref_for('alert', 'alert-0')}]"
-    assert rows[0][1]["items"][1]["text"] == "Microsoft Entra ID Protection · 3h ago"
-    assert rows[0][1]["items"][2]["text"] == "Entities: user0@contoso.com, 10.0.0.0 +2"
-    assert (cell_text(rows[0][2]), chip_style(rows[0][2])) == ("High", "attention")
+    chip = rows[0][1]["items"][1]  # under the name
+    assert (cell_text(chip), chip_style(chip)) == ("High", "attention")
+    assert rows[0][1]["items"][2]["text"] == "Microsoft Entra ID Protection · 3h ago"
+    assert rows[0][1]["items"][3]["text"] == "Entities: user0@contoso.com, 10.0.0.0 +2"
     assert "Showing 25 of 120 alerts; 95 not shown." in " ".join(texts(card))
 
 

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.cards.common import (
-    BUTTON_COLUMN,
     REF_COLUMN,
     Element,
     RefFor,
@@ -26,7 +25,7 @@ from bot.sentinel.models import AlertSummary, QueryResult, count_label
 
 
 def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
-    """[n] | Alert (name, product and age, entities) | Severity."""
+    """[n] | Alert (name, severity, product and age, entities)."""
     parameters = result.metadata.parameters
     return list_card(result, lambda total: titled(count_label(total, "alert"), parameters), "alerts",
                      "Ask for a shorter window or a higher severity to see the rest.",
@@ -34,16 +33,16 @@ def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
 
 
 def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, *, with_entities: bool) -> Element:
-    """[n] | Alert: its name, product and age, with ``with_entities`` its first entities | its severity."""
+    """[n] | Alert: its name, its severity, product and age, with ``with_entities`` its first entities. The severity
+    chip sits under the name: a column of its own left a phone too little room for names ("'BrowserModifier'")."""
     rows = []
     for alert in alerts:
-        main = [text(breakable(plain(alert.name, 90))),
+        main = [text(breakable(plain(alert.name, 90))), severity_text(alert.severity, size="small", spacing="small"),
                 subtle(f"{breakable(plain(alert.product, 40))} · {age(alert.time, now)}")]
         if with_entities:
             main.append(subtle(f"Entities: {_entities(alert)}"))
-        rows.append([cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")), cell(*main),
-                     cell(severity_text(alert.severity, size="small"))])
-    return table(["", "Alert", "Severity"], [REF_COLUMN, 1, BUTTON_COLUMN], rows)
+        rows.append([cell(text(ref(ref_for, "alert", alert.alert_id), weight="bolder")), cell(*main)])
+    return table(["", "Alert"], [REF_COLUMN, 1], rows)
 
 
 def _entities(alert: AlertSummary) -> str:

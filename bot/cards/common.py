@@ -165,7 +165,7 @@ def cell(*items: Element) -> Element:
 
 # Fixed column widths where a relative one breaks words at a phone's 320 px (the layout test, tests/cards): the
 # "[n]" column, and a column holding a severity chip over one "Details" button.
-REF_COLUMN = "36px"
+REF_COLUMN = "44px"
 BUTTON_COLUMN = "100px"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.cards.common import Element, RefFor, age, cell, exact, list_card, plain, ref, subtle, table, text
+from bot.cards.common import REF_COLUMN, Element, RefFor, age, cell, exact, list_card, plain, ref, subtle, table, text
 from bot.sentinel.models import EntityCount, QueryResult
 
 
@@ -29,4 +29,4 @@ def _table(entities: Sequence[EntityCount], ref_for: RefFor, now: datetime) -> E
         ]
         for e in entities
     ]
-    return table(["", "Entity", "Alerts", "High"], [2, 10, 3, 3], rows)
+    return table(["", "Entity", "Alerts", "High"], [REF_COLUMN, 1, "56px", "44px"], rows)

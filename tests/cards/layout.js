@@ -84,16 +84,18 @@ function renderAndCheck({ card, width, hostConfig, id }) {
       if (!node.parentElement || !visible(node.parentElement)) continue;
       // A line may end at a space, a zero-width space, or after a hyphen or slash.
       for (const match of node.data.matchAll(/[^\s\u200b\-‐/]+[\-‐/]?/g)) {
-        // A word of letters, or any token short enough for a phone's narrowest column ("[1]", "#14431", "14h");
-        // longer identifiers (hashes, URLs, emails) may wrap anywhere.
-        const word = match[0].replace(/^[\p{P}\p{S}]+(?=.)|[,;:.!?)\]]+$/gu, '');
-        if (word.length < 2 || !(/^\p{L}+$/u.test(word) || word.length < 16)) continue;
-        const start = match.index + match[0].indexOf(word);
+        // A word of letters, or any token short enough for a phone's narrowest column ("[10]", "#14431", "14h"),
+        // brackets and punctuation included (a line never needs to break beside them); longer identifiers (hashes,
+        // URLs, emails) may wrap anywhere.
+        const token = match[0];
+        const word = token.replace(/^[\p{P}\p{S}]+(?=.)|[\p{P}\p{S}]+$/gu, '');
+        if (token.length < 2 || !(/^\p{L}+$/u.test(word) || token.length < 16)) continue;
+        const start = match.index;
         const range = document.createRange();
         range.setStart(node, start);
-        range.setEnd(node, start + word.length);
+        range.setEnd(node, start + token.length);
         const lines = new Set([...range.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top)));
-        if (lines.size > 1) found.push({ kind: 'word-broken', detail: `"${word}" on ${lines.size} lines in ` +
+        if (lines.size > 1) found.push({ kind: 'word-broken', detail: `"${token}" on ${lines.size} lines in ` +
           label(node.parentElement) });
       }
     }
