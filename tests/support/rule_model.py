@@ -78,7 +78,8 @@ def _plan(question: str, system: str, offered: set[Any] | None = None) -> list[t
         calls.append(("get_top_entities", dict(common)))
     if re.search(r"\balerts?\b|detection", text) and not calls:
         calls.append(("query_alerts", dict(common)))
-    if re.search(r"incident|queue|came in|overnight|what happened|anyone on it", text):
+    if re.search(r"incident|queue|came in|overnight|what happened|anyone on it", text) or (not calls and severity):
+        # "what is high this week?": a severity and nothing else to look at means incidents
         calls.append(("query_incidents", dict(common)))
     return calls
 
