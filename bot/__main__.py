@@ -61,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     logs = settings.telemetry
-    logging.basicConfig(level=logs.log_level, handlers=[telemetry.log_handler(logs.log_format)])
+    handler = telemetry.file_log_handler(logs.log_file, logs.log_format) if logs.log_file else \
+        telemetry.log_handler(logs.log_format)
+    logging.basicConfig(level=logs.log_level, handlers=[handler])
+    if logs.audit_file:
+        telemetry.audit_to_file(logs.audit_file)
     # SDK request logs carry URLs and are noise at INFO; our own log lines say what happened.
     for noisy in ("httpx", "httpx2", "openai", "azure", "msrest", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(settings.telemetry.log_level)))

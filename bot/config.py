@@ -252,6 +252,11 @@ class TelemetrySettings:
         "is not an Application Insights connection string: copy it from the resource's Overview page "
         "(it starts with InstrumentationKey=).", secret=True)
     capture_content: bool = env("TELEMETRY_CAPTURE_CONTENT", False, "flag")  # the question text on the turn span
+    # Local runs: log lines to a file instead of stderr (./run chat: not inside the conversation), and the audit
+    # records (JSON lines) to a file of their own instead of the log (./run: not a JSON line per query on the
+    # console). Unset: both go to stderr, where a container's log collector and the exporter read them.
+    log_file: str | None = env("LOG_FILE")
+    audit_file: str | None = env("AUDIT_LOG_FILE")
 
 
 @dataclass(frozen=True)

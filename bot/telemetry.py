@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import TextIO
 
 from opentelemetry import metrics, trace
@@ -96,6 +97,23 @@ def log_handler(log_format: str, stream: TextIO | None = None) -> logging.Handle
     handler.addFilter(CorrelationFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     return handler
+
+
+def file_log_handler(path: str, log_format: str) -> logging.Handler:
+    """Like ``log_handler``, appending to the file ``path`` (its folder made if missing)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.addFilter(CorrelationFilter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    return handler
+
+
+def audit_to_file(path: str) -> None:
+    """Audit records (the ``bot.audit`` logger) go to the file ``path``, one JSON object per line, and no longer
+    to the other log handlers (the console)."""
+    audit = logging.getLogger("bot.audit")
+    audit.addHandler(file_log_handler(path, "json"))
+    audit.propagate = False
 
 
 def add_correlation(logger: logging.Logger) -> None:

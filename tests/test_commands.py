@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands.parser import Command, CommandError, apply_preferences, parse, with_preferences
+from bot.commands.parser import Command, CommandError, apply_preferences, nearest, parse, with_preferences
 
 
 @pytest.mark.parametrize(
@@ -20,10 +20,17 @@ from bot.commands.parser import Command, CommandError, apply_preferences, parse,
         ("incident 42", Command("incident", "get_incident_detail", {"incident_ref": 42})),
         ("incident #42", Command("incident", "get_incident_detail", {"incident_ref": 42})),
         ("details [2]", Command("incident", "get_incident_detail", reference=2)),
-        ("incidents open mine", Command("incidents", "query_incidents", {"status": "open", "owner": "me"})),
+        ("incidents open mine", Command("incidents", "query_incidents", {"status": "open", "owner": "me",
+                                                                         "time_window": "last_30d"})),
         ("incidents unassigned 24h high", Command("incidents", "query_incidents", {
             "owner": "unassigned", "time_window": "last_24h", "min_severity": "High"})),
-        ("incidents search QakBot loader", Command("incidents", "query_incidents", {"search": "QakBot loader"})),
+        ("incidents search QakBot loader", Command("incidents", "query_incidents", {"search": "QakBot loader",
+                                                                                  "time_window": "last_30d"})),
+        # Options in any order: a window after the search words is the window, not a word searched for.
+        ("incidents search qakbot 7d", Command("incidents", "query_incidents", {"search": "qakbot",
+                                                                               "time_window": "last_7d"})),
+        ("incidents search high cpu", Command("incidents", "query_incidents", {"search": "high cpu",
+                                                                              "time_window": "last_30d"})),
         ("incidents closed 7d newest host ws-fin-160", Command("incidents", "query_incidents", {
             "status": "Closed", "time_window": "last_7d", "sort": "newest", "entity": "ws-fin-160"})),
         ("alerts host WS-FIN-160", Command("alerts", "query_alerts", {"entity": "WS-FIN-160"})),
@@ -51,6 +58,18 @@ def test_questions_are_left_for_the_model(text: str) -> None:
 def test_malformed_commands_show_usage(text: str) -> None:
     with pytest.raises(CommandError, match="Usage"):
         parse(text)
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("incidnets 24h", "incidents 24h"), ("alrets 1h high", "alerts 1h high"),
+                                              ("trnd 7d", "trend 7d"), ("entitis", "entities"), ("helo", "help")])
+def test_a_typo_of_a_command_gets_the_nearest_command(typed: str, meant: str) -> None:
+    assert parse(typed) is None and nearest(typed) == meant
+
+
+@pytest.mark.parametrize("text", ["alrets from yesterday please tell me", "closer look at 5", "hello", "incidnets of "
+                                  "the last week that matter", "what high-severity incidents came in overnight?"])
+def test_questions_get_no_suggestion(text: str) -> None:
+    assert parse(text) is None and nearest(text) is None
 
 
 def test_preferences_fill_in_what_a_command_leaves_out() -> None:
@@ -148,5 +167,11 @@ async def test_filter_commands_run_without_a_model(demo_client) -> None:
     assert entity.run is not None and entity.run.ok
     [only] = entity.run.artifact.records
     assert only.value == host and only.first_seen is not None and only.last_seen is not None
+    playground_user = "00000000-0000-0000-0000-0000000000020"  # Alex Wilber, the Agents Playground's own user
+    theirs = await router.route("incidents open mine", conversation, status, me=playground_user)
+    assert theirs.run is not None and theirs.run.ok and len(theirs.run.artifact.records) >= 3, "the welcome card's"
+    assert all(i.owner == "Alex Wilber" and i.status != "Closed" for i in theirs.run.artifact.records)
+    typo = await router.route("incidnets 24h", conversation, status)
+    assert typo.route is Route.INVALID and typo.text.startswith('Did you mean "incidents 24h"?')
     nobody = await router.route("incidents open mine", conversation, status)  # the terminal: nobody signed in
     assert nobody.run is not None and not nobody.run.ok and "signed-in" in nobody.run.artifact.message

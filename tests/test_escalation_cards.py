@@ -80,7 +80,8 @@ def test_the_view_action_shows_the_message_as_sent_to_whom_and_the_audit_record(
                  "Audit comment written to Sentinel", "Audit record", '"event": "incident_change.executed"',
                  '"text": "\\u002a\\u002aEscalation\\u002a\\u002a for '
                  '\\u003cat\\u003eBruno Costa\\u003c/at\\u003e: go"',
-                 '"id": "29:bruno"', "In conversation 19:war-room@thread.tacv2;messageid=1, message activity-9."):
+                 '"id": "29:bruno"', "In conversation 19:war-room@thread.tacv2;messageid=1, message activity-9.",
+                 "As it reads in Teams:\nEscalation for @Bruno Costa: go"):
         assert part in shown, part
 
 

@@ -291,6 +291,24 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     assert [c.incident.number for c in again.records] == numbers
 
 
+def test_an_injected_incident_keeps_its_created_time_across_restarts(tmp_path: Path) -> None:
+    """The inbox line says when the incident was added; each restarted bot shows that time, not its own start."""
+    from bot.sentinel.demo import inject
+
+    inbox = tmp_path / "inbox.jsonl"
+    added = NOW - timedelta(hours=2)
+    line = inject.Injection.checked(FIRST_NUMBER, "Ransomware on FIN-DB-01", "High", None, added.isoformat())
+    inbox.write_text(line.to_json() + "\n", encoding="utf-8")
+    for started in (NOW, NOW + timedelta(hours=3)):
+        client = SentinelClient(copied_demo(SEED, lambda started=started: started, inbox=inbox))
+        detail = ok(asyncio.run(client.get_incident_detail(FIRST_NUMBER)))
+        assert detail.records[0].incident.created == added, started
+    # An old inbox line without a time (or a time after the bot's now) is created when the bot reads it.
+    inbox.write_text('{"number": 900001, "title": "Old line", "severity": "Low", "owner": null}\n', encoding="utf-8")
+    client = SentinelClient(copied_demo(SEED, lambda: NOW, inbox=inbox))
+    assert ok(asyncio.run(client.get_incident_detail(FIRST_NUMBER))).records[0].incident.created == NOW
+
+
 async def test_an_answer_may_cite_the_on_call_analysts_and_nobody_else(demo_client: SentinelClient) -> None:
     """The roster's records name their UPNs and emails (``NamesEntities``), so the fact check knows them."""
     from bot.orchestrator.factcheck import grounding

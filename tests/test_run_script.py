@@ -55,3 +55,58 @@ def test_an_explicit_host_is_left_alone() -> None:
     if done.returncode != 0 and "EADDRNOTAVAIL" in done.stderr:
         pytest.skip("no IPv6 loopback on this machine")
     assert done.stdout.strip() == "::1"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM to ./run", "Ctrl+C"])
+def test_run_stops_the_bot_and_the_playground_on_sigterm_as_on_ctrl_c(how: str) -> None:
+    """kill <pid of ./run> stops everything at once, as Ctrl+C (SIGINT to the terminal's process group) does:
+    both ports are free and nothing is left running when ./run has returned, with no traceback."""
+    import signal
+    import time
+
+    if shutil.which("npm") is None or not (ROOT / "tests" / "e2e" / "node_modules").is_dir():
+        pytest.fail("./run needs npm and the Playground (npm ci --prefix tests/e2e; ./run tests installs it)")
+    port, page_port = _free_port(), _free_port()
+    env = {**os.environ, "PORT": str(port), "PLAYGROUND_PORT": str(page_port)}
+    run = subprocess.Popen(["bash", str(ROOT / "run")], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not (_listening(port) and _listening(page_port)):
+            assert run.poll() is None and time.monotonic() < deadline, "./run did not start both"
+            time.sleep(0.5)
+        if how == "Ctrl+C":
+            os.killpg(run.pid, signal.SIGINT)
+        else:
+            run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=20)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == (143 if how == "SIGTERM to ./run" else 130), output[-2000:]
+    assert not _listening(port) and not _listening(page_port), "both ports are free"
+    assert "Traceback" not in output, output[-2000:]
+
+
+def test_help_lists_the_commands() -> None:
+    for flag in ("--help", "-h", "help"):
+        done = subprocess.run(["bash", str(ROOT / "run"), flag], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 and "Usage: ./run" in done.stdout, done.stderr
+        for command in ("chat", "serve", "new-incident", "tests", "bench", "kql", "package"):
+            assert f"\n  {command}" in done.stdout, command
+    wrong = subprocess.run(["bash", str(ROOT / "run"), "bogus"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert wrong.returncode == 2 and 'unknown command "bogus"' in wrong.stderr and "Usage: ./run" in wrong.stderr

@@ -16,6 +16,7 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -341,3 +342,27 @@ def test_log_lines_carry_the_correlation_id_in_both_formats() -> None:
 
         failed = logging.LogRecord("bot.x", logging.ERROR, __file__, 1, "turn failed", (), sys.exc_info())
     assert "ValueError: boom" in json.loads(as_json.format(failed))["exception"]
+
+
+def test_audit_records_go_to_their_own_file_and_off_the_console(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """AUDIT_LOG_FILE (./run sets it): one JSON object per line in that file, nothing on the other handlers."""
+    from bot import audit
+
+    path = tmp_path / "data" / "audit.jsonl"
+    logger = logging.getLogger("bot.audit")
+    before = (list(logger.handlers), logger.propagate, logger.level)
+    try:
+        logger.setLevel(logging.INFO)
+        telemetry.audit_to_file(str(path))
+        caplog.set_level(logging.INFO)
+        audit.record("read", tool="query_incidents", rows=3)
+    finally:
+        for handler in logger.handlers[len(before[0]):]:
+            handler.close()
+        logger.handlers[:], logger.propagate = before[0], before[1]
+        logger.setLevel(before[2])
+    [line] = path.read_text(encoding="utf-8").splitlines()
+    entry = json.loads(line)
+    assert entry["audit"]["event"] == "read" and entry["audit"]["rows"] == 3 and entry["level"] == "INFO"
+    assert not [r for r in caplog.records if r.name == "bot.audit"], "not on the console's handlers"

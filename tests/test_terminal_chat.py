@@ -74,9 +74,21 @@ async def test_python_m_bot_chat_as_a_user_runs_it(fake_openai: FakeOpenAI, tmp_
     lines = "which hosts were hit most this week?\nincidents 24h\n/quit\n"
     done = await _run_chat(env, lines, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "Most targeted: [1]" in done.stdout and "Finding top targeted entities..." in done.stderr
+    assert "Most targeted hosts: [" in done.stdout and "Finding top targeted entities..." in done.stderr
     assert "Querying incidents..." in done.stderr and "Traceback" not in done.stderr + done.stdout
     assert "Finding top targeted" not in done.stdout, "status lines stay on stderr"
+
+
+async def test_log_lines_stay_out_of_the_conversation_with_a_log_file(tmp_path: Path) -> None:
+    """./run chat sets LOG_FILE: the roster's warnings (two rows broken on purpose) go there, not to the terminal."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "OPENAI_", "SENTINEL_", "LOG_"))}
+    plain = await _run_chat(env, "who is on call\n/quit\n", tmp_path)
+    assert "WARNING" in plain.stderr, "without a log file the warnings show (what ./run chat no longer does)"
+    quiet = await _run_chat(env | {"LOG_FILE": str(tmp_path / "logs" / "chat.log")}, "who is on call\n/quit\n",
+                            tmp_path)
+    assert quiet.returncode == 0 and "On shift" in quiet.stdout
+    assert "WARNING" not in quiet.stderr + quiet.stdout
+    assert "skipped an on-call row" in (tmp_path / "logs" / "chat.log").read_text(encoding="utf-8")
 
 
 async def test_chat_reports_bad_configuration_clearly(tmp_path: Path) -> None:

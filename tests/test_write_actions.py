@@ -258,7 +258,7 @@ async def test_detail_card_close_form_proposes_with_the_chosen_classification(ri
     await rig.click(value, card_id=None)
     sent = await rig.next_messages()
     action_id, card_id = rig.confirmation(sent)
-    assert "InaccurateData" in text_of(sent)
+    assert "Inaccurate Data" in text_of(sent)  # the before/after table spaces the reason (a phone column)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
     await rig.next_messages(2)
     properties = rig.arm.requests_for("PUT")[0].body["properties"]

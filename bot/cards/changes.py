@@ -218,9 +218,25 @@ def _posted(posted: Mapping[str, Any], chars: int) -> list[Element]:
         facts.append({"title": plain(f"To ({person.get('role') or '?'})", 40),
                       "value": plain(f"{person.get('name') or '?'}: {how}", 300)})
     out: list[Element] = [{"type": "FactSet", "facts": facts}] if facts else []
+    message = posted.get("message")
+    said = message.get("text") if isinstance(message, Mapping) else None
+    if isinstance(said, str) and said.strip():  # what people read in Teams; the JSON below escapes its markup
+        out.append(subtle("As it reads in Teams:", spacing="small"))
+        out += [text(plain(_as_read(line), 500), spacing="none") for line in said.splitlines()[:MAX_TEXT_LINES]
+                if line.strip()]
     out.append(subtle(f"In conversation {plain(posted.get('conversation_id') or '?', 200)}, message "
-                      f"{plain(posted.get('activity_id') or '?', 80)}. Exactly as sent:", spacing="small"))
-    return out + _json_lines(posted.get("message"), chars)
+                      f"{plain(posted.get('activity_id') or '?', 80)}. Exactly as sent (markup characters "
+                      "JSON-escaped):", spacing="small"))
+    return out + _json_lines(message, chars)
+
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_MENTION = re.compile(r"<at>(.*?)</at>", re.IGNORECASE)
+
+
+def _as_read(line: str) -> str:
+    """A line of the bot's own message as Teams shows it: **bold** as its words, <at>Name</at> as @Name."""
+    return _MENTION.sub(r"@\1", _BOLD.sub(r"\1", line))
 
 
 def _request(sent: Mapping[str, Any], chars: int) -> list[Element]:
@@ -308,10 +324,19 @@ def _before_after(names: Sequence[str], before: Mapping[str, str], after: Mappin
     """Field | Before | After; the values a change sets in bold."""
     rows = []
     for name in names:
-        old, new = _shown(before.get(name), 300), _shown(after.get(name), 300)
+        old, new = (_shown(_spaced(name, values.get(name)), 300) for values in (before, after))
         rows.append([cell(text(plain(name, 40), weight="bolder", size="small")), cell(text(old, size="small")),
                      cell(text(new, size="small", **({"weight": "bolder"} if new != old else {})))])
-    return {**table(["Field", "Before", "After"], [3, 4, 4], rows), **style}
+    return {**table(["Field", "Before", "After"], ["112px", 1, 1], rows), **style}
+
+
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def _spaced(name: str, value: str | None) -> str | None:
+    """A classification or reason as words ("Incorrect Alert Logic"): on a phone a column is narrower than
+    "IncorrectAlertLogic", which then broke mid-word (the layout test, tests/cards)."""
+    return _CAMEL.sub(" ", value) if value and name in ("Classification", "Reason") else value
 
 
 def _long_text(value: str | None, chars: int) -> list[Element]:

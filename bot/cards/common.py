@@ -35,7 +35,9 @@ _TAG = re.compile(r"<(?=[A-Za-z/!?])")  # <at>, <a href>, </at>: shown, never pa
 _HTML_ENTITY = re.compile(r"&(?=#?\w{1,10};)")  # &lt;at&gt; must not turn back into <at>
 _EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")  # _italic_ (snake_case stays)
 _NUMBERED = re.compile(r"^(\d{1,9}[.)]) ")  # "1. " would start a numbered list
-_LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "＝"})  # heading, quote, list, rule
+# heading, quote, list, rule: "#" and ">" always; "-", "+", "=" only before a space or as a rule ("+1 425 555"
+# is a phone number, kept as typed so it can be dialled and copied)
+_LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "＝"})
 
 
 def plain(value: object, width: int = 80) -> str:
@@ -45,33 +47,46 @@ def plain(value: object, width: int = 80) -> str:
     text = _HTML_ENTITY.sub("＆", text)
     text = _EDGE_UNDERSCORE.sub("＿", text)
     text = _NUMBERED.sub("\\1\u00a0", text)
-    if text and text[0] in "#>-+=":
+    if text and text[0] in "#>-+=" and (text[:1] in "#>" or text[1:2] in ("", " ", text[0])):
         text = text[0].translate(_LEADING) + text[1:]
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
 ZERO_WIDTH_SPACE = "\u200b"
-# Long tokens (shorter ones fit a phone's narrowest column as they are), and any token holding a URL ("://" or
-# "www."), however short: Teams makes a bare URL a link, and the break after "//" and each "." keeps it text.
+# Any token holding a URL ("://" or "www."): Teams makes a bare URL in a TextBlock a link, and a zero-width space
+# after "//" and each "." keeps it text. Nothing else gets one: what an analyst copies (a hash, an email, a host)
+# must be the record's value, so long tokens wrap by layout (a table cell or column wraps them, the layout test
+# shows) and identifiers meant for copying go in TextRuns, whole (``exact``).
 _URL = r"\S*(?:://|(?<![\w.-])www\.)\S*"
 _URL_TOKEN = re.compile(_URL, re.IGNORECASE)
-_LONG_TOKEN = re.compile(r"\S{16,}|" + _URL, re.IGNORECASE)
 _BOUNDARY = re.compile(r"(?<=[@./\\:?&=_-])(?=[^\s@./\\:?&=_-])")  # after a separator, before what follows
 
 
 def breakable(value: str) -> str:
-    """``value`` (already ``plain``) with a zero-width space after each '@', '.', '/', '\\', '-', '_' ... inside
-    long tokens (emails, UPNs, hosts, URLs, paths), so a narrow column wraps them there instead of mid-word, and
-    inside every URL, so Teams does not turn a bare one into a link: incident text shown on a card goes through
-    ``breakable(plain(...))``. Card text only: the model, the fact check and citations read the records, never the
-    cards."""
-    return _LONG_TOKEN.sub(_broken, value)
+    """``value`` (already ``plain``) with its URLs made inert (``unlinked_urls``) and nothing else changed: the
+    name stays from when long tokens were broken too, which made copied values differ from the records."""
+    return unlinked_urls(value)
 
 
 def unlinked_urls(value: str) -> str:
-    """``value`` (already ``plain``) with only its URLs broken as ``breakable`` breaks them: for text a card shows
-    exactly (the confirmation card), where other long tokens stay as they are."""
+    """``value`` (already ``plain``) with a zero-width space after each separator inside its URLs, so Teams does
+    not turn a bare one into a link. For free text (titles, descriptions, comments); an identifier an analyst
+    copies goes through ``exact`` instead."""
     return _URL_TOKEN.sub(_broken, value)
+
+
+def exact(value: object, width: int = 2048, **style: Any) -> Element:
+    """An identifier (hash, URL, email, host, phone) shown as the record holds it, character for character (only
+    control characters and line breaks become spaces; a value over ``width`` is cut with "…"). A TextBlock (which
+    wraps a long token by layout) when markdown would leave it as it is; a URL in a TextRun, which is not read as
+    markdown, so nothing in it needs escaping and it is not made a link. A value with spaces and markup is no
+    identifier: it is shown as free text is (``plain``, URLs broken)."""
+    shown = one_line(value, width)
+    if plain(shown, width) == shown and not _URL_TOKEN.search(shown):
+        return text(shown, **style)
+    if " " not in shown and _URL_TOKEN.fullmatch(shown):
+        return {"type": "RichTextBlock", "inlines": [{"type": "TextRun", "text": shown, **style}]}
+    return text(breakable(plain(shown, width)), **style)  # not an identifier: free text with markup, made inert
 
 
 def _broken(token: re.Match[str]) -> str:
@@ -114,14 +129,20 @@ def severity_label(severity: str) -> str:
     return SEVERITY_SHORT.get(severity, plain(severity, 13))
 
 
-def severity_text(severity: str, suffix: str = "", **style: Any) -> Element:
+def severity_text(severity: str, suffix: str = "", *, size: str = "default", **style: Any) -> Element:
     """Severity as a word on its style's background (a chip as wide as the word), so colour is never the only
     signal and never the text's own; Informational and unknown values as subtle text."""
-    label = text(severity_label(severity) + suffix, weight="bolder")
+    label = text(severity_label(severity) + suffix, weight="bolder", size=size)
     if severity not in SEVERITY_STYLE:
         return {**label, "isSubtle": True, **style}
     return {"type": "ColumnSet", "columns": [
         {"type": "Column", "width": "auto", "style": SEVERITY_STYLE[severity], "items": [label]}], **style}
+
+
+def severity_and_details(severity: str, number: int) -> Element:
+    """The cell of a list row that holds its severity chip over its Details button: a column of its own for the
+    severity is narrower than "Medium" on a phone, and broke it mid-word ("Me/diu/m")."""
+    return cell(severity_text(severity, size="small"), actions(details_action(number), spacing="small"))
 
 
 def text(value: str, **style: Any) -> Element:
@@ -142,8 +163,14 @@ def cell(*items: Element) -> Element:
     return {"type": "TableCell", "items": list(items)}
 
 
-def table(headers: Sequence[str], widths: Sequence[int], rows: Sequence[Sequence[Element]]) -> Element:
-    """A Table with a bold header row; each row is a list of TableCells."""
+# Fixed column widths where a relative one breaks words at a phone's 320 px (the layout test, tests/cards): the
+# "[n]" column, and a column holding a severity chip over one "Details" button.
+REF_COLUMN = "44px"
+BUTTON_COLUMN = "100px"
+
+
+def table(headers: Sequence[str], widths: Sequence[int | str], rows: Sequence[Sequence[Element]]) -> Element:
+    """A Table with a bold header row; each row is a list of TableCells. A width is a weight, or "Npx"."""
     head = {"type": "TableRow", "cells": [cell(text(h, weight="bolder", size="small")) for h in headers]}
     return {
         "type": "Table",
@@ -164,14 +191,50 @@ def details_action(number: int, title: str = "Details") -> Element:
     return submit(title, {"action": Verb.INCIDENT_DETAIL, "incident": number})
 
 
+# Buttons keep one line and are cut with "…" when a row of them is wider than the card; a phone's card is about
+# 290 px inside. A row is filled while the labels' estimated width fits (bold 14 px: up to ~9 px a character,
+# 20 px of padding, 8 px between buttons), measured by the layout test (tests/cards).
+ROW_PX = 260
+
+
+def _button_px(button: Element) -> int:
+    return 22 + 9 * len(str(button.get("title", "")))
+
+
+def button_rows(buttons: Sequence[Element]) -> list[list[Element]]:
+    """``buttons`` in rows that fit a phone's card, in order."""
+    rows: list[list[Element]] = []
+    used = ROW_PX + 1
+    for button in buttons:
+        wanted = _button_px(button)
+        if rows and used + 8 + wanted <= ROW_PX:
+            rows[-1].append(button)
+            used += 8 + wanted
+        else:
+            rows.append([button])
+            used = wanted
+    return rows
+
+
 def actions(*buttons: Element, **style: Any) -> Element:
-    return {"type": "ActionSet", "actions": list(buttons), **style}
+    """One ActionSet, or a Container of several (each a row that fits a phone) when one row would not."""
+    rows = button_rows(buttons)
+    if len(rows) <= 1:
+        return {"type": "ActionSet", "actions": list(buttons), **style}
+    return {"type": "Container", "items": [
+        {"type": "ActionSet", "actions": row, **({"spacing": "small"} if index else {})}
+        for index, row in enumerate(rows)], **style}
 
 
 def card(body: Sequence[Element], buttons: Sequence[Element] = ()) -> Element:
+    """The card with its own buttons at its foot: the first row that fits a phone; the others (say "Open in
+    Sentinel" beside Confirm and Cancel) as a row at the end of the body, just above."""
     out: Element = {"type": "AdaptiveCard", "version": "1.5", "body": list(body)}
-    if buttons:
-        out["actions"] = list(buttons)
+    rows = button_rows(buttons)
+    if rows:
+        out["actions"] = rows[0]
+    if len(rows) > 1:
+        out["body"].append(actions(*(b for row in rows[1:] for b in row), spacing="medium"))
     return out
 
 
@@ -243,8 +306,10 @@ _NOTHING = {"query_incidents": "No incidents", "query_alerts": "No alerts", "get
             "get_top_entities": "No entities", "get_incident_detail": "No incident found"}
 
 
-def nothing_matched(result: QueryResult) -> Element:
-    """The small card for an empty result: what was searched and what to try next."""
+def nothing_matched(result: QueryResult, searched: str = "") -> Element:
+    """The small card for an empty result: what was really searched (window, severity and ``searched``: the
+    filters in words, ``filters.filter_label``) and what is left to try: a wider window only when it is not the
+    widest, a lower severity only when it is not already all of them, fewer filters when there are some."""
     meta = result.metadata
     if meta.tool == "get_incident_detail":
         wanted = meta.parameters.get("incident_ref", "")
@@ -254,10 +319,28 @@ def nothing_matched(result: QueryResult) -> Element:
             what = f'No incident title matched "{plain(wanted, 80)}" in the last 90 days.'
         hint = "Check the incident number, or try other words from its title."
     else:
-        what = f"Nothing matched in the {scope_label(meta.parameters)}."
-        hint = "Try a wider time window (for example 7d or 30d) or a lower minimum severity."
+        what, hint = nothing_matched_text(meta.parameters, searched)
     return card([*header(_NOTHING.get(meta.tool, "No results"), demo=meta.is_demo), text(what),
                  subtle(hint, spacing="small"), *warnings(meta.warnings)])
+
+
+def nothing_matched_text(parameters: dict[str, Any], searched: str = "") -> tuple[str, str]:
+    """What an empty list searched, in words, and what is left to try (the card's and the terminal's words)."""
+    what = f"Nothing matched in the {scope_label(parameters)}" + (f", {searched}" if searched else "") + "."
+    return what, _widen_hint(parameters, bool(searched))
+
+
+def _widen_hint(parameters: dict[str, Any], filtered: bool) -> str:
+    tries = []
+    if str(parameters.get("time_window") or "") not in ("", "last_30d"):
+        tries.append("a wider time window (7d or 30d)")
+    if str(parameters.get("min_severity") or "Informational").lower() != "informational":
+        tries.append("a lower minimum severity")
+    if filtered:
+        tries.append("fewer filters")
+    if not tries:
+        return "Nothing is left to widen: this is every severity in the widest window."
+    return "Try " + (", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1 else tries[0]) + "."
 
 
 def card_size(value: Element) -> int:

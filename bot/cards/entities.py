@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.cards.common import Element, RefFor, age, breakable, cell, list_card, plain, ref, subtle, table, text
+from bot.cards.common import REF_COLUMN, Element, RefFor, age, cell, exact, list_card, plain, ref, subtle, table, text
 from bot.sentinel.models import EntityCount, QueryResult
 
 
@@ -19,7 +19,7 @@ def _table(entities: Sequence[EntityCount], ref_for: RefFor, now: datetime) -> E
     rows = [
         [
             cell(text(ref(ref_for, "entity", f"{e.type}:{e.value}"), weight="bolder")),
-            cell(text(breakable(plain(e.value, 130))),
+            cell(exact(e.value, 130),  # the value to copy into a query or a block list, as the records hold it
                  subtle(f"{plain(e.type, 24)} · first seen {age(e.first_seen, now)} · last seen {age(e.last_seen, now)}"
                         if e.first_seen else f"{plain(e.type, 24)} · last seen {age(e.last_seen, now)}")),
             cell(text(str(e.alert_count), horizontalAlignment="right")),
@@ -29,4 +29,4 @@ def _table(entities: Sequence[EntityCount], ref_for: RefFor, now: datetime) -> E
         ]
         for e in entities
     ]
-    return table(["", "Entity", "Alerts", "High"], [2, 10, 3, 3], rows)
+    return table(["", "Entity", "Alerts", "High"], [REF_COLUMN, 1, "56px", "44px"], rows)

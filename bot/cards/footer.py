@@ -21,8 +21,9 @@ from bot.sentinel.models import DEMO_NOTICE, count_label
 
 MAX_SOURCES = 8
 MAX_NOTICES = 5
-MAX_KQL_CHARS = 3_000  # per query; fewer when the footnote would not fit the card size limit
-MAX_KQL_LINES = 60
+# Per query: the whole KQL the query ran, so it can be copied into Sentinel; fewer characters only when the
+# footnote would not fit the card size limit, and then the card says so (whole lines are kept).
+MAX_KQL_CHARS = 20_000
 DISCLAIMER = "AI-generated analysis: verify it against the source data before you act on it."
 
 
@@ -81,13 +82,22 @@ def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices
 
 def _kql(kql: str, limit: int) -> list[Element]:
     """The query in monospace, one line per block. TextRuns are not read as markdown, so `*`, `_` and `[`
-    stay as typed and the query can be copied; links and tags are still broken in case a client does."""
-    shown = kql if len(kql) <= limit else kql[: max(limit - 1, 0)] + "…"
-    lines = [line for line in shown.splitlines() if line.strip()]
-    if len(lines) > MAX_KQL_LINES:
-        lines = lines[: MAX_KQL_LINES - 1] + ["…"]
-    return [{"type": "RichTextBlock", "inlines": [
-        {"type": "TextRun", "text": _code(line), "fontType": "monospace", "size": "small"}]} for line in lines]
+    stay as typed and the query can be copied; links and tags are still broken in case a client does. When the
+    card's size limit leaves room for only part of it, whole lines are shown and a note says how much."""
+    lines = [line for line in kql.splitlines() if line.strip()]
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) > limit:
+            break
+        shown.append(line)
+        used += len(line) + 1
+    blocks: list[Element] = [{"type": "RichTextBlock", "inlines": [
+        {"type": "TextRun", "text": _code(line), "fontType": "monospace", "size": "small"}]} for line in shown]
+    if len(shown) < len(lines):
+        blocks.append(subtle(f"Shortened to fit the card: {len(shown)} of {len(lines)} lines shown. The whole query: "
+                             "ask again for this one result alone, or run ./run kql with the tool's arguments."))
+    return blocks
 
 
 def _code(line: str) -> str:

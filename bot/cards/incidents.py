@@ -8,6 +8,8 @@ from datetime import datetime
 
 from bot.cards.alerts import alert_table
 from bot.cards.common import (
+    BUTTON_COLUMN,
+    REF_COLUMN,
     SEVERITIES,
     Element,
     RefFor,
@@ -17,11 +19,13 @@ from bot.cards.common import (
     card,
     cell,
     details_action,
+    exact,
     fit,
     header,
     list_card,
     plain,
     ref,
+    severity_and_details,
     severity_label,
     severity_text,
     subtle,
@@ -63,7 +67,7 @@ ESCALATION_ASSIGN_INPUT = "escalation_assign"
 
 
 def incident_table(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
-    """[n] | Incident (title; number, status, owner, age) | Severity | Details button."""
+    """[n] | Incident (title; number, status, owner, age) | severity over the Details button."""
     parameters = result.metadata.parameters
     return list_card(result, lambda total: titled(count_label(total, "incident"), parameters), "incidents",
                      "Ask for a shorter window or a higher severity to see the rest.",
@@ -74,13 +78,12 @@ def _incident_table(incidents: Sequence[Incident], ref_for: RefFor, now: datetim
     rows = [
         [
             cell(text(ref(ref_for, "incident", str(i.number)), weight="bolder")),
-            cell(text(breakable(plain(i.title, 90)), maxLines=3), subtle(incident_line(i, now))),
-            cell(severity_text(i.severity)),
-            cell(actions(details_action(i.number))),
+            cell(text(breakable(plain(i.title, 90))), subtle(incident_line(i, now))),
+            severity_and_details(i.severity, i.number),
         ]
         for i in incidents
     ]
-    return table(["", "Incident", "Severity", ""], [2, 9, 3, 4], rows)
+    return table(["", "Incident", ""], [REF_COLUMN, 1, BUTTON_COLUMN], rows)
 
 
 def incident_detail(detail: IncidentDetail, ref_for: RefFor, now: datetime, *, demo: bool = False,
@@ -219,20 +222,23 @@ def _facts(d: IncidentDetail, now: datetime) -> list[tuple[str, str]]:
 
 
 def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> list[Element]:
-    """Entities grouped by type: the type once, then "[n] value" per entity."""
+    """Entities grouped by type: the type once, then "[n]" and the value per entity, the value exact (``exact``:
+    what is copied is the record's value) and wrapped by the table cell, never cut short of MAX_ENTITY_CHARS."""
     groups: dict[str, list[EntityRef]] = {}
     for entity in entities[:limit]:
         groups.setdefault(entity.type, []).append(entity)
-    facts = []
+    rows = []
     for kind, members in groups.items():
         for index, entity in enumerate(members):
-            entity_ref = ref(ref_for, "entity", f"{entity.type}:{entity.value}")
-            label = f"{entity_ref} {breakable(plain(entity.value, MAX_ENTITY_CHARS))}".strip()
             title = _TYPE_LABELS.get(kind) or plain(kind, 24).capitalize()
-            facts.append({"title": title if index == 0 else "", "value": label})
+            entity_ref = ref(ref_for, "entity", f"{entity.type}:{entity.value}")
+            rows.append([cell(text(title if index == 0 else "", weight="bolder", size="small")),
+                         cell(text(entity_ref, size="small")),
+                         cell(exact(entity.value, MAX_ENTITY_CHARS, size="small"))])
     shown = min(len(entities), limit)
     heading = f"Entities ({shown} of {len(entities)})" if shown < len(entities) else f"Entities ({shown})"
-    return [text(heading, weight="bolder", separator=True, spacing="medium"), {"type": "FactSet", "facts": facts}]
+    return [text(heading, weight="bolder", separator=True, spacing="medium"),
+            table(["Type", "", "Value"], ["96px", REF_COLUMN, 1], rows)]
 
 
 def _other_matches(d: IncidentDetail) -> list[Element]:

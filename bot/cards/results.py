@@ -10,6 +10,7 @@ from datetime import datetime
 from bot.cards.alerts import alert_list
 from bot.cards.common import Element, RefFor, nothing_matched
 from bot.cards.entities import top_entities
+from bot.cards.filters import filter_label
 from bot.cards.incidents import incident_detail, incident_table
 from bot.cards.messages import error
 from bot.cards.trend import alert_trend
@@ -50,5 +51,5 @@ def result_card(result: QueryResult | QueryError, build: CardBuilder, ref_for: R
         hint = "This kind of failure is often temporary: try again in a minute." if result.retry_possible else None
         return error("The query did not run", result.message, hint)
     if not result.records:
-        return (empty or nothing_matched)(result)
+        return empty(result) if empty else nothing_matched(result, filter_label(result.metadata.parameters))
     return build(result, ref_for, now, changes)

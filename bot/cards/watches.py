@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.cards.common import (
+    BUTTON_COLUMN,
     Element,
     actions,
     breakable,
@@ -19,6 +20,7 @@ from bot.cards.common import (
     fit,
     header,
     plain,
+    severity_and_details,
     severity_text,
     subtle,
     table,
@@ -66,10 +68,9 @@ def watched_digest(incidents: Sequence[Incident], *, watch: str, now: datetime, 
         subtitle = f"Watch: {breakable(plain(watch, 120))}" + (
             f". {more} more not shown: ask for them with \"incidents\"." if more else "")
         body = header(f"{len(incidents)} new incidents", demo=demo, subtitle=subtitle)
-        rows = [[cell(text(breakable(plain(i.title, 90)), maxLines=2), subtle(incident_line(i, now))),
-                 cell(severity_text(i.severity)),
-                 cell(actions(details_action(i.number)))] for i in shown]
-        return card([*body, table(["Incident", "Severity", ""], [9, 3, 4], rows)])
+        rows = [[cell(text(breakable(plain(i.title, 90))), subtle(incident_line(i, now))),
+                 severity_and_details(i.severity, i.number)] for i in shown]
+        return card([*body, table(["Incident", ""], [1, BUTTON_COLUMN], rows)])
 
     return fit(build, MAX_DIGEST_ROWS)
 

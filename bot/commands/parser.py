@@ -7,6 +7,7 @@ command is left for the model (``parse`` returns None).
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -185,6 +186,10 @@ def _list_command(words: str, text: str) -> Command | None:
         return None
     if head == "prefer":
         return Command("prefer", arguments=arguments)
+    if head == "incidents" and ("search" in arguments or "owner" in arguments):
+        # A search looks for one thing, "mine" and "unassigned" are a queue: 30 days unless a window is typed
+        # (at the default 24 h, "incidents search qakbot" and "incidents open mine" mostly found nothing).
+        arguments.setdefault("time_window", TimeWindow.LAST_30D.value)
     return Command(head, _LIST_COMMANDS[head], arguments)
 
 
@@ -221,9 +226,10 @@ def _list_arguments(head: str, rest: list[str], text: str) -> dict[str, Any] | N
         original, word = rest[i], rest[i].lower()
         i += 1
         if filters and word == "search":
-            if i >= len(rest):
+            words = _search_words(rest[i:], arguments)
+            if not words:
                 raise CommandError(f'Search for what? Usage: {head} search WORDS, e.g. "{head} search qakbot".')
-            arguments["search"] = " ".join(rest[i:])
+            arguments["search"] = " ".join(words)
             break
         if filters and word in _ENTITY_WORDS and "entity" not in arguments:
             if i >= len(rest):
@@ -247,6 +253,39 @@ def _list_arguments(head: str, rest: list[str], text: str) -> dict[str, Any] | N
         else:
             return None  # "alerts from yesterday" reads as a question for the model
     return arguments
+
+
+def _search_words(words: list[str], arguments: dict[str, Any]) -> list[str]:
+    """The words searched for, less a window typed after them ("search qakbot 30d": options in any order): a
+    window token ("30d", "last_7d") is never a search word; a severity word is, since "high cpu" is a search."""
+    kept = list(words)
+    while kept and "time_window" not in arguments and re.fullmatch(r"\d{1,2}[hd]|last_\d{1,2}[hd]", kept[-1].lower()) \
+            and kept[-1].lower() in _WINDOWS:
+        arguments["time_window"] = _WINDOWS[kept.pop().lower()].value
+    return kept
+
+
+# Words a command starts with, for "did you mean" on a typo ("incidnets 24h").
+COMMAND_WORDS = ("incidents", "incident", "alerts", "trend", "entities", "entity", "watch", "watches", "unwatch",
+                 "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate")
+
+
+def nearest(text: str) -> str | None:
+    """For text that is no command: the text with its first word replaced by the nearest command word, when that
+    reads as a command as it is ("incidnets 24h" -> "incidents 24h"); None otherwise, and for questions."""
+    typed = " ".join(text.strip().lstrip("/").split())
+    head, _, tail = typed.partition(" ")
+    if len(head) < 4 or head.lower() in COMMAND_WORDS or len(tail.split()) > 4:
+        return None
+    close = difflib.get_close_matches(head.lower(), COMMAND_WORDS, n=1, cutoff=0.75)
+    if not close:
+        return None
+    candidate = f"{close[0]} {tail}".strip()
+    try:
+        command = parse(candidate)
+    except CommandError:
+        return None
+    return candidate if command is not None else None
 
 
 WATCH_USAGE = ('Usage: watch [severity] [filters], e.g. "watch high" or "watch medium open unassigned" (the filters of '

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot import audit
-from bot.commands.parser import Command, CommandError, apply_preferences, parse, with_preferences
+from bot.commands.parser import Command, CommandError, apply_preferences, nearest, parse, with_preferences
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.references import References, RefKind
@@ -88,6 +88,9 @@ class CommandRouter:
         if missing:
             return Routed(Route.NO_REFERENCE, no_reference_text(missing, conversation.references), command)
         if command is None:
+            suggestion = nearest(text)
+            if suggestion is not None:  # a typo of a command: say so rather than ask the model (or refuse)
+                return Routed(Route.INVALID, f'Did you mean "{suggestion}"? Type "help" for the commands.')
             return Routed(Route.QUESTION)
         if command.name == "change":
             return Routed(Route.CHANGE, command=command)

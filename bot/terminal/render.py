@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from bot.cards.common import nothing_matched_text
+from bot.cards.filters import filter_label
 from bot.sentinel.models import (
     DEMO_NOTICE,
     AlertSummary,
@@ -182,9 +184,5 @@ def _empty(result: QueryResult) -> str:
     meta = result.metadata
     if meta.tool == "get_incident_detail":
         return "No incident matches that reference in the last 90 days. Check the number, or try words from its title."
-    window = meta.parameters.get("time_window", "")
-    severity = meta.parameters.get("min_severity", "")
-    return (
-        f"Nothing found for {window.replace('_', ' ')} at severity {severity} or above. "
-        "Try a wider time window (e.g. 7d) or a lower minimum severity."
-    )
+    what, hint = nothing_matched_text(meta.parameters, filter_label(meta.parameters))
+    return f"{what} {hint}"

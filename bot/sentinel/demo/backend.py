@@ -22,6 +22,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import signal
 import sqlite3
 import tempfile
 import threading
@@ -201,9 +202,8 @@ class DemoBackend:
             weakref.finalize(self, shutil.rmtree, self._workdir, True)  # a backend dropped without close()
         path = self._workdir / f"workspace-{day:%Y%m%d}-{self.regenerations}.sqlite"
         try:
-            # A lower priority: on a small machine the queries, not the regeneration, get the CPU.
             with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=os.nice, initargs=(10,)) as pool:
+                                     initializer=regeneration_worker) as pool:
                 until = pool.submit(store.build_file, self._seed, day.isoformat(), self._volume, iso(valid_from),
                                     str(path)).result()
             data = _Data(store.connect(str(path)), valid_from, datetime.fromisoformat(until), path)
@@ -295,6 +295,14 @@ class DemoBackend:
     def _remove_workdir_if_closed(self) -> None:
         if self._closed and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+def regeneration_worker() -> None:
+    """Set up the process that builds the next day's data: a lower priority (on a small machine the queries, not
+    the regeneration, get the CPU), and deaf to Ctrl+C, which the terminal sends to the whole process group: the
+    bot stops it as it stops (closing the pool), instead of it printing a KeyboardInterrupt traceback."""
+    os.nice(10)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _add_incident(conn: sqlite3.Connection, incident: dict[str, Any], alert: dict[str, Any]) -> None:

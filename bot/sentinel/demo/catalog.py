@@ -37,7 +37,14 @@ PRODUCTS = {
     "MDC": ("Microsoft Defender for Cloud", "Azure Security Center", "VirtualMachines"),
 }
 
-ANALYSTS = ("Alice Ng", "Bruno Costa", "Chen Wei", "Dana Whitfield", "Emeka Obi", "Farah Haddad")
+# The Microsoft 365 Agents Playground's own users (name -> sign-in name and Entra object id in its mocked tenant, as
+# the on-call roster names them), who own incidents too, so "incidents open mine" answers for the person trying
+# the bot there ("me" is matched by object id).
+PLAYGROUND_ANALYSTS = {
+    "Alex Wilber": ("alexw@example.com", "00000000-0000-0000-0000-0000000000020"),
+    "Megan Bowen": ("meganb@example.com", "00000000-0000-0000-0000-0000000000021"),
+}
+ANALYSTS = ("Alice Ng", "Bruno Costa", "Chen Wei", "Dana Whitfield", "Emeka Obi", "Farah Haddad", *PLAYGROUND_ANALYSTS)
 AUTOMATION_AUTHOR = "SOC Automation"
 
 USERS = (  # first, last, department; the first one is the user behind several High incidents

@@ -26,6 +26,7 @@ from bot.sentinel.demo.catalog import (
     ENRICH_RULE,
     ENRICHMENT_COMMENTS,
     ESCALATION_COMMENTS,
+    PLAYGROUND_ANALYSTS,
     RESOURCE_GROUP,
     SEVERITIES,
     SEVERITY_MIX,
@@ -397,6 +398,8 @@ _EVENTS: dict[str, Callable[[_Replay, datetime, str, dict], str]] = {
 
 
 def _email(name: str) -> str:
+    if name in PLAYGROUND_ANALYSTS:
+        return PLAYGROUND_ANALYSTS[name][0]
     return name.lower().replace(" ", ".") + "@contoso.com"
 
 

@@ -18,7 +18,7 @@ import fcntl
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,14 @@ class Injection:
     title: str
     severity: Severity
     owner: str | None = None  # a UPN or email of a demo analyst; unassigned when None
+    created: datetime | None = None  # when it was added (the inbox line's), kept across the bot's restarts
     host: str = "WS-FIN-042"
     account: str = "lena.fischer@contoso.com"
     ip: str = "203.0.113.77"
 
     @staticmethod
-    def checked(number: int, title: object, severity: object, owner: object = None) -> Injection:
+    def checked(number: int, title: object, severity: object, owner: object = None,
+                created: object = None) -> Injection:
         text = " ".join(str(title or "").split())
         if not text:
             raise InvalidParameter("title", "is required: the new incident's title")
@@ -53,11 +55,23 @@ class Injection:
             raise InvalidParameter("title", f"is longer than {MAX_TITLE} characters")
         who = " ".join(str(owner).split()) if owner else None
         level = Severity(parse_enum(Severity, "severity", severity, Severity.HIGH).value)
-        return Injection(number, text, level, who or None)
+        return Injection(number, text, level, who or None, _moment(created))
 
     def to_json(self) -> str:
         return json.dumps({"number": self.number, "title": self.title, "severity": self.severity.value,
-                           "owner": self.owner}, ensure_ascii=False)
+                           "owner": self.owner, "created": self.created.isoformat() if self.created else None},
+                          ensure_ascii=False)
+
+
+def _moment(value: object) -> datetime | None:
+    """An inbox line's "created" (ISO 8601, UTC); None when missing or unreadable (then: when it is applied)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        moment = datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment and moment.tzinfo is None else moment
 
 
 def append(inbox: Path, title: object, severity: object, owner: object = None) -> int:
@@ -68,7 +82,7 @@ def append(inbox: Path, title: object, severity: object, owner: object = None) -
         fcntl.flock(file, fcntl.LOCK_EX)
         file.seek(0)
         number = FIRST_NUMBER + sum(1 for line in file if line.strip())
-        injection = Injection.checked(number, title, severity, owner)
+        injection = Injection.checked(number, title, severity, owner, datetime.now(UTC))
         file.write(injection.to_json() + "\n")
         file.flush()
     return number
@@ -87,15 +101,19 @@ def read(inbox: Path, offset: int) -> tuple[list[Injection], int]:
     for line in complete.decode("utf-8", errors="replace").splitlines():
         try:
             item = json.loads(line)
-            found.append(Injection.checked(int(item["number"]), item["title"], item["severity"], item.get("owner")))
+            found.append(Injection.checked(int(item["number"]), item["title"], item["severity"], item.get("owner"),
+                                           item.get("created")))
         except (ValueError, KeyError, TypeError, InvalidParameter):
             continue
     return found, offset + len(complete)
 
 
 def rows(injection: Injection, now: datetime, owner: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The SecurityIncident row and the SecurityAlert row of an injected incident, created at ``now``."""
-    stamp = iso(now)
+    """The SecurityIncident row and the SecurityAlert row of an injected incident: created when it was added to
+    the inbox (never after ``now``), or at ``now``; the incident row's TimeGenerated is ``now`` either way, so a
+    poller asking for changes since a moment before sees it."""
+    created = min(injection.created, now) if injection.created else now
+    seen, stamp = iso(now), iso(created)
     name = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sentinel-demo-injected/{injection.number}"))
     alert_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sentinel-demo-injected-alert/{injection.number}"))
     workspace = (f"subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{RESOURCE_GROUP}/providers/"
@@ -103,7 +121,7 @@ def rows(injection: Injection, now: datetime, owner: dict[str, Any] | None) -> t
     description = f"{injection.title} (Demo incident added while the bot was running.)"
     tactics = ["Execution"]
     incident = {
-        "TenantId": TENANT_ID, "TimeGenerated": stamp, "IncidentName": name, "Title": injection.title,
+        "TenantId": TENANT_ID, "TimeGenerated": seen, "IncidentName": name, "Title": injection.title,
         "Description": description, "Severity": injection.severity.value, "Status": "New",
         "Classification": "", "ClassificationComment": "", "ClassificationReason": "",
         "Owner": compact_json(owner or {"objectId": None, "email": None, "assignedTo": None,

@@ -30,6 +30,7 @@ from bot.sentinel.demo.catalog import (
     OAUTH_APPS,
     PHISH_SENDERS,
     PHISH_SUBJECTS,
+    PLAYGROUND_ANALYSTS,
     PS_DIR,
     PUAS,
     RANSOM_EXTENSIONS,
@@ -105,8 +106,10 @@ def build_world(seed: int) -> World:
               for a in ADMINS]
     analysts = []
     for name in ANALYSTS:
-        email = name.lower().replace(" ", ".") + "@contoso.com"
-        analysts.append({"objectId": guid(rng), "email": email, "assignedTo": name, "userPrincipalName": email})
+        # The Playground's users keep its tenant's names and ids (drawing none keeps every other value as it was).
+        email, object_id = PLAYGROUND_ANALYSTS.get(name) or (name.lower().replace(" ", ".") + "@contoso.com", "")
+        object_id = object_id or guid(rng)
+        analysts.append({"objectId": object_id, "email": email, "assignedTo": name, "userPrincipalName": email})
     machines = {}
     for person in users:
         machines[person.host] = Machine(person.host, "Windows", _internal_ip(person.host))
