@@ -24,7 +24,11 @@ from typing import Any
 import pytest
 
 from bot import cards
+from bot.cards.extension import incident_card
+from bot.cards.reach import escalated_to_you
 from bot.cards.watches import watched_digest, watched_incident
+from bot.investigation.models import Level
+from bot.investigation.triage import EntityVerdict, RelatedIncident, Triage
 from bot.orchestrator.references import References
 from bot.sentinel.changes import ChangeKind, OnCallContact, Owner, make_change
 from bot.sentinel.client import SentinelClient
@@ -73,6 +77,10 @@ DEMO_QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "on call": ("get_on_call", {}),
     "no incidents": ("query_incidents", {"time_window": "last_1h", "min_severity": "high", "owner": "nobody"}),
     "no such incident": ("get_incident_detail", {"incident_ref": 999999}),
+    "investigation, host": ("investigate_entity", {"entity": "ws-fin-023", "time_window": "last_7d"}),
+    "investigation, account": ("investigate_entity", {"entity": "lena.fischer@contoso.com", "time_window": "last_30d"}),
+    "hunt": ("hunt", {"table": "SigninLogs", "time_window": "7d", "summarize": ["count()"], "by": ["Country", "AppDisplayName"]}),
+    "hunt, wide rows": ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d", "take": 20}),
 }
 
 
@@ -174,6 +182,20 @@ CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
         CHANGES["close"], snapshot(), outcome=outcome, headline=f"Not done: {outcome}", detail="Sentinel answered 412.",
         requester="Alex Wilber", demo=True, action_id=ACTION_ID)) for outcome in ("noop", "cancelled", "failed")),
     ("no on-call roster", lambda s: on_call_empty(QueryResult((), meta("get_on_call", 0)))),
+    ("inserted incident", lambda s: incident_card(incident(14431, "Suspicious PowerShell download cradle executed by "
+                                                           "svc-backup-automation on ws-fin-160", owner=EMAIL),
+                                                  s.now, demo=True)),
+    ("escalated to you", lambda s: escalated_to_you(snapshot(), requester="Alex Wilber", reason="isolate WS-FIN-160",
+                                                    thread_url="https://teams.microsoft.com/l/message/19:x/1", owner=EMAIL,
+                                                    demo=True)),
+    ("watch: one incident, triaged", lambda s: watched_incident(
+        incident(14431, owner=EMAIL), watch="High and above", now=s.now, demo=True, changes=True,
+        triage=Triage(14431, (EntityVerdict("account", EMAIL, Level.HIGH, 70, ("Risky user", "MFA-fatigue pattern")),
+                              EntityVerdict("ip", "2001:0db8:85a3:0000:0000:8a2e:0370:7334", Level.NONE, 0, (),
+                                            failed=True)),
+                      (RelatedIncident(14430, "Impossible travel activity", "Medium"),)))),
+    ("watch: one incident, triage pending", lambda s: watched_incident(
+        incident(14431), watch="High and above", now=s.now, demo=True, changes=True, triage_pending=True)),
 ]
 
 
@@ -185,7 +207,9 @@ def _samples() -> Samples:
     async def run_all() -> dict[str, QueryResult]:
         out = {}
         for name, (tool, arguments) in DEMO_QUERIES.items():
-            result = await client.run(tool, arguments)
+            declared = TOOLS.get(tool)  # a tool with its own runner (an investigation) reads through it
+            assert declared is not None, tool
+            result = await declared.read(client, arguments)
             assert isinstance(result, QueryResult), (name, result)
             out[name] = result
         return out

@@ -441,7 +441,8 @@ async def test_the_tool_runs_on_the_demo_and_renders_its_text_and_card(hunt_demo
     assert lines[2].startswith("[1]|")
     card = TOOLS.card(run.artifact, lambda kind, key: refs.get((kind, key)), NOW)
     assert_valid(card)
-    assert "Hunt: SigninLogs" in json.dumps(card) and '"[1]"' in json.dumps(card)
+    shown = json.dumps(card)  # five columns: each row stacked, its [n] first
+    assert '"Hunt"' in shown and "SigninLogs, last 3d" in shown and '"[1] UserPrincipalName: ' in shown
 
     refused = await box.run("hunt", json.dumps({"table": "SigninLog", "time_window": "1d"}))
     assert not refused.ok and isinstance(refused.artifact, QueryError)

@@ -3,7 +3,10 @@
 The tool gives the title, the column names and each row's cells already as text (it knows the column types), and
 each row's [n] when the conversation can refer to it. Cells are inert plain text, cut short; at most
 ``MAX_CARD_COLUMNS`` columns fit a Teams card (the rest are named in a note; the model's text has them all), and
-as many rows as the card's size limit allows. The query itself is behind the footer's "Show query".
+as many rows as the card's size limit allows. Up to ``TABLE_COLUMNS`` columns are a table; more are stacked, one
+row a block of "Column: value" lines, because a phone's 320 px cannot hold three columns of names such as
+"AppDisplayName" or "ProcessCommandLine" without breaking them mid-word (tests/test_card_layout.py). The query
+itself is behind the footer's "Show query".
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.cards.common import (
+    REF_COLUMN,
     Element,
     card,
     cell,
@@ -26,6 +30,7 @@ from bot.cards.common import (
 )
 
 MAX_CARD_COLUMNS = 6
+TABLE_COLUMNS = 2  # more than this are stacked per row
 MAX_ROWS = 100  # a hunt's take at most; fewer when the card's size limit says so
 CELL_CHARS = 60
 
@@ -59,9 +64,22 @@ def result_table(data: ResultTable) -> Element:
         body += [subtle(note)] if note else []
         body += [subtle(f"Also in the result: {plain(', '.join(left_out), 200)}")] if left_out else []
         body += warnings(list(data.notes))
+        if len(shown_columns) > TABLE_COLUMNS:
+            body += [_stacked(shown_columns, values, ref) for values, ref in
+                     list(zip(data.rows, data.refs, strict=True))[:limit]]
+            return card(body)
         headers: Sequence[str] = (["#"] if with_refs else []) + list(shown_columns)
-        widths = ([1] if with_refs else []) + [3] * len(shown_columns)
+        widths: list[int | str] = ([REF_COLUMN] if with_refs else []) + [1] * len(shown_columns)
         body.append(table(headers, widths, rows))
         return card(body)
 
     return fit(build, MAX_ROWS)
+
+
+def _stacked(columns: Sequence[str], values: Sequence[str], ref: str) -> Element:
+    """One row as a block: its [n] and each column's value on its own line."""
+    lines = [text(f"{ref} {plain(columns[0], 40)}: {plain(values[0], CELL_CHARS) or '-'}".strip(),
+                  size="small", weight="bolder", spacing="none")]
+    lines += [text(f"{plain(c, 40)}: {plain(v, CELL_CHARS) or '-'}", size="small", spacing="none")
+              for c, v in zip(columns[1:], values[1:MAX_CARD_COLUMNS], strict=False)]
+    return {"type": "Container", "separator": True, "spacing": "small", "items": lines}

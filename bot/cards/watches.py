@@ -17,6 +17,7 @@ from bot.cards.common import (
     card,
     cell,
     details_action,
+    exact,
     fit,
     header,
     plain,
@@ -80,14 +81,13 @@ def triage_section(t: Triage) -> list[Element]:
     """ "Triage: HIGH", one line per main entity (its level and signals), and the related open incidents."""
     out: list[Element] = [text(f"Triage: {_LEVEL_WORDS[t.level.value]}", weight="bolder", separator=True,
                                spacing="medium")]
-    facts = []
-    for e in t.entities:
+    for e in t.entities:  # the value on its own line, exactly as the record holds it (copied into a hunt)
         verdict = "not assessed (its evidence could not be read)" if e.failed else (
             _LEVEL_WORDS[e.level.value] + (f": {', '.join(e.signals[:3])}" if e.signals else ""))
-        facts.append({"title": _KIND_LABELS.get(e.kind) or plain(e.kind, 12),
-                      "value": breakable(plain(f"{e.value} · {verdict}", 200))})
-    if facts:
-        out.append({"type": "FactSet", "facts": facts, "spacing": "small"})
+        label = _KIND_LABELS.get(e.kind) or plain(e.kind, 12)
+        out.append({"type": "Container", "spacing": "small", "items": [
+            text(f"{label} · {plain(verdict, 200)}", size="small", weight="bolder"),
+            exact(e.value, 200, size="small", spacing="none")]})
     if t.related:
         listed = "; ".join(f"#{r.number} {plain(r.title, 60)} ({plain(r.severity, 13)})" for r in t.related)
         out.append(subtle(f"Related open incidents: {breakable(listed)}", spacing="small"))

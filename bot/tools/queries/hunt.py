@@ -71,10 +71,12 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
     records: list[HuntRow] = list(result.records)
     window = str(meta.parameters.get("time_window", ""))
     filters = meta.parameters.get("where") or []
-    subtitle = f"last {window}" + (f", {count_label(len(filters), 'filter')}" if filters else "")
+    # The table in the subtitle: a header's large text cannot hold "DeviceProcessEvents" whole at 320 px.
+    subtitle = f"{meta.parameters.get('table', '')}, last {window}" + (
+        f", {count_label(len(filters), 'filter')}" if filters else "")
     refs = tuple("" if (r := row_ref(row, ref_for)) == "-" else r for row in records)
     return result_table(ResultTable(
-        title=f"Hunt: {meta.parameters.get('table', '')}", subtitle=subtitle,
+        title="Hunt", subtitle=subtitle,
         columns=tuple(name for name, _ in output),
         rows=tuple(tuple(shown(row.value(n), k) for n, k in output) for row in records),
         refs=refs, total=max(meta.total, len(records)), demo=meta.is_demo, notes=meta.warnings))
