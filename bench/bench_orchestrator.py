@@ -274,7 +274,8 @@ def first_row_citation(content: str, conversation: Conversation) -> str:
         return f"{cells[0]} ({cells[1]} alert)"
     if kind == "entities":
         return f"{cells[0]} ({cells[1]})"
-    return f"the {cells[0]} bin ({cells[2]} {cells[1]} alerts)"
+    severities = lines[1].split("|")  # get_alert_trend: a row per bin, a column per severity
+    return f"the {cells[0]} bin ({cells[1]} {severities[1]} alerts)"
 
 
 class InvestigationBrain:

@@ -7,6 +7,7 @@ These assert the rules and the tools' schemas, never their wording: the wording 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ import tiktoken
 from bot.orchestrator import prompts
 from bot.orchestrator.llm import tool_entry
 from bot.orchestrator.references import References
-from bot.sentinel.models import AlertSummary, EntityCount, QueryMetadata, QueryResult
+from bot.sentinel.models import AlertSummary, EntityCount, QueryMetadata, QueryResult, TrendBin
 from bot.tools.registry import TOOLS
 
 # Prompt tokens sent on every model call before the conversation (system prompt with the demo note, and the offered
@@ -96,3 +97,16 @@ def test_the_reference_list_names_rows_by_short_ids_and_types() -> None:
     assert lines == ["[1] alert 05016cbc", "[2] account alice@contoso.com (3 alerts)"]
     assert references.get(1).key == GUID, "the full id is kept: only the model's list is short"
     assert "Ignore" not in references.context(), "attacker-writable names stay out of the system message"
+
+
+def test_the_trend_reads_one_row_per_bin_with_every_count() -> None:
+    starts = [datetime(2026, 11, d, tzinfo=UTC) for d in (13, 14, 15)]
+    bins = tuple(TrendBin(s, severity, 10 * i + j) for i, s in enumerate(starts)
+                 for j, severity in enumerate(("High", "Medium", "Low")))
+    meta = QueryMetadata("get_alert_trend", {"time_window": "last_3d"}, len(bins), len(bins), False, 1.0,
+                         "SecurityAlert", "P3D", "demo")
+    lines = TOOLS.text(QueryResult(bins, meta), lambda kind, key: None, {}).splitlines()
+    assert lines[1] == "bin_start_utc|High|Medium|Low"
+    assert lines[2:] == ["2026-11-13 00:00|0|1|2", "2026-11-14 00:00|10|11|12", "2026-11-15 00:00|20|21|22"]
+    empty = QueryResult((), dataclasses.replace(meta, total=0, returned=0))
+    assert "no rows" in TOOLS.text(empty, lambda kind, key: None, {})
