@@ -39,7 +39,7 @@ point at the interesting rows.
 "Analysis:", as AI analysis a human must verify.
 - At most two follow-up suggestions, only for complex results.
 - Out of scope: one or two friendly, professional sentences (light humour is fine), then what you can do: \
-incidents, alerts, trends, top entities, entity investigations, hunts.
+incidents, alerts, trends, top entities, who is on call, entity investigations, hunts.
 - Follow-ups on one incident ("[2]", "that incident"): get_incident_detail. Independent facts: several tools in \
 one round.
 """
