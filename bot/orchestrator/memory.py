@@ -90,8 +90,7 @@ def digest(item: ToolResult, what: str = "result", *, lines: int = DIGEST_LINES,
         return item
     shown = [line if len(line) <= line_chars else line[:line_chars] + "..." for line in kept[:lines]]
     if len(kept) > lines:
-        shown.append(f"({what} shortened: {len(kept) - lines} more lines; call the tool again if those rows are "
-                     "needed)")
+        shown.append(f"({what} shortened: {len(kept) - lines} more lines; call the tool again for them)")
     return replace(item, content="\n".join(shown), compacted=True)
 
 

@@ -160,12 +160,13 @@ def _entity_label(reference: Reference) -> str | None:
 def _context_label(reference: Reference) -> str:
     """What the model is told a reference is. This list goes in a system message, so it names incidents and
     alerts by their ids only: titles and alert names are attacker-writable and stay in the tool results,
-    which the model treats as data. Entities are named by their (short) identifying value."""
+    which the model treats as data. Entities are named by their (short) identifying value. An alert's id is cut to
+    its first 8 characters: no tool takes an alert id, and a whole GUID costs about 20 tokens a line on every call."""
     if reference.kind is RefKind.INCIDENT:
         return f"incident #{reference.key}"
     if reference.kind is RefKind.ALERT:
-        return f"alert {reference.key}"
-    return f"{reference.kind} {reference.label}"
+        return f"alert {reference.key[:8]}"
+    return reference.label  # "account alice@contoso.com (12 alerts)": the entity's type leads its label
 
 
 def _short(text: str, width: int = 50) -> str:

@@ -7,6 +7,7 @@ source of truth. ``to_dict()`` gives plain JSON-ready data for logs, state and t
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -282,8 +283,12 @@ def _plain(value: Any) -> Any:
         return value.isoformat().replace("+00:00", "Z")
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):  # an investigation's level
+        return value.value
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
     return value
 
 

@@ -28,11 +28,11 @@ from bot.tools.tool import Parameter, Tool
 
 # Words an analyst uses for themselves as the assignee.
 SELF_WORDS = frozenset({"me", "myself", "self", "i"})
-_CONFIRM = "Only shows a confirmation card; the analyst must press Confirm. Only when the analyst asks for it in " \
-           "their message."
+# The system prompt's rules say the rest (asked by the analyst, confirmed on the card); this is sent on every call.
+_CONFIRM = "Only on the analyst's own request; they confirm it on a card."
 _INCIDENT = Parameter(
     "incident_ref",
-    "The incident's number, e.g. \"42\", or its reference from this conversation, e.g. \"[2]\".",
+    "Its number (42) or reference ([2]).",
     required=True,
 )
 _EXAMPLE = '{"incident_ref": "42"}'

@@ -85,7 +85,7 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
 
 TOOL: Tool = read_tool(
     hunt.SPEC,
-    "Hunt one table with typed filters, no KQL. JSON fields are columns (sign-ins Country City DeviceOS ErrorCode "
+    "One log table, typed filters, no KQL. JSON fields are columns (sign-ins Country City DeviceOS ErrorCode "
     "MfaMethod; AuditLogs InitiatedByUser TargetUpn; device events ParentProcess); errors list valid names.",
     "Hunting...",
     text=hunt_text,

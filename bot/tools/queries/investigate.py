@@ -71,10 +71,10 @@ async def run(sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResul
 
 TOOL = Tool(
     NAME,
-    "Investigate one account (UPN), host, IP, file hash, URL or domain across sign-ins, directory changes, identity "
-    "risk, UEBA, device, email and threat-intel tables plus its alerts and incidents. Returns the bot's own "
-    "assessment (level and signals): report it as given, never another verdict.",
-    (Parameter("entity", "The value, e.g. alice@contoso.com, WS-FIN-042, 203.0.113.7.", required=True),
+    # Every token is sent on every model call; "report the assessment as given" is also in the system prompt.
+    "One account (UPN), host, IP, hash, URL or domain across sign-in, directory, risk, UEBA, device, email and "
+    "threat-intel logs, its alerts and incidents; with the bot's assessment (level, signals) to report as given.",
+    (Parameter("entity", "", required=True),
      Parameter("entity_type", "Detected when omitted.", enum=tuple(k.value for k in EntityKind)),
      Parameter("time_window", "", enum=tuple(w.value for w in TimeWindow), default=DEFAULT_WINDOW.value)),
     "Investigating the entity across the evidence tables...",

@@ -34,8 +34,7 @@ def entities_text(result: QueryResult, ref_for: RefFor) -> str:
 
 TOOL: Tool = read_tool(
     top_entities.SPEC,
-    "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High-severity counts: "
-    "\"which hosts/users were hit most\".",
+    "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High counts: who was hit most.",
     "Finding top targeted entities...",
     text=entities_text,
     card=cards.entities_card,
