@@ -191,6 +191,8 @@ CORRECT: dict[str, Callable[[World], str]] = {
          for owner in sorted({i.owner for i in _open(w) if i.owner})]
         + ["- **Unassigned**: " + ", ".join(f"#{i.number}" for i in _open(w) if not i.owner)]),
     "a hypothetical": lambda w: f"If #{_open(w)[0].number} were Low, it could wait until Monday.",
+    "shift start dates beside the names": lambda w: "Next: " + ", ".join(  # a date-time is not a phone number
+        f"{e.name} ({e.team}, from {e.shift_start:%Y-%m-%d %H:%M})" for e in w.roster if not e.on_shift) + ".",
 }
 
 

@@ -50,6 +50,7 @@ _NEXT = re.compile(r"\b(?:next|up next|takes over|after (?:her|him|them))\b", re
 _SHIFT_END = re.compile(r"\b(?:until|till|ends? at|ending at|off at|through|finishes at)\s+(\d{1,2}):(\d\d)\s*"
                         r"(UTC|GMT|Z)?", re.IGNORECASE)
 _PHONE = re.compile(r"(?<![\w.])\+?\d[\d ().-]{6,18}\d(?!\w|\.\d)")
+_DATE_OR_TIME = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}:\d{2}\b")
 _PEAK = re.compile(r"\b(?:peak(?:ed|s)?|busiest|highest|most alerts|spiked?|maximum)\b(?![\s-]+sev)", re.IGNORECASE)
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
@@ -217,7 +218,9 @@ def roster(text: str, offset: int, facts: Facts, asserted: bool) -> list[Problem
 
 
 def _phone(person: RosterFact, after: str, offset: int, facts: Facts) -> list[Problem]:
-    m = _PHONE.search(after[:60])
+    # A date or a time ("from 2026-11-20 16:00") has the shape of a phone number too: never read as one.
+    m = next((m for m in _PHONE.finditer(after[:60]) if not _DATE_OR_TIME.search(m.group(0))
+              and not after.startswith(":", m.end())), None)
     if not m:
         return []
     said = re.sub(r"\D", "", m.group(0))
