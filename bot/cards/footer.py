@@ -76,11 +76,11 @@ def _footer(sources: Sequence[SourceLine], demo: bool, disclaimer: bool, notices
         body.append(subtle(plain(source.text, 300)))
         if source.kql.strip():
             body.append({"type": "Container", "id": f"kql-{index}", "isVisible": False,
-                         "items": _kql(source.kql, kql_chars)})
+                         "items": kql_lines(source.kql, kql_chars)})
     return card(body)
 
 
-def _kql(kql: str, limit: int) -> list[Element]:
+def kql_lines(kql: str, limit: int) -> list[Element]:
     """The query in monospace, one line per block. TextRuns are not read as markdown, so `*`, `_` and `[`
     stay as typed and the query can be copied; links and tags are still broken in case a client does. When the
     card's size limit leaves room for only part of it, whole lines are shown and a note says how much."""

@@ -8,11 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.cards.common import (
+    MAX_CARD_BYTES,
     Element,
     RefFor,
     actions,
     card,
-    fit,
+    card_size,
     header,
     plain,
     ref,
@@ -20,8 +21,7 @@ from bot.cards.common import (
     text,
     warnings,
 )
-from bot.cards.footer import MAX_KQL_CHARS
-from bot.cards.footer import _kql as kql_lines
+from bot.cards.footer import kql_lines
 from bot.investigation.models import Investigation, Level, Section
 from bot.sentinel.models import AlertSummary, Incident, QueryResult
 
@@ -30,19 +30,31 @@ _LEVEL_STYLE = {Level.HIGH: "attention", Level.MEDIUM: "warning", Level.LOW: "ac
 
 
 def investigation_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
-    """The card of one investigation (the result's one record); fewer rows per section while it is too big."""
+    """The card of one investigation (the result's one record): every row a signal cites, up to
+    ``MAX_SECTION_ROWS`` more per section, and each section's query; while the card is over its size limit, first
+    fewer rows, then shorter queries (whole lines, with a note saying how to get the rest), then fewer rows again."""
     investigation: Investigation = result.records[0]
     demo = result.metadata.is_demo
-    return fit(lambda rows: _card(investigation, ref_for, demo, result.metadata.warnings, rows), MAX_SECTION_ROWS)
+    built: Element = {}
+    for rows, kql_chars in _SHRINK:
+        built = _card(investigation, ref_for, demo, result.metadata.warnings, rows, kql_chars)
+        if card_size(built) <= MAX_CARD_BYTES:
+            break
+    return built
 
 
-def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tuple[str, ...], rows: int) -> Element:
+# (rows per section, KQL characters per section), tried in order: a dozen queries share the card's 28 KB, and each
+# line of a query costs about 100 bytes of card beside its text.
+_SHRINK = ((MAX_SECTION_ROWS, 1_500), (6, 1_500), (4, 1_500), (4, 800), (4, 400), (2, 400), (2, 200), (1, 200),
+           (1, 0))
+
+
+def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tuple[str, ...], rows: int,
+          kql_chars: int) -> Element:
     body: list[Element] = header(f"Investigation: {plain(investigation.entity, 80)}", demo=demo,
                                  subtitle=f"{investigation.entity_kind}, {investigation.window.replace('_', ' ')}")
     body.append(_assessment(investigation))
     body += warnings(list(notes))
-    # Thirteen queries share the card: each shows at most a third of the footnote's length, less as rows go.
-    kql_chars = MAX_KQL_CHARS // 3 * rows // MAX_SECTION_ROWS
     for index, section in enumerate(investigation.sections, start=1):
         body += _section(section, index, ref_for, investigation.assessment.cited, rows, kql_chars)
     return card(body)
