@@ -84,6 +84,12 @@ def _in_window(row: dict[str, Any], window: TimeWindow, lookback: timedelta | No
     return row["TimeGenerated"] is not None and NOW - span < datetime.fromisoformat(row["TimeGenerated"]) <= NOW
 
 
+def _in_baseline(row: dict[str, Any], window: TimeWindow) -> bool:
+    """In the 14 days before the window (a sign-in's country is known to its account when it succeeded there)."""
+    moment = datetime.fromisoformat(row["TimeGenerated"])
+    return NOW - window.duration - timedelta(days=14) < moment <= NOW - window.duration
+
+
 def _sorted(rows: list[dict[str, Any]], order: tuple[tuple[str, bool], ...]) -> list[dict[str, Any]]:
     for column, descending in reversed(order):
         rows = sorted(rows, key=lambda r, c=column: (r[c] is not None, r[c]), reverse=descending)
@@ -114,12 +120,16 @@ def _expected(tool: str, rows_of: dict[str, list[dict[str, Any]]], entity: Entit
         column = {"account": "UserPrincipalName", "ip": "IPAddress"}[kind]
         keys = ("UserPrincipalName", "ResultType", "IPAddress", "Location", "AppDisplayName", "RiskLevelDuringSignIn")
         groups: dict[tuple, list[dict[str, Any]]] = {}
+        known: set[tuple[str, str]] = set()  # (account, country) of a success in the baseline before the window
         for r in rows_of["SigninLogs"]:
             if _in_window(r, window, None) and _same(r[column], value):
                 groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+            elif _in_baseline(r, window) and _same(r[column], value) and r["ResultType"] == "0":
+                known.add((r["UserPrincipalName"].lower(), r["Location"]))
         out = [dict(zip(keys, key, strict=True)) | {
             "ResultDescription": min(r["ResultDescription"] for r in group), "SignIns": len(group),
-            "FirstSeen": min(r["TimeGenerated"] for r in group), "LastSeen": max(r["TimeGenerated"] for r in group)}
+            "FirstSeen": min(r["TimeGenerated"] for r in group), "LastSeen": max(r["TimeGenerated"] for r in group),
+            "KnownCountry": (key[0].lower(), key[3]) in known}
             for key, group in groups.items()]
         out = _sorted(out, (("LastSeen", True), ("SignIns", True), *((k, False) for k in keys)))
         return [r | {"TotalMatched": len(out)} for r in out[:MAX_EVIDENCE_ROWS]]
