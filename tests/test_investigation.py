@@ -381,3 +381,39 @@ def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
     refused = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
                               '{"entity": "x\\" | union *"}'], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "spaces or control characters" in refused.stderr
+
+
+async def test_every_evidence_row_has_an_n_and_investigate_n_follows_it(backend: DemoBackend) -> None:
+    async def status(_: str) -> None:
+        return None
+
+    conversation = Conversation()
+    router = CommandRouter(SentinelClient(backend), None)
+    routed = await router.route(f"investigate {world.ALICE}", conversation, status)
+    assert routed.run is not None and routed.run.ok
+    result, references = routed.run.artifact, conversation.references
+    investigation = result.records[0]
+    # the sign-ins from the attacker's address are cited by that address's [n], on the card and in the model's text
+    bad_ip = references.ref_for("entity", f"ip:{world.BAD_IP}")
+    assert bad_ip is not None
+    signins = investigation.section("evidence_signins")
+    assert signins is not None
+    row = next(i for i, g in enumerate(signins.records) if g.ip == world.BAD_IP)
+    card = json.dumps(TOOLS.card(result, references.ref_for, NOW), ensure_ascii=False)
+    assert f"{signins.ref(row)} [{bad_ip}] · " in card
+    assert f"\n{signins.ref(row)} [{bad_ip}]|" in TOOLS.text(result, references.ref_for, {})
+    # every row of every section shows a conversation reference: its own, or the entity it names
+    text = TOOLS.text(result, references.ref_for, {})
+    evidence_lines = [line for line in text.splitlines() if line.startswith("E") and "|" in line]
+    assert evidence_lines and all(line.split("|")[0].count("[") == 1 for line in evidence_lines)
+    # "investigate [n]" investigates what [n] names
+    follow = await router.route(f"investigate [{bad_ip}] 30d", conversation, status)
+    assert follow.run is not None and follow.run.ok, follow
+    followed = follow.run.artifact.records[0]
+    assert (followed.entity_kind, followed.entity, followed.window) == ("ip", world.BAD_IP, "last_30d")
+    alice = references.ref_for("entity", f"account:{world.ALICE}")
+    assert "threat_intel_match" in {s.name for s in followed.assessment.signals}
+    incident = references.assign("incident", "42", "#42 an incident")
+    refused = await router.route(f"investigate [{incident}]", conversation, status)
+    assert refused.route is Route.UNRESOLVED and "I can investigate an account" in (refused.text or "")
+    assert alice is not None
