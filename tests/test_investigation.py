@@ -337,6 +337,24 @@ async def test_calling_a_low_assessed_account_compromised_is_marked(backend: Dem
     assert not check(f"{world.ALICE} looks compromised (assessment high).", facts, References(), NOW)
 
 
+
+async def test_a_signal_the_assessment_does_not_have_is_marked(backend: DemoBackend) -> None:
+    box = ToolBox(SentinelClient(backend))
+    facts = Facts()
+    for entity in (world.BOB, world.ALICE):
+        facts.observe((await box.run("investigate_entity", json.dumps({"entity": entity}))).artifact, NOW)
+    findings = check(f"{world.BOB} had an MFA-fatigue pattern and matched threat intelligence.", facts, References(),
+                     NOW)
+    assert [(f.category, f.claimed) for f in findings] == [("assessment", "MFA-fatigue"),
+                                                            ("assessment", "matched threat intelligence")]
+    assert "no such signal in the assessment (none)" in findings[0].note
+    # the signals alice's assessment has are backed; those it has not, or a denial, are not claims against it
+    assert not check(f"{world.ALICE} shows an MFA fatigue pattern and was added to a privileged role.", facts,
+                     References(), NOW)
+    assert not check(f"There is no MFA fatigue for {world.BOB}.", facts, References(), NOW)
+    assert check(f"{world.ALICE} matched threat intelligence.", facts, References(), NOW)
+
+
 async def test_the_generated_mfa_fatigue_incident_s_account_is_assessed_naming_the_mfa_pattern(
         backend: DemoBackend) -> None:
     account = next(v for k, v in await _incident_entities(backend, "MFA push") if k == "account")
