@@ -6,12 +6,17 @@ Run: ./run bench   (or .venv/bin/python bench/bench_investigation.py [--runs N] 
 Goal (issue 25): an investigation under 100 ms median at 1x. The entities investigated are the account and IP of the
 newest MFA-fatigue incident and the host of the newest LSASS one (their evidence is in the tables); the evidence
 tables' row counts are printed.
+
+Calibration: every account, host and IP of the demo world (seed 7, 1x) investigated over 7 and 30 days, and the
+distribution of the levels and signals, split by whether an alert or incident in the window names the entity
+("named") or none does ("background": those should be none or low).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import statistics
@@ -32,6 +37,7 @@ from bot.investigation.run import TOOL, investigate, plan  # noqa: E402
 from bot.orchestrator.llm import tool_entry  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
+from bot.sentinel.demo.world import build_world  # noqa: E402
 from bot.sentinel.models import QueryResult  # noqa: E402
 from bot.sentinel.params import TimeWindow  # noqa: E402
 from bot.sentinel.queries.evidence.entity import detect  # noqa: E402
@@ -98,6 +104,35 @@ async def measure(volume: int, runs: int, now: datetime) -> tuple[dict[str, list
     return wall, each
 
 
+async def calibration(now: datetime, windows: tuple[str, ...]) -> None:
+    """The levels (and signals) of every account, host and IP of the world, named by an alert or incident or not."""
+    backend = DemoBackend(seed=7, clock=lambda: now)
+    backend.prepare_sync()
+    client = SentinelClient(backend)
+    world = build_world(7)
+    entities = [("account", p.upn) for p in (*world.users, *world.admins, world.service)] + \
+        [("host", name) for name in world.machines] + \
+        [("ip", ip) for ip in sorted({*world.home_ips.values(), *world.attacker_ips})]
+    print(f"\n== Calibration: {len(entities)} entities of the demo world, levels by kind (none/low/medium/high)")
+    for window in windows:
+        levels: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        signals: collections.Counter[str] = collections.Counter()
+        for kind, value in entities:
+            result = await investigate(client, {"entity": value, "entity_type": kind, "time_window": window})
+            assert isinstance(result, QueryResult), result
+            investigation = result.records[0]
+            named = any(s.total for s in investigation.sections if s.name in ("query_alerts", "query_incidents"))
+            levels[("named" if named else "background", kind, investigation.assessment.level.value)] += 1
+            signals.update(s.name for s in investigation.assessment.signals)
+        for group in ("named", "background"):
+            for kind in ("account", "host", "ip"):
+                counts = [levels[(group, kind, level)] for level in ("none", "low", "medium", "high")]
+                if any(counts):
+                    print(f"{window:<9} {group:<10} {kind:<8} " + " / ".join(f"{n:>2}" for n in counts))
+        print(f"{window:<9} signals: " + ", ".join(f"{name} {n}" for name, n in signals.most_common()))
+    await client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
@@ -123,6 +158,7 @@ def main() -> None:
     print(f"{'query':<28}" + "".join(f" {f'{v}x':>8}" for v in volumes))
     for tool in results[volumes[0]][1]:
         print(f"{tool:<28}" + "".join(f" {statistics.median(results[v][1][tool]):>8.1f}" for v in volumes))
+    asyncio.run(calibration(now, ("last_7d",) if args.smoke else ("last_7d", "last_30d")))
     worst = max(statistics.median(t) for t in results[volumes[0]][0].values())
     print(f"\nSlowest investigation median at {volumes[0]}x: {worst:.1f} ms; goal under {GOAL_MS:.0f} ms: "
           f"{'met' if worst < GOAL_MS else 'NOT met'}")

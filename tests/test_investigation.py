@@ -84,6 +84,12 @@ def _in_window(row: dict[str, Any], window: TimeWindow, lookback: timedelta | No
     return row["TimeGenerated"] is not None and NOW - span < datetime.fromisoformat(row["TimeGenerated"]) <= NOW
 
 
+def _in_baseline(row: dict[str, Any], window: TimeWindow) -> bool:
+    """In the 14 days before the window (a sign-in's country is known to its account when it succeeded there)."""
+    moment = datetime.fromisoformat(row["TimeGenerated"])
+    return NOW - window.duration - timedelta(days=14) < moment <= NOW - window.duration
+
+
 def _sorted(rows: list[dict[str, Any]], order: tuple[tuple[str, bool], ...]) -> list[dict[str, Any]]:
     for column, descending in reversed(order):
         rows = sorted(rows, key=lambda r, c=column: (r[c] is not None, r[c]), reverse=descending)
@@ -114,12 +120,16 @@ def _expected(tool: str, rows_of: dict[str, list[dict[str, Any]]], entity: Entit
         column = {"account": "UserPrincipalName", "ip": "IPAddress"}[kind]
         keys = ("UserPrincipalName", "ResultType", "IPAddress", "Location", "AppDisplayName", "RiskLevelDuringSignIn")
         groups: dict[tuple, list[dict[str, Any]]] = {}
+        known: set[tuple[str, str]] = set()  # (account, country) of a success in the baseline before the window
         for r in rows_of["SigninLogs"]:
             if _in_window(r, window, None) and _same(r[column], value):
                 groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+            elif _in_baseline(r, window) and _same(r[column], value) and r["ResultType"] == "0":
+                known.add((r["UserPrincipalName"].lower(), r["Location"]))
         out = [dict(zip(keys, key, strict=True)) | {
             "ResultDescription": min(r["ResultDescription"] for r in group), "SignIns": len(group),
-            "FirstSeen": min(r["TimeGenerated"] for r in group), "LastSeen": max(r["TimeGenerated"] for r in group)}
+            "FirstSeen": min(r["TimeGenerated"] for r in group), "LastSeen": max(r["TimeGenerated"] for r in group),
+            "KnownCountry": (key[0].lower(), key[3]) in known}
             for key, group in groups.items()]
         out = _sorted(out, (("LastSeen", True), ("SignIns", True), *((k, False) for k in keys)))
         return [r | {"TotalMatched": len(out)} for r in out[:MAX_EVIDENCE_ROWS]]
@@ -327,6 +337,24 @@ async def test_calling_a_low_assessed_account_compromised_is_marked(backend: Dem
     assert not check(f"{world.ALICE} looks compromised (assessment high).", facts, References(), NOW)
 
 
+
+async def test_a_signal_the_assessment_does_not_have_is_marked(backend: DemoBackend) -> None:
+    box = ToolBox(SentinelClient(backend))
+    facts = Facts()
+    for entity in (world.BOB, world.ALICE):
+        facts.observe((await box.run("investigate_entity", json.dumps({"entity": entity}))).artifact, NOW)
+    findings = check(f"{world.BOB} had an MFA-fatigue pattern and matched threat intelligence.", facts, References(),
+                     NOW)
+    assert [(f.category, f.claimed) for f in findings] == [("assessment", "MFA-fatigue"),
+                                                            ("assessment", "matched threat intelligence")]
+    assert "no such signal in the assessment (none)" in findings[0].note
+    # the signals alice's assessment has are backed; those it has not, or a denial, are not claims against it
+    assert not check(f"{world.ALICE} shows an MFA fatigue pattern and was added to a privileged role.", facts,
+                     References(), NOW)
+    assert not check(f"There is no MFA fatigue for {world.BOB}.", facts, References(), NOW)
+    assert check(f"{world.ALICE} matched threat intelligence.", facts, References(), NOW)
+
+
 async def test_the_generated_mfa_fatigue_incident_s_account_is_assessed_naming_the_mfa_pattern(
         backend: DemoBackend) -> None:
     account = next(v for k, v in await _incident_entities(backend, "MFA push") if k == "account")
@@ -371,3 +399,39 @@ def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
     refused = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
                               '{"entity": "x\\" | union *"}'], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "spaces or control characters" in refused.stderr
+
+
+async def test_every_evidence_row_has_an_n_and_investigate_n_follows_it(backend: DemoBackend) -> None:
+    async def status(_: str) -> None:
+        return None
+
+    conversation = Conversation()
+    router = CommandRouter(SentinelClient(backend), None)
+    routed = await router.route(f"investigate {world.ALICE}", conversation, status)
+    assert routed.run is not None and routed.run.ok
+    result, references = routed.run.artifact, conversation.references
+    investigation = result.records[0]
+    # the sign-ins from the attacker's address are cited by that address's [n], on the card and in the model's text
+    bad_ip = references.ref_for("entity", f"ip:{world.BAD_IP}")
+    assert bad_ip is not None
+    signins = investigation.section("evidence_signins")
+    assert signins is not None
+    row = next(i for i, g in enumerate(signins.records) if g.ip == world.BAD_IP)
+    card = json.dumps(TOOLS.card(result, references.ref_for, NOW), ensure_ascii=False)
+    assert f"{signins.ref(row)} [{bad_ip}] · " in card
+    assert f"\n{signins.ref(row)} [{bad_ip}]|" in TOOLS.text(result, references.ref_for, {})
+    # every row of every section shows a conversation reference: its own, or the entity it names
+    text = TOOLS.text(result, references.ref_for, {})
+    evidence_lines = [line for line in text.splitlines() if line.startswith("E") and "|" in line]
+    assert evidence_lines and all(line.split("|")[0].count("[") == 1 for line in evidence_lines)
+    # "investigate [n]" investigates what [n] names
+    follow = await router.route(f"investigate [{bad_ip}] 30d", conversation, status)
+    assert follow.run is not None and follow.run.ok, follow
+    followed = follow.run.artifact.records[0]
+    assert (followed.entity_kind, followed.entity, followed.window) == ("ip", world.BAD_IP, "last_30d")
+    alice = references.ref_for("entity", f"account:{world.ALICE}")
+    assert "threat_intel_match" in {s.name for s in followed.assessment.signals}
+    incident = references.assign("incident", "42", "#42 an incident")
+    refused = await router.route(f"investigate [{incident}]", conversation, status)
+    assert refused.route is Route.UNRESOLVED and "I can investigate an account" in (refused.text or "")
+    assert alice is not None

@@ -1,6 +1,7 @@
 """The investigation card: the bot's assessment on top (level, score, each signal with its weight and the evidence
 rows "E<n>" it rests on), then one section per evidence query with its rows numbered E1, E2, ... across the card
-(alerts and incidents also with the conversation's [n]), how many matched, and its query behind "Show query"."""
+(each also with the conversation's [n]: an alert's, an incident's, or the entity the row names, such as a sign-in's
+IP or a process's hash), how many matched, and its query behind "Show query"."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tupl
     body.append(_assessment(investigation))
     body += warnings(list(notes))
     for index, section in enumerate(investigation.sections, start=1):
-        body += _section(section, index, ref_for, investigation.assessment.cited, rows, kql_chars)
+        body += _section(investigation, section, index, ref_for, rows, kql_chars)
     return card(body)
 
 
@@ -75,15 +76,16 @@ def _assessment(investigation: Investigation) -> Element:
     return {"type": "Container", "style": _LEVEL_STYLE[assessment.level], "items": items}
 
 
-def _section(section: Section, index: int, ref_for: RefFor, cited: set[str], rows: int,
+def _section(investigation: Investigation, section: Section, index: int, ref_for: RefFor, rows: int,
              kql_chars: int) -> list[Element]:
-    shown = section.shown(cited, rows)[:rows * 2]  # cited rows first among the rest, but the card must fit
+    # Cited rows first among the rest, but the card must fit.
+    shown = section.shown(investigation.assessment.cited, rows)[:rows * 2]
     count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
     status = f"failed: {plain(section.error, 160)}" if section.error else count
     out: list[Element] = [text(f"{section.title} ({status})", weight="bolder", separator=True, spacing="medium")]
     if shown:
         # One line per row (a Table costs several times the bytes, and thirteen sections share the card's 28 KB).
-        headers, cells = _rows(section, shown, ref_for)
+        headers, cells = _rows(investigation, section, shown, ref_for)
         out.append(subtle(" · ".join(("ref", *headers)), weight="bolder"))
         out += [subtle(" · ".join((r[0], *(plain(v, 60) or "-" for v in r[1:])))) for r in cells]
     if section.kql:
@@ -94,9 +96,10 @@ def _section(section: Section, index: int, ref_for: RefFor, cited: set[str], row
     return out
 
 
-def _rows(section: Section, shown: tuple[tuple[int, Any], ...],
+def _rows(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
           ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
-    """The headers and each row's cells (its evidence ref first, with the conversation's [n] where it has one)."""
+    """The headers and each row's cells (its evidence ref first, with the conversation's [n]: the alert's, the
+    incident's, or the entity's the row names)."""
     first = shown[0][1]
     if isinstance(first, AlertSummary):
         return ("time", "severity", "alert"), [
@@ -105,7 +108,14 @@ def _rows(section: Section, shown: tuple[tuple[int, Any], ...],
         return ("incident", "severity", "status", "title"), [
             [_refs(section, i, ref(ref_for, "incident", str(n.number))), f"#{n.number}", n.severity, n.status,
              n.title] for i, n in shown]
-    return tuple(first.HEADERS), [[section.ref(i), *r.cells()] for i, r in shown]
+    return tuple(first.HEADERS), [[_refs(section, i, row_ref(investigation, r, ref_for)), *r.cells()]
+                                  for i, r in shown]
+
+
+def row_ref(investigation: Investigation, record: Any, ref_for: RefFor) -> str:
+    """The conversation's [n] of the entity an evidence row names (References.register gave it one)."""
+    kind, value = investigation.row_entity(record)
+    return ref(ref_for, "entity", f"{kind}:{value}")
 
 
 def _refs(section: Section, index: int, conversation_ref: str) -> str:

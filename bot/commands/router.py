@@ -109,6 +109,11 @@ class CommandRouter:
             if isinstance(number, str):
                 return number
             arguments["incident_ref"] = number
+        if command.tool == "investigate_entity":  # "investigate [3]": the entity [3] names
+            entity = entity_lookup(conversation.references)(str(arguments.get("entity", "")))
+            if isinstance(entity, str):
+                return entity
+            arguments.update(entity)
         tool = command.tool or ""
         declared = TOOLS.get(tool)
         try:
@@ -179,6 +184,32 @@ def incident_lookup(references: References) -> ReferenceLookup:
         if reference.kind is not RefKind.INCIDENT:
             return f"[{reference.n}] is {reference.kind} {reference.label}, not an incident."
         return int(reference.key)
+
+    return lookup
+
+
+# A reference's entity type -> investigate_entity's entity_type (the types the investigation reads).
+_INVESTIGATED = {"account": "account", "host": "host", "ip": "ip", "hash": "hash", "filehash": "hash", "url": "url",
+                 "domain": "domain", "dns": "domain"}
+_WHOLE_REFERENCE = re.compile(r"\[(\d{1,6})\]")
+
+
+def entity_lookup(references: References) -> Callable[[str], dict[str, str] | str]:
+    """An investigation's entity value -> the arguments it stands for: itself, or what an "[n]" names (its value and
+    type), or the sentence saying why that [n] names nothing the investigation reads."""
+
+    def lookup(value: str) -> dict[str, str] | str:
+        match = _WHOLE_REFERENCE.fullmatch(value.strip())
+        if match is None:
+            return {}
+        reference = references.get(int(match.group(1)))
+        if reference is None:
+            return f"There is no [{match.group(1)}] in this conversation yet."
+        kind, _, entity = reference.key.partition(":")
+        if reference.kind is not RefKind.ENTITY or kind not in _INVESTIGATED:
+            return (f"[{reference.n}] is {reference.kind} {reference.label}: I can investigate an account, host, IP, "
+                    "file hash, URL or domain.")
+        return {"entity": entity, "entity_type": _INVESTIGATED[kind]}
 
     return lookup
 

@@ -10,7 +10,8 @@ Signals and weights (the first match of a signal's rules counts; a signal counts
 - risk_detections: high-level risk detections of the account or IP: 15.
 - mfa_fatigue: >= 5 MFA denials (result 500121): 30; 45 when a successful sign-in from an IP the denials came
   from follows the first denial (the push accepted).
-- new_country: a successful sign-in from a country first seen >= 24 h after the window's first success: 15.
+- new_country: a successful sign-in from a country the account had no successful sign-in from in the 14 days before
+  the window (its baseline), for an account that had some there (else nothing to compare with): 15.
 - privileged_role: "Add member to role" (or eligible) for the account: 35 for an admin role, else 25 ("New role").
 - high_severity_alerts: High-severity alerts naming the entity: 25 (else medium_severity_alerts: 10).
 - malicious_process: a process matching a known-bad pattern (encoded PowerShell, credential dumping, shadow copy
@@ -20,6 +21,8 @@ Signals and weights (the first match of a signal's rules counts; a signal counts
 - malicious_email: a delivered message with threats: 15.
 - ueba_priority: a UEBA activity with investigation priority >= 5: 10.
 
+Not about an IP (NOT_ABOUT): malicious_click (the address the victim clicked from) and new_country.
+
 Level by score: 0 none, 1-24 low, 25-59 medium, 60 and above high.
 """
 
@@ -28,7 +31,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 from bot.investigation.models import Assessment, Level, Section, Signal
@@ -44,11 +46,14 @@ from bot.sentinel.evidence import (
     UrlClick,
 )
 from bot.sentinel.models import AlertSummary
+from bot.sentinel.queries.evidence.signins import BASELINE
 
+# Signals that say nothing about an entity of this kind: a click's IP is where its victim clicked from, and an IP's
+# country never changes (a new country is an account's).
+NOT_ABOUT = {"ip": frozenset({"malicious_click", "new_country"})}
 LEVELS = ((60, Level.HIGH), (25, Level.MEDIUM), (1, Level.LOW))
 MAX_CITED = 8
 MFA_FATIGUE_DENIALS = 5
-NEW_COUNTRY_AFTER = timedelta(hours=24)
 UEBA_PRIORITY = 5
 # Process patterns (MITRE ATT&CK technique in the name): command line or file name, case-insensitive.
 PROCESS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern, re.IGNORECASE)) for
@@ -67,12 +72,12 @@ _OFFICE = re.compile(r"^(winword|excel|powerpnt|outlook)\.exe$", re.IGNORECASE)
 _SHELL = re.compile(r"^(cmd|powershell|pwsh|wscript|cscript|mshta|rundll32|regsvr32)\.exe$", re.IGNORECASE)
 
 
-def assess(sections: Iterable[Section]) -> Assessment:
-    """The signals the evidence holds and the level their weights sum to."""
+def assess(sections: Iterable[Section], kind: str = "") -> Assessment:
+    """The signals the evidence holds about an entity of ``kind`` and the level their weights sum to."""
     by_name = {s.name: s for s in sections}
     # A signal names at most MAX_CITED rows (its detail counts them all), so the rows cited can all be shown.
     signals = [replace(signal, evidence=signal.evidence[:MAX_CITED]) for rule in RULES
-               if (signal := rule(by_name)) is not None]
+               if (signal := rule(by_name)) is not None and signal.name not in NOT_ABOUT.get(kind, ())]
     score = sum(s.weight for s in signals)
     level = next((lvl for floor, lvl in LEVELS if score >= floor), Level.NONE)
     return Assessment(level, score, tuple(signals))
@@ -139,21 +144,17 @@ def _mfa_fatigue(sections: Sections) -> Signal | None:
 
 
 def _new_country(sections: Sections) -> Signal | None:
-    successes = [(ref, g) for ref, g in _rows(sections, "evidence_signins", SigninGroup)
-                 if g.succeeded and g.first and g.country]
-    if not successes:
+    """Successful sign-ins from a country the account had none from in the baseline before the window. An account
+    with no successful sign-in in the baseline has no known countries to compare with: no signal (new to whom?)."""
+    successes = [(ref, g) for ref, g in _rows(sections, "evidence_signins", SigninGroup) if g.succeeded and g.country]
+    with_baseline = {g.upn.lower() for _, g in successes if g.known_country}
+    new = [(ref, g) for ref, g in successes if not g.known_country and g.upn.lower() in with_baseline]
+    if not new:
         return None
-    start = min(g.first for _, g in successes if g.first)
-    first_by_country: dict[str, Any] = {}
-    for _, g in successes:
-        if g.country not in first_by_country or g.first < first_by_country[g.country]:
-            first_by_country[g.country] = g.first
-    new = {c for c, first in first_by_country.items() if first - start >= NEW_COUNTRY_AFTER}
-    if not new or len(first_by_country) < 2:
-        return None
+    countries = ", ".join(sorted({g.country for _, g in new}))
     return Signal("new_country", "Sign-ins from a new country", 15,
-                  f"successful sign-ins from {', '.join(sorted(new))} (not seen earlier in the window)",
-                  tuple(ref for ref, g in successes if g.country in new))
+                  f"{sum(g.count for _, g in new)} successful sign-in(s) from {countries} (none from there in the "
+                  f"{BASELINE.days} days before the window)", tuple(ref for ref, _ in new))
 
 
 def _privileged_role(sections: Sections) -> Signal | None:

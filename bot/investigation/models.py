@@ -92,6 +92,21 @@ class Investigation:
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
 
+    def row_entity(self, record: Any) -> tuple[str, str]:
+        """The entity an evidence row names, as a reference's (type, value): the first other than the investigated
+        one, by CITED_KINDS (a sign-in's IP, a process's hash, a click's URL, a mail's other party), else the
+        investigated entity itself, so every row can be cited ("tell me more about [3]")."""
+        found = getattr(record, "identifiers", lambda: ())()
+        for kind in CITED_KINDS:
+            for pair in found:
+                if pair[0] == kind and pair[1].lower() != self.entity.lower():
+                    return pair
+        return self.entity_kind, self.entity
+
+
+# The kinds of entity an evidence row is cited by, most telling first (names a file only by its hash).
+CITED_KINDS = ("filehash", "ip", "url", "host", "account")
+
 
 @dataclass(frozen=True)
 class EntityVerdict:

@@ -63,7 +63,7 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
     if len(failed) == len(sections):
         first = next(r for r in results if isinstance(r, QueryError))
         return replace(first, tool=TOOL, kql=_kql(sections))
-    assessment = assess(sections)
+    assessment = assess(sections, entity.kind.value)
     investigation = Investigation(entity.kind.value, entity.value, window.value, datetime.now(UTC), tuple(sections),
                                   assessment)
     metadata = QueryMetadata(

@@ -98,7 +98,7 @@ class References:
                 self._entity(record.type, record.value, count_label(record.alert_count, "alert"))
             elif isinstance(record, HuntRow) and record.identifiers():  # a hunt row: by its first identifier
                 self._entity(*record.identifiers()[0])
-            elif isinstance(record, Investigation):  # the entity, and the alerts and incidents naming it
+            elif isinstance(record, Investigation):  # the entity, its alerts and incidents, what each row names
                 self._entity(record.entity_kind, record.entity, f"assessed {record.assessment.level.value}")
                 for section in record.sections:
                     for found in section.records:
@@ -106,6 +106,8 @@ class References:
                             self._incident(found)
                         elif isinstance(found, AlertSummary):
                             self._alert(found)
+                        elif record.row_entity(found) != (record.entity_kind, record.entity):
+                            self._entity(*record.row_entity(found))
 
     def context(self) -> str:
         """The compact reference list the model sees each turn."""

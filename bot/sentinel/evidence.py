@@ -36,6 +36,7 @@ class SigninGroup:
     count: int
     first: datetime | None
     last: datetime | None
+    known_country: bool = False  # the account signed in successfully from this country in the baseline before
 
     @property
     def succeeded(self) -> bool:

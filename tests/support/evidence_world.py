@@ -33,7 +33,8 @@ def rows(now: datetime) -> dict[str, list[dict[str, Any]]]:
         signins.append(_signin(at(hours=3, minutes=50 - n * 5), ALICE, "500121", BAD_IP, "RU", "Azure Portal",
                                "Strong Authentication is required."))
     signins.append(_signin(at(hours=3), ALICE, "0", BAD_IP, "RU", "Azure Portal"))
-    signins.append(_signin(at(days=10), ALICE, "0", BAD_IP, "RU", "Azure Portal"))  # outside a 7-day window
+    signins.append(_signin(at(days=10), ALICE, "0", "10.0.0.5", "US", "Outlook"))  # her baseline (before 7 days)
+    signins.append(_signin(at(days=40), ALICE, "0", BAD_IP, "RU", "Azure Portal"))  # before her baseline
     for day in range(5):
         signins.append(_signin(at(days=day, hours=2), BOB, "0", "10.0.0.6", "US", "Teams"))
     signins.append(_signin(at(days=1), BOB, "50126", "10.0.0.6", "US", "Teams", "Invalid password"))

@@ -1,7 +1,9 @@
 """The investigations' assessments as facts, and the one claim checked against them: a sentence that names an
 investigated entity and calls it compromised (malicious, breached, taken over, ...) or states its assessment level,
 when the bot's assessment says otherwise. "alice is compromised" after an assessment of low or none is marked, with
-the assessment and its signals; "no sign alice was compromised" is not a claim of compromise.
+the assessment and its signals; "no sign alice was compromised" is not a claim of compromise. So is a named signal the
+assessment does not have: "alice had an MFA-fatigue pattern" when the assessment holds no such signal (NAMED_SIGNALS:
+the phrases that name a signal, and the assessment titles that back them).
 
 Kept apart from the incident claims (``claims``, ``grounding``): it needs only the sentence and the verdicts, and
 ``grounding.check`` adds its findings to the others'."""
@@ -23,6 +25,18 @@ _LEVEL = re.compile(r"\b(?:assessment|assessed|verdict|risk level|level)\b.{0,40
 _NEGATED = re.compile(r"\b(not|no|never|nothing|without|isn't|wasn't|aren't|weren't|unlikely|doesn't|didn't|"
                       r"cannot|can't|no sign|no evidence)\b", re.IGNORECASE)
 _SERIOUS = ("medium", "high")
+# A signal as an answer names it -> the start of the assessment titles (assessment.py) that back the claim.
+NAMED_SIGNALS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), titles) for pattern, titles in (
+        (r"\bmfa[- ]?fatigue|\b(?:mfa |push )(?:bombing|spamming|fatigue)", ("MFA-fatigue",)),
+        (r"\bthreat[- ]intel(?:ligence)?(?: feed)? (?:match|hit)|\bmatch(?:es|ed)? (?:a )?threat[- ]intel(?:ligence)?",
+         ("Threat-intelligence",)),
+        (r"\b(?:sign-?ins?|logins?|logons?) from a new country|\bnew (?:sign-?in )?country", ("Sign-ins from a new",)),
+        (r"\b(?:new|added to an?|granted an?) (?:privileged |admin(?:istrator)? )?role\b",
+         ("New privileged", "New role")),
+        (r"\bmalicious process|\bcredential dumping|\bencoded powershell", ("Malicious process",)),
+        (r"\brisky user|\bflagged as risky", ("Risky user",)),
+    ))
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,12 @@ def _claims(text: str, offset: int, verdict: VerdictFact, span: tuple[int, int])
         if verdict.level not in _SERIOUS and not _NEGATED.search(text[:match.start()]):
             out.append(VerdictMismatch(offset + match.start(), offset + match.end(), verdict.describe(),
                                        f"assessment: {verdict.level}", span))
+    for pattern, titles in NAMED_SIGNALS:
+        for match in pattern.finditer(text):
+            backed = any(title.startswith(titles) for title in verdict.signals)
+            if not backed and not _NEGATED.search(text[:match.start()]):
+                out.append(VerdictMismatch(offset + match.start(), offset + match.end(), verdict.describe(),
+                                           f"no such signal in the assessment ({verdict.level})", span))
     for match in _LEVEL.finditer(text):
         if match.group(1).lower() != verdict.level and not _NEGATED.search(text[:match.start()]):
             out.append(VerdictMismatch(offset + match.start(1), offset + match.end(1), verdict.describe(),

@@ -39,6 +39,8 @@ class Scene:
     start: datetime
     out: Rows
     person: Person
+    closed_at: datetime | None = None  # when the incident was closed, and how: the risk it raised is then resolved
+    outcome: str = ""
 
     def at(self, minutes: float) -> datetime:
         return self.start + timedelta(minutes=minutes)
@@ -70,7 +72,7 @@ def day_rows(world: World, day_start: datetime, incidents: list[Incident], alert
         if story is not None:
             scene_rng = random.Random(stable_int("sentinel-demo", world.seed, "evidence", incident.name))
             story(Scene(world, scene_rng, incident.cast, incident.created - LEAD, out,
-                        accounts[incident.cast["upn"]]))
+                        accounts[incident.cast["upn"]], incident.closed_at, incident.outcome))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -117,6 +119,11 @@ def _risk(s: Scene, minute: float, event_type: str, level: str, timing: str = "r
     s.out["AADUserRiskEvents"].append(identity.risk_event(s.person, s.at(minute), s.cast["ip"], event_type, level,
                                                           timing))
     s.out["AADRiskyUsers"].append(identity.risky_user(s.person, s.at(minute + 5), level))
+    if s.closed_at is not None:  # the analyst who closed the incident remediated or dismissed the user's risk
+        remediated = s.outcome == "TruePositive"
+        s.out["AADRiskyUsers"].append(identity.risky_user(
+            s.person, s.closed_at, "none", "remediated" if remediated else "dismissed",
+            "userPerformedSecuredPasswordReset" if remediated else "adminDismissedAllRiskForUser"))
 
 
 def _unusual(s: Scene, minute: float, priority: int = 7) -> None:

@@ -177,6 +177,20 @@ def _generate_day(world: World, day: date, first_number: int,
 # Public entry point.
 
 
+def drawn_incidents(seed: int, now: datetime, days: int = 35) -> list[Incident]:
+    """The incidents of the demo's days as drawn (template, cast, creation and closing): the world's own stories, which
+    tests and benchmarks derive their expectations from (the same draws ``generate`` renders)."""
+    world = build_world(seed)
+    first_day = now.astimezone(UTC).date() - timedelta(days=days - 1)
+    number = first_incident_number(seed, first_day)
+    drawn: list[Incident] = []
+    for offset in range(days):
+        day = first_day + timedelta(days=offset)
+        drawn += _generate_day(world, day, number, 1)[2]
+        number += daily_incident_count(seed, day)
+    return drawn
+
+
 def generate(seed: int, now: datetime, days: int = 35, volume: int = 1) -> DemoData:
     """The demo workspace's rows for the ``days`` whole UTC days ending with ``now``'s day.
 

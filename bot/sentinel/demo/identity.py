@@ -150,10 +150,10 @@ def risk_event(person: Person, when: datetime, ip: str, event_type: str, level: 
     }
 
 
-def risky_user(person: Person, when: datetime, level: str, state: str = "atRisk") -> dict:
+def risky_user(person: Person, when: datetime, level: str, state: str = "atRisk", detail: str = "none") -> dict:
     stamp = timestamp(when)
     return {"TimeGenerated": stamp, "RiskLastUpdatedDateTime": stamp, "Id": person.aad, "IsDeleted": 0,
-            "IsProcessing": 0, "OperationName": "Risky user", "RiskDetail": "none", "RiskLevel": level,
+            "IsProcessing": 0, "OperationName": "Risky user", "RiskDetail": detail, "RiskLevel": level,
             "RiskState": state, "UserDisplayName": person.display, "UserPrincipalName": person.upn,
             "CorrelationId": row_guid("risky", person.upn, stamp)}
 
