@@ -381,6 +381,13 @@ async def test_the_generated_malware_incident_s_host_is_assessed_naming_the_proc
     assert processes is not None
     named = {processes.records[int(ref[1:]) - processes.first_ref].file_name for ref in signal.evidence}
     assert named and all(name in signal.detail for name in list(named)[:1]), (signal.detail, named)
+    # The card shows the incidents naming the host as their numbers are written ("#14404", copied as typed).
+    incidents = investigation.section("query_incidents")
+    assert incidents is not None and incidents.records
+    run = await ToolBox(SentinelClient(backend)).run("investigate_entity", json.dumps(
+        {"entity": host, "entity_type": "host", "time_window": "last_30d"}))
+    card = json.dumps(TOOLS.card(run.artifact, lambda *_: None, NOW), ensure_ascii=False)
+    assert all(f" · #{i.number} · " in card for i in incidents.records[:1]) and "＃" not in card
 
 
 @pytest.mark.slow

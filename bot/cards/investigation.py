@@ -24,7 +24,7 @@ from bot.cards.common import (
 )
 from bot.cards.footer import kql_lines
 from bot.investigation.models import Investigation, Level, Section
-from bot.sentinel.models import AlertSummary, Incident, QueryResult
+from bot.sentinel.models import AlertSummary, Incident, QueryResult, one_line
 
 MAX_SECTION_ROWS = 10  # per section on the card; the model's text and the facts hold them all
 _LEVEL_STYLE = {Level.HIGH: "attention", Level.MEDIUM: "warning", Level.LOW: "accent", Level.NONE: "default"}
@@ -87,7 +87,8 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
         # One line per row (a Table costs several times the bytes, and thirteen sections share the card's 28 KB).
         headers, cells = _rows(investigation, section, shown, ref_for)
         out.append(subtle(" · ".join(("ref", *headers)), weight="bolder"))
-        out += [subtle(" · ".join((r[0], *(plain(v, 60) or "-" for v in r[1:])))) for r in cells]
+        # Made inert as one line, not cell by cell: a cell "#14404" alone would lose its "#" (a markdown heading).
+        out += [subtle(plain(" · ".join((r[0], *(one_line(v, 60) or "-" for v in r[1:]))), 2_000)) for r in cells]
     if section.kql:
         target = f"evidence-kql-{index}"
         out.append(actions({"type": "Action.ToggleVisibility", "title": "Show query", "targetElements": [target]},
