@@ -307,6 +307,12 @@ def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Map
         for index, expression in enumerate(expressions):
             conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
                          f"(kql_lower({expression}), TimeGenerated)")
+    # Imported here: the hunt package reads this module's schema, and writes its comparisons as these indexes are.
+    from bot.sentinel.hunt.sql import index_expressions
+
+    for table in columns.HUNT_INDEXED:
+        for index, expression in enumerate(index_expressions(table)):
+            conn.execute(f"CREATE INDEX {table.lower()}_hunt_{index} ON {table} ({expression}, TimeGenerated)")
 
 
 def _alert_ids(row: str) -> str:
