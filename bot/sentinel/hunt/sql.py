@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.sentinel.demo.columns import ENTITY_COLUMNS, HUNT_INDEXED
-from bot.sentinel.demo.store import iso
+from bot.sentinel.demo.values import iso
 from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column, tables
 from bot.sentinel.hunt.model import BINS, Filter, Hunt, Value
 
