@@ -335,3 +335,14 @@ def test_latest_incident_rows_follow_appended_and_updated_incident_rows() -> Non
     alert_ids = json.loads(row["AlertIds"])
     assert alert_ids and all(conn.execute("SELECT 1 FROM IncidentAlert WHERE SystemAlertId = ? AND IncidentNumber = ?",
                                           (a, number)).fetchone() for a in alert_ids)
+
+
+def test_the_background_grows_with_the_volume_up_to_10x_then_more_slowly() -> None:
+    """1x and 10x keep the background they always had (their tests and figures); past 10x it keeps growing, never
+    shrinking, but as the square root, so the 100x workspace fits in memory."""
+    from bot.sentinel.demo.activity import background_rounds
+
+    assert [background_rounds(v) for v in range(1, 11)] == list(range(1, 11))
+    rounds = [background_rounds(v) for v in range(10, 1001)]
+    assert rounds == sorted(rounds) and background_rounds(15) > 10
+    assert background_rounds(100) == 32 and background_rounds(1000) == 100

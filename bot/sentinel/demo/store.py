@@ -42,11 +42,13 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bot.sentinel.demo import columns, generator
+from bot.sentinel.demo.values import iso as iso  # the storage form of a datetime: its users import it from here
+from bot.sentinel.hunt.sql import index_expressions
 from bot.sentinel.spec import MV_EXPAND_LIMIT, entity_value
 
 TABLES_FILE = Path(__file__).resolve().parent.parent / "tables.json"
@@ -60,11 +62,6 @@ def load_table_columns() -> dict[str, list[tuple[str, str]]]:
 
 
 _SHARED = "DemoShared"  # the table of a shared copy saying what it was built from (save_shared)
-
-
-def iso(moment: datetime) -> str:
-    """The storage form of a datetime: UTC, microseconds, 'Z' (fixed width, sorts as text)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def connect(path: str = ":memory:") -> sqlite3.Connection:
@@ -307,6 +304,9 @@ def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Map
         for index, expression in enumerate(expressions):
             conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
                          f"(kql_lower({expression}), TimeGenerated)")
+    for table in columns.HUNT_INDEXED:
+        for index, expression in enumerate(index_expressions(table)):
+            conn.execute(f"CREATE INDEX {table.lower()}_hunt_{index} ON {table} ({expression}, TimeGenerated)")
 
 
 def _alert_ids(row: str) -> str:

@@ -12,9 +12,14 @@ import json
 import random
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bot.sentinel.demo.catalog import DEMO_SUFFIX
+
+
+def iso(moment: datetime) -> str:
+    """The storage form of a datetime: UTC, microseconds, 'Z' (fixed width, sorts as text)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def stable_int(*parts: object) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from bot.sentinel.demo.store import load_table_columns
+from bot.sentinel.demo.columns import schema
 
 # Kusto types a hunt can compare, by what a filter value must be.
 STRING_TYPES = frozenset({"string", "guid"})
@@ -133,10 +133,9 @@ DEFAULTS: dict[str, tuple[str, ...]] = {
 @cache
 def tables() -> dict[str, Table]:
     """The allow-listed tables, by name."""
-    schema = load_table_columns()
     out = {}
     for name, defaults in DEFAULTS.items():
-        own = {column: Column(column, kind) for column, kind in schema[name]}
+        own = {column: Column(column, kind) for column, kind in schema()[name]}
         virtual = {}
         for vname, kind, source, path in VIRTUAL.get(name, ()):
             assert vname not in own, f"{name}.{vname}: a virtual column may not hide a real one"

@@ -15,9 +15,9 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel.demo.columns import ENTITY_COLUMNS
-from bot.sentinel.demo.store import iso
-from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column
+from bot.sentinel.demo.columns import ENTITY_COLUMNS, HUNT_INDEXED
+from bot.sentinel.demo.values import iso
+from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column, tables
 from bot.sentinel.hunt.model import BINS, Filter, Hunt, Value
 
 
@@ -92,6 +92,19 @@ def _lowered(column: Column) -> str:
     return f"kql_lower({expression(column)})"
 
 
+def compared(column: Column) -> str:
+    """What an equality, ``in`` or range filter on ``column`` compares: text in lower case, other values as typed.
+    The demo indexes this very expression for its tables' hot hunt columns (``demo/columns.HUNT_INDEXED``)."""
+    return _lowered(column) if column.type in STRING_TYPES else expression(column)
+
+
+def index_expressions(table: str) -> tuple[str, ...]:
+    """The expressions the demo indexes on ``table`` for hunts (``demo/columns.HUNT_INDEXED``), as ``compared``
+    writes them."""
+    found = tables()[table]
+    return tuple(compared(column) for name in HUNT_INDEXED.get(table, ()) if (column := found.find(name)))
+
+
 def _stored(value: Value) -> Any:
     if isinstance(value, datetime):
         return iso(value)
@@ -107,8 +120,8 @@ def condition(f: Filter, params: list[Any]) -> str:
         params.append(str(f.values[0]))
         function = {"has": "kql_has", "contains": "contains_ci", "startswith": "kql_startswith"}[f.op]
         return f"{function}({column}, ?)"
+    column = compared(f.column)
     if text:
-        column = _lowered(f.column)
         params.extend(str(v) for v in f.values)
         marks = ["kql_lower(?)"] * len(f.values)
     else:
