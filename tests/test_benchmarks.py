@@ -24,7 +24,8 @@ EXPECTED = {
         r"Demo workspace \(seed \d+\): \d+ incidents in \d+ incident rows, \d+ alerts in \d+ alert rows",
         r"query +arguments +rows +median ms +p90 ms +CPU ms",  # CPU beside wall: the machine may be shared
         *(rf"(?m)^{tool} .* \d+ +{NUMBER} +{NUMBER} +{NUMBER}$"
-          for tool in ("query_incidents", "get_incident_detail", "query_alerts", "get_alert_trend", "get_top_entities")),
+          for tool in ("query_incidents", "get_incident_detail", "query_alerts", "get_alert_trend",
+                       "get_top_entities")),
         rf"Slowest median {NUMBER} ms; goal every query under 50 ms median: {VERDICT}",
         r"the database holds \d+\.\d+ GB; peak memory so far \d+\.\d+ GB",
     ],
