@@ -49,6 +49,18 @@ async def test_commands_work_without_a_model_and_say_how_to_enable_questions(dem
     assert chat.conversation.preferences == {"time_window": "last_7d", "min_severity": "High"}
 
 
+async def test_an_investigation_reads_as_the_bots_assessment_and_tables_with_whole_values(demo_client) -> None:
+    chat = TerminalChat(demo_client, None, out=io.StringIO(), status=io.StringIO())
+    shown = await chat.answer("investigate ws-fin-023 30d")
+    assert "Investigation of host ws-fin-023, last 30d" in shown and "Assessment: " in shown
+    assert "computed by the bot" in shown and "state it as given" not in shown, "words for the model, not for people"
+    assert "Processes (" in shown and "E1 [" in shown and "Source: investigate_entity(" in shown
+    hashes = [token for token in shown.split() if len(token) == 64 and all(c in "0123456789abcdef" for c in token)]
+    assert hashes, "a file event's SHA-256 is shown whole (copied into a hunt or a block list)"
+    follow = await chat.answer("investigate [1] 7d")
+    assert "Investigation of" in follow
+
+
 async def test_questions_go_through_the_model_with_status_on_stderr(fake_openai: FakeOpenAI, demo_client) -> None:
     fake_openai.brain = rule_model.brain
     chat, status = chat_with_model(fake_openai, demo_client)

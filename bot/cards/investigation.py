@@ -85,7 +85,7 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
     out: list[Element] = [text(f"{section.title} ({status})", weight="bolder", separator=True, spacing="medium")]
     if shown:
         # One line per row (a Table costs several times the bytes, and thirteen sections share the card's 28 KB).
-        headers, cells = _rows(investigation, section, shown, ref_for)
+        headers, cells = section_rows(investigation, section, shown, ref_for)
         out.append(subtle(" · ".join(("ref", *headers)), weight="bolder"))
         # Made inert as one line, not cell by cell: a cell "#14404" alone would lose its "#" (a markdown heading).
         out += [subtle(plain(" · ".join((r[0], *(one_line(v, 60) or "-" for v in r[1:]))), 2_000)) for r in cells]
@@ -97,8 +97,8 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
     return out
 
 
-def _rows(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
-          ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
+def section_rows(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
+                 ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
     """The headers and each row's cells (its evidence ref first, with the conversation's [n]: the alert's, the
     incident's, or the entity's the row names)."""
     first = shown[0][1]

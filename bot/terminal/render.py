@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 
 from bot.cards.common import nothing_matched_text
 from bot.cards.filters import filter_label
+from bot.cards.investigation import section_rows
+from bot.investigation.models import Investigation
 from bot.sentinel.models import (
     DEMO_NOTICE,
     AlertSummary,
@@ -26,6 +28,7 @@ from bot.sentinel.models import (
 )
 from bot.tools.registry import TOOLS
 
+INVESTIGATION_ROWS = 10  # per section, beside every row a signal cites
 SEVERITY_SHORT = {"High": "HIGH", "Medium": "MED", "Low": "LOW", "Informational": "INFO"}
 RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's [n]
 
@@ -78,9 +81,30 @@ def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | No
         body = on_call(result.records)
     elif tool == "get_top_entities":
         body = entities(result.records, ref_for, now)
+    elif tool == "investigate_entity":
+        body = investigation(result.records[0], ref_for)
     else:  # a query without a table of its own here: the rows the model reads
         body = TOOLS.text(result, ref_for, {})
     return "\n".join(part for part in (body, footer(result) if with_footer else "") if part)
+
+
+def investigation(found: Investigation, ref_for: RefFor) -> str:
+    """The bot's assessment (level, each signal and the rows it rests on), then each section's rows as a table."""
+    assessment = found.assessment
+    lines = [f"Investigation of {found.entity_kind} {clean(found.entity, 120)}, {found.window.replace('_', ' ')}",
+             f"Assessment: {assessment.level.value.upper()} (score {assessment.score}), computed by the bot from the "
+             "rows below by fixed rules"]
+    lines += [f"  +{s.weight} {s.title}: {clean(s.detail, 160)} ({', '.join(s.evidence[:8])})"
+              for s in assessment.signals] or ["  no signal in the evidence read"]
+    for section in found.sections:
+        shown = section.shown(assessment.cited, INVESTIGATION_ROWS)
+        status = f"failed: {clean(section.error, 160)}" if section.error else (
+            f"{len(shown)} of {section.total}" if section.total > len(shown) else str(section.total))
+        lines += ["", f"{section.title} ({status})"]
+        if shown:
+            headers, rows = section_rows(found, section, shown, ref_for)
+            lines.append(table(["", *headers], [[clean(v, 80) for v in row] for row in rows]))  # a hash whole
+    return "\n".join(lines)
 
 
 def on_call(records: Sequence[OnCallEntry]) -> str:
