@@ -70,9 +70,8 @@ def _assessment(investigation: Investigation) -> Element:
     if not assessment.signals:
         items.append(text("No signal in the evidence read.", size="small"))
     for signal in assessment.signals:
-        cited = ", ".join(signal.evidence[:8]) + (" …" if len(signal.evidence) > 8 else "")
-        items.append(text(f"+{signal.weight} {signal.title}: {plain(signal.detail, 160)} ({cited})", size="small",
-                          spacing="small"))
+        items.append(text(f"+{signal.weight} {signal.title}: {plain(signal.detail, 160)} ({signal.evidence_text()})",
+                          size="small", spacing="small"))
     return {"type": "Container", "style": _LEVEL_STYLE[assessment.level], "items": items}
 
 
@@ -80,9 +79,8 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
              kql_chars: int) -> list[Element]:
     # Cited rows first among the rest, but the card must fit.
     shown = section.shown(investigation.assessment.cited, rows)[:rows * 2]
-    count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
-    status = f"failed: {plain(section.error, 160)}" if section.error else count
-    out: list[Element] = [text(f"{section.title} ({status})", weight="bolder", separator=True, spacing="medium")]
+    out: list[Element] = [text(f"{section.title} ({plain(section.status(len(shown)), 168)})", weight="bolder",
+                               separator=True, spacing="medium")]
     if shown:
         # One line per row (a Table costs several times the bytes, and thirteen sections share the card's 28 KB).
         headers, cells = section_rows(investigation, section, shown, ref_for)

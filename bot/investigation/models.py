@@ -33,6 +33,12 @@ class Section:
     def ref(self, index: int) -> str:
         return f"E{self.first_ref + index}"
 
+    def status(self, shown: int) -> str:
+        """What its heading says beside its title: why it failed, or how many rows are shown of how many."""
+        if self.error:
+            return f"failed: {self.error}"
+        return f"{shown} of {self.total}" if self.total > shown else str(shown)
+
     def shown(self, cited: set[str], limit: int) -> tuple[tuple[int, Any], ...]:
         """(index, record) of the rows to show: the first ``limit``, and every row a signal cites."""
         return tuple((i, r) for i, r in enumerate(self.records) if i < limit or self.ref(i) in cited)
@@ -47,6 +53,10 @@ class Signal:
     weight: int
     detail: str
     evidence: tuple[str, ...]
+
+    def evidence_text(self, most: int = 8) -> str:
+        """The rows it rests on, as a reader sees them: "E3, E7, E9", "…" past ``most``."""
+        return ", ".join(self.evidence[:most]) + (" …" if len(self.evidence) > most else "")
 
 
 @dataclass(frozen=True)

@@ -94,13 +94,11 @@ def investigation(found: Investigation, ref_for: RefFor) -> str:
     lines = [f"Investigation of {found.entity_kind} {clean(found.entity, 120)}, {found.window.replace('_', ' ')}",
              f"Assessment: {assessment.level.value.upper()} (score {assessment.score}), computed by the bot from the "
              "rows below by fixed rules"]
-    lines += [f"  +{s.weight} {s.title}: {clean(s.detail, 160)} ({', '.join(s.evidence[:8])})"
+    lines += [f"  +{s.weight} {s.title}: {clean(s.detail, 160)} ({s.evidence_text()})"
               for s in assessment.signals] or ["  no signal in the evidence read"]
     for section in found.sections:
         shown = section.shown(assessment.cited, INVESTIGATION_ROWS)
-        status = f"failed: {clean(section.error, 160)}" if section.error else (
-            f"{len(shown)} of {section.total}" if section.total > len(shown) else str(section.total))
-        lines += ["", f"{section.title} ({status})"]
+        lines += ["", f"{section.title} ({clean(section.status(len(shown)), 168)})"]
         if shown:
             headers, rows = section_rows(found, section, shown, ref_for)
             lines.append(table(["", *headers], [[clean(v, 80) for v in row] for row in rows]))  # a hash whole

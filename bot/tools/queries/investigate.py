@@ -44,11 +44,10 @@ def _section(investigation: Investigation, section: Section, ref_for: RefFor) ->
     if section.error:
         return [f"## {section.title}: FAILED ({cell(section.error, 200)}); its rows are unknown, not none"]
     shown = section.shown(investigation.assessment.cited, MAX_TEXT_ROWS)
-    count = f"{len(shown)} of {section.total}" if section.total > len(shown) else str(len(shown))
     if not shown:
         return [f"## {section.title}: none"]
     headers, cells = _cells(investigation, section, shown, ref_for)
-    return [f"## {section.title}: {count}", "|".join(("ref", *headers)),
+    return [f"## {section.title}: {section.status(len(shown))}", "|".join(("ref", *headers)),
             *("|".join(cell(v, 100) for v in row) for row in cells)]
 
 
