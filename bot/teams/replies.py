@@ -22,7 +22,7 @@ from bot import cards
 from bot.orchestrator import sources
 from bot.orchestrator.loop import TurnResult
 from bot.orchestrator.references import Reference, References, RefKind
-from bot.sentinel.models import Incident, IncidentDetail, QueryError, QueryResult
+from bot.sentinel.models import QueryError, QueryResult
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolRun
 
@@ -146,23 +146,9 @@ def answer(turn: TurnResult, references: References, now: datetime, *, demo: boo
 
 
 def next_questions(results: Sequence[QueryResult], references: References) -> list[str]:
-    """What an analyst usually asks next about these results (at most three), naming rows by their [n]."""
-    questions: list[str] = []
-    for result in results:
-        tool, first = result.metadata.tool, result.records[0] if result.records else None
-        if first is None:
-            continue
-        if tool == "query_incidents" and isinstance(first, Incident):
-            n = references.ref_for("incident", str(first.number))
-            questions += [f"Tell me more about [{n}]" if n else f"Tell me more about incident {first.number}",
-                          "Which accounts and hosts were hit most this week?"]
-        elif tool == "get_incident_detail" and isinstance(first, IncidentDetail):
-            questions += ["Is this alert volume unusual this week?", "Show the other incidents from the last 24 hours"]
-        elif tool == "get_top_entities":
-            questions += ["Show the alerts from the last 24 hours", "Show the alert trend for the last 7 days"]
-        elif tool in ("query_alerts", "get_alert_trend"):
-            questions += ["Which incidents are open and high severity?", "Which hosts were hit most this week?"]
-    return list(dict.fromkeys(questions))[:3]
+    """What an analyst usually asks next about these results (at most three, each tool's own ``follow_ups``),
+    naming rows by their [n]."""
+    return TOOLS.follow_ups(results, references.ref_for)
 
 
 def command_result(result: QueryResult | QueryError, run: ToolRun, references: References,

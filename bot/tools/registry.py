@@ -1,17 +1,19 @@
 """The registry: every tool the bot has, read and write, found by name.
 
 The orchestrator offers ``offered(writes=...)`` to the model, shows ``status_text`` while a call runs,
-and renders results with the tool's own ``text`` (for the model) and ``card`` (for Teams). A read query is a
+and renders results with the tool's own ``text`` (for the model), ``card`` (for Teams) and ``terminal`` (for the
+terminal chat); a Teams answer suggests the tools' ``follow_ups``. A read query is a
 module in ``bot.sentinel.queries`` and its tool a module in ``bot.tools.queries`` (listed in ``read_tools``); a
 write action, a declaration in ``write_tools`` (plus its change kind in ``bot.sentinel.changes``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from bot import cards
+from bot.cards import plaintext
 from bot.cards.common import Element
 from bot.sentinel.models import QueryError, QueryResult
 from bot.tools.compact import RefFor, error_text
@@ -69,6 +71,26 @@ class Registry:
         if tool is None or tool.card is None:
             return cards.error("Unknown result", f"There is no card for results of {name[:60]!r}.", None)
         return cards.result_card(result, tool.card, ref_for, now, changes=changes, empty=tool.empty)
+
+
+    def terminal(self, result: QueryResult, ref_for: RefFor, now: datetime | None = None) -> str:
+        """A result as the terminal prints it: the tool's plain text (its compact text when it has none), or the
+        words for no rows."""
+        tool = self.get(result.metadata.tool)
+        if not result.records:
+            return (tool.terminal_empty if tool and tool.terminal_empty else plaintext.nothing_matched)(result)
+        if tool is not None and tool.terminal is not None:
+            return tool.terminal(result, ref_for, now)
+        return self.text(result, ref_for, {})
+
+    def follow_ups(self, results: Sequence[QueryResult], ref_for: RefFor, limit: int = 3) -> list[str]:
+        """What an analyst usually asks next about these results (at most ``limit``), each tool's own questions."""
+        questions: list[str] = []
+        for result in results:
+            tool = self.get(result.metadata.tool)
+            if result.records and tool is not None and tool.follow_ups is not None:
+                questions += tool.follow_ups(result, ref_for)
+        return list(dict.fromkeys(questions))[:limit]
 
 
 TOOLS = Registry(READ_TOOLS + WRITE_TOOLS + (analyst_kql.TOOL,))

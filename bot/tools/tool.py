@@ -2,10 +2,11 @@
 
 A tool declares its name and description for the model, its typed parameters (the JSON schema is
 generated from them), the status text the analyst sees while it runs, and what its result becomes:
-compact text for the model and an Adaptive Card for Teams (read tools), or the kind of incident change it
-proposes (write tools, which ``needs_confirmation``: they never run on the model's word, the analyst
-confirms them on a card). The loop and the surfaces look tools up by name in the registry and never keep
-lists of names of their own.
+compact text for the model, an Adaptive Card for Teams, plain text for the terminal and the questions an
+analyst usually asks next (read tools), or the kind of incident change it proposes (write tools, which
+``needs_confirmation``: they never run on the model's word, the analyst confirms them on a card). The loop
+and the surfaces ask the registry for a result's card, text or follow-ups and never name a tool themselves
+(tests/test_architecture.py holds that no surface module spells a tool's name).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.cards import CardBuilder
-from bot.cards.common import Element
+from bot.cards.common import Element, RefFor
+from bot.cards.plaintext import PlainBuilder
 from bot.sentinel.changes import ChangeKind
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryError, QueryResult
@@ -51,6 +53,10 @@ class Parameter:
         return schema
 
 
+# (result with at least one record, [n] lookup) -> questions an analyst usually asks next, naming rows by their [n]
+FollowUps = Callable[[QueryResult, RefFor], list[str]]
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -62,6 +68,9 @@ class Tool:
     card: CardBuilder | None = None  # read tools: the result as an Adaptive Card
     change: ChangeKind | None = None  # write tools: the kind of incident change proposed
     empty: Callable[[QueryResult], Element] | None = None  # read tools: the card for no rows (default: generic)
+    terminal: PlainBuilder | None = None  # read tools: the result as the terminal prints it (default: ``text``)
+    terminal_empty: Callable[[QueryResult], str] | None = None  # read tools: the terminal's no rows (default: generic)
+    follow_ups: FollowUps | None = None  # read tools: what an analyst usually asks next about a result with rows
     command_only: bool = False  # run by a command only (an analyst's own KQL), never offered to the model
     # A read tool that runs several queries itself (an investigation) instead of its one declared query.
     run: Callable[[SentinelClient, dict[str, Any]], Awaitable[QueryResult | QueryError]] | None = None
@@ -84,10 +93,12 @@ class Tool:
 
 
 def read_tool(spec: QuerySpec, description: str, status_text: str, *, text: TextBuilder, card: CardBuilder,
-              example: str = "{}", empty: Callable[[QueryResult], Element] | None = None) -> Tool:
+              example: str = "{}", empty: Callable[[QueryResult], Element] | None = None,
+              terminal: PlainBuilder | None = None, terminal_empty: Callable[[QueryResult], str] | None = None,
+              follow_ups: FollowUps | None = None) -> Tool:
     """A read tool from its query's declaration: the parameters' schema is the declaration's, so it cannot drift
     from what the data layer accepts."""
     parameters = tuple(Parameter(p.name, p.description, p.kind, p.enum, p.default, p.minimum, p.maximum,
                                  bool(p.required), p.items) for p in spec.params)
     return Tool(spec.name, description, parameters, status_text, example, text=text, card=card, empty=empty,
-                command_only=spec.internal)
+                terminal=terminal, terminal_empty=terminal_empty, follow_ups=follow_ups, command_only=spec.internal)

@@ -1,4 +1,5 @@
-"""get_alert_trend as a tool: one compact row per time bin with a column per severity, and the trend chart card.
+"""get_alert_trend as a tool: one compact row per time bin with a column per severity, the trend chart card, the
+terminal's bars, and the questions asked next (as after alerts).
 
 The query returns a count per (bin, severity), zero-filled; the model reads them pivoted, each bin's start once
 (a week of daily bins: 8 lines instead of 32), every count kept.
@@ -9,9 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot import cards
+from bot.cards import plaintext
 from bot.sentinel.models import QueryResult, TrendBin
 from bot.sentinel.queries import alert_trend
 from bot.tools.compact import RefFor, bounded, cell, head
+from bot.tools.queries.alerts import volume_follow_ups
 from bot.tools.tool import Tool, read_tool
 
 
@@ -34,5 +37,7 @@ TOOL: Tool = read_tool(
     "Analyzing alert trends...",
     text=trend_text,
     card=cards.trend_card,
+    terminal=plaintext.trend_text,
+    follow_ups=volume_follow_ups,
     example='{"time_window": "last_24h"}',
 )

@@ -1,9 +1,11 @@
-"""query_alerts as a tool: alerts as compact rows with their [n] and a few entities, and the alert list card."""
+"""query_alerts as a tool: alerts as compact rows with their [n] and a few entities, the alert list card, the
+terminal's table, and the questions asked next about alert volume (the trend's too)."""
 
 from __future__ import annotations
 
 from bot import cards
-from bot.sentinel.models import AlertSummary
+from bot.cards import plaintext
+from bot.sentinel.models import AlertSummary, QueryResult
 from bot.sentinel.queries import alerts
 from bot.tools.compact import RefFor, cell, ref, table_text
 from bot.tools.tool import Tool, read_tool
@@ -18,6 +20,11 @@ def _row(a: AlertSummary, ref_for: RefFor) -> str:
     ])
 
 
+def volume_follow_ups(result: QueryResult, ref_for: RefFor) -> list[str]:
+    """After alerts or their trend: where they went (incidents) and what they hit."""
+    return ["Which incidents are open and high severity?", "Which hosts were hit most this week?"]
+
+
 TOOL: Tool = read_tool(
     alerts.SPEC,
     "Alerts in a window with product and entities, also those in no incident.",
@@ -25,5 +32,7 @@ TOOL: Tool = read_tool(
     text=table_text("alerts", ["ref", "severity", "time_utc", "status", "product", "name (untrusted text)",
                                "entities"], _row),
     card=cards.alerts_card,
+    terminal=plaintext.alerts_text,
+    follow_ups=volume_follow_ups,
     example='{"time_window": "last_24h"}',
 )

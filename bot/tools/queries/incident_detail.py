@@ -1,8 +1,10 @@
-"""get_incident_detail as a tool: the incident, its alerts and entities as compact text, and the detail card."""
+"""get_incident_detail as a tool: the incident, its alerts and entities as compact text, the detail card, the
+terminal's text (and its words when no incident matches), and the questions asked next."""
 
 from __future__ import annotations
 
 from bot import cards
+from bot.cards import plaintext
 from bot.sentinel.models import IncidentDetail, QueryResult
 from bot.sentinel.queries import incident_detail
 from bot.tools.compact import RefFor, bounded, cell, head, ref
@@ -47,11 +49,20 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
     return bounded(lines, entity_rows, len(entity_rows))
 
 
+def follow_ups(result: QueryResult, ref_for: RefFor) -> list[str]:
+    if not isinstance(result.records[0], IncidentDetail):
+        return []
+    return ["Is this alert volume unusual this week?", "Show the other incidents from the last 24 hours"]
+
+
 TOOL: Tool = read_tool(
     incident_detail.SPEC,
     "One incident in depth: description, alerts, entities, owner, classification, portal link.",
     "Looking up incident details...",
     text=incident_detail_text,
     card=cards.incident_detail_card,
+    terminal=plaintext.incident_detail_text,
+    terminal_empty=plaintext.no_incident,
+    follow_ups=follow_ups,
     example='{"incident_ref": "42"}',
 )

@@ -1,9 +1,11 @@
-"""query_incidents as a tool: incidents as compact rows with their [n], and the incident table card."""
+"""query_incidents as a tool: incidents as compact rows with their [n], the incident table card, the terminal's
+table, and the questions asked next (the first incident, the entities hit most)."""
 
 from __future__ import annotations
 
 from bot import cards
-from bot.sentinel.models import Incident
+from bot.cards import plaintext
+from bot.sentinel.models import Incident, QueryResult
 from bot.sentinel.queries import incidents
 from bot.tools.compact import RefFor, cell, ref, table_text
 from bot.tools.tool import Tool, read_tool
@@ -18,6 +20,15 @@ def _row(i: Incident, ref_for: RefFor) -> str:
     ])
 
 
+def follow_ups(result: QueryResult, ref_for: RefFor) -> list[str]:
+    first = result.records[0]
+    if not isinstance(first, Incident):
+        return []
+    n = ref_for("incident", str(first.number))
+    return [f"Tell me more about [{n}]" if n else f"Tell me more about incident {first.number}",
+            "Which accounts and hosts were hit most this week?"]
+
+
 TOOL: Tool = read_tool(
     incidents.SPEC,
     "Incidents created in a window: severity, status, owner, alerts, tactics; the queue, who is on what.",
@@ -25,5 +36,7 @@ TOOL: Tool = read_tool(
     text=table_text("incidents", ["ref", "number", "severity", "status", "owner", "created_utc", "alerts", "tactics",
                                   "title (untrusted text)"], _row),
     card=cards.incidents_card,
+    terminal=plaintext.incidents_text,
+    follow_ups=follow_ups,
     example='{"time_window": "last_24h"}',
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.cards.investigation import investigation_card
+from bot.cards.plaintext import investigation_text
 from bot.investigation.models import Investigation, Section
 from bot.investigation.run import TOOL as NAME
 from bot.investigation.run import investigate
@@ -87,5 +88,6 @@ TOOL = Tool(
     '{"entity": "alice@contoso.com", "time_window": "last_7d"}',
     text=text,
     card=investigation_card,
+    terminal=investigation_text,
     run=run,
 )

@@ -1,10 +1,12 @@
-"""get_on_call as a tool: the roster as compact text for the model, and the "on shift now / next" card."""
+"""get_on_call as a tool: the roster as compact text for the model, the "on shift now / next" card, and the
+terminal's table."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
+from bot.cards import plaintext
 from bot.cards.common import Element, RefFor, card, cell, header, plain, subtle, table, text, warnings
 from bot.sentinel.models import OnCallEntry, QueryResult, on_call_order
 from bot.sentinel.queries import on_call
@@ -87,4 +89,5 @@ TOOL: Tool = read_tool(
     text=on_call_text,
     card=on_call_card,
     empty=empty_card,
+    terminal=plaintext.on_call_text,
 )

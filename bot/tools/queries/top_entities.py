@@ -1,9 +1,10 @@
 """get_top_entities as a tool: the entities as compact rows (one asked for by value also with its first sighting),
-and the top entities card."""
+the top entities card, the terminal's table, and the questions asked next (the alerts, their trend)."""
 
 from __future__ import annotations
 
 from bot import cards
+from bot.cards import plaintext
 from bot.sentinel.models import EntityCount, QueryResult
 from bot.sentinel.queries import top_entities
 from bot.tools.compact import RefFor, cell, ref, table_text
@@ -32,11 +33,17 @@ def entities_text(result: QueryResult, ref_for: RefFor) -> str:
     return (_pivot if result.metadata.parameters.get("entity") else _top)(result, ref_for)
 
 
+def follow_ups(result: QueryResult, ref_for: RefFor) -> list[str]:
+    return ["Show the alerts from the last 24 hours", "Show the alert trend for the last 7 days"]
+
+
 TOOL: Tool = read_tool(
     top_entities.SPEC,
     "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High counts: who was hit most.",
     "Finding top targeted entities...",
     text=entities_text,
     card=cards.entities_card,
+    terminal=plaintext.entities_text,
+    follow_ups=follow_ups,
     example='{"time_window": "last_24h"}',
 )
