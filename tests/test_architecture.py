@@ -166,3 +166,35 @@ def test_the_rules_can_fail() -> None:
     """A guard against a vacuous walk: the scanner does see imports."""
     assert "bot.sentinel.models" in _imports(BOT / "sentinel" / "client.py")
     assert "azure.monitor.query.aio" in _imports(BOT / "sentinel" / "loganalytics.py")
+
+
+# Surfaces and the commands ask a tool's declaration for its card, text and follow-ups (bot/tools), never spell
+# its name: a new tool is then one module, and no surface grows a branch for it.
+NAMELESS_AREAS = ("teams", "terminal", "commands")
+
+
+def _tool_name_literals(path: Path, names: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, name) of each string literal in ``path`` that is a tool's name (f-string parts included)."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names]
+
+
+def _tool_names() -> frozenset[str]:
+    from bot.tools.registry import TOOLS
+
+    return frozenset(tool.name for tool in TOOLS.tools)
+
+
+def test_no_surface_spells_a_tool_name() -> None:
+    names = _tool_names()
+    problems = [f"{module}:{line} spells {name!r}" for module, path in _modules() if _area(module) in NAMELESS_AREAS
+                for line, name in _tool_name_literals(path, names)]
+    assert not problems, problems
+
+
+def test_the_tool_name_scan_can_fail() -> None:
+    """The scanner does see names where they are declared (the write tools are declared by their name)."""
+    names = _tool_names()
+    assert {"assign_incident", "query_incidents"} <= names
+    found = {name for _, name in _tool_name_literals(BOT / "tools" / "write_tools.py", names)}
+    assert "assign_incident" in found and "escalate_incident" in found

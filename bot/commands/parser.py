@@ -15,17 +15,28 @@ from typing import Any
 
 from bot.sentinel.params import Severity, TimeWindow
 from bot.sentinel.queries import is_query, parameter_names
+from bot.tools.queries import alert_trend, alerts, analyst_kql, incident_detail, incidents, investigate, on_call
+from bot.tools.queries import top_entities as entities
+from bot.tools.write_tools import (
+    ADD_INCIDENT_COMMENT,
+    ASSIGN_INCIDENT,
+    ESCALATE_INCIDENT,
+    SET_INCIDENT_SEVERITY,
+    SET_INCIDENT_STATUS,
+)
 
 _WINDOWS = {w.kql_timespan: w for w in TimeWindow} | {w.value: w for w in TimeWindow}
 _WINDOWS |= {"today": TimeWindow.LAST_24H, "day": TimeWindow.LAST_24H, "week": TimeWindow.LAST_7D,
              "month": TimeWindow.LAST_30D, "hour": TimeWindow.LAST_1H}
 _SEVERITIES = {s.value.lower(): s for s in Severity} | {"info": Severity.INFORMATIONAL, "med": Severity.MEDIUM}
+# Each command names its tool by the tool's own declaration (bot.tools), never by a string of its own.
 _LIST_COMMANDS = {
-    "incidents": "query_incidents",
-    "alerts": "query_alerts",
-    "trend": "get_alert_trend",
-    "entities": "get_top_entities",
+    "incidents": incidents.TOOL.name,
+    "alerts": alerts.TOOL.name,
+    "trend": alert_trend.TOOL.name,
+    "entities": entities.TOOL.name,
 }
+DETAIL = incident_detail.TOOL.name  # "incident 42", and a card's Details button
 _ALIASES = {"incident list": "incidents", "top entities": "entities", "alert trend": "trend"}
 _ON_CALL_WORDS = frozenset({"who is on call", "who's on call", "whos on call", "oncall", "on call", "on-call",
                             "on call now", "who is on shift"})
@@ -36,17 +47,17 @@ _REFERENCE = re.compile(r"^(?:incident|details?|show)\s+\[(\d{1,3})\]$")
 _TARGET = r"(?P<target>\[\d{1,3}\]|#?\d{1,10}|incident\s+#?\d{1,10})"
 _CHANGE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (tool, re.compile(pattern, re.IGNORECASE)) for tool, pattern in (
-    ("assign_incident", rf"^(?:assign|reassign)\s+{_TARGET}\s+to\s+(?P<who>.+)$"),
-    ("set_incident_status", rf"^(?:close|resolve)\s+{_TARGET}(?:\s+(?P<rest>.*))?$"),
-    ("set_incident_status", rf"^(?P<verb>reopen|activate)\s+{_TARGET}$"),
-    ("set_incident_status", rf"^status\s+{_TARGET}\s+(?:to\s+)?(?P<status>\w+)$"),
-    ("set_incident_severity", rf"^(?:severity|sev)\s+{_TARGET}\s+(?:to\s+)?(?P<severity>\w+)$"),
-    ("set_incident_severity", rf"^(?:raise|lower|escalate|downgrade|set)\s+{_TARGET}\s+(?:severity\s+)?to\s+"
-                              rf"(?P<severity>\w+)$"),
-    ("add_incident_comment", rf"^(?:comment|note)\s+(?:on\s+)?{_TARGET}\s*[:\-–—]?\s*(?P<comment>.*)$"),
+    (ASSIGN_INCIDENT.name, rf"^(?:assign|reassign)\s+{_TARGET}\s+to\s+(?P<who>.+)$"),
+    (SET_INCIDENT_STATUS.name, rf"^(?:close|resolve)\s+{_TARGET}(?:\s+(?P<rest>.*))?$"),
+    (SET_INCIDENT_STATUS.name, rf"^(?P<verb>reopen|activate)\s+{_TARGET}$"),
+    (SET_INCIDENT_STATUS.name, rf"^status\s+{_TARGET}\s+(?:to\s+)?(?P<status>\w+)$"),
+    (SET_INCIDENT_SEVERITY.name, rf"^(?:severity|sev)\s+{_TARGET}\s+(?:to\s+)?(?P<severity>\w+)$"),
+    (SET_INCIDENT_SEVERITY.name, rf"^(?:raise|lower|escalate|downgrade|set)\s+{_TARGET}\s+(?:severity\s+)?to\s+"
+                                rf"(?P<severity>\w+)$"),
+    (ADD_INCIDENT_COMMENT.name, rf"^(?:comment|note)\s+(?:on\s+)?{_TARGET}\s*[:\-–—]?\s*(?P<comment>.*)$"),
     # "escalate [2]", "escalate #42 and assign: contain WS-FIN-160 now" (after "escalate [2] to high", a severity)
-    ("escalate_incident", rf"^escalate\s+{_TARGET}(?:\s+(?:and\s+)?(?P<assign>assign(?:\s+(?:it|to\s+them))?))?"
-                          rf"(?:\s*(?::|--|\s[-–—])\s*(?P<reason>.*))?$"),
+    (ESCALATE_INCIDENT.name, rf"^escalate\s+{_TARGET}(?:\s+(?:and\s+)?(?P<assign>assign(?:\s+(?:it|to\s+them))?))?"
+                             rf"(?:\s*(?::|--|\s[-–—])\s*(?P<reason>.*))?$"),
     ))
 _CLASSIFICATIONS = (("false positive", "FalsePositive"), ("falsepositive", "FalsePositive"), ("fp", "FalsePositive"),
                     ("true positive", "TruePositive"), ("truepositive", "TruePositive"), ("tp", "TruePositive"),
@@ -139,7 +150,7 @@ def _analyst_kql(rest: str) -> Command:
     windowed = _KQL_WINDOW.match(rest)
     arguments = {"query": windowed.group("query"), "time_window": windowed.group("window")} if windowed \
         else {"query": rest.strip()}
-    return Command("kql", "analyst_kql", arguments)
+    return Command("kql", analyst_kql.TOOL.name, arguments)
 
 
 # Texts (lower case, spaces collapsed) that are a whole command.
@@ -152,21 +163,26 @@ _FIXED: dict[str, Callable[[], Command]] = {
 }
 
 
+def detail_command(incident_ref: object) -> Command:
+    """One incident in depth (its number, or a card's Details button's value)."""
+    return Command("incident", DETAIL, {"incident_ref": incident_ref})
+
+
 def _single(words: str) -> Command | None:
     """The on-call analyst, or one incident by number or by a row shown earlier; a bare command name's usage."""
     if words in _CHANGE_USAGE:
         # Bare command names, as the command menu inserts them.
         raise CommandError(_CHANGE_USAGE[words])
     if words.rstrip("?").strip() in _ON_CALL_WORDS:
-        return Command("oncall", "get_on_call")
+        return Command("oncall", on_call.TOOL.name)
     if words in ("incident", "details", "detail"):
         # What Teams inserts from the command menu, before the analyst types a number.
         raise CommandError("Which incident? Usage: incident N (its number), or incident [n] for a row shown "
                            'earlier, e.g. "incident 42" or "incident [2]".')
     if detail := _DETAIL.match(words):
-        return Command("incident", "get_incident_detail", {"incident_ref": int(detail.group(1))})
+        return detail_command(int(detail.group(1)))
     if reference := _REFERENCE.match(words):
-        return Command("incident", "get_incident_detail", reference=int(reference.group(1)))
+        return Command("incident", DETAIL, reference=int(reference.group(1)))
     return None
 
 
@@ -324,12 +340,15 @@ def _entity(rest: list[str], text: str) -> Command:
             arguments["min_severity"] = _SEVERITIES[word].value
         else:
             raise CommandError(f'I could not read "{word}" in "{text.strip()}". {ENTITY_USAGE}')
-    return Command("entity", "get_top_entities", arguments)
+    return Command("entity", entities.TOOL.name, arguments)
 
 
 INVESTIGATE_USAGE = ('Usage: investigate VALUE [window] [type], e.g. "investigate alice@contoso.com", '
                      '"investigate WS-FIN-042 24h" or "investigate alice 7d account".')
 _ENTITY_TYPES = frozenset({"account", "user", "host", "device", "ip", "hash", "file", "url", "domain"})
+
+
+INVESTIGATE = investigate.TOOL.name
 
 
 def _investigate(rest: list[str], text: str) -> Command:
@@ -344,7 +363,7 @@ def _investigate(rest: list[str], text: str) -> Command:
             arguments["entity_type"] = word
         else:
             raise CommandError(f'I could not read "{word[:40]}" in "{text.strip()[:120]}". {INVESTIGATE_USAGE}')
-    return Command("investigate", "investigate_entity", arguments)
+    return Command("investigate", INVESTIGATE, arguments)
 
 
 def _parse_change(text: str) -> Command | None:
@@ -356,15 +375,15 @@ def _parse_change(text: str) -> Command | None:
         groups = match.groupdict()
         target = re.sub(r"(?i)^incident\s+", "", groups["target"]).lstrip("#")
         arguments: dict[str, Any] = {"incident_ref": target}
-        if tool == "assign_incident":
+        if tool == ASSIGN_INCIDENT.name:
             arguments["assignee"] = groups["who"]
-        elif tool == "set_incident_severity":
+        elif tool == SET_INCIDENT_SEVERITY.name:
             arguments["severity"] = groups["severity"]
-        elif tool == "escalate_incident":
+        elif tool == ESCALATE_INCIDENT.name:
             arguments["assign"] = bool(groups.get("assign"))
             if (groups.get("reason") or "").strip():
                 arguments["reason"] = groups["reason"].strip()
-        elif tool == "add_incident_comment":
+        elif tool == ADD_INCIDENT_COMMENT.name:
             if not groups["comment"].strip():
                 raise CommandError('What should the comment say? Usage: comment [n]: text, e.g. "comment [2]: '
                                    'called the user, password reset".')

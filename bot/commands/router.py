@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot import audit
-from bot.commands.parser import Command, CommandError, apply_preferences, nearest, parse, with_preferences
+from bot.commands.parser import INVESTIGATE, Command, CommandError, apply_preferences, nearest, parse, with_preferences
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.references import References, RefKind
@@ -109,7 +109,7 @@ class CommandRouter:
             if isinstance(number, str):
                 return number
             arguments["incident_ref"] = number
-        if command.tool == "investigate_entity":  # "investigate [3]": the entity [3] names
+        if command.tool == INVESTIGATE:  # "investigate [3]": the entity [3] names
             entity = entity_lookup(conversation.references)(str(arguments.get("entity", "")))
             if isinstance(entity, str):
                 return entity
@@ -141,7 +141,7 @@ class CommandRouter:
         if self.sentinel.is_demo:
             return Routed(Route.INVALID, DEMO_REFUSAL, command)
         try:
-            make_query("analyst_kql", command.arguments)
+            make_query(command.tool or "", command.arguments)
         except InvalidParameter as problem:
             audit.record("kql.refused", reason="refused_text", query_text=text[:MAX_QUERY_CHARS])
             return Routed(Route.INVALID, f"Not run: {str(problem).removeprefix('query: ')}", command)

@@ -28,6 +28,8 @@ from bot.cards.extension import incident_card, incident_preview
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import Incident, IncidentDetail, QueryResult
 from bot.sentinel.params import MAX_LIMIT, InvalidParameter, parse_search
+from bot.sentinel.queries import incident_detail as detail_query
+from bot.sentinel.queries import incidents as incidents_query
 from bot.teams.links import Workspace, incident_link
 
 log = logging.getLogger(__name__)
@@ -139,14 +141,14 @@ class MessageExtension:
         except InvalidParameter as problem:
             return message(NO_ME if problem.name == "owner" else f"That search cannot run ({problem}). {HELP_TEXT}")
         if search.number is not None:
-            found = await self._run("get_incident_detail", {"incident_ref": search.number})
+            found = await self._run(detail_query.SPEC.name, {"incident_ref": search.number})
             if isinstance(found, str):
                 return message(found)
             incidents = [d.incident for d in found.records if isinstance(d, IncidentDetail)][: 1 if skip == 0 else 0]
             return self._results(incidents, total=len(incidents))
         if skip >= MAX_LIMIT:
             return self._results([], total=0)
-        found = await self._run("query_incidents", search.arguments | {"limit": min(MAX_LIMIT, skip + count)})
+        found = await self._run(incidents_query.SPEC.name, search.arguments | {"limit": min(MAX_LIMIT, skip + count)})
         if isinstance(found, str):
             return message(found)
         incidents = [i for i in found.records if isinstance(i, Incident)][skip: skip + count]
@@ -159,7 +161,7 @@ class MessageExtension:
         link = incident_link(value.get("url"), self.workspace)
         if link is None:
             return _result([])
-        found = await self._run("get_incident_detail", {"incident_ref": link.incident_ref})
+        found = await self._run(detail_query.SPEC.name, {"incident_ref": link.incident_ref})
         if isinstance(found, str) or not found.records or not isinstance(found.records[0], IncidentDetail):
             return _result([])  # nothing to show: the link stays a link
         detail, now = found.records[0], self.clock()

@@ -31,7 +31,7 @@ from msrest.serialization import Model
 
 from bot import audit, cards, telemetry
 from bot.cards import Verb
-from bot.commands.parser import Command
+from bot.commands.parser import Command, detail_command
 from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
 from bot.orchestrator.changes import ConfirmationDesk
@@ -421,7 +421,7 @@ class SentinelBot(TeamsActivityHandler):
 
     async def _detail_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                             progress: Progress, facts: TurnFacts) -> Reply:
-        command = Command("incident", "get_incident_detail", {"incident_ref": (request.value or {}).get("incident")})
+        command = detail_command((request.value or {}).get("incident"))
         return Reply(await self._query(data, command, progress, facts, request))
 
     async def _propose_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,

@@ -54,6 +54,7 @@ from bot.sentinel.changes import (
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import IncidentDetail, OnCallEntry, QueryResult, one_line
 from bot.sentinel.params import InvalidParameter
+from bot.sentinel.queries import incident_detail, on_call
 from bot.tools.registry import TOOLS
 from bot.tools.write_tools import change_from_arguments, incident_ref
 
@@ -62,7 +63,7 @@ if TYPE_CHECKING:  # the desk works on a conversation; the conversation stores i
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("bot.audit")
-ON_CALL_TOOL = "get_on_call"  # the roster query
+ON_CALL_TOOL = on_call.SPEC.name  # the roster query
 _COMMENT_IDS = uuid.UUID("6f1c1a52-6b8e-4a47-9d0c-2b8f3c1d5e70")  # namespace: audit comment id from action id
 
 WRITES_OFF = ("Changing incidents from Teams is turned off for this bot. Make the change in the Sentinel portal, "
@@ -447,7 +448,7 @@ class ConfirmationDesk:
 
     async def _read(self, number: int) -> IncidentSnapshot | str:
         """The incident by number, as the write API sees it (resource name from the workspace, then its etag)."""
-        result = await self.sentinel.run("get_incident_detail", {"incident_ref": number})
+        result = await self.sentinel.run(incident_detail.SPEC.name, {"incident_ref": number})
         if not isinstance(result, QueryResult):
             return f"I could not look up incident #{number}: {result.message}"
         detail = next((r for r in result.records if isinstance(r, IncidentDetail) and r.incident.number == number),

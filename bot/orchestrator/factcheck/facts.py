@@ -42,6 +42,9 @@ from bot.sentinel.models import (
     QueryResult,
     TrendBin,
 )
+from bot.sentinel.queries import alert_trend as trend_query
+from bot.sentinel.queries import alerts as alerts_query
+from bot.sentinel.queries import incidents as incidents_query
 
 # Sized for the conversation's state budget (teams/state.py): about 16 KB when all are full.
 MAX_INCIDENTS = 100
@@ -529,7 +532,7 @@ class Facts:
         scope = f"{meta.tool} {meta.parameters.get('time_window', '')}".strip()
         implied = _implied_qualifiers(meta.parameters)
         records = result.records
-        if meta.tool == "get_alert_trend":
+        if meta.tool == trend_query.SPEC.name:
             bins = [r for r in records if isinstance(r, TrendBin)]
             tally: Counter[tuple[str, ...]] = Counter()
             for b in bins:
@@ -546,7 +549,7 @@ class Facts:
                 days[f"{b.start:%Y-%m-%d}"] += b.count
             self.trend_days = dict(days)
             return
-        noun = {"query_incidents": "incidents", "query_alerts": "alerts"}.get(meta.tool)
+        noun = {incidents_query.SPEC.name: "incidents", alerts_query.SPEC.name: "alerts"}.get(meta.tool)
         if noun is None:
             return
         self.add_count(noun, implied, meta.total, scope)
