@@ -3,8 +3,9 @@
 The server acknowledges each activity at once and runs its turn on the runner's worker loop (see server.py,
 dispatch.py and bot/turns/runner.py). A turn: checks the activity is for the bot (in channels and group chats the
 bot answers only when @mentioned, or when one of its cards is pressed), strips the mention, loads state
-once, shows progress, answers (a command without the model, or the model's tool loop), and saves state
-once (a failed save is retried; if it never succeeds, the user is told their turn may not be remembered).
+once, shows progress, answers (routes.py: each card verb and each command route to its small handler; a question
+goes to the model's tool loop), delivers the reply and saves state once (a failed save is retried; if it never
+succeeds, the user is told their turn may not be remembered).
 Failures become a message that says what happened and gives a reference id for the logs.
 """
 
@@ -14,8 +15,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,32 +31,29 @@ from msrest.serialization import Model
 
 from bot import audit, cards, telemetry
 from bot.cards import Verb
-from bot.commands.parser import Command, detail_command
-from bot.commands.router import CommandRouter, Route
-from bot.config import LLM_HELP
+from bot.commands.router import CommandRouter
 from bot.orchestrator.changes import ConfirmationDesk
 from bot.orchestrator.local_time import zone_of
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import acting_as
-from bot.teams import replies
+from bot.teams import replies, routes
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
-from bot.teams.changes import TeamsChanges, proposed_from_card
+from bot.teams.changes import TeamsChanges
 from bot.teams.connectors import Unreachable
 from bot.teams.extension import CARD_BUTTON, EXTENSION_INVOKES, NOT_SIGNED_IN, SEARCH, MessageExtension
 from bot.teams.extension import message as extension_message
 from bot.teams.front_door import thread_channel
 from bot.teams.links import Workspace
-from bot.teams.progress import Progress, StreamingProgress, progress_for, send_with_retry
+from bot.teams.progress import Progress, progress_for, send_with_retry
+from bot.teams.routes import MAX_TEXT_CHARS, Turn
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
 from bot.teams.turn import LATER_STATE_KEY, Later, Reply, TurnFacts, TurnKind, TurnRequest, turn_span
 from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
-MAX_TEXT_CHARS = 4000
-MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
 STATE_NOT_SAVED = ("I could not save this conversation just now, so I may not remember your last message or its "
                    "results ([n] references). If you refer back to it, please repeat what you need.")
 Clock = Callable[[], datetime]
@@ -101,13 +98,6 @@ class SentinelBot(TeamsActivityHandler):
         self.changes = TeamsChanges(desk, watches, clock, sentinel.is_demo)
         self.orchestrator = orchestrator
         self.commands = CommandRouter(sentinel, orchestrator, access.hunters if access else frozenset())
-        # The card verbs, each to its handler; buttons that post text (ask, command) are answered as text.
-        self._verbs: dict[Verb, _VerbHandler] = {
-            Verb.INCIDENT_DETAIL: self._detail_click,
-            Verb.CHANGE_PROPOSE: self._propose_click,
-            Verb.CHANGE_CONFIRM: self._confirm_click,
-            Verb.CHANGE_CANCEL: self._cancel_click,
-        }
         self.state = state
         self.memory = memory
         self.clock = clock
@@ -393,152 +383,9 @@ class SentinelBot(TeamsActivityHandler):
 
     async def _respond(self, context: TurnContext, data: ConversationData, request: TurnRequest,
                        progress: Progress, facts: TurnFacts) -> Reply:
-        verb = Verb.of(request.value)
-        if verb in (Verb.ASK, Verb.COMMAND):  # a button that stands for text: answered as if it was typed
-            said = (request.value or {}).get("question" if verb is Verb.ASK else "command")
-            request, verb = replace(request, text=str(said or "").strip()[:MAX_TEXT_CHARS], value=None), None
-        typed = self.changes.typed_decision(data, request) if verb is None and not request.value else None
-        if typed is not None:  # "yes" / "cancel" typed while a change waits: that card's button, pressed
-            request, verb = typed, Verb.of(typed.value)
-        handler = self._verbs.get(verb) if verb is not None else None
-        if verb is not None and handler is not None:
-            facts.kind, facts.command = TurnKind.CARD_ACTION, _VERB_COMMANDS.get(verb, str(verb))
-        if typed is not None:
-            facts.kind = TurnKind.COMMAND
-        if verb in (Verb.CHANGE_CONFIRM, Verb.CHANGE_CANCEL) and handler is not None:
-            return await handler(context, data, request, progress, facts)
-        # A new request ends the requester's pending change, and expired ones (looking at details does not).
-        ended = self.changes.on_new_request(data, request) if verb is not Verb.INCIDENT_DETAIL else []
-        reply = await (handler or self._text)(context, data, request, progress, facts)
-        for outcome in reversed(ended):
-            if outcome.action is None:
-                continue
-            reply.card_updates.insert(0, (outcome.action.card_id, self.changes.outcome_card(outcome)))
-            if outcome.action.card_id is None:
-                reply.activities.insert(
-                    0, replies.message(f"{outcome.headline} (#{outcome.action.change.incident_number})"))
-        return reply
-
-    async def _detail_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                            progress: Progress, facts: TurnFacts) -> Reply:
-        command = detail_command((request.value or {}).get("incident"))
-        return Reply(await self._query(data, command, progress, facts, request))
-
-    async def _propose_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                             progress: Progress, facts: TurnFacts) -> Reply:
-        return await self.changes.propose(context, data, request, proposed_from_card(request.value or {}))
-
-    async def _text(self, context: TurnContext, data: ConversationData, request: TurnRequest, progress: Progress,
-                    facts: TurnFacts) -> Reply:
-        """Typed text (or a button that posts text): a command, or a question for the model."""
-        conversation = data.conversation
-        text = request.text or str((request.value or {}).get("text") or "")
-        routed = await self.commands.route(text, conversation, progress.update, me=request.user_aad_id)
-        if routed.command is not None:
-            facts.kind, facts.command = TurnKind.COMMAND, routed.command.name
-        match routed.route:
-            case Route.INVALID:
-                facts.kind = TurnKind.INVALID_COMMAND
-                return Reply([replies.error("I could not read that command", routed.text)])
-            case Route.HELP:
-                facts.kind = TurnKind.HELP
-                return Reply([replies.message(card_list=[cards.help_card()])])
-            case Route.CLEARED | Route.PREFERENCES:
-                return Reply([replies.message(routed.text)])
-            case Route.CHANGE:
-                assert routed.command is not None
-                return await self.changes.propose(context, data, request,
-                                           (routed.command.tool or "", routed.command.arguments))
-            case Route.UNRESOLVED:
-                return Reply([replies.message(f"{routed.text} Ask about an incident by its number instead.")])
-            case Route.WATCH:
-                assert routed.command is not None
-                if self.watches is None:
-                    return Reply([replies.message(WATCHES_OFF)])
-                return Reply([replies.message(await self.watches.command(
-                    routed.command, conversation_id=request.conversation_id, reference=request.reference,
-                    user_name=request.user_name, user_aad_id=request.user_aad_id, where=_where(context.activity)))])
-            case Route.NO_REFERENCE:  # answered without the model, which could only guess
-                facts.kind, facts.command = TurnKind.COMMAND, facts.command or "reference"
-                return Reply([replies.message(routed.text)])
-            case Route.QUERY:
-                assert routed.run is not None
-                facts.tool_calls = 1
-                return Reply(replies.command_result(routed.run.artifact, routed.run, conversation.references,
-                                                    self.clock(), changes=self.changes.may_change(request)))
-        return await self._question(context, data, request, progress, facts, text)
-
-    async def _question(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                        progress: Progress, facts: TurnFacts, text: str) -> Reply:
-        """Free text for the model's tool loop; its answer, cards and any proposal it made."""
-        conversation = data.conversation
-        facts.kind, facts.question_length = TurnKind.QUESTION, len(text)
-        if self.capture_content:
-            facts.question = text[:MAX_CAPTURED_CHARS]
-        if self.orchestrator is None:
-            return Reply([replies.error("Plain-language questions are not enabled", LLM_HELP,
-                                        'Commands work now: type "help".')])
-        wait = self.limits.take(request.user_aad_id or request.user_id, request.conversation_id) \
-            if self.limits is not None else None
-        if wait is not None:
-            assert self.limits is not None
-            facts.error = "rate_limited"
-            log.info("model turn refused: rate limit (%.0f s to wait)", wait)
-            return Reply([replies.message(self.limits.message(wait))])
-        actor = await self.changes.actor(context, request) if self.desk is not None and self.desk.enabled else None
-        turn = await self.orchestrator.answer(conversation, text, progress.update, actor=actor,
-                                              stream=_streamed_to(progress), local=request.local)
-        if self.limits is not None:
-            # Only the first model call: the rounds hostile tool results can force are bounded by the turn.
-            self.limits.spend(request.user_aad_id or request.user_id, request.conversation_id, turn.charged_tokens)
-        facts.rounds, facts.tool_calls, facts.answer_length = turn.rounds, len(turn.runs), len(turn.text)
-        if turn.failed:
-            facts.error = f"llm.{turn.failure}"
-        log.info("answered in %d round(s), %d tool call(s)%s", turn.rounds, len(turn.runs),
-                 f" (failed: {turn.failure})" if turn.failed else "")
-        reply = Reply(replies.answer(turn, conversation.references, self.clock(), demo=self.sentinel.is_demo,
-                                     changes=self.changes.may_change(request),
-                                     follow_ups=request.conversation_type == "personal"))
-        for proposal in turn.proposals:
-            self.changes.add_proposal(reply, proposal)
-        return reply
-
-    async def _confirm_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                             progress: Progress, facts: TurnFacts) -> Reply:
-        return await self.changes.decide(context, data, request, confirm=True)
-
-    async def _cancel_click(self, context: TurnContext, data: ConversationData, request: TurnRequest,
-                            progress: Progress, facts: TurnFacts) -> Reply:
-        return await self.changes.decide(context, data, request, confirm=False)
-
-    async def _query(self, data: ConversationData, command: Command, progress: Progress,
-                     facts: TurnFacts, request: TurnRequest) -> list[Activity]:
-        conversation = data.conversation
-        run = await self.commands.run_query(conversation, command, progress.update)
-        if isinstance(run, str):
-            return [replies.message(f"{run} Ask about an incident by its number instead.")]
-        facts.tool_calls = 1
-        return replies.command_result(run.artifact, run, conversation.references, self.clock(),
-                                      changes=self.changes.may_change(request))
-
-
-_VerbHandler = Callable[[TurnContext, ConversationData, TurnRequest, Progress, TurnFacts], Awaitable[Reply]]
-_VERB_COMMANDS = {Verb.INCIDENT_DETAIL: "incident", Verb.CHANGE_PROPOSE: "change"}  # the turn's command, for telemetry
-WATCHES_OFF = ("Watches are off on this bot. They need WATCH_POLL_SECONDS above 0 and the bot's own read access "
-               "(QUERY_IDENTITY=bot): nobody is signed in when the bot looks for new incidents.")
-
-
-def _streamed_to(progress: Progress) -> Callable[[str], Awaitable[None]] | None:
-    """Where a model answer streams as it is written: Teams streaming, in 1:1 chats only (channels and group chats
-    keep one status message, replaced by the answer)."""
-    if not isinstance(progress, StreamingProgress):
-        return None
-    streaming = progress
-
-    async def show(text: str) -> None:
-        await streaming.text(replies.safe_markdown(text))
-
-    return show
+        """The turn's answer, from the verb and route table (routes.py)."""
+        turn = Turn(self, context, data, request, progress, facts, lambda: _where(context.activity))
+        return await routes.answer(turn)
 
 
 def _feedback_text(raw: Any) -> str:
