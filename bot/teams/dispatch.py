@@ -8,7 +8,6 @@ its queue.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import json
@@ -22,7 +21,7 @@ from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity
 
 from bot.teams.connectors import auth_record
-from bot.teams.surface import ABANDONED_TEXT, Surface, deadline_text, notice, typing_first
+from bot.teams.surface import ABANDONED_TEXT, Surface, deadline_text, notice
 from bot.teams.turn import LATER_STATE_KEY
 from bot.turns.contract import TurnQueue
 from bot.turns.runner import Place, TurnRunner
@@ -105,6 +104,7 @@ class Dispatcher:
         self.surface = surface
         self.runner = runner
         self.queued = queued
+        self.typing = surface.typing  # the early typing indicators it sends (the surface's: a queued turn asks)
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
@@ -147,34 +147,21 @@ class Dispatcher:
         elif self.surface.bot.addressed_to_bot(activity):
             # The typing indicator goes out from here, once the turn is safely queued: the user sees it even
             # while every worker is busy (the worker sends its own when the turn starts).
-            queued.feedback(typing_first(activity, auth, self.surface.bot), self._typing_sending(activity))
+            queued.feedback(self.typing.first(activity, auth), self.typing.sending(activity))
         else:
             queued.wake()
         return response
 
-    def _typing_sending(self, activity: Activity) -> Callable[[], None]:
-        """Marks the turn's early typing as being sent, for this process's worker (Surface.run_queued waits for it
-        rather than send a second one); returns what says it is over."""
-        key = (activity.conversation.id, activity.id or "")
-        sending: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self.surface.typing_sending[key] = sending
-
-        def settled() -> None:
-            self.surface.typing_sending.pop(key, None)
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                sending.set_result(None)
-
-        return settled
-
     def _submit(self, activity: Activity, auth: Any, place: Place | None) -> web.Response:
         bot, adapter, runner = self.surface.bot, self.surface.adapter, self.runner
         addressed = bot.addressed_to_bot(activity)
-        first = typing_first(activity, auth, bot) if addressed else None
+        first = self.typing.first(activity, auth) if addressed else None
         abandoned = notice(activity, auth, ABANDONED_TEXT) if addressed else None
         deadline_s = self.surface.settings.turns.deadline_seconds
         late = notice(activity, auth, deadline_text(deadline_s)) if addressed else None
+        turn = self.typing.told(activity, bot.on_turn)
         if not runner.submit(place or activity.conversation.id,
-                             lambda: adapter.process_activity(auth, activity, bot.on_turn), first=first,
+                             lambda: adapter.process_activity(auth, activity, turn), first=first,
                              on_abandon=abandoned, on_timeout=late):
             runner.forget(activity.conversation.id, activity.id)
             return problem(503, "The bot is restarting or overloaded; Teams will retry.")

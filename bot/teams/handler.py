@@ -42,6 +42,7 @@ from bot.teams import replies, routes
 from bot.teams.access import REFUSAL_TEXT, AccessPolicy, TurnLimits, Where
 from bot.teams.changes import TeamsChanges
 from bot.teams.connectors import Unreachable
+from bot.teams.early_typing import TYPING_SENT_KEY
 from bot.teams.extension import CARD_BUTTON, EXTENSION_INVOKES, NOT_SIGNED_IN, SEARCH, MessageExtension
 from bot.teams.extension import message as extension_message
 from bot.teams.front_door import thread_channel
@@ -102,9 +103,6 @@ class SentinelBot(TeamsActivityHandler):
         self.memory = memory
         self.clock = clock
         self.capture_content = capture_content
-        # Activity ids whose typing indicator the server already sent, with when (time.monotonic(); popped when their
-        # turn starts). Keyed by (conversation id, activity id): activity ids are unique only within a conversation.
-        self.early_typing: dict[tuple[str, str], float] = {}
 
     # ---- routing ------------------------------------------------------------------------------------------
 
@@ -167,7 +165,7 @@ class SentinelBot(TeamsActivityHandler):
             return
         value = activity.value if isinstance(activity.value, dict) else None
         text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
-        typing_sent = self.early_typing.pop((activity.conversation.id, activity.id or ""), None) is not None
+        typing_sent = bool(turn_context.turn_state.get(TYPING_SENT_KEY))  # sent early (early_typing.py)
         await self._run_turn(turn_context, self._request(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value),
                              typing_sent)
 

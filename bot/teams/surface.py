@@ -1,16 +1,13 @@
 """The Teams surface: the bot and the adapter that runs its turns, the same in the web process and in a queue
-worker process, and the short notices a turn cut short sends its user.
+worker process, this process's early typing indicators (early_typing.py), and the short notices a turn cut short
+sends its user.
 
 ``bot.app`` builds it (``build_surface``); the web routes (server.py) and the dispatch of turns (dispatch.py) use it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,19 +17,14 @@ from botbuilder.schema import Activity
 
 from bot.config import Settings
 from bot.teams.connectors import CachingAuthentication, Unreachable
+from bot.teams.early_typing import EarlyTyping
 from bot.teams.front_door import ChannelTokens, SigningKeys
 from bot.teams.handler import SentinelBot
-from bot.teams.progress import send_with_retry, shows_typing
 from bot.turns.contract import Envelope, TurnQueue
 from bot.turns.runner import run_with_deadline
 from bot.turns.worker import TurnWorker
 
 log = logging.getLogger(__name__)
-# A queued turn's worker sends no typing indicator of its own when its web front sent one this recently (Teams shows
-# one for about 3 s, or until the next message).
-TYPING_FRESH_S = 2.0
-FRONT_TYPING_WAIT_S = 0.5  # the longest a queued turn waits for the typing indicator its front is sending
-EARLY_TYPING_KEPT = 1000  # typing indicators remembered for turns not started yet: turns that never start must not leak
 ABANDONED_TEXT = ("I was restarted before I could finish answering this, so nothing more will come for it. "
                   "Please send it again.")
 
@@ -83,9 +75,8 @@ class Surface:
     adapter: CloudAdapter
     tokens: ChannelTokens | None
     settings: Settings
-    # (conversation id, activity id) -> done once this process's front has sent (or failed to send) the turn's early
-    # typing indicator; set on the web loop, awaited on the turns' loop.
-    typing_sending: dict[tuple[str, str], concurrent.futures.Future[None]] = field(default_factory=dict)
+    # This process's early typing indicators: the dispatcher sends them (dispatch.py), a queued turn asks about them.
+    typing: EarlyTyping = field(default_factory=EarlyTyping)
 
     @property
     def authentication(self) -> CachingAuthentication:
@@ -97,26 +88,15 @@ class Surface:
         """A queued turn, as the web process would run it: typing first, then the turn within its deadline."""
         activity = Activity().deserialize(envelope.activity)
         auth = self.authentication.trusted(envelope.auth)
-        if self.bot.addressed_to_bot(activity) and not await self._typing_just_sent(activity):
+        if self.bot.addressed_to_bot(activity) and not await self.typing.just_sent(activity):
             try:
-                await typing_first(activity, auth, self.bot)()
+                await self.typing.first(activity, auth)()
             except Exception:
                 log.info("early feedback not delivered", exc_info=True)
         late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
-        await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, self.bot.on_turn),
+        turn = self.typing.told(activity, self.bot.on_turn)
+        await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, turn),
                                 self.settings.turns.deadline_seconds, late)
-
-    async def _typing_just_sent(self, activity: Activity) -> bool:
-        """Whether this process's web front sent the turn's typing indicator within :data:`TYPING_FRESH_S` (its
-        worker, taking the turn at once, need not send another; one that waited longer sends its own). While the
-        front is still sending it, wait for that (at most :data:`FRONT_TYPING_WAIT_S`)."""
-        key = (activity.conversation.id, activity.id or "")
-        sending = self.typing_sending.get(key)
-        if sending is not None:
-            with contextlib.suppress(TimeoutError, concurrent.futures.CancelledError):
-                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(sending)), FRONT_TYPING_WAIT_S)
-        sent_at = self.bot.early_typing.get(key)
-        return sent_at is not None and time.monotonic() - sent_at < TYPING_FRESH_S
 
     async def tell(self, envelope: Envelope, text: str) -> None:
         activity = Activity().deserialize(envelope.activity)
@@ -125,33 +105,6 @@ class Surface:
     def worker(self, turns: TurnQueue) -> TurnWorker:
         return TurnWorker(turns, self.run_queued, self.tell, concurrency=self.settings.turns.workers,
                           max_attempts=self.settings.turns.max_attempts)
-
-
-def typing_first(activity: Activity, auth: Any, bot: SentinelBot) -> Callable[[], Awaitable[None]]:
-    """The typing indicator, sent as soon as the turn is queued, before it waits for anything."""
-
-    async def send() -> None:
-        if not shows_typing(activity):
-            return
-        connector = await auth.connector_factory.create(activity.service_url, auth.audience)
-        typing = Activity(type="typing", from_property=activity.recipient, recipient=activity.from_property,
-                          conversation=activity.conversation, channel_id=activity.channel_id,
-                          service_url=activity.service_url, reply_to_id=activity.id)
-        try:
-            await send_with_retry(
-                lambda: connector.conversations.send_to_conversation(activity.conversation.id, typing))
-        except Unreachable as error:  # the turn's answer fails the same way and reports it once
-            log.debug("early typing not delivered: %s", error)
-            return
-        _remember_typing(bot, (activity.conversation.id, activity.id or ""))
-
-    return send
-
-
-def _remember_typing(bot: SentinelBot, key: tuple[str, str]) -> None:
-    bot.early_typing[key] = time.monotonic()
-    for old in list(bot.early_typing)[:max(len(bot.early_typing) - EARLY_TYPING_KEPT, 0)]:
-        bot.early_typing.pop(old, None)
 
 
 def deadline_text(deadline_s: int) -> str:
