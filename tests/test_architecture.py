@@ -6,7 +6,8 @@ botbuilder only in teams,
 openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
 every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
-(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module.
+(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module. Surfaces
+(teams, terminal) and the commands spell no tool's name: they ask the tool's declaration.
 """
 
 from __future__ import annotations
