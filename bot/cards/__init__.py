@@ -2,7 +2,7 @@
 
 Cards depend only on the data layer's typed data (``bot.sentinel.models``, ``bot.sentinel.changes``).
 Every card stays under ``MAX_CARD_BYTES``; text from the workspace is shown as inert plain text (see
-``common.plain``).
+``common.plain``). ``plaintext``: the same results as the terminal prints them, as pure as the cards.
 """
 
 from bot.cards.alerts import alert_list
