@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.app import query_limits
 from bot.commands.router import CommandRouter
+from bot.config import Settings
 from bot.investigation.run import plan
 from bot.orchestrator.conversation import Conversation
 from bot.sentinel.client import SentinelClient
@@ -242,3 +244,12 @@ async def test_a_429_storm_is_bounded_and_the_analyst_is_told(fake_logs: FakeLog
     assert "Log Analytics is throttling the bot's queries" in run.artifact.message
     assert "refused this query 3 times" in run.artifact.message and "ask again" in run.artifact.message.lower()
     await client.close()
+
+
+def test_each_process_of_the_deployment_takes_its_share_of_the_configured_budget() -> None:
+    workers = Settings.from_env({"TURN_WORKER_PROCESSES": "3"}, dotenv_path=None)  # the web process and 3 workers
+    assert (query_limits(workers).concurrent, query_limits(workers).per_window) == (1, 50)
+    told = Settings.from_env({"TURN_WORKER_PROCESSES": "3", "LOGS_BUDGET_SHARES": "2", "LOGS_QUEUE_WAIT_SECONDS": "30",
+                              "LOGS_QUERIES_PER_WINDOW": "100", "LOGS_QUERY_WINDOW_SECONDS": "10"}, dotenv_path=None)
+    assert query_limits(told) == QueryLimits(concurrent=2, per_window=50, window_s=10, queue_wait_s=30)
+    assert query_limits(Settings.from_env({}, dotenv_path=None)) == QueryLimits()

@@ -9,7 +9,7 @@ With ``limits`` (``ServiceLimits``) it enforces the service's throttling per cal
 ``concurrent`` queries run at once and the rest wait in its queue (429 past ``max_queued`` waiting or past
 ``max_queue_s`` of waiting), and at most ``per_window`` queries are accepted per ``window_s`` (429 past it, with a
 Retry-After or, as the service may send it, without one). It counts what it saw (``served``, ``throttled``,
-``peak``), so tests compare events and counts, never times; scaled limits (a window of a second) keep them quick.
+``peak``, ``peak_in_flight``), so tests compare events and counts, never times; scaled limits (a window of a second) keep them quick.
 ``gate``: an event every query waits for once running, so a test decides when queries finish.
 """
 
@@ -150,6 +150,7 @@ class FakeLogAnalytics:
         self.throttled: Counter[str] = Counter()  # 429s for the limits, by reason: rate, queue_full, queue_wait
         self.peak = 0  # most queries of one caller running at once
         self.peak_queued = 0  # most waiting in the fake's queue at once
+        self.peak_in_flight = 0  # most of one caller's queries in the fake at once, running or queued
         self._callers: defaultdict[str, _Caller] = defaultdict(_Caller)
         ca = trustme.CA()
         self.ca_file = tmp_path / "fake-ca.pem"
@@ -233,6 +234,7 @@ class FakeLogAnalytics:
                     return self._throttle("queue_full", {})
                 state.queued += 1
                 self.peak_queued = max(self.peak_queued, state.queued)
+                self.peak_in_flight = max(self.peak_in_flight, state.queued + state.running)
                 try:
                     await asyncio.wait_for(state.room.wait_for(lambda: state.running < limits.concurrent),
                                            limits.max_queue_s)
@@ -242,6 +244,7 @@ class FakeLogAnalytics:
                     state.queued -= 1
             state.running += 1
             self.peak = max(self.peak, state.running)
+            self.peak_in_flight = max(self.peak_in_flight, state.queued + state.running)
         try:
             response = await answer()
             self.served[caller] += 1
