@@ -12,9 +12,9 @@ taking ``--latency`` s) so the load is over the rate budget several times and a 
 the background load starts first and the analysts as soon as its first queries reached the fake (it then holds the
 budget), all as the bot's identity (QUERY_IDENTITY=bot):
 
-  interactive  ``--analysts`` investigations of an account (investigation/run.py: 10 queries each, at once)
+  interactive  ``--analysts`` investigations of an account (investigation/run.py: 11 queries each, at once)
   watch        the poll's incident_changes query, then ``--triages`` triages on arrival (investigation/triage.py:
-               the incident's detail, then its account, host and IP investigated: 1 + 10 + 9 + 6 queries each)
+               the incident's detail, then its account, host and IP investigated: 1 + 11 + 7 + 10 queries each)
   bulk         ``--bulk`` lone queries at bulk priority (what a benchmark run sends)
 
 "No budget" is the bot without limits of its own (nothing counts or orders; a 429 still holds the identity for its
@@ -223,7 +223,7 @@ async def main(args: argparse.Namespace) -> int:
         load, per_window, window = Load(3, 1, 12), 20, 0.5
     else:
         load, per_window, window = Load(args.analysts, args.triages, args.bulk), args.per_window, args.window
-    queries = load.analysts * 10 + 1 + load.triages * 26 + load.bulk
+    queries = load.analysts * 11 + 1 + load.triages * 29 + load.bulk
     print(f"== Log Analytics limits under load: {load.analysts} analysts investigating at once, a watch burst "
           f"(the poll, {load.triages} triage(s)), {load.bulk} bulk queries: about {queries} queries; the fake allows "
           f"5 at once, {per_window} per {window} s per identity, {args.latency * 1000:.0f} ms a query")
