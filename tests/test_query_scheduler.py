@@ -253,3 +253,16 @@ def test_each_process_of_the_deployment_takes_its_share_of_the_configured_budget
                               "LOGS_QUERIES_PER_WINDOW": "100", "LOGS_QUERY_WINDOW_SECONDS": "10"}, dotenv_path=None)
     assert query_limits(told) == QueryLimits(concurrent=2, per_window=50, window_s=10, queue_wait_s=30)
     assert query_limits(Settings.from_env({}, dotenv_path=None)) == QueryLimits()
+
+
+async def test_a_long_hold_refuses_the_queries_already_waiting_too() -> None:
+    scheduler = QueryScheduler(QueryLimits(concurrent=1))
+    running = await scheduler.acquire("bot")
+    assert isinstance(running, Slot)
+    waiting = [asyncio.ensure_future(scheduler.acquire("bot", patience_s=10.0)) for _ in range(3)]
+    await _until(lambda: scheduler.state("bot")["waiting"] == 3, "three waiting")
+    scheduler.hold("bot", 45.0)  # the running query's answer: 429, Retry-After 45
+    refused = await asyncio.gather(*waiting)
+    assert all(isinstance(r, Busy) and r.held_s > 40 for r in refused)
+    running.release()
+    scheduler.close()

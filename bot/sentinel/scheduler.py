@@ -98,7 +98,13 @@ class _Waiter:
     priority: Priority
     since: float
     seq: int
-    granted: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    deadline: float  # when its queue wait ends: a hold ending later refuses it
+    patience_s: float  # a hold longer than this refuses it (the caller reports such a Retry-After, not waits it)
+    # True: its slot; False: refused, the identity was held longer than its patience.
+    granted: asyncio.Future[bool] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def refuses(self, held_until: float, held_s: float) -> bool:
+        return held_until > self.deadline or held_s > self.patience_s
 
 
 class Slot:
@@ -129,16 +135,17 @@ class QueryScheduler:
         would wait past ``queue_wait_s``, or behind a hold the service asked for longer than ``patience_s``."""
         lane = self._lane(identity)
         now = self._clock()
-        waiter = _Waiter(current_priority() if priority is None else priority, now if since is None else since,
-                         next(self._seq))
-        remaining = self.limits.queue_wait_s - (now - waiter.since)
+        asked = now if since is None else since
+        remaining = self.limits.queue_wait_s - (now - asked)
+        waiter = _Waiter(current_priority() if priority is None else priority, asked, next(self._seq),
+                         deadline=now + remaining, patience_s=patience_s)
         held = lane.held_until - now
-        if held > min(remaining, patience_s):  # the service asked for a longer pause than this query may wait
+        if waiter.refuses(lane.held_until, held):  # the service asked for a longer pause than this query may wait
             return Busy(now - waiter.since, lane.ahead(), held_s=held)
         lane.waiting.append(waiter)
         lane.dispatch()
         try:
-            await asyncio.wait_for(waiter.granted, timeout=max(remaining, 0.0))
+            granted = await asyncio.wait_for(waiter.granted, timeout=max(remaining, 0.0))
         except TimeoutError:
             lane.forget(waiter)
             return Busy(self._clock() - waiter.since, lane.ahead(), held_s=max(0.0, lane.held_until - self._clock()))
@@ -148,12 +155,17 @@ class QueryScheduler:
             else:
                 lane.forget(waiter)
             raise
+        if not granted:  # a hold longer than it may wait came while it waited
+            return Busy(self._clock() - waiter.since, lane.ahead(), held_s=lane.held_until - self._clock())
         return Slot(lane)
 
     def hold(self, identity: str, seconds: float) -> None:
         """The service throttled ``identity``: none of its queries starts for ``seconds``."""
-        lane = self._lane(identity)
-        lane.held_until = max(lane.held_until, self._clock() + max(0.0, seconds))
+        lane, now = self._lane(identity), self._clock()
+        lane.held_until = max(lane.held_until, now + max(0.0, seconds))
+        for waiter in lane.waiting:  # those who may not wait that long are told now, not when their wait ends
+            if not waiter.granted.done() and waiter.refuses(lane.held_until, lane.held_until - now):
+                waiter.granted.set_result(False)
         lane.dispatch()
 
     def close(self) -> None:
@@ -230,7 +242,7 @@ class _Lane:
             self.waiting.remove(waiter)
             self.running += 1
             self.peak = max(self.peak, self.running)
-            waiter.granted.set_result(None)
+            waiter.granted.set_result(True)
 
     def _urgency(self, waiter: _Waiter, now: float) -> int:
         aged = int((now - waiter.since) // self.limits.aging_s) if self.limits.aging_s > 0 else 0
