@@ -266,3 +266,4 @@ async def test_a_long_hold_refuses_the_queries_already_waiting_too() -> None:
     assert all(isinstance(r, Busy) and r.held_s > 40 for r in refused)
     running.release()
     scheduler.close()
+

@@ -37,6 +37,7 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import kql_of, make_query
+from bot.sentinel.scheduler import Busy, Priority, QueryLimits, QueryScheduler, Slot
 from bot.terminal.chat import TerminalChat
 from bot.tools.toolbox import ToolBox
 from tests.support import connector_fake as teams
@@ -366,3 +367,14 @@ def test_audit_records_go_to_their_own_file_and_off_the_console(tmp_path: Path,
     entry = json.loads(line)
     assert entry["audit"]["event"] == "read" and entry["audit"]["rows"] == 3 and entry["level"] == "INFO"
     assert not [r for r in caplog.records if r.name == "bot.audit"], "not on the console's handlers"
+
+
+async def test_a_log_analytics_querys_wait_for_its_budget_is_measured(otel: Recorded) -> None:
+    """By priority, and whether the query was then sent (bot/sentinel/scheduler.py)."""
+    scheduler = QueryScheduler(QueryLimits(concurrent=1, queue_wait_s=0.01))
+    slot = await scheduler.acquire("bot", Priority.TRIAGE)
+    assert isinstance(slot, Slot) and isinstance(await scheduler.acquire("bot"), Busy)
+    slot.release()
+    counts = {(attrs["sentinel.priority"], attrs["sentinel.sent"]): point.count
+              for attrs, point in otel.points("sentinel.query.wait")}
+    assert counts == {("triage", True): 1, ("interactive", False): 1}

@@ -36,6 +36,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+from bot import telemetry
+
 MAX_IDLE_LANES = 64  # lanes of identities with nothing under way kept before they are swept
 
 
@@ -135,10 +137,16 @@ class QueryScheduler:
         would wait past ``queue_wait_s``, or behind a hold the service asked for longer than ``patience_s``."""
         lane = self._lane(identity)
         now = self._clock()
-        asked = now if since is None else since
+        chosen = current_priority() if priority is None else priority
+        got = await self._acquire(lane, chosen, now, now if since is None else since, patience_s)
+        telemetry.instruments().query_wait.record(self._clock() - now, {
+            "sentinel.priority": chosen.name.lower(), "sentinel.sent": isinstance(got, Slot)})
+        return got
+
+    async def _acquire(self, lane: _Lane, priority: Priority, now: float, asked: float,
+                       patience_s: float) -> Slot | Busy:
         remaining = self.limits.queue_wait_s - (now - asked)
-        waiter = _Waiter(current_priority() if priority is None else priority, asked, next(self._seq),
-                         deadline=now + remaining, patience_s=patience_s)
+        waiter = _Waiter(priority, asked, next(self._seq), deadline=now + remaining, patience_s=patience_s)
         held = lane.held_until - now
         if waiter.refuses(lane.held_until, held):  # the service asked for a longer pause than this query may wait
             return Busy(now - waiter.since, lane.ahead(), held_s=held)
@@ -150,7 +158,7 @@ class QueryScheduler:
             lane.forget(waiter)
             return Busy(self._clock() - waiter.since, lane.ahead(), held_s=max(0.0, lane.held_until - self._clock()))
         except asyncio.CancelledError:  # the turn gave up (its deadline): its place, or its slot, goes to the next
-            if waiter.granted.done() and not waiter.granted.cancelled():
+            if waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.result():
                 lane.release()
             else:
                 lane.forget(waiter)
