@@ -20,7 +20,7 @@ budget), all as the bot's identity (QUERY_IDENTITY=bot):
 "No budget" is the bot without limits of its own (nothing counts or orders; a 429 still holds the identity for its
 Retry-After or backoff, and a Retry-After longer than the bounded backoff is reported, not waited). For each
 setting: the requests sent, the 429s the fake answered, the queries that failed from throttling (the analyst would
-be told; a triage whose incident could not be read counts as one), the most queries the fake held at once ("running":
+be told: each query, inside investigations and triages too), the most queries the fake held at once ("running":
 at most 5, it queues the rest; "sent at once": running or in its queue), and each kind's p50 and slowest latency
 (from its kind's start to the investigation's, the burst's or the query's answer), so interactive latency stands
 beside the background work's. Goals with the scheduler: 0 failures from throttling, at most 5 sent at once,
@@ -42,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,11 +54,18 @@ sys.path.insert(0, str(ROOT))
 from bot.investigation.run import investigate, planned_queries  # noqa: E402
 from bot.investigation.triage import main_entities, triage  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
+from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client  # noqa: E402
 from bot.sentinel.models import QueryError, QueryResult  # noqa: E402
 from bot.sentinel.queries import kql_of, make_query  # noqa: E402
 from bot.sentinel.scheduler import Priority, QueryLimits, QueryScheduler, query_priority  # noqa: E402
-from tests.support.loganalytics_fake import FakeLogAnalytics, ServiceLimits, error_body, table_body  # noqa: E402
-from tests.support.workspaces import make_la_client  # noqa: E402
+from tests.support.loganalytics_fake import (  # noqa: E402
+    FakeCredential,
+    FakeLogAnalytics,
+    ServiceLimits,
+    error_body,
+    table_body,
+)
+from tests.support.workspaces import WORKSPACE, make_la_client  # noqa: E402
 
 WINDOW = "last_7d"
 FIRST_INCIDENT = 5000
@@ -76,7 +84,7 @@ class Outcome:
     """One setting's run: latencies by kind, and the failures from throttling."""
 
     latency: dict[str, list[float]] = field(default_factory=lambda: {"interactive": [], "watch": [], "bulk": []})
-    throttled_failures: int = 0  # queries whose error was throttling (sections of investigations included)
+    throttled_failures: int = 0  # queries whose error was throttling (inside investigations and triages too)
     other_failures: int = 0
     sent: int = 0
     throttled_responses: int = 0
@@ -125,20 +133,25 @@ async def timed(kind: str, started: float, outcome: Outcome, work: Any) -> Any:
     return result
 
 
-def count(outcome: Outcome, result: QueryResult | QueryError | Any) -> None:
-    """The failures in one piece of work: an error, or an investigation's failed sections."""
-    if isinstance(result, QueryError):
-        if result.code == "throttled":
-            outcome.throttled_failures += 1
-        else:
-            outcome.other_failures += 1
-        return
-    if isinstance(result, QueryResult):
-        for record in result.records:
-            for section in getattr(record, "sections", ()):
-                if section.error:
-                    outcome.throttled_failures += "throttl" in section.error.lower()
-                    outcome.other_failures += "throttl" not in section.error.lower()
+class Counted:
+    """The Log Analytics backend, with each query's outcome counted by error code (every query, inside
+    investigations and triages too)."""
+
+    def __init__(self, inner: LogAnalyticsBackend) -> None:
+        self.inner, self.source = inner, inner.source
+        self.errors: Counter[str] = Counter()
+
+    async def execute(self, query: Any, kql_text: str) -> Any:
+        result = await self.inner.execute(query, kql_text)
+        if isinstance(result, QueryError):
+            self.errors[result.code] += 1
+        return result
+
+    async def prepare(self) -> None:
+        await self.inner.prepare()
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 async def run_load(client: SentinelClient, fake: FakeLogAnalytics, load: Load, since: datetime) -> Outcome:
@@ -159,21 +172,13 @@ async def run_load(client: SentinelClient, fake: FakeLogAnalytics, load: Load, s
     started = time.perf_counter()
     background = [asyncio.ensure_future(timed("watch", started, outcome, watch()))] + \
         [asyncio.ensure_future(timed("bulk", started, outcome, bulk(n))) for n in range(load.bulk)]
-    while len(fake.requests) < min(5, load.bulk + 1) and not all(task.done() for task in background):
-        await asyncio.sleep(0.001)
+    while len(fake.requests) < min(5, load.bulk + 1) and not all(task.done() for task in background):  # noqa: ASYNC110
+        await asyncio.sleep(0.001)  # the fake's count is the event: it has no callback
     started = time.perf_counter()
     interactive = [timed("interactive", started, outcome,
                          investigate(client, {"entity": f"analyst{n}-target@contoso.com", "time_window": WINDOW}))
                    for n in range(load.analysts)]
-    results = await asyncio.gather(*interactive, *background)
-    for result in results:
-        for item in result if isinstance(result, list) else [result]:
-            if item is None:  # a triage that could not read its incident: every query is known, so throttled
-                outcome.throttled_failures += 1
-            elif hasattr(item, "entities"):  # a Triage: its failed entities
-                outcome.throttled_failures += sum(1 for verdict in item.entities if verdict.failed)
-            else:
-                count(outcome, item)
+    await asyncio.gather(*interactive, *background)
     return outcome
 
 
@@ -183,13 +188,17 @@ async def measure(tmp: Path, load: Load, limits: ServiceLimits, bot_limits: Quer
     since = datetime.now(UTC) - timedelta(minutes=1)
     teach(fake, load, since)
     # The bot's backoff scaled as the window is: from 1 s, at most 10 s, against the service's 30 s.
-    client = make_la_client(fake, scheduler=QueryScheduler(bot_limits), backoff_s=limits.window_s / 30,
-                            max_backoff_s=limits.window_s / 3)
+    logs = create_logs_client(FakeCredential(), endpoint=fake.endpoint, transport=fake.transport())
+    backend = Counted(LogAnalyticsBackend(logs, WORKSPACE, scheduler=QueryScheduler(bot_limits),
+                                          backoff_s=limits.window_s / 30, max_backoff_s=limits.window_s / 3))
+    client = SentinelClient(backend)
     try:
         outcome = await run_load(client, fake, load, since)
     finally:
         await client.close()
         await fake.stop()
+    outcome.throttled_failures = backend.errors.pop("throttled", 0)
+    outcome.other_failures = sum(backend.errors.values())
     outcome.sent, outcome.throttled_responses = len(fake.requests), sum(fake.throttled.values())
     outcome.peak, outcome.in_flight = fake.peak, fake.peak_in_flight
     return outcome
@@ -250,9 +259,11 @@ async def main(args: argparse.Namespace) -> int:
                  "at most 5 at once at the fake": mine.in_flight <= 5,
                  "interactive p50 below the watch's and the bulk work's":
                      p50(mine.latency["interactive"]) < min(p50(mine.latency["watch"]), p50(mine.latency["bulk"]))}
+        lat = mine.latency
         print(f"With the scheduler: {mine.throttled_failures} failures from throttling, {mine.throttled_responses} "
-              f"429s, at most {mine.in_flight} at once at the fake (running or queued); interactive p50 {p50(mine.latency['interactive']):.2f} s, "
-              f"watch p50 {p50(mine.latency['watch']):.2f} s, bulk p50 {p50(mine.latency['bulk']):.2f} s; goals "
+              f"429s, at most {mine.in_flight} at once at the fake (running or queued); interactive p50 "
+              f"{p50(lat['interactive']):.2f} s, watch p50 {p50(lat['watch']):.2f} s, "
+              f"bulk p50 {p50(lat['bulk']):.2f} s; goals "
               + "; ".join(f"{goal}: {'met' if ok else 'NOT met'}" for goal, ok in goals.items()))
         print("== 429 storm: every query answered 429 without Retry-After (the bot's default backoff)")
         per_query, took, told = await storm(Path(tmp), 3 if args.smoke else 10)
