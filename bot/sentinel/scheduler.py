@@ -3,7 +3,7 @@ the most urgent first.
 
 The service allows each identity (the bot's app, or an analyst with ``QUERY_IDENTITY=user``) 5 queries at once
 (more are queued by the service, and refused with HTTP 429 past 3 minutes or 200 queued) and 200 queries per 30 s
-(429 past it). One investigation sends 9-11 queries at once and triage on arrival three investigations, so the bot
+(429 past it). One investigation sends 7-11 queries at once and triage on arrival three investigations, so the bot
 orders them itself: :class:`QueryScheduler` keeps one lane per identity, and a query waits in its lane for a slot.
 
 - **Concurrency**: at most ``QueryLimits.concurrent`` queries of a lane run at once.
@@ -16,8 +16,9 @@ orders them itself: :class:`QueryScheduler` keeps one lane per identity, and a q
 - **Throttled by the service anyway** (another process, the SDK's own retries): :meth:`QueryScheduler.hold` pauses
   the whole lane for the service's Retry-After (or the caller's backoff), since the service throttles the identity,
   not the query.
-- **Bounded waits**: a query that would wait past ``queue_wait_s`` in its lane (or behind a hold longer than that) is
-  not sent: :meth:`QueryScheduler.acquire` returns :class:`Busy`, which the backend turns into an error that says so.
+- **Bounded waits**: a query that would wait past ``queue_wait_s`` in its lane, or behind a hold longer than the
+  caller's patience (the backend's bound on waiting out a Retry-After), is not sent, even when the hold comes while
+  it waits: :meth:`QueryScheduler.acquire` returns :class:`Busy`, which the backend turns into an error that says so.
 
 Several processes (worker processes, instances) share one identity's budget by each taking a share of it
 (:meth:`QueryLimits.share`); docs/queries.md says why and what that costs.
