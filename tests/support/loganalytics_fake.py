@@ -181,6 +181,10 @@ class FakeLogAnalytics:
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
         return AioHttpTransport(session=session, session_owner=True)
 
+    def running(self, caller: str) -> int:
+        """Queries of ``caller`` running now (with ``limits``)."""
+        return self._callers[caller].running if caller in self._callers else 0
+
     def respond(self, status: int, body: Any, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> None:
         self.script.append(Scripted(status, body, headers or {}, delay_s))
 
