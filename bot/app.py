@@ -29,6 +29,7 @@ from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.identity import UserSessions
+from bot.sentinel.scheduler import QueryLimits, QueryScheduler
 from bot.tools.toolbox import ToolBox
 
 if TYPE_CHECKING:  # the Teams surface and durable turns are imported where they are built: `chat` needs neither
@@ -148,8 +149,22 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
         users.add_client("logs", lambda own: create_logs_client(own, endpoint=settings.workspace.logs_endpoint,
                                                                 **client_options))
     backend = LogAnalyticsBackend(client, settings.workspace.workspace_id,
-                                  server_timeout_s=settings.workspace.query_timeout_seconds, users=users)
+                                  server_timeout_s=settings.workspace.query_timeout_seconds, users=users,
+                                  scheduler=QueryScheduler(query_limits(settings)))
     return AuditedSentinelClient(backend)  # every read audited with who asked
+
+
+def query_limits(settings: Settings) -> QueryLimits:
+    """This process's share of each identity's Log Analytics budget: every process of the deployment (each
+    instance's web process and its worker processes, unless LOGS_BUDGET_SHARES says) takes an equal part."""
+    workspace = settings.workspace
+    shares = workspace.logs_budget_shares or settings.turns.instance_count * (1 + settings.turns.worker_processes)
+    limits = QueryLimits(concurrent=workspace.logs_concurrent_queries, per_window=workspace.logs_queries_per_window,
+                         window_s=workspace.logs_window_seconds, queue_wait_s=workspace.logs_queue_wait_seconds)
+    share = limits.share(shares)
+    log.info("Log Analytics budget per identity in this process: %d at once, %d per %d s (1 of %d share(s))",
+             share.concurrent, share.per_window, workspace.logs_window_seconds, shares)
+    return share
 
 
 def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: _LazyCredential | None = None,

@@ -120,6 +120,13 @@ class WorkspaceSettings:
                                    "the Workspace ID from the Log Analytics workspace's Overview page")
     logs_endpoint: str | None = env("LOGS_ENDPOINT", None, "url", True)
     query_timeout_seconds: int = env("QUERY_TIMEOUT_SECONDS", 60, "number", 5, 600)
+    # Each identity's Log Analytics budget (the service's: 5 at once, 200 per 30 s), shared by the deployment's
+    # processes (0: INSTANCE_COUNT x (1 + TURN_WORKER_PROCESSES)), and how long a query may wait for its turn.
+    logs_concurrent_queries: int = env("LOGS_CONCURRENT_QUERIES", 5, "number", 1, 100)
+    logs_queries_per_window: int = env("LOGS_QUERIES_PER_WINDOW", 200, "number", 1, 100_000)
+    logs_window_seconds: int = env("LOGS_QUERY_WINDOW_SECONDS", 30, "number", 1, 3600)
+    logs_budget_shares: int = env("LOGS_BUDGET_SHARES", 0, "number", 0, 1000)
+    logs_queue_wait_seconds: int = env("LOGS_QUEUE_WAIT_SECONDS", 60, "number", 1, 600)
     subscription_id: str | None = env("SENTINEL_SUBSCRIPTION_ID", None, "guid", "the workspace's subscription id")
     resource_group: str | None = env("SENTINEL_RESOURCE_GROUP")
     workspace_name: str | None = env("SENTINEL_WORKSPACE_NAME")

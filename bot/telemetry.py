@@ -137,6 +137,7 @@ class Instruments:
     llm_tokens: metrics.Counter  # by gen_ai.token.type (input, output) and model
     llm_duration: metrics.Histogram  # seconds per model call
     query_duration: metrics.Histogram  # seconds per Sentinel query, by tool
+    query_wait: metrics.Histogram  # seconds a Log Analytics query waited for its identity's budget, by priority
     feedback: metrics.Counter  # thumbs up/down on answers, by reaction
 
 
@@ -164,6 +165,9 @@ def _instruments_for(provider: metrics.MeterProvider) -> Instruments:
                                             description="Duration of one language model call"),
         query_duration=meter.create_histogram("sentinel.query.duration", unit="s",
                                               description="Duration of one Sentinel query, by tool"),
+        query_wait=meter.create_histogram("sentinel.query.wait", unit="s",
+                                          description="Time a Log Analytics query waited for its identity's budget, "
+                                                      "by priority and whether it was then sent"),
         feedback=meter.create_counter("bot.feedback", unit="{reaction}",
                                       description="Feedback on answers, by reaction (like, dislike)"),
     )

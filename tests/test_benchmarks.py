@@ -90,6 +90,19 @@ EXPECTED = {
         rf"(?m)^ +5 +5 +{NUMBER} +{NUMBER} +{NUMBER}$",
         rf"the front's CPU per activity {NUMBER} ms",
     ],
+    "bench_scheduler.py": [
+        r"== Log Analytics limits under load: \d+ analysts investigating at once, a watch burst",
+        *(rf"(?m)^{setting} +\d+ +\d+ +\d+ +\d+ +\d+ \| +{NUMBER} s +{NUMBER} \| +{NUMBER} s +{NUMBER} \| +{NUMBER} s "
+          rf"+{NUMBER}$" for setting in ("no budget, 429 with Retry-After", "no budget, 429 without one",
+                                          r"scheduler \(5 at once, the window\)")),
+        rf"With the scheduler: \d+ failures from throttling, \d+ 429s, at most \d+ at once at the fake .* goals 0 "
+        rf"failures from throttling: {VERDICT}; at most 5 at once at the fake: {VERDICT}; interactive p50 below the "
+        rf"watch's and the bulk work's: {VERDICT}",
+        r"== 429 storm: every query answered 429 without Retry-After",
+        rf"requests per query {NUMBER} \(1 try \+ 2 retries\); the analyst told after {NUMBER} s: Log Analytics is "
+        r"throttling",
+        r"Benchmark took",
+    ],
     "bench_streaming.py": [
         r"== Streamed answers in a 1:1 chat: seconds from the request",
         rf"(?m)^ +{NUMBER} +{NUMBER} \| +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} \| +-?{NUMBER}$",

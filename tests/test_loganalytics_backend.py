@@ -13,6 +13,7 @@ from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import kql_of, make_query
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
+from tests.support.virtual_clock import VirtualClock
 
 WORKSPACE = "11111111-2222-3333-4444-555555555555"
 # Rows from public projects' test data, as Log Analytics returned them (sources: tests/data/README.md).
@@ -26,14 +27,11 @@ INCIDENT_ROW = {
 
 
 def client_for(fake: FakeLogAnalytics, credential=None, sleeps: list[float] | None = None, **options) -> SentinelClient:
+    """The backend over the fake; its waits (the scheduler's) pass in virtual time, recorded in ``sleeps``."""
     logs = create_logs_client(credential or FakeCredential(), endpoint=fake.endpoint, transport=fake.transport(),
                               retry_backoff_factor=0.01)
-
-    async def record_sleep(seconds: float) -> None:
-        if sleeps is not None:
-            sleeps.append(seconds)
-
-    return SentinelClient(LogAnalyticsBackend(logs, WORKSPACE, sleep=record_sleep, **options))
+    clock = VirtualClock(sleeps if sleeps is not None else [])
+    return SentinelClient(LogAnalyticsBackend(logs, WORKSPACE, sleep=clock.sleep, clock=clock.now, **options))
 
 
 async def test_request_shape(fake_logs: FakeLogAnalytics) -> None:

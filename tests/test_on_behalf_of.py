@@ -46,7 +46,7 @@ from tests.support import connector_fake as teams
 from tests.support.arm_fake import FakeArm
 from tests.support.connector_fake import TENANT, FakeConnector
 from tests.support.entra_fake import SSO_APP_ID, FakeEntra
-from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
+from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, ServiceLimits, error_body, table_body
 from tests.support.token_service_fake import EXCHANGE_URI, FakeTokenService
 from tests.test_teams_bot import next_id
 
@@ -290,6 +290,34 @@ async def test_two_analysts_turns_at_once_never_carry_each_others_token(start: A
         owner = next(user for user, n in limits.items() if n == limit)
         assert request.caller == f"aad-{owner}", "a query ran with another analyst's token"
     assert users.created == 2 and len(users) == 2
+
+
+async def test_each_analyst_has_a_budget_of_their_own(start: Any) -> None:
+    """Log Analytics limits each identity: with on-behalf-of, each analyst's queries wait in their own lane."""
+    rig = await start()
+    rig.logs.limits, rig.logs.gate = ServiceLimits(), asyncio.Event()
+    for user in ("alice", "bob"):
+        rig.sign_in(user)
+    sentinel = rig.app[BOT_KEY].sentinel
+    analysts = {user: Analyst(f"aad-{user}", TENANT, rig.tokens.tokens[(f"29:{user}", CONNECTION)])
+                for user in ("alice", "bob")}
+
+    async def turn(user: str) -> None:
+        with acting_as(analysts[user]):
+            result = await sentinel.query_incidents(time_window="last_24h")
+        assert not hasattr(result, "code"), result
+
+    no_incidents(rig.logs, 16)
+    turns = asyncio.gather(*(turn(user) for _ in range(8) for user in analysts))
+    for _ in range(6000):  # bounded: until both analysts' first five run at the fake (an event, not a time)
+        if rig.logs.running("aad-alice") == 5 and rig.logs.running("aad-bob") == 5:
+            break
+        await asyncio.sleep(0.01)
+    assert (rig.logs.running("aad-alice"), rig.logs.running("aad-bob")) == (5, 5)
+    assert len(rig.logs.requests) == 10, "each analyst's sixth query waits in the bot, not at the service"
+    rig.logs.gate.set()
+    await turns
+    assert len(rig.logs.requests) == 16 and rig.logs.peak_queued == 0
 
 
 async def test_bot_mode_is_unchanged_the_bot_identity_reads_and_no_one_is_asked_to_sign_in(

@@ -182,23 +182,39 @@ async def test_unknown_tool_and_bad_values(fake_openai: oa.FakeOpenAI, demo_clie
 async def test_retryable_tool_error_is_retried_once_silently(fake_openai: oa.FakeOpenAI, demo_backend,
                                                              fake_logs) -> None:
     await prime(fake_logs, demo_backend, "query_incidents", {"time_window": "last_24h"})
-    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
-    sentinel = make_la_client(fake_logs, sdk_retries=0, throttle_retries=0)
+    unavailable = error_body("ServiceUnavailable", "The service is temporarily unavailable")
+    fake_logs.respond(503, unavailable)
+    sentinel = make_la_client(fake_logs, sdk_retries=0)
     fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_24h"})))
     fake_openai.brain = cite_first_row
     result = await make(fake_openai, sentinel).answer(Conversation(), "incidents today")
     [run] = result.runs
     assert run.ok and run.retried and len(fake_logs.requests) == 2
     # If it fails again, the model gets an explainable error instead of data.
-    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
-    fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
+    fake_logs.respond(503, unavailable)
+    fake_logs.respond(503, unavailable)
     fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_24h"})),
-                       oa.text("Log Analytics is throttling right now; try again in a few seconds."))
+                       oa.text("Log Analytics is unavailable right now; try again in a few seconds."))
     conversation = Conversation()
     again = await make(fake_openai, sentinel).answer(conversation, "incidents today")
     assert not again.runs[0].ok and again.runs[0].retried
     tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
-    assert "ERROR throttled (retryable)" in tool_text and "do not make up data" in tool_text
+    assert "ERROR server_error (retryable)" in tool_text and "do not make up data" in tool_text
+    await sentinel.close()
+
+
+async def test_throttling_is_not_retried_again_by_the_tool_layer(fake_openai: oa.FakeOpenAI, fake_logs) -> None:
+    """The data layer waited and tried again within the service's limits; the tool layer adds no tries."""
+    for _ in range(2):
+        fake_logs.respond(429, error_body("ThrottledError", "Too many requests"))
+    sentinel = make_la_client(fake_logs, sdk_retries=0, throttle_retries=1, backoff_s=0.01)
+    fake_openai.script(oa.tool_calls(("query_incidents", {"time_window": "last_24h"})),
+                       oa.text("Log Analytics is throttling the bot's queries; ask again in a minute."))
+    conversation = Conversation()
+    result = await make(fake_openai, sentinel).answer(conversation, "incidents today")
+    assert not result.runs[0].ok and not result.runs[0].retried and len(fake_logs.requests) == 2
+    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
+    assert "ERROR throttled (retryable)" in tool_text and "refused this query 2 times" in tool_text
     await sentinel.close()
 
 

@@ -37,6 +37,7 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import kql_of, make_query
+from bot.sentinel.scheduler import Busy, Priority, QueryLimits, QueryScheduler, Slot
 from bot.terminal.chat import TerminalChat
 from bot.tools.toolbox import ToolBox
 from tests.support import connector_fake as teams
@@ -99,7 +100,7 @@ def json_log() -> Iterator[io.StringIO]:
 
 
 class FailsFirstQuery:
-    """The demo workspace behind a service that throttles the first query (the tool layer retries once)."""
+    """The demo workspace behind a service that fails the first query (503: the tool layer retries once)."""
 
     def __init__(self, inner: DemoBackend) -> None:
         self.inner = inner
@@ -109,8 +110,8 @@ class FailsFirstQuery:
     async def execute(self, query: Any, kql_text: str) -> Any:
         if not self.failed:
             self.failed = True
-            return QueryError("throttled", "Too many requests", retry_possible=True, status=429,
-                              detail=f"throttled while running {kql_text}")
+            return QueryError("server_error", "Service unavailable", retry_possible=True, status=503,
+                              detail=f"failed while running {kql_text}")
         return await self.inner.execute(query, kql_text)
 
     async def prepare(self) -> None:
@@ -198,11 +199,11 @@ async def test_a_question_turn_is_one_trace_with_model_and_query_spans_and_no_co
         assert tuple(call.attributes["gen_ai.response.finish_reasons"]) == (finish,)
     assert calls[0].attributes["bot.llm.tool_calls"] == 1
 
-    # The throttled query and its retry: children of the turn, between the two model calls.
+    # The failed query and its retry: children of the turn, between the two model calls.
     assert len(queries) == 2 and children(turn, queries)
     failed, retried = sorted(queries, key=lambda span: span.start_time)
     assert calls[0].end_time <= failed.start_time and retried.end_time <= calls[1].start_time
-    assert failed.attributes["error.type"] == "throttled" and failed.attributes["sentinel.status"] == 429
+    assert failed.attributes["error.type"] == "server_error" and failed.attributes["sentinel.status"] == 503
     assert failed.status.status_code == trace.StatusCode.ERROR
     result = await demo_backend_result(demo_backend)
     assert {k: retried.attributes[k] for k in ("sentinel.tool", "sentinel.source", "sentinel.rows",
@@ -235,7 +236,7 @@ async def test_a_question_turn_is_one_trace_with_model_and_query_spans_and_no_co
     assert tokens["output"] >= sum(call.attributes["gen_ai.usage.output_tokens"] for call in calls)
     latency = {attrs.get("error.type", "ok"): p.count for attrs, p in otel.points("sentinel.query.duration")
                if attrs["sentinel.tool"] == "query_incidents"}
-    assert latency["ok"] >= 1 and latency["throttled"] >= 1
+    assert latency["ok"] >= 1 and latency["server_error"] >= 1
 
 
 async def demo_backend_result(backend: DemoBackend) -> QueryResult:
@@ -366,3 +367,14 @@ def test_audit_records_go_to_their_own_file_and_off_the_console(tmp_path: Path,
     entry = json.loads(line)
     assert entry["audit"]["event"] == "read" and entry["audit"]["rows"] == 3 and entry["level"] == "INFO"
     assert not [r for r in caplog.records if r.name == "bot.audit"], "not on the console's handlers"
+
+
+async def test_a_log_analytics_querys_wait_for_its_budget_is_measured(otel: Recorded) -> None:
+    """By priority, and whether the query was then sent (bot/sentinel/scheduler.py)."""
+    scheduler = QueryScheduler(QueryLimits(concurrent=1, queue_wait_s=0.01))
+    slot = await scheduler.acquire("bot", Priority.TRIAGE)
+    assert isinstance(slot, Slot) and isinstance(await scheduler.acquire("bot"), Busy)
+    slot.release()
+    counts = {(attrs["sentinel.priority"], attrs["sentinel.sent"]): point.count
+              for attrs, point in otel.points("sentinel.query.wait")}
+    assert counts == {("triage", True): 1, ("interactive", False): 1}

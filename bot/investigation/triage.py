@@ -3,8 +3,9 @@
 
 ``triage(client, number)`` reads the incident's detail, picks at most :data:`MAX_ENTITIES` of its entities
 (accounts, hosts and IPs first: what an analyst asks about first), runs their investigations concurrently over
-:data:`WINDOW`, and keeps the open incidents their "Incidents" sections found, other than this one. It never
-raises for a query that fails: an entity whose investigation failed is marked, and no entity at all is None.
+:data:`WINDOW`, and keeps the open incidents their "Incidents" sections found, other than this one. Its queries
+run at triage priority (after analysts' and the watches' poll: ``sentinel/scheduler.py``). It never raises for a
+query that fails: an entity whose investigation failed is marked, and no entity at all is None.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from bot.investigation.models import EntityVerdict, Investigation, Level, Relate
 from bot.investigation.run import investigate
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import Incident, IncidentDetail, QueryResult
+from bot.sentinel.scheduler import Priority, query_priority
 
 MAX_ENTITIES = 3
 MAX_RELATED = 5
@@ -25,7 +27,13 @@ _ORDER = tuple(_KINDS)
 
 
 async def triage(client: SentinelClient, number: int) -> Triage | None:
-    """Incident ``number``'s triage; None when the incident cannot be read or names no entity."""
+    """Incident ``number``'s triage; None when the incident cannot be read or names no entity. Its queries wait
+    behind analysts' and the watches' poll in the identity's budget (``Priority.TRIAGE``)."""
+    with query_priority(Priority.TRIAGE):
+        return await _triage(client, number)
+
+
+async def _triage(client: SentinelClient, number: int) -> Triage | None:
     detail = await client.run("get_incident_detail", {"incident_ref": number})
     if not isinstance(detail, QueryResult) or not detail.records or not isinstance(detail.records[0], IncidentDetail):
         return None

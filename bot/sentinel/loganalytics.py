@@ -5,10 +5,13 @@ point a real client at a fake HTTP endpoint. Failures become ``QueryError`` valu
 happened and what to do; a response the bot cannot read is an error, never an empty result
 (``responses.py`` reads the shapes).
 
-Retries: the SDK retries 500/502/503/504 and connection errors a bounded number of times. Throttling
-(429) is handled here, not in the SDK: a short Retry-After is waited out, a long one is reported with
-the service's own wait instead of holding the analyst's turn, and a 429 without one backs off
-exponentially a bounded number of times.
+Service limits: every query waits for its slot in its identity's lane of the ``QueryScheduler``
+(``scheduler.py``: at most so many at once and so many per window, the most urgent first; the identity is the
+bot's, or with on-behalf-of the turn's analyst's). Retries: the SDK retries 500/502/503/504 and connection errors
+a bounded number of times. Throttling (429) is handled here, not in the SDK: the identity's lane is held for the
+service's Retry-After (or, without one, an exponential backoff with jitter, bounded), and the query tries again a
+bounded number of times; a Retry-After longer than the backoff's bound is reported with the service's own wait
+instead of holding the analyst's turn, and when the tries run out the error says so.
 
 Each query gets its own ``server_timeout`` (the service's ``Prefer: wait``): short windows get less
 time than long ones, never more than the configured ceiling (the service allows at most 600 s).
@@ -46,6 +49,7 @@ from bot.sentinel.identity import TokenProblem, UserSessions, current_analyst, t
 from bot.sentinel.models import QueryError
 from bot.sentinel.queries import Query
 from bot.sentinel.responses import TableRead, UnreadableResponse, partial_detail, read_table
+from bot.sentinel.scheduler import Busy, QueryScheduler
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +103,9 @@ class LogAnalyticsBackend:
         backoff_s: float = 1.0,
         max_backoff_s: float = 10.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
         users: UserSessions | None = None,
+        scheduler: QueryScheduler | None = None,
     ) -> None:
         self._client = client
         # On-behalf-of mode: each analyst's queries go through their own client, with their own token.
@@ -111,7 +117,9 @@ class LogAnalyticsBackend:
         self._throttle_retries = throttle_retries
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
-        self._sleep = sleep
+        # One per process, shared by every identity's lane (sleep and clock: tests' virtual time).
+        self._scheduler = scheduler or QueryScheduler(clock=clock, sleep=sleep)
+        self._clock = clock
 
     async def execute(self, query: Query, kql_text: str) -> RawTable | QueryError:
         client = await self._client_for_turn()
@@ -119,13 +127,33 @@ class LogAnalyticsBackend:
             return client
         query_id = str(uuid.uuid4())
         timeout_s = server_timeout_for(query, self._server_timeout_s)
+        lane, asked = self._identity(), self._clock()
         for attempt in range(self._throttle_retries + 1):
-            outcome = await self._attempt(client, query, kql_text, query_id, timeout_s, attempt)
+            slot = await self._scheduler.acquire(lane, since=asked, patience_s=self._max_backoff_s)
+            if isinstance(slot, Busy):
+                log.info("query %s not sent: %d ahead in its lane, waited %.1f s", query_id, slot.ahead, slot.waited_s)
+                return _busy_error(slot, self._scheduler.limits.queue_wait_s, self._users is not None)
+            try:
+                outcome = await self._attempt(client, query, kql_text, query_id, timeout_s, attempt)
+            finally:
+                slot.release()
             if not isinstance(outcome, _RetryIn):
                 return outcome
+            self._scheduler.hold(lane, outcome.delay)  # the service throttles the identity, not this query
+            if attempt == self._throttle_retries or outcome.delay > self._max_backoff_s:
+                log.info("query %s throttled %d time(s); not trying again", query_id, attempt + 1)
+                return outcome.error
             log.info("Log Analytics throttled query %s; retrying in %.1f s", query_id, outcome.delay)
-            await self._sleep(min(outcome.delay, self._max_backoff_s))
         raise AssertionError("unreachable: the loop always returns")  # pragma: no cover
+
+    def _identity(self) -> str:
+        """The lane of this turn's queries: the analyst's own with on-behalf-of, else the bot's."""
+        analyst = current_analyst() if self._users is not None else None
+        return f"user:{analyst.key}" if analyst is not None else "bot"
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential, with up to a quarter more at random (so throttled queries do not all come back at once)."""
+        return min(self._backoff_s * (2**attempt) * (1 + random.random() / 4), self._max_backoff_s)
 
     async def _attempt(self, client: LogsQueryClient, query: Query, kql_text: str, query_id: str, timeout_s: int,
                        attempt: int) -> RawTable | QueryError | _RetryIn:
@@ -171,10 +199,10 @@ class LogAnalyticsBackend:
         error = _http_error(err, self._workspace_id, timeout_s, elapsed)
         if self._users is not None and error.code == "forbidden":
             error = _analyst_forbidden(error, self._workspace_id)
-        wait = _retry_after(err)
-        if error.code == "throttled" and attempt < self._throttle_retries and (
-                wait is None or wait <= self._max_backoff_s):
-            return _RetryIn(wait if wait is not None else self._backoff_s * (2**attempt) * (1 + random.random() / 4))
+        if error.code == "throttled":
+            wait = _retry_after(err)
+            final = dataclasses.replace(error, message=_throttled_text(wait, attempt + 1, self._users is not None))
+            return _RetryIn(wait if wait is not None else self._backoff(attempt), final)
         log.info("query %s failed: HTTP %s %s", query_id, err.status_code, error.detail)
         return error
 
@@ -216,6 +244,7 @@ class LogAnalyticsBackend:
         return None  # nothing to warm up; the first query signs in
 
     async def close(self) -> None:
+        self._scheduler.close()
         await self._client.close()  # the analysts' sessions (users) are closed by whoever built them: bot.app
 
 
@@ -272,14 +301,8 @@ def _http_error(err: HttpResponseError, workspace_id: str, timeout_s: int, elaps
     detail = _service_text(_error_message(err))
     if status == 429:
         wait = _retry_after(err)
-        when = f"It asked the bot to wait {math.ceil(wait)} seconds: ask again after that." if wait is not None \
-            else "Wait a few seconds and ask again."
-        return QueryError(
-            "throttled",
-            "Log Analytics is throttling the bot's queries (at most 5 at a time and 200 per 30 seconds per "
-            f"identity). {when}",
-            retry_possible=wait is None or wait <= 5, status=status, detail=detail,
-        )
+        return QueryError("throttled", _throttled_text(wait, 1, False), retry_possible=wait is None or wait <= 5,
+                          status=status, detail=detail)
     if status == 504:
         if elapsed_s < timeout_s * 0.9:  # the gateway gave up before the query's own limit
             return QueryError(
@@ -346,9 +369,39 @@ def _token_error(problem: TokenProblem, detail: str = "") -> QueryError:
 
 @dataclasses.dataclass(frozen=True)
 class _RetryIn:
-    """A throttled call to try again after ``delay`` seconds."""
+    """A throttled call: try again after ``delay`` seconds, or, out of tries, say ``error``."""
 
     delay: float
+    error: QueryError
+
+
+SERVICE_LIMITS = "5 queries at a time and 200 per 30 seconds for each identity"
+
+
+def _throttled_text(wait: float | None, tries: int, as_analyst: bool) -> str:
+    """What a 429 means to the analyst: whose queries, how often this one was refused, when to ask again."""
+    whose = "your" if as_analyst else "the bot's"
+    refused = f", and refused this query {tries} times" if tries > 1 else ""
+    when = f"It asked {'you' if as_analyst else 'the bot'} to wait {math.ceil(wait)} seconds: ask again after that." \
+        if wait is not None else "Wait a minute and ask again."
+    return f"Log Analytics is throttling {whose} queries (it allows {SERVICE_LIMITS}){refused}. {when}"
+
+
+def _busy_error(busy: Busy, queue_wait_s: float, as_analyst: bool) -> QueryError:
+    """A query the scheduler did not send: the service asked for a pause, or the budget stayed full too long."""
+    whose = "your" if as_analyst else "the bot's"
+    if busy.held_s > 0:
+        return QueryError(
+            "throttled",
+            f"Log Analytics is throttling {whose} queries and asked for a pause of {math.ceil(busy.held_s)} more "
+            "seconds, so this query was not sent. Ask again after that.",
+            retry_possible=busy.held_s <= 5, detail=f"held {busy.held_s:.1f} s, {busy.ahead} ahead")
+    return QueryError(
+        "throttled",
+        f"The bot keeps {whose} queries within Log Analytics' limits ({SERVICE_LIMITS}), and {busy.ahead} "
+        f"other queries were ahead of this one: it waited {math.ceil(busy.waited_s)} seconds (at most "
+        f"{math.ceil(queue_wait_s)}) and was not sent. Ask again in a minute.",
+        retry_possible=True, detail=f"waited {busy.waited_s:.1f} s, {busy.ahead} ahead")
 
 
 def _unreachable_error(err: ServiceRequestError | ServiceResponseError) -> QueryError:

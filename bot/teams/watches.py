@@ -54,6 +54,7 @@ from bot.investigation.models import Triage
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import ChangedIncident, QueryError
 from bot.sentinel.params import InvalidParameter
+from bot.sentinel.scheduler import Priority, query_priority
 from bot.teams import replies
 from bot.teams.access import AccessPolicy, Where
 from bot.teams.progress import _status_of, send_with_retry
@@ -428,10 +429,12 @@ class FeedError(Exception):
 
 
 def sentinel_feed(sentinel: SentinelClient) -> ChangeFeed:
-    """The change feed of the workspace: ``incident_changes`` (one query), as snapshots."""
+    """The change feed of the workspace: ``incident_changes`` (one query, after analysts' queries, before triage's
+    in the identity's budget), as snapshots."""
 
     async def changes(since: datetime) -> list[Snapshot]:
-        result = await sentinel.incident_changes(since)
+        with query_priority(Priority.WATCH):
+            result = await sentinel.incident_changes(since)
         if isinstance(result, QueryError):
             raise FeedError(f"{result.code}: {result.detail or result.message}")
         return [Snapshot.of(record) for record in result.records if isinstance(record, ChangedIncident)]

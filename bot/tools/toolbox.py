@@ -2,8 +2,9 @@
 
 The model's arguments arrive as a JSON string that may be malformed, name a tool that does not exist,
 or carry wrong values. Each of those becomes a clear tool error the model can correct, never an
-exception. A retryable failure (throttling, timeout, server error) is retried once, quietly; if it
-fails again the model gets an error it should explain to the analyst.
+exception. A retryable failure (timeout, server error) is retried once, quietly; if it fails again the
+model gets an error it should explain to the analyst. Throttling is not retried here: the data layer has
+already waited and tried again within Log Analytics' limits (``sentinel/scheduler.py``); more would add load.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class ToolBox:
             return ToolRun(name, arguments, error, _ms(started), call_id=call_id)
         result = await read(self.sentinel, tool, name, arguments)
         retried = False
-        if isinstance(result, QueryError) and result.retry_possible:
+        if isinstance(result, QueryError) and result.retry_possible and result.code != "throttled":
             log.info("tool %s failed with %s; retrying once", name, result.code)
             retried = True
             result = await read(self.sentinel, tool, name, arguments)

@@ -4,6 +4,13 @@ It speaks the service's wire format (POST /v1/workspaces/{id}/query; tables with
 dynamic values as JSON strings, datetimes with 7 fractional digits; OneAPI error bodies; partial
 errors), records every request, and answers either from a script of responses or from a table of
 known queries. TLS comes from a throwaway CA (trustme): the SDK refuses bearer tokens over plain HTTP.
+
+With ``limits`` (``ServiceLimits``) it enforces the service's throttling per caller (the bot, or each user): at most
+``concurrent`` queries run at once and the rest wait in its queue (429 past ``max_queued`` waiting or past
+``max_queue_s`` of waiting), and at most ``per_window`` queries are accepted per ``window_s`` (429 past it, with a
+Retry-After or, as the service may send it, without one). It counts what it saw (``served``, ``throttled``,
+``peak``, ``peak_in_flight``), so tests compare events and counts, never times; scaled limits (a window of a second) keep them quick.
+``gate``: an event every query waits for once running, so a test decides when queries finish.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, defaultdict, deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,6 +114,28 @@ class RecordedRequest:
     caller: str = "bot"  # "bot" (the bot's TOKEN), or the user object id a user's bearer names (``trust``)
 
 
+@dataclass(frozen=True)
+class ServiceLimits:
+    """The service's per-identity throttling (Microsoft Learn, Azure Monitor service limits: log queries)."""
+
+    concurrent: int = 5
+    per_window: int = 200
+    window_s: float = 30.0
+    max_queued: int = 200
+    max_queue_s: float = 180.0
+    retry_after: bool = True  # a 429 for the rate says when the window has room again
+
+
+@dataclass
+class _Caller:
+    """One identity's throttling state in the fake."""
+
+    accepted: deque[float] = field(default_factory=deque)  # arrival times within the window
+    running: int = 0
+    queued: int = 0
+    room: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
 class FakeLogAnalytics:
     def __init__(self, tmp_path: Path) -> None:
         self.requests: list[RecordedRequest] = []
@@ -113,6 +144,14 @@ class FakeLogAnalytics:
         self.latency_s = 0.0  # added to every answer (concurrency tests, benchmarks)
         # On-behalf-of tests: reads a user's bearer token (the user object id it names, or None: 401).
         self.trust: Callable[[str], str | None] | None = None
+        self.limits: ServiceLimits | None = None  # enforce the service's throttling
+        self.gate: asyncio.Event | None = None  # running queries wait for it (tests decide when they finish)
+        self.served: Counter[str] = Counter()  # answered (not throttled) queries, by caller
+        self.throttled: Counter[str] = Counter()  # 429s for the limits, by reason: rate, queue_full, queue_wait
+        self.peak = 0  # most queries of one caller running at once
+        self.peak_queued = 0  # most waiting in the fake's queue at once
+        self.peak_in_flight = 0  # most of one caller's queries in the fake at once, running or queued
+        self._callers: defaultdict[str, _Caller] = defaultdict(_Caller)
         ca = trustme.CA()
         self.ca_file = tmp_path / "fake-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
@@ -142,6 +181,10 @@ class FakeLogAnalytics:
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
         return AioHttpTransport(session=session, session_owner=True)
 
+    def running(self, caller: str) -> int:
+        """Queries of ``caller`` running now (with ``limits``)."""
+        return self._callers[caller].running if caller in self._callers else 0
+
     def respond(self, status: int, body: Any, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> None:
         self.script.append(Scripted(status, body, headers or {}, delay_s))
 
@@ -151,6 +194,13 @@ class FakeLogAnalytics:
         caller = "bot" if bearer == TOKEN else (self.trust(bearer) if self.trust is not None and bearer else None)
         self.requests.append(RecordedRequest(request.path, dict(request.headers), body, time.monotonic(),
                                              caller or "unknown"))
+        if self.limits is not None and caller is not None:
+            return await self._limited(caller, lambda: self._answer(body, caller))
+        return await self._answer(body, caller)
+
+    async def _answer(self, body: dict[str, Any], caller: str | None) -> web.Response:
+        if self.gate is not None:
+            await self.gate.wait()
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         if caller is None:
@@ -171,3 +221,44 @@ class FakeLogAnalytics:
                        "The fake has no answer scripted for this query"),
             status=400,
         )
+
+    async def _limited(self, caller: str, answer: Callable[[], Awaitable[web.Response]]) -> web.Response:
+        """The service's throttling around one query: the rate checked on arrival, then a place among the running."""
+        assert self.limits is not None
+        limits, state, now = self.limits, self._callers[caller], time.monotonic()
+        while state.accepted and state.accepted[0] <= now - limits.window_s:
+            state.accepted.popleft()
+        if len(state.accepted) >= limits.per_window:
+            wait = state.accepted[0] + limits.window_s - now
+            return self._throttle("rate", {"Retry-After": str(max(1, math.ceil(wait)))} if limits.retry_after else {})
+        state.accepted.append(now)
+        async with state.room:
+            if state.running >= limits.concurrent:
+                if state.queued >= limits.max_queued:
+                    return self._throttle("queue_full", {})
+                state.queued += 1
+                self.peak_queued = max(self.peak_queued, state.queued)
+                self.peak_in_flight = max(self.peak_in_flight, state.queued + state.running)
+                try:
+                    await asyncio.wait_for(state.room.wait_for(lambda: state.running < limits.concurrent),
+                                           limits.max_queue_s)
+                except TimeoutError:
+                    return self._throttle("queue_wait", {})
+                finally:
+                    state.queued -= 1
+            state.running += 1
+            self.peak = max(self.peak, state.running)
+            self.peak_in_flight = max(self.peak_in_flight, state.queued + state.running)
+        try:
+            response = await answer()
+            self.served[caller] += 1
+            return response
+        finally:
+            async with state.room:
+                state.running -= 1
+                state.room.notify_all()
+
+    def _throttle(self, reason: str, headers: dict[str, str]) -> web.Response:
+        self.throttled[reason] += 1
+        return web.json_response(error_body("ThrottledError", f"Too many requests ({reason})"), status=429,
+                                 headers=headers)
