@@ -128,7 +128,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
                           users: UserSessions | None = None, **client_options: Any) -> SentinelClient:
     """The workspace client: Log Analytics when SENTINEL_WORKSPACE_ID is set, else the demo workspace."""
     if settings.workspace.uses_demo:
-        from bot.sentinel.demo.backend import DemoBackend
+        from bot.demo.backend import DemoBackend
 
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo.seed)
@@ -163,7 +163,7 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
     if not settings.workspace.write_actions_enabled:
         return ConfirmationDesk(sentinel, None, policy)
     if sentinel.is_demo:
-        from bot.sentinel.demo.writer import DemoIncidentWriter
+        from bot.demo.writer import DemoIncidentWriter
 
         log.info("Write actions enabled on the demo workspace for %d responder(s)", len(policy.responders))
         return ConfirmationDesk(sentinel, DemoIncidentWriter.for_client(sentinel), policy)
@@ -337,7 +337,7 @@ def _bot(parts: Components, storage: Any, closes: AsyncExitStack, graph_token: T
 
 def _link_workspace(settings: Settings) -> Workspace:
     """The workspace and tenants a pasted portal link must name to unfurl (the demo's own, with the demo)."""
-    from bot.sentinel.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
+    from bot.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
     from bot.teams.links import Workspace
 
     workspace, tenants = settings.workspace, frozenset(t.lower() for t in settings.access.tenants)

@@ -12,13 +12,13 @@ import pytest
 
 from bot.commands.parser import CommandError, parse
 from bot.commands.router import CommandRouter, Route
+from bot.demo.backend import DemoBackend
 from bot.investigation.models import Investigation, Level
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.factcheck import check
 from bot.orchestrator.factcheck.facts import Facts
 from bot.orchestrator.references import References
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.params import InvalidParameter, TimeWindow
 from bot.sentinel.queries.evidence import EVIDENCE
 from bot.sentinel.queries.evidence.common import MAX_EVIDENCE_ROWS, RowList

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from bot.sentinel.demo.columns import schema
+from bot.sentinel.catalog import schema
 
 # Kusto types a hunt can compare, by what a filter value must be.
 STRING_TYPES = frozenset({"string", "guid"})

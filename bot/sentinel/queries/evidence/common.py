@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
 from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
 from bot.sentinel.spec import DemoWorkspace, Param, QuerySpec, Row
@@ -147,7 +146,7 @@ rows
         else:
             condition = " OR ".join(f"kql_lower({c}) = kql_lower(:entity)" for c in self.matching(query.entity))
         order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in self.order)
-        return sql.fetch(conn, f"""SELECT {', '.join(c.sql_part() for c in self.columns)},
+        return demo_sql.fetch(conn, f"""SELECT {', '.join(c.sql_part() for c in self.columns)},
                 COUNT(*) OVER () AS TotalMatched
             FROM {self.table}
             WHERE TimeGenerated > :start AND TimeGenerated <= :now AND ({condition})

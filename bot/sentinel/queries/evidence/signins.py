@@ -13,9 +13,8 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.evidence import SigninGroup
 from bot.sentinel.queries.evidence.common import (
     MAX_EVIDENCE_ROWS,
@@ -73,7 +72,7 @@ def _demo(query: SigninsQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     keys = ", ".join(_KEYS)
     order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in _ORDER)
-    return sql.fetch(conn, f"""SELECT {keys}, MIN(ResultDescription) AS ResultDescription, COUNT(*) AS SignIns,
+    return demo_sql.fetch(conn, f"""SELECT {keys}, MIN(ResultDescription) AS ResultDescription, COUNT(*) AS SignIns,
             MIN(TimeGenerated) AS FirstSeen, MAX(TimeGenerated) AS LastSeen, EXISTS (
                 SELECT 1 FROM SigninLogs AS b
                 WHERE b.TimeGenerated > :baseline AND b.TimeGenerated <= :start AND b.ResultType = '0'
