@@ -20,7 +20,8 @@ import pytest
 from bot.demo import catalog, generator
 from bot.demo.generator import DEMO_SUFFIX, DemoData, generate
 
-TABLES = json.loads((Path(__file__).resolve().parent.parent / "bot/sentinel/tables.json").read_text())
+TABLES = {table: entry["columns"] for table, entry in
+          json.loads((Path(__file__).resolve().parent.parent / "bot/sentinel/tables.json").read_text()).items()}
 NOW = datetime(2026, 11, 21, 14, 3, 7, 123456, tzinfo=timezone.utc)
 SEEDS = (0, 7, 20241)
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")

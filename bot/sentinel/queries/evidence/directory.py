@@ -28,6 +28,7 @@ _ROLE_PROPERTIES = ("Role.DisplayName", "Role.displayName", "RoleDefinition.Disp
 
 class DirectoryQuery(EvidenceQuery):
     tool = "evidence_directory"
+    title = "Directory changes"
     kinds = frozenset({EntityKind.ACCOUNT})
 
 

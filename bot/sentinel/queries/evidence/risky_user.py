@@ -17,6 +17,7 @@ from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row
 
 class RiskyUserQuery(EvidenceQuery):
     tool = "evidence_risky_user"
+    title = "Identity risk"
     kinds = frozenset({EntityKind.ACCOUNT})
     lookback = timedelta(days=30)
 

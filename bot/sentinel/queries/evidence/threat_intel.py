@@ -28,6 +28,7 @@ _ORDER = (("Confidence", True), ("ValidUntil", True), ("Id", False))
 
 class ThreatIntelQuery(EvidenceQuery):
     tool = "evidence_threat_intel"
+    title = "Threat intelligence"
     kinds = frozenset(EntityKind)
     lookback = timedelta(days=30)
 
