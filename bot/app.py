@@ -3,6 +3,14 @@
 Nothing else constructs SDK clients or credentials; everything below receives what it needs, which is
 how tests put fakes at the process boundary without patching. One Azure credential is shared by every
 Azure client (Log Analytics, Azure OpenAI with Entra ID) and created only when something needs it.
+
+The order it builds in: the clients (``build``: credential, ``UserSessions`` with ``QUERY_IDENTITY=user``, the
+workspace client, audited: Log Analytics or the demo workspace of ``bot.demo``, the confirmation desk and its
+writer, the orchestrator) and the state store (``set_up``, shared by ``serve`` and ``worker``); the surface
+(``build_surface``: access policy, the bot, the adapter); the dispatcher of turns; the watch poller
+(``build_poller``); then the web routes. Whoever builds a thing closes it, so this module closes everything: one
+``contextlib.AsyncExitStack`` per event loop, closed in reverse order of building (in the web process, the web
+loop's and the turns' loop's, which the runner closes on its own loop once its turns are drained).
 """
 
 from __future__ import annotations

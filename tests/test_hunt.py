@@ -2,8 +2,9 @@
 what it cannot make is refused with what is allowed, the demo's SQL answers what an independent Python evaluation of
 the same rows answers, and the tool works end to end (demo, the fake Log Analytics, the fake model).
 
-The demo's generated world has no rows in the new tables yet on this branch, so the rows here are inserted by the
-test in the stored forms the demo uses (``demo_sql.iso`` times, JSON text for dynamic, 0/1 for bool, "" for absent text).
+Most evaluations read rows the test puts in place of the generated ones (``hunt_demo``: a sample that exercises every
+operator), in the stored forms the demo uses (``demo_sql.iso`` times, JSON text for dynamic, 0/1 for bool, "" for
+absent text); ``WORLD_HUNTS`` are evaluated on the generated world's own rows.
 """
 
 from __future__ import annotations

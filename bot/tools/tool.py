@@ -1,11 +1,13 @@
 """What a tool is: one object that carries everything about it, read or write.
 
 A tool declares its name and description for the model, its typed parameters (the JSON schema is
-generated from them), the status text the analyst sees while it runs, and what its result becomes:
-compact text for the model and an Adaptive Card for Teams (read tools), or the kind of incident change it
-proposes (write tools, which ``needs_confirmation``: they never run on the model's word, the analyst
-confirms them on a card). The loop and the surfaces look tools up by name in the registry and never keep
-lists of names of their own.
+generated from them; ``read_tool`` takes them from a query's declaration), an example of valid arguments, the
+status text the analyst sees while it runs, and what its result becomes: compact text for the model and an
+Adaptive Card for Teams, with a card of its own for no rows (read tools), or the kind of incident change it
+proposes (write tools, which ``needs_confirmation``: they never run on the model's word, the analyst confirms
+them on a card). A read tool runs its declared query, or its own ``run`` (an investigation runs several);
+``command_only`` keeps it from the model. The loop finds tools by name in the registry (``TOOLS``); a surface
+that renders a result its own way (the terminal's tables, the Teams replies) still names the tool it renders.
 """
 
 from __future__ import annotations
