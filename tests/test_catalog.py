@@ -67,7 +67,7 @@ def test_every_evidence_list_matches_the_catalogs_columns() -> None:
             assert query_spec.demo == rows.demo
             for kind in cls.kinds - set(rows.custom):
                 assert catalog.table(rows.table).entity_columns(kind.value), (cls.tool, kind)
-    assert lists == 8
+    assert lists, "no evidence query declares a RowList"
 
 
 def test_an_evidence_query_for_a_kind_the_catalog_lacks_is_refused_at_declaration() -> None:
