@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.demo.backend import DemoBackend
+from bot.sentinel.catalog import ACTIVITY_TABLES
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.columns import ACTIVITY_TABLES
 from bot.sentinel.models import QueryResult
 
 GOAL_MS = {1: 50.0, 10: 50.0, 100: 200.0}  # median, by volume; larger volumes are held to the 100x goal

@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot.demo.backend import DemoBackend  # noqa: E402
 from bot.orchestrator.llm import tool_entry  # noqa: E402
 from bot.orchestrator.memory import TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
-from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.tools.registry import TOOLS  # noqa: E402
 from tests.support.write_rig import WriteRig, write_rig  # noqa: E402
 

@@ -40,8 +40,8 @@ from aiohttp.test_utils import TestServer  # noqa: E402
 
 from bot.app import Components, create_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
+from bot.demo.backend import DemoBackend  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
-from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.teams.storage import SqliteStorage  # noqa: E402
 from tests.support import connector_fake as teams  # noqa: E402
 from tests.support.connector_fake import FakeConnector  # noqa: E402

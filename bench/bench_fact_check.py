@@ -38,13 +38,13 @@ sys.path.insert(0, str(ROOT))
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(ROOT.parent / "shared" / "tiktoken")
 
+from bot.demo.backend import DemoBackend  # noqa: E402
 from bot.orchestrator.conversation import Conversation  # noqa: E402
 from bot.orchestrator.factcheck import StreamCheck, grounding  # noqa: E402
 from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
 from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
-from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402
 from tests.support import answer_corpus  # noqa: E402
 from tests.support import openai_fake as oa  # noqa: E402

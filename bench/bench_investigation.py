@@ -33,11 +33,11 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tikto
 
 import tiktoken  # noqa: E402
 
+from bot.demo.backend import DemoBackend  # noqa: E402
+from bot.demo.world import build_world  # noqa: E402
 from bot.investigation.run import TOOL, investigate, plan  # noqa: E402
 from bot.orchestrator.llm import tool_entry  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
-from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
-from bot.sentinel.demo.world import build_world  # noqa: E402
 from bot.sentinel.models import QueryResult  # noqa: E402
 from bot.sentinel.params import TimeWindow  # noqa: E402
 from bot.sentinel.queries.evidence.entity import detect  # noqa: E402

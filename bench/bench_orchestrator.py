@@ -45,6 +45,7 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tikto
 
 import tiktoken  # noqa: E402
 
+from bot.demo.backend import DemoBackend  # noqa: E402
 from bot.investigation.models import Investigation as EntityInvestigation  # noqa: E402
 from bot.orchestrator import prompts  # noqa: E402
 from bot.orchestrator.conversation import Conversation  # noqa: E402
@@ -52,7 +53,6 @@ from bot.orchestrator.llm import ChatModel, create_client, tool_entry  # noqa: E
 from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
-from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.sentinel.models import QueryResult  # noqa: E402
 from bot.tools.registry import TOOLS, Registry  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402

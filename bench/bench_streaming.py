@@ -34,11 +34,11 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tikto
 
 from bot.app import Components, create_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
+from bot.demo.backend import DemoBackend  # noqa: E402
 from bot.orchestrator.llm import ChatModel, create_client  # noqa: E402
 from bot.orchestrator.loop import Orchestrator  # noqa: E402
 from bot.orchestrator.memory import Memory, TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
-from bot.sentinel.demo.backend import DemoBackend  # noqa: E402
 from bot.tools.toolbox import ToolBox  # noqa: E402
 from tests.support import connector_fake as teams  # noqa: E402
 from tests.support import openai_fake as oa  # noqa: E402

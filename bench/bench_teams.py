@@ -144,8 +144,8 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         # the real clock: the acknowledgement is what is measured here).
         from bot.app import Components, create_app, turn_queue_opener
         from bot.config import Settings
+        from bot.demo.backend import DemoBackend
         from bot.sentinel.client import SentinelClient
-        from bot.sentinel.demo.backend import DemoBackend
         from bot.teams.server import RUNNER_KEY
         from bot.teams.storage import SqliteStorage
         from bot.turns.local_queue import LocalTurnQueue
@@ -173,8 +173,8 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
         # default since issue 28) beside the SQLite state, its turns taken by the web process itself.
         from bot.app import Components, build_orchestrator, create_app, turn_queue_opener
         from bot.config import Settings
+        from bot.demo.backend import DemoBackend
         from bot.sentinel.client import SentinelClient
-        from bot.sentinel.demo.backend import DemoBackend
         from bot.teams.server import RUNNER_KEY
         from bot.teams.storage import SqliteStorage
         from bot.turns.local_queue import LocalTurnQueue
@@ -197,8 +197,8 @@ async def serve_child(kind: str, model_url: str, state_db: str, seed: int) -> No
     if kind == "bot":
         from bot.app import Components, build_orchestrator, create_app
         from bot.config import Settings
+        from bot.demo.backend import DemoBackend
         from bot.sentinel.client import SentinelClient
-        from bot.sentinel.demo.backend import DemoBackend
         from bot.teams.server import RUNNER_KEY
         from bot.teams.storage import SqliteStorage
 
@@ -685,8 +685,8 @@ async def _door(entra: Any, seed: int) -> tuple[web.AppRunner, str]:
 
     from bot.app import Components, create_app
     from bot.config import Settings
+    from bot.demo.backend import DemoBackend
     from bot.sentinel.client import SentinelClient
-    from bot.sentinel.demo.backend import DemoBackend
     from tests.support.entra_fake import APP_ID, TENANT
 
     settings = Settings.from_env({"MICROSOFT_APP_ID": APP_ID, "MICROSOFT_APP_PASSWORD": "not-used",

@@ -164,7 +164,7 @@ def _new_incident(args: argparse.Namespace) -> int:
     """Append an incident to the demo inbox; the bot running with the same DEMO_INBOX adds it at its next query."""
     from pathlib import Path
 
-    from bot.sentinel.demo import inject
+    from bot.demo import inject
 
     inbox = args.inbox
     if inbox is None:

@@ -3,6 +3,14 @@
 Nothing else constructs SDK clients or credentials; everything below receives what it needs, which is
 how tests put fakes at the process boundary without patching. One Azure credential is shared by every
 Azure client (Log Analytics, Azure OpenAI with Entra ID) and created only when something needs it.
+
+The order it builds in: the clients (``build``: credential, ``UserSessions`` with ``QUERY_IDENTITY=user``, the
+workspace client, audited: Log Analytics or the demo workspace of ``bot.demo``, the confirmation desk and its
+writer, the orchestrator) and the state store (``set_up``, shared by ``serve`` and ``worker``); the surface
+(``build_surface``: access policy, the bot, the adapter); the dispatcher of turns; the watch poller
+(``build_poller``); then the web routes. Whoever builds a thing closes it, so this module closes everything: one
+``contextlib.AsyncExitStack`` per event loop, closed in reverse order of building (in the web process, the web
+loop's and the turns' loop's, which the runner closes on its own loop once its turns are drained).
 """
 
 from __future__ import annotations
@@ -129,7 +137,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
                           users: UserSessions | None = None, **client_options: Any) -> SentinelClient:
     """The workspace client: Log Analytics when SENTINEL_WORKSPACE_ID is set, else the demo workspace."""
     if settings.workspace.uses_demo:
-        from bot.sentinel.demo.backend import DemoBackend
+        from bot.demo.backend import DemoBackend
 
         log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo.seed)
@@ -178,7 +186,7 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
     if not settings.workspace.write_actions_enabled:
         return ConfirmationDesk(sentinel, None, policy)
     if sentinel.is_demo:
-        from bot.sentinel.demo.writer import DemoIncidentWriter
+        from bot.demo.writer import DemoIncidentWriter
 
         log.info("Write actions enabled on the demo workspace for %d responder(s)", len(policy.responders))
         return ConfirmationDesk(sentinel, DemoIncidentWriter.for_client(sentinel), policy)
@@ -352,7 +360,7 @@ def _bot(parts: Components, storage: Any, closes: AsyncExitStack, graph_token: T
 
 def _link_workspace(settings: Settings) -> Workspace:
     """The workspace and tenants a pasted portal link must name to unfurl (the demo's own, with the demo)."""
-    from bot.sentinel.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
+    from bot.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
     from bot.teams.links import Workspace
 
     workspace, tenants = settings.workspace, frozenset(t.lower() for t in settings.access.tenants)

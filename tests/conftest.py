@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.demo.backend import DemoBackend
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
 from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, start_shared
 from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics

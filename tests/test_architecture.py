@@ -1,7 +1,8 @@
 """Keeps the dependency rules of ARCHITECTURE.md ("Rules the architecture test enforces") true as the code grows.
 
 teams/terminal -> commands -> orchestrator -> tools -> sentinel; tools name their cards, and cards depend on
-sentinel's typed data only; turns (durable delivery, below teams) imports no other bot package and no botbuilder;
+sentinel's typed data only; the demo workspace (bot/demo) is a backend beside Log Analytics, above sentinel: the data
+layer never imports it, and only the composition root (app, __main__) and the terminal build it; turns (durable delivery, below teams) imports no other bot package and no botbuilder;
 botbuilder only in teams,
 openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
@@ -13,25 +14,31 @@ every layer may use the OpenTelemetry API, but only the composition root install
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 BOT = Path(__file__).resolve().parent.parent / "bot"
 
 # package -> bot packages it must not import
 FORBIDDEN_INTERNAL = {
-    "sentinel": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "investigation"},
+    "sentinel": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "investigation", "demo"},
+    # the demo workspace: a backend beside Log Analytics, speaking the data layer's backend protocol
+    "demo": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "investigation", "turns"},
     # the entity investigation: above the data layer, below the tools (its assessment is pure)
-    "investigation": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "turns"},
-    "tools": {"orchestrator", "commands", "teams", "terminal", "app"},
-    "orchestrator": {"commands", "teams", "cards", "terminal", "app"},
-    "cards": {"tools", "orchestrator", "commands", "teams", "terminal", "app"},
-    "commands": {"teams", "cards", "terminal", "app"},
-    "teams": {"terminal"},
+    "investigation": {"tools", "orchestrator", "commands", "teams", "cards", "terminal", "app", "turns", "demo"},
+    "tools": {"orchestrator", "commands", "teams", "terminal", "app", "demo"},
+    "orchestrator": {"commands", "teams", "cards", "terminal", "app", "demo"},
+    "cards": {"tools", "orchestrator", "commands", "teams", "terminal", "app", "demo"},
+    "commands": {"teams", "cards", "terminal", "app", "demo"},
+    "teams": {"terminal", "demo"},
     "terminal": {"teams", "turns"},
     # durable delivery knows turns only as JSON envelopes and the coroutines its caller passes in
     "turns": {"sentinel", "tools", "orchestrator", "cards", "commands", "teams", "terminal", "app", "config",
-              "investigation"},
+              "investigation", "demo"},
 }
+# the only packages that may build the demo workspace (the composition root and the terminal's own workspace)
+DEMO_BUILDERS = {"demo", "app", "__main__", "terminal"}
 # cards are pure functions of the data layer's typed data (query records, incident changes)
 CARD_INPUTS = ("bot.cards", "bot.sentinel.models", "bot.sentinel.changes", "bot.sentinel.params",
                "bot.sentinel.evidence", "bot.investigation.models")
@@ -114,6 +121,23 @@ def test_the_orchestrators_parts_never_reach_back_into_the_loop() -> None:
     assert not problems, problems
 
 
+def test_the_data_layer_never_imports_the_demo() -> None:
+    """bot.sentinel holds the queries' demo SQL (beside their KQL) but not the demo workspace that runs it; only the
+    composition root and the terminal build the demo."""
+    problems = [f"{module} imports {name}" for module, path in _modules() for name in _imports(path)
+                if _area(name) == "demo" and name.startswith("bot.") and _area(module) not in DEMO_BUILDERS]
+    assert not problems, problems
+    assert all("demo" in FORBIDDEN_INTERNAL[area] for area in FORBIDDEN_INTERNAL if area not in DEMO_BUILDERS)
+
+
+def test_importing_the_live_client_loads_no_demo_module() -> None:
+    """What a Log Analytics deployment runs: the client and every query, and none of the demo's generator or store."""
+    code = ("import sys, bot.sentinel.client, bot.sentinel.queries; "
+            "print(sorted(m for m in sys.modules if m == 'bot.demo' or m.startswith('bot.demo.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=BOT.parent, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
 def _owners(name: str) -> set[str] | None:
     """The owners of the most specific prefix of ``name`` in EXTERNAL_OWNERS (None: anyone may import it)."""
     matches = [prefix for prefix in EXTERNAL_OWNERS if name == prefix or name.startswith(prefix + ".")]
@@ -167,6 +191,7 @@ def test_the_rules_can_fail() -> None:
     """A guard against a vacuous walk: the scanner does see imports."""
     assert "bot.sentinel.models" in _imports(BOT / "sentinel" / "client.py")
     assert "azure.monitor.query.aio" in _imports(BOT / "sentinel" / "loganalytics.py")
+    assert "bot.demo.backend" in _imports(BOT / "app.py")
 
 
 # Surfaces and the commands ask a tool's declaration for its card, text and follow-ups (bot/tools), never spell

@@ -10,15 +10,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from bot.demo.activity import LEAD
+from bot.demo.backend import DemoBackend
+from bot.demo.generator import drawn_incidents
+from bot.demo.incidents import Incident
+from bot.demo.world import build_world
 from bot.investigation.assessment import assess
 from bot.investigation.models import Investigation, Level, Section
 from bot.investigation.run import investigate
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.activity import LEAD
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.generator import drawn_incidents
-from bot.sentinel.demo.incidents import Incident
-from bot.sentinel.demo.world import build_world
 from bot.sentinel.evidence import SigninGroup, UrlClick
 from bot.sentinel.models import QueryResult
 from tests.conftest import NOW, SEED

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.sentinel.demo import catalog, generator
-from bot.sentinel.demo.generator import DEMO_SUFFIX, DemoData, generate
+from bot.demo import catalog, generator
+from bot.demo.generator import DEMO_SUFFIX, DemoData, generate
 
-TABLES = json.loads((Path(__file__).resolve().parent.parent / "bot/sentinel/tables.json").read_text())
+TABLES = {table: entry["columns"] for table, entry in
+          json.loads((Path(__file__).resolve().parent.parent / "bot/sentinel/tables.json").read_text()).items()}
 NOW = datetime(2026, 11, 21, 14, 3, 7, 123456, tzinfo=timezone.utc)
 SEEDS = (0, 7, 20241)
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
@@ -141,7 +142,7 @@ def test_json_text_is_compact() -> None:
 
 
 def test_rows_load_into_the_demo_store() -> None:
-    from bot.sentinel.demo.store import create_database
+    from bot.demo.store import create_database
 
     conn = create_database(data().incident_rows, data().alert_rows)
     try:
@@ -205,7 +206,7 @@ def test_data_does_not_depend_on_the_process_hash_seed() -> None:
     # str hashes are salted per process: a generator using hash() would differ between runs.
     script = (
         "import hashlib, json, sys; from datetime import datetime, timezone; "
-        "from bot.sentinel.demo.generator import generate; "
+        "from bot.demo.generator import generate; "
         "d = generate(3, datetime(2026, 5, 4, 10, tzinfo=timezone.utc), days=3); "
         "print(hashlib.sha256(json.dumps([d.incident_rows, d.alert_rows]).encode()).hexdigest())"
     )
@@ -636,7 +637,7 @@ def test_the_regeneration_process_ignores_ctrl_c_and_runs_at_a_lower_priority() 
     import signal
     from concurrent.futures import ProcessPoolExecutor
 
-    from bot.sentinel.demo.backend import regeneration_worker
+    from bot.demo.backend import regeneration_worker
 
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                              initializer=regeneration_worker) as pool:

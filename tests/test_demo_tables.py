@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
-from bot.sentinel.demo import columns, generator, store
-from bot.sentinel.demo.columns import ACTIVITY_TABLES, ENTITY_COLUMNS
-from bot.sentinel.demo.generator import DemoData
-from bot.sentinel.demo.templates import TEMPLATE_BY_KEY
+from bot.demo import columns, generator, store
+from bot.demo.generator import DemoData
+from bot.demo.templates import TEMPLATE_BY_KEY
+from bot.sentinel import catalog
+from bot.sentinel.catalog import ACTIVITY_TABLES, ENTITY_COLUMNS
+from bot.sentinel.demo_sql import iso
 
 NOW = datetime(2026, 11, 21, 14, 3, 7, 123456, tzinfo=UTC)
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
@@ -41,7 +43,7 @@ def data(seed: int = 7, now: datetime = NOW, days: int = 35, volume: int = 1) ->
 def database() -> sqlite3.Connection:
     rows = data()
     return store.create_database(rows.incident_rows, rows.alert_rows, tables=rows.tables,
-                                 valid_from=store.iso(NOW))
+                                 valid_from=iso(NOW))
 
 
 def check_value(kind: str, value: Any, where: str) -> None:
@@ -74,7 +76,7 @@ def test_every_required_table_is_generated() -> None:
 
 @pytest.mark.parametrize("table", ACTIVITY_TABLES)
 def test_generated_rows_hold_only_schema_columns_with_their_storage_types(table: str) -> None:
-    kinds = dict(columns.schema()[table])
+    kinds = dict(catalog.schema()[table])
     for row in data().tables[table]:
         assert set(row) <= set(kinds), (table, set(row) - set(kinds))
         for column, value in columns.full_row(table, row).items():
@@ -85,8 +87,8 @@ def test_generated_rows_hold_only_schema_columns_with_their_storage_types(table:
 def test_stored_tables_have_the_schema_columns_and_types(table: str) -> None:
     conn = database()
     stored = [(r[1], r[2]) for r in conn.execute(f"PRAGMA table_info({table})")]
-    assert [name for name, _ in stored] == [name for name, _ in columns.schema()[table]]
-    kinds = dict(columns.schema()[table])
+    assert [name for name, _ in stored] == [name for name, _ in catalog.schema()[table]]
+    kinds = dict(catalog.schema()[table])
     found: dict[str, set[str]] = {name: set() for name in kinds}
     for name in kinds:
         found[name] = {t for (t,) in conn.execute(f'SELECT DISTINCT typeof("{name}") FROM {table}')}
@@ -269,7 +271,7 @@ def test_every_person_signs_in_from_home_every_day() -> None:
 def test_the_next_day_keeps_the_shared_days_activity() -> None:
     today, tomorrow = data(), data(now=NOW + timedelta(days=1))
     # Evidence precedes its incident (a TI indicator by up to two days): the new day adds rows to the two before it.
-    low, high = store.iso(NOW - timedelta(days=30)), store.iso(NOW - timedelta(days=3))
+    low, high = iso(NOW - timedelta(days=30)), iso(NOW - timedelta(days=3))
     for table in ACTIVITY_TABLES:
         def shared(rows: list[dict]) -> list[str]:
             return sorted(json.dumps(r, sort_keys=True) for r in rows if low <= r["TimeGenerated"] < high)
@@ -340,7 +342,7 @@ def test_latest_incident_rows_follow_appended_and_updated_incident_rows() -> Non
 def test_the_background_grows_with_the_volume_up_to_10x_then_more_slowly() -> None:
     """1x and 10x keep the background they always had (their tests and figures); past 10x it keeps growing, never
     shrinking, but as the square root, so the 100x workspace fits in memory."""
-    from bot.sentinel.demo.activity import background_rounds
+    from bot.demo.activity import background_rounds
 
     assert [background_rounds(v) for v in range(1, 11)] == list(range(1, 11))
     rounds = [background_rounds(v) for v in range(10, 1001)]

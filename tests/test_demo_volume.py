@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from bot.demo import generator
+from bot.demo.backend import DemoBackend
+from bot.demo.writer import DemoIncidentWriter
 from bot.sentinel.changes import ChangeKind, Owner, make_change
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo import generator
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.store import iso
-from bot.sentinel.demo.writer import DemoIncidentWriter
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import QueryResult
 from bot.sentinel.params import Severity
 from tests.conftest import NOW, SEED

@@ -156,7 +156,7 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
     import sqlite3
     import time
 
-    from bot.sentinel.demo import inject
+    from bot.demo import inject
     from tests.support.playground import free_port
 
     inbox, state = tmp_path / "inbox.jsonl", tmp_path / "bot"

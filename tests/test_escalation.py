@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from bot.commands.parser import CommandError, parse
+from bot.demo.backend import DemoBackend
+from bot.demo.oncall import roster
 from bot.orchestrator.changes.write_guard import asked_for
 from bot.sentinel.changes import ChangeKind
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.oncall import roster
 from tests.conftest import NOW, SEED
 from tests.support.connector_fake import BOT_ID, TENANT
 from tests.support.write_rig import WriteRig, write_rig

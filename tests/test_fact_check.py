@@ -149,9 +149,9 @@ def test_what_is_not_an_identifier(text: str) -> None:
 async def test_a_change_confirmed_on_the_card_makes_the_next_answer_about_it_true(
         fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
     """The write log the check reads is the confirmation desk's: after Confirm, "I've assigned it" is true."""
+    from bot.demo.writer import DemoIncidentWriter
     from bot.orchestrator.changes.confirmations import Actor, ConfirmationDesk, OutcomeStatus, WritePolicy
     from bot.sentinel.changes import Owner
-    from bot.sentinel.demo.writer import DemoIncidentWriter
 
     world = await build_world(demo_client, NOW)
     number = world.new.number  # unassigned

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from bot.demo import generator
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo import generator
-from bot.sentinel.demo.store import iso
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import MV_EXPAND_LIMIT, entity_value, make_query
 from tests.conftest import NOW, SEED

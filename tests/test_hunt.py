@@ -2,8 +2,9 @@
 what it cannot make is refused with what is allowed, the demo's SQL answers what an independent Python evaluation of
 the same rows answers, and the tool works end to end (demo, the fake Log Analytics, the fake model).
 
-The demo's generated world has no rows in the new tables yet on this branch, so the rows here are inserted by the
-test in the stored forms the demo uses (``store.iso`` times, JSON text for dynamic, 0/1 for bool, "" for absent text).
+Most evaluations read rows the test puts in place of the generated ones (``hunt_demo``: a sample that exercises every
+operator), in the stored forms the demo uses (``demo_sql.iso`` times, JSON text for dynamic, 0/1 for bool, "" for
+absent text); ``WORLD_HUNTS`` are evaluated on the generated world's own rows.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from bot.demo.backend import DemoBackend
+from bot.demo.store import load_table_columns
 from bot.sentinel import queries
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.store import iso, load_table_columns
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.hunt import Hunt, operators_for, parse_hunt, table_names, tables
 from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, Column
 from bot.sentinel.hunt.kql import virtual_expression
@@ -599,7 +601,7 @@ def test_a_filter_value_is_held_as_its_literal_holds_it() -> None:
 
 
 def _indexed_hunts() -> list[tuple[str, str]]:
-    from bot.sentinel.demo.columns import HUNT_INDEXED
+    from bot.sentinel.catalog import HUNT_INDEXED
 
     return [(table, name) for table, names in HUNT_INDEXED.items() for name in names]
 

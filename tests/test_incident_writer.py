@@ -23,6 +23,8 @@ import pytest
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
+from bot.demo.backend import DemoBackend
+from bot.demo.writer import DemoIncidentWriter
 from bot.sentinel.changes import (
     READ_ONLY_PROPERTIES,
     ChangeKind,
@@ -32,9 +34,7 @@ from bot.sentinel.changes import (
     make_change,
 )
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.store import iso
-from bot.sentinel.demo.writer import DemoIncidentWriter
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.incident_writer import RESPONDER_ROLE_ID, ArmIncidentWriter
 from tests.conftest import NOW, SEED
 from tests.support.arm_fake import TOKEN, FakeArm, FakeCredential, arm_error

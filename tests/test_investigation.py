@@ -12,13 +12,14 @@ import pytest
 
 from bot.commands.parser import CommandError, parse
 from bot.commands.router import CommandRouter, Route
+from bot.demo.backend import DemoBackend
 from bot.investigation.models import Investigation, Level
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.factcheck import check
 from bot.orchestrator.factcheck.facts import Facts
 from bot.orchestrator.references import References
+from bot.sentinel import catalog
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.params import InvalidParameter, TimeWindow
 from bot.sentinel.queries.evidence import EVIDENCE
 from bot.sentinel.queries.evidence.common import MAX_EVIDENCE_ROWS, RowList
@@ -100,16 +101,6 @@ def _same(value: str, wanted: str) -> bool:
     return (value or "").lower() == wanted.lower()
 
 
-_MATCH = {  # restated here, not read from the declarations: which columns name each kind of entity
-    "evidence_ueba": {"account": ["UserPrincipalName"], "ip": ["SourceIPAddress"]},
-    "evidence_processes": {"host": ["DeviceName"], "account": ["AccountUpn"], "hash": ["SHA256", "SHA1", "MD5"]},
-    "evidence_logons": {"host": ["DeviceName"], "ip": ["RemoteIP"]},
-    "evidence_network": {"host": ["DeviceName"], "ip": ["RemoteIP"], "url": ["RemoteUrl"], "domain": ["RemoteUrl"]},
-    "evidence_files": {"host": ["DeviceName"], "hash": ["SHA256", "SHA1", "MD5"]},
-    "evidence_url_clicks": {"account": ["AccountUpn"], "url": ["Url"], "ip": ["IPAddress"]},
-    "evidence_risk_detections": {"account": ["UserPrincipalName"], "ip": ["IpAddress"]},
-    "evidence_email": {"account": ["RecipientEmailAddress", "SenderFromAddress"], "ip": ["SenderIPv4"]},
-}
 _HASH_COLUMN = {32: "MD5", 40: "SHA1", 64: "SHA256"}
 
 
@@ -174,7 +165,7 @@ def _expected(tool: str, rows_of: dict[str, list[dict[str, Any]]], entity: Entit
                if _in_window(u, window, None) and _same(u[column], value)}
         matched = [r for r in table if _in_window(r, window, None) and r["NetworkMessageId"] in ids]
     else:
-        columns = _MATCH[tool][kind]
+        columns = list(catalog.table(spec_rows.table).entity_columns(kind))  # the one catalog of entity columns
         if kind == "hash":
             columns = [_HASH_COLUMN[len(value)]]
         matched = [r for r in table if _in_window(r, window, None) and any(_same(r[c], value) for c in columns)]

@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.sentinel.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, WORKSPACE_NAME
-from bot.sentinel.demo.catalog import TENANT_ID as DEMO_TENANT
+from bot.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, WORKSPACE_NAME
+from bot.demo.catalog import TENANT_ID as DEMO_TENANT
 from bot.sentinel.params import MAX_LIMIT
 from bot.teams.access import REFUSAL_TEXT, Refusal
 from bot.teams.extension import HELP_TEXT, NO_ME, read_search

@@ -21,12 +21,12 @@ import pytest
 
 from bot.cards import result_card
 from bot.commands.parser import Command, parse, with_preferences
+from bot.demo import generator, oncall
+from bot.demo.backend import DemoBackend
+from bot.demo.inject import FIRST_NUMBER
+from bot.demo.writer import DemoIncidentWriter
 from bot.sentinel.changes import ChangeKind, IncidentStatus, Owner, make_change
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo import generator, oncall
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.inject import FIRST_NUMBER
-from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.models import ChangedIncident, OnCallEntry, QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
 from bot.sentinel.queries import COLUMNS, MAX_CHANGES, kql_of, make_query
@@ -293,7 +293,7 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
 
 def test_an_injected_incident_keeps_its_created_time_across_restarts(tmp_path: Path) -> None:
     """The inbox line says when the incident was added; each restarted bot shows that time, not its own start."""
-    from bot.sentinel.demo import inject
+    from bot.demo import inject
 
     inbox = tmp_path / "inbox.jsonl"
     added = NOW - timedelta(hours=2)

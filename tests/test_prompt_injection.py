@@ -47,10 +47,10 @@ from typing import Any
 
 import pytest
 
+from bot.demo import generator
+from bot.demo.backend import DemoBackend
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo import generator
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.store import iso
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.queries import entity_value
 from bot.teams.server import RUNNER_KEY
 from tests.conftest import NOW

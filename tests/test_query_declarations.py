@@ -18,19 +18,20 @@ import pytest
 
 from bot import cards
 from bot.cards.common import Element, card, header, table, text
+from bot.demo import generator
+from bot.demo.backend import DemoBackend
+from bot.sentinel import demo_sql as sql
 from bot.sentinel import kql, queries
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo import generator, sql
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.store import iso
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import QueryResult
 from bot.sentinel.params import TimeWindow
 from bot.sentinel.rows import as_int, as_text
 from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row, limit_param, window_param
 from bot.tools.compact import RefFor, cell, table_text
 from bot.tools.registry import TOOLS
-from bot.tools.toolbox import ToolBox
 from bot.tools.tool import Tool, read_tool
+from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW, SEED
 from tests.support import kusto
 from tests.support.loganalytics_fake import FakeLogAnalytics, table_body

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import pytest
 
+from bot.demo.backend import DemoBackend
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter, Severity
 from tests.support.loganalytics_fake import FakeLogAnalytics

@@ -30,11 +30,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from bot import telemetry
 from bot.config import Settings
+from bot.demo.backend import DemoBackend
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import kql_of, make_query
 from bot.sentinel.scheduler import Busy, Priority, QueryLimits, QueryScheduler, Slot

@@ -21,10 +21,10 @@ from botbuilder.schema import ChannelAccount, ConversationAccount, ConversationR
 from bot.app import Components, create_app
 from bot.commands.parser import parse
 from bot.config import Settings
+from bot.demo.backend import DemoBackend
+from bot.demo.writer import DemoIncidentWriter
 from bot.orchestrator.changes.confirmations import ConfirmationDesk, WritePolicy
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.teams.server import POLLER_KEY
 from bot.teams.storage import SqliteStorage

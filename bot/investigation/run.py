@@ -25,14 +25,7 @@ from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, par
 TOOL = "investigate_entity"
 PARAMETERS = ("entity", "entity_type", "time_window")
 MAX_RELATED = 50  # alerts and incidents naming the entity
-_TITLES = {
-    "evidence_threat_intel": "Threat intelligence", "evidence_risky_user": "Identity risk",
-    "evidence_risk_detections": "Risk detections", "evidence_signins": "Sign-ins",
-    "evidence_directory": "Directory changes", "evidence_ueba": "UEBA", "evidence_processes": "Processes",
-    "evidence_logons": "Logons", "evidence_network": "Network connections", "evidence_files": "File events",
-    "evidence_email": "Email", "evidence_url_clicks": "URL clicks", "query_alerts": "Alerts",
-    "query_incidents": "Incidents",
-}
+_TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents"}
 
 
 def plan(entity: Entity, window: TimeWindow) -> list[tuple[str, dict[str, object]]]:

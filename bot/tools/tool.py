@@ -1,12 +1,14 @@
 """What a tool is: one object that carries everything about it, read or write.
 
 A tool declares its name and description for the model, its typed parameters (the JSON schema is
-generated from them), the status text the analyst sees while it runs, and what its result becomes:
-compact text for the model, an Adaptive Card for Teams, plain text for the terminal and the questions an
-analyst usually asks next (read tools), or the kind of incident change it proposes (write tools, which
-``needs_confirmation``: they never run on the model's word, the analyst confirms them on a card). The loop
-and the surfaces ask the registry for a result's card, text or follow-ups and never name a tool themselves
-(tests/test_architecture.py holds that no surface module spells a tool's name).
+generated from them; ``read_tool`` takes them from a query's declaration), an example of valid arguments, the
+status text the analyst sees while it runs, and what its result becomes: compact text for the model, an Adaptive
+Card for Teams (with a card of its own for no rows), plain text for the terminal and the questions an analyst
+usually asks next (read tools), or the kind of incident change it proposes (write tools, which
+``needs_confirmation``: they never run on the model's word, the analyst confirms them on a card). A read tool runs
+its declared query, or its own ``run`` (an investigation runs several); ``command_only`` keeps it from the model.
+The loop and the surfaces ask the registry (``TOOLS``) for a result's card, text or follow-ups and never name a
+tool themselves (tests/test_architecture.py holds that no surface module spells a tool's name).
 """
 
 from __future__ import annotations

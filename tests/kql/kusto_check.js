@@ -5,7 +5,8 @@
 //   npm ci --prefix tests/kql          # once; or set KUSTO_LS_DIR to the package folder
 //   node tests/kql/kusto_check.js --schema bot/sentinel/tables.json [--functions tests/kql/functions.json] < q.jsonl
 //
-// --schema: {"Table": [{"name": "Col", "type": "string"}, ...], ...}
+// --schema: {"Table": [{"name": "Col", "type": "string"}, ...], ...}, or the table catalog's
+//           {"Table": {"columns": [{"name": "Col", "type": "string"}, ...], ...}, ...}
 // --functions: the workspace's functions the queries call (Sentinel's _GetWatchlist):
 //   {"name": {"parameters": "(p: string)", "body": "{ <KQL giving its result> }"}, ...}
 // stdin:    one JSON object per line: {"id": <any>, "query": "<KQL>"}
@@ -61,7 +62,8 @@ function buildGlobals(K, schemaPath, functionsPath) {
   }
   if (!schema || typeof schema !== 'object' || Array.isArray(schema)) usage('schema must be a JSON object');
   const S = K.Symbols;
-  const tables = Object.entries(schema).map(([table, cols]) => {
+  const tables = Object.entries(schema).map(([table, entry]) => {
+    const cols = Array.isArray(entry) ? entry : (entry && entry.columns);
     if (!Array.isArray(cols)) usage(`schema: table ${table} must map to a list of columns`);
     const columns = cols.map(c => {
       const type = S.ScalarTypes.GetSymbol(String(c.type));

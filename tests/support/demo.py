@@ -13,8 +13,8 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel.demo import store
-from bot.sentinel.demo.backend import Clock, DemoBackend, build_database
+from bot.demo import store
+from bot.demo.backend import Clock, DemoBackend, build_database
 
 _TEMPLATES: dict[tuple[int, datetime, int], tuple[sqlite3.Connection, datetime]] = {}
 _LOCK = threading.Lock()  # backends build from worker threads; one template is read by one copy at a time

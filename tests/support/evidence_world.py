@@ -1,5 +1,5 @@
 """A small evidence world for the investigation tests, written into a demo database in the contract's stored forms
-(datetimes as ``store.iso``, dynamic as compact JSON, bools 0/1, "" for absent strings): an MFA-fatigue account with
+(datetimes as ``demo_sql.iso``, dynamic as compact JSON, bools 0/1, "" for absent strings): an MFA-fatigue account with
 a role added and a phishing click, a malware host, a known-bad IP, a quiet account, other entities' rows and rows
 outside the window, until the demo generates these tables itself."""
 
@@ -10,7 +10,8 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel.demo.store import iso, load_table_columns
+from bot.demo.store import load_table_columns
+from bot.sentinel.demo_sql import iso
 
 ALICE = "alice@contoso.com"  # MFA fatigue, then a success from a new country; a role added; a phishing click
 BOB = "bob@contoso.com"  # ordinary sign-ins only

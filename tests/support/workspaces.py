@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.demo.backend import DemoBackend
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
 from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 from bot.sentinel.queries import kql_of, make_query
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, table_body

@@ -1,7 +1,8 @@
 """What a hunt may read: the allow-listed tables, their columns and Kusto types, and typed virtual columns.
 
-The columns and types come from ``bot/sentinel/tables.json`` (the visible columns of each table, copied from the
-product's reference schemas). A *virtual column* is a field analysts reach inside a dynamic (or JSON text)
+The allow-list, the columns a hunt shows by default, and each table's columns and types come from the table catalog
+(``bot/sentinel/catalog.py``, ``tables.json``: the visible columns of each table, copied from the product's
+reference schemas). A *virtual column* is a field analysts reach inside a dynamic (or JSON text)
 column, declared once here with its type, its KQL expression and its path for the demo's ``json_extract``, so a
 hunt filters on ``Country`` and nobody writes ``parse_json``. An alias (``ParentProcess``) names an existing
 column the way analysts ask for it.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from bot.sentinel.demo.columns import schema
+from bot.sentinel import catalog
 
 # Kusto types a hunt can compare, by what a filter value must be.
 STRING_TYPES = frozenset({"string", "guid"})
@@ -97,45 +98,12 @@ VIRTUAL: dict[str, tuple[tuple[str, str, str, tuple[str | int, ...]], ...]] = {
     "DeviceLogonEvents": _PARENT_ALIASES,
 }
 
-# The allow-list, with the columns shown when a hunt names none (a row's who, what, where and when).
-DEFAULTS: dict[str, tuple[str, ...]] = {
-    "SigninLogs": ("TimeGenerated", "UserPrincipalName", "AppDisplayName", "IPAddress", "Country", "ResultType",
-                   "ResultDescription"),
-    "AADNonInteractiveUserSignInLogs": ("TimeGenerated", "UserPrincipalName", "AppDisplayName", "IPAddress",
-                                        "Country", "ResultType"),
-    "AuditLogs": ("TimeGenerated", "OperationName", "Result", "InitiatedByUser", "TargetName", "TargetUpn"),
-    "IdentityInfo": ("TimeGenerated", "AccountUPN", "AccountDisplayName", "Department", "JobTitle", "RiskLevel"),
-    "AADRiskyUsers": ("TimeGenerated", "UserPrincipalName", "RiskLevel", "RiskState", "RiskDetail"),
-    "AADUserRiskEvents": ("TimeGenerated", "UserPrincipalName", "RiskEventType", "RiskLevel", "IpAddress",
-                          "Country"),
-    "BehaviorAnalytics": ("TimeGenerated", "UserPrincipalName", "ActivityType", "ActionType", "SourceIPAddress",
-                          "InvestigationPriority"),
-    "DeviceInfo": ("TimeGenerated", "DeviceName", "OSPlatform", "PublicIP", "ExposureLevel"),
-    "DeviceProcessEvents": ("TimeGenerated", "DeviceName", "AccountName", "FileName", "ProcessCommandLine",
-                            "ParentProcess", "SHA256"),
-    "DeviceNetworkEvents": ("TimeGenerated", "DeviceName", "ActionType", "RemoteIP", "RemotePort", "RemoteUrl",
-                            "InitiatingProcessFileName"),
-    "DeviceLogonEvents": ("TimeGenerated", "DeviceName", "AccountName", "ActionType", "LogonType", "RemoteIP"),
-    "DeviceFileEvents": ("TimeGenerated", "DeviceName", "ActionType", "FileName", "FolderPath", "SHA256"),
-    "EmailEvents": ("TimeGenerated", "SenderFromAddress", "RecipientEmailAddress", "Subject", "DeliveryAction",
-                    "ThreatTypes"),
-    "EmailUrlInfo": ("TimeGenerated", "NetworkMessageId", "Url", "UrlDomain"),
-    "UrlClickEvents": ("TimeGenerated", "AccountUpn", "Url", "ActionType", "IsClickedThrough", "IPAddress"),
-    "OfficeActivity": ("TimeGenerated", "UserId", "Operation", "OfficeWorkload", "ClientIP"),
-    "ThreatIntelIndicators": ("TimeGenerated", "ObservableKey", "ObservableValue", "Confidence", "ValidUntil",
-                              "IsActive"),
-    "ThreatIntelligenceIndicator": ("TimeGenerated", "ThreatType", "NetworkIP", "DomainName", "Url",
-                                    "FileHashValue", "ConfidenceScore", "ExpirationDateTime"),
-    "SecurityAlert": ("TimeGenerated", "AlertName", "AlertSeverity", "CompromisedEntity", "ProductName", "Status"),
-}
-
-
 @cache
 def tables() -> dict[str, Table]:
     """The allow-listed tables, by name."""
     out = {}
-    for name, defaults in DEFAULTS.items():
-        own = {column: Column(column, kind) for column, kind in schema()[name]}
+    for name, defaults in _allowed().items():
+        own = {column: Column(column, kind) for column, kind in catalog.schema()[name]}
         virtual = {}
         for vname, kind, source, path in VIRTUAL.get(name, ()):
             assert vname not in own, f"{name}.{vname}: a virtual column may not hide a real one"
@@ -147,5 +115,10 @@ def tables() -> dict[str, Table]:
     return out
 
 
+def _allowed() -> dict[str, tuple[str, ...]]:
+    """The allow-list (``hunt`` in tables.json), with the columns shown when a hunt names none."""
+    return {name: table.hunt for name, table in catalog.tables().items() if table.hunt}
+
+
 def table_names() -> tuple[str, ...]:
-    return tuple(DEFAULTS)
+    return tuple(_allowed())

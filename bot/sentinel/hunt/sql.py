@@ -1,6 +1,6 @@
 """A hunt on the demo workspace: SQLite built from the same typed ``Hunt`` as its KQL, values as parameters.
 
-Each column reads its stored form (``demo/store.py``): a virtual column is ``json_extract`` on its source's JSON
+Each column reads its stored form (``bot/demo/store.py``): a virtual column is ``json_extract`` on its source's JSON
 text (``tostring`` of a missing field is "", as in KQL); text compares ignoring letter case through ``kql_lower``
 (the expression the demo's indexes are built on); ``has`` is a whole-term match as Kusto's is. The rows come back
 as the KQL's do: ``Row`` (the hunt's columns, typed as the service returns them in a property bag) and
@@ -15,8 +15,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel.demo.columns import ENTITY_COLUMNS, HUNT_INDEXED
-from bot.sentinel.demo.values import iso
+from bot.sentinel.catalog import ENTITY_COLUMNS, HUNT_INDEXED
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column, tables
 from bot.sentinel.hunt.model import BINS, Filter, Hunt, Value
 
@@ -94,12 +94,12 @@ def _lowered(column: Column) -> str:
 
 def compared(column: Column) -> str:
     """What an equality, ``in`` or range filter on ``column`` compares: text in lower case, other values as typed.
-    The demo indexes this very expression for its tables' hot hunt columns (``demo/columns.HUNT_INDEXED``)."""
+    The demo indexes this very expression for its tables' hot hunt columns (``catalog.HUNT_INDEXED``)."""
     return _lowered(column) if column.type in STRING_TYPES else expression(column)
 
 
 def index_expressions(table: str) -> tuple[str, ...]:
-    """The expressions the demo indexes on ``table`` for hunts (``demo/columns.HUNT_INDEXED``), as ``compared``
+    """The expressions the demo indexes on ``table`` for hunts (``catalog.HUNT_INDEXED``), as ``compared``
     writes them."""
     found = tables()[table]
     return tuple(compared(column) for name in HUNT_INDEXED.get(table, ()) if (column := found.find(name)))

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import TrendBin
 from bot.sentinel.params import MAX_TREND_BINS, BinSize, InvalidParameter, TimeWindow, parse_bin_size
 from bot.sentinel.rows import as_datetime, as_int, as_text
@@ -63,14 +62,14 @@ def decode(row: Row) -> TrendBin:
 
 def _demo(query: AlertTrendQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
-    params = sql.window_bounds(query.window, now, BinSize.HOUR)
+    params = demo_sql.window_bounds(query.window, now, BinSize.HOUR)
     hourly = query.bin_size is BinSize.HOUR
     # ISO text truncated to the hour or the day is the bin's start.
     prefix = 13 if hourly else 10
-    wanted = sql.severities_in(query.min_severity)
-    counts = sql.fetch(
+    wanted = demo_sql.severities_in(query.min_severity)
+    counts = demo_sql.fetch(
         conn,
-        f"""WITH {sql.uncounted(wanted)},
+        f"""WITH {demo_sql.uncounted(wanted)},
             parts AS (
                 SELECT substr(TimeGenerated, 1, {prefix}) AS Bin, AlertSeverity, COUNT(*) AS Alerts
                 FROM uncounted GROUP BY 1, 2
@@ -82,7 +81,7 @@ def _demo(query: AlertTrendQuery, conn: sqlite3.Connection, now: datetime,
     )
     # make-series: one series per severity present, zero-filled over [bin(start), now).
     step = query.bin_size.duration
-    first = sql.floor(now - query.window.duration, step)
+    first = demo_sql.floor(now - query.window.duration, step)
     bins = []
     moment = first
     while moment < now:

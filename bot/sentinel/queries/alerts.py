@@ -8,8 +8,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql, store
+from bot.sentinel import demo_sql, kql
 from bot.sentinel.models import AlertSummary
 from bot.sentinel.params import DEFAULT_LIMIT, MAX_LIMIT, BinSize, Filters, InvalidParameter, SortOrder, TimeWindow
 from bot.sentinel.rows import MAX_ENTITIES_PER_ALERT_SHOWN, as_datetime, as_text, as_text_tuple, tactics, type_order
@@ -83,19 +82,19 @@ def decode(row: Row) -> AlertSummary:
 def _demo(query: AlertsQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     if query.filters != Filters():
-        return sql.with_entity_labels(conn, _filtered(query, conn, now))
-    params = sql.window_bounds(query.window, now, BinSize.HOUR) | {"limit": query.limit}
-    order = f"{sql.RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
+        return demo_sql.with_entity_labels(conn, _filtered(query, conn, now))
+    params = demo_sql.window_bounds(query.window, now, BinSize.HOUR) | {"limit": query.limit}
+    order = f"{demo_sql.RANK.format(column='m.AlertSeverity')}, m.TimeGenerated DESC, m.SystemAlertId"
     firsts = " UNION ALL ".join(
         f"SELECT * FROM (SELECT l.AlertRowId, l.SystemAlertId, l.AlertSeverity, l.TimeGenerated "
-        f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {sql.CURRENT} "
+        f"FROM LatestAlert AS l INDEXED BY latest_alert_severity WHERE {demo_sql.CURRENT} "
         f"AND l.AlertSeverity = '{severity.value}' "
         f"ORDER BY l.TimeGenerated DESC, l.SystemAlertId LIMIT :limit)"
         for severity in query.min_severity.at_least())
-    severities = sql.severities_in(query.min_severity)
-    rows = sql.fetch(
+    severities = demo_sql.severities_in(query.min_severity)
+    rows = demo_sql.fetch(
         conn,
-        f"""WITH {sql.uncounted(severities)},
+        f"""WITH {demo_sql.uncounted(severities)},
             top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
             SELECT m.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
                    COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS ProductName, a.TimeGenerated, a.Tactics,
@@ -105,18 +104,19 @@ def _demo(query: AlertsQuery, conn: sqlite3.Connection, now: datetime,
             ORDER BY {order}""",
         params,
     )
-    return sql.with_entity_labels(conn, rows)
+    return demo_sql.with_entity_labels(conn, rows)
 
 
 def _filtered(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
     """Filtered on the narrow latest rows; only the rows shown are joined to their full SecurityAlert row."""
-    params, after = sql.date_range(query, now)
+    params, after = demo_sql.date_range(query, now)
     params["limit"] = query.limit
     columns = "AlertRowId, SystemAlertId, TimeGenerated, AlertSeverity, Status, TextId"
     if params["end"] is None:  # ending now: the latest-row table knows each alert's latest row
-        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {sql.CURRENT.replace('> :start', after + ' :start')}"
+        current = demo_sql.CURRENT.replace("> :start", after + " :start")
+        latest = f"SELECT {columns} FROM LatestAlert AS l WHERE {current}"
     else:  # ending earlier: the latest row before the end may have been superseded since, so read every row
-        folded = f"{store.alert_text_id('s')} AS TextId" if query.filters.search else "NULL AS TextId"
+        folded = f"{demo_sql.alert_text_id('s')} AS TextId" if query.filters.search else "NULL AS TextId"
         # A row of the window with no later row of its alert before the end (index alert_id finds that at once):
         # four times faster at 100x the demo's volume than numbering every row of the window per alert.
         latest = f"""SELECT s.rowid AS AlertRowId, s.SystemAlertId, s.TimeGenerated, s.AlertSeverity, s.Status, {folded}
@@ -125,18 +125,18 @@ def _filtered(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> li
                   AND NOT EXISTS (SELECT 1 FROM SecurityAlert AS n WHERE n.SystemAlertId = s.SystemAlertId
                       AND n.TimeGenerated < :end AND n.TimeGenerated <= :now AND (n.TimeGenerated > s.TimeGenerated
                       OR (n.TimeGenerated = s.TimeGenerated AND n.rowid > s.rowid)))"""
-    order = sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity")
+    order = demo_sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity")
     text = f"""
         WITH matched AS MATERIALIZED (
             SELECT l.AlertRowId, l.SystemAlertId, l.TimeGenerated, l.AlertSeverity FROM ({latest}) AS l
-            WHERE {sql.conditions(query, params)}),
+            WHERE {demo_sql.conditions(query, params)}),
         top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
         SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
                COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
                (SELECT COUNT(*) FROM matched) AS TotalMatched
         FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
-        ORDER BY {sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
-    return sql.fetch(conn, text, params)
+        ORDER BY {demo_sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
+    return demo_sql.fetch(conn, text, params)
 
 
 SPEC = QuerySpec(

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import ChangedIncident
 from bot.sentinel.params import DETAIL_LOOKBACK, parse_limit, parse_since
 from bot.sentinel.rows import SkippedRow, as_datetime, as_optional_text, as_text, incident
@@ -78,8 +77,8 @@ def _demo(query: IncidentChangesQuery, conn: sqlite3.Connection, now: datetime,
             SELECT l.IncidentRowId, l.IncidentNumber, l.TimeGenerated FROM LatestIncident AS l
             WHERE l.TimeGenerated > :since AND l.TimeGenerated <= :now AND (l.NextTime IS NULL OR l.NextTime > :now)),
         top AS MATERIALIZED (SELECT * FROM changed ORDER BY TimeGenerated, IncidentNumber LIMIT :limit)
-        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime,
-               t.LastModifiedTime, {sql.ALERT_COUNT} AS AlertCount,
+        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {demo_sql.OWNER} AS Owner, t.CreatedTime,
+               t.LastModifiedTime, {demo_sql.ALERT_COUNT} AS AlertCount,
                json_extract(AdditionalData, '$.tactics') AS Tactics,
                json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
                t.TimeGenerated, substr(t.Description, 1, {MAX_DESCRIPTION_CHARS}) AS Description,
@@ -88,7 +87,7 @@ def _demo(query: IncidentChangesQuery, conn: sqlite3.Connection, now: datetime,
                json_extract(t.Owner, '$.assignedTo') AS OwnerAssignedTo, (SELECT COUNT(*) FROM changed) AS TotalMatched
         FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
         ORDER BY m.TimeGenerated, m.IncidentNumber"""
-    return sql.fetch(conn, text, {"since": iso(query.since), "now": iso(now), "limit": query.limit})
+    return demo_sql.fetch(conn, text, {"since": iso(query.since), "now": iso(now), "limit": query.limit})
 
 
 SPEC = QuerySpec(

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import AlertSummary, EntityRef, IncidentDetail, IncidentMatch
 from bot.sentinel.params import DETAIL_LOOKBACK, IncidentRef, parse_incident_ref
 from bot.sentinel.rows import (
@@ -179,9 +178,9 @@ def _ref_condition(ref: IncidentRef) -> tuple[str, dict[str, Any]]:
 
 def _matching_incidents(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """The incidents matching (latest rows), newest first: the one shown and the other matches."""
-    return sql.fetch(
+    return demo_sql.fetch(
         conn,
-        f"""WITH {sql.latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
+        f"""WITH {demo_sql.latest("found", "LatestIncident", "IncidentRowId", "l.IncidentNumber, l.CreatedTime", where)}
             SELECT t.* FROM found AS f JOIN SecurityIncident AS t ON t.rowid = f.IncidentRowId
             ORDER BY f.CreatedTime DESC, f.IncidentNumber DESC LIMIT {1 + MAX_OTHER_MATCHES}""",
         params,
@@ -191,9 +190,9 @@ def _matching_incidents(conn: sqlite3.Connection, where: str, params: dict[str, 
 def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
                      params: dict[str, Any]) -> list[dict[str, Any]]:
     """The incident's alerts (latest rows), newest first (by id among equal times)."""
-    alerts = sql.fetch(
+    alerts = demo_sql.fetch(
         conn,
-        f"""WITH {sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
+        f"""WITH {demo_sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
                           "AND l.SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
             SELECT f.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
                    COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics
@@ -207,7 +206,7 @@ def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
 
 def _entities(conn: sqlite3.Connection, alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The distinct entities of these alerts, by type and value."""
-    return sql.fetch(
+    return demo_sql.fetch(
         conn,
         f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
             WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
@@ -219,7 +218,7 @@ def _entities(conn: sqlite3.Connection, alerts: list[dict[str, Any]]) -> list[di
 def _detail(incident: dict[str, Any], alerts: list[dict[str, Any]], entities: list[dict[str, Any]],
             others: list[dict[str, Any]]) -> dict[str, Any]:
     """The result row: the incident's latest row, with its alerts, entities and the other matching incidents."""
-    additional = sql.json_value(incident["AdditionalData"]) or {}
+    additional = demo_sql.json_value(incident["AdditionalData"]) or {}
     return {
         "IncidentNumber": incident["IncidentNumber"],
         "IncidentName": incident["IncidentName"],
@@ -231,7 +230,7 @@ def _detail(incident: dict[str, Any], alerts: list[dict[str, Any]], entities: li
         **{k: incident[k] for k in ("CreatedTime", "LastModifiedTime", "ClosedTime", "FirstActivityTime",
                                     "LastActivityTime", "Classification", "ClassificationReason",
                                     "ClassificationComment", "Labels", "IncidentUrl")},
-        "AlertCount": additional.get("alertsCount", len(sql.json_value(incident["AlertIds"]) or [])),
+        "AlertCount": additional.get("alertsCount", len(demo_sql.json_value(incident["AlertIds"]) or [])),
         "Tactics": additional.get("tactics"),
         "Products": additional.get("alertProductNames"),
         "CommentCount": additional.get("commentsCount"),
@@ -243,7 +242,7 @@ def _detail(incident: dict[str, Any], alerts: list[dict[str, Any]], entities: li
 
 def _owner_name(owner_json: Any) -> Any:
     """The owner as the KQL names it: assigned name, else email, else UPN (None when unassigned)."""
-    owner = sql.json_value(owner_json) or {}
+    owner = demo_sql.json_value(owner_json) or {}
     return next((owner[k] for k in ("assignedTo", "email", "userPrincipalName") if owner.get(k)), None)
 
 

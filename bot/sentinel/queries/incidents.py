@@ -7,8 +7,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
+from bot.sentinel import demo_sql, kql
 from bot.sentinel.params import DEFAULT_LIMIT, MAX_LIMIT, Filters, SortOrder, TimeWindow
 from bot.sentinel.rows import incident
 from bot.sentinel.spec import (
@@ -53,9 +52,9 @@ def _demo(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     if query.filters != Filters():
         return _filtered(query, conn, now)
-    params = sql.window_bounds(query.window, now) | {"limit": query.limit}
-    order = f"{sql.RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
-    matched = f"FROM LatestIncident AS l WHERE {sql.CURRENT} AND l.CreatedTime > :start"
+    params = demo_sql.window_bounds(query.window, now) | {"limit": query.limit}
+    order = f"{demo_sql.RANK.format(column='m.Severity')}, m.CreatedTime DESC, m.IncidentNumber DESC"
+    matched = f"FROM LatestIncident AS l WHERE {demo_sql.CURRENT} AND l.CreatedTime > :start"
     # Each severity's newest from its own index, then the best of those: no sort of the whole window.
     firsts = " UNION ALL ".join(
         f"SELECT * FROM (SELECT l.IncidentRowId, l.IncidentNumber, l.CreatedTime, l.Severity "
@@ -64,41 +63,42 @@ def _demo(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime,
         for severity in query.min_severity.at_least())
     text = f"""
     WITH top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
-    SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime, t.LastModifiedTime,
-           {sql.ALERT_COUNT} AS AlertCount, json_extract(AdditionalData, '$.tactics') AS Tactics,
+    SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {demo_sql.OWNER} AS Owner, t.CreatedTime,
+           t.LastModifiedTime, {demo_sql.ALERT_COUNT} AS AlertCount,
+           json_extract(AdditionalData, '$.tactics') AS Tactics,
            json_extract(AdditionalData, '$.alertProductNames') AS Products, IncidentUrl, Classification,
-           (SELECT COUNT(*) {matched} AND l.Severity IN {sql.severities_in(query.min_severity)}) AS TotalMatched
+           (SELECT COUNT(*) {matched} AND l.Severity IN {demo_sql.severities_in(query.min_severity)}) AS TotalMatched
     FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
     ORDER BY {order}"""
-    return sql.fetch(conn, text, params)
+    return demo_sql.fetch(conn, text, params)
 
 
 def _filtered(query: IncidentsQuery, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
     """Filtered on the narrow latest rows (joined to their full row only for a filter that needs it); only the
     rows shown read their full row's columns."""
-    params, after = sql.date_range(query, now)
+    params, after = demo_sql.date_range(query, now)
     params["limit"] = query.limit
     created = f"l.CreatedTime {after} :start" + (" AND l.CreatedTime < :end" if params["end"] else "")
     sort = INCIDENT_SORT[query.filters.sort]
-    where = sql.conditions(query, params)
+    where = demo_sql.conditions(query, params)
     most_alerts = any(column == "AlertCount" for column, _ in sort)
     full_row = "JOIN SecurityIncident AS t ON t.rowid = l.IncidentRowId" if "t." in where or most_alerts else ""
     text = f"""
         WITH matched AS MATERIALIZED (
             SELECT l.IncidentRowId, l.IncidentNumber, l.Severity, l.CreatedTime
-                   {f", {sql.ALERT_COUNT} AS AlertCount" if most_alerts else ""}
+                   {f", {demo_sql.ALERT_COUNT} AS AlertCount" if most_alerts else ""}
             FROM LatestIncident AS l {full_row}
             WHERE l.TimeGenerated {after} :start AND l.TimeGenerated <= :now
               AND (l.NextTime IS NULL OR l.NextTime > :now) AND {created} AND {where}),
-        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {sql.sort_keys(sort, "Severity")} LIMIT :limit)
-        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {sql.OWNER} AS Owner, t.CreatedTime,
-               t.LastModifiedTime, {sql.ALERT_COUNT} AS AlertCount,
+        top AS MATERIALIZED (SELECT * FROM matched ORDER BY {demo_sql.sort_keys(sort, "Severity")} LIMIT :limit)
+        SELECT t.IncidentNumber, t.Title, t.Severity, t.Status, {demo_sql.OWNER} AS Owner, t.CreatedTime,
+               t.LastModifiedTime, {demo_sql.ALERT_COUNT} AS AlertCount,
                json_extract(AdditionalData, '$.tactics') AS Tactics,
                json_extract(AdditionalData, '$.alertProductNames') AS Products, t.IncidentUrl, t.Classification,
                (SELECT COUNT(*) FROM matched) AS TotalMatched
         FROM top AS m JOIN SecurityIncident AS t ON t.rowid = m.IncidentRowId
-        ORDER BY {sql.sort_keys(sort, "Severity", "m.")}"""
-    return sql.fetch(conn, text, params)
+        ORDER BY {demo_sql.sort_keys(sort, "Severity", "m.")}"""
+    return demo_sql.fetch(conn, text, params)
 
 
 SPEC = QuerySpec(

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from bot.sentinel import kql
-from bot.sentinel.demo.store import iso
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import OnCallEntry, daily_shift
 from bot.sentinel.params import DETAIL_LOOKBACK
 from bot.sentinel.rows import SkippedRow, as_datetime, as_optional_text, as_text

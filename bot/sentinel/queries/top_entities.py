@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
+from bot.sentinel import demo_sql, kql
 from bot.sentinel.models import EntityCount
 from bot.sentinel.params import DEFAULT_ENTITY_LIMIT, MAX_ENTITY_LIMIT, BinSize, TimeWindow
 from bot.sentinel.rows import as_datetime, as_int, as_text
@@ -71,16 +70,16 @@ def decode(row: Row) -> EntityCount:
 
 def _demo(query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
-    params = sql.window_bounds(query.window, now, BinSize.DAY) | {"limit": query.limit,
+    params = demo_sql.window_bounds(query.window, now, BinSize.DAY) | {"limit": query.limit,
                                                                   "entity": (query.entity or "").lower()}
-    severities = sql.severities_in(query.min_severity)
+    severities = demo_sql.severities_in(query.min_severity)
     # One entity, or all: an EntityId is one type and lower-case value (``Entity.EntityKey``).
     wanted = "AND n.EntityKey = :entity" if query.entity is not None else ""
     of_wanted = ("AND EntityId IN (SELECT EntityId FROM Entity WHERE EntityKey = :entity)"
                  if query.entity is not None else "")
-    return sql.fetch(
+    return demo_sql.fetch(
         conn,
-        f"""WITH {sql.uncounted(severities)},
+        f"""WITH {demo_sql.uncounted(severities)},
             live AS MATERIALIZED (  -- AlertEntity is already distinct per alert row
                 SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
                        MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen,

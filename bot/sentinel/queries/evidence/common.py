@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import catalog, demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
 from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
 from bot.sentinel.spec import DemoWorkspace, Param, QuerySpec, Row
@@ -35,6 +34,7 @@ class EvidenceQuery:
     window: TimeWindow
 
     tool: ClassVar[str] = ""
+    title: ClassVar[str] = ""  # the heading of its section of an investigation
     kinds: ClassVar[frozenset[EntityKind]] = frozenset()
     lookback: ClassVar[timedelta | None] = None  # a fixed lookback instead of the window (a risk state, indicators)
 
@@ -104,11 +104,10 @@ class Column:
 class RowList:
     """A list of one table's rows naming the entity, newest first (or by ``order``), at most MAX_EVIDENCE_ROWS.
 
-    ``by_kind``: the columns that name an entity of each kind (any of them equal, in any letter case); a hash's
-    columns are its algorithm's (``MD5``, ``SHA1``, ``SHA256``) among them."""
+    The columns that name an entity of each kind are the table catalog's (``catalog.Table.entities``: any of them
+    equal, in any letter case); a hash's columns are its algorithm's (``MD5``, ``SHA1``, ``SHA256``) among them."""
 
     table: str
-    by_kind: Mapping[EntityKind, tuple[str, ...]]
     columns: tuple[Column, ...]
     order: tuple[tuple[str, bool], ...]  # (column, descending)
     what: str  # for the KQL's comment line
@@ -120,7 +119,7 @@ class RowList:
         return (*((c.name, c.type) for c in self.columns), ("TotalMatched", "long"))
 
     def matching(self, entity: Entity) -> tuple[str, ...]:
-        columns = self.by_kind.get(entity.kind, ())
+        columns = catalog.table(self.table).entity_columns(entity.kind.value)
         if entity.kind is EntityKind.HASH:
             columns = tuple(c for c in columns if c.upper().endswith(entity.hash_algorithm)) or columns
         return columns
@@ -145,9 +144,10 @@ rows
         if query.entity.kind in self.custom:
             condition = self.custom[query.entity.kind][1]
         else:
-            condition = " OR ".join(f"kql_lower({c}) = kql_lower(:entity)" for c in self.matching(query.entity))
+            condition = " OR ".join(f"kql_lower({catalog.entity_sql(c)}) = kql_lower(:entity)"
+                                    for c in self.matching(query.entity))
         order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in self.order)
-        return sql.fetch(conn, f"""SELECT {', '.join(c.sql_part() for c in self.columns)},
+        return demo_sql.fetch(conn, f"""SELECT {', '.join(c.sql_part() for c in self.columns)},
                 COUNT(*) OVER () AS TotalMatched
             FROM {self.table}
             WHERE TimeGenerated > :start AND TimeGenerated <= :now AND ({condition})
@@ -155,6 +155,14 @@ rows
 
 
 def spec(cls: type[EvidenceQuery], rows: RowList, decode: Callable[[Row], Any], keys: tuple[str, ...]) -> QuerySpec:
-    """The declaration of a list evidence query: KQL and demo SQL both from ``rows``."""
+    """The declaration of a list evidence query: KQL and demo SQL both from ``rows``; each kind the query reads is
+    matched in the catalog's columns of its table, or by ``rows.custom``."""
+    matched = {k.value: catalog.table(rows.table).entity_columns(k.value) for k in cls.kinds if k not in rows.custom}
+    unmatched = sorted(kind for kind, names in matched.items() if not names)
+    if unmatched:
+        raise ValueError(f"{cls.tool}: tables.json names no {', '.join(unmatched)} column in {rows.table}")
+    paths = [c for names in matched.values() for c in names if catalog.entity_sql(c) != c]
+    if paths:  # the KQL compares columns with =~: a path into a dynamic column needs its own condition (custom)
+        raise ValueError(f"{cls.tool}: {rows.table}'s entity paths {paths} need a custom condition")
     return QuerySpec(name=cls.tool, params=params(), make=make(cls), kql=rows.kql, result=rows.result, keys=keys,
                      decode=decode, demo=rows.demo, internal=True)

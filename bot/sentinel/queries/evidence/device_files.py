@@ -11,12 +11,12 @@ from bot.sentinel.spec import Row
 
 class FilesQuery(EvidenceQuery):
     tool = "evidence_files"
+    title = "File events"
     kinds = frozenset({EntityKind.HOST, EntityKind.HASH})
 
 
 ROWS = RowList(
     table="DeviceFileEvents",
-    by_kind={EntityKind.HOST: ("DeviceName",), EntityKind.HASH: ("MD5", "SHA1", "SHA256")},
     columns=(Column("TimeGenerated", "datetime"), Column("DeviceName", "string"), Column("ActionType", "string"),
              Column("FileName", "string"), Column("FolderPath", "string"), Column("SHA256", "string"),
              Column("InitiatingProcessFileName", "string")),

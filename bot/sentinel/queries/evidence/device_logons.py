@@ -12,12 +12,12 @@ from bot.sentinel.spec import Row
 
 class LogonsQuery(EvidenceQuery):
     tool = "evidence_logons"
+    title = "Logons"
     kinds = frozenset({EntityKind.HOST, EntityKind.IP})
 
 
 ROWS = RowList(
     table="DeviceLogonEvents",
-    by_kind={EntityKind.HOST: ("DeviceName",), EntityKind.IP: ("RemoteIP",)},
     columns=(Column("TimeGenerated", "datetime"), Column("DeviceName", "string"), Column("AccountName", "string"),
              Column("ActionType", "string"), Column("LogonType", "string"), Column("RemoteIP", "string"),
              Column("FailureReason", "string")),

@@ -12,13 +12,12 @@ from bot.sentinel.spec import Row
 
 class NetworkQuery(EvidenceQuery):
     tool = "evidence_network"
+    title = "Network connections"
     kinds = frozenset({EntityKind.HOST, EntityKind.IP, EntityKind.URL, EntityKind.DOMAIN})
 
 
 ROWS = RowList(
     table="DeviceNetworkEvents",
-    by_kind={EntityKind.HOST: ("DeviceName",), EntityKind.IP: ("RemoteIP",), EntityKind.URL: ("RemoteUrl",),
-             EntityKind.DOMAIN: ("RemoteUrl",)},
     columns=(Column("TimeGenerated", "datetime"), Column("DeviceName", "string"), Column("ActionType", "string"),
              Column("RemoteIP", "string"), Column("RemotePort", "int"), Column("RemoteUrl", "string"),
              Column("InitiatingProcessFileName", "string")),

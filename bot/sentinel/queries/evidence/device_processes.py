@@ -12,13 +12,12 @@ from bot.sentinel.spec import Row
 
 class ProcessesQuery(EvidenceQuery):
     tool = "evidence_processes"
+    title = "Processes"
     kinds = frozenset({EntityKind.HOST, EntityKind.ACCOUNT, EntityKind.HASH})
 
 
 ROWS = RowList(
     table="DeviceProcessEvents",
-    by_kind={EntityKind.HOST: ("DeviceName",), EntityKind.ACCOUNT: ("AccountUpn",),
-             EntityKind.HASH: ("MD5", "SHA1", "SHA256")},
     columns=(Column("TimeGenerated", "datetime"), Column("DeviceName", "string"), Column("AccountName", "string"),
              Column("FileName", "string"), Column("ProcessCommandLine", "string"),
              Column("InitiatingProcessFileName", "string"), Column("SHA256", "string")),

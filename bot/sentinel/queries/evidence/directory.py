@@ -8,8 +8,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
+from bot.sentinel import demo_sql, kql
 from bot.sentinel.evidence import DirectoryChange
 from bot.sentinel.queries.evidence.common import (
     MAX_EVIDENCE_ROWS,
@@ -29,6 +28,7 @@ _ROLE_PROPERTIES = ("Role.DisplayName", "Role.displayName", "RoleDefinition.Disp
 
 class DirectoryQuery(EvidenceQuery):
     tool = "evidence_directory"
+    title = "Directory changes"
     kinds = frozenset({EntityKind.ACCOUNT})
 
 
@@ -60,7 +60,7 @@ def _demo(query: DirectoryQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     initiated = _json("InitiatedBy", "{}")
     by_entity = f"kql_lower(COALESCE(json_extract({initiated}, '$.user.userPrincipalName'), '')) = kql_lower(:entity)"
-    return sql.fetch(conn, f"""SELECT TimeGenerated, OperationName, Result,
+    return demo_sql.fetch(conn, f"""SELECT TimeGenerated, OperationName, Result,
             COALESCE(NULLIF(json_extract({initiated}, '$.user.userPrincipalName'), ''),
                      NULLIF(json_extract({initiated}, '$.app.displayName'), ''), '') AS Initiator,
             TargetResources, ({by_entity}) AS ByEntity, COUNT(*) OVER () AS TotalMatched

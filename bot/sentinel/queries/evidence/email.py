@@ -12,6 +12,7 @@ from bot.sentinel.spec import Row
 
 class EmailQuery(EvidenceQuery):
     tool = "evidence_email"
+    title = "Email"
     kinds = frozenset({EntityKind.ACCOUNT, EntityKind.IP, EntityKind.URL, EntityKind.DOMAIN})
 
 
@@ -25,7 +26,6 @@ def _carrying(column: str) -> tuple[str, str]:
 
 ROWS = RowList(
     table="EmailEvents",
-    by_kind={EntityKind.ACCOUNT: ("RecipientEmailAddress", "SenderFromAddress"), EntityKind.IP: ("SenderIPv4",)},
     custom={EntityKind.URL: _carrying("Url"), EntityKind.DOMAIN: _carrying("UrlDomain")},
     columns=(Column("TimeGenerated", "datetime"), Column("NetworkMessageId", "string"),
              Column("SenderFromAddress", "string"), Column("RecipientEmailAddress", "string"),

@@ -12,12 +12,12 @@ from bot.sentinel.spec import Row
 
 class RiskDetectionsQuery(EvidenceQuery):
     tool = "evidence_risk_detections"
+    title = "Risk detections"
     kinds = frozenset({EntityKind.ACCOUNT, EntityKind.IP})
 
 
 ROWS = RowList(
     table="AADUserRiskEvents",
-    by_kind={EntityKind.ACCOUNT: ("UserPrincipalName",), EntityKind.IP: ("IpAddress",)},
     columns=(Column("TimeGenerated", "datetime"), Column("UserPrincipalName", "string"),
              Column("RiskEventType", "string"), Column("RiskLevel", "string"), Column("RiskState", "string"),
              Column("IpAddress", "string"),

@@ -7,7 +7,7 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel.demo import sql
+from bot.sentinel import demo_sql
 from bot.sentinel.evidence import RiskyUser
 from bot.sentinel.queries.evidence.common import EvidenceQuery, declaration, demo_params, make, params
 from bot.sentinel.queries.evidence.entity import EntityKind
@@ -17,6 +17,7 @@ from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row
 
 class RiskyUserQuery(EvidenceQuery):
     tool = "evidence_risky_user"
+    title = "Identity risk"
     kinds = frozenset({EntityKind.ACCOUNT})
     lookback = timedelta(days=30)
 
@@ -33,7 +34,7 @@ def _kql(query: RiskyUserQuery) -> str:
 def _demo(query: RiskyUserQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     # SQLite's bare-column rule: with MAX(), the other columns come from the row holding the maximum (arg_max).
-    return sql.fetch(conn, """SELECT UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime,
+    return demo_sql.fetch(conn, """SELECT UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime,
             MAX(TimeGenerated) AS TimeGenerated
         FROM AADRiskyUsers
         WHERE TimeGenerated > :start AND TimeGenerated <= :now AND kql_lower(UserPrincipalName) = kql_lower(:entity)

@@ -13,9 +13,8 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
-from bot.sentinel.demo.store import iso
+from bot.sentinel import catalog, demo_sql, kql
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.evidence import SigninGroup
 from bot.sentinel.queries.evidence.common import (
     MAX_EVIDENCE_ROWS,
@@ -30,7 +29,6 @@ from bot.sentinel.queries.evidence.rows import as_bool
 from bot.sentinel.rows import as_datetime, as_int, as_text
 from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row
 
-_MATCH = {EntityKind.ACCOUNT: "UserPrincipalName", EntityKind.IP: "IPAddress"}
 _KEYS = ("UserPrincipalName", "ResultType", "IPAddress", "Location", "AppDisplayName", "RiskLevelDuringSignIn")
 BASELINE = timedelta(days=14)  # the period before the window whose countries are an account's known ones
 _ORDER = (("LastSeen", True), ("SignIns", True), *((k, False) for k in _KEYS))
@@ -38,6 +36,7 @@ _ORDER = (("LastSeen", True), ("SignIns", True), *((k, False) for k in _KEYS))
 
 class SigninsQuery(EvidenceQuery):
     tool = "evidence_signins"
+    title = "Sign-ins"
     kinds = frozenset({EntityKind.ACCOUNT, EntityKind.IP})
 
     @property
@@ -50,15 +49,21 @@ class SigninsQuery(EvidenceQuery):
         return f"ago({int(self.timespan.total_seconds()) // 3600}h)"
 
 
+def _match(query: SigninsQuery) -> str:
+    """The SigninLogs column naming the entity (the catalog's one column for its kind)."""
+    (column,) = catalog.table("SigninLogs").entity_columns(query.entity.kind.value)
+    return column
+
+
 def _kql(query: SigninsQuery) -> str:
     return f"""// {query.tool}: sign-ins of the {query.entity.kind.value}, by result, IP, country and app
 {declaration(query)}let known = toscalar(SigninLogs
     | where TimeGenerated > {query.baseline_ago} and TimeGenerated <= {query.ago}
-    | where {_MATCH[query.entity.kind]} =~ entity_wanted and ResultType == "0"
+    | where {_match(query)} =~ entity_wanted and ResultType == "0"
     | summarize make_set(strcat(tolower(UserPrincipalName), " ", Location)));
 let groups = materialize(SigninLogs
     | where TimeGenerated > {query.ago}
-    | where {_MATCH[query.entity.kind]} =~ entity_wanted
+    | where {_match(query)} =~ entity_wanted
     | summarize SignIns = count(), FirstSeen = min(TimeGenerated), LastSeen = max(TimeGenerated),
         ResultDescription = min(ResultDescription) by {', '.join(_KEYS)});
 groups
@@ -73,16 +78,16 @@ def _demo(query: SigninsQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     keys = ", ".join(_KEYS)
     order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in _ORDER)
-    return sql.fetch(conn, f"""SELECT {keys}, MIN(ResultDescription) AS ResultDescription, COUNT(*) AS SignIns,
+    return demo_sql.fetch(conn, f"""SELECT {keys}, MIN(ResultDescription) AS ResultDescription, COUNT(*) AS SignIns,
             MIN(TimeGenerated) AS FirstSeen, MAX(TimeGenerated) AS LastSeen, EXISTS (
                 SELECT 1 FROM SigninLogs AS b
                 WHERE b.TimeGenerated > :baseline AND b.TimeGenerated <= :start AND b.ResultType = '0'
-                  AND kql_lower(b.{_MATCH[query.entity.kind]}) = kql_lower(:entity)
+                  AND kql_lower(b.{_match(query)}) = kql_lower(:entity)
                   AND kql_lower(b.UserPrincipalName) = kql_lower(SigninLogs.UserPrincipalName)
                   AND b.Location = SigninLogs.Location) AS KnownCountry, COUNT(*) OVER () AS TotalMatched
         FROM SigninLogs
         WHERE TimeGenerated > :start AND TimeGenerated <= :now
-          AND kql_lower({_MATCH[query.entity.kind]}) = kql_lower(:entity)
+          AND kql_lower({_match(query)}) = kql_lower(:entity)
         GROUP BY {keys} ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""",
                      demo_params(query, now) | {"baseline": iso(now - query.span - BASELINE)})
 

@@ -8,8 +8,7 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel import kql
-from bot.sentinel.demo import sql
+from bot.sentinel import demo_sql, kql
 from bot.sentinel.evidence import Indicator
 from bot.sentinel.queries.evidence.common import (
     MAX_EVIDENCE_ROWS,
@@ -29,6 +28,7 @@ _ORDER = (("Confidence", True), ("ValidUntil", True), ("Id", False))
 
 class ThreatIntelQuery(EvidenceQuery):
     tool = "evidence_threat_intel"
+    title = "Threat intelligence"
     kinds = frozenset(EntityKind)
     lookback = timedelta(days=30)
 
@@ -55,7 +55,7 @@ def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in _ORDER)
     # SQLite's bare-column rule: with MAX(), the other columns come from the row holding the maximum (arg_max).
-    return sql.fetch(conn, f"""WITH latest AS (
+    return demo_sql.fetch(conn, f"""WITH latest AS (
             SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive, Revoked,
                 IsDeleted, Tags, MAX(TimeGenerated) AS TimeGenerated
             FROM ThreatIntelIndicators

@@ -12,12 +12,12 @@ from bot.sentinel.spec import Row
 
 class UebaQuery(EvidenceQuery):
     tool = "evidence_ueba"
+    title = "UEBA"
     kinds = frozenset({EntityKind.ACCOUNT, EntityKind.IP})
 
 
 ROWS = RowList(
     table="BehaviorAnalytics",
-    by_kind={EntityKind.ACCOUNT: ("UserPrincipalName",), EntityKind.IP: ("SourceIPAddress",)},
     columns=(Column("TimeGenerated", "datetime"), Column("UserPrincipalName", "string"),
              Column("ActivityType", "string"), Column("ActionType", "string"), Column("InvestigationPriority", "int"),
              Column("SourceIPAddress", "string"), Column("SourceIPLocation", "string")),

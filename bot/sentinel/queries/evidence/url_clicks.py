@@ -12,12 +12,12 @@ from bot.sentinel.spec import Row
 
 class UrlClicksQuery(EvidenceQuery):
     tool = "evidence_url_clicks"
+    title = "URL clicks"
     kinds = frozenset({EntityKind.ACCOUNT, EntityKind.URL, EntityKind.IP})
 
 
 ROWS = RowList(
     table="UrlClickEvents",
-    by_kind={EntityKind.ACCOUNT: ("AccountUpn",), EntityKind.URL: ("Url",), EntityKind.IP: ("IPAddress",)},
     columns=(Column("TimeGenerated", "datetime"), Column("AccountUpn", "string"), Column("Url", "string"),
              Column("ActionType", "string"), Column("IsClickedThrough", "bool"), Column("ThreatTypes", "string"),
              Column("NetworkMessageId", "string")),

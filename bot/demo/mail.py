@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo.values import choice, compact_json, row_guid, timestamp
-from bot.sentinel.demo.world import Person, World
+from bot.demo.values import choice, compact_json, row_guid, timestamp
+from bot.demo.world import Person, World
 
 Rows = dict[str, list[dict]]
 

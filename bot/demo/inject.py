@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.sentinel.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
-from bot.sentinel.demo.store import iso
-from bot.sentinel.demo.values import compact_json
+from bot.demo.catalog import RESOURCE_GROUP, SUBSCRIPTION_ID, TENANT_ID, WORKSPACE_NAME
+from bot.demo.values import compact_json
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.params import InvalidParameter, Severity, parse_enum
 
 FIRST_NUMBER = 900_001

@@ -12,9 +12,9 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo.catalog import MALICIOUS_DOMAINS
-from bot.sentinel.demo.values import compact_json, row_guid, timestamp
-from bot.sentinel.demo.world import World
+from bot.demo.catalog import MALICIOUS_DOMAINS
+from bot.demo.values import compact_json, row_guid, timestamp
+from bot.demo.world import World
 
 Rows = dict[str, list[dict]]
 

@@ -28,9 +28,9 @@ description once, casefolded), so a filtered list reads narrow rows (alerts: one
 looked for in each distinct text once. ``IncidentAlert`` says which incidents name an alert, so an entity pivot
 starts from the incidents its alerts lead to.
 
-The activity tables (SigninLogs, DeviceProcessEvents, ...: ``columns.ACTIVITY_TABLES``) hold the generator's
+The activity tables (SigninLogs, DeviceProcessEvents, ...: ``catalog.ACTIVITY_TABLES``) hold the generator's
 sparse rows with their columns' defaults, and are indexed on TimeGenerated and on ``kql_lower`` of the columns
-an entity is found in (``columns.ENTITY_COLUMNS``).
+an entity is found in (``catalog.ENTITY_COLUMNS``).
 
 A database is built in memory in this process, or (``build_file``) in a worker process straight into a
 file, which the serving process then opens: regeneration then costs the serving process no CPU time.
@@ -46,19 +46,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.sentinel.demo import columns, generator
-from bot.sentinel.demo.values import iso as iso  # the storage form of a datetime: its users import it from here
+from bot.demo import columns, generator
+from bot.sentinel import catalog
+from bot.sentinel.demo_sql import OWNER, alert_text_id
 from bot.sentinel.hunt.sql import index_expressions
 from bot.sentinel.spec import MV_EXPAND_LIMIT, entity_value
 
-TABLES_FILE = Path(__file__).resolve().parent.parent / "tables.json"
 _SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL"}
 
 
 def load_table_columns() -> dict[str, list[tuple[str, str]]]:
-    """{table: [(column, kusto type), ...]} for SecurityIncident and SecurityAlert."""
-    raw = json.loads(TABLES_FILE.read_text(encoding="utf-8"))
-    return {table: [(c["name"], c["type"]) for c in columns] for table, columns in raw.items()}
+    """{table: [(column, kusto type), ...]} for every table of tables.json."""
+    return {table: list(columns) for table, columns in catalog.schema().items()}
 
 
 _SHARED = "DemoShared"  # the table of a shared copy saying what it was built from (save_shared)
@@ -113,24 +112,12 @@ def create_database(
     return conn
 
 
-# Incidents are filtered on these, and found by title (casefolded once here, not per question).
-# The owner a list shows (the KQL's coalesce of assignedTo, email and userPrincipalName), and "unassigned", as SQL
-# on a SecurityIncident row (``sql`` uses the same).
-OWNER = (
-    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
-    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
-)
+# "Unassigned", as SQL on a SecurityIncident row: no object id and no owner a list would show.
 UNASSIGNED = f"(COALESCE(json_extract(Owner, '$.objectId'), '') = '' AND {OWNER} IS NULL)"
 # Incidents are listed and filtered on these (status, unassigned, and their title and description casefolded once
 # here, not per question), so a filtered list reads the narrow latest rows and joins a full row only to show it.
 _INCIDENT_COLUMNS = f"CreatedTime, Severity, casefold(Title), Status, casefold(Description), {UNASSIGNED}"
 
-
-
-def alert_text_id(row: str) -> str:
-    """SQL: the ``AlertText`` id of a SecurityAlert row's name and description (``row``: its alias)."""
-    return (f"(SELECT x.TextId FROM AlertText AS x WHERE x.AlertName IS {row}.AlertName "
-            f"AND x.Description IS {row}.Description)")
 
 
 # Alerts likewise: filtered on these, and searched in their name and description, held casefolded once per distinct
@@ -273,7 +260,7 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
 
 def _ddl(table: str, table_columns: list[tuple[str, str]]) -> str:
     """A table's columns; those of the activity tables with their defaults (a row leaves out what is absent)."""
-    if table not in columns.ENTITY_COLUMNS:
+    if table not in catalog.ENTITY_COLUMNS:
         return ", ".join(f'"{name}" {_SQLITE_TYPES.get(kind, "TEXT")}' for name, kind in table_columns)
     kinds = dict(table_columns)
     return ", ".join(f'"{name}" {_SQLITE_TYPES.get(kinds[name], "TEXT")} DEFAULT {_literal(value)}'
@@ -298,13 +285,13 @@ def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Map
         for names, values in shapes.items():
             listed = ", ".join(f'"{name}"' for name in names)
             conn.executemany(f"INSERT INTO {table} ({listed}) VALUES ({', '.join('?' * len(names))})", values)
-    for table, kinds in columns.ENTITY_COLUMNS.items():
+    for table, kinds in catalog.ENTITY_COLUMNS.items():
         conn.execute(f"CREATE INDEX {table.lower()}_time ON {table} (TimeGenerated)")
         expressions = dict.fromkeys(e for expressions in kinds.values() for e in expressions)
         for index, expression in enumerate(expressions):
             conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
                          f"(kql_lower({expression}), TimeGenerated)")
-    for table in columns.HUNT_INDEXED:
+    for table in catalog.HUNT_INDEXED:
         for index, expression in enumerate(index_expressions(table)):
             conn.execute(f"CREATE INDEX {table.lower()}_hunt_{index} ON {table} ({expression}, TimeGenerated)")
 

@@ -1,21 +1,35 @@
-"""SQL the demo workspace's query evaluations share: the latest-row tables read as KQL's arg_max, the owner
-and alert-count expressions, the list filters as conditions, the precounted totals' buckets, and fetching.
+"""SQL the demo workspace's query evaluations share: the stored form of a datetime (``iso``), the latest-row tables
+read as KQL's arg_max, the owner and alert-count expressions, the list filters as conditions, the precounted totals'
+buckets, and fetching.
 
-Values are bound as parameters (``:name``); only enum values and ints are written into the text.
+This is the data layer's side of the demo: each query's demo SQL stays beside its KQL (``queries/<name>.py``) and
+uses these; the database they read (tables, indexes, latest rows, totals) is built by the demo backend
+(``bot.demo.store``), which imports this module, never the other way round. Values are bound as parameters
+(``:name``); only enum values and ints are written into the text.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.sentinel.demo.store import OWNER as OWNER  # defined beside the latest rows that precompute "unassigned"
-from bot.sentinel.demo.store import iso
 from bot.sentinel.params import DETAIL_LOOKBACK, BinSize, Filters, Severity, TimeWindow
 from bot.sentinel.spec import MAX_ALERT_ENTITY_LABELS, FilteredQuery
 
+
+def iso(moment: datetime) -> str:
+    """The storage form of a datetime: UTC, microseconds, 'Z' (fixed width, sorts as text)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# The owner a list shows (the KQL's coalesce of assignedTo, email and userPrincipalName) as SQL on a SecurityIncident
+# row (the store precomputes "unassigned" from it).
+OWNER = (
+    "COALESCE(NULLIF(json_extract(Owner, '$.assignedTo'), ''), NULLIF(json_extract(Owner, '$.email'), ''), "
+    "NULLIF(json_extract(Owner, '$.userPrincipalName'), ''))"
+)
 RANK = "CASE {column} WHEN 'High' THEN 0 WHEN 'Medium' THEN 1 WHEN 'Low' THEN 2 ELSE 3 END"
 ALERT_COUNT = "COALESCE(json_extract(AdditionalData, '$.alertsCount'), json_array_length(AlertIds))"
 # A row of a latest-row table is the latest of its incident (alert) at :now, inside (:start, :now].
@@ -29,6 +43,11 @@ def latest(name: str, latest: str, row_id: str, columns: str, where: str = "") -
     return f"""{name} AS MATERIALIZED (
         SELECT l.{row_id}, {columns} FROM {latest} AS l WHERE {CURRENT} {where})"""
 
+
+def alert_text_id(row: str) -> str:
+    """SQL: the ``AlertText`` id of a SecurityAlert row's name and description (``row``: its alias)."""
+    return (f"(SELECT x.TextId FROM AlertText AS x WHERE x.AlertName IS {row}.AlertName "
+            f"AND x.Description IS {row}.Description)")
 
 
 def with_entity_labels(conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

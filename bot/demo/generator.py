@@ -38,9 +38,9 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from bot.sentinel.demo import activity
-from bot.sentinel.demo.alerts import burst_alert, noise_alerts
-from bot.sentinel.demo.catalog import (
+from bot.demo import activity
+from bot.demo.alerts import burst_alert, noise_alerts
+from bot.demo.catalog import (
     DEMO_SUFFIX,
     HOURLY_CUMULATIVE,
     HOURLY_WEIGHTS,
@@ -50,8 +50,7 @@ from bot.sentinel.demo.catalog import (
     TENANT_ID,
     WORKSPACE_NAME,
 )
-from bot.sentinel.demo.columns import ACTIVITY_TABLES
-from bot.sentinel.demo.incidents import (
+from bot.demo.incidents import (
     Incident,
     alert_status_updates,
     draw_burst_incident,
@@ -59,8 +58,9 @@ from bot.sentinel.demo.incidents import (
     plan_lifecycle,
     render_incident,
 )
-from bot.sentinel.demo.values import choice, randrange, stable_int, timestamp
-from bot.sentinel.demo.world import World, build_world
+from bot.demo.values import choice, randrange, stable_int, timestamp
+from bot.demo.world import World, build_world
+from bot.sentinel.catalog import ACTIVITY_TABLES
 
 __all__ = [  # the public API; the workspace constants are defined in the catalog
     "DEMO_SUFFIX", "EPOCH", "FIRST_INCIDENT_NUMBER", "RESOURCE_GROUP", "SEVERITIES", "SUBSCRIPTION_ID",

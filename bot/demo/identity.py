@@ -12,9 +12,9 @@ import random
 from datetime import datetime, timedelta
 from functools import cache
 
-from bot.sentinel.demo.catalog import CLOUD_APPS, TENANT_ID, USERS
-from bot.sentinel.demo.values import choice, compact_json, row_guid, timestamp
-from bot.sentinel.demo.world import Person, World, ip_location
+from bot.demo.catalog import CLOUD_APPS, TENANT_ID, USERS
+from bot.demo.values import choice, compact_json, row_guid, timestamp
+from bot.demo.world import Person, World, ip_location
 
 Rows = dict[str, list[dict]]
 

@@ -35,10 +35,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bot.demo import generator, inject, oncall, store
+from bot.demo.world import build_world
 from bot.sentinel.client import RawTable
-from bot.sentinel.demo import generator, inject, oncall, store
-from bot.sentinel.demo.store import iso
-from bot.sentinel.demo.world import build_world
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import QueryError
 from bot.sentinel.queries import spec_of
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from bot.sentinel.demo.values import stable_int, static_guid
+from bot.demo.values import stable_int, static_guid
 
 # (name, UPN, email, team, shift start, shift end, location). The first five are the users the Teams Agents
 # Playground mocks, so an escalation in the Playground @mentions someone who is there; then two of the demo

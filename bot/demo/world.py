@@ -11,7 +11,7 @@ import random
 import zlib
 from dataclasses import dataclass, field
 
-from bot.sentinel.demo.catalog import (
+from bot.demo.catalog import (
     ADMINS,
     ANALYSTS,
     ATTACKER_LOCATIONS,
@@ -43,7 +43,7 @@ from bot.sentinel.demo.catalog import (
     URL_PATHS,
     USERS,
 )
-from bot.sentinel.demo.values import choice, compact_json, fill, guid, randrange, stable_int, static_guid
+from bot.demo.values import choice, compact_json, fill, guid, randrange, stable_int, static_guid
 
 # --------------------------------------------------------------------------------------------------
 # People and machines of one seed.

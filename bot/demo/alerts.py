@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo.catalog import (
+from bot.demo.catalog import (
     PRODUCTS,
     RESOURCE_GROUP,
     SCANNER_IP,
@@ -22,8 +22,8 @@ from bot.sentinel.demo.catalog import (
     SYS32,
     TENANT_ID,
 )
-from bot.sentinel.demo.entities import alert_entities
-from bot.sentinel.demo.templates import (
+from bot.demo.entities import alert_entities
+from bot.demo.templates import (
     ALERT_DESCRIPTIONS,
     NOISE,
     NOISE_CUMULATIVE,
@@ -32,8 +32,8 @@ from bot.sentinel.demo.templates import (
     AlertSpec,
     Template,
 )
-from bot.sentinel.demo.values import choice, compact_json, describe, fill, guid, randrange, timestamp, weighted_index
-from bot.sentinel.demo.world import World, draw_cast
+from bot.demo.values import choice, compact_json, describe, fill, guid, randrange, timestamp, weighted_index
+from bot.demo.world import World, draw_cast
 
 _TECHNIQUE_COLUMNS = {spec: spec.technique_columns() for spec in
                       [a for t in TEMPLATES for a in t.alerts] + [n[0] for n in NOISE]}

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo.alerts import alert_row, burst_alert, status_update
-from bot.sentinel.demo.catalog import (
+from bot.demo.alerts import alert_row, burst_alert, status_update
+from bot.demo.catalog import (
     ANALYSTS,
     AUTO_ASSIGN_RULE,
     AUTO_CLOSE_RULE,
@@ -36,8 +36,8 @@ from bot.sentinel.demo.catalog import (
     VIP_USERS,
     WORKSPACE_NAME,
 )
-from bot.sentinel.demo.templates import TEMPLATE_BY_KEY, TEMPLATES, Template
-from bot.sentinel.demo.values import (
+from bot.demo.templates import TEMPLATE_BY_KEY, TEMPLATES, Template
+from bot.demo.values import (
     choice,
     compact_json,
     describe,
@@ -48,7 +48,7 @@ from bot.sentinel.demo.values import (
     timestamp,
     weighted_index,
 )
-from bot.sentinel.demo.world import World, draw_cast, ip_location
+from bot.demo.world import World, draw_cast, ip_location
 
 
 @dataclass

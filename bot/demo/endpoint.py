@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from bot.sentinel.demo.values import choice, row_guid, timestamp
-from bot.sentinel.demo.world import Machine, Person, World
+from bot.demo.values import choice, row_guid, timestamp
+from bot.demo.world import Machine, Person, World
 
 Rows = dict[str, list[dict]]
 

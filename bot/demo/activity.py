@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo import endpoint, identity, intel, mail
-from bot.sentinel.demo.endpoint import EXPLORER, SSHD, Proc
-from bot.sentinel.demo.incidents import Incident
-from bot.sentinel.demo.values import compact_json, stable_int
-from bot.sentinel.demo.world import Machine, Person, World
+from bot.demo import endpoint, identity, intel, mail
+from bot.demo.endpoint import EXPLORER, SSHD, Proc
+from bot.demo.incidents import Incident
+from bot.demo.values import compact_json, stable_int
+from bot.demo.world import Machine, Person, World
 
 Rows = dict[str, list[dict]]
 LEAD = timedelta(minutes=100)  # evidence starts this long before the incident is created (before its alerts)

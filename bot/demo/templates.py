@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.sentinel.demo.catalog import PS_DIR, PS_PAYLOAD, SYS32
-from bot.sentinel.demo.values import compact_json
+from bot.demo.catalog import PS_DIR, PS_PAYLOAD, SYS32
+from bot.demo.values import compact_json
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from bot.demo.backend import DemoBackend
+from bot.demo.values import compact_json
+from bot.demo.world import build_world
 from bot.sentinel.changes import IncidentChange, IncidentSnapshot, WriteError, check_updatable
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.demo.backend import DemoBackend
-from bot.sentinel.demo.store import iso
-from bot.sentinel.demo.values import compact_json
-from bot.sentinel.demo.world import build_world
+from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import one_line
 
 DEMO_AUTHOR = "Sentinel assistant (demo)"

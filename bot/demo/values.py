@@ -1,8 +1,9 @@
 """Small deterministic helpers shared by every part of the demo generator.
 
 Stable hashing and draws from a seeded ``random.Random`` (the output is a pure function of the seed, so
-randomness comes only from these and the Random itself), and the storage form of values: fixed-width
-UTC timestamps, compact JSON text, and texts with their ``{placeholders}`` filled from a cast.
+randomness comes only from these and the Random itself), and the storage form of values: fixed-width UTC
+timestamps of naive datetimes (aware ones: ``bot.sentinel.demo_sql.iso``), compact JSON text, and texts with their
+``{placeholders}`` filled from a cast.
 """
 
 from __future__ import annotations
@@ -12,14 +13,9 @@ import json
 import random
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 
-from bot.sentinel.demo.catalog import DEMO_SUFFIX
-
-
-def iso(moment: datetime) -> str:
-    """The storage form of a datetime: UTC, microseconds, 'Z' (fixed width, sorts as text)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+from bot.demo.catalog import DEMO_SUFFIX
 
 
 def stable_int(*parts: object) -> int:

@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from bot.sentinel.demo.values import randrange, timestamp
+from bot.demo.values import randrange, timestamp
 
 
 def _reported_case(host: str, when: datetime) -> str:
