@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ from tests.support.loganalytics_fake import FakeLogAnalytics  # noqa: E402
 from tests.support.workspaces import make_la_client, prime  # noqa: E402
 
 # A fixed clock and seed, so the demo rows, and with them the token counts, are the same on every run.
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 TURN_TIME_GOAL = 1.10
 TOKEN_RATIO_GOAL = 0.33
 # (LLM latency, LA latency) in seconds: the main setting, then a small one where overhead shows more.

@@ -52,7 +52,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ from tests.support.connector_fake import FakeConnector, Sent  # noqa: E402
 from tests.support.openai_fake import FakeOpenAI  # noqa: E402
 from tests.support.serving import serve  # noqa: E402
 
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)  # a fixed clock: the same demo rows every run
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)  # a fixed clock: the same demo rows every run
 ACK_GOAL_S = 0.050
 FEEDBACK_GOAL_S = 0.300
 CPU_RATIO_GOAL = 3.0
@@ -296,7 +296,7 @@ class Child:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT))
         try:
             line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()  # type: ignore[union-attr]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             line = ""
         if not line.startswith("listening "):
             process.kill()
@@ -324,7 +324,7 @@ class Child:
             self.process.stdin.close()  # type: ignore[union-attr]
             try:
                 await asyncio.wait_for(self.process.wait(), timeout=25)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
 
@@ -375,7 +375,7 @@ class TrackingConnector(FakeConnector):
             event.clear()
             try:
                 await asyncio.wait_for(event.wait(), timeout=remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return finals
 

@@ -246,7 +246,7 @@ class Scope:
             return self.node(node.args[1] if self.node(node.args[0]) else node.args[2])
         return self.function(node.name, [self.node(arg) for arg in node.args])
 
-    def function(self, name: str, args: list[Any]) -> Any:  # noqa: C901 - one branch per ARM function
+    def function(self, name: str, args: list[Any]) -> Any:
         rg_id = f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
         if name == "parameters":
             return self.parameters[args[0]]

@@ -9,7 +9,7 @@ backend's SQL.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest

@@ -13,15 +13,15 @@ from functools import lru_cache
 import pytest
 
 from bot.orchestrator import prompts
-from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.changes.confirmations import Actor, ConfirmationDesk, WritePolicy
+from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.items import ToolResult
 from bot.orchestrator.llm import ChatModel, create_client, to_wire
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import TRIM_WARNING, Memory, MemoryPolicy, TokenCounter
 from bot.sentinel.changes import Owner
-from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.client import SentinelClient
+from bot.sentinel.demo.writer import DemoIncidentWriter
 from bot.sentinel.models import IncidentDetail, QueryResult
 from bot.tools.toolbox import ToolBox
 from tests.support import openai_fake as oa

@@ -29,8 +29,8 @@ from bot.sentinel.rows import as_int, as_text
 from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row, limit_param, window_param
 from bot.tools.compact import RefFor, cell, table_text
 from bot.tools.registry import TOOLS
-from bot.tools.toolbox import ToolBox
 from bot.tools.tool import Tool, read_tool
+from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW, SEED
 from tests.support import kusto
 from tests.support.loganalytics_fake import FakeLogAnalytics, table_body

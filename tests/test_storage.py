@@ -12,7 +12,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from botbuilder.core import ConversationState, MemoryStorage, Storage, TurnConte
 from botbuilder.core.adapters import TestAdapter
 from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, ConversationAccount
 
-from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, azurite  # noqa: F401 - a fixture
 from bot.teams.storage import (
     MAX_BLOB_NAME,
     EscapedBlobStorage,
@@ -33,7 +32,7 @@ from bot.teams.storage import (
     blob_name,
     create_storage,
 )
-
+from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, azurite  # noqa: F401 - a fixture
 
 TEAMS_CHANNEL_KEY = "msteams/conversations/19:abc@thread.tacv2;messageid=1700000000000/"
 # Keys as Teams and botbuilder make them, plus pairs that a careless escaping would merge.
@@ -216,7 +215,7 @@ async def test_sqlite_file_is_created_in_wal_mode(tmp_path: Path) -> None:
         assert columns == ["key", "etag", "data", "updated_at"]
         key, data, updated_at = check.execute("SELECT key, data, updated_at FROM bot_state").fetchone()
     assert (key, data) == ("k", '{"n":1}')  # the e_tag is a column, not part of the data
-    assert abs((datetime.fromisoformat(updated_at) - datetime.now(timezone.utc)).total_seconds()) < 60
+    assert abs((datetime.fromisoformat(updated_at) - datetime.now(UTC)).total_seconds()) < 60
 
 
 def test_sqlite_says_when_it_cannot_open_the_file(tmp_path: Path) -> None:

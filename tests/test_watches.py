@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from bot.teams.watches import StoreLease, WatchPoller, WatchStore
 from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.test_cards import assert_valid
 
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 
 
 # ---- commands ---------------------------------------------------------------------------------------------------

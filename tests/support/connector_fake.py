@@ -112,7 +112,7 @@ class FakeConnector:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.2))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return self.sent
 

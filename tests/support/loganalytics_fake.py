@@ -14,7 +14,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +42,12 @@ class FakeCredential:
 
     async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
         self.scopes.append(scopes)
-        return AccessToken(TOKEN, int(datetime.now(timezone.utc).timestamp()) + 3600)
+        return AccessToken(TOKEN, int(datetime.now(UTC).timestamp()) + 3600)
 
     async def close(self) -> None:
         pass
 
-    async def __aenter__(self) -> "FakeCredential":
+    async def __aenter__(self) -> FakeCredential:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -121,7 +121,7 @@ class FakeLogAnalytics:
         self._runner: web.AppRunner | None = None
         self.endpoint = ""
 
-    async def start(self) -> "FakeLogAnalytics":
+    async def start(self) -> FakeLogAnalytics:
         app = web.Application()
         app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
         self._runner, port = await serve(app, ssl_context=self._server_ssl)
