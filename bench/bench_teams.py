@@ -373,10 +373,8 @@ class TrackingConnector(FakeConnector):
                                  f"{timeout:.0f} s")
             event = self._arrived[conversation_id]
             event.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout=remaining)
-            except TimeoutError:
-                pass
         return finals
 
 

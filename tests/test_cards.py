@@ -189,10 +189,10 @@ def meta(tool: str, n: int, total: int | None = None, **parameters: Any) -> Quer
 
 
 def incident(number: int, title: str = "Suspicious sign-in", severity: str = "High", **more: Any) -> Incident:
-    fields = dict(number=number, title=title, severity=severity, status="Active", owner="Dana Whitfield",
-                  created=NOW - timedelta(hours=14), last_modified=NOW - timedelta(hours=2), alert_count=3,
-                  tactics=("InitialAccess",), products=("Microsoft Sentinel",),
-                  url=f"https://portal.azure.com/#asset/Incident/{number}", classification=None)
+    fields = {"number": number, "title": title, "severity": severity, "status": "Active", "owner": "Dana Whitfield",
+              "created": NOW - timedelta(hours=14), "last_modified": NOW - timedelta(hours=2), "alert_count": 3,
+              "tactics": ("InitialAccess",), "products": ("Microsoft Sentinel",),
+              "url": f"https://portal.azure.com/#asset/Incident/{number}", "classification": None}
     return Incident(**{**fields, **more})
 
 
@@ -205,13 +205,14 @@ def alert(i: int, name: str = "Unfamiliar sign-in properties", severity: str = "
 def detail(n_alerts: int = 3, n_entities: int = 4, description: str = "A user denied MFA prompts.",
            title: str = "Multiple MFA push notifications denied", **more: Any) -> IncidentDetail:
     kinds = ("account", "host", "ip", "url", "file")
-    fields = dict(
-        incident=incident(14431, title, alert_count=n_alerts), incident_id="6a7f098b", description=description,
-        classification_reason=None, classification_comment=None, closed=None, first_activity=NOW - timedelta(days=1),
-        last_activity=NOW - timedelta(hours=1), comment_count=2, labels=("VIP",),
-        alerts=tuple(alert(i) for i in range(n_alerts)),
-        entities=tuple(EntityRef(kinds[i % 5], f"value-{i}.contoso.com") for i in range(n_entities)),
-    )
+    fields = {
+        "incident": incident(14431, title, alert_count=n_alerts), "incident_id": "6a7f098b",
+        "description": description, "classification_reason": None, "classification_comment": None, "closed": None,
+        "first_activity": NOW - timedelta(days=1), "last_activity": NOW - timedelta(hours=1), "comment_count": 2,
+        "labels": ("VIP",),
+        "alerts": tuple(alert(i) for i in range(n_alerts)),
+        "entities": tuple(EntityRef(kinds[i % 5], f"value-{i}.contoso.com") for i in range(n_entities)),
+    }
     return IncidentDetail(**{**fields, **more})
 
 

@@ -255,7 +255,7 @@ class Scope:
         if name == "format":
             return re.sub(r"\{(\d+)\}", lambda m: str(args[1 + int(m.group(1))]), args[0])
         if name == "concat":
-            return sum(args, []) if isinstance(args[0], list) else "".join(map(str, args))
+            return [item for part in args for item in part] if isinstance(args[0], list) else "".join(map(str, args))
         if name == "resourceId":
             namespace, *types = args[0].split("/")
             return f"{rg_id}/providers/{namespace}/" + "/".join(f"{t}/{n}" for t, n in zip(types, args[1:]))

@@ -197,7 +197,7 @@ async def test_retryable_tool_error_is_retried_once_silently(fake_openai: oa.Fak
     conversation = Conversation()
     again = await make(fake_openai, sentinel).answer(conversation, "incidents today")
     assert not again.runs[0].ok and again.runs[0].retried
-    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
+    tool_text = next(m for m in to_wire(conversation.history) if m["role"] == "tool")["content"]
     assert "ERROR throttled (retryable)" in tool_text and "do not make up data" in tool_text
     await sentinel.close()
 
@@ -227,7 +227,7 @@ async def test_empty_results_are_stated_with_alternatives(fake_openai: oa.FakeOp
                        oa.text("No high-severity incidents in the last hour. Try the last 24 hours?"))
     conversation = Conversation()
     result = await make(fake_openai, sentinel).answer(conversation, "anything high in the last hour?")
-    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
+    tool_text = next(m for m in to_wire(conversation.history) if m["role"] == "tool")["content"]
     assert "no rows" in tool_text and "wider time_window" in tool_text
     assert result.runs[0].ok and result.runs[0].rows == 0
     await sentinel.close()

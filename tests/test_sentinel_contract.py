@@ -9,6 +9,7 @@ for the real service's response shapes as well as for the demo.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
@@ -120,7 +121,7 @@ async def test_alerts_deduplicated_filtered_and_sorted(run: Run, now) -> None:
 async def test_trend_is_zero_filled_and_counts_every_alert(run: Run) -> None:
     trend = ok(await run("get_alert_trend", time_window="last_3d"))
     bins = sorted({b.start for b in trend.records})
-    steps = {later - earlier for earlier, later in zip(bins, bins[1:])}
+    steps = {later - earlier for earlier, later in itertools.pairwise(bins)}
     assert steps == {timedelta(hours=1)} and 72 <= len(bins) <= 74
     per_severity = {}
     for b in trend.records:

@@ -456,7 +456,7 @@ async def _readyz(bot: Bot) -> tuple[int, dict]:
 async def _turn(bot: Bot, text: str, count: int) -> list[teams.Sent]:
     """Post a message and wait until the connector has ``count`` final messages and the turn has ended."""
     await bot.post(teams.personal(text, activity_id=next_id(), service_url=bot.connector.url))
-    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= count)
+    await bot.connector.wait_for(lambda s: len(final_messages(s)) >= count)
     while bot.app[RUNNER_KEY].pending:  # the state save (and any notice) comes after the answer
         await asyncio.sleep(0.02)
     return final_messages(bot.connector.sent)

@@ -10,6 +10,7 @@ typing activities for a while (``typing_delay``: a slow network for the typing i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Callable
@@ -110,10 +111,8 @@ class FakeConnector:
             if remaining <= 0:
                 raise AssertionError(f"timed out; the connector got: {[(s.method, s.type, s.text[:60]) for s in self.sent]}")
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.2))
-            except TimeoutError:
-                pass
         return self.sent
 
     async def _answer(self, request: web.Request, method: str, activity_id: str) -> web.Response:

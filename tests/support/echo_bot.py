@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from types import SimpleNamespace
@@ -163,10 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3978, help="0 picks a free port (printed on stdout)")
     args = parser.parse_args(argv)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args.host, args.port))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -156,7 +156,7 @@ def insert_rows_of(conn: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
     """The evidence tables' rows as the database holds them (what the independent evaluation reads)."""
     tables = load_table_columns()
     out = {}
-    for table in rows(datetime.now()).keys():
+    for table in rows(datetime.now()):
         names = [name for name, _ in tables[table]]
         out[table] = [dict(zip(names, row, strict=True)) for row in conn.execute(f"SELECT * FROM {table}")]
     return out

@@ -412,10 +412,8 @@ class ManagedProcess:
         _LIVE.discard(self)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.process.wait(), timeout)
-        except TimeoutError:
-            pass
         # The group may hold children that outlive the leader: always finish with SIGKILL.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
