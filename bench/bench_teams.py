@@ -56,7 +56,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(__file__).resolve()
+ROOT = SCRIPT.parent.parent
 sys.path.insert(0, str(ROOT))
 # tiktoken cannot download its encodings here; use the shared offline copy, as ./run does.
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
@@ -289,9 +290,9 @@ class Child:
     @classmethod
     async def start(cls, kind: str, name: str, model_url: str, workdir: Path, seed: int) -> Child:
         stderr_path = workdir / f"{name}.stderr"
-        with open(stderr_path, "wb") as stderr:
+        with await asyncio.to_thread(stderr_path.open, "wb") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, str(Path(__file__).resolve()), "--child", kind, "--model-url", model_url,
+                sys.executable, str(SCRIPT), "--child", kind, "--model-url", model_url,
                 "--state-db", str(workdir / f"{name}-state.db"), "--seed", str(seed),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT))
         try:
@@ -441,7 +442,7 @@ async def wave(session: aiohttp.ClientSession, bot: Child, connector: TrackingCo
         return await post(session, bot.messages_url, connector, conversation, question)
 
     results = await asyncio.gather(*(later(c, next(questions)) for c in conversations))
-    return [Request(c, *r) for c, r in zip(conversations, results)]
+    return [Request(c, *r) for c, r in zip(conversations, results, strict=True)]
 
 
 def ack_breakdown(requests: list[Request]) -> str:
@@ -458,9 +459,9 @@ def ack_breakdown(requests: list[Request]) -> str:
 async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: TrackingConnector,
                         fake_llm: FakeOpenAI, sizes: Sizes, where: str = "") -> tuple[bool, bool]:
     latency = sizes.model_latency_s
-    print(f"== 1{where and 'q'}. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> first feedback at the "
-          f"connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes {latency:.1f} s, "
-          f"so a turn is ~{2 * latency:.1f} s{where} ==")
+    print(f"== 1{where and 'q'}. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> "
+          f"first feedback at the connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes "
+          f"{latency:.1f} s, so a turn is ~{2 * latency:.1f} s{where} ==")
     fake_llm.latency_s = latency
     steady = 2 * latency * 2  # arrivals over twice a turn's length: about half of them in flight throughout
     runs: list[tuple[str, list[tuple[str, int, float, float]]]] = [
@@ -488,7 +489,7 @@ async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: T
         everything = [r for requests in results for r in requests]
         run_feedback: list[float] = []
         run_answered = 0
-        for (label, _, _, _), requests in zip(waves, results):
+        for (label, _, _, _), requests in zip(waves, results, strict=True):
             acks = [r.ack for r in requests]
             feedback = [connector.by_conversation[r.conversation][0].at - r.sent_at for r in requests]
             answers = [connector.finals(r.conversation)[0] for r in requests]

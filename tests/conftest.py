@@ -10,9 +10,13 @@ import pytest
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
 from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, start_shared
+from tests.support.connector_fake import FakeConnector
 from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics
 from tests.support.openai_fake import FakeOpenAI
+
+# Fixtures shared by test modules: `azurite` (Azure Storage's emulator, tests/support/azurite.py).
+pytest_plugins = ("tests.support.azurite",)
 
 # Machine setup, not test data: tiktoken downloads its encoding files on first use. On a machine without
 # internet access, an offline copy in ../shared/tiktoken (beside the clone) is used when there is one and
@@ -83,3 +87,11 @@ async def fake_logs(tmp_path: Path) -> AsyncIterator[FakeLogAnalytics]:
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture
+async def connector() -> AsyncIterator[FakeConnector]:
+    """The Bot Connector service a bot answers through (tests/support/connector_fake.py)."""
+    fake = await FakeConnector().start()
+    yield fake
+    await fake.stop()

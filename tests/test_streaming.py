@@ -17,7 +17,7 @@ from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW
 from tests.support import connector_fake as teams
 from tests.support import openai_fake as oa
-from tests.test_teams_bot import Bot, bot, connector, next_id  # noqa: F401 - fixtures used by name
+from tests.test_teams_bot import Bot, bot, next_id  # noqa: F401 - a fixture used by name
 
 
 def model(fake: oa.FakeOpenAI) -> ChatModel:
@@ -112,7 +112,8 @@ async def test_one_to_one_answer_streams_then_ends_with_the_final_message(bot: B
     assert sequence == list(range(1, len(updates) + 1)), "strictly increasing from 1"
     texts = [s.text for s in streaming]
     assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts)), "each contains the last"
-    informative_after = [s for s in updates[updates.index(streaming[0]):] if s.stream_info["streamType"] == "informative"]
+    informative_after = [s for s in updates[updates.index(streaming[0]):]
+                         if s.stream_info["streamType"] == "informative"]
     assert informative_after == [], "no status chatter once the answer streams"
     [final] = [s for s in sent if s.type == "message"]
     assert final.stream_info == {"type": "streaminfo", "streamId": stream_id, "streamType": "final"}

@@ -24,8 +24,8 @@ NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 
 
 def incident(number: int, title: str = "Suspicious PowerShell", severity: str = "High") -> Incident:
-    return Incident(number, title, severity, "New", None, NOW, NOW, 2, ("Execution",), ("Microsoft Defender for Endpoint",),
-                    "https://portal.azure.com/#x", None)
+    return Incident(number, title, severity, "New", None, NOW, NOW, 2, ("Execution",),
+                    ("Microsoft Defender for Endpoint",), "https://portal.azure.com/#x", None)
 
 
 def result(*records, total: int | None = None, tool: str = "query_incidents") -> QueryResult:

@@ -31,6 +31,7 @@ import contextlib
 import json
 import sys
 from types import SimpleNamespace
+from typing import Any
 
 from aiohttp import web
 from botbuilder.core import ActivityHandler, CardFactory, InvokeResponse, MessageFactory, TurnContext
@@ -59,7 +60,7 @@ CARD = {
 class StreamInfo(Entity):
     """The Teams ``streaminfo`` entity; botbuilder's Entity drops attributes it does not declare."""
 
-    _attribute_map = {
+    _attribute_map: dict[str, dict[str, Any]] = {  # noqa: RUF012 - msrest's class-level map, as bot/teams/handler.py
         **Entity._attribute_map,
         "stream_id": {"key": "streamId", "type": "str"},
         "stream_type": {"key": "streamType", "type": "str"},

@@ -59,8 +59,8 @@ def rows(now: datetime) -> dict[str, list[dict[str, Any]]]:
              "RiskDetail": "none", "RiskLastUpdatedDateTime": at(hours=2)},
         ],
         "AADUserRiskEvents": [
-            {"TimeGenerated": at(hours=2, minutes=30), "UserPrincipalName": ALICE, "RiskEventType": "unfamiliarFeatures",
-             "RiskLevel": "high", "RiskState": "atRisk", "IpAddress": BAD_IP,
+            {"TimeGenerated": at(hours=2, minutes=30), "UserPrincipalName": ALICE,
+             "RiskEventType": "unfamiliarFeatures", "RiskLevel": "high", "RiskState": "atRisk", "IpAddress": BAD_IP,
              "Location": _j({"countryOrRegion": "RU", "city": "Moscow"})},
         ],
         "BehaviorAnalytics": [
@@ -101,7 +101,8 @@ def rows(now: datetime) -> dict[str, list[dict[str, Any]]]:
              "LatestDeliveryLocation": "Inbox"},
         ],
         "EmailUrlInfo": [
-            {"TimeGenerated": at(hours=4), "NetworkMessageId": "msg-1", "Url": URL, "UrlDomain": "login-contoso.example"},
+            {"TimeGenerated": at(hours=4), "NetworkMessageId": "msg-1", "Url": URL,
+             "UrlDomain": "login-contoso.example"},
         ],
         "UrlClickEvents": [
             {"TimeGenerated": at(hours=3, minutes=55), "AccountUpn": ALICE, "Url": URL, "ActionType": "ClickAllowed",

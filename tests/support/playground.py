@@ -478,7 +478,8 @@ class Playground:
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "TEAMSAPPTESTER_BROWSER": "none", "M365_AGENTS_PLAYGROUND_LOGFILE": str(self.log_path)}
-        argv = [self.node, "-r", str(LOOPBACK), str(self.cli), "start", "-e", self.bot_endpoint, "-c", self.channel_id, "--dt", "-p", "0"]
+        argv = [self.node, "-r", str(LOOPBACK), str(self.cli), "start", "-e", self.bot_endpoint, "-c", self.channel_id,
+                "--dt", "-p", "0"]
         try:
             self._process = await ManagedProcess.start(
                 argv, name="Agents Playground", log_path=self.workdir / "playground.stdout.log",
@@ -943,9 +944,10 @@ async def start_bot(argv: Sequence[str], workdir: Path, *, name: str = "bot", re
                 _, writer = await asyncio.open_connection("127.0.0.1", bot.port)
                 writer.close()
                 return bot
-            except OSError:
+            except OSError as refused:
                 if time.monotonic() - started > timeout or not bot.running:
-                    raise RuntimeError(f"{name} does not accept connections on port {bot.port}: {bot.tail()}")
+                    raise RuntimeError(f"{name} does not accept connections on port {bot.port}: {bot.tail()}") \
+                        from refused
                 await asyncio.sleep(0.05)
     except BaseException:
         await bot.stop()
