@@ -61,8 +61,8 @@ CALLS = [
     ("hunt", {"table": "SigninLogs", "time_window": "30d", "where": [["IPAddress", "==", "192.0.2.241"]]}),
     ("hunt", {"table": "SigninLogs", "time_window": "30d", "where": [["ErrorCode", "==", 500121]],
               "by": ["UserPrincipalName", "Country"]}),
-    ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d", "where": [["ProcessCommandLine", "has", "powershell"]],
-              "by": ["DeviceName", "ParentProcess"]}),
+    ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d",
+              "where": [["ProcessCommandLine", "has", "powershell"]], "by": ["DeviceName", "ParentProcess"]}),
     ("hunt", {"table": "AuditLogs", "time_window": "30d", "where": [["OperationName", "has", "role"]], "take": 100}),
 ]
 Values = dict[str, object]  # placeholder -> value: NUMBER (an incident), HOST, FROM, TO, MINUTE_AGO, DAY_AGO
@@ -237,8 +237,8 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="a quick run of every query (CI)")
     parser.add_argument("--no-regeneration", action="store_true", help="skip the regeneration stall (minutes at 100x)")
     options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark
-    # The demo roster has two broken rows on purpose (tests/test_poll_and_roster_queries.py): one warning per get_on_call run
-    # would fill this benchmark's output.
+    # The demo roster has two broken rows on purpose (tests/test_poll_and_roster_queries.py): one warning per
+    # get_on_call run would fill this benchmark's output.
     logging.getLogger("bot.sentinel.rows").setLevel(logging.ERROR)
     runs = SMOKE_RUNS if options.smoke and options.runs == parser.get_default("runs") else options.runs
     volumes = tuple(sorted({int(v) for v in options.volumes.split(",")} | {1}))

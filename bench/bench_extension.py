@@ -149,7 +149,7 @@ async def part_triage(incidents: int, tmp: Path) -> None:
         for n in range(incidents):
             number = await asyncio.to_thread(backend.inject_incident, f"Benchmark incident {n}", "High")
 
-            def post_and_update(sent: list[teams.Sent]) -> tuple[teams.Sent, teams.Sent] | None:
+            def post_and_update(sent: list[teams.Sent], number: int = number) -> tuple[teams.Sent, teams.Sent] | None:
                 posts = [s for s in sent if s.method == "POST" and f"New incident #{number}" in json.dumps(s.cards)]
                 updates = [s for s in sent if posts and s.method == "PUT" and s.activity_id == posts[0].activity_id
                            and "Triage: " in json.dumps(s.cards)]

@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ from tests.support.loganalytics_fake import FakeLogAnalytics  # noqa: E402
 from tests.support.workspaces import make_la_client, prime  # noqa: E402
 
 # A fixed clock and seed, so the demo rows, and with them the token counts, are the same on every run.
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 TURN_TIME_GOAL = 1.10
 TOKEN_RATIO_GOAL = 0.33
 # (LLM latency, LA latency) in seconds: the main setting, then a small one where overhead shows more.
@@ -238,7 +238,7 @@ def first_row_citation(content: str, conversation: Conversation) -> str:
     """The first row of a tool result, cited the same way whether the result is compact text or raw JSON."""
     if content.lstrip().startswith("{"):
         data = json.loads(content)
-        row = dict(zip(data["columns"], data["rows"][0]))
+        row = dict(zip(data["columns"], data["rows"][0], strict=True))
         if "entity_kind" in row:  # investigate_entity
             return f"the {row['entity_kind']} {row['entity']}, assessed {row['assessment']['level']}"
         if data["columns"] == ["cells"]:  # hunt: each row its (column, value) pairs
@@ -411,11 +411,8 @@ async def run_investigation(sentinel: SentinelClient, raw_json: bool,
     counter = TokenCounter()
     tokens = PromptTokens()
     conversation = Conversation()
-    if raw_json:
-        # Never compacted, and never trimmed either (nothing is dropped from "the same conversation").
-        policy = MemoryPolicy(compact_old_tool_results=False, history_tokens=10**9)
-    else:
-        policy = MemoryPolicy()
+    # Raw JSON: never compacted, and never trimmed either (nothing is dropped from "the same conversation").
+    policy = MemoryPolicy(compact_old_tool_results=False, history_tokens=10**9) if raw_json else MemoryPolicy()
     async with oa.FakeOpenAI(brain=InvestigationBrain(conversation, questions)) as fake:
         orchestrator = make_orchestrator(fake, sentinel, counter, policy)
         setup_counting = counter.seconds
@@ -478,7 +475,7 @@ def report_ratio(title: str, built: Investigation, raw: Investigation) -> float:
     print(f"{title}: bot as built (a) vs raw JSON tool results, never compacted (b) (goal a/b <= "
           f"{TOKEN_RATIO_GOAL:.2f}) ==")
     print(f"{'turn':>4} {'question':<58} {'calls':>5} {'tools':<22} {'(a) tokens':>10} {'(b) tokens':>10} {'a/b':>6}")
-    for i, (a, b) in enumerate(zip(built.turns, raw.turns), 1):
+    for i, (a, b) in enumerate(zip(built.turns, raw.turns, strict=True), 1):
         tools = ",".join(a.tools) or "-"
         print(f"{i:>4} {a.question[:58]:<58} {a.model_calls:>5} {tools[:22]:<22} {a.prompt_tokens:>10} "
               f"{b.prompt_tokens:>10} {a.prompt_tokens / b.prompt_tokens:>6.3f}")

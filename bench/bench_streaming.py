@@ -101,7 +101,8 @@ async def main(runs: int, settings: tuple[tuple[float, float], ...]) -> None:
             try:
                 for latency, delay in settings:
                     rows = [await one_run(url, connector, fake, latency, delay) for _ in range(runs)]
-                    first, final, model_first, model_done = (statistics.median(column) for column in zip(*rows))
+                    first, final, model_first, model_done = (statistics.median(column)
+                                                             for column in zip(*rows, strict=True))
                     gaps.append(final - model_done)
                     print(f"{latency:14.2f} {delay:12.2f} | {first:10.2f} {model_first:10.2f} {final:8.2f} "
                           f"{model_done:10.2f} | {final - model_done:12.2f}")

@@ -52,11 +52,12 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(__file__).resolve()
+ROOT = SCRIPT.parent.parent
 sys.path.insert(0, str(ROOT))
 # tiktoken cannot download its encodings here; use the shared offline copy, as ./run does.
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and (ROOT.parent / "shared" / "tiktoken").is_dir():
@@ -72,7 +73,7 @@ from tests.support.connector_fake import FakeConnector, Sent  # noqa: E402
 from tests.support.openai_fake import FakeOpenAI  # noqa: E402
 from tests.support.serving import serve  # noqa: E402
 
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)  # a fixed clock: the same demo rows every run
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)  # a fixed clock: the same demo rows every run
 ACK_GOAL_S = 0.050
 FEEDBACK_GOAL_S = 0.300
 CPU_RATIO_GOAL = 3.0
@@ -289,14 +290,14 @@ class Child:
     @classmethod
     async def start(cls, kind: str, name: str, model_url: str, workdir: Path, seed: int) -> Child:
         stderr_path = workdir / f"{name}.stderr"
-        with open(stderr_path, "wb") as stderr:
+        with await asyncio.to_thread(stderr_path.open, "wb") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, str(Path(__file__).resolve()), "--child", kind, "--model-url", model_url,
+                sys.executable, str(SCRIPT), "--child", kind, "--model-url", model_url,
                 "--state-db", str(workdir / f"{name}-state.db"), "--seed", str(seed),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT))
         try:
             line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()  # type: ignore[union-attr]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             line = ""
         if not line.startswith("listening "):
             process.kill()
@@ -324,7 +325,7 @@ class Child:
             self.process.stdin.close()  # type: ignore[union-attr]
             try:
                 await asyncio.wait_for(self.process.wait(), timeout=25)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
 
@@ -373,10 +374,8 @@ class TrackingConnector(FakeConnector):
                                  f"{timeout:.0f} s")
             event = self._arrived[conversation_id]
             event.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout=remaining)
-            except asyncio.TimeoutError:
-                pass
         return finals
 
 
@@ -443,7 +442,7 @@ async def wave(session: aiohttp.ClientSession, bot: Child, connector: TrackingCo
         return await post(session, bot.messages_url, connector, conversation, question)
 
     results = await asyncio.gather(*(later(c, next(questions)) for c in conversations))
-    return [Request(c, *r) for c, r in zip(conversations, results)]
+    return [Request(c, *r) for c, r in zip(conversations, results, strict=True)]
 
 
 def ack_breakdown(requests: list[Request]) -> str:
@@ -460,9 +459,9 @@ def ack_breakdown(requests: list[Request]) -> str:
 async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: TrackingConnector,
                         fake_llm: FakeOpenAI, sizes: Sizes, where: str = "") -> tuple[bool, bool]:
     latency = sizes.model_latency_s
-    print(f"== 1{where and 'q'}. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> first feedback at the "
-          f"connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes {latency:.1f} s, "
-          f"so a turn is ~{2 * latency:.1f} s{where} ==")
+    print(f"== 1{where and 'q'}. HTTP acknowledgement (goal p99 < {ACK_GOAL_S * 1000:.0f} ms) and 2. request -> "
+          f"first feedback at the connector (goal p99 < {FEEDBACK_GOAL_S * 1000:.0f} ms); each model call takes "
+          f"{latency:.1f} s, so a turn is ~{2 * latency:.1f} s{where} ==")
     fake_llm.latency_s = latency
     steady = 2 * latency * 2  # arrivals over twice a turn's length: about half of them in flight throughout
     runs: list[tuple[str, list[tuple[str, int, float, float]]]] = [
@@ -490,7 +489,7 @@ async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: T
         everything = [r for requests in results for r in requests]
         run_feedback: list[float] = []
         run_answered = 0
-        for (label, _, _, _), requests in zip(waves, results):
+        for (label, _, _, _), requests in zip(waves, results, strict=True):
             acks = [r.ack for r in requests]
             feedback = [connector.by_conversation[r.conversation][0].at - r.sent_at for r in requests]
             answers = [connector.finals(r.conversation)[0] for r in requests]

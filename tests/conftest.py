@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,9 +10,13 @@ import pytest
 from bot.demo.backend import DemoBackend
 from bot.sentinel.client import SentinelClient
 from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, start_shared
+from tests.support.connector_fake import FakeConnector
 from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics
 from tests.support.openai_fake import FakeOpenAI
+
+# Fixtures shared by test modules: `azurite` (Azure Storage's emulator, tests/support/azurite.py).
+pytest_plugins = ("tests.support.azurite",)
 
 # Machine setup, not test data: tiktoken downloads its encoding files on first use. On a machine without
 # internet access, an offline copy in ../shared/tiktoken (beside the clone) is used when there is one and
@@ -22,7 +26,7 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _OFFLINE_TIKTOKEN.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_OFFLINE_TIKTOKEN)
 
 # A fixed clock in the middle of a UTC day, so windows and bins are the same on every run.
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 SEED = 7
 SMOKE_TEST = "test_benchmark_smoke_run"  # tests/test_benchmarks.py: checks a benchmark's smoke run
 
@@ -83,3 +87,11 @@ async def fake_logs(tmp_path: Path) -> AsyncIterator[FakeLogAnalytics]:
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture
+async def connector() -> AsyncIterator[FakeConnector]:
+    """The Bot Connector service a bot answers through (tests/support/connector_fake.py)."""
+    fake = await FakeConnector().start()
+    yield fake
+    await fake.stop()

@@ -56,12 +56,12 @@ VALID_ID = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
 def snapshot(title: str = "Multiple MFA push notifications denied", **more: Any) -> IncidentSnapshot:
-    fields: dict[str, Any] = dict(
-        name="6a7f098b-0000-0000-0000-000000000000", etag='"0300bf09-0000-0000-0000-5c37296e0000"', number=42,
-        title=title, severity="Medium", status="Active",
-        owner=Owner(object_id="1b2c3d4e-0000-0000-0000-000000000001", user_principal_name="dana@contoso.com",
-                    name="Dana Whitfield"),
-        url="https://portal.azure.com/#asset/Microsoft_Azure_Security_Insights/Incident/subscriptions/x/incidents/42")
+    fields: dict[str, Any] = {
+        "name": "6a7f098b-0000-0000-0000-000000000000", "etag": '"0300bf09-0000-0000-0000-5c37296e0000"',
+        "number": 42, "title": title, "severity": "Medium", "status": "Active",
+        "owner": Owner(object_id="1b2c3d4e-0000-0000-0000-000000000001", user_principal_name="dana@contoso.com",
+                       name="Dana Whitfield"),
+        "url": "https://portal.azure.com/#asset/Microsoft_Azure_Security_Insights/Incident/subscriptions/x/incidents/42"}
     return IncidentSnapshot(**{**fields, **more})
 
 
@@ -87,8 +87,8 @@ def before_for(kind: str) -> IncidentSnapshot:
 
 
 def confirmation(change: IncidentChange, incident: IncidentSnapshot | None = None, **more: Any) -> dict:
-    arguments: dict[str, Any] = dict(action_id=ACTION_ID, requester="Alex Wilber", expires_at=EXPIRES, now=NOW,
-                                     demo=False)
+    arguments: dict[str, Any] = {"action_id": ACTION_ID, "requester": "Alex Wilber", "expires_at": EXPIRES,
+                                 "now": NOW, "demo": False}
     return cards.change_confirmation(change, incident or snapshot(), **{**arguments, **more})
 
 
@@ -102,9 +102,9 @@ def sent_for(incident: IncidentSnapshot, change: IncidentChange) -> dict:
 def outcome(change: IncidentChange, outcome_name: str = "executed", before: IncidentSnapshot | None = None,
             **more: Any) -> dict:
     before = before or snapshot()
-    arguments: dict[str, Any] = dict(outcome=outcome_name, headline="Done: status of #42 set to Closed",
-                                     requester="Alex Wilber", confirmed_by="Alex Wilber", demo=False,
-                                     action_id=ACTION_ID)
+    arguments: dict[str, Any] = {"outcome": outcome_name, "headline": "Done: status of #42 set to Closed",
+                                 "requester": "Alex Wilber", "confirmed_by": "Alex Wilber", "demo": False,
+                                 "action_id": ACTION_ID}
     return cards.change_outcome(change, before, **{**arguments, **more})
 
 
@@ -112,9 +112,9 @@ def executed(change: IncidentChange, before: IncidentSnapshot | None = None, **m
     before = before or snapshot()
     after = before.with_changes(status="Closed", classification="FalsePositive",
                                 classification_reason="IncorrectAlertLogic", classification_comment="pen test")
-    arguments: dict[str, Any] = dict(after=after, sent=sent_for(before, change),
-                                     audit_comment="Status set to Closed (FalsePositive: pen test) by alex@contoso.com "
-                                                   "via the Sentinel assistant in Teams.")
+    arguments: dict[str, Any] = {"after": after, "sent": sent_for(before, change),
+                                 "audit_comment": "Status set to Closed (FalsePositive: pen test) by alex@contoso.com "
+                                                  "via the Sentinel assistant in Teams."}
     return outcome(change, "executed", before, **{**arguments, **more})
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import connector_fake as teams
 from tests.support.openai_fake import FakeOpenAI
-from tests.test_teams_bot import Bot, bot, connector, next_id  # noqa: F401 - fixtures used by name
+from tests.test_teams_bot import Bot, bot, next_id  # noqa: F401 - a fixture used by name
 
 
 def ai_entity(body: dict) -> dict | None:

@@ -350,7 +350,7 @@ def test_the_build_refuses_an_icon_of_the_wrong_size(tmp_path: Path) -> None:
     source = tmp_path / "appPackage"
     shutil.copytree(ROOT / "appPackage", source)
     shutil.copy(source / "color.png", source / "outline.png")
-    with pytest.raises(package.PackageError, match="outline.png must be a 32x32 PNG, not 192x192"):
+    with pytest.raises(package.PackageError, match=re.escape("outline.png must be a 32x32 PNG, not 192x192")):
         package.build(package.PackageInputs.checked(APP_ID, DOMAIN), tmp_path / "app.zip", source)
 
 

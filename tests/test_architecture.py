@@ -2,9 +2,9 @@
 
 teams/terminal -> commands -> orchestrator -> tools -> sentinel; tools name their cards, and cards depend on
 sentinel's typed data only; the demo workspace (bot/demo) is a backend beside Log Analytics, above sentinel: the data
-layer never imports it, and only the composition root (app, __main__) and the terminal build it; turns (durable delivery, below teams) imports no other bot package and no botbuilder;
-botbuilder only in teams,
-openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
+layer never imports it, and only the composition root (app, __main__) and the terminal build it; turns (durable
+delivery, below teams) imports no other bot package and no botbuilder; botbuilder only in teams, openai only in
+orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
 every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
 (opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module. Surfaces

@@ -79,7 +79,8 @@ DEMO_QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "no such incident": ("get_incident_detail", {"incident_ref": 999999}),
     "investigation, host": ("investigate_entity", {"entity": "ws-fin-023", "time_window": "last_7d"}),
     "investigation, account": ("investigate_entity", {"entity": "lena.fischer@contoso.com", "time_window": "last_30d"}),
-    "hunt": ("hunt", {"table": "SigninLogs", "time_window": "7d", "summarize": ["count()"], "by": ["Country", "AppDisplayName"]}),
+    "hunt": ("hunt", {"table": "SigninLogs", "time_window": "7d", "summarize": ["count()"],
+                      "by": ["Country", "AppDisplayName"]}),
     "hunt, wide rows": ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d", "take": 20}),
 }
 
@@ -186,8 +187,8 @@ CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
                                                            "svc-backup-automation on ws-fin-160", owner=EMAIL),
                                                   s.now, demo=True)),
     ("escalated to you", lambda s: escalated_to_you(snapshot(), requester="Alex Wilber", reason="isolate WS-FIN-160",
-                                                    thread_url="https://teams.microsoft.com/l/message/19:x/1", owner=EMAIL,
-                                                    demo=True)),
+                                                    thread_url="https://teams.microsoft.com/l/message/19:x/1",
+                                                    owner=EMAIL, demo=True)),
     ("watch: one incident, triaged", lambda s: watched_incident(
         incident(14431, owner=EMAIL), watch="High and above", now=s.now, demo=True, changes=True,
         triage=Triage(14431, (EntityVerdict("account", EMAIL, Level.HIGH, 70, ("Risky user", "MFA-fatigue pattern")),

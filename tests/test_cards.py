@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ import jsonschema
 import pytest
 
 from bot import cards
-from bot.tools.registry import TOOLS
 from bot.cards.common import ZERO_WIDTH_SPACE, plain
 from bot.orchestrator.references import References
 from bot.sentinel.client import SentinelClient
@@ -36,8 +35,9 @@ from bot.sentinel.models import (
     QueryResult,
     TrendBin,
 )
+from bot.tools.registry import TOOLS
 
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 # The official Adaptive Cards 1.5 schema, kept in the repository (source: tests/schemas/README.md).
 SCHEMA = Path(__file__).resolve().parent / "schemas" / "adaptive-card-1.5.schema.json"
 HOSTILE = "**URGENT** [click here](https://evil.example/x) <at>Dana</at> &lt;at&gt; _hi_ \x1b[31m\u202e\r\n# Heading"
@@ -189,10 +189,10 @@ def meta(tool: str, n: int, total: int | None = None, **parameters: Any) -> Quer
 
 
 def incident(number: int, title: str = "Suspicious sign-in", severity: str = "High", **more: Any) -> Incident:
-    fields = dict(number=number, title=title, severity=severity, status="Active", owner="Dana Whitfield",
-                  created=NOW - timedelta(hours=14), last_modified=NOW - timedelta(hours=2), alert_count=3,
-                  tactics=("InitialAccess",), products=("Microsoft Sentinel",),
-                  url=f"https://portal.azure.com/#asset/Incident/{number}", classification=None)
+    fields = {"number": number, "title": title, "severity": severity, "status": "Active", "owner": "Dana Whitfield",
+              "created": NOW - timedelta(hours=14), "last_modified": NOW - timedelta(hours=2), "alert_count": 3,
+              "tactics": ("InitialAccess",), "products": ("Microsoft Sentinel",),
+              "url": f"https://portal.azure.com/#asset/Incident/{number}", "classification": None}
     return Incident(**{**fields, **more})
 
 
@@ -205,13 +205,14 @@ def alert(i: int, name: str = "Unfamiliar sign-in properties", severity: str = "
 def detail(n_alerts: int = 3, n_entities: int = 4, description: str = "A user denied MFA prompts.",
            title: str = "Multiple MFA push notifications denied", **more: Any) -> IncidentDetail:
     kinds = ("account", "host", "ip", "url", "file")
-    fields = dict(
-        incident=incident(14431, title, alert_count=n_alerts), incident_id="6a7f098b", description=description,
-        classification_reason=None, classification_comment=None, closed=None, first_activity=NOW - timedelta(days=1),
-        last_activity=NOW - timedelta(hours=1), comment_count=2, labels=("VIP",),
-        alerts=tuple(alert(i) for i in range(n_alerts)),
-        entities=tuple(EntityRef(kinds[i % 5], f"value-{i}.contoso.com") for i in range(n_entities)),
-    )
+    fields = {
+        "incident": incident(14431, title, alert_count=n_alerts), "incident_id": "6a7f098b",
+        "description": description, "classification_reason": None, "classification_comment": None, "closed": None,
+        "first_activity": NOW - timedelta(days=1), "last_activity": NOW - timedelta(hours=1), "comment_count": 2,
+        "labels": ("VIP",),
+        "alerts": tuple(alert(i) for i in range(n_alerts)),
+        "entities": tuple(EntityRef(kinds[i % 5], f"value-{i}.contoso.com") for i in range(n_entities)),
+    }
     return IncidentDetail(**{**fields, **more})
 
 
@@ -520,7 +521,7 @@ def test_entity_rows() -> None:
 
 def trend_result(hours: int, bin_size: str = "1h") -> QueryResult:
     step = timedelta(hours=1) if bin_size == "1h" else timedelta(days=1)
-    start = datetime(2026, 10, 21, tzinfo=timezone.utc)
+    start = datetime(2026, 10, 21, tzinfo=UTC)
     bins = tuple(TrendBin(start + step * i, severity, (i * 7 + rank) % 13)
                  for i in range(hours) for rank, severity in enumerate(("High", "Medium", "Low", "Informational")))
     return QueryResult(bins, meta("get_alert_trend", len(bins), time_window="last_30d",
@@ -559,8 +560,8 @@ def test_daily_trend_keeps_daily_points_and_fills_gaps() -> None:
 
 
 def test_partial_first_and_last_days_are_marked_and_never_the_peak() -> None:
-    start = datetime(2026, 11, 13, tzinfo=timezone.utc)
-    now = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)  # the window began at 15:30 on the 13th
+    start = datetime(2026, 11, 13, tzinfo=UTC)
+    now = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)  # the window began at 15:30 on the 13th
     counts = [90, 10, 12, 11, 14, 13, 9, 95]  # the partial ends are the biggest
     bins = tuple(TrendBin(start + timedelta(days=i), "High", n) for i, n in enumerate(counts))
     result = QueryResult(bins, meta("get_alert_trend", len(bins), time_window="last_7d", min_severity="Informational",

@@ -74,7 +74,8 @@ def test_dotenv_file_is_read_and_the_environment_wins(tmp_path) -> None:
 
 def test_state_store_forms() -> None:
     assert settings(STATE_STORE="memory").storage.state == StateLocation("memory")
-    assert settings(STATE_STORE="sqlite:////var/lib/bot/state.db").storage.state == StateLocation("sqlite", "/var/lib/bot/state.db")
+    assert settings(STATE_STORE="sqlite:////var/lib/bot/state.db").storage.state == StateLocation(
+        "sqlite", "/var/lib/bot/state.db")
 
 
 def test_blob_state_needs_its_connection_string() -> None:
@@ -110,7 +111,8 @@ def test_write_actions_are_off_by_default_and_need_responders_and_the_workspace_
     assert not settings().workspace.write_actions_enabled and settings().workspace.write_responders == frozenset()
     on = settings(**{"WRITE_ACTIONS_ENABLED": "true",
                    "WRITE_RESPONDERS": "A636B9CD-EBF1-44B3-8EFC-0A2D01099035, 00000000-0000-0000-0000-0000000000020"})
-    assert on.workspace.write_responders == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035", "00000000-0000-0000-0000-0000000000020"}
+    assert on.workspace.write_responders == {"a636b9cd-ebf1-44b3-8efc-0a2d01099035",
+                                             "00000000-0000-0000-0000-0000000000020"}
     assert on.workspace.api_version == "2025-09-01"
     with pytest.raises(ConfigError) as caught:
         settings(**{"WRITE_ACTIONS_ENABLED": "yes", "SENTINEL_WORKSPACE_ID": "00000000-0000-0000-0000-000000000001",
@@ -134,7 +136,8 @@ def test_who_may_ask_defaults_to_the_bots_own_tenant_and_fails_closed_without_on
     assert own.teams.allowed_service_urls[0] == "https://smba.trafficmanager.net/*", "Microsoft's channels with auth on"
     with pytest.raises(ConfigError, match="ALLOWED_TENANTS is not set"):
         settings(**APP)  # a multi-tenant bot must say whose users may ask
-    listed = settings(**APP, ALLOWED_TENANTS="33333333-3333-3333-3333-333333333333; 44444444-4444-4444-4444-444444444444",
+    listed = settings(**APP,
+                      ALLOWED_TENANTS="33333333-3333-3333-3333-333333333333; 44444444-4444-4444-4444-444444444444",
                       ALLOWED_READERS="A636B9CD-EBF1-44B3-8EFC-0A2D01099035",
                       ALLOWED_READER_GROUPS="0b9d3a51-7a0e-4c35-9d6f-1f4a0a6c2e11",
                       ALLOWED_CONVERSATION_TYPES="personal, Channel", ALLOWED_TEAMS="19:soc@thread.tacv2")

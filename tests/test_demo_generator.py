@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -11,8 +12,8 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from datetime import date, datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import UTC, date, datetime, timedelta, timezone
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from bot.demo.generator import DEMO_SUFFIX, DemoData, generate
 
 TABLES = {table: entry["columns"] for table, entry in
           json.loads((Path(__file__).resolve().parent.parent / "bot/sentinel/tables.json").read_text()).items()}
-NOW = datetime(2026, 11, 21, 14, 3, 7, 123456, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 14, 3, 7, 123456, tzinfo=UTC)
 SEEDS = (0, 7, 20241)
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 WINDOWS = {"last_1h": timedelta(hours=1), "last_24h": timedelta(hours=24), "last_3d": timedelta(days=3),
@@ -31,13 +32,13 @@ CLASSIFICATION_REASONS = {"TruePositive": {"SuspiciousActivity"}, "BenignPositiv
                           "FalsePositive": {"IncorrectAlertLogic", "InaccurateData"}, "Undetermined": {""}}
 
 
-@lru_cache(maxsize=None)  # generating takes a few tenths of a second; tests only read the rows
+@cache  # generating takes a few tenths of a second; tests only read the rows
 def data(seed: int = 7, now: datetime = NOW, days: int = 35) -> DemoData:
     return generate(seed, now, days)
 
 
 def ts(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse(stamp: str) -> datetime:
@@ -171,7 +172,7 @@ def test_next_day_keeps_the_overlapping_incidents_identical() -> None:
     assert tomorrow.generated_until == today.generated_until + timedelta(days=1)
     # Rows both runs keep (before the earlier run's horizon) are identical, for the shared days.
     horizon = ts(today.generated_until + generator.UPDATE_HORIZON)
-    first_shared_day = ts(datetime.combine(NOW.date() - timedelta(days=33), datetime.min.time(), timezone.utc))
+    first_shared_day = ts(datetime.combine(NOW.date() - timedelta(days=33), datetime.min.time(), UTC))
     shared_numbers = {r["IncidentNumber"] for r in today.incident_rows if r["CreatedTime"] >= first_shared_day}
     assert len(shared_numbers) > 300
 
@@ -216,7 +217,7 @@ def test_data_does_not_depend_on_the_process_hash_seed() -> None:
                        capture_output=True, text=True, check=True).stdout.strip()
         for salt in ("1", "2")
     }
-    local = generate(3, datetime(2026, 5, 4, 10, tzinfo=timezone.utc), days=3)
+    local = generate(3, datetime(2026, 5, 4, 10, tzinfo=UTC), days=3)
     assert digests == {hashlib.sha256(json.dumps([local.incident_rows, local.alert_rows]).encode()).hexdigest()}
 
 
@@ -230,13 +231,13 @@ def test_different_seed_gives_different_data() -> None:
 
 def test_generated_until_and_update_horizon() -> None:
     result = data()
-    assert result.generated_until == datetime(2026, 11, 22, tzinfo=timezone.utc)
+    assert result.generated_until == datetime(2026, 11, 22, tzinfo=UTC)
     horizon = ts(result.generated_until + generator.UPDATE_HORIZON)
     assert max(r["TimeGenerated"] for r in result.incident_rows) < horizon
     assert max(r["TimeGenerated"] for r in result.alert_rows) < horizon
     # Rows after "now" exist (the rest of today, later updates): the query layer hides them.
     assert any(r["TimeGenerated"] > ts(NOW) for r in result.incident_rows)
-    first_day = ts(datetime(2026, 10, 18, tzinfo=timezone.utc))
+    first_day = ts(datetime(2026, 10, 18, tzinfo=UTC))
     assert min(r["CreatedTime"] for r in result.incident_rows) >= first_day
 
 
@@ -441,11 +442,11 @@ def test_standalone_alerts_exist_every_day() -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_alerts_never_pause_for_an_hour(seed: int) -> None:
     # A steady trickle: every sliding hour of the generated span (after the first hour) has alerts.
-    start = datetime.combine(NOW.date() - timedelta(days=34), datetime.min.time(), timezone.utc)
+    start = datetime.combine(NOW.date() - timedelta(days=34), datetime.min.time(), UTC)
     times = sorted(parse(r["TimeGenerated"]) for r in data(seed).alert_rows)
     times = [t for t in times if start <= t < data(seed).generated_until]
     assert times[0] - start < timedelta(hours=1)
-    assert max(b - a for a, b in zip(times, times[1:])) < timedelta(hours=1)
+    assert max(b - a for a, b in itertools.pairwise(times)) < timedelta(hours=1)
     assert data(seed).generated_until - times[-1] < timedelta(hours=1)
 
 
@@ -469,7 +470,7 @@ def test_incidents_created_in_the_last_hour_often() -> None:
     hits = total = 0
     for offset in range(1, 30):
         for minute in range(60, 24 * 60, 13):
-            now = datetime.combine(NOW.date() - timedelta(days=offset), datetime.min.time(), timezone.utc)
+            now = datetime.combine(NOW.date() - timedelta(days=offset), datetime.min.time(), UTC)
             now += timedelta(minutes=minute)
             start, end = ts(now - timedelta(hours=1)), ts(now)
             total += 1
@@ -483,7 +484,7 @@ def test_bursts_exist_in_every_seven_day_window(seed: int) -> None:
     times = sorted(r["TimeGenerated"] for r in data(seed).alert_rows)
     for offset in range(35):
         day = NOW.date() - timedelta(days=offset)
-        start = datetime.combine(day, datetime.min.time(), timezone.utc)
+        start = datetime.combine(day, datetime.min.time(), UTC)
         peak = 0
         for minutes in range(0, 21 * 60 + 1, 15):  # 3-hour windows inside the day
             low = start + timedelta(minutes=minutes)

@@ -246,7 +246,7 @@ class Scope:
             return self.node(node.args[1] if self.node(node.args[0]) else node.args[2])
         return self.function(node.name, [self.node(arg) for arg in node.args])
 
-    def function(self, name: str, args: list[Any]) -> Any:  # noqa: C901 - one branch per ARM function
+    def function(self, name: str, args: list[Any]) -> Any:
         rg_id = f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
         if name == "parameters":
             return self.parameters[args[0]]
@@ -255,10 +255,11 @@ class Scope:
         if name == "format":
             return re.sub(r"\{(\d+)\}", lambda m: str(args[1 + int(m.group(1))]), args[0])
         if name == "concat":
-            return sum(args, []) if isinstance(args[0], list) else "".join(map(str, args))
+            return [item for part in args for item in part] if isinstance(args[0], list) else "".join(map(str, args))
         if name == "resourceId":
             namespace, *types = args[0].split("/")
-            return f"{rg_id}/providers/{namespace}/" + "/".join(f"{t}/{n}" for t, n in zip(types, args[1:]))
+            names = zip(types, args[1:], strict=True)
+            return f"{rg_id}/providers/{namespace}/" + "/".join(f"{t}/{n}" for t, n in names)
         if name == "subscriptionResourceId":
             return f"/subscriptions/{self.subscription}/providers/{args[0]}/{args[1]}"
         if name == "reference":
@@ -267,7 +268,8 @@ class Scope:
         simple = {
             "empty": lambda: len(args[0]) == 0, "not": lambda: not args[0], "equals": lambda: args[0] == args[1],
             "and": lambda: all(args), "greater": lambda: args[0] > args[1], "string": lambda: str(args[0]),
-            "toLower": lambda: args[0].lower(), "trim": lambda: args[0].strip(), "split": lambda: args[0].split(args[1]), "length": lambda: len(args[0]),
+            "toLower": lambda: args[0].lower(), "trim": lambda: args[0].strip(),
+            "split": lambda: args[0].split(args[1]), "length": lambda: len(args[0]),
             "uniqueString": lambda: hashlib.sha256("|".join(args).encode()).hexdigest()[:13],
             "guid": lambda: _fake_guid(*args), "copyIndex": lambda: self.copy_index + (args[0] if args else 0),
             "resourceGroup": lambda: {"id": rg_id, "name": self.resource_group, "location": "westeurope"},
@@ -472,7 +474,8 @@ def test_role_definition_ids_are_built_in_ids_built_with_subscription_resource_i
 def test_blob_state_creates_a_keyless_storage_account_with_the_turn_queue_and_its_two_data_roles() -> None:
     deployed, _ = deploy(stateStore="blob", instanceCount=3)
     account = only(deployed, "Microsoft.Storage/storageAccounts")
-    assert account["properties"]["allowSharedKeyAccess"] is False and account["properties"]["minimumTlsVersion"] == "TLS1_2"
+    assert account["properties"]["allowSharedKeyAccess"] is False
+    assert account["properties"]["minimumTlsVersion"] == "TLS1_2"
     children = {d.resource["name"].split("/", 1)[1] for d in deployed if d.resource["type"].startswith(
         "Microsoft.Storage/storageAccounts/")}
     assert children == {"default/bot-state", "default/bot-turns", "default/bot-turns-poison", "default"}
@@ -922,7 +925,8 @@ def test_on_behalf_of_adds_a_federated_oauth_connection_and_the_settings_the_app
     assert (settings["QUERY_IDENTITY"], settings["SSO_APP_ID"], settings["SSO_CONNECTION_NAME"]) == (
         "user", sso_app, "sentinel-sso")
     app = Settings.from_env(settings, dotenv_path=None)  # on-behalf-of through the managed identity: no secret
-    assert app.access.query_identity == "user" and app.access.sso_app_id == sso_app and app.access.sso_client_secret is None
+    assert app.access.query_identity == "user" and app.access.sso_app_id == sso_app
+    assert app.access.sso_client_secret is None
 
 
 def test_on_behalf_of_with_a_connection_managed_outside_the_template() -> None:

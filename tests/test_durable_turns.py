@@ -26,7 +26,7 @@ from bot.turns.contract import Envelope, TurnQueue
 from bot.turns.local_queue import LocalTurnQueue
 from bot.turns.worker import GIVEN_UP_TEXT, TurnWorker
 from tests.support import durable_rig
-from tests.support.azurite import Azurite, azurite, require_azurite  # noqa: F401 - a fixture
+from tests.support.azurite import Azurite, require_azurite
 
 _names = iter(range(1, 1000))
 

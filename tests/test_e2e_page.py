@@ -87,7 +87,7 @@ async def see(url: str, out: Path, *, say: list[str], expect: list[str], convers
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 0, (f"not visible on the page: {expect} ({conversation}, after {say}); "
                                      f"screenshot {out}\n{stderr.decode()[-2000:]}")
-    assert out.exists(), stdout.decode()
+    assert await asyncio.to_thread(out.exists), stdout.decode()
     # A saga error makes the page reconnect its websocket, and a message arriving meanwhile is never drawn: the
     # expected texts can still show by luck (they came before or after), so the error itself fails the scenario.
     crashed = [line for line in stdout.decode().splitlines() if line.startswith('{"pageError":"Saga error')]
@@ -182,7 +182,8 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
         try:
             async with Playground(f"http://127.0.0.1:{settings['PORT']}/api/messages", tmp_path / "pg") as playground:
                 argv = ["node", str(SCRIPT), "--url", playground.url + "/", "--conversation", "general", "--hide-log",
-                        "--full-page", "--chromium", CHROMIUM, "--timeout", "60000", "--out", str(tmp_path / "watch.png"),
+                        "--full-page", "--chromium", CHROMIUM, "--timeout", "60000",
+                        "--out", str(tmp_path / "watch.png"),
                         "--say", "watch high", "--wait-text", "Watching for high",
                         "--wait-text", first, "--wait-text", second, "--wait-text", "Triage: ",
                         "--count-text", "New incident #900001", "--count-text", "New incident #900002"]

@@ -20,7 +20,7 @@ SAMPLES = {EntityKind.ACCOUNT: "alice@contoso.com", EntityKind.HOST: "WS-FIN-042
 
 def _variants() -> list:
     queries = []
-    for spec, cls in EVIDENCE:
+    for _spec, cls in EVIDENCE:
         for kind in sorted(cls.kinds, key=lambda k: k.value):
             values = [SAMPLES[kind]] + (["b" * 32, "c" * 40] if kind is EntityKind.HASH else [])
             for value in values:
@@ -34,7 +34,7 @@ def test_every_evidence_query_parses_with_its_declared_columns() -> None:
     queries = _variants()
     assert len(queries) > 150
     results = kusto.check([kql_of(q) for q in queries])
-    for query, result in zip(queries, results):
+    for query, result in zip(queries, results, strict=True):
         assert result["ok"], (query.tool, query.entity, result["errors"][:2])
         columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
         spec = next(s for s, cls in EVIDENCE if cls is type(query))
@@ -54,7 +54,7 @@ def test_hostile_entity_values_stay_one_string_literal(spec, cls) -> None:
         base = [lit["value"] for lit in results[0]["string_literals"]]
         assert base.count(benign) == 1, (spec.name, kind)
         position = base.index(benign)
-        for value, result in zip(hostile, results[1:]):
+        for value, result in zip(hostile, results[1:], strict=True):
             assert result["ok"], (spec.name, kind, value[:40], result["errors"][:2])
             literals = [lit["value"] for lit in result["string_literals"]]
             assert literals[position] == _expected_value(value), (spec.name, value[:40])

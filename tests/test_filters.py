@@ -9,7 +9,7 @@ backend's SQL.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -51,9 +51,9 @@ def _latest(rows: list[dict], key: str, start: str, end: str | None, inclusive: 
     latest: dict[Any, dict] = {}
     for row in rows:
         t = row["TimeGenerated"]
-        if (t >= start if inclusive else t > start) and t <= now and (end is None or t < end):
-            if row[key] not in latest or t >= latest[row[key]]["TimeGenerated"]:
-                latest[row[key]] = row
+        if ((t >= start if inclusive else t > start) and t <= now and (end is None or t < end)
+                and (row[key] not in latest or t >= latest[row[key]]["TimeGenerated"])):
+            latest[row[key]] = row
     return list(latest.values())
 
 

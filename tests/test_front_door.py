@@ -47,9 +47,9 @@ class Door:
     async def post(self, body: dict | bytes, authorization: str = "") -> tuple[int, str]:
         headers = {"Content-Type": "application/json"} | ({"Authorization": authorization} if authorization else {})
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with aiohttp.ClientSession() as session:
-            async with session.post(self.url + "/api/messages", data=data, headers=headers) as response:
-                return response.status, await response.text()
+        async with (aiohttp.ClientSession() as session,
+                    session.post(self.url + "/api/messages", data=data, headers=headers) as response):
+            return response.status, await response.text()
 
     def quiet_activity(self) -> dict:
         """A channel message not addressed to the bot: accepted, and nothing is sent back."""

@@ -433,7 +433,7 @@ async def test_the_tool_runs_on_the_demo_and_renders_its_text_and_card(hunt_demo
     run = await box.run("hunt", json.dumps(SAMPLE_HUNTS[2]))
     assert run.ok and isinstance(run.artifact, QueryResult) and run.artifact.records
     first = run.artifact.records[0]
-    assert isinstance(first, HuntRow) and [name for name, _ in first.cells][0] == "UserPrincipalName"
+    assert isinstance(first, HuntRow) and next(name for name, _ in first.cells) == "UserPrincipalName"
     refs = {("entity", f"account:{r.value('UserPrincipalName')}"): n for n, r in enumerate(run.artifact.records, 1)}
     text = TOOLS.text(run.artifact, lambda kind, key: refs.get((kind, key)), run.arguments)
     lines = text.splitlines()
@@ -478,7 +478,7 @@ async def test_the_model_hunts_and_the_fact_check_knows_the_rows(hunt_demo, fake
     from tests.support import openai_fake as oa
     from tests.test_orchestrator import last_tool_message, make
 
-    backend, rows = hunt_demo
+    backend, _rows = hunt_demo
     arguments = {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]],
                  "by": ["IPAddress", "UserPrincipalName"], "summarize": ["count()"]}
 

@@ -499,5 +499,6 @@ async def test_demo_writer_for_the_composition_roots_client(demo_client: Sentine
 def test_demo_clock_defaults_to_the_backends() -> None:
     backend = DemoBackend(seed=SEED, clock=lambda: NOW)
     assert DemoIncidentWriter(backend)._clock() == NOW
-    other: Callable[[], datetime] = lambda: NOW - timedelta(hours=1)
+    def other() -> datetime:
+        return NOW - timedelta(hours=1)
     assert DemoIncidentWriter(backend, clock=other)._clock() == NOW - timedelta(hours=1)

@@ -32,9 +32,10 @@ from tests.test_cards import assert_valid
 
 ENTITIES = [Entity(EntityKind.ACCOUNT, world.ALICE), Entity(EntityKind.ACCOUNT, "ALICE@contoso.com"),
             Entity(EntityKind.ACCOUNT, world.BOB), Entity(EntityKind.HOST, world.HOST),
-            Entity(EntityKind.HOST, "ws-fin-042"), Entity(EntityKind.IP, world.BAD_IP), Entity(EntityKind.URL, world.URL),
-            Entity(EntityKind.DOMAIN, "login-contoso.example"), Entity(EntityKind.HASH, "a" * 64),
-            Entity(EntityKind.HASH, world.HASH), Entity(EntityKind.ACCOUNT, "nobody@contoso.com")]
+            Entity(EntityKind.HOST, "ws-fin-042"), Entity(EntityKind.IP, world.BAD_IP),
+            Entity(EntityKind.URL, world.URL), Entity(EntityKind.DOMAIN, "login-contoso.example"),
+            Entity(EntityKind.HASH, "a" * 64), Entity(EntityKind.HASH, world.HASH),
+            Entity(EntityKind.ACCOUNT, "nobody@contoso.com")]
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ def backend(demo_backend: DemoBackend) -> DemoBackend:
 
 @pytest.mark.parametrize(("value", "kind"), [
     ("alice@contoso.com", EntityKind.ACCOUNT), ("CONTOSO\\alice", EntityKind.ACCOUNT), ("WS-FIN-042", EntityKind.HOST),
-    ("203.0.113.7", EntityKind.IP), ("2001:db8::1", EntityKind.IP), ("d41d8cd98f00b204e9800998ecf8427e", EntityKind.HASH),
+    ("203.0.113.7", EntityKind.IP), ("2001:db8::1", EntityKind.IP),
+    ("d41d8cd98f00b204e9800998ecf8427e", EntityKind.HASH),
     ("A" * 40, EntityKind.HASH), (world.HASH.upper(), EntityKind.HASH), (world.URL, EntityKind.URL),
     ("login-contoso.example", EntityKind.DOMAIN),
 ])
@@ -125,7 +127,8 @@ def _expected(tool: str, rows_of: dict[str, list[dict[str, Any]]], entity: Entit
         out = _sorted(out, (("LastSeen", True), ("SignIns", True), *((k, False) for k in keys)))
         return [r | {"TotalMatched": len(out)} for r in out[:MAX_EVIDENCE_ROWS]]
     if tool == "evidence_risky_user":
-        mine = [r for r in rows_of["AADRiskyUsers"] if _in_window(r, window, lookback) and _same(r["UserPrincipalName"], value)]
+        mine = [r for r in rows_of["AADRiskyUsers"]
+                if _in_window(r, window, lookback) and _same(r["UserPrincipalName"], value)]
         if not mine:
             return []
         latest = max(mine, key=lambda r: r["TimeGenerated"])
@@ -134,9 +137,9 @@ def _expected(tool: str, rows_of: dict[str, list[dict[str, Any]]], entity: Entit
     if tool == "evidence_threat_intel":
         latest: dict[str, dict[str, Any]] = {}
         for r in rows_of["ThreatIntelIndicators"]:
-            if _in_window(r, window, lookback) and _same(r["ObservableValue"], value):
-                if r["Id"] not in latest or r["TimeGenerated"] > latest[r["Id"]]["TimeGenerated"]:
-                    latest[r["Id"]] = r
+            if (_in_window(r, window, lookback) and _same(r["ObservableValue"], value)
+                    and (r["Id"] not in latest or r["TimeGenerated"] > latest[r["Id"]]["TimeGenerated"])):
+                latest[r["Id"]] = r
         out = [{"Id": r["Id"], "ObservableKey": r["ObservableKey"], "ObservableValue": r["ObservableValue"],
                 "Confidence": r["Confidence"], "ValidFrom": r["ValidFrom"], "ValidUntil": r["ValidUntil"],
                 "Valid": bool(r["IsActive"]) and not r["Revoked"]
@@ -150,7 +153,8 @@ def _expected(tool: str, rows_of: dict[str, list[dict[str, Any]]], entity: Entit
         for r in rows_of["AuditLogs"]:
             initiated, targets = json.loads(r["InitiatedBy"]), json.loads(r["TargetResources"])
             by = _same(initiated.get("user", {}).get("userPrincipalName", ""), value)
-            if _in_window(r, window, None) and (by or any(_same(t.get("userPrincipalName", ""), value) for t in targets)):
+            if _in_window(r, window, None) and (
+                    by or any(_same(t.get("userPrincipalName", ""), value) for t in targets)):
                 out.append({"TimeGenerated": r["TimeGenerated"], "OperationName": r["OperationName"],
                             "Result": r["Result"], "Initiator": initiated.get("user", {}).get("userPrincipalName")
                             or initiated.get("app", {}).get("displayName", ""),

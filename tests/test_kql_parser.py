@@ -75,9 +75,9 @@ def test_every_enum_combination_parses_with_the_contract_columns() -> None:
     queries = _all_enum_queries()
     assert len(queries) > 150
     results = kusto.check([kql_of(q) for q in queries])
-    failures = [(q, r["errors"]) for q, r in zip(queries, results) if not r["ok"]]
+    failures = [(q, r["errors"]) for q, r in zip(queries, results, strict=True) if not r["ok"]]
     assert not failures, failures[:3]
-    for query, result in zip(queries, results):
+    for query, result in zip(queries, results, strict=True):
         columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
         assert tuple(name for name, _ in columns) == COLUMNS[query.tool], query
         assert columns == RESULT_TYPES[query.tool], query
@@ -90,7 +90,7 @@ def test_hostile_incident_refs_stay_one_string_literal() -> None:
     results = kusto.check([kql_of(baseline)] + [kql_of(q) for q in hostile])
     base_literals = [lit["value"] for lit in results[0]["string_literals"]]
     assert base_literals.count("phishing") == 1
-    for value, result in zip(HOSTILE_REFS, results[1:]):
+    for value, result in zip(HOSTILE_REFS, results[1:], strict=True):
         assert result["ok"], (value[:40], result["errors"][:2])
         literals = [lit["value"] for lit in result["string_literals"]]
         # Same literals as the benign query, with the search text in the same place: nothing split or merged.
@@ -124,7 +124,7 @@ def test_cli_prints_parsable_kql() -> None:
     printed = [example] + [
         _cli_kql(tool, _CLI_REQUIRED.get(tool, "{}")) for tool in sorted(COLUMNS)
     ]
-    for text, result in zip(printed, kusto.check(printed)):
+    for text, result in zip(printed, kusto.check(printed), strict=True):
         assert result["ok"], (text[:60], result["errors"])
 
 
@@ -175,7 +175,7 @@ def _filter_variants() -> list:
 def test_every_filter_alone_and_combined_parses_with_the_contract_columns() -> None:
     queries = _filter_variants()
     results = kusto.check([kql_of(q) for q in queries])
-    for query, result in zip(queries, results):
+    for query, result in zip(queries, results, strict=True):
         assert result["ok"], (query.parameters(), result["errors"][:2])
         columns = tuple((c["name"], c["type"]) for c in result["result_columns"])
         assert columns == RESULT_TYPES[query.tool], query.parameters()
@@ -201,12 +201,12 @@ def test_hostile_filter_values_are_refused_or_stay_one_string_literal(tool: str,
     results = kusto.check([kql_of(make_query(tool, {name: benign}))] + [kql_of(q) for _, q in kept])
     base = [lit["value"] for lit in results[0]["string_literals"]]
     position = base.index(benign)
-    for (value, query), result in zip(kept, results[1:]):
+    for (value, query), result in zip(kept, results[1:], strict=True):
         assert result["ok"], (value[:40], result["errors"][:2])
         literals = [lit["value"] for lit in result["string_literals"]]
-        wanted = {"owner": lambda: query.filters.owner.person, "search": lambda: query.filters.search,
-                  "product": lambda: query.filters.product,
-                  "entity": lambda: getattr(query, "entity", None) or query.filters.entity}[name]()
+        wanted = {"owner": lambda q: q.filters.owner.person, "search": lambda q: q.filters.search,
+                  "product": lambda q: q.filters.product,
+                  "entity": lambda q: getattr(q, "entity", None) or q.filters.entity}[name](query)
         assert wanted is not None and literals[position] == _expected_value(wanted), value[:40]
         assert literals[:position] + literals[position + 1:] == base[:position] + base[position + 1:], value[:40]
         assert [c["name"] for c in result["result_columns"]] == list(COLUMNS[tool])

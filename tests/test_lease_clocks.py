@@ -12,7 +12,6 @@ import pytest
 from bot.turns.contract import Envelope, LeaseLost, LockState, Sightings
 from bot.turns.local_queue import LocalTurnQueue
 from tests.support import skewed_workers
-from tests.support.azurite import azurite  # noqa: F401 - a fixture
 
 
 class Clock:
@@ -37,7 +36,7 @@ async def test_local_queue_a_worker_whose_clock_jumps_an_hour_duplicates_and_los
 @pytest.mark.slow
 @pytest.mark.parametrize("jump_s", [3600, -3600])
 async def test_azure_queue_a_worker_whose_clock_jumps_an_hour_duplicates_and_loses_nothing(
-        tmp_path: Path, jump_s: int, azurite: str) -> None:  # noqa: F811 - the fixture
+        tmp_path: Path, jump_s: int, azurite: str) -> None:
     figures = await skewed_workers.run(tmp_path, jump_s=jump_s, queue="azure", connection_string=azurite,
                                        timeout_s=40)
     assert (figures.twice, figures.lost, figures.lost_saves, figures.tracebacks) == (0, 0, 0, 0), figures
@@ -122,7 +121,7 @@ async def test_a_taken_turn_is_not_taken_again_by_a_process_whose_clock_jumps_wh
 
 
 @pytest.mark.slow
-async def test_azure_markers_age_by_storage_s_clock(azurite: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+async def test_azure_markers_age_by_storage_s_clock(azurite: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A marker's age is its Last-Modified against the Date of Storage's answer: this machine's clock is not read."""
     from bot.turns import azure_queue
     from bot.turns.azure_queue import AzureTurnQueue

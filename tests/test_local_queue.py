@@ -393,9 +393,9 @@ async def test_readyz_is_not_ready_while_activities_would_get_503_keys_unreachab
         pages = await front.call(lambda: front._db().execute("PRAGMA page_count").fetchone()[0])
         await front.call(lambda: front._db().execute(f"PRAGMA max_page_count = {pages}"))  # no room to grow
         body = teams.personal("incidents 24h " + "x" * 20_000, activity_id="1700000000401", service_url=connector.url)
-        async with aiohttp.ClientSession() as session:
-            async with session.post(str(server.make_url("/api/messages")), json=body) as answer:
-                assert answer.status == 503
+        async with (aiohttp.ClientSession() as session,
+                    session.post(str(server.make_url("/api/messages")), json=body) as answer):
+            assert answer.status == 503
         status, ready = await readyz(server)
         assert status == 503 and "could not be queued" in ready["checks"]["turn_queue"], ready
         monkeypatch.setattr(routes, "QUEUE_FAILED_S", 0.0)  # its time passed: the next retry will tell

@@ -20,7 +20,8 @@ WORKSPACE = "11111111-2222-3333-4444-555555555555"
 SAMPLES = Path(__file__).resolve().parent / "data" / "sample-rows"
 INCIDENT_ROW = {
     "IncidentNumber": 42, "Title": "Brute force attack against Azure Portal", "Severity": "High", "Status": "Active",
-    "Owner": "Alice Ng", "CreatedTime": "2026-11-20T10:00:00.000000Z", "LastModifiedTime": "2026-11-20T11:00:00.000000Z",
+    "Owner": "Alice Ng", "CreatedTime": "2026-11-20T10:00:00.000000Z",
+    "LastModifiedTime": "2026-11-20T11:00:00.000000Z",
     "AlertCount": 2, "Tactics": ["CredentialAccess"], "Products": ["Microsoft Entra ID Protection"],
     "IncidentUrl": "https://portal.azure.com/#asset/x", "Classification": "", "TotalMatched": 1,
 }
@@ -126,7 +127,8 @@ async def test_persistent_throttling_is_a_retryable_error(fake_logs: FakeLogAnal
          "SENTINEL_WORKSPACE_ID"),
     ],
 )
-async def test_errors_map_to_clear_query_errors(fake_logs: FakeLogAnalytics, status, body, code, retryable, says) -> None:
+async def test_errors_map_to_clear_query_errors(fake_logs: FakeLogAnalytics, status, body, code, retryable,
+                                                says) -> None:
     for _ in range(3):  # the SDK itself retries 5xx a bounded number of times
         fake_logs.respond(status, body)
     client = client_for(fake_logs)

@@ -30,7 +30,7 @@ from tests.support.openai_fake import FakeOpenAI
 from tests.test_action_cards import CHANGES, confirmation, snapshot
 from tests.test_cards import NOW, alert, detail, incident, meta, read, registry, texts
 from tests.test_model_responses import QUESTION, make
-from tests.test_teams_bot import connector, next_id, start_bot  # noqa: F401 - connector is a fixture
+from tests.test_teams_bot import next_id, start_bot
 
 
 def _closed_port() -> int:
@@ -54,7 +54,7 @@ async def _until(check: Callable[[], bool]) -> None:
 @pytest.mark.parametrize("kind", ["personal command", pytest.param("personal question", marks=pytest.mark.slow),
                                   "group chat command"])
 async def test_an_unreachable_service_url_is_one_line_per_turn_without_a_traceback(
-        kind: str, connector: FakeConnector, demo_client: SentinelClient,  # noqa: F811
+        kind: str, connector: FakeConnector, demo_client: SentinelClient,
         fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
     fake_openai.latency_s = 0.3  # a question outlasts the progress grace period: progress updates are tried too
     running, server = await start_bot(connector, demo_client, fake_openai, MemoryStorage())

@@ -198,7 +198,7 @@ async def test_retryable_tool_error_is_retried_once_silently(fake_openai: oa.Fak
     conversation = Conversation()
     again = await make(fake_openai, sentinel).answer(conversation, "incidents today")
     assert not again.runs[0].ok and again.runs[0].retried
-    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
+    tool_text = next(m for m in to_wire(conversation.history) if m["role"] == "tool")["content"]
     assert "ERROR server_error (retryable)" in tool_text and "do not make up data" in tool_text
     await sentinel.close()
 
@@ -213,7 +213,7 @@ async def test_throttling_is_not_retried_again_by_the_tool_layer(fake_openai: oa
     conversation = Conversation()
     result = await make(fake_openai, sentinel).answer(conversation, "incidents today")
     assert not result.runs[0].ok and not result.runs[0].retried and len(fake_logs.requests) == 2
-    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
+    tool_text = next(m for m in to_wire(conversation.history) if m["role"] == "tool")["content"]
     assert "ERROR throttled (retryable)" in tool_text and "refused this query 2 times" in tool_text
     await sentinel.close()
 
@@ -243,13 +243,14 @@ async def test_empty_results_are_stated_with_alternatives(fake_openai: oa.FakeOp
                        oa.text("No high-severity incidents in the last hour. Try the last 24 hours?"))
     conversation = Conversation()
     result = await make(fake_openai, sentinel).answer(conversation, "anything high in the last hour?")
-    tool_text = [m for m in to_wire(conversation.history) if m["role"] == "tool"][0]["content"]
+    tool_text = next(m for m in to_wire(conversation.history) if m["role"] == "tool")["content"]
     assert "no rows" in tool_text and "wider time_window" in tool_text
     assert result.runs[0].ok and result.runs[0].rows == 0
     await sentinel.close()
 
 
-async def test_rate_limit_with_retry_after_is_waited_out(fake_openai: oa.FakeOpenAI, demo_client: SentinelClient) -> None:
+async def test_rate_limit_with_retry_after_is_waited_out(fake_openai: oa.FakeOpenAI,
+                                                         demo_client: SentinelClient) -> None:
     fake_openai.script(oa.rate_limited(retry_after=0.3), oa.text("Nothing needed a query."))
     started = time.monotonic()
     result = await make(fake_openai, demo_client).answer(Conversation(), "hello")
@@ -304,7 +305,8 @@ async def test_clear_keeps_preferences_and_a_summary(fake_openai: oa.FakeOpenAI,
     reply = await orchestrator.summarise_and_clear(conversation)
     assert "summary" in reply
     summary_request = fake_openai.chat_requests[-1]
-    assert "tools" not in summary_request.json and summary_request.messages[-1]["content"] == prompts.SUMMARY_INSTRUCTION
+    assert "tools" not in summary_request.json
+    assert summary_request.messages[-1]["content"] == prompts.SUMMARY_INSTRUCTION
     assert conversation.history == [] and conversation.references.items == []
     assert conversation.preferences == {"time_window": "last_7d"} and f"#{number}" in conversation.summary
     fake_openai.script(oa.text(f"We discussed #{number} before."))
@@ -334,7 +336,8 @@ async def test_trimming_at_max_turns_warns_first_and_never_orphans_tool_messages
             warned_at = warned_at or turn
         user_turns = [m for m in to_wire(conversation.history) if m["role"] == "user"]
         assert len(user_turns) <= 30
-        assert to_wire(conversation.history)[0]["role"] == "user" and tool_call_ids_answered(to_wire(conversation.history))
+        wire = to_wire(conversation.history)
+        assert wire[0]["role"] == "user" and tool_call_ids_answered(wire)
         assert len(conversation.token_counts) == len(conversation.history)
     assert warned_at is not None and warned_at < 30, "the analyst is warned before the first trim"
     assert to_wire(conversation.history)[0]["content"] == "question 4"

@@ -33,6 +33,7 @@ stay here as regressions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -176,10 +177,8 @@ _HASH = re.compile(r"#(\d{4,6})\b")
 
 def _call_key(name: str, arguments: dict[str, Any] | str) -> str:
     if isinstance(arguments, str):
-        try:
+        with contextlib.suppress(ValueError):
             arguments = json.loads(arguments)
-        except ValueError:
-            pass
     return json.dumps([name, arguments], sort_keys=True)
 
 

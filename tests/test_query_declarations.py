@@ -109,7 +109,8 @@ def _row(p: ProductCount, ref_for: RefFor) -> str:
 def _card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
     rows = [[{"type": "TableCell", "items": [text(p.product)]}, {"type": "TableCell", "items": [text(str(p.alerts))]}]
             for p in result.records]
-    return card([*header("Alerts per product", demo=result.metadata.is_demo), table(["Product", "Alerts"], [3, 1], rows)])
+    return card([*header("Alerts per product", demo=result.metadata.is_demo),
+                 table(["Product", "Alerts"], [3, 1], rows)])
 
 
 TOOL: Tool = read_tool(SPEC, "Alert counts per product in a window.", "Counting alerts per product...",
@@ -148,7 +149,8 @@ async def test_a_query_declared_in_one_module_is_offered_run_and_rendered(regist
     [checked] = kusto.check([queries.kql_of(queries.make_query(SPEC.name, {"time_window": "last_7d"}))])
     assert checked["ok"], checked["errors"]
     assert tuple(c["name"] for c in checked["result_columns"]) == SPEC.columns
-    assert tuple((c["name"], c["type"]) for c in checked["result_columns"]) == SPEC.result, "declared types are the KQL's"
+    assert tuple((c["name"], c["type"]) for c in checked["result_columns"]) == SPEC.result, \
+        "declared types are the KQL's"
 
     box = ToolBox(SentinelClient(demo_backend))
     run = await box.run(SPEC.name, json.dumps({"time_window": "last_7d", "limit": 3}))

@@ -9,6 +9,8 @@ for the real service's response shapes as well as for the demo.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
@@ -36,10 +38,8 @@ async def run(request, demo_backend: DemoBackend, fake_logs: FakeLogAnalytics) -
         client = make_la_client(fake_logs)
 
         async def call(tool: str, **arguments):
-            try:
+            with contextlib.suppress(InvalidParameter):  # nothing to prime: the client must refuse before calling
                 await prime(fake_logs, demo_backend, tool, arguments)
-            except InvalidParameter:
-                pass  # nothing to prime: the client must refuse before calling the service
             return await client.run(tool, **arguments)
     call.source = request.param  # type: ignore[attr-defined]
     yield call
@@ -120,7 +120,7 @@ async def test_alerts_deduplicated_filtered_and_sorted(run: Run, now) -> None:
 async def test_trend_is_zero_filled_and_counts_every_alert(run: Run) -> None:
     trend = ok(await run("get_alert_trend", time_window="last_3d"))
     bins = sorted({b.start for b in trend.records})
-    steps = {later - earlier for earlier, later in zip(bins, bins[1:])}
+    steps = {later - earlier for earlier, later in itertools.pairwise(bins)}
     assert steps == {timedelta(hours=1)} and 72 <= len(bins) <= 74
     per_severity = {}
     for b in trend.records:
@@ -168,6 +168,7 @@ async def test_backends_return_identical_records(demo_backend: DemoBackend, fake
             expected = ok(await demo.run(tool, **arguments))
             actual = ok(await logs.run(tool, **arguments))
             assert actual.records == expected.records, tool
-            assert (actual.metadata.total, actual.metadata.truncated) == (expected.metadata.total, expected.metadata.truncated)
+            assert (actual.metadata.total, actual.metadata.truncated) == (expected.metadata.total,
+                                                                          expected.metadata.truncated)
             assert actual.metadata.kql == expected.metadata.kql
     await logs.close()

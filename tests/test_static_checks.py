@@ -1,4 +1,5 @@
-"""bot/ passes the linter and the type checker, with the settings in pyproject.toml ([tool.ruff], [tool.mypy])."""
+"""bot/ passes the linter and the type checker, and tests/ and bench/ the linter, with the settings in pyproject.toml
+([tool.ruff], [tool.mypy])."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def check(*command: str) -> None:
 
 
 def test_ruff_finds_nothing() -> None:
-    check("ruff", "check", "--no-fix", "bot")
+    check("ruff", "check", "--no-fix", "bot", "tests", "bench")
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from botbuilder.core import ConversationState, MemoryStorage, Storage, TurnConte
 from botbuilder.core.adapters import TestAdapter
 from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, ConversationAccount
 
-from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, azurite  # noqa: F401 - a fixture
 from bot.teams.storage import (
     MAX_BLOB_NAME,
     EscapedBlobStorage,
@@ -33,7 +32,7 @@ from bot.teams.storage import (
     blob_name,
     create_storage,
 )
-
+from tests.support.azurite import DEV_ACCOUNT, DEV_KEY
 
 TEAMS_CHANNEL_KEY = "msteams/conversations/19:abc@thread.tacv2;messageid=1700000000000/"
 # Keys as Teams and botbuilder make them, plus pairs that a careless escaping would merge.
@@ -164,7 +163,7 @@ async def test_two_concurrent_writers_of_one_version_one_wins(kind: str, storage
     base = await versioned(storage, key, {"writer": None})
     outcomes = await asyncio.gather(storage.write({key: {**base, "writer": "a"}}),
                                     storage.write({key: {**base, "writer": "b"}}), return_exceptions=True)
-    winners = [writer for writer, outcome in zip("ab", outcomes) if outcome is None]
+    winners = [writer for writer, outcome in zip("ab", outcomes, strict=True) if outcome is None]
     losers = [outcome for outcome in outcomes if outcome is not None]
     assert len(winners) == 1 and len(losers) == 1, outcomes
     assert_conflict(kind, losers[0])
@@ -216,7 +215,7 @@ async def test_sqlite_file_is_created_in_wal_mode(tmp_path: Path) -> None:
         assert columns == ["key", "etag", "data", "updated_at"]
         key, data, updated_at = check.execute("SELECT key, data, updated_at FROM bot_state").fetchone()
     assert (key, data) == ("k", '{"n":1}')  # the e_tag is a column, not part of the data
-    assert abs((datetime.fromisoformat(updated_at) - datetime.now(timezone.utc)).total_seconds()) < 60
+    assert abs((datetime.fromisoformat(updated_at) - datetime.now(UTC)).total_seconds()) < 60
 
 
 def test_sqlite_says_when_it_cannot_open_the_file(tmp_path: Path) -> None:
@@ -259,7 +258,7 @@ async def test_sqlite_write_of_several_items_is_all_or_nothing(tmp_path: Path) -
     storage = SqliteStorage(tmp_path / "state.db")
     stale = await versioned(storage, "a", {"n": 1})
     await storage.write({"a": {**stale, "n": 2}})
-    with pytest.raises(EtagConflictError, match="'a'.*is now at e_tag"):
+    with pytest.raises(EtagConflictError, match=r"'a'.*is now at e_tag"):
         await storage.write({"b": {"n": 1}, "a": {**stale, "n": 3}})
     assert list(await storage.read(["a", "b"])) == ["a"]
 
@@ -276,7 +275,7 @@ async def test_sqlite_write_of_several_items_is_all_or_nothing(tmp_path: Path) -
 def test_blob_names_are_safe_and_distinct() -> None:
     names = [blob_name(key) for key in TRICKY_KEYS]
     assert len(set(names)) == len(TRICKY_KEYS)
-    assert all(re.fullmatch(r"[A-Za-z0-9_~-]{1,%d}" % MAX_BLOB_NAME, name) for name in names), names
+    assert all(re.fullmatch(rf"[A-Za-z0-9_~-]{{1,{MAX_BLOB_NAME}}}", name) for name in names), names
     assert blob_name(TEAMS_CHANNEL_KEY) == ("msteams~2Fconversations~2F19~3Aabc~40thread~2Etacv2"
                                             "~3Bmessageid~3D1700000000000~2F")
     assert blob_name("a:1x2y-3Z_") == "a~3A1x2y-3Z_"

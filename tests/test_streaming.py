@@ -4,6 +4,7 @@ server's server-sent events), fact-checked sentence by sentence, and shown throu
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -16,7 +17,7 @@ from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW
 from tests.support import connector_fake as teams
 from tests.support import openai_fake as oa
-from tests.test_teams_bot import Bot, bot, connector, next_id  # noqa: F401 - fixtures used by name
+from tests.test_teams_bot import Bot, bot, next_id  # noqa: F401 - a fixture used by name
 
 
 def model(fake: oa.FakeOpenAI) -> ChatModel:
@@ -36,7 +37,7 @@ async def test_a_streamed_completion_is_the_same_completion(fake_openai: oa.Fake
     assert fake_openai.chat_requests[-1].json["stream"] is True
     assert streamed.text == plain.text == words and streamed.finish_reason == "stop"
     assert streamed.completion_tokens == plain.completion_tokens > 0, "usage comes with the stream"
-    assert len(seen) > 3 and seen[-1] == words and all(b.startswith(a) for a, b in zip(seen, seen[1:]))
+    assert len(seen) > 3 and seen[-1] == words and all(b.startswith(a) for a, b in itertools.pairwise(seen))
 
 
 async def test_tool_calls_stream_but_never_reach_the_analyst(fake_openai: oa.FakeOpenAI) -> None:
@@ -110,8 +111,9 @@ async def test_one_to_one_answer_streams_then_ends_with_the_final_message(bot: B
     sequence = [s.stream_info["streamSequence"] for s in updates]
     assert sequence == list(range(1, len(updates) + 1)), "strictly increasing from 1"
     texts = [s.text for s in streaming]
-    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:])), "each contains the last"
-    informative_after = [s for s in updates[updates.index(streaming[0]):] if s.stream_info["streamType"] == "informative"]
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts)), "each contains the last"
+    informative_after = [s for s in updates[updates.index(streaming[0]):]
+                         if s.stream_info["streamType"] == "informative"]
     assert informative_after == [], "no status chatter once the answer streams"
     [final] = [s for s in sent if s.type == "message"]
     assert final.stream_info == {"type": "streaminfo", "streamId": stream_id, "streamType": "final"}

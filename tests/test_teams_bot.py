@@ -36,7 +36,6 @@ from bot.teams.state import STATE_PROPERTY
 from bot.tools.toolbox import ToolBox
 from tests.support import connector_fake as teams
 from tests.support import rule_model
-from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.support.connector_fake import FakeConnector
 from tests.support.openai_fake import FakeOpenAI
 
@@ -82,13 +81,6 @@ async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return Bot(str(server.make_url("/api/messages")), connector, storage, app), server
-
-
-@pytest.fixture
-async def connector() -> AsyncIterator[FakeConnector]:
-    fake = await FakeConnector().start()
-    yield fake
-    await fake.stop()
 
 
 @pytest.fixture
@@ -228,7 +220,7 @@ async def test_two_messages_at_once_are_answered_in_order(bot: Bot, fake_openai:
     # Sent at the same moment, they reach the bot in either order; the bot keeps the order they arrived in.
     assert sorted(users) == ["what incidents came in this week?", "which hosts were hit most this week?"]
     expected = ["Most targeted" if "hosts" in question else "incidents;" for question in users]
-    assert [marker in answer.text for marker, answer in zip(expected, answers)] == [True, True], \
+    assert [marker in answer.text for marker, answer in zip(expected, answers, strict=True)] == [True, True], \
         "answered one at a time, in the order received, nothing lost"
 
 
@@ -448,15 +440,15 @@ class FlakyStorage(MemoryStorage):
 
 
 async def _readyz(bot: Bot) -> tuple[int, dict]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(bot.url.removesuffix("/api/messages") + "/readyz") as response:
-            return response.status, await response.json()
+    async with (aiohttp.ClientSession() as session,
+                session.get(bot.url.removesuffix("/api/messages") + "/readyz") as response):
+        return response.status, await response.json()
 
 
 async def _turn(bot: Bot, text: str, count: int) -> list[teams.Sent]:
     """Post a message and wait until the connector has ``count`` final messages and the turn has ended."""
     await bot.post(teams.personal(text, activity_id=next_id(), service_url=bot.connector.url))
-    sent = await bot.connector.wait_for(lambda s: len(final_messages(s)) >= count)
+    await bot.connector.wait_for(lambda s: len(final_messages(s)) >= count)
     while bot.app[RUNNER_KEY].pending:  # the state save (and any notice) comes after the answer
         await asyncio.sleep(0.02)
     return final_messages(bot.connector.sent)

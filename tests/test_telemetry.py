@@ -44,7 +44,7 @@ from tests.support import connector_fake as teams
 from tests.support import rule_model
 from tests.support.connector_fake import FakeConnector
 from tests.support.openai_fake import FakeOpenAI
-from tests.test_teams_bot import connector, final_messages, next_id, start_bot  # noqa: F401 - connector: a fixture
+from tests.test_teams_bot import final_messages, next_id, start_bot
 
 QUESTION = "what high-severity incidents came in this week?"
 QUESTION_ARGUMENTS = {"time_window": "last_7d", "min_severity": "High"}  # what the rule model asks for
@@ -192,7 +192,7 @@ async def test_a_question_turn_is_one_trace_with_model_and_query_spans_and_no_co
 
     # Two model calls (tool call, then the answer), both children of the turn, with GenAI attributes.
     assert len(calls) == 2 and children(turn, calls)
-    for number, (call, finish) in enumerate(zip(calls, ("tool_calls", "stop")), start=1):
+    for number, (call, finish) in enumerate(zip(calls, ("tool_calls", "stop"), strict=True), start=1):
         assert call.attributes["bot.llm.round"] == number
         assert call.attributes["gen_ai.request.model"] == "rule-model"
         assert call.attributes["gen_ai.usage.input_tokens"] > 0 and call.attributes["gen_ai.usage.output_tokens"] > 0

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 
 import jsonschema
 import pytest
 
-from bot.orchestrator.factcheck import grounding, identifiers
 from bot.orchestrator.conversation import Conversation
+from bot.orchestrator.factcheck import grounding, identifiers
+from bot.orchestrator.items import UserMessage
+from bot.orchestrator.llm import tool_entry
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
 from bot.orchestrator.references import MAX_REFERENCES, References
 from bot.sentinel.models import EntityCount, Incident, QueryMetadata, QueryResult
@@ -17,15 +19,13 @@ from bot.tools import compact
 from bot.tools.read_tools import READ_TOOLS
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolBox
-from bot.orchestrator.items import UserMessage
-from bot.orchestrator.llm import tool_entry
 
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 
 
 def incident(number: int, title: str = "Suspicious PowerShell", severity: str = "High") -> Incident:
-    return Incident(number, title, severity, "New", None, NOW, NOW, 2, ("Execution",), ("Microsoft Defender for Endpoint",),
-                    "https://portal.azure.com/#x", None)
+    return Incident(number, title, severity, "New", None, NOW, NOW, 2, ("Execution",),
+                    ("Microsoft Defender for Endpoint",), "https://portal.azure.com/#x", None)
 
 
 def result(*records, total: int | None = None, tool: str = "query_incidents") -> QueryResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,10 +20,9 @@ from bot.sentinel.models import Incident, QueryResult
 from bot.sentinel.params import InvalidParameter
 from bot.teams.storage import SqliteStorage
 from bot.teams.watches import StoreLease, WatchPoller, WatchStore
-from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.test_cards import assert_valid
 
-NOW = datetime(2026, 11, 20, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 
 
 # ---- commands ---------------------------------------------------------------------------------------------------
@@ -74,7 +73,8 @@ def test_mine_is_the_creator() -> None:
 
 @pytest.mark.parametrize("arguments", [
     {"min_severity": "High"}, {"min_severity": "Medium", "status": "open"}, {"status": "Closed"},
-    {"owner": "unassigned"}, {"severity": "Low,Informational", "status": "New"}, {"status": "Active", "min_severity": "Low"},
+    {"owner": "unassigned"}, {"severity": "Low,Informational", "status": "New"},
+    {"status": "Active", "min_severity": "Low"},
     {"classification": "benign positive"},
 ])
 async def test_python_matching_agrees_with_the_demo_workspace_query(demo_client: SentinelClient,
@@ -143,8 +143,9 @@ HOSTILE = "<at>Bob</at> **urgent** [click](https://evil.example/x) # heading _x_
 
 
 def test_hostile_titles_stay_inert_in_posted_cards() -> None:
-    poller = WatchPoller(WatchStore(MemoryStorage()), _feed([]), RecordingSender(), StoreLease(MemoryStorage(), seconds=30),
-                         interval_s=1, demo=True, changes_buttons=True, clock=lambda: NOW)
+    poller = WatchPoller(WatchStore(MemoryStorage()), _feed([]), RecordingSender(),
+                         StoreLease(MemoryStorage(), seconds=30), interval_s=1, demo=True, changes_buttons=True,
+                         clock=lambda: NOW)
     for incidents in ([snapshot(1, "High", title=HOSTILE)],
                       [snapshot(n, "High", title=HOSTILE) for n in range(1, 8)]):
         card = poller.card(incidents, "high")
@@ -155,8 +156,9 @@ def test_hostile_titles_stay_inert_in_posted_cards() -> None:
 
 
 def test_a_posted_card_has_details_assign_and_close_and_a_closed_one_only_details() -> None:
-    poller = WatchPoller(WatchStore(MemoryStorage()), _feed([]), RecordingSender(), StoreLease(MemoryStorage(), seconds=30),
-                         interval_s=1, demo=True, changes_buttons=True, clock=lambda: NOW)
+    poller = WatchPoller(WatchStore(MemoryStorage()), _feed([]), RecordingSender(),
+                         StoreLease(MemoryStorage(), seconds=30), interval_s=1, demo=True, changes_buttons=True,
+                         clock=lambda: NOW)
     titles = buttons(poller.card([snapshot(1, "High")], "high"))
     assert titles[:3] == ["Details", "Assign to me", "Close…"]
     assert "Assign to me" not in buttons(poller.card([snapshot(1, "High", status="Closed")], "high"))

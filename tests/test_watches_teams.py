@@ -31,7 +31,6 @@ from bot.teams.storage import SqliteStorage
 from bot.teams.surface import create_adapter
 from bot.teams.watches import AdapterSender, StoreLease, WatchPoller, WatchStore, sentinel_feed
 from tests.support import connector_fake as teams
-from tests.support.azurite import azurite  # noqa: F401 - a fixture
 from tests.support.connector_fake import FakeConnector
 from tests.support.loganalytics_fake import FakeCredential, FakeLogAnalytics, error_body, table_body
 
@@ -314,7 +313,8 @@ async def test_a_new_incident_is_posted_at_once_then_its_card_shows_the_triage(
         card = json.dumps(updated.cards, ensure_ascii=False)
         assert f"New incident #{number}" in card and "Triage: " in card and TRIAGE_PENDING not in card
         card = card.replace("\u200b", "")  # long values may break at any character (cards.breakable)
-        assert "IP" in card and "WS-FIN-042" in card and "lena.fischer@contoso.com" in card, "the injected alert's host and account"
+        assert "IP" in card and "WS-FIN-042" in card and "lena.fischer@contoso.com" in card, \
+            "the injected alert's host and account"
         assert updated.at - posted.at < 5.0, "the triage of one incident takes seconds at most"
         print(f"\nwatch post -> triage on the card: {updated.at - posted.at:.2f} s")
     finally:

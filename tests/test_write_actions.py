@@ -58,7 +58,7 @@ async def test_assign_to_me_is_proposed_confirmed_written_with_the_etag_and_audi
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
     update, reply = await rig.next_messages(2)
     puts = rig.arm.requests_for("PUT")
-    assert [p.path.rsplit("/", 2)[-2:] for p in puts][0] == ["incidents", name]
+    assert next(p.path.rsplit("/", 2)[-2:] for p in puts) == ["incidents", name]
     body = puts[0].body
     assert body["etag"] == etag, "the write carries the etag read when the analyst confirmed"
     assert body["properties"]["owner"] == {"ownerType": "User", "objectId": "aad-alice",
@@ -165,7 +165,7 @@ async def test_cancel_updates_the_card_and_writes_nothing(rig: WriteRig) -> None
     number = rig.incidents[0].incident.number
     action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     await rig.click({"action": "change_cancel", "id": action_id}, card_id=card_id)
-    update, reply = await rig.next_messages(2)
+    update, _reply = await rig.next_messages(2)
     assert update.activity_id == card_id and "Cancelled by Alice" in json.dumps(update.cards)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
     [late] = await rig.next_messages()
@@ -347,7 +347,7 @@ async def test_typed_yes_from_the_requester_confirms_like_the_button(rig: WriteR
 @pytest.mark.parametrize("typed", ["cancel", "No", "cancel it."])
 async def test_typed_cancel_from_the_requester_cancels_like_the_button(rig: WriteRig, typed: str) -> None:
     number = rig.incidents[0].incident.number
-    action_id, card_id, _ = await propose(rig, f"assign {number} to me")
+    _action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     await rig.say(typed)
     update, reply = await rig.next_messages(2)
     assert update.activity_id == card_id and "Cancelled by Alice" in json.dumps(update.cards)
@@ -399,7 +399,7 @@ async def test_typed_yes_rereads_the_incident_and_asks_again_when_it_changed(rig
 
 async def test_only_the_whole_message_confirms(rig: WriteRig) -> None:
     number = rig.incidents[0].incident.number
-    action_id, card_id, _ = await propose(rig, f"assign {number} to me")
+    _action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     await rig.say("yes but first show me the alerts")  # more than a yes: a new request, as before
     update, _answer = await rig.next_messages(2)
     assert update.activity_id == card_id and "asked something else" in json.dumps(update.cards)

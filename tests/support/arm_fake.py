@@ -395,7 +395,7 @@ async def _serve(args: argparse.Namespace) -> None:
     arm = FakeArm(token=None if args.any_token else TOKEN, port=args.port,
                   ca_file=Path(args.ca_file) if args.ca_file else None)
     if args.incidents:
-        arm.add_incidents(json.loads(Path(args.incidents).read_text(encoding="utf-8")))
+        arm.add_incidents(json.loads(await asyncio.to_thread(Path(args.incidents).read_text, encoding="utf-8")))
     await arm.start()
     print(f"ARM_ENDPOINT={arm.endpoint}", flush=True)
     print(f"ARM_CA_FILE={arm.ca_file}", flush=True)

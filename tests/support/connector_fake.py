@@ -10,6 +10,7 @@ typing activities for a while (``typing_delay``: a slow network for the typing i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Callable
@@ -108,12 +109,11 @@ class FakeConnector:
         while not predicate(self.sent):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"timed out; the connector got: {[(s.method, s.type, s.text[:60]) for s in self.sent]}")
+                got = [(s.method, s.type, s.text[:60]) for s in self.sent]
+                raise AssertionError(f"timed out; the connector got: {got}")
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.2))
-            except asyncio.TimeoutError:
-                pass
         return self.sent
 
     async def _answer(self, request: web.Request, method: str, activity_id: str) -> web.Response:
@@ -207,7 +207,8 @@ def channel_mention(text: str, *, activity_id: str, service_url: str, user: str 
     conversation = {"id": f"19:war-room@thread.tacv2;messageid={thread}", "conversationType": "channel",
                     "isGroup": True, "tenantId": TENANT}
     body = _activity(f"<at>Sentinel</at> {text}", activity_id, service_url, user, conversation)
-    body["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>", "mentioned": {"id": BOT_ID, "name": "Sentinel"}}]
+    body["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>",
+                         "mentioned": {"id": BOT_ID, "name": "Sentinel"}}]
     body["channelData"] = {"teamsChannelId": "19:war-room@thread.tacv2", "teamsTeamId": "19:soc@thread.tacv2",
                            "channel": {"id": "19:war-room@thread.tacv2"}, "team": {"id": "19:soc@thread.tacv2"},
                            "tenant": {"id": TENANT}}
@@ -220,7 +221,8 @@ def group_chat(text: str, *, activity_id: str, service_url: str, mention: bool =
                     "tenantId": TENANT}
     body = _activity(f"<at>Sentinel</at> {text}" if mention else text, activity_id, service_url, user, conversation)
     if mention:
-        body["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>", "mentioned": {"id": BOT_ID, "name": "Sentinel"}}]
+        body["entities"] = [{"type": "mention", "text": "<at>Sentinel</at>",
+                             "mentioned": {"id": BOT_ID, "name": "Sentinel"}}]
     return body
 
 

@@ -440,9 +440,9 @@ def worker_processes_in(folder: Path) -> list[int]:
             continue
         try:
             command = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"bot" in command and b"worker" in command and Path(os.readlink(entry / "cwd")) == folder.resolve():
-                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry.name))
+            if (b"bot" in command and b"worker" in command and Path(os.readlink(entry / "cwd")) == folder.resolve()
+                    and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"):
+                found.append(int(entry.name))
         except (OSError, IndexError):
             continue
     return found

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from types import SimpleNamespace
+from typing import Any
 
 from aiohttp import web
 from botbuilder.core import ActivityHandler, CardFactory, InvokeResponse, MessageFactory, TurnContext
@@ -58,7 +60,7 @@ CARD = {
 class StreamInfo(Entity):
     """The Teams ``streaminfo`` entity; botbuilder's Entity drops attributes it does not declare."""
 
-    _attribute_map = {
+    _attribute_map: dict[str, dict[str, Any]] = {  # noqa: RUF012 - msrest's class-level map, as bot/teams/handler.py
         **Entity._attribute_map,
         "stream_id": {"key": "streamId", "type": "str"},
         "stream_type": {"key": "streamType", "type": "str"},
@@ -163,10 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3978, help="0 picks a free port (printed on stdout)")
     args = parser.parse_args(argv)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args.host, args.port))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -60,8 +60,8 @@ def rows(now: datetime) -> dict[str, list[dict[str, Any]]]:
              "RiskDetail": "none", "RiskLastUpdatedDateTime": at(hours=2)},
         ],
         "AADUserRiskEvents": [
-            {"TimeGenerated": at(hours=2, minutes=30), "UserPrincipalName": ALICE, "RiskEventType": "unfamiliarFeatures",
-             "RiskLevel": "high", "RiskState": "atRisk", "IpAddress": BAD_IP,
+            {"TimeGenerated": at(hours=2, minutes=30), "UserPrincipalName": ALICE,
+             "RiskEventType": "unfamiliarFeatures", "RiskLevel": "high", "RiskState": "atRisk", "IpAddress": BAD_IP,
              "Location": _j({"countryOrRegion": "RU", "city": "Moscow"})},
         ],
         "BehaviorAnalytics": [
@@ -102,7 +102,8 @@ def rows(now: datetime) -> dict[str, list[dict[str, Any]]]:
              "LatestDeliveryLocation": "Inbox"},
         ],
         "EmailUrlInfo": [
-            {"TimeGenerated": at(hours=4), "NetworkMessageId": "msg-1", "Url": URL, "UrlDomain": "login-contoso.example"},
+            {"TimeGenerated": at(hours=4), "NetworkMessageId": "msg-1", "Url": URL,
+             "UrlDomain": "login-contoso.example"},
         ],
         "UrlClickEvents": [
             {"TimeGenerated": at(hours=3, minutes=55), "AccountUpn": ALICE, "Url": URL, "ActionType": "ClickAllowed",
@@ -157,7 +158,7 @@ def insert_rows_of(conn: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
     """The evidence tables' rows as the database holds them (what the independent evaluation reads)."""
     tables = load_table_columns()
     out = {}
-    for table in rows(datetime.now()).keys():
+    for table in rows(datetime.now()):
         names = [name for name, _ in tables[table]]
         out[table] = [dict(zip(names, row, strict=True)) for row in conn.execute(f"SELECT * FROM {table}")]
     return out

@@ -9,7 +9,8 @@ With ``limits`` (``ServiceLimits``) it enforces the service's throttling per cal
 ``concurrent`` queries run at once and the rest wait in its queue (429 past ``max_queued`` waiting or past
 ``max_queue_s`` of waiting), and at most ``per_window`` queries are accepted per ``window_s`` (429 past it, with a
 Retry-After or, as the service may send it, without one). It counts what it saw (``served``, ``throttled``,
-``peak``, ``peak_in_flight``), so tests compare events and counts, never times; scaled limits (a window of a second) keep them quick.
+``peak``, ``peak_in_flight``), so tests compare events and counts, never times; scaled limits (a window of a
+second) keep them quick.
 ``gate``: an event every query waits for once running, so a test decides when queries finish.
 """
 
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import math
+import ssl
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,12 @@ class FakeCredential:
 
     async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
         self.scopes.append(scopes)
-        return AccessToken(TOKEN, int(datetime.now(timezone.utc).timestamp()) + 3600)
+        return AccessToken(TOKEN, int(datetime.now(UTC).timestamp()) + 3600)
 
     async def close(self) -> None:
         pass
 
-    async def __aenter__(self) -> "FakeCredential":
+    async def __aenter__(self) -> FakeCredential:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -160,7 +161,7 @@ class FakeLogAnalytics:
         self._runner: web.AppRunner | None = None
         self.endpoint = ""
 
-    async def start(self) -> "FakeLogAnalytics":
+    async def start(self) -> FakeLogAnalytics:
         app = web.Application()
         app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
         self._runner, port = await serve(app, ssl_context=self._server_ssl)

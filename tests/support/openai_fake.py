@@ -337,7 +337,8 @@ def _render_completion(completion: Completion, request: RecordedRequest) -> dict
 
 def stream_chunks(rendered: dict[str, Any], size: int, include_usage: bool) -> list[dict[str, Any]]:
     """A rendered completion as the chunks of its stream (the shape the Chat Completions API streams)."""
-    base = {k: rendered[k] for k in ("id", "created", "model", "system_fingerprint")} | {"object": "chat.completion.chunk"}
+    base = ({k: rendered[k] for k in ("id", "created", "model", "system_fingerprint")}
+            | {"object": "chat.completion.chunk"})
     choice = rendered["choices"][0]
     message = choice["message"]
 

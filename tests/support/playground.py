@@ -125,7 +125,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -298,7 +298,7 @@ class InvokeResult:
 
 def _ms(value: Any) -> datetime | None:
     try:
-        return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
     except (TypeError, ValueError):
         return None
 
@@ -412,10 +412,8 @@ class ManagedProcess:
         _LIVE.discard(self)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.process.wait(), timeout)
-        except TimeoutError:
-            pass
         # The group may hold children that outlive the leader: always finish with SIGKILL.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
@@ -480,7 +478,8 @@ class Playground:
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "TEAMSAPPTESTER_BROWSER": "none", "M365_AGENTS_PLAYGROUND_LOGFILE": str(self.log_path)}
-        argv = [self.node, "-r", str(LOOPBACK), str(self.cli), "start", "-e", self.bot_endpoint, "-c", self.channel_id, "--dt", "-p", "0"]
+        argv = [self.node, "-r", str(LOOPBACK), str(self.cli), "start", "-e", self.bot_endpoint, "-c", self.channel_id,
+                "--dt", "-p", "0"]
         try:
             self._process = await ManagedProcess.start(
                 argv, name="Agents Playground", log_path=self.workdir / "playground.stdout.log",
@@ -945,9 +944,10 @@ async def start_bot(argv: Sequence[str], workdir: Path, *, name: str = "bot", re
                 _, writer = await asyncio.open_connection("127.0.0.1", bot.port)
                 writer.close()
                 return bot
-            except OSError:
+            except OSError as refused:
                 if time.monotonic() - started > timeout or not bot.running:
-                    raise RuntimeError(f"{name} does not accept connections on port {bot.port}: {bot.tail()}")
+                    raise RuntimeError(f"{name} does not accept connections on port {bot.port}: {bot.tail()}") \
+                        from refused
                 await asyncio.sleep(0.05)
     except BaseException:
         await bot.stop()

@@ -49,7 +49,8 @@ def brain(body: dict[str, Any]) -> oa.Step:
 
 _ON_CALL = r"on[ -]?call|on shift|on duty"
 # "is anyone on it?", "who owns it?" alone: about the incident the conversation is on, not a new list.
-_OWNER_OF_IT = r"^\W*(?:is\s+)?(?:any(?:one|body)|someone|who(?:'s| is)?)\s+(?:on|working|owns|assigned)\b.*\b(?:it|that)\b"
+_OWNER_OF_IT = (r"^\W*(?:is\s+)?(?:any(?:one|body)|someone|who(?:'s| is)?)\s+(?:on|working|owns|assigned)\b"
+                r".*\b(?:it|that)\b")
 
 
 def _plan(question: str, system: str, offered: set[Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
