@@ -162,7 +162,7 @@ class WorkspaceSettings:
         "list the analysts' object ids (Entra admin center > Users > Object ID), separated by commas.")
     # The escalation brake: an incident is escalated to one analyst at most once this long (one open escalation per
     # incident and person), and one analyst is paged at most once per cool-down, whatever the incident.
-    escalation_repeat_minutes: int = env("ESCALATION_REPEAT_MINUTES", 60, "number", 1, 1440)
+    escalation_repeat_minutes: int = env("ESCALATION_REPEAT_MINUTES", 60, "number", 0, 1440)  # 0: off
     escalation_cooldown_seconds: int = env("ESCALATION_COOLDOWN_SECONDS", 120, "number", 0, 3600)
 
     @property

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botbuilder.core import MemoryStorage
 
 from bot.cards.common import plain
 from bot.cards.inert import ZERO_WIDTH_SPACE, inert
@@ -24,9 +22,9 @@ from bot.sentinel.demo.backend import DemoBackend
 from bot.teams.replies import safe_markdown
 from tests.support import connector_fake as teams
 from tests.support import openai_fake as oa
-from tests.support.connector_fake import FakeConnector
 from tests.support.openai_fake import FakeOpenAI
-from tests.test_teams_bot import Bot, final_messages, next_id, start_bot
+from tests.test_teams_bot import Bot, final_messages, next_id
+from tests.test_teams_payloads import bot  # noqa: F401 - a fixture: the real app, the fake connector and model
 
 URL = "https://evil.example/a"
 TRUSTED = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com")
@@ -108,15 +106,6 @@ def test_portal_links_stay_live_in_answers() -> None:
 
 
 # ---- through the app: the model's answer as posted -----------------------------------------------------------------
-
-
-@pytest.fixture
-async def bot(demo_client: SentinelClient, fake_openai: FakeOpenAI) -> AsyncIterator[Bot]:
-    connector = await FakeConnector().start()
-    running, server = await start_bot(connector, demo_client, fake_openai, MemoryStorage())
-    yield running
-    await server.close()
-    await connector.stop()
 
 
 def answering(content: str) -> Any:
