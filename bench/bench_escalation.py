@@ -26,13 +26,16 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from botbuilder.core import MemoryStorage  # noqa: E402
+
 from bot.demo.backend import DemoBackend  # noqa: E402
+from bot.orchestrator.changes.escalation import Brake, EscalationLedger  # noqa: E402
 from bot.orchestrator.llm import tool_entry  # noqa: E402
 from bot.orchestrator.memory import TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
@@ -74,6 +77,8 @@ async def measure(runs: int) -> dict[str, list[tuple[float, float, int, int]]]:
     with tempfile.TemporaryDirectory() as tmp:
         sentinel = SentinelClient(DemoBackend(seed=7, clock=lambda: NOW))
         async with write_rig(Path(tmp), sentinel, start=NOW) as rig:
+            # The brake's record is read and written as usual, with no limit: every run pages the same analyst.
+            rig.desk.ledger = EscalationLedger(MemoryStorage(), Brake(timedelta(0), timedelta(0)))
             open_incidents = [i.incident.number for i in rig.incidents if i.incident.status != "Closed"]
             for case in CASES:
                 for n in range(runs):

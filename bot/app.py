@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,6 +33,7 @@ from bot import telemetry
 from bot.audit import AuditedSentinelClient
 from bot.config import Settings
 from bot.orchestrator.changes import ConfirmationDesk, WritePolicy
+from bot.orchestrator.changes.escalation import Brake, EscalationLedger
 from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, MemoryPolicy, TokenCounter
@@ -348,9 +350,14 @@ def _bot(parts: Components, storage: Any, closes: AsyncExitStack, graph_token: T
     from bot.teams.access import access_policy
     from bot.teams.handler import SentinelBot
     from bot.teams.state import StateStore
+    from bot.teams.storage import create_only_tag
     from bot.teams.watches import WatchStore
 
     settings = parts.settings
+    if parts.desk is not None:  # the escalation brake's record is shared through the state store
+        parts.desk.ledger = EscalationLedger(storage, Brake(
+            timedelta(minutes=settings.workspace.escalation_repeat_minutes),
+            timedelta(seconds=settings.workspace.escalation_cooldown_seconds)), create_only=create_only_tag(storage))
     return SentinelBot(sentinel=parts.sentinel, orchestrator=parts.orchestrator, state=StateStore(storage),
                        memory=_memory(parts), capture_content=settings.telemetry.capture_content, desk=parts.desk,
                        access=_closed_by(closes, access_policy(settings, graph_token)), limits=_turn_limits(settings),

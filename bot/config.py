@@ -28,9 +28,37 @@ _OBJECT_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 LOG_FORMATS = ("text", "json")
 CONVERSATION_TYPES = ("personal", "groupChat", "channel")
 DEFAULT_OPENID_METADATA_URL = "https://login.botframework.com/v1/.well-known/openidconfiguration"
-# Where the Bot Framework's public cloud sends from (Teams and the Azure Bot Service), as URL patterns.
-DEFAULT_SERVICE_URLS = ("https://smba.trafficmanager.net/*", "https://*.botframework.com/*",
-                        "https://smba.infra.gcc.teams.microsoft.com/*")
+GOV_OPENID_METADATA_URL = "https://login.botframework.azure.us/v1/.well-known/openidconfiguration"
+GOV_CHANNEL_SERVICE = "https://botframework.azure.us"  # botbuilder's ChannelService value for US Government
+_GCC_SERVICE_URL = "https://smba.infra.gcc.teams.microsoft.com/*"
+# Where the Bot Framework's public cloud sends from (Teams, its canary ring, the Azure Bot Service; GCC tenants' Teams
+# uses the public Bot Framework too), as URL patterns.
+DEFAULT_SERVICE_URLS = ("https://smba.trafficmanager.net/*", "https://*.botframework.com/*", _GCC_SERVICE_URL,
+                        "https://canary.botapi.skype.com/*")
+
+
+@dataclass(frozen=True)
+class BotCloud:
+    """A Bot Framework cloud (BOT_CLOUD): where its channels send from (the default ALLOWED_SERVICE_URLS), where its
+    channel tokens' signing keys are published and who issues them, and botbuilder's ChannelService for it (None:
+    the public cloud; the US Government value makes botbuilder get the bot's own tokens from login.microsoftonline.us
+    for https://api.botframework.us). Sources in docs/configuration.md."""
+
+    service_urls: tuple[str, ...]
+    openid_metadata_url: str
+    token_issuer: str
+    channel_service: str | None
+
+
+BOT_CLOUDS = {
+    "public": BotCloud(DEFAULT_SERVICE_URLS, DEFAULT_OPENID_METADATA_URL, "https://api.botframework.com", None),
+    "gcc": BotCloud((_GCC_SERVICE_URL, "https://*.botframework.com/*"), DEFAULT_OPENID_METADATA_URL,
+                    "https://api.botframework.com", None),
+    "gcchigh": BotCloud(("https://smba.infra.gov.teams.microsoft.us/*", "https://*.botframework.azure.us/*"),
+                        GOV_OPENID_METADATA_URL, "https://api.botframework.us", GOV_CHANNEL_SERVICE),
+    "dod": BotCloud(("https://smba.infra.dod.teams.microsoft.us/*", "https://*.botframework.azure.us/*"),
+                    GOV_OPENID_METADATA_URL, "https://api.botframework.us", GOV_CHANNEL_SERVICE),
+}
 # Without an app id the only callers are local tools (the Agents Playground, tests) on this machine.
 LOOPBACK_SERVICE_URLS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -139,6 +167,10 @@ class WorkspaceSettings:
     write_responders: frozenset[str] = env(
         "WRITE_RESPONDERS", frozenset(), "ids", "an Entra object id",
         "list the analysts' object ids (Entra admin center > Users > Object ID), separated by commas.")
+    # The escalation brake: an incident is escalated to one analyst at most once this long (one open escalation per
+    # incident and person), and one analyst is paged at most once per cool-down, whatever the incident.
+    escalation_repeat_minutes: int = env("ESCALATION_REPEAT_MINUTES", 60, "number", 0, 1440)  # 0: off
+    escalation_cooldown_seconds: int = env("ESCALATION_COOLDOWN_SECONDS", 120, "number", 0, 3600)
 
     @property
     def uses_demo(self) -> bool:
@@ -163,8 +195,14 @@ class TeamsSettings:
     # An explicit opt-in to serve unauthenticated beyond loopback, where replies may go (unset: Microsoft's channels
     # with an app id, else loopback), and where the Bot Framework's signing keys are published.
     insecure_allow_unauthenticated: bool = env("INSECURE_ALLOW_UNAUTHENTICATED", False, "flag")
+    # The Bot Framework cloud the bot is registered in: its channels' serviceUrls, signing keys and token issuer.
+    cloud: str = env("BOT_CLOUD", "public", "choice", tuple(BOT_CLOUDS))
     allowed_service_urls: tuple[str, ...] = env("ALLOWED_SERVICE_URLS", LOOPBACK_SERVICE_URLS, "service_urls")
-    openid_metadata_url: str = env("BOT_OPENID_METADATA_URL", DEFAULT_OPENID_METADATA_URL, "url", False)
+    openid_metadata_url: str = env("BOT_OPENID_METADATA_URL", "", "url", False)  # unset: the cloud's
+
+    @property
+    def bot_cloud(self) -> BotCloud:
+        return BOT_CLOUDS[self.cloud]
 
     @property
     def authenticates_requests(self) -> bool:
@@ -359,8 +397,10 @@ class _Reader:
         """Defaults that follow from other settings."""
         teams, access, turns = settings.teams, settings.access, settings.turns
         if not teams.allowed_service_urls:
-            urls = DEFAULT_SERVICE_URLS if teams.authenticates_requests else LOOPBACK_SERVICE_URLS
+            urls = teams.bot_cloud.service_urls if teams.authenticates_requests else LOOPBACK_SERVICE_URLS
             teams = replace(teams, allowed_service_urls=urls)
+        if not teams.openid_metadata_url:
+            teams = replace(teams, openid_metadata_url=teams.bot_cloud.openid_metadata_url)
         if teams.app_id and not access.tenants and teams.app_tenant_id:
             access = replace(access, tenants=frozenset({teams.app_tenant_id.lower()}))  # the bot's own tenant
         if not turns.queue:  # durable by default: a turn acknowledged is on disk, and a kill -9 does not lose it

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import SECTIONS, ConfigError, Settings, StateLocation, variables
+from bot.teams.front_door import ServiceUrls
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,6 +149,33 @@ def test_who_may_ask_defaults_to_the_bots_own_tenant_and_fails_closed_without_on
     assert not local.access.tenants and local.teams.allowed_service_urls[0].startswith("http://127.0.0.1")
 
 
+def test_the_bot_cloud_names_its_service_urls_signing_keys_and_issuer() -> None:
+    tenant = {"ALLOWED_TENANTS": "33333333-3333-3333-3333-333333333333"}
+    public = settings(**APP, **tenant)
+    urls = ServiceUrls(public.teams.allowed_service_urls)
+    for url in ("https://smba.trafficmanager.net/amer/", "https://smba.infra.gcc.teams.microsoft.com/teams",
+                "https://canary.botapi.skype.com/amer/"):
+        assert urls.allows(url), url
+    for url in ("https://smba.infra.gov.teams.microsoft.us/teams", "https://smba.infra.dod.teams.microsoft.us/teams"):
+        assert not urls.allows(url), url
+    assert public.teams.openid_metadata_url == "https://login.botframework.com/v1/.well-known/openidconfiguration"
+    assert public.teams.bot_cloud.channel_service is None
+    for cloud, host in (("gcchigh", "smba.infra.gov.teams.microsoft.us"), ("dod", "smba.infra.dod.teams.microsoft.us")):
+        chosen = settings(**APP, **tenant, BOT_CLOUD=cloud)
+        urls = ServiceUrls(chosen.teams.allowed_service_urls)
+        assert urls.allows(f"https://{host}/teams") and not urls.allows("https://smba.trafficmanager.net/amer/")
+        assert chosen.teams.openid_metadata_url.startswith("https://login.botframework.azure.us/")
+        assert chosen.teams.bot_cloud.token_issuer == "https://api.botframework.us"
+        assert chosen.teams.bot_cloud.channel_service == "https://botframework.azure.us"
+    gcc = ServiceUrls(settings(**APP, **tenant, BOT_CLOUD="GCC").teams.allowed_service_urls)
+    assert gcc.allows("https://smba.infra.gcc.teams.microsoft.com/teams")
+    assert not gcc.allows("https://smba.trafficmanager.net/amer/")
+    own = settings(**APP, **tenant, BOT_CLOUD="dod", BOT_OPENID_METADATA_URL="http://127.0.0.1:1/openid")
+    assert own.teams.openid_metadata_url == "http://127.0.0.1:1/openid", "an explicit one wins"
+    with pytest.raises(ConfigError, match="BOT_CLOUD='mooncake' is not one of public, gcc, gcchigh, dod"):
+        settings(**APP, **tenant, BOT_CLOUD="mooncake")
+
+
 def test_access_settings_are_checked() -> None:
     with pytest.raises(ConfigError) as caught:
         settings(ALLOWED_READERS="alice@contoso.com", ALLOWED_READER_GROUPS="0b9d3a51-7a0e-4c35-9d6f-1f4a0a6c2e11",
@@ -199,5 +227,5 @@ def test_each_default_is_written_once_and_reads_back_unchanged() -> None:
     for section in SECTIONS:
         name = next(f.name for f in dataclasses.fields(Settings) if f.default_factory is section)
         for f in dataclasses.fields(section):
-            if f.name not in ("allowed_service_urls", "queue_path"):  # derived from other settings when unset
+            if f.name not in ("allowed_service_urls", "queue_path", "openid_metadata_url"):  # derived when unset
                 assert getattr(getattr(read, name), f.name) == f.default, (section.__name__, f.name)

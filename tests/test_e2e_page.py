@@ -56,9 +56,11 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
     if reason:
         unavailable("page-level tests", reason)
     async with oa.FakeOpenAI(brain=brain) as model:
-        # Incident changes on, for the Playground's current user (Alex Wilber's object id in its mocked tenant).
+        # Incident changes on, for the Playground's current user (Alex Wilber's object id in its mocked tenant);
+        # the escalation brake off: the page tests escalate the same incident one after another.
         bot: ManagedProcess = await start_sentinel_bot(model.endpoint, tmp_path_factory.mktemp("bot"),
-                                                       WRITE_ACTIONS_ENABLED="true", WRITE_RESPONDERS=ANALYST_OBJECT_ID)
+                                                       WRITE_ACTIONS_ENABLED="true", WRITE_RESPONDERS=ANALYST_OBJECT_ID,
+                                                       ESCALATION_REPEAT_MINUTES="0", ESCALATION_COOLDOWN_SECONDS="0")
         try:
             async with Playground(f"http://127.0.0.1:{bot.port}/api/messages",
                                   tmp_path_factory.mktemp("playground")) as playground:

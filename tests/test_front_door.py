@@ -211,3 +211,21 @@ def test_settings_refuse_to_listen_beyond_loopback_without_an_app_id() -> None:
     teams = insecure.teams
     assert teams.insecure_allow_unauthenticated and teams.allowed_service_urls[0].startswith("http://127")
     assert replace(insecure, teams=replace(teams, host="127.0.0.1")).teams.host == "127.0.0.1"
+
+
+async def test_a_us_government_cloud_takes_tokens_from_its_own_issuer(entra: FakeEntra,
+                                                                       demo_client: SentinelClient) -> None:
+    """BOT_CLOUD=gcchigh: the channel's tokens name https://api.botframework.us; a public cloud token is refused."""
+    connector = await FakeConnector().start()
+    app = create_app(Components(auth_settings(entra, BOT_CLOUD="gcchigh"), demo_client, None), MemoryStorage())
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    door = Door(str(server.make_url("")).rstrip("/"), entra, connector.url)
+    try:
+        gov = entra.channel_token(connector.url, iss="https://api.botframework.us")
+        assert (await door.post(door.quiet_activity(), "Bearer " + gov))[0] == 201
+        public = entra.channel_token(connector.url)
+        assert (await door.post(door.quiet_activity(), "Bearer " + public))[0] == 401
+    finally:
+        await server.close()
+        await connector.stop()

@@ -31,7 +31,7 @@ def _invoke(name: str | None, value: Any, service_url: str) -> dict[str, Any]:
     return body
 
 
-async def test_unhandled_invokes_and_oversized_headers_get_4xx_and_one_log_line(
+async def test_unhandled_invokes_get_501_unknown_kinds_are_ignored_and_each_gets_one_log_line(
         demo_client: SentinelClient, caplog: pytest.LogCaptureFixture) -> None:
     connector = await FakeConnector().start()
     running, server = await start_bot(connector, demo_client, None, MemoryStorage())
@@ -43,9 +43,18 @@ async def test_unhandled_invokes_and_oversized_headers_get_4xx_and_one_log_line(
                                 ("composeExtension/fetchTask", {"queryOptions": "x"}), (None, "x")):
                 caplog.clear()
                 async with session.post(running.url, json=_invoke(name, value, connector.url)) as response:
-                    assert response.status == 400 and "does not handle" in await response.text(), name
+                    assert response.status == 501 and "does not handle" in await response.text(), name
                 lines = _lines(caplog)
                 assert len(lines) == 1 and not lines[0].exc_info, (name, [r.getMessage() for r in lines])
+            for kind in ("futureKind", "x" * 300):
+                caplog.clear()
+                body = teams.personal("help", activity_id=next_id(), service_url=connector.url) | {"type": kind}
+                async with session.post(running.url, json=body) as response:
+                    assert response.status == 200, kind
+                lines = _lines(caplog)
+                assert len(lines) == 1 and "does not know" in lines[0].getMessage() and not lines[0].exc_info, \
+                    [r.getMessage() for r in lines]
+            assert not [s for s in connector.sent if s.type == "message"], "nothing is answered for them"
             caplog.clear()
             headers = {"Content-Type": "application/json", "X-Padding": "a" * 9_000}
             async with session.post(running.url, data=b"{}", headers=headers) as response:

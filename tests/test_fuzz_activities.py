@@ -141,7 +141,7 @@ async def test_generated_activities_never_get_a_5xx_or_a_traceback(
                 raw = json.dumps(body).encode("utf-8", "surrogatepass")
                 async with session.post(running.url, data=raw, headers={"Content-Type": "application/json"}) as sent:
                     statuses[sent.status] += 1
-                    if sent.status >= 500:
+                    if sent.status >= 500 and sent.status != 501:  # 501: an invoke the bot does not handle
                         failures.append((sent.status, await sent.text(), json.dumps(body)[:300]))
                 while runner.pending > 50:  # let the turns keep up, as a real channel's pace would
                     await asyncio.sleep(0.01)

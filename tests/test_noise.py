@@ -18,6 +18,7 @@ import pytest
 from botbuilder.core import MemoryStorage
 
 from bot import cards
+from bot.cards.inert import unlink
 from bot.cards.watches import watched_digest, watched_incident
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.llm import LLMErrorKind
@@ -117,8 +118,10 @@ def test_bare_urls_in_incident_text_are_inert_on_every_card_that_shows_it() -> N
         assert all(url in shown for url in URLS), f"{name}: the reader still sees every URL whole"
 
 
-def test_the_live_url_check_sees_what_plain_alone_leaves() -> None:
-    assert _live({"type": "TextBlock", "text": cards.common.plain(HOSTILE, 400)}), "plain alone leaves links live"
+def test_the_live_url_check_sees_what_unlink_alone_leaves() -> None:
+    """The check can fail: breaking the link syntax alone leaves bare URLs live (``plain`` unlinks them too)."""
+    assert _live({"type": "TextBlock", "text": unlink(HOSTILE)}), "unlink alone leaves bare URLs live"
+    assert not _live({"type": "TextBlock", "text": cards.common.plain(HOSTILE, 400)})
 
 
 # ---- a model response that is not JSON -----------------------------------------------------------------

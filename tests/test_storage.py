@@ -23,6 +23,7 @@ from botbuilder.core.adapters import TestAdapter
 from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, ConversationAccount
 
 from bot.teams.storage import (
+    CREATE_ONLY,
     MAX_BLOB_NAME,
     EscapedBlobStorage,
     EtagConflictError,
@@ -168,6 +169,23 @@ async def test_two_concurrent_writers_of_one_version_one_wins(kind: str, storage
     assert len(winners) == 1 and len(losers) == 1, outcomes
     assert_conflict(kind, losers[0])
     assert (await storage.read([key]))[key]["writer"] == winners[0]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "blob"])
+async def test_a_create_only_write_lands_once(kind: str, storage: Storage) -> None:
+    """CREATE_ONLY (the escalation brake's first write of an analyst's record): of writers racing to create an item,
+    one lands and the others get an e_tag conflict; an item that exists is never overwritten by one."""
+    key = "sentinel/escalations/0123abcd"
+    outcomes = await asyncio.gather(*(storage.write({key: {"writer": n, "e_tag": CREATE_ONLY}}) for n in range(4)),
+                                    return_exceptions=True)
+    landed = [n for n, outcome in enumerate(outcomes) if outcome is None]
+    assert len(landed) == 1, outcomes
+    for outcome in outcomes:
+        if outcome is not None:
+            assert_conflict(kind, outcome)
+    assert without_e_tag((await storage.read([key]))[key]) == {"writer": landed[0]}
+    with pytest.raises(KeyError):
+        await storage.write({key: {"writer": "late", "e_tag": CREATE_ONLY}})
 
 
 async def test_concurrent_writers_of_different_keys_all_land(storage: Storage) -> None:

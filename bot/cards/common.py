@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.cards.inert import URL_TOKEN, unlink, unlinked_urls
 from bot.cards.verbs import Verb
 from bot.sentinel.models import QueryResult, one_line
 
@@ -31,7 +32,6 @@ SEVERITIES = ("High", "Medium", "Low", "Informational")
 SEVERITY_STYLE = {"High": "attention", "Medium": "warning", "Low": "accent"}
 SEVERITY_SHORT = {"Informational": "Info"}
 
-_TAG = re.compile(r"<(?=[A-Za-z/!?])")  # <at>, <a href>, </at>: shown, never parsed as a tag or mention
 _HTML_ENTITY = re.compile(r"&(?=#?\w{1,10};)")  # &lt;at&gt; must not turn back into <at>
 _EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")  # _italic_ (snake_case stays)
 _NUMBERED = re.compile(r"^(\d{1,9}[.)]) ")  # "1. " would start a numbered list
@@ -41,7 +41,8 @@ _LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "
 
 
 def plain(value: object, width: int = 80) -> str:
-    """``value`` as inert text: one printable line, no markdown Teams would render, at most ``width`` chars."""
+    """``value`` as inert text: one printable line, no markdown Teams would render and no live link
+    (``bot.cards.inert``), at most ``width`` chars."""
     text = one_line(value, width * 8 + 256)  # cut to ``width`` below, after the replacements
     text = unlink(text).replace("*", "∗")  # **bold**
     text = _HTML_ENTITY.sub("＆", text)
@@ -49,30 +50,14 @@ def plain(value: object, width: int = 80) -> str:
     text = _NUMBERED.sub("\\1\u00a0", text)
     if text and text[0] in "#>-+=" and (text[:1] in "#>" or text[1:2] in ("", " ", text[0])):
         text = text[0].translate(_LEADING) + text[1:]
+    text = unlinked_urls(text)  # last, so the URL's characters are the record's (bot.cards.inert)
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-ZERO_WIDTH_SPACE = "\u200b"
-# Any token holding a URL ("://" or "www."): Teams makes a bare URL in a TextBlock a link, and a zero-width space
-# after "//" and each "." keeps it text. Nothing else gets one: what an analyst copies (a hash, an email, a host)
-# must be the record's value, so long tokens wrap by layout (a table cell or column wraps them, the layout test
-# shows) and identifiers meant for copying go in TextRuns, whole (``exact``).
-_URL = r"\S*(?:://|(?<![\w.-])www\.)\S*"
-_URL_TOKEN = re.compile(_URL, re.IGNORECASE)
-_BOUNDARY = re.compile(r"(?<=[@./\\:?&=_-])(?=[^\s@./\\:?&=_-])")  # after a separator, before what follows
-
-
 def breakable(value: str) -> str:
-    """``value`` (already ``plain``) with its URLs made inert (``unlinked_urls``) and nothing else changed: the
-    name stays from when long tokens were broken too, which made copied values differ from the records."""
+    """``value`` (already ``plain``, so already inert: ``bot.cards.inert``) with nothing changed: the name stays
+    from when long tokens were broken too, which made copied values differ from the records."""
     return unlinked_urls(value)
-
-
-def unlinked_urls(value: str) -> str:
-    """``value`` (already ``plain``) with a zero-width space after each separator inside its URLs, so Teams does
-    not turn a bare one into a link. For free text (titles, descriptions, comments); an identifier an analyst
-    copies goes through ``exact`` instead."""
-    return _URL_TOKEN.sub(_broken, value)
 
 
 def exact(value: object, width: int = 2048, **style: Any) -> Element:
@@ -82,20 +67,11 @@ def exact(value: object, width: int = 2048, **style: Any) -> Element:
     markdown, so nothing in it needs escaping and it is not made a link. A value with spaces and markup is no
     identifier: it is shown as free text is (``plain``, URLs broken)."""
     shown = one_line(value, width)
-    if plain(shown, width) == shown and not _URL_TOKEN.search(shown):
+    if plain(shown, width) == shown and not URL_TOKEN.search(shown):
         return text(shown, **style)
-    if " " not in shown and _URL_TOKEN.fullmatch(shown):
+    if " " not in shown and URL_TOKEN.fullmatch(shown):
         return {"type": "RichTextBlock", "inlines": [{"type": "TextRun", "text": shown, **style}]}
     return text(breakable(plain(shown, width)), **style)  # not an identifier: free text with markup, made inert
-
-
-def _broken(token: re.Match[str]) -> str:
-    return _BOUNDARY.sub(ZERO_WIDTH_SPACE, token.group(0))
-
-
-def unlink(text: str) -> str:
-    """``text`` with [text](url) links and <tags> (including <at> mentions) broken, everything else as is."""
-    return _TAG.sub("‹", text.replace("](", "] ("))
 
 
 def as_utc(moment: datetime) -> datetime:

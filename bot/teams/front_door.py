@@ -182,13 +182,18 @@ def _account(account: dict[str, Any] | None, where: str) -> None:
     _text(account, "name", where=where)
 
 
-# What a Teams conversation id says of its conversation, in the forms Teams sends: a channel's threads are
-# 19:...@thread.tacv2 (older teams: @thread.skype, the form older group chats had too) with ;messageid=<thread root>
-# after the channel's id, group and meeting chats 19:...@thread.v2, a personal chat with the bot a:... (8:... and
-# 19:..._...@unq.gbl.spaces are one person's ids). Ids of other forms (the Agents Playground's, the Emulator's) say
-# nothing.
+# What a Teams conversation id says of its conversation, in the forms real Teams traffic and Microsoft's docs and
+# SDK tests show (tests/data/teams-payloads/README.md lists them and their sources):
+# - a channel's threads: 19:...@thread.tacv2, or @thread.skype in older teams (the form older group chats had too),
+#   with ;messageid=<thread root> after the channel's id;
+# - group and meeting chats: 19:...@thread.v2 (meetings 19:meeting_...@thread.v2);
+# - a personal chat with the bot: a:... (8:... is one person's id);
+# - 19:<id>_<id>@unq.gbl.spaces: a chat that began between two (a person and the bot: personal; two people who
+#   then added the bot or used its message extension: groupChat, as a real capture shows).
+# Ids of other forms (the Agents Playground's, the Emulator's) say nothing.
 _THREAD = re.compile(r"^(19:[^;@]+@thread\.(tacv2|skype|v2))(?:;messageid=\d+)?$", re.IGNORECASE)
-_ONE_PERSON = re.compile(r"^(?:a:|8:|19:[^;@]+@unq\.gbl\.spaces$)", re.IGNORECASE)
+_ONE_PERSON = re.compile(r"^(?:a:|8:)", re.IGNORECASE)
+_TWO_PARTY = re.compile(r"^19:[^;@]+_[^;@]+@unq\.gbl\.spaces$", re.IGNORECASE)
 _THREAD_KINDS = {"tacv2": frozenset({"channel"}), "skype": frozenset({"channel", "groupChat"}),
                  "v2": frozenset({"groupChat"})}
 _KINDS = ("personal", "groupChat", "channel")
@@ -212,6 +217,8 @@ def conversation_kinds(conversation_id: str) -> frozenset[str] | None:
     thread = _THREAD.match(conversation_id)
     if thread:
         return _THREAD_KINDS[thread.group(2).lower()]
+    if _TWO_PARTY.match(conversation_id):
+        return frozenset({"personal", "groupChat"})
     return frozenset({"personal"}) if _ONE_PERSON.match(conversation_id) else None
 
 

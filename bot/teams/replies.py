@@ -2,7 +2,7 @@
 
 Cards come from typed data (``bot.cards``), never from card JSON written by the model. The model's text
 is rendered by Teams as markdown, and it may echo attacker-written incident text, so links to anything
-but the Microsoft security portals are shown as plain text and mention/HTML tags are removed.
+but the Microsoft security portals are made inert (``bot.cards.inert``) and mention/HTML tags are removed.
 A message is kept under Teams' size limit; extra cards follow as further messages.
 """
 
@@ -19,6 +19,7 @@ from botbuilder.core import CardFactory
 from botbuilder.schema import ActionTypes, Activity, ActivityTypes, Attachment, CardAction, Entity, SuggestedActions
 
 from bot import cards
+from bot.cards.inert import inert
 from bot.orchestrator import sources
 from bot.orchestrator.loop import TurnResult
 from bot.orchestrator.references import Reference, References, RefKind
@@ -31,27 +32,37 @@ MAX_TEXT_CHARS = 8_000
 TRUSTED_LINK_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com")
 _LINK = re.compile(r"!?\[([^\]\n]{0,300})\]\(([^)\s]{1,2000})\)")
 _BARE_URL = re.compile(r"(?<![(\w])(?:https?|ftp)://[^\s<>()\[\]]{1,2000}", re.IGNORECASE)
-_TAGS = re.compile(r"</?(?:at|script|iframe|img|a|style)\b[^>]*>", re.IGNORECASE)
+_TAGS = re.compile(r"</?(?:at|script|iframe|img|style)\b[^>]*>", re.IGNORECASE)  # <a href> is shown, inert
+_KEPT = "\ue000"  # a private-use character around the number of a link kept live while the rest is made inert
+_KEPT_AT = re.compile(f"{_KEPT}(\\d+){_KEPT}")
+
+
+def _trusted(url: str) -> bool:
+    parts = urlparse(url)
+    host = (parts.hostname or "").lower()
+    return parts.scheme == "https" and any(host == h or host.endswith("." + h) for h in TRUSTED_LINK_HOSTS)
 
 
 def safe_markdown(text: str) -> str:
-    """Model text for Teams: untrusted links become plain text; mention and HTML tags are removed."""
+    """Model text for Teams: links to the Microsoft security portals (whole ``[label](https://...)`` links and bare
+    URLs) stay live; every other link of any form is made inert (``bot.cards.inert``: shown, readable, not a link),
+    and mention and HTML tags are removed."""
+    kept: list[str] = []
+
+    def keep(shown: str) -> str:
+        kept.append(shown)
+        return f"{_KEPT}{len(kept) - 1}{_KEPT}"
 
     def link(match: re.Match[str]) -> str:
         label, url = match.group(1), match.group(2)
-        host = (urlparse(url).hostname or "").lower()
-        if urlparse(url).scheme == "https" and any(host == h or host.endswith("." + h) for h in TRUSTED_LINK_HOSTS):
-            return f"[{label}]({url})"
-        return f"{label} ({url.replace('://', ' :// ')})"
+        return keep(f"[{inert(label)}]({url})") if _trusted(url) and not match.group(0).startswith("!") \
+            else match.group(0)
 
     def bare(match: re.Match[str]) -> str:
-        url = match.group(0)
-        host = (urlparse(url).hostname or "").lower()
-        if any(host == h or host.endswith("." + h) for h in TRUSTED_LINK_HOSTS) and url.startswith("https://"):
-            return url
-        return url.replace("://", " :// ")  # Teams turns bare URLs into links too
+        return keep(match.group(0)) if _trusted(match.group(0)) else match.group(0)
 
-    cleaned = _TAGS.sub("", _BARE_URL.sub(bare, _LINK.sub(link, text)))
+    protected = _BARE_URL.sub(bare, _LINK.sub(link, text.replace(_KEPT, "")))
+    cleaned = _KEPT_AT.sub(lambda m: kept[int(m.group(1))], inert(_TAGS.sub("", protected)))
     return cleaned if len(cleaned) <= MAX_TEXT_CHARS else cleaned[: MAX_TEXT_CHARS - 1] + "…"
 
 

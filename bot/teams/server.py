@@ -20,7 +20,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from botbuilder.core import Storage
 from botbuilder.core.serializer_helper import serializer_helper
-from botbuilder.schema import Activity
+from botbuilder.schema import Activity, ActivityTypes
 
 from bot.teams.dispatch import Dispatcher, problem
 from bot.teams.front_door import Refused, Scope, ServiceUrls, check_token_tenant, conversation_scope, parse_body
@@ -30,6 +30,7 @@ from bot.turns.runner import Place, TurnRunner
 from bot.turns.supervisor import WorkerProcesses
 
 log = logging.getLogger(__name__)
+KNOWN_TYPES = frozenset(kind.value for kind in ActivityTypes)  # the Bot Framework's activity types
 MAX_BODY_BYTES = 256_000  # a Teams activity is a few KB; files arrive as links, not in the body
 LOOPBACK_REMOTES = ("127.0.0.1", "::1")  # the operator on the machine sees /readyz's details
 BOT_KEY = web.AppKey("bot", SentinelBot)
@@ -111,6 +112,9 @@ class _Routes:
             return problem(refused.status, refused.reason)
         if activity.type == "invoke":
             return await self._invoke(activity, auth, place)
+        if activity.type not in KNOWN_TYPES:  # botbuilder would run a turn that does nothing, silently
+            log.info("ignored an activity of a kind this bot does not know: %r", activity.type[:32])
+            return web.Response(status=200)
         return await self.dispatcher.dispatch(activity, body, auth, place)
 
     async def _authenticate(self, activity: Activity, authorization: str) -> Any:
@@ -138,9 +142,9 @@ class _Routes:
             return problem(500, "The bot could not process the invoke.")
         if response is None:
             return web.Response(status=200)
-        if response.status == 501:  # an invoke this bot does not handle: the caller's mistake, not a fault
-            log.info("refused an invoke this bot does not handle: %r (400)", (activity.name or "")[:64])
-            return problem(400, "This bot does not handle that invoke.")
+        if response.status == 501:  # an invoke this bot does not handle: 501, as Bot Framework SDKs answer
+            log.info("an invoke this bot does not handle: %r (501)", (activity.name or "")[:64])
+            return problem(501, "This bot does not handle that invoke.")
         return web.json_response(serializer_helper(response.body), status=response.status)
 
     async def healthz(self, _: web.Request) -> web.Response:

@@ -7,7 +7,8 @@
 
 All honour botbuilder's optimistic concurrency: ``read`` returns each item with its ``e_tag``; writing an
 item back with that e_tag fails with :class:`EtagConflictError` (a ``KeyError``, like ``MemoryStorage``'s)
-when someone else wrote it since; an e_tag of ``"*"``, or none, overwrites. SQLite and blob items must be
+when someone else wrote it since; an e_tag of ``"*"``, or none, overwrites, and ``CREATE_ONLY`` (SQLite, blob)
+writes only an item nobody wrote yet. SQLite and blob items must be
 JSON objects of at most ``max_item_bytes`` (UTF-8 JSON); anything else fails with :class:`StateValueError`
 before anything is written.
 """
@@ -39,6 +40,11 @@ MAX_BLOB_NAME = 1024  # Azure's limit on a blob name, in characters
 _SQL_BATCH = 500  # keys per statement, well under SQLite's limit on bound parameters
 _BLOB_SAFE = re.compile(r"[A-Za-z0-9_-]")
 _CONTAINER_NAME = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+
+
+# An item's e_tag for a write that creates it only if nobody did first (else EtagConflictError): what a record
+# shared by worker processes needs for its first write, which "*" (write whatever is there) cannot give.
+CREATE_ONLY = "create-only"
 
 
 class StateStorageError(Exception):
@@ -167,7 +173,10 @@ class SqliteStorage(Storage):
         updated_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         with self._lock, immediate(self._open()) as connection:  # the write lock before the e_tag checks
             for key, expected, data in rows:
-                if expected is not None and expected != "*":
+                if expected == CREATE_ONLY:
+                    if connection.execute("SELECT 1 FROM bot_state WHERE key = ?", (key,)).fetchone():
+                        raise _conflict(key, expected, "exists already")
+                elif expected is not None and expected != "*":
                     stored = connection.execute("SELECT etag FROM bot_state WHERE key = ?", (key,)).fetchone()
                     if stored is None or stored[0] != expected:
                         raise _conflict(key, expected, "was deleted since" if stored is None
@@ -251,9 +260,12 @@ class EscapedBlobStorage(BlobStorage):
             encode_item(key, value, self.max_item_bytes)
         for key, value in changes.items():  # one at a time, to say which key conflicted
             try:
-                await super().write({blob_name(key): value})
+                if isinstance(value, Mapping) and value.get("e_tag") == CREATE_ONLY:
+                    await self._create(blob_name(key), {k: v for k, v in value.items() if k != "e_tag"})
+                else:
+                    await super().write({blob_name(key): value})
             except Exception as error:
-                if _status(error) == 412:
+                if _status(error) in (409, 412):  # 409: a create-only write of a blob that exists
                     raise _conflict(key, value.get("e_tag"), "has changed or been deleted since") from error
                 raise
 
@@ -262,6 +274,11 @@ class EscapedBlobStorage(BlobStorage):
 
     async def close(self) -> None:
         await self._service.close()
+
+    async def _create(self, name: str, value: Mapping[str, Any]) -> None:
+        """Write a new blob, failing (409) when it exists: Azure's create-only upload."""
+        await self._initialize()
+        await self.container().get_blob_client(name).upload_blob(self._store_item_to_str(dict(value)), overwrite=False)
 
     def container(self) -> Any:
         """The state container's client (the watch poller takes its lease on a blob there)."""
@@ -276,6 +293,12 @@ class EscapedBlobStorage(BlobStorage):
             raise StateStorageError(f"reading state blob {blob_client.blob_name!r} failed with HTTP "
                                     f"{_status(error)}: check the storage account, its network rules and "
                                     "the connection string") from error
+
+
+def create_only_tag(storage: Storage) -> str:
+    """The e_tag for a create-only write in ``storage``: ``CREATE_ONLY`` where this module's stores honour it, else
+    "*" (botbuilder's MemoryStorage, one process, does not suspend between a read and a write)."""
+    return CREATE_ONLY if isinstance(storage, SqliteStorage | EscapedBlobStorage) else "*"
 
 
 def create_storage(kind: str, *, sqlite_path: str | Path | None = None, blob_connection_string: str | None = None,

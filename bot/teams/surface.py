@@ -37,6 +37,7 @@ class _AuthConfig:
     APP_PASSWORD: str
     APP_TYPE: str
     APP_TENANTID: str
+    CHANNEL_SERVICE: str | None = None  # the US Government clouds' value: botbuilder's tokens come from there
 
 
 def channel_tokens(settings: Settings) -> ChannelTokens | None:
@@ -44,7 +45,7 @@ def channel_tokens(settings: Settings) -> ChannelTokens | None:
     if not settings.teams.app_id:
         return None
     return ChannelTokens(settings.teams.app_id, SigningKeys(settings.teams.openid_metadata_url),
-                         tenants=settings.access.tenants)
+                         tenants=settings.access.tenants, issuers=(settings.teams.bot_cloud.token_issuer,))
 
 
 def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> CloudAdapter:
@@ -53,7 +54,7 @@ def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> C
                     "Never expose this endpoint; set the bot identity for Teams.")
     app_type = settings.teams.app_type if settings.teams.app_id else "MultiTenant"
     config = _AuthConfig(settings.teams.app_id or "", settings.teams.app_password or "",
-                         app_type, settings.teams.app_tenant_id or "")
+                         app_type, settings.teams.app_tenant_id or "", settings.teams.bot_cloud.channel_service)
     adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
     adapter.on_turn_error = _on_adapter_error
     return adapter

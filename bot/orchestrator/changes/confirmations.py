@@ -22,10 +22,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from bot.orchestrator.changes.escalation import (
+    EscalationLedger,
     EscalationNotice,
     Notifier,
     NotifyError,
+    Page,
     Posted,
+    braked_text,
     unnotified_advice,
 )
 from bot.orchestrator.changes.pending import (
@@ -160,6 +163,8 @@ class ConfirmationDesk:
         self.writer = writer
         self.policy = policy
         self.clock = clock
+        # The escalation brake's record, in the state store: set by the app once the store exists (None: no brake).
+        self.ledger: EscalationLedger | None = None
 
     @property
     def enabled(self) -> bool:
@@ -189,6 +194,10 @@ class ConfirmationDesk:
             change = change_from_arguments(declared, arguments, number, actor.user, on_call)
         except InvalidParameter as error:
             return Proposal(ProposalStatus.INVALID, f"I could not prepare that change: {error}")
+        braked = await self._braked(change.on_call, number)
+        if braked is not None:  # said now, before a card: the on-call analyst was paged too recently
+            self._audit("refused", actor, tool=tool, source=source, result="braked")
+            return Proposal(ProposalStatus.NOOP, braked)
         incident = await self._read(number)
         if isinstance(incident, str):
             return Proposal(ProposalStatus.FAILED, incident)
@@ -277,16 +286,41 @@ class ConfirmationDesk:
         if on_call is None or notifier is None:
             return self._close(conversation, actor, pending, OutcomeStatus.FAILED, "Not done.",
                                detail="Escalations can only be posted from Microsoft Teams.")
+        page = await self._claim_page(actor, pending, on_call)  # before anything: a braked one changes nothing
+        if isinstance(page, str):
+            return self._close(conversation, actor, pending, OutcomeStatus.NOOP, page, result="braked")
         try:
             sent, after = await _assign_on_call(writer, current, change, on_call)
         except WriteError as error:
+            if page is not None and self.ledger is not None:
+                await self.ledger.release(_paged(on_call), page)
             return await self._not_written(conversation, actor, pending, error)
         notice = EscalationNotice(after, on_call, actor.user, change.comment, assigned=change.assign)
         try:
             posted = await notifier.post(notice)
         except NotifyError as error:
+            if page is not None and self.ledger is not None:
+                await self.ledger.release(_paged(on_call), page)
             return self._not_posted(conversation, actor, pending, error, on_call, after, sent)
         return await self._comment_escalation(conversation, actor, pending, on_call, after, posted, sent)
+
+    async def _braked(self, on_call: OnCallContact | None, number: int) -> str | None:
+        """Why the brake stops escalating ``number`` to ``on_call`` now (who was paged when), or None."""
+        if on_call is None or self.ledger is None:
+            return None
+        now = self.clock()
+        page = await self.ledger.check(_paged(on_call), number, now)
+        return None if page is None else braked_text(page, number, on_call.person.label, now, self.ledger.brake)
+
+    async def _claim_page(self, actor: Actor, pending: PendingAction, on_call: OnCallContact) -> Page | str | None:
+        """The escalation's page, recorded (None without a brake), or why the brake stops it."""
+        if self.ledger is None:
+            return None
+        page = Page(pending.change.incident_number, actor.user.label, self.clock(), pending.id)
+        stop = await self.ledger.claim(_paged(on_call), page)
+        if stop is None:
+            return page
+        return braked_text(stop, page.incident, on_call.person.label, page.at, self.ledger.brake)
 
     def _not_posted(self, conversation: Conversation, actor: Actor, pending: PendingAction, error: NotifyError,
                     on_call: OnCallContact, after: IncidentSnapshot, sent: dict[str, Any] | None) -> Outcome:
@@ -394,9 +428,9 @@ class ConfirmationDesk:
                        "it, or it was cleared). Ask again to redo it.")
 
     def _close(self, conversation: Conversation, actor: Actor, pending: PendingAction, status: OutcomeStatus,
-               headline: str, detail: str | None = None) -> Outcome:
+               headline: str, detail: str | None = None, result: str | None = None) -> Outcome:
         conversation.finish_action(pending.id, status, headline)
-        self._audit(status.value, actor, pending, result=status.value)
+        self._audit(status.value, actor, pending, result=result or status.value)
         return Outcome(status, headline, detail=detail, action=pending)
 
     def _renew(self, conversation: Conversation, actor: Actor, pending: PendingAction,
@@ -523,6 +557,12 @@ async def _assign_on_call(writer: IncidentWriter, current: IncidentSnapshot, cha
         sent = update_request(current, change).to_dict()
         return sent, await writer.update(current, change)
     return None, current
+
+
+def _paged(on_call: OnCallContact) -> str:
+    """Who the brake counts pages for: the on-call analyst's sign-in name (else object id, else name)."""
+    person = on_call.person
+    return person.user_principal_name or person.object_id or person.label
 
 
 async def _add_escalation_comment(writer: IncidentWriter, after: IncidentSnapshot, comment_id: str,
