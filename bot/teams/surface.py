@@ -94,15 +94,22 @@ class Surface:
         return authentication
 
     async def run_queued(self, envelope: Envelope) -> None:
-        """A queued turn, as the web process would run it: typing first, then the turn within its deadline."""
+        """A queued turn, as the web process would run it: typing first, then the turn within its deadline; for an
+        invoke (answered by the front), the turn it started (its ``turn``: a card press's text and value)."""
         activity = Activity().deserialize(envelope.activity)
         auth = self.authentication.trusted(envelope.auth)
+        late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
+        if envelope.turn is not None:
+            text, value = envelope.turn.get("text"), envelope.turn.get("value")
+            await run_with_deadline(lambda: self.bot.answer_started(
+                self.adapter, auth.claims_identity, auth.audience, activity, text if isinstance(text, str) else "",
+                value if isinstance(value, dict) else None), self.settings.turns.deadline_seconds, late)
+            return
         if self.bot.addressed_to_bot(activity) and not await self._typing_just_sent(activity):
             try:
                 await typing_first(activity, auth, self.bot)()
             except Exception:
                 log.info("early feedback not delivered", exc_info=True)
-        late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
         await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, self.bot.on_turn),
                                 self.settings.turns.deadline_seconds, late)
 
