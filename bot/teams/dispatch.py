@@ -164,10 +164,11 @@ class Dispatcher:
 
         return later
 
-    @staticmethod
-    async def _enqueue_started(queued: QueuedTurns, activity: Activity, body: dict[str, Any], auth: Any,
+    async def _enqueue_started(self, queued: QueuedTurns, activity: Activity, body: dict[str, Any], auth: Any,
                                turn: dict[str, Any]) -> bool:
+        self.surface.hand_over(activity)
         if (await queued.enqueue(activity, body, auth, turn)).status >= 500:
+            self.surface.parsed.pop((activity.conversation.id, activity.id or ""), None)
             return False
         queued.wake()  # the invoke's answer is its first feedback; the worker sends typing as the turn starts
         return True
@@ -183,8 +184,10 @@ class Dispatcher:
 
     async def _enqueue(self, queued: QueuedTurns, activity: Activity, body: dict[str, Any], auth: Any
                        ) -> web.Response:
+        self.surface.hand_over(activity)
         response = await queued.enqueue(activity, body, auth)
         if response.status >= 500:
+            self.surface.parsed.pop((activity.conversation.id, activity.id or ""), None)
             self.runner.forget(activity.conversation.id, activity.id)
         elif self.surface.bot.addressed_to_bot(activity):
             # The typing indicator goes out from here, once the turn is safely queued: the user sees it even

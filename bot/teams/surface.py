@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 TYPING_FRESH_S = 2.0
 FRONT_TYPING_WAIT_S = 0.5  # the longest a queued turn waits for the typing indicator its front is sending
 EARLY_TYPING_KEPT = 1000  # typing indicators remembered for turns not started yet: turns that never start must not leak
+PARSED_KEPT = 1000  # activities the front parsed, kept for this process's worker; as many as typing indicators
 ABANDONED_TEXT = ("I was restarted before I could finish answering this, so nothing more will come for it. "
                   "Please send it again.")
 
@@ -86,6 +88,9 @@ class Surface:
     # (conversation id, activity id) -> done once this process's front has sent (or failed to send) the turn's early
     # typing indicator; set on the web loop, awaited on the turns' loop.
     typing_sending: dict[tuple[str, str], concurrent.futures.Future[None]] = field(default_factory=dict)
+    # (conversation id, activity id) -> the activity as this process's front parsed it, for its own worker
+    # (TURN_WORKER_IN_WEB): the queued turn is then not parsed again from its envelope (see :meth:`hand_over`).
+    parsed: OrderedDict[tuple[str, str], Activity] = field(default_factory=OrderedDict)
 
     @property
     def authentication(self) -> CachingAuthentication:
@@ -93,10 +98,24 @@ class Surface:
         assert isinstance(authentication, CachingAuthentication)
         return authentication
 
+    def hand_over(self, activity: Activity) -> None:
+        """Keep an activity this process's front parsed and is queueing, for this process's worker to run without
+        parsing it again (msrest's deserialize is most of an activity's parsing); only the newest
+        :data:`PARSED_KEPT` are kept, so activities other processes take do not pile up."""
+        if self.settings.turns.web_runs_worker:
+            self.parsed[(activity.conversation.id, activity.id or "")] = activity
+            while len(self.parsed) > PARSED_KEPT:
+                self.parsed.popitem(last=False)
+
+    def _activity(self, envelope: Envelope) -> Activity:
+        """The envelope's activity: as this process's front parsed it (:meth:`hand_over`), else read from the JSON."""
+        activity = self.parsed.pop((envelope.conversation_id, envelope.activity_id), None)
+        return activity if activity is not None else Activity().deserialize(envelope.activity)
+
     async def run_queued(self, envelope: Envelope) -> None:
         """A queued turn, as the web process would run it: typing first, then the turn within its deadline; for an
         invoke (answered by the front), the turn it started (its ``turn``: a card press's text and value)."""
-        activity = Activity().deserialize(envelope.activity)
+        activity = self._activity(envelope)
         auth = self.authentication.trusted(envelope.auth)
         late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
         if envelope.turn is not None:
