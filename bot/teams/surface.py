@@ -20,7 +20,7 @@ from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFramewo
 from botbuilder.schema import Activity
 
 from bot.config import Settings
-from bot.teams.connectors import CachingAuthentication, Unreachable
+from bot.teams.connectors import CachingAuthentication, SentinelAdapter, Unreachable
 from bot.teams.front_door import ChannelTokens, SigningKeys
 from bot.teams.handler import SentinelBot
 from bot.teams.progress import send_with_retry, shows_typing
@@ -64,7 +64,7 @@ def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> C
     app_type = settings.teams.app_type if settings.teams.app_id else "MultiTenant"
     config = _AuthConfig(settings.teams.app_id or "", settings.teams.app_password or "",
                          app_type, settings.teams.app_tenant_id or "")
-    adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
+    adapter = SentinelAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
     adapter.on_turn_error = _on_adapter_error
     return adapter
 

@@ -160,6 +160,9 @@ class LocalTurnQueue:
     """The turn queue, its set-aside table, counters, leases and markers, in one SQLite file."""
 
     poll_max_s = POLL_MAX_S
+    # Bound to no event loop (one connection on its own thread): one instance may serve the web front's enqueues and
+    # the worker on another loop of the same process (bot.app shares it).
+    loop_free = True
 
     def __init__(self, path: str | Path, *, clock: Clock = time.monotonic, wall: Clock = time.time) -> None:
         """``clock`` measures how long this process watched a lease or a turn stand still (only its own differences
