@@ -4,7 +4,8 @@ Run: .venv/bin/python bench/bench_durable.py [--conversations N] [--messages M] 
 
 Two ``python -m bot serve`` processes with TURN_QUEUE=azure and Blob state on Azurite (tests/azurite), behind
 the round-robin proxy of tests/support/round_robin.py on 127.0.0.1; the fake Bot Connector answers their
-replies. 20 conversations send 10 messages each (commands, so no model is involved), 10% of deliveries are
+replies. 20 conversations send 10 activities each (commands, so no model is involved; every third a card press, an
+Action.Execute invoke answered once its turn is queued, issue 36), 10% of deliveries are
 repeated to the other instance, and instance A gets SIGKILL while turns run (see tests/support/durable_rig.py
 for the three parts of the run). Twice: with the workers in the web processes, and with the web processes
 taking no turns and a ``python -m bot worker`` process beside each (killed and restarted with it).
@@ -62,11 +63,12 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
     for queue, separate in [*runs, ("local", True)]:
         with tempfile.TemporaryDirectory(prefix="bench-durable-") as workdir:
             figures = await durable_rig.run(Path(workdir), conversations=conversations, messages=messages,
-                                            seed=seed, answer_timeout_s=180, separate_workers=separate, queue=queue)
+                                            seed=seed, answer_timeout_s=180, separate_workers=separate, queue=queue,
+                                            presses=True)
         where = "separate worker processes (python -m bot worker)" if separate else "workers in the web processes"
         where = (f"Azure Storage (Azurite), {where}: 2 instances" if queue == "azure" else
                  "the local queue (SQLite), a worker process started by each web process: 2 web processes")
-        print(f"== Durable turns on {where}, {conversations} conversations x {messages} messages, "
+        print(f"== Durable turns on {where}, {conversations} conversations x {messages} activities (a third presses), "
               f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
               f"instance A killed (SIGKILL) with {figures.held_at_kill} turns' typing indicators held")
         print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "

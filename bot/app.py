@@ -499,18 +499,25 @@ def _freeze_start_up_objects() -> None:
 
 async def _start_queue(queued: QueuedTurns, surface: Surface, turns: _TurnsLoop, stack: AsyncExitStack) -> None:
     """The front's queue client on this loop; with TURN_WORKER_IN_WEB, a worker on the runner's loop, where the
-    turns' clients live (its own queue client too, closed there)."""
-    queued.front = _closed_by(stack, queued.open())
-    await queued.front.ensure()
+    turns' clients live (its own queue client too, closed there). A client bound to no loop (the local queue's:
+    one connection, one thread) serves both, so the front's enqueues never wait on SQLite's lock for this process's
+    worker (its busy wait sleeps in steps of milliseconds); it is closed once the worker has stopped."""
+    front = queued.open()
+    shared = getattr(front, "loop_free", False) and surface.settings.turns.web_runs_worker
+    queued.front = _closed_by(turns.runner.closes if shared else stack, front)
+    await front.ensure()
     if surface.settings.turns.web_runs_worker:
-        worker = await turns.runner.call(_queue_worker(surface, queued.open, turns.runner.closes))
+        opened = (lambda: front) if shared else queued.open
+        worker = await turns.runner.call(_queue_worker(surface, opened, None if shared else turns.runner.closes))
         turns.run(worker.run(surface.settings.turns.shutdown_grace_seconds), worker.stop)
         queued.wake = worker.wake  # the turns this front queues are taken at once, not at the worker's next poll
 
 
-async def _queue_worker(surface: Surface, open_queue: OpenQueue, closes: AsyncExitStack) -> TurnWorker:
-    """A queue worker and its queue client, made on the calling loop (the client's close left to ``closes``)."""
-    return surface.worker(_closed_by(closes, open_queue()))
+async def _queue_worker(surface: Surface, open_queue: OpenQueue, closes: AsyncExitStack | None) -> TurnWorker:
+    """A queue worker and its queue client, made on the calling loop (the client's close left to ``closes``, or to
+    whoever shares it)."""
+    turns = open_queue()
+    return surface.worker(_closed_by(closes, turns) if closes is not None else turns)
 
 
 def _on_signals(callback: Any) -> None:

@@ -78,9 +78,9 @@ EXPECTED = {
     ],
     "bench_durable.py": [
         r"== Durable turns on Azure Storage \(Azurite\), separate worker processes \(python -m bot worker\): 2 "
-        r"instances, \d+ conversations x \d+ messages, \d+ of \d+ deliveries repeated",
+        r"instances, \d+ conversations x \d+ activities \(a third presses\), \d+ of \d+ deliveries repeated",
         r"== Durable turns on the local queue \(SQLite\), a worker process started by each web process: 2 web "
-        r"processes, \d+ conversations x \d+ messages",
+        r"processes, \d+ conversations x \d+ activities \(a third presses\)",
         r"lost 0, answered twice 0, out of order 0; goal all 0: met",
         rf"Recovery: every turn sent before the kill answered {NUMBER} s after it",
         rf"Acknowledgement through the proxy: median {NUMBER} ms, p99 {NUMBER} ms",

@@ -169,3 +169,52 @@ async def test_a_throttled_send_is_retried_and_an_error_says_its_status() -> Non
     assert answer.id == "sent-2", "the 429 was waited out (Retry-After: 0) and the send tried again"
     assert failed.value.response.status_code == 503 and failed.value.response.headers["Retry-After"] == "0"
     assert "authorization" not in recorder.requests[0]["headers"], "no token in local mode (no app id)"
+
+
+@pytest.mark.parametrize("attachments", [
+    [Attachment(content_type="application/vnd.microsoft.card.adaptive", content=CARD)],
+    [Attachment(content_type="application/vnd.microsoft.card.hero", content=HeroCard(title="a model, not JSON"))],
+    [Attachment(content_type="application/vnd.microsoft.card.adaptive", content={"body": [HeroCard(title="inside")]})],
+    None,
+], ids=["one card", "model content", "a model inside card JSON", "no attachments"])
+def test_the_json_sent_is_what_msrest_would_send(attachments: list[Attachment] | None) -> None:
+    """Card content is encoded once, as it is; content JSON cannot hold as it is goes msrest's way."""
+    client = ConnectorClient(MicrosoftAppCredentials("", ""), base_url="http://127.0.0.1:1/")
+    plain = client.conversations._serialize
+    fast = _direct(client, HttpSessions()).conversations._serialize
+    activity = _activity(attachments)
+    assert json.loads(connectors._json(fast, activity)) == json.loads(json.dumps(plain.body(activity, "Activity")))
+
+
+async def test_a_sent_activity_is_copied_shallowly_and_left_as_it_was() -> None:
+    """botbuilder deep-copies each activity it sends (its cards too); the bot's turn context copies only the top level,
+    which is all botbuilder changes, so the caller's activity keeps its fields and its card is not copied."""
+    from botbuilder.core import BotAdapter
+
+    class Recording(BotAdapter):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent: list[Activity] = []
+
+        async def send_activities(self, context: Any, activities: list[Activity]) -> list[Any]:
+            self.sent.extend(activities)
+            return [None] * len(activities)
+
+        async def update_activity(self, context: Any, activity: Activity) -> Any:
+            raise NotImplementedError
+
+        async def delete_activity(self, context: Any, reference: Any) -> None:
+            raise NotImplementedError
+
+    incoming = Activity(type="message", id="1700000000009", text="incidents", channel_id="msteams",
+                        service_url="https://smba.trafficmanager.net/amer/", conversation=ConversationAccount(id="a:c"),
+                        from_property=ChannelAccount(id="29:alice"), recipient=ChannelAccount(id="28:bot"))
+    adapter = Recording()
+    reply = _activity([Attachment(content_type="application/vnd.microsoft.card.adaptive", content=CARD)])
+    reply.reply_to_id = None
+    before = dict(reply.__dict__)
+    await connectors.ShallowSendContext(adapter, incoming).send_activity(reply)
+    [sent] = adapter.sent
+    assert sent is not reply and sent.reply_to_id == "1700000000009" and sent.recipient.id == "29:alice"
+    assert sent.attachments[0].content is CARD, "the card is shared, not copied"
+    assert reply.__dict__ == before, "the caller's activity is as it was"

@@ -25,8 +25,10 @@ from bot.turns.azure_queue import AzureTurnQueue
 from bot.turns.contract import Envelope, TurnQueue
 from bot.turns.local_queue import LocalTurnQueue
 from bot.turns.worker import GIVEN_UP_TEXT, TurnWorker
+from tests.support import connector_fake as teams
 from tests.support import durable_rig
 from tests.support.azurite import Azurite, require_azurite
+from tests.support.connector_fake import FakeConnector
 
 _names = iter(range(1, 1000))
 
@@ -259,9 +261,10 @@ async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path
 async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_repeat_and_reorder_nothing(
         tmp_path: Path) -> None:
     """TURN_QUEUE=local: two web processes share the SQLite queue and state, each starting its own worker process
-    (TURN_WORKER_PROCESSES=1); one is killed with its worker (SIGKILL to the process group) and restarted."""
+    (TURN_WORKER_PROCESSES=1); one is killed with its worker (SIGKILL to the process group) and restarted. Every
+    third activity is a card press (issue 36), which keeps its place among the messages as they do."""
     figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90, separate_workers=True,
-                                    queue="local")
+                                    queue="local", presses=True)
     assert (figures.lost, figures.twice, figures.out_of_order) == (0, 0, 0), figures
     assert figures.repeated > 0 and figures.held_at_kill >= 2, "deliveries repeated, turns running at the kill"
 
@@ -270,8 +273,9 @@ async def test_two_processes_of_one_machine_on_the_local_queue_one_killed_lose_r
 async def test_with_the_default_settings_a_bot_killed_mid_turn_answers_the_turn_after_its_restart(
         tmp_path: Path) -> None:
     """python -m bot serve with nothing set (issue 28): each acknowledged turn is on disk, so SIGKILL mid-turn loses
-    none (with TURN_QUEUE=off, the old default, all 4 were lost)."""
-    figures = await durable_rig.kill_with_defaults(tmp_path, conversations=4)
+    none (with TURN_QUEUE=off, the old default, all 4 were lost), card presses included (issue 36: they ran in the web
+    process, and both presses were lost)."""
+    figures = await durable_rig.kill_with_defaults(tmp_path, conversations=4, presses=True)
     assert figures.answered_before_kill == 0, "the kill lands while every turn runs"
     assert (figures.lost, figures.twice) == (0, 0), figures
 
@@ -317,3 +321,43 @@ async def test_the_front_queues_a_channel_mention_and_the_web_process_worker_ans
     finally:
         await server.close()
         await connector.stop()
+
+
+@pytest.mark.parametrize("queue", ["off", "local"])
+async def test_card_presses_keep_their_place_among_messages_and_a_replayed_press_runs_once(
+        tmp_path: Path, demo_client: Any, queue: str) -> None:
+    """Issue 36: an Action.Execute press goes the way a message does (with the default local queue: queued, and its
+    invoke answered once that is committed), so it waits for the slow message before it, and the same press delivered
+    twice (Teams' retry) is answered once, its state saved once."""
+    from botbuilder.core import MemoryStorage
+
+    from tests.test_teams_bot import card_text, final_messages, start_bot, start_queued_bot
+
+    connector = await FakeConnector().start()
+    looking = None
+    if queue == "off":
+        bot, server = await start_bot(connector, demo_client, None, MemoryStorage())
+    else:
+        bot, server, looking = await start_queued_bot(connector, demo_client, tmp_path)
+    numbers = [r.number for r in (await demo_client.query_incidents(time_window="last_7d", limit=2)).records]
+    slow, press, replayed, last = "1700000090001", "f:press-1", "f:press-2", "1700000090002"
+    connector.typing_delay = lambda body: 0.5 if body.get("replyToId") == slow else 0.0
+    try:
+        assert (await bot.post(teams.personal("help", activity_id=slow, service_url=connector.url)))[0] == 201
+        for activity_id, number in ((press, numbers[0]), (replayed, numbers[1]), (replayed, numbers[1])):
+            status, body, _ = await bot.post(teams.invoke({"action": "incident_detail", "incident": number},
+                                                          activity_id=activity_id, service_url=connector.url))
+            assert status == 200 and "Working on it" in body, body
+        assert (await bot.post(teams.personal("help", activity_id=last, service_url=connector.url)))[0] == 201
+        # Turns of a conversation run in order: a second answer to the replayed press would come before the last's.
+        sent = await connector.wait_for(lambda s: len(final_messages(s)) >= 4, timeout=30)
+        answers = final_messages(sent)
+    finally:
+        await server.close()
+        await connector.stop()
+        if looking is not None:
+            await looking.close()
+    assert len(answers) == 4, [card_text(c)[:80] for a in answers for c in a.cards]
+    assert answers[0].body.get("replyToId") == slow and answers[3].body.get("replyToId") == last
+    assert f"#{numbers[0]}" in card_text(answers[1].cards[0]) and f"#{numbers[1]}" in card_text(answers[2].cards[0])
+    assert not [s for s in sent if s.type == "message" and "could not save" in (s.text or "")]

@@ -14,6 +14,7 @@ import json
 import logging
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -24,7 +25,7 @@ from bot.sentinel.client import SentinelClient
 from bot.teams.server import RUNNER_KEY
 from tests.support import connector_fake as teams
 from tests.support.connector_fake import FakeConnector
-from tests.test_teams_bot import start_bot
+from tests.test_teams_bot import start_bot, start_queued_bot
 
 SEED = 20261123
 COUNT = 2_000
@@ -127,11 +128,23 @@ def activities(seed: int, count: int, service_url: str) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("queue", ["off", "local"])
 async def test_generated_activities_never_get_a_5xx_or_a_traceback(
-        demo_client: SentinelClient, caplog: pytest.LogCaptureFixture) -> None:
+        demo_client: SentinelClient, caplog: pytest.LogCaptureFixture, tmp_path: Path, queue: str) -> None:
+    """Both paths a turn takes: in the web process (TURN_QUEUE=off, memory state) and the default durable one (the
+    local queue, SQLite state), where card presses are queued with the messages: no state save is lost to another
+    turn of the conversation running at once (an EtagConflictError)."""
     connector = await FakeConnector().start()
-    running, server = await start_bot(connector, demo_client, None, MemoryStorage())
+    looking = None
+    if queue == "off":
+        running, server = await start_bot(connector, demo_client, None, MemoryStorage())
+    else:
+        running, server, looking = await start_queued_bot(connector, demo_client, tmp_path)
     runner = running.app[RUNNER_KEY]
+
+    async def pending() -> int:
+        return runner.pending + (await looking.waiting() if looking is not None else 0)
+
     statuses: Counter[int] = Counter()
     failures: list[tuple[int, str, str]] = []
     caplog.set_level(logging.INFO)
@@ -143,17 +156,22 @@ async def test_generated_activities_never_get_a_5xx_or_a_traceback(
                     statuses[sent.status] += 1
                     if sent.status >= 500 and sent.status != 501:  # 501: an invoke the bot does not handle
                         failures.append((sent.status, await sent.text(), json.dumps(body)[:300]))
-                while runner.pending > 50:  # let the turns keep up, as a real channel's pace would
+                while await pending() > 50:  # let the turns keep up, as a real channel's pace would
                     await asyncio.sleep(0.01)
-        while runner.pending:
+        while await pending():
             await asyncio.sleep(0.02)
     finally:
         await server.close()
         await connector.stop()
+        if looking is not None:
+            await looking.close()
     tracebacks = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
-    print(f"{COUNT} activities (seed {SEED}): statuses {dict(sorted(statuses.items()))}; "
-          f"{len(connector.sent)} activities sent back; {len(tracebacks)} tracebacks")
+    lost_saves = [r.getMessage() for r in caplog.records
+                  if r.getMessage().startswith("saving conversation state failed")]
+    print(f"{COUNT} activities (seed {SEED}, TURN_QUEUE={queue}): statuses {dict(sorted(statuses.items()))}; "
+          f"{len(connector.sent)} activities sent back; {len(tracebacks)} tracebacks; {len(lost_saves)} failed saves")
     assert sum(statuses.values()) == COUNT >= 2_000
     assert not failures, failures[:5]
     assert not tracebacks, tracebacks[:5]
+    assert not lost_saves, lost_saves[:5]
     assert statuses[201] > COUNT // 4 and any(400 <= s < 500 for s in statuses), "the mix reaches turns and refusals"

@@ -68,7 +68,8 @@ class Bot:
 
 
 async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm: FakeOpenAI | None,
-                    storage: Storage, settings: Settings | None = None) -> tuple[Bot, TestServer]:
+                    storage: Storage, settings: Settings | None = None, turn_queue: Any = None
+                    ) -> tuple[Bot, TestServer]:
     await sentinel.prepare()  # as `serve` does at start-up
     orchestrator = None
     if fake_llm is not None:
@@ -77,10 +78,26 @@ async def start_bot(connector: FakeConnector, sentinel: SentinelClient, fake_llm
         orchestrator = Orchestrator(ChatModel(client, "rule-model"), ToolBox(sentinel), Memory(TokenCounter()),
                                     demo=sentinel.is_demo)
     app = create_app(Components(settings or Settings.from_env({}, dotenv_path=None), sentinel, orchestrator),
-                     storage)
+                     storage, turn_queue=turn_queue)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return Bot(str(server.make_url("/api/messages")), connector, storage, app), server
+
+
+async def start_queued_bot(connector: FakeConnector, sentinel: SentinelClient, folder: Path,
+                           fake_llm: FakeOpenAI | None = None) -> tuple[Bot, TestServer, Any]:
+    """The bot as ``serve`` composes it by default (the local turn queue beside SQLite state in ``folder``, turns taken
+    by the web process's worker), and a second view of its queue (``waiting()``: turns not done yet); close both."""
+    from bot.app import turn_queue_opener
+    from bot.teams.storage import SqliteStorage
+    from bot.turns.local_queue import LocalTurnQueue
+
+    settings = Settings.from_env({"STATE_STORE": f"sqlite:///{folder / 'state.db'}", "TURN_QUEUE": "local",
+                                  "TURN_QUEUE_PATH": str(folder / "turns.db")}, dotenv_path=None)
+    storage = SqliteStorage(str(folder / "state.db"))
+    running, server = await start_bot(connector, sentinel, fake_llm, storage, settings,
+                                      turn_queue=turn_queue_opener(settings))
+    return running, server, LocalTurnQueue.open(folder / "turns.db")
 
 
 @pytest.fixture

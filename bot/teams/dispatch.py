@@ -1,5 +1,7 @@
 """Where an accepted activity's turn goes: the turn runner in this process, or the durable queue (TURN_QUEUE=azure
-or local) for a worker. Invokes are answered in their own request, so they always run here.
+or local) for a worker. An invoke is answered in its own request, so the handler reads it here; the turn it starts (a
+card press, a sign-in's kept question) goes where a message's would: queued (the invoke answered once that is
+committed) and run by a worker in the conversation's order, or at the invoke's place in the runner's line.
 
 The server (server.py) checks and authenticates each request first; ``bot.app`` builds the dispatcher and opens
 its queue.
@@ -9,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from aiohttp import web
 from botbuilder.core import InvokeResponse, TurnContext
@@ -22,13 +23,21 @@ from botbuilder.schema import Activity
 
 from bot.teams.connectors import auth_record
 from bot.teams.surface import ABANDONED_TEXT, Surface, deadline_text, notice
-from bot.teams.turn import LATER_STATE_KEY
+from bot.teams.turn import LATER_STATE_KEY, Later
 from bot.turns.contract import TurnQueue
 from bot.turns.runner import Place, TurnRunner
 
 log = logging.getLogger(__name__)
 FEEDBACK_WAIT_S = 0.1  # the longest a queued turn's typing indicator waits for the acknowledgements in flight
+T = TypeVar("T")
 OpenQueue = Callable[[], TurnQueue]  # opens a TurnQueue whose clients live on the calling loop
+
+
+async def _on_loop(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` on ``loop`` (another thread's, or this one) and await its result here."""
+    if asyncio.get_running_loop() is loop:
+        return await coroutine
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
 
 
 def problem(status: int, detail: str) -> web.Response:
@@ -80,14 +89,15 @@ class QueuedTurns:
         self._feedback.add(task)
         task.add_done_callback(self._feedback.discard)
 
-    async def enqueue(self, activity: Activity, body: dict[str, Any], auth: Any) -> web.Response:
+    async def enqueue(self, activity: Activity, body: dict[str, Any], auth: Any,
+                      turn: dict[str, Any] | None = None) -> web.Response:
         """Number the activity in its conversation and queue it (its checked and cleaned JSON: msrest's serialize()
-        would drop what its models do not declare, such as a mention's ``mentioned``), acknowledged only once it
-        is durable."""
+        would drop what its models do not declare, such as a mention's ``mentioned``; for an invoke, the ``turn`` it
+        starts), acknowledged only once it is durable."""
         assert self.front is not None
         conversation = activity.conversation.id
         try:
-            await self.front.enqueue(conversation, activity.id or "", body, auth_record(auth))
+            await self.front.enqueue(conversation, activity.id or "", body, auth_record(auth), turn)
         except Exception as error:  # noqa: BLE001 - not queued: Teams retries on a 5xx
             log.warning("could not queue a turn (%s)", type(error).__name__)
             self.failed_at = time.monotonic()
@@ -113,22 +123,55 @@ class Dispatcher:
 
     def reserve(self, activity: Activity) -> Place | None:
         """The turn's place in its conversation's line, taken on arrival, before any network call (authentication
-        may fetch signing keys; the typing indicator is sent before the turn runs). A queued message's place is its
+        may fetch signing keys; the typing indicator is sent before the turn runs). A queued turn's place is its
         number in the conversation instead (QueuedTurns.enqueue), and the runner's thread is not woken for it."""
-        if self.queued is not None and activity.type != "invoke":
+        if self.queued is not None:
             return None
         return self.runner.reserve(activity.conversation.id)
 
-    async def invoke(self, activity: Activity, auth: Any, place: Place | None) -> InvokeResponse | None:
+    async def invoke(self, activity: Activity, body: dict[str, Any], auth: Any, place: Place | None
+                     ) -> InvokeResponse | None:
         """Invokes need their answer in this response (card actions are acknowledged at once); the turn an invoke
-        starts (handler.on_invoke_activity) is submitted to the runner, at this place, through LATER_STATE_KEY."""
-        bot, runner = self.surface.bot, self.runner
+        starts (handler.on_invoke_activity) is taken through LATER_STATE_KEY (:meth:`_later`)."""
+        bot, later = self.surface.bot, self._later(activity, body, auth, place)
 
         async def logic(context: TurnContext) -> None:
-            context.turn_state[LATER_STATE_KEY] = functools.partial(runner.submit, place or activity.conversation.id)
+            context.turn_state[LATER_STATE_KEY] = later
             await bot.on_turn(context)
 
         return await self.runner.call(self.surface.adapter.process_activity(auth, activity, logic))
+
+    def _later(self, activity: Activity, body: dict[str, Any], auth: Any, place: Place | None) -> Later:
+        """What takes the turn an invoke starts: queued like a message (on this, the web loop, where the queue's
+        client lives; True once committed), else submitted to the runner at the invoke's place. An invoke delivered
+        again (the same conversation and activity id) is answered as the first was, and its turn runs once."""
+        web_loop = asyncio.get_running_loop()
+        conversation, bot, runner = activity.conversation.id, self.surface.bot, self.runner
+
+        async def later(text: str, value: dict[str, Any] | None) -> bool:
+            if runner.is_duplicate(conversation, activity.id):
+                log.info("dropping a repeated delivery of invoke %s", activity.id)
+                return True
+            if self.queued is not None:
+                taken = await _on_loop(web_loop, self._enqueue_started(self.queued, activity, body, auth,
+                                                                       {"text": text, "value": value}))
+            else:
+                taken = runner.submit(place or conversation, lambda: bot.answer_started(
+                    self.surface.adapter, auth.claims_identity, auth.audience, activity, text, value))
+            if not taken:
+                runner.forget(conversation, activity.id)
+            return taken
+
+        return later
+
+    async def _enqueue_started(self, queued: QueuedTurns, activity: Activity, body: dict[str, Any], auth: Any,
+                               turn: dict[str, Any]) -> bool:
+        self.surface.hand_over(activity)
+        if (await queued.enqueue(activity, body, auth, turn)).status >= 500:
+            self.surface.parsed.pop((activity.conversation.id, activity.id or ""), None)
+            return False
+        queued.wake()  # the invoke's answer is its first feedback; the worker sends typing as the turn starts
+        return True
 
     async def dispatch(self, activity: Activity, body: dict[str, Any], auth: Any, place: Place | None
                        ) -> web.Response:
@@ -141,8 +184,10 @@ class Dispatcher:
 
     async def _enqueue(self, queued: QueuedTurns, activity: Activity, body: dict[str, Any], auth: Any
                        ) -> web.Response:
+        self.surface.hand_over(activity)
         response = await queued.enqueue(activity, body, auth)
         if response.status >= 500:
+            self.surface.parsed.pop((activity.conversation.id, activity.id or ""), None)
             self.runner.forget(activity.conversation.id, activity.id)
         elif self.surface.bot.addressed_to_bot(activity):
             # The typing indicator goes out from here, once the turn is safely queued: the user sees it even

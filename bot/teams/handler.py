@@ -181,7 +181,7 @@ class SentinelBot(TeamsActivityHandler):
         if activity.name in EXTENSION_INVOKES:
             return await self._extension(turn_context)
         if activity.name == CARD_BUTTON:
-            return self._inserted_card_press(turn_context)
+            return await self._inserted_card_press(turn_context)
         if activity.name != "adaptiveCard/action":
             # Not one this bot handles: botbuilder's base classes would answer 501 too, but only after reading the
             # value into their models, and a value not of that shape fails there with a traceback per request.
@@ -192,32 +192,37 @@ class SentinelBot(TeamsActivityHandler):
         data = dict(action.get("data") or {})
         if action.get("verb"):
             data.setdefault("action", action["verb"])
-        if not self._answer_later(turn_context, self._request(turn_context, "", data)):
+        if not await self._answer_later(turn_context, "", data):
             return InvokeResponse(status=200, body=_MessageInvokeResponse("I'm busy or restarting; try again soon."))
         # A message response leaves the card as it is and tells the user the action was received.
         return InvokeResponse(status=200, body=_MessageInvokeResponse("Working on it..."))
 
-    def _answer_later(self, turn_context: TurnContext, request: TurnRequest) -> bool:
-        """Run ``request`` as a new turn after this invoke is answered, at the invoke's place in its conversation's
-        line; False when the runner takes no more turns."""
-        adapter = turn_context.adapter
-        claims = turn_context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
-        audience = turn_context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
-
-        async def work() -> None:
-            await adapter.continue_conversation_with_claims(
-                claims, request.reference, audience, lambda context: self._run_turn(context, request, False))
-
+    @staticmethod
+    async def _answer_later(turn_context: TurnContext, text: str, value: dict[str, Any] | None) -> bool:
+        """The turn this invoke starts (``text`` and ``value``), taken to run after the invoke is answered, in its
+        conversation's order (:meth:`answer_started`); False when it was not taken (overloaded, restarting)."""
         later: Later | None = turn_context.turn_state.get(LATER_STATE_KEY)
-        return later is not None and later(work)
+        return later is not None and await later(text, value)
 
-    def _inserted_card_press(self, turn_context: TurnContext) -> InvokeResponse:
+    async def answer_started(self, adapter: BotAdapter, claims: Any, audience: str | None, activity: Activity,
+                             text: str, value: dict[str, Any] | None) -> None:
+        """Run the turn an invoke started (:meth:`_answer_later`), after the invoke was answered: in a new turn
+        context where it was sent (continue_conversation: the invoke's own ended with its response)."""
+        request = self._request_of(activity, text[:MAX_TEXT_CHARS], value)
+
+        async def turn(context: TurnContext) -> None:
+            context.activity.id = activity.id  # its replies name the invoke they answer, as a message's name it
+            await self._run_turn(context, request, False)
+
+        await adapter.continue_conversation_with_claims(claims, request.reference, audience, turn)
+
+    async def _inserted_card_press(self, turn_context: TurnContext) -> InvokeResponse:
         """A button on a card the message extension put into a message (Teams sends its data as this invoke): its
         Details, answered in a new turn where it was pressed (the conversation must have the bot to show it)."""
         value = turn_context.activity.value
         data = dict(value) if isinstance(value, dict) else {}
         if Verb.of(data) is Verb.INCIDENT_DETAIL:  # the only button those cards carry
-            self._answer_later(turn_context, self._request(turn_context, "", data))
+            await self._answer_later(turn_context, "", data)
         return InvokeResponse(status=200)
 
     async def _extension(self, turn_context: TurnContext) -> InvokeResponse:
@@ -249,8 +254,7 @@ class SentinelBot(TeamsActivityHandler):
         button), then the question that asked for the sign-in answered in a new turn."""
         assert self.signin is not None
         response, kept = await self.signin.invoke(turn_context)
-        if kept is not None and not self._answer_later(
-                turn_context, self._request(turn_context, kept.text[:MAX_TEXT_CHARS], kept.value)):
+        if kept is not None and not await self._answer_later(turn_context, kept.text[:MAX_TEXT_CHARS], kept.value):
             await send_with_retry(lambda: turn_context.send_activity(replies.message(
                 "You're signed in, but I'm busy or restarting: please ask your question again.")))
         return response
@@ -280,7 +284,10 @@ class SentinelBot(TeamsActivityHandler):
             await send_with_retry(lambda: turn_context.send_activity(replies.message(card_list=[card])))
 
     def _request(self, turn_context: TurnContext, text: str, value: dict[str, Any] | None) -> TurnRequest:
-        activity = turn_context.activity
+        return self._request_of(turn_context.activity, text, value)
+
+    @staticmethod
+    def _request_of(activity: Activity, text: str, value: dict[str, Any] | None) -> TurnRequest:
         return TurnRequest(
             text=text, value=value, activity_id=activity.id,
             conversation_id=activity.conversation.id,

@@ -111,7 +111,7 @@ class _Routes:
             log.info("refused a request: %s (%d)", refused.reason, refused.status)
             return problem(refused.status, refused.reason)
         if activity.type == "invoke":
-            return await self._invoke(activity, auth, place)
+            return await self._invoke(activity, body, auth, place)
         if activity.type not in KNOWN_TYPES:  # botbuilder would run a turn that does nothing, silently
             log.info("ignored an activity of a kind this bot does not know: %r", activity.type[:32])
             return web.Response(status=200)
@@ -134,9 +134,10 @@ class _Routes:
             log.error("could not authenticate an activity: %s", type(error).__name__)
             return problem(503, "The bot could not authenticate the activity; retry later.")
 
-    async def _invoke(self, activity: Activity, auth: Any, place: Place | None) -> web.Response:
+    async def _invoke(self, activity: Activity, body: dict[str, Any], auth: Any, place: Place | None
+                      ) -> web.Response:
         try:
-            response = await self.dispatcher.invoke(activity, auth, place)
+            response = await self.dispatcher.invoke(activity, body, auth, place)
         except Exception:
             log.exception("could not process an invoke")
             return problem(500, "The bot could not process the invoke.")

@@ -8,6 +8,7 @@ sends its user.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFramewo
 from botbuilder.schema import Activity
 
 from bot.config import Settings
-from bot.teams.connectors import CachingAuthentication, Unreachable
+from bot.teams.connectors import CachingAuthentication, SentinelAdapter, Unreachable
 from bot.teams.early_typing import EarlyTyping
 from bot.teams.front_door import ChannelTokens, SigningKeys
 from bot.teams.handler import SentinelBot
@@ -25,6 +26,7 @@ from bot.turns.runner import run_with_deadline
 from bot.turns.worker import TurnWorker
 
 log = logging.getLogger(__name__)
+PARSED_KEPT = 1000  # activities the front parsed, kept for this process's worker (see Surface.hand_over)
 ABANDONED_TEXT = ("I was restarted before I could finish answering this, so nothing more will come for it. "
                   "Please send it again.")
 
@@ -55,7 +57,7 @@ def create_adapter(settings: Settings, tokens: ChannelTokens | None = None) -> C
     app_type = settings.teams.app_type if settings.teams.app_id else "MultiTenant"
     config = _AuthConfig(settings.teams.app_id or "", settings.teams.app_password or "",
                          app_type, settings.teams.app_tenant_id or "", settings.teams.bot_cloud.channel_service)
-    adapter = CloudAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
+    adapter = SentinelAdapter(CachingAuthentication(ConfigurationBotFrameworkAuthentication(config), tokens))
     adapter.on_turn_error = _on_adapter_error
     return adapter
 
@@ -78,6 +80,9 @@ class Surface:
     settings: Settings
     # This process's early typing indicators: the dispatcher sends them (dispatch.py), a queued turn asks about them.
     typing: EarlyTyping = field(default_factory=EarlyTyping)
+    # (conversation id, activity id) -> the activity as this process's front parsed it, for its own worker
+    # (TURN_WORKER_IN_WEB): the queued turn is then not parsed again from its envelope (see :meth:`hand_over`).
+    parsed: OrderedDict[tuple[str, str], Activity] = field(default_factory=OrderedDict)
 
     @property
     def authentication(self) -> CachingAuthentication:
@@ -85,16 +90,37 @@ class Surface:
         assert isinstance(authentication, CachingAuthentication)
         return authentication
 
+    def hand_over(self, activity: Activity) -> None:
+        """Keep an activity this process's front parsed and is queueing, for this process's worker to run without
+        parsing it again (msrest's deserialize is most of an activity's parsing); only the newest
+        :data:`PARSED_KEPT` are kept, so activities other processes take do not pile up."""
+        if self.settings.turns.web_runs_worker:
+            self.parsed[(activity.conversation.id, activity.id or "")] = activity
+            while len(self.parsed) > PARSED_KEPT:
+                self.parsed.popitem(last=False)
+
+    def _activity(self, envelope: Envelope) -> Activity:
+        """The envelope's activity: as this process's front parsed it (:meth:`hand_over`), else read from the JSON."""
+        activity = self.parsed.pop((envelope.conversation_id, envelope.activity_id), None)
+        return activity if activity is not None else Activity().deserialize(envelope.activity)
+
     async def run_queued(self, envelope: Envelope) -> None:
-        """A queued turn, as the web process would run it: typing first, then the turn within its deadline."""
-        activity = Activity().deserialize(envelope.activity)
+        """A queued turn, as the web process would run it: typing first, then the turn within its deadline; for an
+        invoke (answered by the front), the turn it started (its ``turn``: a card press's text and value)."""
+        activity = self._activity(envelope)
         auth = self.authentication.trusted(envelope.auth)
+        late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
+        if envelope.turn is not None:
+            text, value = envelope.turn.get("text"), envelope.turn.get("value")
+            await run_with_deadline(lambda: self.bot.answer_started(
+                self.adapter, auth.claims_identity, auth.audience, activity, text if isinstance(text, str) else "",
+                value if isinstance(value, dict) else None), self.settings.turns.deadline_seconds, late)
+            return
         if self.bot.addressed_to_bot(activity) and not await self.typing.just_sent(activity):
             try:
                 await self.typing.first(activity, auth)()
             except Exception:
                 log.info("early feedback not delivered", exc_info=True)
-        late = notice(activity, auth, deadline_text(self.settings.turns.deadline_seconds))
         turn = self.typing.told(activity, self.bot.on_turn)
         await run_with_deadline(lambda: self.adapter.process_activity(auth, activity, turn),
                                 self.settings.turns.deadline_seconds, late)

@@ -17,10 +17,11 @@ from bot import telemetry
 from bot.orchestrator.changes import PendingAction
 from bot.orchestrator.local_time import LocalZone
 
-# A TurnContext.turn_state key: what runs a turn an invoke starts, after the invoke is answered, at the invoke's place
-# in its conversation's line (the dispatcher sets it); False when no more turns are taken.
+# A TurnContext.turn_state key: what takes the turn an invoke starts (its text and value: a card press, a sign-in's
+# kept question) to run after the invoke is answered, in its conversation's order (the dispatcher sets it: queued
+# durably like a message, or at the invoke's place in the runner's line); False when it was not taken.
 LATER_STATE_KEY = "bot.turn_later"
-Later = Callable[[Callable[[], Awaitable[None]]], bool]
+Later = Callable[[str, dict[str, Any] | None], Awaitable[bool]]
 
 
 @dataclass(frozen=True)

@@ -204,9 +204,9 @@ class AzureTurnQueue:
         await self.queue.send_message(envelope.encode())
 
     async def enqueue(self, conversation_id: str, activity_id: str, activity: dict[str, Any],
-                      auth: dict[str, Any]) -> int:
+                      auth: dict[str, Any], turn: dict[str, Any] | None = None) -> int:
         number = await self.number(conversation_id)
-        await self.put(Envelope(conversation_id, activity_id, number, activity, auth))
+        await self.put(Envelope(conversation_id, activity_id, number, activity, auth, turn))
         return number
 
     # ---- workers ------------------------------------------------------------------------------------------

@@ -73,17 +73,23 @@ class Sightings:
 
 @dataclass(frozen=True)
 class Envelope:
-    """One turn as queued: the checked activity (as its JSON), its place in its conversation, who sent it."""
+    """One turn as queued: the checked activity (as its JSON), its place in its conversation, who sent it, and for an
+    invoke that starts a turn (a card press), the turn the front read from it (``turn``: its text and value), which
+    the worker runs instead of the invoke (answered already, in its own HTTP response)."""
 
     conversation_id: str
     activity_id: str
     number: int
     activity: dict[str, Any]
     auth: dict[str, Any]  # what the front's check of the channel token established (connectors.trusted)
+    turn: dict[str, Any] | None = None
 
     def encode(self) -> str:
-        return json.dumps({"v": ENVELOPE_VERSION, "conversation": self.conversation_id, "id": self.activity_id,
-                           "n": self.number, "activity": self.activity, "auth": self.auth}, separators=(",", ":"))
+        data = {"v": ENVELOPE_VERSION, "conversation": self.conversation_id, "id": self.activity_id, "n": self.number,
+                "activity": self.activity, "auth": self.auth}
+        if self.turn is not None:
+            data["turn"] = self.turn
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def decode(cls, text: Any) -> Envelope:
@@ -92,8 +98,9 @@ class Envelope:
             data = json.loads(text)
             if data.get("v") != ENVELOPE_VERSION:
                 raise ValueError(f"unknown envelope version {data.get('v')!r}")
+            turn = data.get("turn")
             envelope = cls(str(data["conversation"]), str(data["id"]), int(data["n"]), dict(data["activity"]),
-                           dict(data["auth"]))
+                           dict(data["auth"]), dict(turn) if turn is not None else None)
         except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as error:
             raise ValueError(f"not a turn envelope: {type(error).__name__}") from None
         if not envelope.conversation_id or envelope.number < 0:
@@ -200,8 +207,9 @@ class TurnQueue(Protocol):
         ...
 
     async def enqueue(self, conversation_id: str, activity_id: str, activity: dict[str, Any],
-                      auth: dict[str, Any]) -> int:
-        """Number the activity in its conversation and queue it; returns its number once it is durable."""
+                      auth: dict[str, Any], turn: dict[str, Any] | None = None) -> int:
+        """Number the activity in its conversation and queue it (with ``turn``: an invoke's, see :class:`Envelope`);
+        returns its number once it is durable."""
         ...
 
     async def take(self, count: int) -> list[Taken]: ...

@@ -114,6 +114,7 @@ class _Enqueue:
     activity_id: str
     activity: dict[str, Any]
     auth: dict[str, Any]
+    turn: dict[str, Any] | None
     future: asyncio.Future[int]
 
 
@@ -159,6 +160,9 @@ class LocalTurnQueue:
     """The turn queue, its set-aside table, counters, leases and markers, in one SQLite file."""
 
     poll_max_s = POLL_MAX_S
+    # Bound to no event loop (one connection on its own thread): one instance may serve the web front's enqueues and
+    # the worker on another loop of the same process (bot.app shares it).
+    loop_free = True
 
     def __init__(self, path: str | Path, *, clock: Clock = time.monotonic, wall: Clock = time.time) -> None:
         """``clock`` measures how long this process watched a lease or a turn stand still (only its own differences
@@ -241,10 +245,10 @@ class LocalTurnQueue:
     # ---- the front ----------------------------------------------------------------------------------------
 
     async def enqueue(self, conversation_id: str, activity_id: str, activity: dict[str, Any],
-                      auth: dict[str, Any]) -> int:
+                      auth: dict[str, Any], turn: dict[str, Any] | None = None) -> int:
         """Number the activity in its conversation and queue it; returns once both are committed to disk."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Enqueue(conversation_id, activity_id, activity, auth, future))
+        self._waiting.append(_Enqueue(conversation_id, activity_id, activity, auth, turn, future))
         if not self._flushing:
             self._flushing = True
             # call_soon: the other requests read in this pass of the loop join the same commit.
@@ -274,7 +278,7 @@ class LocalTurnQueue:
     def _put(db: sqlite3.Connection, item: _Enqueue) -> int:
         (number,) = db.execute("INSERT INTO counters (conversation, next) VALUES (?, 1) ON CONFLICT (conversation) "
                                "DO UPDATE SET next = next + 1 RETURNING next - 1", (item.conversation_id,)).fetchone()
-        body = Envelope(item.conversation_id, item.activity_id, number, item.activity, item.auth).encode()
+        body = Envelope(item.conversation_id, item.activity_id, number, item.activity, item.auth, item.turn).encode()
         db.execute("INSERT INTO turns (conversation, body) VALUES (?, ?)", (item.conversation_id, body))
         return int(number)
 

@@ -227,9 +227,9 @@ def group_chat(text: str, *, activity_id: str, service_url: str, mention: bool =
 
 
 def invoke(data: dict[str, Any], *, activity_id: str, service_url: str, verb: str = "incident_detail",
-           conversation_id: str = "a:1personal-chat-alice") -> dict[str, Any]:
-    body = _activity("", activity_id, service_url, "alice", {"id": conversation_id, "conversationType": "personal",
-                                                            "tenantId": TENANT})
+           conversation_id: str = "a:1personal-chat-alice", user: str = "alice") -> dict[str, Any]:
+    body = _activity("", activity_id, service_url, user, {"id": conversation_id, "conversationType": "personal",
+                                                         "tenantId": TENANT})
     body.update(type="invoke", name="adaptiveCard/action",
                 value={"action": {"type": "Action.Execute", "verb": verb, "data": data}, "trigger": "manual"})
     body.pop("text", None)

@@ -161,12 +161,14 @@ class _Connector(FakeConnector):
         self.held = 0
         self.typing_delay = self._hold
         self._typed: set[str] = set()
+        self.presses: set[str] = set()  # card presses' activity ids: no front sends their typing, only the worker
 
     def _hold(self, body: dict[str, Any]) -> float:
-        # An activity's first typing indicator is the front's, sent once it is queued; the next is its worker's,
+        # A message's first typing indicator is the front's, sent once it is queued; the next is its worker's,
         # as the turn starts: only that one is held, so a held one means a turn is running.
-        first = str(body.get("replyToId")) not in self._typed
-        self._typed.add(str(body.get("replyToId")))
+        answering = str(body.get("replyToId"))
+        first = answering not in self._typed and answering not in self.presses
+        self._typed.add(answering)
         if not self.holding or first:
             return 0.0
         self.held += 1
@@ -174,7 +176,8 @@ class _Connector(FakeConnector):
 
 
 def _answers(connector: FakeConnector) -> dict[str, list[str]]:
-    """Per conversation, the activity ids its message replies answer, in the order the connector got them."""
+    """Per conversation, the activity ids its message replies answer (a card press's answer names its invoke), in the
+    order the connector got them."""
     answers: dict[str, list[str]] = {}
     for sent in connector.sent:
         if sent.method == "POST" and sent.type == "message":
@@ -203,10 +206,22 @@ def _azurite(workdir: Path, queue: str) -> Azurite | None:
     return Azurite(workdir / "azurite")
 
 
+def activity(text_or_press: str, activity_id: str, conversation: str, service_url: str) -> dict[str, Any]:
+    """A personal message, or (``text_or_press`` "press") an Action.Execute press of an incident's Details."""
+    user = conversation.rsplit("-", 1)[-1]
+    if text_or_press == "press":
+        return teams.invoke({"action": "incident_detail", "incident": 1}, activity_id=activity_id,
+                            service_url=service_url, conversation_id=conversation, user=user)
+    return teams.personal(text_or_press, activity_id=activity_id, service_url=service_url,
+                          conversation_id=conversation, user=user)
+
+
 async def run(workdir: Path, *, conversations: int, messages: int, repeat_share: float = 0.1, seed: int = 1,
-              answer_timeout_s: float = 120.0, separate_workers: bool = False, queue: str = "azure") -> Figures:
+              answer_timeout_s: float = 120.0, separate_workers: bool = False, queue: str = "azure",
+              presses: bool = False) -> Figures:
     """``queue`` azure: two instances on Azurite. local: two web processes of one machine on the SQLite queue, each
-    starting its worker process itself when ``separate_workers``."""
+    starting its worker process itself when ``separate_workers``. ``presses``: every third activity of a conversation
+    is a card press (an Action.Execute invoke) instead of a message."""
     figures = Figures(conversations, messages)
     chance = random.Random(seed)
     azurite = _azurite(workdir, queue)
@@ -220,12 +235,14 @@ async def run(workdir: Path, *, conversations: int, messages: int, repeat_share:
         await asyncio.gather(*(bot.start() for bot in bots))
         proxy = await RoundRobin([bot.url for bot in bots]).start()
         ids = {f"a:durable-{c}": [f"{c}-{m}" for m in range(messages)] for c in range(conversations)}
+        if presses:
+            connector.presses = {a for line in ids.values() for m, a in enumerate(line) if m % 3 == 1}
         thirds = [0, messages // 3, 2 * messages // 3, messages]
 
         async def send(session: aiohttp.ClientSession, conversation: str, part: int) -> None:
             for activity_id in ids[conversation][thirds[part]:thirds[part + 1]]:
-                body = teams.personal("help", activity_id=activity_id, service_url=connector.url,
-                                      conversation_id=conversation, user=conversation.rsplit("-", 1)[-1])
+                body = activity("press" if activity_id in connector.presses else "help", activity_id, conversation,
+                                connector.url)
                 headers = {TWICE_HEADER: "1"} if chance.random() < repeat_share else {}
                 for _ in range(20):  # a 5xx (an instance shutting down, the queue failing) is retried, as Teams does
                     sent_at = time.monotonic()
@@ -390,11 +407,12 @@ class DefaultKillFigures:
 
 
 async def kill_with_defaults(workdir: Path, *, conversations: int = 4, answer_timeout_s: float = 60.0,
-                             env: dict[str, str] | None = None) -> DefaultKillFigures:
+                             env: dict[str, str] | None = None, presses: bool = False) -> DefaultKillFigures:
     """``python -m bot serve`` with the default settings (no TURN_QUEUE, no STATE_STORE: whatever they default to,
     in its own working folder), one message per conversation, each turn held mid-run (its typing indicators held by
     the connector), then SIGKILL to the bot's process group and a restart: how many of the acknowledged messages are
-    answered after it. ``env``: settings added (a before/after comparison)."""
+    answered after it. ``env``: settings added (a before/after comparison); ``presses``: every other conversation's
+    activity is a card press (an Action.Execute invoke) instead."""
     figures = DefaultKillFigures()
     connector = await FakeConnector().start()
     connector.typing_delay = lambda body: 30.0  # every turn waits on its typing indicator: the kill lands mid-turn
@@ -409,8 +427,7 @@ async def kill_with_defaults(workdir: Path, *, conversations: int = 4, answer_ti
         await bot.start()
         async with aiohttp.ClientSession() as session:
             for c, activity_id in enumerate(ids):
-                body = teams.personal("help", activity_id=activity_id, service_url=connector.url,
-                                      conversation_id=f"a:kill-{c}", user=f"u{c}")
+                body = activity("press" if presses and c % 2 else "help", activity_id, f"a:kill-{c}", connector.url)
                 async with session.post(f"{bot.url}/api/messages", json=body) as answer:
                     assert answer.status < 300, (answer.status, bot.log_tail())
                 figures.sent += 1
