@@ -67,6 +67,7 @@ from aiohttp import web  # noqa: E402
 
 from bot.teams.state import STATE_PROPERTY  # noqa: E402
 from tests.support import connector_fake as teams  # noqa: E402
+from tests.support import processes  # noqa: E402
 from tests.support import rule_model  # noqa: E402
 from tests.support.connector_fake import FakeConnector, Sent  # noqa: E402
 from tests.support.openai_fake import FakeOpenAI  # noqa: E402
@@ -293,7 +294,8 @@ class Child:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, str(Path(__file__).resolve()), "--child", kind, "--model-url", model_url,
                 "--state-db", str(workdir / f"{name}-state.db"), "--seed", str(seed),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT))
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT),
+                preexec_fn=processes.die_with_parent)  # and when its input closes: a killed benchmark leaves none
         try:
             line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()  # type: ignore[union-attr]
         except asyncio.TimeoutError:

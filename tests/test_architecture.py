@@ -1,12 +1,14 @@
 """Keeps the dependency rules of ARCHITECTURE.md ("Rules the architecture test enforces") true as the code grows.
 
 teams/terminal -> commands -> orchestrator -> tools -> sentinel; tools name their cards, and cards depend on
-sentinel's typed data only; turns (durable delivery, below teams) imports no other bot package and no botbuilder;
+sentinel's typed data only; turns (durable delivery, below teams) imports no other bot package (but the leaf
+bot.lifetime) and no botbuilder;
 botbuilder only in teams,
 openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
 every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
-(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module.
+(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module; nor does
+bot.lifetime (a child process dies with its parent), which any layer may use.
 """
 
 from __future__ import annotations
@@ -150,8 +152,13 @@ def test_durable_delivery_knows_no_surface() -> None:
     assert modules, "bot/turns has no modules"
     problems = [f"{module} imports {name}" for module, path in modules for name in _imports(path)
                 if name.split(".")[0] in ("botbuilder", "botframework", "msrest")
-                or (name.startswith("bot.") and _area(name) != "turns")]
+                or (name.startswith("bot.") and _area(name) not in ("turns", "lifetime"))]
     assert not problems, problems
+
+
+def test_lifetime_is_a_leaf() -> None:
+    internal = sorted(name for name in _imports(BOT / "lifetime.py") if name == "bot" or name.startswith("bot."))
+    assert internal == [], f"bot.lifetime must stay a leaf: it imports {internal}"
 
 
 def test_relative_imports_are_seen() -> None:

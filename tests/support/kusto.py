@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support import processes
 from tests.support.tooling import require_tool
 
 KQL_DIR = Path(__file__).resolve().parent.parent / "kql"
@@ -46,7 +47,7 @@ class _Parser:
 
     def __init__(self) -> None:
         self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - open as long as the process runs
-        self.process = subprocess.Popen(
+        self.process = processes.popen(  # its own group, dying with this process
             ["node", str(KQL_DIR / "kusto_check.js"), "--schema", str(SCHEMA), "--functions", str(FUNCTIONS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, bufsize=1)
 
@@ -79,11 +80,7 @@ class _Parser:
         if self.process.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.close()  # end of input: the script exits
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        processes.kill_group(self.process, grace_s=10)
         self.stderr.close()
 
 
@@ -119,7 +116,7 @@ def _running() -> list[_Parser]:
 
 def _kill() -> None:
     for parser in list(_parsers):
-        parser.process.kill()
+        processes.kill_group(parser.process)
 
 
 @atexit.register
