@@ -122,9 +122,10 @@ def card_text(card: dict) -> str:
 
 async def test_personal_question_streams_progress_then_answers_with_cards(bot: Bot, fake_openai: FakeOpenAI) -> None:
     fake_openai.latency_s = 0.3  # a model call takes time, so the turn outlasts the progress grace period
-    status, _, elapsed = await bot.post(teams.personal("what high-severity incidents came in this week?",
-                                                       activity_id=next_id(), service_url=bot.connector.url))
-    assert status in (200, 201, 202) and elapsed < 1.0, "the request is answered at once"
+    status, _, _ = await bot.post(teams.personal("what high-severity incidents came in this week?",
+                                                 activity_id=next_id(), service_url=bot.connector.url))
+    # At once: the request is answered before the turn's answer is sent (events, not a wall bound)
+    assert status in (200, 201, 202) and not [s for s in bot.connector.sent if s.type == "message"]
     sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
     typing = [s for s in sent if s.type == "typing"]
     assert typing and not typing[0].stream_info, "a plain typing indicator first"
