@@ -12,7 +12,7 @@ import pytest
 from bot.lifetime import die_with_parent
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo.backend import DemoBackend
-from tests.support import processes
+from tests.support import kusto, processes
 from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, start_shared
 from tests.support.demo import copied_demo
 from tests.support.loganalytics_fake import FakeLogAnalytics
@@ -46,7 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The run's last look (main process, once every test process has gone): any process this run started that
-    still runs is listed and killed, and the run says so."""
+    still runs is listed and killed, and the run says so. The Kusto parser, kept for the whole session, ends first."""
+    kusto.stop()
     mark = os.environ.get(processes.RUN_MARK)
     if "PYTEST_XDIST_WORKER" in os.environ or not mark or not Path("/proc/self/environ").exists():
         return

@@ -98,7 +98,7 @@ def _check(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     try:
         return [parser.answer() for parser, share in shares for _ in share]
     except BaseException:
-        _stop()  # a failed or interrupted batch leaves answers unread: start afresh next time
+        stop()  # a failed or interrupted batch leaves answers unread: start afresh next time
         raise
     finally:
         timer.cancel()
@@ -109,7 +109,7 @@ def _check(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _running() -> list[_Parser]:
     """The parser processes, started on first use (all again if one died)."""
     if len(_parsers) != PROCESSES or any(parser.process.poll() is not None for parser in _parsers):
-        _stop()
+        stop()
         _parsers.extend(_Parser() for _ in range(PROCESSES))
     return _parsers
 
@@ -120,6 +120,7 @@ def _kill() -> None:
 
 
 @atexit.register
-def _stop() -> None:
+def stop() -> None:
+    """The parser processes end (tests/conftest.py calls this as the test process's session ends)."""
     while _parsers:
         _parsers.pop().stop()
