@@ -25,7 +25,7 @@ AZURITE_ALL = AZURITE_BIN / "azurite"
 # Azurite's well-known development account and key, published in Microsoft's Azurite documentation.
 DEV_ACCOUNT = "devstoreaccount1"
 DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-AZURITE_START_SECONDS = 60
+AZURITE_START_SECONDS = 180  # a hang guard: it listens within seconds, but a loaded machine is slow
 
 def require_azurite() -> None:
     require_tool("Azurite", AZURITE_ALL, "npm ci --prefix tests/azurite")

@@ -139,7 +139,7 @@ CLI = E2E_DIR / "node_modules" / PACKAGE / "cli.js"
 LOOPBACK = E2E_DIR / "loopback.js"  # preloaded: the Playground listens on 127.0.0.1 only
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
 
-START_TIMEOUT = 30.0  # node start + the Playground's own wait for the bot endpoint (at most 15 s)
+START_TIMEOUT = 120.0  # a hang guard: node start + the Playground's own wait for the bot endpoint (at most 15 s)
 DEFAULT_WAIT = 10.0
 MAX_EVENTS = 10_000  # per kind; a test that produces more is broken, and hitting it says so
 
