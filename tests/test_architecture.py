@@ -14,6 +14,7 @@ bot.lifetime (a child process dies with its parent), which any layer may use.
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 BOT = Path(__file__).resolve().parent.parent / "bot"
@@ -55,6 +56,7 @@ def _modules() -> list[tuple[str, Path]]:
     return [(".".join(p.relative_to(BOT.parent).with_suffix("").parts), p) for p in sorted(BOT.rglob("*.py"))]
 
 
+@cache  # every test reads the same files: each is parsed once
 def _imports(path: Path) -> set[str]:
     """Every module ``path`` imports, relative imports resolved (``from . import x`` names ``package.x``)."""
     names: set[str] = set()

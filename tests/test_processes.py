@@ -69,6 +69,7 @@ def test_a_hung_child_is_killed_with_its_group_at_the_deadline() -> None:
     _until(lambda: not processes.alive(member), f"the group's other member {member} gone")
 
 
+@pytest.mark.slow
 def test_the_demo_regeneration_process_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     """The demo backend's pool, as it starts it (spawn, regeneration_worker with the parent's pid), in a parent
     then killed with SIGKILL while the worker is busy: the worker goes too, and holds no pipe open."""
