@@ -36,6 +36,13 @@ def _until(condition: object, what: str) -> None:
         time.sleep(0.05)
 
 
+def _command(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # gone meanwhile
+        return []
+
+
 def _python(code: str, *args: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code), *args]
 
@@ -108,7 +115,7 @@ def test_a_benchmark_killed_mid_run_leaves_no_process_and_no_port(tmp_path: Path
     def both_bots_listen() -> bool:
         assert bench.poll() is None, (tmp_path / "bench.log").read_text()[-3000:]
         seen[:] = processes.descendants(bench.pid)
-        serving = [pid for pid in seen if b"serve" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+        serving = [pid for pid in seen if b"serve" in _command(pid)]
         return len(serving) == 2 and len(processes.listening_ports(serving)) == 2
 
     try:
