@@ -51,8 +51,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     mark = os.environ.get(processes.RUN_MARK)
     if "PYTEST_XDIST_WORKER" in os.environ or not mark or not Path("/proc/self/environ").exists():
         return
+    # This process's own children die with it (their parent-death signal; a process pool is waited for at exit)
     deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while (left := processes.leftovers(mark, exclude={os.getpid()})) and time.monotonic() < deadline:
+    while (left := processes.leftovers(mark, exclude={os.getpid(), *processes.descendants(os.getpid())})) \
+            and time.monotonic() < deadline:
         time.sleep(0.2)
     if not left:
         return
