@@ -68,12 +68,15 @@ from aiohttp import web  # noqa: E402
 
 from bot.teams.state import STATE_PROPERTY  # noqa: E402
 from tests.support import connector_fake as teams  # noqa: E402
-from tests.support import rule_model  # noqa: E402
+from tests.support import processes, rule_model  # noqa: E402
 from tests.support.connector_fake import FakeConnector, Sent  # noqa: E402
 from tests.support.openai_fake import FakeOpenAI  # noqa: E402
 from tests.support.serving import serve  # noqa: E402
 
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)  # a fixed clock: the same demo rows every run
+# How long a wait for a child, an answer or an idle bot may last before the run fails: a hang guard, never a figure
+# (on a loaded 2-core machine a child took over 60 s to start)
+HANG_GUARD_S = 600.0
 ACK_GOAL_S = 0.050
 FEEDBACK_GOAL_S = 0.300
 CPU_RATIO_GOAL = 3.0
@@ -294,9 +297,11 @@ class Child:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, str(SCRIPT), "--child", kind, "--model-url", model_url,
                 "--state-db", str(workdir / f"{name}-state.db"), "--seed", str(seed),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT))
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=str(ROOT),
+                preexec_fn=processes.die_with_parent)  # and when its input closes: a killed benchmark leaves none
         try:
-            line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()  # type: ignore[union-attr]
+            ready = process.stdout.readline()  # type: ignore[union-attr]
+            line = (await asyncio.wait_for(ready, timeout=HANG_GUARD_S)).decode()
         except TimeoutError:
             line = ""
         if not line.startswith("listening "):
@@ -312,7 +317,7 @@ class Child:
         async with session.get(self.base + "/bench/stats" + ("?reset=1" if reset else "")) as response:
             return await response.json()
 
-    async def wait_idle(self, session: aiohttp.ClientSession, timeout: float = 30.0) -> None:
+    async def wait_idle(self, session: aiohttp.ClientSession, timeout: float = HANG_GUARD_S) -> None:
         """Until no turn is queued or running (the state is saved after the answer is sent)."""
         deadline = time.monotonic() + timeout
         while (await self.stats(session))["pending"]:
@@ -365,7 +370,7 @@ class TrackingConnector(FakeConnector):
         return [s for s in self.by_conversation.get(conversation_id, []) if self.is_final(s, streamed)]
 
     async def wait_finals(self, conversation_id: str, count: int, streamed: bool = True,
-                          timeout: float = 60.0) -> list[Sent]:
+                          timeout: float = HANG_GUARD_S) -> list[Sent]:
         deadline = time.monotonic() + timeout
         while len(finals := self.finals(conversation_id, streamed)) < count:
             remaining = deadline - time.monotonic()
@@ -483,7 +488,7 @@ async def bench_latency(session: aiohttp.ClientSession, bot: Child, connector: T
                                          for i, (_, n, delay, spread) in enumerate(waves)))
         for requests in results:
             for request in requests:
-                await connector.wait_finals(request.conversation, 1, timeout=90)
+                await connector.wait_finals(request.conversation, 1)
         await bot.wait_idle(session)
         await bot.stats(session, reset=True)
         everything = [r for requests in results for r in requests]
@@ -886,7 +891,7 @@ async def main(seed: int, sizes: Sizes, smoke: bool = False) -> int:
                 for n in range(4):
                     await post(session, queued.messages_url, connector, f"a:bench-queued-warmup-{n}", text)
             for n in range(4):
-                await connector.wait_finals(f"a:bench-queued-warmup-{n}", 2, timeout=60)
+                await connector.wait_finals(f"a:bench-queued-warmup-{n}", 2)
             await queued.wait_idle(session)
             await bench_latency(session, queued, connector, fake_llm, sizes,
                                 where=", durable turns on this machine: the web process checks and queues "

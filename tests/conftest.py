@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -8,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from bot.demo.backend import DemoBackend
+from bot.lifetime import die_with_parent
 from bot.sentinel.client import SentinelClient
+from tests.support import kusto, processes
 from tests.support.bench_smoke import SharedSmokeRuns, SmokeRuns, start_shared
 from tests.support.connector_fake import FakeConnector
 from tests.support.demo import copied_demo
@@ -29,6 +33,44 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _OFFLINE_TIKTOKEN.is_dir():
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 SEED = 7
 SMOKE_TEST = "test_benchmark_smoke_run"  # tests/test_benchmarks.py: checks a benchmark's smoke run
+
+
+LEFTOVER_GRACE_S = 3.0  # at the run's end, for processes still in their own teardown
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's main process marks the run (each child inherits the mark: the last look below finds what is
+    left); a test process (pytest-xdist) dies with the main one, and its children with it (tests/support/processes.py),
+    so a run killed at any moment leaves nothing behind."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        die_with_parent(os.getppid())
+    else:
+        os.environ[processes.RUN_MARK] = uuid.uuid4().hex  # a fresh one, also inside another run
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's last look (main process, once every test process has gone): any process this run started that
+    still runs is listed and killed, and the run says so. The Kusto parser, kept for the whole session, ends first."""
+    kusto.stop()
+    mark = os.environ.get(processes.RUN_MARK)
+    if "PYTEST_XDIST_WORKER" in os.environ or not mark or not Path("/proc/self/environ").exists():
+        return
+    # This process's own children die with it (their parent-death signal; a process pool is waited for at exit)
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (left := processes.leftovers(mark, exclude={os.getpid(), *processes.descendants(os.getpid())})) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not left:
+        return
+    processes.kill(left)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{len(left)} process(es) this test run started were still running at its end; killed them:",
+             *(f"  {leftover.pid} {leftover.command}" for leftover in left)]
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+        else:
+            print(line)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -110,6 +110,7 @@ def local(**access: Any) -> Settings:
     return replace(defaults, access=replace(defaults.access, **access))
 
 
+@pytest.mark.slow
 async def test_only_allowed_tenants_are_answered(start: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="bot.audit")
     bot = await start(local(tenants=frozenset({TENANT})))

@@ -426,6 +426,7 @@ def test_hostile_text_is_inert(kind: str, value: str) -> None:
         assert [a["url"] for a in open_urls(card)] in ([], [snapshot().url])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["assign", "close", "comment", "severity"])
 def test_ten_kilobytes_of_hostile_text_fit(kind: str) -> None:
     for value in ((HOSTILE + FAKE_CONFIRMED) * 70, "🚨" * 10_000, ("[x](https://e) " * 700 + "\n") * 2):

@@ -101,6 +101,7 @@ def test_the_command_keeps_the_text_as_typed() -> None:
     assert parse("kqlx is not a command") is None
 
 
+@pytest.mark.slow
 def test_what_runs_is_the_text_then_the_cap_and_positions_stay_the_analysts() -> None:
     """The wrapped text parses with Microsoft's parser for every allowed query (strings and comments too); a syntax
     error in the analyst's text is at the same line and column with and without the bot's lines."""
@@ -277,6 +278,7 @@ def test_the_setting_reaches_the_router_through_the_access_policy() -> None:
         Settings.from_env({"ALLOWED_KQL_ANALYSTS": "alice@contoso.com"}, dotenv_path=None)
 
 
+@pytest.mark.slow
 async def test_in_teams_the_policy_knows_the_analyst_by_their_object_id(demo_client) -> None:
     """Through the real app (the demo workspace): the hunters come from the settings through the access policy, the
     analyst's object id from Teams; an allowed analyst is told the demo cannot run free KQL, another that the policy

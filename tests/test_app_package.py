@@ -338,6 +338,7 @@ def test_bad_inputs_are_refused_with_what_to_fix(tmp_path: Path, capsys: pytest.
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_bad_input_without_a_traceback(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "bot", *cli(out=tmp_path / "app.zip"), "--app-id", "42"],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -3,11 +3,12 @@
 teams/terminal -> commands -> orchestrator -> tools -> sentinel; tools name their cards, and cards depend on
 sentinel's typed data only; the demo workspace (bot/demo) is a backend beside Log Analytics, above sentinel: the data
 layer never imports it, and only the composition root (app, __main__) and the terminal build it; turns (durable
-delivery, below teams) imports no other bot package and no botbuilder; botbuilder only in teams, openai only in
-orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
+delivery, below teams) imports no other bot package (but the leaf bot.lifetime) and no botbuilder; botbuilder only
+in teams, openai only in orchestrator, azure.* only in sentinel (plus azure.identity in the composition root,
 which builds the one credential every client shares); only config reads the environment. Telemetry:
 every layer may use the OpenTelemetry API, but only the composition root installs an SDK or exporter
-(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module. Surfaces
+(opentelemetry.sdk, azure.monitor.opentelemetry), and bot.telemetry depends on no other bot module;
+nor does bot.lifetime (a child process dies with its parent), which any layer may use. Surfaces
 (teams, terminal) and the commands spell no tool's name: they ask the tool's declaration.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 BOT = Path(__file__).resolve().parent.parent / "bot"
@@ -61,6 +63,7 @@ def _modules() -> list[tuple[str, Path]]:
     return [(".".join(p.relative_to(BOT.parent).with_suffix("").parts), p) for p in sorted(BOT.rglob("*.py"))]
 
 
+@cache  # every test reads the same files: each is parsed once
 def _imports(path: Path) -> set[str]:
     """Every module ``path`` imports, relative imports resolved (``from . import x`` names ``package.x``)."""
     names: set[str] = set()
@@ -175,8 +178,13 @@ def test_durable_delivery_knows_no_surface() -> None:
     assert modules, "bot/turns has no modules"
     problems = [f"{module} imports {name}" for module, path in modules for name in _imports(path)
                 if name.split(".")[0] in ("botbuilder", "botframework", "msrest")
-                or (name.startswith("bot.") and _area(name) != "turns")]
+                or (name.startswith("bot.") and _area(name) not in ("turns", "lifetime"))]
     assert not problems, problems
+
+
+def test_lifetime_is_a_leaf() -> None:
+    internal = sorted(name for name in _imports(BOT / "lifetime.py") if name == "bot" or name.startswith("bot."))
+    assert internal == [], f"bot.lifetime must stay a leaf: it imports {internal}"
 
 
 def test_relative_imports_are_seen() -> None:

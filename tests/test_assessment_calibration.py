@@ -70,6 +70,7 @@ async def test_a_story_entity_is_medium_or_high_naming_its_signal(demo_backend: 
         assert investigation.assessment.level in AT_LEAST_MEDIUM, (incident.number, investigation.assessment.summary)
 
 
+@pytest.mark.slow
 def test_the_world_holds_the_stories_the_calibration_checks() -> None:
     """The seed the suite runs on has the stories above in its last 7 days (else those tests would prove nothing)."""
     assert all(_stories(key) for key in ("mfa_fatigue", "impossible_travel", "phish_click", "lsass", "powershell",

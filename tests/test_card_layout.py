@@ -41,6 +41,8 @@ from tests.support.tooling import missing
 from tests.test_action_cards import ACTION_ID, CHANGES, EXPIRES, closed_snapshot, sent_for, snapshot
 from tests.test_cards import alert, detail, incident, meta
 
+pytestmark = pytest.mark.slow  # one chromium renders every card: tens of seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 CARDS_DIR = ROOT / "tests" / "cards"
 SCRIPT = CARDS_DIR / "layout.js"

@@ -141,6 +141,7 @@ def test_only_verbs_of_change_let_the_model_propose_a_change(text: str, kinds: s
     assert {kind.value for kind in asked_for(text)} == kinds
 
 
+@pytest.mark.slow
 async def test_filter_commands_run_without_a_model(demo_client) -> None:
     """The issue's commands through the router against the demo workspace: "mine" is the signed-in analyst."""
     from bot.commands.router import CommandRouter, Route

@@ -156,6 +156,7 @@ def test_rows_load_into_the_demo_store() -> None:
 # --- determinism and time ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_same_seed_and_day_gives_identical_rows() -> None:
     assert generate(7, NOW) == data(7, NOW)
 
@@ -630,6 +631,7 @@ def test_generate_is_fast() -> None:
     assert time.process_time() - start < 3.0
 
 
+@pytest.mark.slow
 def test_the_regeneration_process_ignores_ctrl_c_and_runs_at_a_lower_priority() -> None:
     """Ctrl+C reaches every process of the terminal's group: the regeneration's worker must not answer it with a
     KeyboardInterrupt traceback (the bot stops it as it stops)."""

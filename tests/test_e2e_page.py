@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support import openai_fake as oa
-from tests.support import rule_model
+from tests.support import processes, rule_model
 from tests.support.playground import ManagedProcess, Playground, repo_root, start_sentinel_bot
 from tests.support.tooling import unavailable
 
@@ -84,9 +84,9 @@ async def see(url: str, out: Path, *, say: list[str], expect: list[str], convers
         argv += ["--say", text]
     for text in expect:
         argv += ["--wait-text", text]
-    process = await asyncio.create_subprocess_exec(*argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.PIPE)
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+    process = await processes.start(argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
+                                    stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await processes.finish(process, "the page script", 300)  # a hang guard: it has --timeout
     assert process.returncode == 0, (f"not visible on the page: {expect} ({conversation}, after {say}); "
                                      f"screenshot {out}\n{stderr.decode()[-2000:]}")
     assert await asyncio.to_thread(out.exists), stdout.decode()
@@ -189,8 +189,8 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
                         "--say", "watch high", "--wait-text", "Watching for high",
                         "--wait-text", first, "--wait-text", second, "--wait-text", "Triage: ",
                         "--count-text", "New incident #900001", "--count-text", "New incident #900002"]
-                page = await asyncio.create_subprocess_exec(*argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
-                                                            stderr=asyncio.subprocess.PIPE)
+                page = await processes.start(argv, cwd=repo_root(), stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.PIPE)
                 await until(lambda: stored("watches/index"))
                 assert inject.append(inbox, first, "High") == 900001
                 injected = time.time()
@@ -198,7 +198,7 @@ async def test_a_watched_new_incident_is_on_the_page_within_one_poll_and_once_ac
                 await bot.stop()
                 assert inject.append(inbox, second, "High") == 900002
                 bot = await start_sentinel_bot(model.endpoint, state, **settings)
-                stdout, stderr = await asyncio.wait_for(page.communicate(), timeout=150)
+                stdout, stderr = await processes.finish(page, "the page script", 300)
                 assert page.returncode == 0, f"not visible on the page; screenshot {tmp_path / 'watch.png'}\n" \
                                              f"{stderr.decode()[-2000:]}"
         finally:

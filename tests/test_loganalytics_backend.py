@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -157,13 +156,12 @@ async def test_rejected_token_is_unauthorized(fake_logs: FakeLogAnalytics) -> No
 
 
 async def test_slow_service_hits_the_client_deadline(fake_logs: FakeLogAnalytics) -> None:
-    fake_logs.respond(200, table_body("query_incidents", [INCIDENT_ROW]), delay_s=3)
+    fake_logs.respond(200, table_body("query_incidents", [INCIDENT_ROW]), delay_s=60)
     client = client_for(fake_logs, server_timeout_s=1, deadline_grace_s=0.3)
-    started = time.perf_counter()
     result = await client.query_incidents()
     assert isinstance(result, QueryError) and result.code == "timeout" and result.retry_possible
     assert "within the 1 s the bot gives it (server_timeout)" in result.message  # the query's own limit, said
-    assert time.perf_counter() - started < 2.5
+    assert fake_logs.delays_done == 0, "the client's deadline ended the wait, not the service's answer"
     await client.close()
 
 

@@ -466,12 +466,10 @@ async def test_a_slow_token_service_gets_a_clear_message_and_a_412_within_the_ti
         start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(signin, "TOKEN_SERVICE_TIMEOUT_S", 0.3)
     rig = await start()
-    rig.tokens.delay_s = 3.0
-    started = time.monotonic()
+    rig.tokens.delay_s = 60.0  # never answers within the test: each answer below comes from the bot's timeout
     [told] = await rig.say("incidents 24h")
-    assert told.text == signin.SIGN_IN_SERVICE_DOWN and time.monotonic() - started < 2.5
-    started = time.monotonic()
+    assert told.text == signin.SIGN_IN_SERVICE_DOWN and rig.tokens.delays_done == 0
     status, _ = await rig.post(rig.signin_invoke("signin/tokenExchange", {
         "id": "exchange-9", "connectionName": CONNECTION, "token": rig.entra.sso_token("aad-alice")}))
-    assert status == 412 and time.monotonic() - started < 2.5, "Teams falls back instead of waiting"
+    assert status == 412 and rig.tokens.delays_done == 0, "Teams falls back instead of waiting"
     assert not rig.logs.requests

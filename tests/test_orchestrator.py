@@ -100,17 +100,15 @@ async def test_parallel_tools_run_concurrently(fake_openai: oa.FakeOpenAI, demo_
              ("get_top_entities", {"time_window": "last_7d"})]
     for tool, arguments in calls:
         await prime(fake_logs, demo_backend, tool, arguments)
-    fake_logs.latency_s = 0.5
+    fake_logs.latency_s = 1.0
     sentinel = make_la_client(fake_logs)
     orchestrator = make(fake_openai, sentinel)
     fake_openai.script(oa.tool_calls(*calls), oa.text("Three views of the last day, see the tables."))
-    started = time.monotonic()
     result = await orchestrator.answer(Conversation(), "Give me the overview of the last day")
-    elapsed = time.monotonic() - started
     assert [run.tool for run in result.runs] == [c[0] for c in calls] and all(run.ok for run in result.runs)
     arrivals = [r.received_at for r in fake_logs.requests]
-    assert len(arrivals) == 3 and max(arrivals) - min(arrivals) < 0.25, "all three queries were in flight together"
-    assert elapsed < 1.2, f"3 x 0.5 s queries took {elapsed:.2f} s: not concurrent"
+    # Events, not a wall bound: the last query reached the service before it answered the first
+    assert len(arrivals) == 3 and max(arrivals) < min(fake_logs.answered_at), "not all three in flight together"
     await sentinel.close()
 
 

@@ -141,6 +141,7 @@ def expected_products(window: timedelta, limit: int) -> tuple[list[tuple[str, in
     return ranked[:limit], len(ranked)
 
 
+@pytest.mark.slow
 async def test_a_query_declared_in_one_module_is_offered_run_and_rendered(registered: None,
                                                                           demo_backend: DemoBackend) -> None:
     assert TOOL.name in {t.name for t in TOOLS.offered(writes=False)}

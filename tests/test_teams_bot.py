@@ -31,6 +31,7 @@ from bot.orchestrator.llm import ChatModel, create_client, to_wire
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
+from bot.teams import progress
 from bot.teams.server import RUNNER_KEY
 from bot.teams.state import STATE_PROPERTY
 from bot.tools.toolbox import ToolBox
@@ -131,9 +132,10 @@ def card_text(card: dict) -> str:
 
 async def test_personal_question_streams_progress_then_answers_with_cards(bot: Bot, fake_openai: FakeOpenAI) -> None:
     fake_openai.latency_s = 0.3  # a model call takes time, so the turn outlasts the progress grace period
-    status, _, elapsed = await bot.post(teams.personal("what high-severity incidents came in this week?",
-                                                       activity_id=next_id(), service_url=bot.connector.url))
-    assert status in (200, 201, 202) and elapsed < 1.0, "the request is answered at once"
+    status, _, _ = await bot.post(teams.personal("what high-severity incidents came in this week?",
+                                                 activity_id=next_id(), service_url=bot.connector.url))
+    # At once: the request is answered before the turn's answer is sent (events, not a wall bound)
+    assert status in (200, 201, 202) and not [s for s in bot.connector.sent if s.type == "message"]
     sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
     typing = [s for s in sent if s.type == "typing"]
     assert typing and not typing[0].stream_info, "a plain typing indicator first"
@@ -150,12 +152,17 @@ async def test_personal_question_streams_progress_then_answers_with_cards(bot: B
     assert "Demo" in card_text(footer) or "DEMO" in card_text(footer)
 
 
-async def test_a_fast_command_gets_typing_then_the_answer_without_progress_chatter(bot: Bot) -> None:
+async def test_a_fast_command_gets_typing_then_the_answer_without_progress_chatter(
+        bot: Bot, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pacing's interval made long, so being held back by it would take that long: a bound from the input, not
+    # from the machine's speed (under load a command alone can take a second)
+    interval_s = 10.0
+    monkeypatch.setitem(progress.Progress.__init__.__kwdefaults__, "interval_s", interval_s)
     started = time.monotonic()
     await bot.post(teams.personal("incidents 24h", activity_id=next_id(), service_url=bot.connector.url))
     sent = await bot.connector.wait_for(lambda s: any(x.type == "message" for x in s))
     assert [s.type for s in sent] == ["typing", "message"] and not sent[1].stream_info
-    assert time.monotonic() - started < 0.9, "not held back by the one-update-per-second pacing"
+    assert time.monotonic() - started < interval_s / 2, "not held back by the one-update-per-interval pacing"
 
 
 async def test_channel_mention_is_answered_in_its_thread(bot: Bot, fake_openai: FakeOpenAI) -> None:

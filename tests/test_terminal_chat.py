@@ -91,6 +91,7 @@ async def test_python_m_bot_chat_as_a_user_runs_it(fake_openai: FakeOpenAI, tmp_
     assert "Finding top targeted" not in done.stdout, "status lines stay on stderr"
 
 
+@pytest.mark.slow
 async def test_log_lines_stay_out_of_the_conversation_with_a_log_file(tmp_path: Path) -> None:
     """./run chat sets LOG_FILE: the roster's warnings (two rows broken on purpose) go there, not to the terminal."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "OPENAI_", "SENTINEL_", "LOG_"))}
@@ -103,6 +104,7 @@ async def test_log_lines_stay_out_of_the_conversation_with_a_log_file(tmp_path: 
     assert "skipped an on-call row" in (tmp_path / "logs" / "chat.log").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 async def test_chat_reports_bad_configuration_clearly(tmp_path: Path) -> None:
     env = dict(os.environ, SENTINEL_WORKSPACE_ID="not-a-guid")
     done = await _run_chat(env, "/quit\n", tmp_path)

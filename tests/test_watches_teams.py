@@ -154,6 +154,7 @@ async def test_a_watch_in_a_channel_posts_new_incidents_updates_them_and_survive
         await bot.stop()
 
 
+@pytest.mark.slow
 async def test_watches_are_listed_and_stopped_in_the_conversation(connector: FakeConnector,
                                                                  live_demo: SentinelClient, tmp_path: Path) -> None:
     bot = await Bot(connector, live_demo, tmp_path / "state.db").start()
@@ -253,6 +254,7 @@ def _row(number: int, at: datetime) -> dict:
             "IncidentUrl": "", "Classification": "", "TimeGenerated": at, "Description": "", "TotalMatched": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("shape", "conversation"), [("personal", "a:1personal-chat-alice"),
                                                      ("group", "19:group-chat-soc@thread.v2")])
 async def test_a_watch_in_a_chat_posts_there(connector: FakeConnector, live_demo: SentinelClient, tmp_path: Path,

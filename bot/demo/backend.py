@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from bot.demo import generator, inject, oncall, store
 from bot.demo.world import build_world
+from bot.lifetime import die_with_parent
 from bot.sentinel.client import RawTable
 from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import QueryError
@@ -203,7 +204,7 @@ class DemoBackend:
         path = self._workdir / f"workspace-{day:%Y%m%d}-{self.regenerations}.sqlite"
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=regeneration_worker) as pool:
+                                     initializer=regeneration_worker, initargs=(os.getpid(),)) as pool:
                 until = pool.submit(store.build_file, self._seed, day.isoformat(), self._volume, iso(valid_from),
                                     str(path)).result()
             data = _Data(store.connect(str(path)), valid_from, datetime.fromisoformat(until), path)
@@ -297,10 +298,15 @@ class DemoBackend:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
 
-def regeneration_worker() -> None:
-    """Set up the process that builds the next day's data: a lower priority (on a small machine the queries, not
-    the regeneration, get the CPU), and deaf to Ctrl+C, which the terminal sends to the whole process group: the
-    bot stops it as it stops (closing the pool), instead of it printing a KeyboardInterrupt traceback."""
+def regeneration_worker(parent: int | None = None) -> None:
+    """Set up the process that builds the next day's data: it dies with ``parent``, the process that started it (a
+    bot killed mid-build leaves no worker holding its output open: bot/lifetime.py; this thread starts the pool
+    and closes it, so it outlives the worker as the kernel's signal needs), a lower priority (on a small machine
+    the queries, not the regeneration, get the CPU), and deaf to Ctrl+C, which the terminal sends to the whole
+    process group: the bot stops it as it stops (closing the pool), instead of it printing a KeyboardInterrupt
+    traceback."""
+    if parent is not None and not die_with_parent(parent):
+        os._exit(1)  # its parent is already gone: nobody wants the build
     os.nice(10)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 

@@ -9,17 +9,16 @@ running turns, then SIGKILL; a turn cut short reappears on the queue for the nex
 
 The workers are this process's children in every sense: each is told the web process's id (``--parent``) and
 dies with it (:meth:`Supervised.die_with_parent`: on Linux the kernel's parent-death signal, set by the worker
-itself through ``prctl(PR_SET_PDEATHSIG)``; everywhere a once-a-second look at its parent), so a web front killed
-with SIGKILL leaves no orphan behind to run beside the workers its restart starts. Each also says when it takes
-turns, through a pipe (``--ready-fd``): :attr:`WorkerProcesses.taking` counts those, not processes merely started (a
-worker builds its clients first), and is what /readyz reports.
+itself through ``prctl(PR_SET_PDEATHSIG)``, bot/lifetime.py; everywhere a once-a-second look at its parent), so a web
+front killed with SIGKILL leaves no orphan behind to run beside the workers its restart starts. Each also says when it
+takes turns, through a pipe (``--ready-fd``): :attr:`WorkerProcesses.taking` counts those, not processes merely
+started (a worker builds its clients first), and is what /readyz reports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -28,13 +27,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from bot.lifetime import die_with_parent
+
 log = logging.getLogger(__name__)
 FIRST_PAUSE_S, LAST_PAUSE_S = 1.0, 30.0
 NICENESS = 5  # added to the workers' nice value (Unix): a burst of turns starting cannot delay the web front
 STEADY_S = 60.0  # a worker that ran this long before exiting had not been failing: its pause starts over
 PARENT_LOOK_S = 1.0  # how often a worker looks whether its web process is still there (where prctl cannot tell it)
 READY_LINE = b"taking turns\n"
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class WorkerProcesses:
@@ -146,15 +146,11 @@ class Supervised:
 
     def die_with_parent(self) -> None:
         """SIGTERM to this process when its parent dies (Linux: the kernel sends it; set before anything slow, then
-        the parent is checked once, in case it died before). Elsewhere :meth:`watch` notices within a second.
-        SIGTERM, not SIGKILL: the turns running here finish (or go back on the queue) as at any shutdown."""
+        the parent is checked once, in case it died before: bot/lifetime.py). Elsewhere :meth:`watch` notices within
+        a second. SIGTERM, not SIGKILL: the turns running here finish (or go back on the queue) as at any shutdown."""
         if self.parent is None:
             return
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError, AttributeError):
-                libc = ctypes.CDLL(None, use_errno=True)
-                libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != self.parent:
+        if not die_with_parent(self.parent, signal.SIGTERM, watch=False):
             raise SystemExit(f"worker: the web process {self.parent} that started this worker is gone; exiting")
 
     async def watch(self, stop: Callable[[], None]) -> None:

@@ -131,6 +131,7 @@ class FakeArm:
         self.writes = 0  # PUTs that changed something
         self.latency_s = 0.0  # added to every answer
         self._rules: list[_Rule] = []
+        self.delays_done = 0  # delayed answers that were sent: 0 means no client waited one out
         self._etags = 0
         if ca_file is None:
             directory = Path(tmp_path) if tmp_path is not None else Path(tempfile.mkdtemp(prefix="fake-arm-"))
@@ -260,6 +261,7 @@ class FakeArm:
             rule.times -= 1
             if rule.delay_s:
                 await asyncio.sleep(rule.delay_s)
+                self.delays_done += 1
             if rule.status is not None:
                 return web.json_response(rule.body, status=rule.status, headers=rule.headers)
         return self._answer(request, body)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import processes
 from tests.support.tooling import require_tool
 
 AZURITE_BIN = Path(__file__).resolve().parents[1] / "azurite" / "node_modules" / ".bin"
@@ -24,7 +25,7 @@ AZURITE_ALL = AZURITE_BIN / "azurite"
 # Azurite's well-known development account and key, published in Microsoft's Azurite documentation.
 DEV_ACCOUNT = "devstoreaccount1"
 DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-AZURITE_START_SECONDS = 60
+AZURITE_START_SECONDS = 180  # a hang guard: it listens within seconds, but a loaded machine is slow
 
 def require_azurite() -> None:
     require_tool("Azurite", AZURITE_ALL, "npm ci --prefix tests/azurite")
@@ -38,12 +39,12 @@ class Azurite:
         self.log = workdir / "azurite.log"
         tls = ["--cert", str(cert), "--key", str(key), "--oauth", "basic"] if cert and key else []
         with self.log.open("wb") as output:
-            self.process = subprocess.Popen(
+            self.process = processes.popen(  # its own group, dying with this process
                 [str(AZURITE_ALL), *(arg for service in ("blob", "queue", "table")
                                      for arg in (f"--{service}Host", "127.0.0.1", f"--{service}Port", "0")),
                  "--inMemoryPersistence", "--extentMemoryLimit", "64", "--skipApiVersionCheck", "--loose",
                  "--disableTelemetry", "--silent", *tls],
-                cwd=workdir, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                cwd=workdir, stdout=output, stderr=subprocess.STDOUT)
         try:
             self.blob_port, self.queue_port = self._ports()
         except BaseException:
@@ -85,11 +86,7 @@ class Azurite:
 
     def stop(self) -> None:
         self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        processes.kill_group(self.process, grace_s=10)
 
 
 @pytest.fixture(scope="module")

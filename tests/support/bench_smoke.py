@@ -7,7 +7,13 @@ have finished beside the rest of the suite instead of one after another at its s
 With several test processes (pytest-xdist), the first process to start takes a lock in the run's shared temporary
 folder and starts the runs for all of them; each finished run is written there as JSON (``SharedSmokeRuns``), and
 any process's test reads its benchmark's file when it appears. The starting process waits for its runs at the end
-of its session instead of killing them, since other processes' tests may still need them.
+of its session instead of killing them, since other processes' tests may still need them; a reader whose owner
+died first is told so instead of waiting.
+
+Each run is its own process group that dies with the test process (tests/support/processes.py); its output is
+read with a deadline, :data:`TIMEOUT_S`, a hang guard only (smoke runs are bounded by their work, not by time), and
+the whole group is killed when the run ends, so nothing a benchmark started (a turn worker, the demo's regeneration
+process, Azurite) outlives it or holds its output open.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from tests.support import processes
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 SHARED = ROOT.parent / "shared"
-TIMEOUT_S = 180  # generous: a smoke run takes seconds, but the Teams one starts three Python processes
+# A hang guard only, never a measure: a smoke run is bounded by its work (a few iterations of each part), takes
+# seconds on a quiet machine, and took over 180 s on a 2-core machine at load 7-15.
+TIMEOUT_S = 900
 PARALLEL = 2  # smoke runs at once, beside the rest of the suite: more only slows everything on a small machine
 # The longest smoke runs start first, so the last to finish is not a long one started late.
 SLOWEST_FIRST = ["bench_teams.py", "bench_durable.py", "bench_orchestrator.py", "bench_streaming.py",
@@ -43,7 +53,7 @@ class SmokeRuns:
 
     def __init__(self, names: list[str], publish: Path | None = None) -> None:
         self._publish = publish  # a folder each finished run is written to, for other test processes
-        self._live: set[subprocess.Popen[str]] = set()
+        self._live: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
         self._stopping = False
         self._pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="smoke")
@@ -67,19 +77,18 @@ class SmokeRuns:
         with self._lock:
             if self._stopping:
                 return f"{name} --smoke not run: the test session stopped first"
-            process = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
+            process = processes.popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             self._live.add(process)
         try:
-            stdout, stderr = process.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            stdout, stderr = process.communicate()
-            return f"{name} --smoke took over {TIMEOUT_S} s; output so far:\n{stdout}\n{stderr}"
+            done = processes.communicate(process, TIMEOUT_S)
         finally:
+            processes.kill_group(process)  # what the run started and left behind goes with it
             with self._lock:
                 self._live.discard(process)
-        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+        if done.timed_out:
+            return (f"{name} --smoke still running after {TIMEOUT_S} s (a hang?); its process group was killed; "
+                    f"output so far:\n{done.stdout}\n{done.stderr}")
+        return subprocess.CompletedProcess(argv, done.returncode, done.stdout, done.stderr)
 
     def stop(self, *, finish: bool = False) -> None:
         """At the session's end: runs not started are dropped, runs still going are killed (the session stopped);
@@ -89,8 +98,9 @@ class SmokeRuns:
             return
         with self._lock:
             self._stopping = True
-            for process in self._live:
-                process.kill()
+            live = list(self._live)
+        for process in live:
+            processes.kill_group(process)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -102,12 +112,25 @@ class SharedSmokeRuns:
 
     def outcome(self, name: str) -> Outcome:
         path = self.folder / f"{name}.json"
+        owner = int((self.folder / "started").read_text() or 0)
         deadline = time.monotonic() + TIMEOUT_S * len(benchmarks())  # every run, one after another, at worst
         while not path.exists():
             if time.monotonic() > deadline:
                 return f"{name} --smoke: no outcome published in {path.parent} in time"
+            if owner and not _alive(owner) and not path.exists():
+                return f"{name} --smoke: the test process that ran the smoke runs (pid {owner}) is gone"
             time.sleep(0.2)
         return _read(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def start_shared(names: list[str], folder: Path) -> tuple[SmokeRuns | None, SharedSmokeRuns]:
@@ -117,7 +140,8 @@ def start_shared(names: list[str], folder: Path) -> tuple[SmokeRuns | None, Shar
         fcntl.flock(lock, fcntl.LOCK_EX)
         started = folder / "started"
         owner = not started.exists()
-        started.touch()
+        if owner:
+            started.write_text(str(os.getpid()))  # readers notice when this process dies before publishing
     return (SmokeRuns(names, publish=folder) if owner else None), SharedSmokeRuns(folder)
 
 

@@ -40,10 +40,11 @@ import aiohttp
 from tests.support import connector_fake as teams
 from tests.support.azurite import Azurite
 from tests.support.connector_fake import FakeConnector
+from tests.support.processes import kill_group, popen
 from tests.support.round_robin import TWICE_HEADER, RoundRobin
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 180.0  # hang guards (start, an answer): a loaded 2-core machine took over 60 s
 HOLD_TYPING_S = 4.0  # long enough that the kill lands while the held turns still wait
 
 
@@ -57,7 +58,8 @@ class BotProcess:
     """``python -m bot serve`` with durable turns, in its own process and working folder (no .env is read); with
     ``separate_worker``, the web process takes no turns and a ``python -m bot worker`` process beside it does: one
     the rig starts, or with ``supervised`` one serve starts itself (TURN_WORKER_PROCESSES=1). Each instance is its
-    own process group, killed whole as a machine or container would go."""
+    own process group (the worker beside it another), killed whole as a machine or container would go, and dies with
+    the process that started it (tests/support/processes.py)."""
 
     def __init__(self, name: str, workdir: Path, env: dict[str, str], separate_worker: bool = False,
                  supervised: bool = False) -> None:
@@ -80,13 +82,11 @@ class BotProcess:
     async def start(self) -> BotProcess:
         started = time.monotonic()
         with (self.workdir / "bot.log").open("ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=self.workdir, env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+            self.process = popen([sys.executable, "-m", "bot", "serve"], cwd=self.workdir, env=self.env,
+                                 stdout=log, stderr=subprocess.STDOUT)
             if self.separate_worker:
-                self.worker = subprocess.Popen([sys.executable, "-m", "bot", "worker"], cwd=self.workdir,
-                                               env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL)
+                self.worker = popen([sys.executable, "-m", "bot", "worker"], cwd=self.workdir, env=self.env,
+                                    stdout=log, stderr=subprocess.STDOUT)
         async with aiohttp.ClientSession() as session:
             while time.monotonic() - started < START_TIMEOUT_S:
                 if self.process.poll() is not None:
@@ -109,25 +109,15 @@ class BotProcess:
 
     def kill(self) -> None:
         for process in self._processes():
-            with contextlib.suppress(ProcessLookupError):
-                if process is self.process:
-                    os.killpg(process.pid, signal.SIGKILL)
-                else:
-                    process.kill()
-            process.wait()
+            kill_group(process)
 
     def stop(self) -> None:
+        """SIGTERM, as a platform stops a container: each finishes its turns; then its whole group is killed."""
         for process in self._processes():
             process.terminate()
-        for process in self._processes():
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self.process is not None:  # anything of the group left behind (a supervised worker)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+        for process in (self.process, self.worker):
+            if process is not None:
+                kill_group(process, grace_s=30)
 
 
 @dataclass

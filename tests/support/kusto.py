@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support import processes
 from tests.support.tooling import require_tool
 
 KQL_DIR = Path(__file__).resolve().parent.parent / "kql"
@@ -46,7 +47,7 @@ class _Parser:
 
     def __init__(self) -> None:
         self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - open as long as the process runs
-        self.process = subprocess.Popen(
+        self.process = processes.popen(  # its own group, dying with this process
             ["node", str(KQL_DIR / "kusto_check.js"), "--schema", str(SCHEMA), "--functions", str(FUNCTIONS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, bufsize=1)
 
@@ -79,11 +80,7 @@ class _Parser:
         if self.process.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.close()  # end of input: the script exits
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        processes.kill_group(self.process, grace_s=10)
         self.stderr.close()
 
 
@@ -101,7 +98,7 @@ def _check(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     try:
         return [parser.answer() for parser, share in shares for _ in share]
     except BaseException:
-        _stop()  # a failed or interrupted batch leaves answers unread: start afresh next time
+        stop()  # a failed or interrupted batch leaves answers unread: start afresh next time
         raise
     finally:
         timer.cancel()
@@ -112,17 +109,18 @@ def _check(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _running() -> list[_Parser]:
     """The parser processes, started on first use (all again if one died)."""
     if len(_parsers) != PROCESSES or any(parser.process.poll() is not None for parser in _parsers):
-        _stop()
+        stop()
         _parsers.extend(_Parser() for _ in range(PROCESSES))
     return _parsers
 
 
 def _kill() -> None:
     for parser in list(_parsers):
-        parser.process.kill()
+        processes.kill_group(parser.process)
 
 
 @atexit.register
-def _stop() -> None:
+def stop() -> None:
+    """The parser processes end (tests/conftest.py calls this as the test process's session ends)."""
     while _parsers:
         _parsers.pop().stop()

@@ -143,6 +143,8 @@ class FakeLogAnalytics:
         self.script: list[Scripted] = []  # answered first, in order
         self.known: dict[str, dict[str, Any]] = {}  # query text -> 200 body
         self.latency_s = 0.0  # added to every answer (concurrency tests, benchmarks)
+        self.answered_at: list[float] = []  # time.monotonic() as each answer's latency ended (it is sent then)
+        self.delays_done = 0  # scripted delays that ran to their end: 0 means no client waited one out
         # On-behalf-of tests: reads a user's bearer token (the user object id it names, or None: 401).
         self.trust: Callable[[str], str | None] | None = None
         self.limits: ServiceLimits | None = None  # enforce the service's throttling
@@ -164,7 +166,8 @@ class FakeLogAnalytics:
     async def start(self) -> FakeLogAnalytics:
         app = web.Application()
         app.router.add_post("/v1/workspaces/{workspace}/query", self._query)
-        self._runner, port = await serve(app, ssl_context=self._server_ssl)
+        # a scripted delay still running at stop is cut short, not waited for
+        self._runner, port = await serve(app, ssl_context=self._server_ssl, shutdown_timeout=0.5)
         self.endpoint = f"https://127.0.0.1:{port}"
         return self
 
@@ -204,6 +207,7 @@ class FakeLogAnalytics:
             await self.gate.wait()
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        self.answered_at.append(time.monotonic())
         if caller is None:
             return web.json_response(error_body("AuthorizationRequiredError", "Valid authentication was not provided"),
                                      status=401)
@@ -211,6 +215,7 @@ class FakeLogAnalytics:
             step = self.script.pop(0)
             if step.delay_s:
                 await asyncio.sleep(step.delay_s)
+                self.delays_done += 1
             if isinstance(step.body, bytes):  # a body that is not JSON (a proxy's page, a cut stream) or none
                 return web.Response(body=step.body or None, status=step.status,
                                     headers={"Content-Type": "text/html", **step.headers})

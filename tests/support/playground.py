@@ -113,7 +113,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -131,6 +130,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from tests.support import processes
 from tests.support.tooling import missing, require_tool
 
 E2E_DIR = Path(__file__).resolve().parent.parent / "e2e"
@@ -139,7 +139,7 @@ CLI = E2E_DIR / "node_modules" / PACKAGE / "cli.js"
 LOOPBACK = E2E_DIR / "loopback.js"  # preloaded: the Playground listens on 127.0.0.1 only
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
 
-START_TIMEOUT = 30.0  # node start + the Playground's own wait for the bot endpoint (at most 15 s)
+START_TIMEOUT = 120.0  # a hang guard: node start + the Playground's own wait for the bot endpoint (at most 15 s)
 DEFAULT_WAIT = 10.0
 MAX_EVENTS = 10_000  # per kind; a test that produces more is broken, and hitting it says so
 
@@ -318,18 +318,6 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: SIGKILL it when the process that started it dies (Linux)."""
-    with contextlib.suppress(Exception):
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-try:  # resolved before any fork, so the child only makes the call
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):
-    _PRCTL = None
-
-
 class ManagedProcess:
     """A child process in its own session, killed with its whole process group on stop, at interpreter
     exit, and (Linux) when the test process dies. Waits for a ready line on its output (stdout and stderr,
@@ -351,7 +339,7 @@ class ManagedProcess:
         process = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None)
+            preexec_fn=processes.die_with_parent)
         managed = cls(process, name, log_path)
         _LIVE.add(managed)
         try:

@@ -27,6 +27,7 @@ class FakeTokenService:
     accepts: Callable[[str], bool] = lambda token: bool(token)
     fail_exchange: bool = False
     delay_s: float = 0.0  # added to every answer (a slow or hanging token service)
+    delays_done: int = 0  # delayed answers that were sent: 0 means no client waited one out
     tokens: dict[tuple[str, str], str] = field(default_factory=dict)  # (user id, connection) -> token
     codes: dict[str, str] = field(default_factory=dict)  # magic code -> token
     requests: Counter[str] = field(default_factory=Counter)
@@ -53,6 +54,7 @@ class FakeTokenService:
     async def _slow(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+            self.delays_done += 1
         return await handler(request)
 
     def _key(self, request: web.Request) -> tuple[str, str]:
