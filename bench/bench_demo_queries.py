@@ -30,7 +30,8 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 
 GOAL_MS = {1: 50.0, 10: 50.0, 100: 200.0}  # median, by volume; larger volumes are held to the 100x goal
-SMOKE_RUNS = 3  # --smoke (CI, tests/test_benchmarks.py): every query, a few runs each; the figures are not meaningful
+SMOKE_RUNS = 3  # --smoke (CI, tests/house/test_benchmarks.py): every query, a few runs each; the figures are not
+                # meaningful
 SMOKE_VOLUMES = (1, 2)
 CALLS = [
     ("query_incidents", {"time_window": "last_24h"}),
@@ -237,7 +238,7 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="a quick run of every query (CI)")
     parser.add_argument("--no-regeneration", action="store_true", help="skip the regeneration stall (minutes at 100x)")
     options, _ = parser.parse_known_args()  # ./run bench passes its arguments to every benchmark
-    # The demo roster has two broken rows on purpose (tests/test_poll_and_roster_queries.py): one warning per
+    # The demo roster has two broken rows on purpose (tests/sentinel/test_poll_and_roster_queries.py): one warning per
     # get_on_call run would fill this benchmark's output.
     logging.getLogger("bot.sentinel.rows").setLevel(logging.ERROR)
     runs = SMOKE_RUNS if options.smoke and options.runs == parser.get_default("runs") else options.runs

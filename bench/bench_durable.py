@@ -24,8 +24,8 @@ adds creating its counter), so there the figures are the Azure SDK's CPU and Azu
 the local queue an enqueue is a row in a commit shared with the enqueues that arrived with it.
 
 ``--smoke`` runs 3 conversations of 3 messages with separate worker processes only, and the fronts at tiny sizes, so
-CI can tell that the benchmark (and ``python -m bot worker``) still runs (tests/test_benchmarks.py); its figures are
-not meaningful.
+CI can tell that the benchmark (and ``python -m bot worker``) still runs (tests/house/test_benchmarks.py); its figures
+are not meaningful.
 """
 
 from __future__ import annotations

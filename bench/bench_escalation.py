@@ -14,7 +14,7 @@ from the demo workspace, writes through the real ArmIncidentWriter to the fake A
 Goal: the mention is posted within 100 ms of the Confirm reaching the bot (the fakes answer at once: this is the
 bot's own cost).
 
-``--smoke`` runs each case twice, so CI can tell the benchmark still runs (tests/test_benchmarks.py).
+``--smoke`` runs each case twice, so CI can tell the benchmark still runs (tests/house/test_benchmarks.py).
 """
 
 from __future__ import annotations

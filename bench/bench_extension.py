@@ -15,7 +15,7 @@ Run: ./run bench   (or .venv/bin/python bench/bench_extension.py [--runs 40] [--
    Connector receives them. Goal: under 5 s (the card is posted first; this is how long "assessing" shows).
 
 ``--smoke`` runs both parts at tiny sizes (1x and 2x, 3 runs, one incident) so CI can tell the benchmark still runs
-(tests/test_benchmarks.py); its figures are not meaningful.
+(tests/house/test_benchmarks.py); its figures are not meaningful.
 """
 
 from __future__ import annotations

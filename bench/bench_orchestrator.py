@@ -66,7 +66,7 @@ TURN_TIME_GOAL = 1.10
 TOKEN_RATIO_GOAL = 0.33
 # (LLM latency, LA latency) in seconds: the main setting, then a small one where overhead shows more.
 LATENCY_SETTINGS = ((0.300, 0.400), (0.100, 0.100))
-# --smoke: a few seconds that still run every part and print every table (CI runs it: tests/test_benchmarks.py);
+# --smoke: a few seconds that still run every part and print every table (CI runs it: tests/house/test_benchmarks.py);
 # its figures are not meaningful. The 10-turn investigation (parts 2 and 3) is fast and runs in full.
 SMOKE_RUNS = 2
 SMOKE_LATENCY_SETTINGS = ((0.060, 0.080), (0.020, 0.020))

@@ -30,7 +30,7 @@ Then a 429 storm: every query answered 429 without Retry-After; the bot's defaul
 jitter): the requests each query sent and how long until the analyst was told.
 
 ``--smoke`` runs every part at tiny sizes (3 analysts, 1 triage, 12 bulk queries), bounded by that work, so CI can
-tell the benchmark still runs (tests/test_benchmarks.py); its figures say nothing.
+tell the benchmark still runs (tests/house/test_benchmarks.py); its figures say nothing.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ work neither counts as the bot's nor shares its event loop. Every timestamp is `
 
 ``--smoke`` runs every part at tiny sizes (``SMOKE``: a few conversations, 0.2 s model calls, 6 state turns) in
 a few seconds plus the children's start-up, so CI can tell that the benchmark still runs
-(tests/test_benchmarks.py); its figures are not meaningful.
+(tests/house/test_benchmarks.py); its figures are not meaningful.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ For 1 and for N watches, each poll is timed (``poll()``: lease, query, plan, pos
 Goal: one Log Analytics query per poll, whatever the number of watches.
 
 ``--smoke`` runs every part with 1 and 8 watches and 2 quiet polls, so CI can tell the benchmark still runs
-(tests/test_benchmarks.py); its figures are not meaningful.
+(tests/house/test_benchmarks.py); its figures are not meaningful.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the rules of manifest schema 1.23 that this app touches, and writes the zip. Wit
 (on-behalf-of mode, QUERY_IDENTITY=user) the manifest also gets Teams single sign-on: ``webApplicationInfo``
 naming that app registration and its API ``api://botid-<app id>``, and the Bot Framework token service among
 the valid domains (the sign-in card's fallback page). The full schema validation
-runs in the tests (tests/test_app_package.py), so building needs nothing but the standard library.
+runs in the tests (tests/app/test_app_package.py), so building needs nothing but the standard library.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _OFFLINE_TIKTOKEN.is_dir():
 # A fixed clock in the middle of a UTC day, so windows and bins are the same on every run.
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 SEED = 7
-SMOKE_TEST = "test_benchmark_smoke_run"  # tests/test_benchmarks.py: checks a benchmark's smoke run
+SMOKE_TEST = "test_benchmark_smoke_run"  # tests/house/test_benchmarks.py: checks a benchmark's smoke run
 
 
 LEFTOVER_GRACE_S = 3.0  # at the run's end, for processes still in their own teardown

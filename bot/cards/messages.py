@@ -32,7 +32,7 @@ EXAMPLE_QUESTIONS = (  # (button title, the question it sends)
     ("Alerts today", "Show me the alerts from the last 24 hours"),
 )
 # Each answers with rows whenever a first user presses it: in the demo, 24 h holds no High incident at some hours of
-# the day, and 1 h no alert (tests/test_first_hour.py presses them all).
+# the day, and 1 h no alert (tests/commands/test_first_hour.py presses them all).
 EXAMPLE_COMMANDS = ("incidents 7d high", "incidents open mine", "alerts 24h", "entities 30d")
 
 

@@ -5,7 +5,7 @@ each row's [n] when the conversation can refer to it. Cells are inert plain text
 ``MAX_CARD_COLUMNS`` columns fit a Teams card (the rest are named in a note; the model's text has them all), and
 as many rows as the card's size limit allows. Up to ``TABLE_COLUMNS`` columns are a table; more are stacked, one
 row a block of "Column: value" lines, because a phone's 320 px cannot hold three columns of names such as
-"AppDisplayName" or "ProcessCommandLine" without breaking them mid-word (tests/test_card_layout.py). The query
+"AppDisplayName" or "ProcessCommandLine" without breaking them mid-word (tests/cards/test_card_layout.py). The query
 itself is behind the footer's "Show query".
 """
 

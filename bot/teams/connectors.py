@@ -148,7 +148,7 @@ class ActivitySerializer(Serializer):
     a typing indicator sent by the web front was half of that front's CPU per queued activity. Activities are
     serialised here from their models' own attribute maps, card content (plain JSON built by bot/cards) as it is;
     anything this does not know (another data type, a read-only or flattened field) goes msrest's way.
-    tests/test_connectors.py checks the result equals msrest's for every kind of activity the bot sends.
+    tests/teams/test_connectors.py checks the result equals msrest's for every kind of activity the bot sends.
     """
 
     def body(self, data: Any, data_type: str, **kwargs: Any) -> Any:

@@ -8,7 +8,7 @@ usually asks next (read tools), or the kind of incident change it proposes (writ
 ``needs_confirmation``: they never run on the model's word, the analyst confirms them on a card). A read tool runs
 its declared query, or its own ``run`` (an investigation runs several); ``command_only`` keeps it from the model.
 The loop and the surfaces ask the registry (``TOOLS``) for a result's card, text or follow-ups and never name a
-tool themselves (tests/test_architecture.py holds that no surface module spells a tool's name).
+tool themselves (tests/house/test_architecture.py holds that no surface module spells a tool's name).
 """
 
 from __future__ import annotations

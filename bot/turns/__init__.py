@@ -3,5 +3,5 @@ order per conversation, each within its deadline), the queue contract and its tw
 SQLite file), the workers that take queued turns, and the worker processes beside the web process.
 
 A turn is opaque here: an :class:`~bot.turns.contract.Envelope` of JSON, and the coroutines the surface passes in to
-run it or to tell its user something. Nothing in this package imports botbuilder (tests/test_architecture.py).
+run it or to tell its user something. Nothing in this package imports botbuilder (tests/house/test_architecture.py).
 """

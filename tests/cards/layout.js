@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Renders Adaptive Cards with Microsoft's renderer for JavaScript (npm adaptivecards) in chromium and reports
-// layout defects found in the DOM. Used by tests/test_card_layout.py; also runnable by hand:
+// layout defects found in the DOM. Used by tests/cards/test_card_layout.py; also runnable by hand:
 //
 //   node tests/cards/layout.js INPUT.json            # prints {"rendered": N, "defects": [...]} on stdout
 //

@@ -1,7 +1,7 @@
 """The benchmarks' smoke runs (``bench/bench_*.py --smoke``) in the background of the test run.
 
 tests/conftest.py starts the runs the session selected when its first test starts, at most ``PARALLEL`` at once,
-longest first, and puts their tests (tests/test_benchmarks.py) last: by the time those check the output, the runs
+longest first, and puts their tests (tests/house/test_benchmarks.py) last: by the time those check the output, the runs
 have finished beside the rest of the suite instead of one after another at its start.
 
 With several test processes (pytest-xdist), the first process to start takes a lock in the run's shared temporary

@@ -1,6 +1,6 @@
 """A scripted model that calls the real tools and then answers with lies built from what they returned.
 
-The fact check's measurement (tests/test_fact_check.py and bench/bench_fact_check.py): each ``Case`` is one
+The fact check's measurement (tests/orchestrator/test_fact_check.py and bench/bench_fact_check.py): each ``Case`` is one
 answer the scripted model gives after the same first round of real tool calls over the demo workspace.
 Fabricated answers take real records and change one thing (a severity, an owner, a count, a host, a time,
 a change that never happened); correct answers state the records as they are, in the wordings that used

@@ -8,7 +8,7 @@ stored data) and ``escalation`` (what an escalation posts, and the ``Notifier`` 
 
 The loop, the surfaces and the composition root use only what is exported here; the conversation stores
 ``pending``'s records. Of the orchestrator it imports only ``references`` (and ``conversation``'s type), never
-the loop, the model, the memory or the fact check (``tests/test_architecture.py``).
+the loop, the model, the memory or the fact check (``tests/house/test_architecture.py``).
 """
 
 from bot.orchestrator.changes.confirmations import (

@@ -12,7 +12,8 @@ top and withholds risky sentences, ``mark`` marks a streamed piece; ``StreamChec
 streamed answer piece by piece, each finished sentence once.
 
 The loop and the conversation use only what is exported here. Of the orchestrator it imports only
-``references`` (the [n] an answer cites), never the loop, the model or the memory (``tests/test_architecture.py``).
+``references`` (the [n] an answer cites), never the loop, the model or the memory
+(``tests/house/test_architecture.py``).
 """
 
 from bot.orchestrator.factcheck.facts import Facts

@@ -1,0 +1,1 @@
+"""bot's top-level modules: the composition (app.py), settings (config.py), telemetry, the Teams app package."""

@@ -1,0 +1,1 @@
+"""bot/commands: the command parser and router, and the first hour of a new user."""

@@ -1,0 +1,1 @@
+"""The demo workspace: its generator, tables, volume and filtered lists."""

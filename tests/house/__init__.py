@@ -1,0 +1,1 @@
+"""House-wide checks: layering, import cycles, linters, docs, ./run, packaging, deployment, benchmarks, the fakes."""

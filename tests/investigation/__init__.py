@@ -1,0 +1,1 @@
+"""bot/investigation: the entity investigation, its assessment and triage."""

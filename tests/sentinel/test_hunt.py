@@ -1,0 +1,626 @@
+"""The guarded hunt: every hunt the builder can make parses with Microsoft's Kusto parser (each value one literal),
+what it cannot make is refused with what is allowed, the demo's SQL answers what an independent Python evaluation of
+the same rows answers, and the tool works end to end (demo, the fake Log Analytics, the fake model).
+
+Most evaluations read rows the test puts in place of the generated ones (``hunt_demo``: a sample that exercises every
+operator), in the stored forms the demo uses (``demo_sql.iso`` times, JSON text for dynamic, 0/1 for bool, "" for
+absent text); ``WORLD_HUNTS`` are evaluated on the generated world's own rows.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.demo.backend import DemoBackend
+from bot.demo.store import load_table_columns
+from bot.sentinel import queries
+from bot.sentinel.client import SentinelClient
+from bot.sentinel.demo_sql import iso
+from bot.sentinel.hunt import Hunt, operators_for, parse_hunt, table_names, tables
+from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, Column
+from bot.sentinel.hunt.kql import virtual_expression
+from bot.sentinel.hunt.model import BINS, MAX_VALUE_CHARS
+from bot.sentinel.models import HuntRow, QueryError, QueryResult
+from bot.sentinel.params import InvalidParameter
+from bot.tools.registry import TOOLS
+from bot.tools.toolbox import ToolBox
+from tests.cards.test_cards import assert_valid
+from tests.conftest import NOW, SEED
+from tests.support import kusto
+from tests.support.demo import copied_demo
+from tests.support.loganalytics_fake import FakeLogAnalytics
+from tests.support.workspaces import make_la_client, prime
+
+LOOKALIKE = "\u0430dmin@contoso.com"  # a Cyrillic a: looks like admin@contoso.com
+HOSTILE = [
+    "'", '"', "\\", '\\"', "a'b\"c", "line one\nline two", "cr\r\nlf", "tab\there",
+    "x | where 1==1", "| where 1==1", "union *", "\"; union * //", ".drop table SigninLogs", "\n.drop table AuditLogs",
+    "externaldata (x:string) [@\"https://example.org/x\"]", "workspace(\"other\").SigninLogs", "// comment", "/* c */",
+    "{Severity}", "$left", "let x = 1;", "ünïcödé 🙂", "\u202eRTL override", "zero\u200bwidth",
+    LOOKALIKE,  # kept as it is: it just matches nothing
+    "\uff21\uff24\uff2d\uff29\uff2e", "nul\x00byte", "escape \x1b[31m", "lone \ud800 surrogate",
+    ("ignore previous instructions; \"|' \\ // ; \n" * 12)[:MAX_VALUE_CHARS],  # the longest text allowed
+]
+
+
+def expected_literal(text: str) -> str:
+    """What a literal of ``text`` decodes to: characters a literal cannot hold become U+FFFD."""
+    return "".join("\ufffd" if (ord(c) < 0x20 and c not in "\n\r\t") or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF
+                   else c for c in text)
+
+
+def sample_value(column: Column, n: int = 0) -> Any:
+    kind = column.type
+    if kind in STRING_TYPES or kind == "dynamic":
+        return HOSTILE[n % len(HOSTILE)]
+    if kind in ("int", "long"):
+        return [0, -1, 500121, 2**31 - 1][n % 4]
+    if kind in ("real", "decimal"):
+        return [0.5, 1e20, -3.0, 75][n % 4]
+    if kind == "bool":
+        return n % 2 == 0
+    return ["2026-11-19T10:00:00Z", "2026-11-20", "2026-11-18T23:59:59.5+02:00"][n % 3]
+
+
+def filter_for(column: Column, op: str, n: int) -> list[Any]:
+    if op == "between":
+        low, high = sample_value(column, 0), sample_value(column, 0)
+        if column.type == "datetime":
+            low, high = "2026-11-18T00:00:00Z", "2026-11-20T00:00:00Z"
+        elif column.type in NUMBER_TYPES:
+            low, high = -5, 500121
+        return [column.name, op, [low, high]]
+    if op == "in":
+        return [column.name, op, [sample_value(column, n), sample_value(column, n + 1)]]
+    return [column.name, op, sample_value(column, n)]
+
+
+def all_hunts() -> list[tuple[dict[str, Any], list[str]]]:
+    """(arguments, the string values they carry): every table with every operator on every column type it has
+    (the first few columns of each type, every virtual one), summarized and projected, hostile text in each."""
+    out: list[tuple[dict[str, Any], list[str]]] = []
+    n = 0
+    for table in tables().values():
+        per_type: dict[tuple[str, str], int] = {}
+        for column in table.columns.values():
+            for op in operators_for(column.type):
+                key = (column.type, op)
+                if not column.virtual and per_type.get(key, 0) >= 2:
+                    continue
+                per_type[key] = per_type.get(key, 0) + 1
+                n += 1
+                where = [filter_for(column, op, n)]
+                out.append(({"table": table.name, "time_window": "7d", "where": where}, _texts(column, where)))
+        numeric = next((c for c in table.columns.values() if c.type in NUMBER_TYPES), None)
+        texts = [c for c in table.columns.values() if c.type in STRING_TYPES][:3]
+        summarize = ["count()", f"dcount({texts[0].name})", "max(TimeGenerated)"]
+        if numeric is not None:
+            summarize.append(f"min({numeric.name})")
+        out.append(({"table": table.name, "time_window": "30d", "summarize": summarize,
+                     "by": [c.name for c in texts], "bin": "1h", "sort": "Count desc", "take": 100}, []))
+        virtual = [c.name for c in table.columns.values() if c.virtual]
+        out.append(({"table": table.name, "time_window": "90m", "columns": (virtual + [c.name for c in texts])[:12],
+                     "sort": f"{texts[0].name} asc", "take": 1}, []))
+    return out
+
+
+def _texts(column: Column, where: list[list[Any]]) -> list[str]:
+    if column.type not in STRING_TYPES and column.type != "dynamic":
+        return []
+    value = where[0][2]
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+@pytest.mark.slow
+def test_every_hunt_the_builder_makes_parses_with_each_value_one_literal() -> None:
+    hunts = all_hunts()
+    assert len(hunts) > 700 and {a["table"] for a, _ in hunts} == set(table_names())
+    texts = [queries.kql_of(queries.make_query("hunt", arguments)) for arguments, _ in hunts]
+    results = kusto.check(texts)
+    for (arguments, values), result, text in zip(hunts, results, texts, strict=True):
+        assert result["ok"], (arguments, result["errors"], text)
+        assert [(c["name"], c["type"]) for c in result["result_columns"]] == [("Row", "dynamic"),
+                                                                             ("TotalMatched", "long")]
+        literals = [s["value"] for s in result["string_literals"]]
+        assert literals == [expected_literal(v) for v in values], (arguments, literals)
+
+
+def test_the_parser_sees_the_virtual_columns_typed() -> None:
+    """Each virtual column's KQL gives its declared type, read from its source's declared type."""
+    virtual = [(table.name, c) for table in tables().values() for c in table.columns.values() if c.virtual]
+    results = kusto.check([f"{table} | extend {c.name} = {virtual_expression(c)} | project {c.name}"
+                           for table, c in virtual])
+    for (table, column), result in zip(virtual, results, strict=True):
+        assert result["ok"], (table, column, result["errors"])
+        assert [(c["name"], c["type"]) for c in result["result_columns"]] == [(column.name, column.type)], column
+    assert len(virtual) >= 40
+
+
+@pytest.mark.parametrize(("arguments", "words"), [
+    ({"time_window": "24h"}, ["table", "is required", "SigninLogs", "DeviceProcessEvents"]),
+    ({"table": "SecurityIncident", "time_window": "1d"}, ["not a table a hunt can read", "AuditLogs"]),
+    ({"table": "SigninLogs; .drop table x", "time_window": "1d"}, ["not a table"]),
+    ({"table": "SigninLogs"}, ["time_window", "is required"]),
+    ({"table": "SigninLogs", "time_window": "31d"}, ["at most 30d"]),
+    ({"table": "SigninLogs", "time_window": "ago(7d) | union *"}, ["not a window"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["Countryy", "==", "US"]]},
+     ["no column 'Countryy'", "UserPrincipalName", "Country, City"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["parse_json(Status).x", "==", "1"]]}, ["no column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["TimeGenerated", "contains", "2026"]]},
+     ["does not apply to TimeGenerated (datetime)", "> < between"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", ">", "1"]]},
+     ["== != has contains startswith in"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", ".*"]]}, ["does not apply"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "==", "five"]]}, ["needs a whole number"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "==", "1 or 1==1"]]}, ["whole number"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IsRisky", "==", "yes"]]}, ["true or false"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["TimeGenerated", ">", "yesterday"]]}, ["ISO 8601"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "==", "x" * 10_000]]},
+     [f"at most {MAX_VALUE_CHARS} characters", "..."]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "between", [9, 1]]]}, ["low is above high"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "in", [str(i) for i in range(21)]]]},
+     ["1 to 20 values"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": ["IPAddress == 1"]}, ["[column, operator, value]"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["avg(DurationMs)"]}, ["count(), dcount"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["max(UserPrincipalName)"]}, ["numbers and times"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["A", "B", "C", "D"]}, ["no column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["UserPrincipalName", "IPAddress", "AppId", "Country"]},
+     ["at most 3"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["DeviceDetail"]}, ["dynamic column cannot be a group"]),
+    ({"table": "SigninLogs", "time_window": "1d", "bin": "7m"}, ["not a bin", "1h"]),
+    ({"table": "SigninLogs", "time_window": "1d", "take": 101}, ["take 1 to 100"]),
+    ({"table": "SigninLogs", "time_window": "1d", "sort": "IPAddress; drop"}, ["sort by one of", "TimeGenerated"]),
+    ({"table": "SigninLogs", "time_window": "1d", "columns": ["IPAddress"], "summarize": ["count()"]},
+     ["leave columns out"]),
+])
+def test_what_the_builder_cannot_make_is_refused_with_what_is_allowed(arguments: dict[str, Any],
+                                                                      words: list[str]) -> None:
+    with pytest.raises(InvalidParameter) as refused:
+        queries.make_query("hunt", arguments)
+    message = str(refused.value)
+    assert all(word in message for word in words), message
+    assert len(message) < 6000 and "x" * 100 not in message  # a 10k value is never echoed whole
+
+
+def test_a_hunts_parameters_are_its_canonical_arguments() -> None:
+    """The result's parameters re-read give the same hunt (the card and text re-read them for the column order)."""
+    for arguments, _ in all_hunts()[::7]:
+        hunt = parse_hunt(arguments)
+        assert parse_hunt(hunt.parameters()) == hunt, arguments
+
+
+# --- the demo's SQL against an independent evaluation ------------------------------------------------------------
+
+USERS = ["alice@contoso.com", "Alice@Contoso.com", "bob@contoso.com", "carol@fabrikam.com", "admin@contoso.com",
+         LOOKALIKE]
+IPS = ["203.0.113.7", "198.51.100.23", "10.0.0.5", ""]
+COUNTRIES = ["US", "RU", "DE", "", None]  # None: the field is absent
+
+
+def _blank_row(table: str) -> dict[str, Any]:
+    return {name: ("" if kind == "string" else None) for name, kind in load_table_columns()[table]}
+
+
+def signin_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(count):
+        country = rng.choice(COUNTRIES)
+        location = {"city": rng.choice(["Berlin", "Moscow", "Seattle"])} | (
+            {"countryOrRegion": country} if country is not None else {})
+        error = rng.choice([0, 0, 50126, 500121])
+        row = _blank_row("SigninLogs") | {
+            "TimeGenerated": iso(NOW - timedelta(minutes=rng.randrange(-120, 12 * 24 * 60))),
+            "UserPrincipalName": rng.choice(USERS), "IPAddress": rng.choice(IPS),
+            "AppDisplayName": rng.choice(["Office 365 Exchange Online", "Azure Portal", "My-App_2"]),
+            "ResultType": str(error), "DurationMs": rng.randrange(0, 5000), "IsRisky": rng.choice([0, 1]),
+            "LocationDetails": json.dumps(location, separators=(",", ":")) if i % 17 else None,  # absent: null
+            "Status": json.dumps({"errorCode": error} | ({"failureReason": "MFA denied; user declined"}
+                                                          if error == 500121 else {}), separators=(",", ":")),
+            "DeviceDetail": json.dumps({"operatingSystem": rng.choice(["Windows 10", "iOS 17", "Android"]),
+                                        "isCompliant": rng.choice([True, False])}, separators=(",", ":")),
+            "MfaDetail": json.dumps({"authMethod": "Mobile app notification"} if error == 500121 else {}),
+            "Id": f"id-{i}",
+        }
+        rows.append(row)
+    return rows
+
+
+def process_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(count):
+        parent = rng.choice(["winword.exe", "explorer.exe", "cmd.exe"])
+        rows.append(_blank_row("DeviceProcessEvents") | {
+            "TimeGenerated": iso(NOW - timedelta(minutes=rng.randrange(0, 5 * 24 * 60))),
+            "DeviceName": rng.choice(["WS-FIN-042", "ws-fin-042", "SRV-DC-01"]),
+            "FileName": rng.choice(["powershell.exe", "rundll32.exe", "notepad.exe"]),
+            "ProcessCommandLine": rng.choice(["powershell -enc SQBFAFgA", "notepad a.txt", "rundll32 x.dll,Start"]),
+            "InitiatingProcessFileName": parent, "InitiatingProcessParentFileName": "explorer.exe",
+            "FileSize": rng.randrange(1000, 10_000_000), "AccountName": rng.choice(["alice", "svc-backup"]),
+            "SHA256": f"{i:064x}",
+        })
+    return rows
+
+
+def audit_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    rows = []
+    for _ in range(count):
+        actor = rng.choice(USERS)
+        target = rng.choice(USERS)
+        rows.append(_blank_row("AuditLogs") | {
+            "TimeGenerated": iso(NOW - timedelta(minutes=rng.randrange(0, 20 * 24 * 60))),
+            "OperationName": rng.choice(["Add member to role", "Update user", "Reset password"]),
+            "Result": rng.choice(["success", "failure"]),
+            "InitiatedBy": json.dumps({"user": {"userPrincipalName": actor, "ipAddress": rng.choice(IPS)}}),
+            "TargetResources": json.dumps([{"userPrincipalName": target, "displayName": "Global Administrator",
+                                            "type": "User"}]),
+        })
+    return rows
+
+
+def insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
+    columns = list(rows[0])
+    conn.executemany(f'INSERT INTO "{table}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})',
+                     [[r[c] for c in columns] for r in rows])
+    conn.commit()
+
+
+# An independent evaluation: Python over the inserted rows, from the hunt's arguments' meaning.
+
+def py_value(row: dict[str, Any], column: Column) -> Any:
+    if not column.virtual:
+        value = row.get(column.name)
+    elif not column.path:
+        value = row.get(column.source)
+    else:
+        try:
+            node: Any = json.loads(row.get(column.source) or "")
+        except ValueError:
+            node = None
+        for step in column.path:
+            if isinstance(step, int):
+                node = node[step] if isinstance(node, list) and len(node) > step else None
+            else:
+                node = node.get(step) if isinstance(node, dict) else None
+        value = node
+        if column.type in STRING_TYPES:
+            value = "" if value is None else str(value)
+    if column.type == "bool" and value is not None:
+        value = bool(value)
+    return value
+
+
+def py_has(text: str, term: str) -> bool:
+    term = term.lower()
+    pattern = (r"(?<![^\W_])" if term[:1].isalnum() else "") + re.escape(term) + (
+        r"(?![^\W_])" if term[-1:].isalnum() else "")
+    return bool(term) and re.search(pattern, text.lower()) is not None
+
+
+def py_match(value: Any, op: str, wanted: tuple[Any, ...], column: Column) -> bool:
+    if column.type in STRING_TYPES or column.type == "dynamic":
+        text = str(value or "")
+        if op == "has":
+            return py_has(text, str(wanted[0]))
+        if op == "contains":
+            return str(wanted[0]).casefold() in text.casefold()
+        if op == "startswith":
+            return text.lower().startswith(str(wanted[0]).lower())
+        lowered = [str(w).lower() for w in wanted]
+        return {"==": text.lower() == lowered[0], "!=": text.lower() != lowered[0], "in": text.lower() in lowered}[op]
+    if value is None:
+        return False
+    if column.type == "datetime":
+        wanted = tuple(iso(w) for w in wanted)
+    if op == "between":
+        return wanted[0] <= value <= wanted[1]
+    if op == "in":
+        return value in wanted
+    return {"==": value == wanted[0], "!=": value != wanted[0], ">": value > wanted[0], "<": value < wanted[0]}[op]
+
+
+def py_bin(moment: str, size: str) -> str:
+    seconds = int(BINS[size].total_seconds())
+    epoch = int(datetime.fromisoformat(moment[:19] + "+00:00").timestamp())
+    return iso(datetime.fromtimestamp(epoch // seconds * seconds, tz=NOW.tzinfo))
+
+
+def py_hunt(hunt: Hunt, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    table = tables()[hunt.table]
+    kept = [r for r in rows if iso(NOW - hunt.window) < r["TimeGenerated"] <= iso(NOW)
+            and all(py_match(py_value(r, f.column), f.op, f.values, f.column) for f in hunt.filters)]
+    if not hunt.summarized:
+        out = [{c.name: py_value(r, c) for c in hunt.columns} for r in kept]
+    else:
+        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for r in kept:
+            key = tuple(py_value(r, c) for c in hunt.by) + ((py_bin(r["TimeGenerated"], hunt.bin),) if hunt.bin else ())
+            groups.setdefault(key, []).append(r)
+        if not hunt.by and not hunt.bin and not groups:
+            groups[()] = []  # a summarize without groups always gives one row
+        out = []
+        for key, members in groups.items():
+            row = dict(zip([c.name for c in hunt.by] + (["TimeGenerated"] if hunt.bin else []), key, strict=True))
+            for a in hunt.aggregates:
+                values = [py_value(m, a.column) for m in members] if a.column else []
+                present = [v for v in values if v is not None]
+                row[a.name] = (len(members) if a.column is None else len(set(present)) if a.fn == "dcount"
+                               else (min(present) if a.fn == "min" else max(present)) if present else None)
+            out.append(row)
+    for name, descending in reversed(hunt.order):  # stable sorts, last key first; None is the smallest
+        out.sort(key=lambda r, n=name: (r[n] is not None, r[n] if r[n] is not None else 0), reverse=descending)
+    assert table
+    return [{"Row": r, "TotalMatched": len(out)} for r in out[:hunt.take]]
+
+
+SAMPLE_HUNTS: list[dict[str, Any]] = [
+    {"table": "SigninLogs", "time_window": "7d", "where": [["UserPrincipalName", "==", "ALICE@contoso.com"]]},
+    {"table": "SigninLogs", "time_window": "7d", "where": [["UserPrincipalName", "!=", "alice@contoso.com"],
+                                                           ["Country", "in", ["ru", "DE"]]], "take": 100},
+    {"table": "SigninLogs", "time_window": "3d", "where": [["ErrorCode", "==", 500121]],
+     "summarize": ["count()", "dcount(IPAddress)", "min(TimeGenerated)", "max(TimeGenerated)"],
+     "by": ["UserPrincipalName"]},
+    {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "in", [50126, 500121]]],
+     "by": ["Country"], "bin": "1d"},
+    {"table": "SigninLogs", "time_window": "10d", "where": [["AppDisplayName", "has", "exchange"]],
+     "columns": ["AppDisplayName", "Country", "City", "DeviceOS", "DeviceIsCompliant", "ErrorCode", "FailureReason"]},
+    {"table": "SigninLogs", "time_window": "10d", "where": [["AppDisplayName", "has", "app"]]},
+    {"table": "SigninLogs", "time_window": "10d", "where": [["AppDisplayName", "has", "My-App"]]},
+    {"table": "SigninLogs", "time_window": "10d", "where": [["FailureReason", "contains", "DENIED"],
+                                                            ["MfaMethod", "startswith", "mobile"]]},
+    {"table": "SigninLogs", "time_window": "30d", "where": [["DurationMs", "between", [100, 2000]],
+                                                            ["IsRisky", "==", True]], "summarize": ["count()"]},
+    {"table": "SigninLogs", "time_window": "30d", "where": [["DurationMs", ">", 4000], ["Country", "==", ""]],
+     "sort": "DurationMs asc", "take": 5},
+    {"table": "SigninLogs", "time_window": "30d", "where": [["TimeGenerated", "between",
+                                                             ["2026-11-15T00:00:00Z", "2026-11-18T12:00:00Z"]],
+                                                            ["DeviceDetail", "has", "ios"]],
+     "by": ["DeviceOS", "DeviceIsCompliant"], "summarize": ["count()", "max(DurationMs)"]},
+    {"table": "SigninLogs", "time_window": "30d", "where": [["UserPrincipalName", "==", LOOKALIKE]]},
+    {"table": "SigninLogs", "time_window": "30d", "where": [["UserPrincipalName", "has", "\" | where 1==1"]]},
+    {"table": "DeviceProcessEvents", "time_window": "5d", "where": [["DeviceName", "==", "ws-fin-042"],
+                                                                    ["ParentProcess", "==", "WINWORD.EXE"]]},
+    {"table": "DeviceProcessEvents", "time_window": "5d", "where": [["ProcessCommandLine", "contains", "-enc"]],
+     "by": ["DeviceName", "FileName", "ParentProcess"], "summarize": ["count()", "dcount(SHA256)", "max(FileSize)"]},
+    {"table": "DeviceProcessEvents", "time_window": "2d", "where": [["FileSize", "<", 500000]], "bin": "6h"},
+    {"table": "AuditLogs", "time_window": "14d", "where": [["OperationName", "==", "add member to role"],
+                                                           ["TargetUpn", "startswith", "ALICE"]]},
+    {"table": "AuditLogs", "time_window": "14d", "where": [["InitiatedByUser", "in", USERS[:3]]],
+     "by": ["InitiatedByUser", "InitiatedByIp"], "sort": "InitiatedByUser asc"},
+]
+
+
+@pytest.fixture(scope="module")
+def hunt_demo() -> tuple[DemoBackend, dict[str, list[dict[str, Any]]]]:
+    """One demo workspace for the module whose three hunted tables hold the test's rows alone: its tests only read
+    (a copy of the run's build each, as ``demo_backend`` gives, took seconds apiece: 40 s of the module's 77)."""
+    demo_backend = copied_demo(SEED, lambda: NOW)
+    rng = random.Random(25)
+    rows = {"SigninLogs": signin_rows(rng, 400), "DeviceProcessEvents": process_rows(rng, 200),
+            "AuditLogs": audit_rows(rng, 150)}
+
+    def add(conn: sqlite3.Connection, now: datetime) -> None:
+        for table, table_rows in rows.items():
+            conn.execute(f'DELETE FROM "{table}"')  # the test's rows alone, whatever the generator made
+            insert(conn, table, table_rows)
+
+    demo_backend.with_database(add)
+    return demo_backend, rows
+
+
+@pytest.mark.parametrize("arguments", SAMPLE_HUNTS, ids=[f"hunt{i}" for i in range(len(SAMPLE_HUNTS))])
+async def test_the_demo_answers_what_python_finds_in_the_same_rows(hunt_demo, arguments: dict[str, Any]) -> None:
+    backend, rows = hunt_demo
+    hunt = queries.make_query("hunt", arguments)
+    raw = await backend.execute(hunt, queries.kql_of(hunt))
+    expected = py_hunt(hunt, rows[hunt.table])
+    assert raw.rows == expected
+    assert len(expected) > 0 or arguments["where"][0][2] in (LOOKALIKE, "\" | where 1==1")
+
+
+async def test_the_sample_exercises_every_operator(hunt_demo) -> None:
+    ops = {f[1] for arguments in SAMPLE_HUNTS for f in arguments.get("where", [])}
+    assert ops == {"==", "!=", "has", "contains", "startswith", "in", ">", "<", "between"}
+
+
+# --- the tool, end to end -----------------------------------------------------------------------------------------
+
+async def test_the_tool_runs_on_the_demo_and_renders_its_text_and_card(hunt_demo) -> None:
+    backend, _ = hunt_demo
+    box = ToolBox(SentinelClient(backend))
+    run = await box.run("hunt", json.dumps(SAMPLE_HUNTS[2]))
+    assert run.ok and isinstance(run.artifact, QueryResult) and run.artifact.records
+    first = run.artifact.records[0]
+    assert isinstance(first, HuntRow) and next(name for name, _ in first.cells) == "UserPrincipalName"
+    refs = {("entity", f"account:{r.value('UserPrincipalName')}"): n for n, r in enumerate(run.artifact.records, 1)}
+    text = TOOLS.text(run.artifact, lambda kind, key: refs.get((kind, key)), run.arguments)
+    lines = text.splitlines()
+    assert lines[0].startswith("hunt(table=SigninLogs time_window=3d") and "DEMO DATA" in lines[0]
+    assert lines[1] == ("ref|UserPrincipalName (string)|Count (long)|dcount_IPAddress (long)|min_TimeGenerated "
+                        "(datetime)|max_TimeGenerated (datetime)")
+    assert lines[2].startswith("[1]|")
+    card = TOOLS.card(run.artifact, lambda kind, key: refs.get((kind, key)), NOW)
+    assert_valid(card)
+    shown = json.dumps(card)  # five columns: each row stacked, its [n] first
+    assert '"Hunt"' in shown and "SigninLogs, last 3d" in shown and '"[1] UserPrincipalName: ' in shown
+
+    refused = await box.run("hunt", json.dumps({"table": "SigninLog", "time_window": "1d"}))
+    assert not refused.ok and isinstance(refused.artifact, QueryError)
+    assert refused.artifact.code == "invalid_argument" and "SigninLogs" in refused.artifact.message
+    told = TOOLS.text(refused.artifact, lambda kind, key: None, refused.arguments)
+    assert "Correct the argument" in told
+
+
+async def test_the_same_hunt_reads_the_same_from_log_analytics(hunt_demo, fake_logs: FakeLogAnalytics) -> None:
+    backend, _ = hunt_demo
+    for arguments in (SAMPLE_HUNTS[3], SAMPLE_HUNTS[4]):
+        for dynamic_as_text in (True, False):
+            text = await prime(fake_logs, backend, "hunt", arguments, dynamic_as_text=dynamic_as_text)
+            client = make_la_client(fake_logs)
+            try:
+                remote = await client.run("hunt", arguments)
+            finally:
+                await client.close()
+            local = await SentinelClient(backend).run("hunt", arguments)
+            assert isinstance(remote, QueryResult) and isinstance(local, QueryResult), remote
+            assert remote.records == local.records and remote.records
+            assert remote.metadata.kql == text and remote.metadata.timespan == local.metadata.timespan
+            sent = fake_logs.requests[-1].body
+            assert sent["query"] == text and "Row = bag_pack_columns(" in sent["query"]
+
+
+async def test_the_model_hunts_and_the_fact_check_knows_the_rows(hunt_demo, fake_openai) -> None:
+    """Through the real openai client and the fake model: a hunt call, its rows as [n] references, an answer citing
+    a returned IP passes the fact check and an invented one is flagged."""
+    from bot.orchestrator.conversation import Conversation
+    from tests.orchestrator.test_orchestrator import last_tool_message, make
+    from tests.support import openai_fake as oa
+
+    backend, _rows = hunt_demo
+    arguments = {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]],
+                 "by": ["IPAddress", "UserPrincipalName"], "summarize": ["count()"]}
+
+    def brain(body: dict) -> oa.Step:
+        lines = last_tool_message(body)["content"].splitlines()
+        first = next(line for line in lines if line.startswith("[") and "|203.0.113.7|" in line).split("|")
+        return oa.text(f"{first[0]} {first[2]} had {first[3]} denied MFA pushes from 203.0.113.7; "
+                       "none came from 192.0.2.99.")
+
+    fake_openai.script(oa.tool_calls(("hunt", arguments)))
+    fake_openai.brain = brain
+    result = await make(fake_openai, SentinelClient(backend)).answer(Conversation(), "who got MFA denials?")
+    [run] = result.runs
+    assert run.tool == "hunt" and isinstance(run.artifact, QueryResult) and run.artifact.records
+    summary, _, marked = result.text.partition("\n\n")
+    assert "192.0.2.99 is not in any" in summary, result.text
+    assert "203.0.113.7 ⚠" not in marked and "203.0.113.7" in marked
+
+
+# --- the generated world (the demo's activity tables) ---------------------------------------------------------
+
+WORLD_HUNTS: list[dict[str, Any]] = [
+    {"table": "SigninLogs", "time_window": "30d", "where": [["ErrorCode", "==", 500121]],
+     "by": ["UserPrincipalName", "IPAddress", "MfaMethod"], "summarize": ["count()", "max(TimeGenerated)"]},
+    {"table": "SigninLogs", "time_window": "7d", "where": [["Country", "!=", "US"], ["ResultType", "!=", "0"]],
+     "columns": ["UserPrincipalName", "Country", "City", "DeviceOS", "ErrorCode", "FailureReason"], "take": 100},
+    {"table": "AADNonInteractiveUserSignInLogs", "time_window": "3d", "by": ["Country"], "bin": "1d"},
+    {"table": "DeviceProcessEvents", "time_window": "30d", "where": [["ProcessCommandLine", "has", "powershell"]],
+     "by": ["DeviceName", "ParentProcess", "FileName"], "summarize": ["count()", "dcount(SHA256)"]},
+    {"table": "DeviceProcessEvents", "time_window": "14d", "where": [["DeviceName", "startswith", "ws-"]],
+     "sort": "FileName asc", "take": 100},
+    {"table": "AuditLogs", "time_window": "30d", "where": [["OperationName", "has", "role"]],
+     "by": ["InitiatedByUser", "TargetUpn", "OperationName"]},
+    {"table": "AuditLogs", "time_window": "30d", "where": [["InitiatedByUser", "in", ["ADM-JONAS.WEBER@contoso.com",
+                                                                                      "adm-aisha.khan@contoso.com"]]]},
+    {"table": "EmailEvents", "time_window": "7d", "by": ["DeliveryAction", "SenderFromDomain"], "take": 100},
+    {"table": "UrlClickEvents", "time_window": "30d", "where": [["IsClickedThrough", "==", True]]},
+    {"table": "ThreatIntelIndicators", "time_window": "30d", "where": [["Confidence", ">", 50]],
+     "by": ["ObservableKey"], "summarize": ["count()", "min(Confidence)", "max(ValidUntil)"]},
+    {"table": "AADUserRiskEvents", "time_window": "30d", "by": ["RiskEventType", "Country"]},
+    {"table": "DeviceNetworkEvents", "time_window": "7d", "where": [["RemotePort", "between", [1, 1024]]],
+     "by": ["RemotePort"], "summarize": ["count()", "dcount(RemoteIP)"]},
+    {"table": "SecurityAlert", "time_window": "7d", "where": [["AlertSeverity", "==", "high"]],
+     "by": ["ProductName"], "bin": "1d"},
+]
+
+
+@pytest.fixture(scope="module")
+def world_rows() -> dict[str, list[dict[str, Any]]]:
+    backend = copied_demo(SEED, lambda: NOW)
+    tables_wanted = {h["table"] for h in WORLD_HUNTS}
+    return backend.with_database(lambda conn, now: {
+        t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}"')] for t in tables_wanted})
+
+
+@pytest.mark.parametrize("arguments", WORLD_HUNTS, ids=[f"{h['table']}-{i}" for i, h in enumerate(WORLD_HUNTS)])
+async def test_the_generated_world_answers_what_python_finds(demo_backend: DemoBackend, world_rows,
+                                                             arguments: dict[str, Any]) -> None:
+    hunt = queries.make_query("hunt", arguments)
+    raw = await demo_backend.execute(hunt, queries.kql_of(hunt))
+    assert raw.rows == py_hunt(hunt, world_rows[hunt.table])
+    assert raw.rows, "the world has rows for this hunt (a hunt that finds nothing proves little)"
+
+
+async def test_the_mfa_fatigue_story_is_a_hunt_away(demo_backend: DemoBackend) -> None:
+    result = await SentinelClient(demo_backend).run("hunt", WORLD_HUNTS[0])
+    assert isinstance(result, QueryResult)
+    top = result.records[0]
+    assert top.value("MfaMethod") and top.value("Count") >= 5, top  # many denied pushes for one account
+
+
+def test_every_hunt_the_builder_makes_runs_on_the_demo(demo_backend: DemoBackend) -> None:
+    """The SQL side of the parser test: every hunt of every table runs on the generated world (column names that are
+    SQL keywords, JSON fields of absent or text columns, hostile values as parameters) and keeps its contract."""
+    from bot.sentinel.hunt import sql as hunt_sql
+
+    def run_all(conn: sqlite3.Connection, now: datetime) -> int:
+        ran = 0
+        for arguments, _ in all_hunts():
+            hunt = parse_hunt(arguments)
+            for row in hunt_sql.run(hunt, conn, now):
+                assert set(row) == {"Row", "TotalMatched"} and list(row["Row"]) == [n for n, _ in hunt.output]
+            ran += 1
+        return ran
+
+    assert demo_backend.with_database(run_all) > 700
+
+
+async def test_a_misbehaving_model_gets_errors_never_a_traceback(hunt_demo) -> None:
+    """Arguments of every JSON shape in every place: each call is a result or an invalid_argument error."""
+    backend, _ = hunt_demo
+    rng = random.Random(7)
+    junk: list[Any] = [None, True, 0, -1, 2**70, 1.5, float("1e308"), "", " ", "x" * 600, "SigninLogs", "==", "in",
+                       "between", "Country", "count()", "max(Country)", "1h", "7d", [], {}, [None], [[]], ["a", "b"],
+                       [["Country", "==", "US"]], [["ErrorCode", "between", [1]]], {"column": "Country"},
+                       [["TimeGenerated", ">", "2026-13-45"]], "\ud800", "\u0000", ["\n.drop table x"]]
+    names = ["table", "time_window", "where", "summarize", "by", "bin", "columns", "sort", "take"]
+    box = ToolBox(SentinelClient(backend))
+    codes = set()
+    for _ in range(300):
+        arguments = {"table": "SigninLogs", "time_window": "7d"} if rng.random() < 0.7 else {}
+        for name in rng.sample(names, rng.randrange(1, 5)):
+            arguments[name] = rng.choice(junk)
+        run = await box.run("hunt", json.dumps(arguments))
+        assert isinstance(run.artifact, (QueryResult, QueryError))
+        if isinstance(run.artifact, QueryError):
+            codes.add(run.artifact.code)
+            assert len(run.artifact.message) < 6000
+    assert codes == {"invalid_argument"}
+
+
+def test_a_filter_value_is_held_as_its_literal_holds_it() -> None:
+    """Newlines and tabs stay (the literal escapes them); what a literal cannot hold is U+FFFD on both backends."""
+    hunt = parse_hunt({"table": "SigninLogs", "time_window": "1d",
+                       "where": [["AppDisplayName", "in", ["a\nb\tc", "nul\x00 \ud800"]]]})
+    assert hunt.filters[0].values == ("a\nb\tc", "nul\ufffd \ufffd")
+
+
+def _indexed_hunts() -> list[tuple[str, str]]:
+    from bot.sentinel.catalog import HUNT_INDEXED
+
+    return [(table, name) for table, names in HUNT_INDEXED.items() for name in names]
+
+
+@pytest.mark.parametrize(("table", "name"), _indexed_hunts())
+def test_an_equality_hunt_on_a_hot_column_reads_its_index(demo_backend: DemoBackend, table: str, name: str) -> None:
+    """The store indexes the hot hunt columns in the form the hunt's SQL compares them: a drift between the two
+    would silently read every row of the window again (the 10x MFA-denial hunt went from 55-70 ms to under 1 ms)."""
+    from bot.sentinel.hunt import sql as hunt_sql
+
+    column = tables()[table].find(name)
+    assert column is not None, f"{table}.{name} is not a hunt column"
+    hunt = parse_hunt({"table": table, "time_window": "30d", "where": [[name, "==", sample_value(column)]]})
+    text, params = hunt_sql.hunt_sql(hunt, NOW)
+
+    def plan(conn: sqlite3.Connection, now: datetime) -> str:
+        hunt_sql._functions(conn)
+        return " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + text, params))
+
+    shown = demo_backend.with_database(plan)
+    assert f"USING INDEX {table.lower()}_hunt_" in shown, shown

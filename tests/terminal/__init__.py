@@ -1,0 +1,1 @@
+"""bot/terminal: the terminal chat."""

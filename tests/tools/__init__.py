@@ -1,0 +1,1 @@
+"""bot/tools: tool schemas and the compact text the model reads."""

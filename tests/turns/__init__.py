@@ -1,0 +1,1 @@
+"""bot/turns: durable turns, their queues, leases and workers."""
