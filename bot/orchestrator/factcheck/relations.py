@@ -170,13 +170,13 @@ def techniques(text: str, offset: int, near: Near) -> list[Problem]:
     problems = []
     for m in _TECHNIQUE.finditer(text):
         said = m.group(0).upper()
-        wrong = [f for f in near(offset + m.start()) if f.techniques
+        wrong = [(f, f.techniques) for f in near(offset + m.start()) if f.techniques
                  and not any(t == said or t.startswith(said + ".") for t in f.techniques)]
         if wrong:
-            f = wrong[0]
+            f, recorded = wrong[0]
             problems.append(Problem("technique", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s alerts name {', '.join(f.techniques)} ({f.seen.describe()})",
-                                    f"record: {', '.join(f.techniques)}"))
+                                    f"#{f.number}'s alerts name {', '.join(recorded)} ({f.seen.describe()})",
+                                    f"record: {', '.join(recorded)}"))
     return problems
 
 
