@@ -34,7 +34,7 @@ MAX_ALERT_DESCRIPTION_CHARS = 2000
 MAX_REMEDIATION_STEPS = 12
 MAX_STEP_CHARS = 1000
 MAX_TECHNIQUES = 24
-_TECHNIQUE = re.compile(r"(?<![A-Z0-9])T\d{4}(?:\.\d{3})?(?![0-9])")
+_TECHNIQUE = re.compile(r"(?<![A-Z0-9.])T\d{4}(?:\.\d{3})?(?![0-9]|\.[0-9])")
 
 
 def as_json(value: Any) -> Any:
@@ -135,7 +135,7 @@ def remediation_steps(value: Any) -> tuple[str, ...]:
     steps = []
     for item in items:
         text = item if isinstance(item, str) else json.dumps(item, default=str)
-        line = one_line(text[: MAX_STEP_CHARS * 8])
+        line = one_line(text)
         if line:
             steps.append(bounded_text(line, MAX_STEP_CHARS))
     if len(steps) > MAX_REMEDIATION_STEPS:
