@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from bot.cards.common import (
@@ -70,11 +71,13 @@ def summary_line(alert: AlertSummary, now: datetime) -> str:
     return " · ".join(parts)
 
 
-def alert_details(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, limit: int) -> list[Element]:
+def alert_details(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, limit: int,
+                  incident_description: str = "") -> list[Element]:
     """Each alert's own fields, for up to ``limit`` alerts: its name, activity, techniques, its description (inert
     text, whole as the query returned it), its remediation steps as a numbered list, and its link: an "Open alert"
     button on a Microsoft portal (``portal_url``), inert text anywhere else. An alert repeating an earlier one's
-    detection (same name, description, techniques and steps) is named under it, not shown again."""
+    detection (same name, description, techniques and steps) is named under it, not shown again, and a
+    description the incident's own repeats is not written twice."""
     blocks: list[tuple[AlertSummary, list[AlertSummary]]] = []
     for alert in alerts:
         if not (alert.description or alert.techniques or alert.remediation or alert.link or alert.start):
@@ -88,7 +91,8 @@ def alert_details(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime
         return []
     out: list[Element] = [text("Alert details", weight="bolder", separator=True, spacing="medium")]
     for alert, repeats in blocks:
-        out.append({"type": "Container", "spacing": "medium", "items": _alert_block(alert, repeats, ref_for, now)})
+        shown = replace(alert, description="") if alert.description == incident_description else alert
+        out.append({"type": "Container", "spacing": "medium", "items": _alert_block(shown, repeats, ref_for, now)})
     return out
 
 
@@ -110,9 +114,8 @@ def _alert_block(alert: AlertSummary, repeats: Sequence[AlertSummary], ref_for: 
         items.append({"type": "FactSet", "spacing": "small", "facts": facts})
     if repeats:
         refs = " ".join(r for r in (ref(ref_for, "alert", a.alert_id) for a in repeats) if r)
-        items.append(subtle(f"Also {refs}: the same detection, {count_label(len(repeats), 'more alert')}"
-                            if refs else f"And {count_label(len(repeats), 'more alert')} of the same detection",
-                            spacing="small"))
+        items.append(subtle(f"Also {refs}: the same detection." if refs else
+                            f"And {count_label(len(repeats), 'more alert')} of the same detection.", spacing="small"))
     if alert.description:
         items.append(text(whole(alert.description), size="small", spacing="small"))
     if alert.remediation:

@@ -116,7 +116,7 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
         body.append(text(f"Alerts ({len(shown)} of {max(i.alert_count, len(d.alerts))})", weight="bolder",
                          separator=True, spacing="medium"))
         body.append(alert_table(shown, ref_for, now, with_entities=False))
-        body += alert_details(shown, ref_for, now, min(limit, MAX_ALERT_DETAILS))
+        body += alert_details(shown, ref_for, now, min(limit, MAX_ALERT_DETAILS), d.description)
     if d.entities:
         body += _entities(d.entities, ref_for, limit * MAX_DETAIL_ENTITIES // MAX_DETAIL_ALERTS)
     if d.other_matches:

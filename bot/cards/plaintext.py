@@ -131,7 +131,7 @@ def incident_detail_text(result: QueryResult, ref_for: RefFor, now: datetime | N
     if detail.alerts:
         lines.append(f"\nAlerts ({len(detail.alerts)} of {i.alert_count}):")
         lines.append(_alerts(detail.alerts, ref_for, now))
-    lines += _alert_details(detail, now or datetime.now(UTC))
+    lines += _alert_details(detail, ref_for, now or datetime.now(UTC))
     if detail.entities:
         lines.append("\nEntities:")
         lines += [f"  {_ref(ref_for, 'entity', f'{e.type}:{e.value}'):>5} {clean(e.type, 18)}: {clean(e.value, 80)}"
@@ -146,7 +146,7 @@ def incident_detail_text(result: QueryResult, ref_for: RefFor, now: datetime | N
     return "\n".join(lines)
 
 
-def _alert_details(detail: IncidentDetail, now: datetime) -> list[str]:
+def _alert_details(detail: IncidentDetail, ref_for: RefFor, now: datetime) -> list[str]:
     """Each detection's own fields once (the card's ``alert_details``): activity, techniques, description,
     remediation steps and its link (a terminal link is never opened for you; one not on a Microsoft portal says so)."""
     lines: list[str] = []
@@ -158,7 +158,8 @@ def _alert_details(detail: IncidentDetail, now: datetime) -> list[str]:
         seen.add(key)
         if len(seen) > MAX_ALERT_DETAILS:
             break
-        lines.append(f"\n  Alert: {clean(a.name, 120)}")
+        number = _ref(ref_for, "alert", a.alert_id)
+        lines.append(f"\n  {number + ' ' if number else ''}Alert: {clean(a.name, 120)}")
         span = activity_span(a.start, a.end, now)
         if span:
             lines.append(f"    Activity: {span}")

@@ -1,8 +1,9 @@
 """SecurityAlert rows: an incident's alerts, a burst's alerts, the standalone noise, and status updates.
 
 ``alert_row`` gives an alert the columns its product fills (Sentinel rule alerts carry the rule's query
-and period; the Defender products their own ids, links and confidence). An alert whose status changes
-later is emitted again by ``status_update`` with the same SystemAlertId and a later TimeGenerated.
+and period; the Defender products their own ids, links, confidence and remediation steps, a JSON array of
+strings). StartTime and EndTime bracket the activity shortly before the alert's TimeGenerated. An alert whose
+status changes later is emitted again by ``status_update`` with the same SystemAlertId and a later TimeGenerated.
 """
 
 from __future__ import annotations
