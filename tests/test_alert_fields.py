@@ -118,7 +118,7 @@ def test_remediation_steps_from_json_or_text(value: Any, expected: tuple[str, ..
 
 def test_many_or_huge_steps_are_bounded_and_say_so() -> None:
     steps = remediation_steps(json.dumps([f"step {n}" for n in range(40)]))
-    assert len(steps) == 13 and steps[-1] == "…(28 more steps)"
+    assert len(steps) == 12 and steps[-1] == "step 11 …(28 more steps)"
     [huge] = remediation_steps(json.dumps(["x" * 100_000]))
     assert huge.endswith("…(99000 more characters)") and len(huge) < 1100
 

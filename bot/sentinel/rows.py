@@ -126,7 +126,7 @@ def techniques(*values: Any) -> tuple[str, ...]:
 def remediation_steps(value: Any) -> tuple[str, ...]:
     """RemediationSteps: a JSON array of strings as Sentinel writes it, or plain text (one step a line, as Defender
     for Cloud's older rows hold it), each step one line, at most MAX_STEP_CHARS ("…(n more characters)"); past
-    MAX_REMEDIATION_STEPS a last item says how many more there were."""
+    MAX_REMEDIATION_STEPS the last one kept says how many more there were."""
     parsed = as_json(value)
     if parsed is None:
         return ()
@@ -140,7 +140,8 @@ def remediation_steps(value: Any) -> tuple[str, ...]:
             steps.append(bounded_text(line, MAX_STEP_CHARS))
     if len(steps) > MAX_REMEDIATION_STEPS:
         more = len(steps) - MAX_REMEDIATION_STEPS
-        steps = [*steps[:MAX_REMEDIATION_STEPS], f"…({more} more step{'s' if more > 1 else ''})"]
+        steps = [*steps[:MAX_REMEDIATION_STEPS - 1], f"{steps[MAX_REMEDIATION_STEPS - 1]} …({more} more "
+                 f"step{'s' if more > 1 else ''})"]
     return tuple(steps)
 
 
