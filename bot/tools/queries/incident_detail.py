@@ -59,19 +59,25 @@ def _detail(d: IncidentDetail, ref_for: RefFor) -> str:
 def alert_detail_rows(alerts: tuple[AlertSummary, ...], ref_for: RefFor, incident_description: str = "") -> list[str]:
     """What each detection says (description, remediation, link), once per detection: an alert repeating an
     earlier one's name, description, techniques and steps is named beside it; a description the incident's own
-    repeats is not written again. A link is given only when it opens a Microsoft portal."""
+    repeats, or steps an earlier row gave, are not written again. A link is given only when it opens a Microsoft
+    portal."""
     groups: dict[tuple[object, ...], list[AlertSummary]] = {}
     for a in alerts:
         if a.description or a.remediation or a.link:
             groups.setdefault((a.name, a.description, a.techniques, a.remediation), []).append(a)
     rows = []
+    steps_of: dict[tuple[str, ...], str] = {}  # steps already written -> the [n] they were written under
     for first, *repeats in groups.values():
         also = f" (also {' '.join(ref(ref_for, 'alert', a.alert_id) for a in repeats)})" if repeats else ""
         parts = []
         if first.description:
             parts.append("description: the incident's" if first.description == incident_description else
                          f"description (untrusted text): {long_cell(first.description, MAX_DESCRIPTION_CHARS)}")
-        if first.remediation:
+        if first.remediation in steps_of:
+            parts.append(f"remediation: as {steps_of[first.remediation]}")
+        elif first.remediation:
+            if ref(ref_for, "alert", first.alert_id) != "-":
+                steps_of[first.remediation] = ref(ref_for, "alert", first.alert_id)
             steps = "; ".join(f"{n}) {step}" for n, step in enumerate(first.remediation, 1))
             parts.append(f"remediation (untrusted text): {long_cell(steps, MAX_REMEDIATION_CHARS)}")
         if first.link:
