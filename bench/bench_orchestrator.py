@@ -415,6 +415,8 @@ async def run_investigation(sentinel: SentinelClient, raw_json: bool,
     policy = MemoryPolicy(compact_old_tool_results=False, history_tokens=10**9) if raw_json else MemoryPolicy()
     async with oa.FakeOpenAI(brain=InvestigationBrain(conversation, questions)) as fake:
         orchestrator = make_orchestrator(fake, sentinel, counter, policy)
+        if raw_json:  # nor cut short: raw results would spend a turn's token bound before its last tool round
+            orchestrator.max_turn_tokens = 0
         setup_counting = counter.seconds
         turns, transcript = [], []
         with raw_json_tool_results(orchestrator) if raw_json else contextlib.nullcontext():

@@ -101,6 +101,42 @@ def when(moment: datetime | None, now: datetime) -> str:
     return f"{age(moment, now)} ({stamp} UTC)"
 
 
+def activity_span(start: datetime | None, end: datetime | None, now: datetime) -> str:
+    """When an alert's activity ran, with its zone: "20 Nov 13:02 – 13:23 UTC", one time when it was one
+    moment, the end's date when it ended another day, the year when not this one; "" when neither is known."""
+    if start is None and end is None:
+        return ""
+    first, last = as_utc(start or end), as_utc(end or start)  # type: ignore[arg-type]
+    if last < first:
+        first, last = last, first
+    year = "" if first.year == as_utc(now).year else " %Y"
+    stamp = first.strftime(f"%d %b{year} %H:%M")
+    if (last - first).total_seconds() < 60:
+        return f"{stamp} UTC"
+    tail = last.strftime("%H:%M" if last.date() == first.date() else f"%d %b{year} %H:%M")
+    return f"{stamp} – {tail} UTC"
+
+
+# Microsoft's portals an alert's AlertLink may open on a card (Defender XDR and its government clouds, Azure,
+# Entra, Defender for Cloud Apps, Purview). Any other host is shown as inert text, never a button.
+PORTAL_HOSTS = ("security.microsoft.com", "security.microsoft.us", "security.apps.mil", "mto.security.microsoft.com",
+                "portal.azure.com", "portal.azure.us", "portal.azure.cn", "entra.microsoft.com",
+                "portal.cloudappsecurity.com", "compliance.microsoft.com", "purview.microsoft.com")
+_PORTAL_URL = re.compile(r"https://([A-Za-z0-9.-]{1,253})(?:[/?#][^\s\"'<>\\^`{|}]{0,2040})?")
+
+
+def portal_url(url: str) -> str | None:
+    """``url`` when it is a plain https link to one of Microsoft's portals (PORTAL_HOSTS, or a tenant's own
+    ``*.portal.cloudappsecurity.com``), with no user, password or port; else None."""
+    match = _PORTAL_URL.fullmatch(url.strip())
+    if not match:
+        return None
+    host = match.group(1).lower().rstrip(".")
+    if host in PORTAL_HOSTS or host.endswith(".portal.cloudappsecurity.com"):
+        return url.strip()
+    return None
+
+
 def severity_label(severity: str) -> str:
     return SEVERITY_SHORT.get(severity, plain(severity, 13))
 

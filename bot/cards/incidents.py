@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.cards.alerts import alert_table
+from bot.cards.alerts import MAX_ALERT_DETAILS, alert_details, alert_table
 from bot.cards.common import (
     BUTTON_COLUMN,
     REF_COLUMN,
@@ -88,7 +88,8 @@ def _incident_table(incidents: Sequence[Incident], ref_for: RefFor, now: datetim
 
 def incident_detail(detail: IncidentDetail, ref_for: RefFor, now: datetime, *, demo: bool = False,
                     notes: Sequence[str] = (), changes: bool = False) -> Element:
-    """Facts, description, alerts, entities, "Open in Sentinel" and the other incidents a title search matched.
+    """Facts, description, alerts (each alert's own fields under them: ``alerts.alert_details``), entities, "Open
+    in Sentinel" and the other incidents a title search matched.
 
     With ``changes``, a "Change" row under the description proposes changes to the incident (assign to me,
     close or reopen, severity, comment); each button only proposes, and the analyst confirms on the card that
@@ -115,6 +116,7 @@ def _detail(d: IncidentDetail, ref_for: RefFor, now: datetime, demo: bool, notes
         body.append(text(f"Alerts ({len(shown)} of {max(i.alert_count, len(d.alerts))})", weight="bolder",
                          separator=True, spacing="medium"))
         body.append(alert_table(shown, ref_for, now, with_entities=False))
+        body += alert_details(shown, ref_for, now, min(limit, MAX_ALERT_DETAILS), d.description)
     if d.entities:
         body += _entities(d.entities, ref_for, limit * MAX_DETAIL_ENTITIES // MAX_DETAIL_ALERTS)
     if d.other_matches:

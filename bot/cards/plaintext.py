@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from bot.cards.common import RefFor, nothing_matched_text
+from bot.cards.alerts import MAX_ALERT_DETAILS
+from bot.cards.common import RefFor, activity_span, nothing_matched_text, portal_url
 from bot.cards.filters import filter_label
 from bot.cards.investigation import section_rows
 from bot.investigation.models import Investigation
@@ -22,6 +23,7 @@ from bot.sentinel.models import (
     OnCallEntry,
     QueryResult,
     TrendBin,
+    bounded_text,
     on_call_order,
     one_line,
 )
@@ -129,6 +131,7 @@ def incident_detail_text(result: QueryResult, ref_for: RefFor, now: datetime | N
     if detail.alerts:
         lines.append(f"\nAlerts ({len(detail.alerts)} of {i.alert_count}):")
         lines.append(_alerts(detail.alerts, ref_for, now))
+    lines += _alert_details(detail, ref_for, now or datetime.now(UTC))
     if detail.entities:
         lines.append("\nEntities:")
         lines += [f"  {_ref(ref_for, 'entity', f'{e.type}:{e.value}'):>5} {clean(e.type, 18)}: {clean(e.value, 80)}"
@@ -143,6 +146,35 @@ def incident_detail_text(result: QueryResult, ref_for: RefFor, now: datetime | N
     return "\n".join(lines)
 
 
+def _alert_details(detail: IncidentDetail, ref_for: RefFor, now: datetime) -> list[str]:
+    """Each detection's own fields once (the card's ``alert_details``): activity, techniques, description,
+    remediation steps and its link (a terminal link is never opened for you; one not on a Microsoft portal says so)."""
+    lines: list[str] = []
+    seen: set[tuple[object, ...]] = set()
+    for a in detail.alerts:
+        key = (a.name, a.description, a.techniques, a.remediation)
+        if key in seen or not (a.description or a.techniques or a.remediation or a.link or a.start):
+            continue
+        seen.add(key)
+        if len(seen) > MAX_ALERT_DETAILS:
+            break
+        number = _ref(ref_for, "alert", a.alert_id)
+        lines.append(f"\n  {number + ' ' if number else ''}Alert: {clean(a.name, 120)}")
+        span = activity_span(a.start, a.end, now)
+        if span:
+            lines.append(f"    Activity: {span}")
+        if a.techniques:
+            lines.append(f"    Techniques: {', '.join(a.techniques)}")
+        if a.description and a.description != detail.description:
+            lines.append(f"    Description: {clean(bounded_text(clean(a.description), 600))}")
+        lines += [f"    {n}. {clean(step, 300)}" for n, step in enumerate(a.remediation, 1)]
+        if a.link:
+            link = portal_url(a.link)
+            lines.append(f"    Alert link: {clean(link, 400)}" if link else
+                         f"    Alert link (not a Microsoft portal): {clean(a.link, 200)}")
+    return lines
+
+
 def alerts_text(result: QueryResult, ref_for: RefFor, now: datetime | None = None) -> str:
     return _alerts(result.records, ref_for, now)
 
@@ -150,10 +182,11 @@ def alerts_text(result: QueryResult, ref_for: RefFor, now: datetime | None = Non
 def _alerts(records: Sequence[AlertSummary], ref_for: RefFor, now: datetime | None = None) -> str:
     rows = [
         [_ref(ref_for, "alert", a.alert_id), SEVERITY_SHORT.get(a.severity, clean(a.severity, 6)), age(a.time, now),
-         clean(a.status, 10), clean(a.name, 48), clean(a.product, 30), clean(", ".join(a.entities[:2]), 40)]
+         clean(a.status, 10), clean(a.name, 48), clean(a.product, 30), clean(", ".join(a.entities[:2]), 40),
+         clean(", ".join(a.techniques), 30)]
         for a in records
     ]
-    return table(["", "Sev", "Time", "Status", "Alert", "Product", "Entities"], rows)
+    return table(["", "Sev", "Time", "Status", "Alert", "Product", "Entities", "Techniques"], rows)
 
 
 def trend_text(result: QueryResult, ref_for: RefFor, now: datetime | None = None) -> str:

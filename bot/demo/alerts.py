@@ -1,8 +1,9 @@
 """SecurityAlert rows: an incident's alerts, a burst's alerts, the standalone noise, and status updates.
 
 ``alert_row`` gives an alert the columns its product fills (Sentinel rule alerts carry the rule's query
-and period; the Defender products their own ids, links and confidence). An alert whose status changes
-later is emitted again by ``status_update`` with the same SystemAlertId and a later TimeGenerated.
+and period; the Defender products their own ids, links, confidence and remediation steps, a JSON array of
+strings). StartTime and EndTime bracket the activity shortly before the alert's TimeGenerated. An alert whose
+status changes later is emitted again by ``status_update`` with the same SystemAlertId and a later TimeGenerated.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bot.demo.templates import (
     NOISE,
     NOISE_CUMULATIVE,
     NOISE_QUERIES,
+    PRODUCT_REMEDIATION,
     TEMPLATES,
     AlertSpec,
     Template,
@@ -60,7 +62,7 @@ def alert_row(world: World, rng: random.Random, spec: AlertSpec, cast: dict, gen
         "ExtendedProperties": compact_json(parts.properties), "IsIncident": 0,
         "ProcessingEndTime": timestamp(generated - timedelta(microseconds=randrange(rng, 20_000, 500_000))),
         "ProductComponentName": component, "ProductName": product_name, "ProviderName": provider,
-        "RemediationSteps": template.remediation if template else "", "ResourceId": parts.resource_id,
+        "RemediationSteps": _remediation(spec, template), "ResourceId": parts.resource_id,
         "SourceComputerId": "", "SourceSystem": "Detection", "StartTime": timestamp(start), "Status": status,
         "SubTechniques": sub_techniques, "SystemAlertId": guid(rng), "Tactics": ",".join(spec.tactics),
         "Techniques": techniques, "TenantId": TENANT_ID, "TimeGenerated": timestamp(generated),
@@ -88,6 +90,12 @@ def _compromised(kinds: tuple[str, ...], cast: dict) -> str:
     if "account" in kinds or "mailbox" in kinds:
         return cast["upn"]
     return ""
+
+
+def _remediation(spec: AlertSpec, template: Template | None) -> str:
+    """RemediationSteps as the products write it: a JSON array of strings; "" for Sentinel's scheduled rules."""
+    steps = (template.remediation if template else ()) or PRODUCT_REMEDIATION.get(spec.product, ())
+    return compact_json(list(steps)) if steps else ""
 
 
 def _description(spec: AlertSpec, cast: dict, template: Template | None) -> str:
@@ -141,7 +149,8 @@ def _identity(rng: random.Random, spec: AlertSpec, cast: dict, template: Templat
                   "Client IP Address": cast["ip"], "Client Location": f"{cast['city']}, {cast['country']}"}
     level = choice(rng, ("Low", "Medium", "High"))
     return _ProductParts(spec.alert_type, properties, vendor_id, confidence_level=level,
-                         confidence_score=round(rng.uniform(0.3, 0.95), 2))
+                         confidence_score=round(rng.uniform(0.3, 0.95), 2),
+                         link=f"https://security.microsoft.com/alerts/ad{vendor_id}")
 
 
 def _office(rng: random.Random, spec: AlertSpec, cast: dict, template: Template | None,

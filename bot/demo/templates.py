@@ -53,7 +53,7 @@ class Template:
     commands: tuple[tuple[str, str, str], ...] = ()  # (directory, image, command line)
     files: tuple[tuple[str, str], ...] = ()
     resource: str = ""  # Defender for Cloud: "vm" or "keyvault"
-    remediation: str = ""
+    remediation: tuple[str, ...] = ()  # RemediationSteps, written as a JSON array of strings
     app: tuple[str, int] | None = None  # the cloud application, when the rule is about one
 
 
@@ -399,8 +399,8 @@ TEMPLATES = (
         weight=0.5, outcome=(0.7, 0.1, 0.05, 0.15), host="linux", user="local", resource="vm",
         commands=(("/tmp/.x", "xmrig", "/tmp/.x/xmrig -o pool.minexmr.example:4444 -u 4AdUndXHHZ6cfufTMvppY6JwXNouMBzSk"
                    " --donate-level 1 -B"),),
-        remediation="Review the process with the VM owner. If it is not legitimate, stop it, isolate the VM and "
-                    "rotate its credentials.",
+        remediation=("Review the process with the VM owner.",
+                     "If it is not legitimate, stop it, isolate the VM and rotate its credentials."),
     ),
     Template(
         "ssh_brute", "Failed SSH brute force attack",
@@ -410,7 +410,8 @@ TEMPLATES = (
         (_a("Failed SSH brute force attack", "MDC", "CredentialAccess", "T1110.001", "host,ip,account",
             "SSH_BruteForceFailed"),),
         weight=0.8, outcome=(0.15, 0.35, 0.3, 0.2), host="linux", user="local", resource="vm",
-        remediation="Restrict SSH to known source addresses with just-in-time access and use key-based sign-in.",
+        remediation=("Restrict SSH to known source addresses with just-in-time VM access.",
+                     "Use key-based sign-in and disable password authentication."),
     ),
     Template(
         "blocked_traffic", "Traffic detected from IP addresses recommended for blocking",
@@ -420,7 +421,8 @@ TEMPLATES = (
         (_a("Traffic detected from IP addresses recommended for blocking", "MDC", "Discovery", "T1046", "host,ip",
             "Network_TrafficFromUnrecommendedIP"),),
         weight=0.8, outcome=(0.1, 0.5, 0.2, 0.2), host="linux", user="local", resource="vm",
-        remediation="Review the network security group rules of this VM and block the address if not required.",
+        remediation=("Review the network security group rules of this VM.",
+                     "Block the address if the traffic is not required."),
     ),
     Template(
         "keyvault", "Unusual volume of operations in a key vault",
@@ -430,8 +432,8 @@ TEMPLATES = (
         (_a("Unusual volume of operations in a key vault", "MDC", "CredentialAccess", "T1555", "account,ip",
             "KV_OperationVolumeAnomaly"),),
         weight=0.5, outcome=(0.25, 0.45, 0.15, 0.15), resource="keyvault",
-        remediation="Confirm the operations with the account owner; if unexpected, rotate the secrets and review the "
-                    "vault's access policies.",
+        remediation=("Confirm the operations with the account owner.",
+                     "If they are unexpected, rotate the secrets and review the vault's access policies."),
     ),
     Template(
         "service_account_logon", "Interactive logon by service account",
@@ -474,6 +476,21 @@ NOISE = (
         "AnomalousAccountLookups"),
      (0.0, 0.0, 0.3, 0.7), 0.07, "scanner", "user"),
 )
+# The remediation steps a Defender product writes on its alerts when the detection has none of its own (Sentinel's
+# scheduled rules write none): our wording of the advice those products give.
+PRODUCT_REMEDIATION = {
+    "MDE": ("Make sure the device is fully updated and its antimalware signatures are current.",
+            "Run a full antimalware scan and review the alert's process tree for related activity.",
+            "If the activity is not expected, isolate the device and collect an investigation package."),
+    "IPC": ("Confirm the sign-in with the user.",
+            "If the user did not sign in, reset their password, revoke their sessions and require MFA "
+            "registration again."),
+    "MDO": ("Review the message and its recipients in Threat Explorer.",
+            "Soft-delete the message from every mailbox that received it and block the sender if it is malicious."),
+    "MDA": ("Review the user's activity in the cloud app around the alert.",
+            "If it is not expected, suspend the user in the app and revoke the app's OAuth grants."),
+}
+
 ALERT_DESCRIPTIONS = {  # alerts whose name differs from their incident's title (and the noise)
     "Anonymous IP address": "Sign-in by {upn} from {ip}, an anonymizing proxy or Tor exit node.",
     "Atypical travel": "Two sign-ins by {upn} from locations far apart ({city2} and {city}, {country}) within a "

@@ -209,3 +209,15 @@ def json_value(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def bounded_text(column: str, width: int) -> str:
+    """SQL: ``column`` cut as ``kql.bounded_text`` cuts it (the same "…(n more characters)")."""
+    return (f"CASE WHEN length({column}) > {width} THEN substr({column}, 1, {width}) || '…(' || "
+            f"(length({column}) - {width}) || ' more characters)' ELSE {column} END")
+
+
+def alert_fields(alias: str, width: int) -> str:
+    """SQL: SecurityAlert's own fields (rows.alert_fields) of the row ``alias``, the description cut to ``width``."""
+    return (f"{bounded_text(f'{alias}.Description', width)} AS Description, {alias}.StartTime, {alias}.EndTime, "
+            f"{alias}.Techniques, {alias}.SubTechniques, {alias}.AlertLink, {alias}.RemediationSteps")

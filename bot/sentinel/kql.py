@@ -239,3 +239,14 @@ def bool_literal(value: bool) -> str:
 def timespan_literal(span: timedelta) -> str:
     """A whole number of minutes as a KQL timespan literal, e.g. ``1440m``."""
     return f"{int(span.total_seconds() // 60)}m"
+
+
+def bounded_text(column: str, width: int) -> str:
+    """KQL: ``column`` whole up to ``width`` characters, else its first ``width`` and "…(n more characters)" (as
+    ``models.bounded_text`` writes it), so a huge description never crosses the wire whole."""
+    return (f'iff(strlen({column}) > {width}, strcat(substring({column}, 0, {width}), "…(", '
+            f'tostring(strlen({column}) - {width}), " more characters)"), {column})')
+
+
+# SecurityAlert's own fields an alert record carries (rows.alert_fields), as arg_max takes them.
+ALERT_FIELDS = "Description, StartTime, EndTime, Techniques, SubTechniques, AlertLink, RemediationSteps"

@@ -33,6 +33,14 @@ def one_line(value: object, width: int | None = None) -> str:
     return text
 
 
+def bounded_text(value: str, width: int) -> str:
+    """``value`` whole when it has at most ``width`` characters, else its first ``width`` and "…(n more
+    characters)": a cut that says what it left out (a description for the model, a huge field on a card)."""
+    if len(value) <= width:
+        return value
+    return f"{value[:width]}…({len(value) - width} more characters)"
+
+
 def count_label(n: int, singular: str, plural: str | None = None) -> str:
     """"1 alert", "3 alerts": every surface that counts records in words says it this way."""
     return f"{n} {singular if n == 1 else plural or singular + 's'}"
@@ -70,6 +78,15 @@ class AlertSummary:
     tactics: tuple[str, ...] = ()
     entities: tuple[str, ...] = ()  # "account: alice@contoso.com", at most a few per alert
     entity_count: int = 0
+    # What the alert itself says (SecurityAlert's Description, StartTime/EndTime, Techniques with SubTechniques,
+    # AlertLink, RemediationSteps). The description is attacker-influenced free text; a query that cut it ends it
+    # with "…(n more characters)" (``bounded_text``). The link is as written: surfaces decide whether to open it.
+    description: str = ""
+    start: datetime | None = None  # the activity the alert saw, first and last
+    end: datetime | None = None
+    techniques: tuple[str, ...] = ()  # MITRE ATT&CK ids, sub-techniques included: "T1110.003", "T1078"
+    link: str = ""
+    remediation: tuple[str, ...] = ()  # the steps, in order
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ SERVICE_MAX_MB = 64
 PRIMARY_TABLE = "PrimaryResult"
 MAX_DETAIL_CHARS = 90
 
-# Metadata columns: their absence changes no field the analyst sees.
-_QUIET_COLUMNS = frozenset({"TotalMatched"})
+# Metadata columns: their absence changes no field the analyst sees. SubTechniques is newer than SecurityAlert's
+# other columns (responses recorded before it have none): Techniques still names each technique without it.
+_QUIET_COLUMNS = frozenset({"TotalMatched", "SubTechniques"})
 
 # Kusto's native error names (learn.microsoft.com/kusto/concepts/errors-in-native-code), as they appear
 # in the innermost message of a partial error, and what each means for the rows that did come back.

@@ -18,6 +18,8 @@ from typing import Any
 
 from bot.sentinel.models import (
     Incident,
+    bounded_text,
+    one_line,
 )
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,13 @@ Row = Mapping[str, Any]
 MAX_ENTITIES_PER_ALERT_SHOWN = 5
 _ENTITY_TYPE_ORDER = ("account", "host", "ip", "mailbox", "url", "dns", "file", "filehash")
 _FRACTION = re.compile(r"\.(\d+)")
+# An alert's own fields: the queries cut its description to MAX_ALERT_DESCRIPTION_CHARS ("…(n more characters)"
+# after it, kql.bounded_text); a decoder bounds a row that was not cut the same way, with room for that note.
+MAX_ALERT_DESCRIPTION_CHARS = 2000
+MAX_REMEDIATION_STEPS = 12
+MAX_STEP_CHARS = 1000
+MAX_TECHNIQUES = 24
+_TECHNIQUE = re.compile(r"(?<![A-Z0-9.])T\d{4}(?:\.\d{3})?(?![0-9]|\.[0-9])")
 
 
 def as_json(value: Any) -> Any:
@@ -99,6 +108,59 @@ def as_text_tuple(value: Any) -> tuple[str, ...]:
 def tactics(value: Any) -> tuple[str, ...]:
     """MITRE tactics; Sentinel writes "Unknown" when a rule has none, which is no tactic."""
     return tuple(t for t in as_text_tuple(value) if t.lower() != "unknown")
+
+
+def techniques(*values: Any) -> tuple[str, ...]:
+    """MITRE ATT&CK ids from the Techniques and SubTechniques columns (JSON arrays as text, ``["T1003"]``, parsed
+    lists, comma-separated or damaged text): each sub-technique, and each technique no sub-technique refines, in
+    the order written. Whatever is not a technique id is left out, so these are inert by construction."""
+    found: list[str] = []
+    for value in values:
+        text = value if isinstance(value, str) else json.dumps(value, default=str) if value is not None else ""
+        found += _TECHNIQUE.findall(text[:20_000].upper())
+    unique = list(dict.fromkeys(found))
+    refined = {t.split(".")[0] for t in unique if "." in t}
+    return tuple(t for t in unique if t not in refined)[:MAX_TECHNIQUES]
+
+
+def remediation_steps(value: Any) -> tuple[str, ...]:
+    """RemediationSteps: a JSON array of strings as Sentinel writes it, or plain text (one step a line, as Defender
+    for Cloud's older rows hold it), each step one line, at most MAX_STEP_CHARS ("…(n more characters)"); past
+    MAX_REMEDIATION_STEPS the last one kept says how many more there were."""
+    parsed = as_json(value)
+    if parsed is None:
+        return ()
+    items: list[Any] = parsed if isinstance(parsed, list) else parsed.splitlines() \
+        if isinstance(parsed, str) else [parsed]
+    steps = []
+    for item in items:
+        text = item if isinstance(item, str) else json.dumps(item, default=str)
+        line = one_line(text)
+        if line:
+            steps.append(bounded_text(line, MAX_STEP_CHARS))
+    if len(steps) > MAX_REMEDIATION_STEPS:
+        more = len(steps) - MAX_REMEDIATION_STEPS
+        steps = [*steps[:MAX_REMEDIATION_STEPS - 1], f"{steps[MAX_REMEDIATION_STEPS - 1]} …({more} more "
+                 f"step{'s' if more > 1 else ''})"]
+    return tuple(steps)
+
+
+def alert_description(value: Any) -> str:
+    """An alert's description as the query returned it (cut there already), or bounded the same way."""
+    text = as_text(value)
+    return text if len(text) <= MAX_ALERT_DESCRIPTION_CHARS + 40 else bounded_text(text, MAX_ALERT_DESCRIPTION_CHARS)
+
+
+def alert_fields(row: Row, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An alert's own fields (``AlertSummary``'s description, start, end, techniques, link, remediation) from a
+    row holding SecurityAlert's columns; ``names`` maps a column to the key a nested row uses instead."""
+    def get(column: str) -> Any:
+        return row.get((names or {}).get(column, column))
+
+    return {"description": alert_description(get("Description")), "start": as_datetime(get("StartTime")),
+            "end": as_datetime(get("EndTime")), "techniques": techniques(get("Techniques"), get("SubTechniques")),
+            "link": one_line(as_text(get("AlertLink"))[:4096]),
+            "remediation": remediation_steps(get("RemediationSteps"))}
 
 
 def owner_name(value: Any) -> str | None:

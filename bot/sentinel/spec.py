@@ -156,6 +156,10 @@ MAX_DETAIL_ENTITIES = 50
 MAX_ALERT_ENTITY_LABELS = 50
 MAX_OTHER_MATCHES = 5
 MAX_DESCRIPTION_CHARS = 4000
+# SecurityAlert's own fields as a query result carries them (rows.alert_fields reads them).
+ALERT_FIELD_COLUMNS = (("Description", "string"), ("StartTime", "datetime"), ("EndTime", "datetime"),
+                       ("Techniques", "string"), ("SubTechniques", "string"), ("AlertLink", "string"),
+                       ("RemediationSteps", "string"))
 # Log Analytics' mv-expand default; the demo applies the same cap so both backends agree.
 MV_EXPAND_LIMIT = 128
 

@@ -15,6 +15,7 @@ from typing import Any
 from bot.sentinel.models import (
     QueryError,
     QueryResult,
+    bounded_text,
     one_line,
 )
 
@@ -31,6 +32,23 @@ def cell(value: object, width: int = 80) -> str:
     if isinstance(value, (tuple, list)):
         value = ",".join(str(v) for v in value)
     return one_line(str(value).replace("|", "/"), width)  # a "|" in attacker text must not open a cell
+
+
+def long_cell(value: str, width: int) -> str:
+    """Free text that may be long (a description, remediation steps) as one cell: whole up to ``width``
+    characters, else cut with "…(n more characters)", so the model knows it did not see all of it."""
+    text = one_line(value.replace("|", "/"))
+    return bounded_text(text, width) if text else "-"
+
+
+def span(start: datetime | None, end: datetime | None) -> str:
+    """An alert's activity, UTC: "2026-11-20 13:02..13:23", one time when it was one moment, "-" when unknown."""
+    if start is None and end is None:
+        return "-"
+    first, last = cell(start or end), cell(end or start)
+    if first == last:
+        return first
+    return f"{first}..{last[11:] if last[:10] == first[:10] else last}"
 
 
 def header(tool: str, arguments: dict[str, object]) -> str:

@@ -32,7 +32,8 @@ from bot.investigation.triage import EntityVerdict, RelatedIncident, Triage
 from bot.orchestrator.references import References
 from bot.sentinel.changes import ChangeKind, OnCallContact, Owner, make_change
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import EntityRef, QueryResult
+from bot.sentinel.models import AlertSummary, EntityRef, QueryResult
+from bot.sentinel.queries import alerts as alerts_query
 from bot.tools.queries.on_call import empty_card as on_call_empty
 from bot.tools.registry import TOOLS
 from tests.cards.test_action_cards import ACTION_ID, CHANGES, EXPIRES, closed_snapshot, sent_for, snapshot
@@ -45,10 +46,11 @@ pytestmark = pytest.mark.slow  # one chromium renders every card: tens of second
 
 ROOT = Path(__file__).resolve().parents[2]
 CARDS_DIR = ROOT / "tests" / "cards"
+SAMPLE_ROWS = ROOT / "tests" / "data" / "sample-rows"
 SCRIPT = CARDS_DIR / "layout.js"
 WIDTHS = (320, 400, 480, 540)  # a phone; Teams desktop's narrow and wide chat columns
 THEMES = ("light", "dark")
-SHOOT = ("incidents", "incident detail", "alerts", "trend 7d", "entities", "on call", "confirm close",
+SHOOT = ("incidents", "incident detail", "incident detail, real alerts", "alerts", "trend 7d", "entities", "on call", "confirm close",
          "outcome executed", "welcome")
 SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 LONG_URL = "https://login.contoso-secure.example.com/oauth2/v2.0/authorize?client_id=4f1c8e2a&redirect_uri=x"
@@ -98,6 +100,40 @@ def _long_detail(s: Samples) -> dict:
                 entities=entities, incident=incident(14431, "Suspicious PowerShell download cradle", "Medium",
                                                      owner=EMAIL))
     return cards.incident_detail(d, lambda kind, key: None, s.now, demo=True, changes=True)
+
+
+def _real_alerts() -> tuple[AlertSummary, ...]:
+    """Real SecurityAlert rows (tests/data/sample-rows: msticpy's recorded response, stix-shifter's Defender for
+    Cloud sample alert with its plain-text remediation and portal link), decoded as the query decodes them."""
+    recorded = json.loads((SAMPLE_ROWS / "msticpy_az_mon_raw_query_SecurityAlert.json").read_text())["tables"][0]
+    names = [c["name"] for c in recorded["columns"]]
+    rows = [dict(zip(names, row, strict=True)) for row in recorded["rows"]]
+    rows.append(json.loads((SAMPLE_ROWS / "stixshifter_test_rows.json").read_text())[
+        "test_azure_log_analytics_json_to_stix.py::DATA1"])
+    return tuple(alerts_query.decode(row) for row in rows)
+
+
+def _real_detail(s: Samples) -> dict:
+    """The detail card of an incident holding the real alerts (the layout check's measure for issue 33)."""
+    real = _real_alerts()
+    d = replace(detail(n_alerts=0, description=real[-1].description), alerts=real,
+                incident=incident(14431, real[-1].name, "High", alert_count=len(real)))
+    refs = References()
+    refs.register(QueryResult((d,), meta("get_incident_detail", 1)))
+    return cards.incident_detail(d, refs.ref_for, s.now, demo=False)
+
+
+def _hostile_alert_detail(s: Samples) -> dict:
+    """Alert fields as an attacker may write them: markup, a 100 KB description, steps and techniques that are not
+    JSON, a link to a host that is not Microsoft's, a very long technique list."""
+    text = "[runbook](https://evil.example/run) <at>SOC</at> **now** " + f"{LONG_URL} {SHA256} " * 3 + "x" * 100_000
+    row = {"SystemAlertId": "h1", "AlertName": f"Malware {SHA256} on {EMAIL}", "AlertSeverity": "High",
+           "Status": "New", "ProductName": "Microsoft Defender for Endpoint", "TimeGenerated": "2026-11-20T10:00:00Z",
+           "Description": text, "StartTime": "2026-11-19T23:58:00Z", "EndTime": "2026-11-20T09:59:00Z",
+           "Techniques": ", ".join(f"T1{n:03d}" for n in range(30)), "AlertLink": LONG_URL,
+           "RemediationSteps": "[not json\n" + "\n".join(f"Run {LONG_URL} on {EMAIL}" for _ in range(20))}
+    d = detail(n_alerts=0, alerts=(alerts_query.decode(row),))
+    return cards.incident_detail(d, lambda kind, key: None, s.now, demo=True)
 
 
 def _escalation(s: Samples) -> dict:
@@ -152,6 +188,8 @@ CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
     *((name, lambda s, name=name: s.tool_card(name)) for name in DEMO_QUERIES),
     ("incident detail with changes", lambda s: s.tool_card("incident detail", changes=True)),
     ("incident detail, long values", _long_detail),
+    ("incident detail, real alerts", _real_detail),
+    ("incident detail, hostile alert fields", _hostile_alert_detail),
     ("incidents, long values", _hostile_list),
     ("incidents, references in the hundreds", lambda s: cards.incident_table(
         s.results["incidents"], lambda kind, key: 900 + int(key) % 100, s.now)),

@@ -108,6 +108,7 @@ class IncidentFact(_Stored):
     products: tuple[str, ...] = ()
     entities: tuple[str, ...] | None = None  # lower-case values; None until its detail was read
     alert_names: tuple[str, ...] | None = None  # lower-case; None until its detail was read
+    techniques: tuple[str, ...] | None = None  # its alerts' MITRE technique ids; None until its detail was read
 
     @property
     def open(self) -> bool:
@@ -135,7 +136,8 @@ class IncidentFact(_Stored):
                 [t - (created or 0) for t in (_epoch(v) or 0 for v in self.times)], seen,
                 [text(t) for t in self.tactics], [text(p) for p in self.products],
                 None if self.entities is None else list(self.entities),
-                None if self.alert_names is None else [text(n) for n in self.alert_names]]
+                None if self.alert_names is None else [text(n) for n in self.alert_names],
+                None if self.techniques is None else list(self.techniques)]
 
     @classmethod
     def from_row(cls, row: list[Any], seen: list[Seen], strings: list[str]) -> IncidentFact:
@@ -143,12 +145,14 @@ class IncidentFact(_Stored):
             return None if index is None else strings[int(index)]
 
         created, entities, names = row[6], row[11], row[12]
+        techniques = row[13] if len(row) > 13 else None  # stored before techniques were recorded: none
         return cls(int(row[0]), _SEVERITY_CODES.get(row[1], str(row[1])), _STATUS_NAMES.get(row[2], str(row[2])),
                    text(row[3]), text(row[4]), int(row[5] or 0), _from_epoch(created),
                    tuple(t for t in (_from_epoch(int(v) + int(created or 0)) for v in row[7]) if t),
                    seen[int(row[8])], tuple(strings[int(i)] for i in row[9]), tuple(strings[int(i)] for i in row[10]),
                    None if entities is None else tuple(map(str, entities)),
-                   None if names is None else tuple(strings[int(i)] for i in names))
+                   None if names is None else tuple(strings[int(i)] for i in names),
+                   None if techniques is None else tuple(map(str, techniques)))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IncidentFact:
@@ -164,6 +168,8 @@ class AlertFact(_Stored):
     status: str
     time: datetime | None
     seen: Seen
+    activity: tuple[datetime, ...] = ()  # when the activity it saw started and ended
+    techniques: tuple[str, ...] = ()
 
     def _as_dict(self) -> dict[str, Any]:
         return {"alert_id": self.alert_id, "severity": self.severity, "status": self.status,
@@ -361,8 +367,9 @@ class Facts:
     def put_alert(self, alert: AlertSummary, seen: Seen) -> None:
         self._stored = None
         self.alerts.pop(alert.alert_id, None)
+        activity = tuple(t for t in (_second(alert.start), _second(alert.end)) if t is not None)
         self.alerts[alert.alert_id] = AlertFact(alert.alert_id, alert.severity, alert.status, _second(alert.time),
-                                                seen)
+                                                seen, activity, alert.techniques)
         _trim(self.alerts, MAX_ALERTS)
         _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)  # its id is known as the alert's key
         for label in alert.entities:
@@ -455,7 +462,8 @@ class Facts:
 
         incidents = [f.row(seen.setdefault(f.seen, len(seen)), text) for f in self.incidents.values()]
         alerts = [[a.alert_id, _SEVERITY_KEYS.get(a.severity, a.severity), _ALERT_CODES.get(a.status, a.status),
-                   _epoch(a.time), seen.setdefault(a.seen, len(seen))]
+                   _epoch(a.time), seen.setdefault(a.seen, len(seen)), [_epoch(t) for t in a.activity],
+                   list(a.techniques)]
                   for a in self.alerts.values()]
         scopes: dict[str, int] = {}
         counts = [[c.noun[0], " ".join(sorted(c.qualifiers)), c.value, scopes.setdefault(c.scope, len(scopes))]
@@ -482,10 +490,13 @@ class Facts:
             for row in data.get("incidents", []):
                 fact = IncidentFact.from_row(row, seen, strings)
                 facts.incidents[fact.number] = fact
-            for alert_id, severity, status, time, index in data.get("alerts", []):
-                facts.alerts[str(alert_id)] = AlertFact(str(alert_id), _SEVERITY_CODES.get(severity, str(severity)),
-                                                        _ALERT_STATUSES.get(status, str(status)), _from_epoch(time),
-                                                        seen[int(index)])
+            for row in data.get("alerts", []):
+                alert_id, severity, status, time, index = row[:5]
+                activity, techniques = (row[5], row[6]) if len(row) > 6 else ([], [])  # older rows had neither
+                facts.alerts[str(alert_id)] = AlertFact(
+                    str(alert_id), _SEVERITY_CODES.get(severity, str(severity)),
+                    _ALERT_STATUSES.get(status, str(status)), _from_epoch(time), seen[int(index)],
+                    tuple(t for t in map(_from_epoch, activity) if t), tuple(map(str, techniques)))
             scopes = [str(s) for s in data.get("scopes", [])]
             facts.counts = [CountFact(_NOUNS.get(noun, "alerts"), frozenset(str(q).split()), int(value),
                                       scopes[int(scope)]) for noun, q, value, scope in data.get("counts", [])]
@@ -588,7 +599,7 @@ def _incident_fact(facts: Facts, incident: Incident, seen: Seen, extra_times: It
     times = tuple(_second(t) for t in (incident.created, incident.last_modified, *extra_times) if t is not None)
     known = facts.incidents.get(incident.number)
     if known is not None and not relations:  # a listing does not forget what the detail showed
-        relations = {"entities": known.entities, "alert_names": known.alert_names}
+        relations = {"entities": known.entities, "alert_names": known.alert_names, "techniques": known.techniques}
     fact = IncidentFact(incident.number, incident.severity, incident.status, incident.owner,
                         incident.classification, incident.alert_count, _second(incident.created), times, seen,
                         tuple(incident.tactics), tuple(incident.products), **relations)
@@ -609,9 +620,10 @@ def _record_incident(facts: Facts, incident: Incident, seen: Seen) -> Iterable[s
 def _record_detail(facts: Facts, detail: IncidentDetail, seen: Seen) -> Iterable[str]:
     entities = tuple(dict.fromkeys(v for e in detail.entities for v in _entity_forms(e.type, e.value)))
     names = tuple(dict.fromkeys(a.name.strip().lower() for a in detail.alerts))
+    techniques = tuple(dict.fromkeys(t for a in detail.alerts for t in a.techniques))
     _incident_fact(facts, detail.incident, seen, (detail.first_activity, detail.last_activity, detail.closed,
-                                                  *(a.time for a in detail.alerts)),
-                   entities=entities, alert_names=names)
+                                                  *(t for a in detail.alerts for t in (a.time, a.start, a.end))),
+                   entities=entities, alert_names=names, techniques=techniques)
     for match in detail.other_matches:
         _add(facts.numbers, match.number, MAX_IDENTIFIERS)
     for alert in detail.alerts:
@@ -620,13 +632,13 @@ def _record_detail(facts: Facts, detail: IncidentDetail, seen: Seen) -> Iterable
         facts.identify(entity.type, entity.value)
     facts.identify(IdKind.ALERT_ID.value, detail.incident_id)
     return (detail.incident.title, detail.description, detail.classification_comment or "",
-            *(a.name for a in detail.alerts))
+            *(text for a in detail.alerts for text in (a.name, a.description, *a.remediation)))
 
 
 @recorder(AlertSummary)
 def _record_alert(facts: Facts, alert: AlertSummary, seen: Seen) -> Iterable[str]:
     facts.put_alert(alert, seen)
-    return (alert.name,)
+    return (alert.name, alert.description, *alert.remediation)
 
 
 @recorder(EntityCount)

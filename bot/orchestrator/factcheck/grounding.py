@@ -201,7 +201,7 @@ class _Check:
             self._problems(relations.tactics_and_products(text, unit.start, near), span)
         else:
             for c in cells:
-                if "tactic" in c.header.lower() or "product" in c.header.lower() or "source" in c.header.lower():
+                if any(word in c.header.lower() for word in ("tactic", "technique", "product", "source")):
                     self._problems(relations.tactics_and_products("from " + c.value, c.start - 5,
                                                                   lambda _: subject), span)
             self._row_counts(cells, span)
@@ -436,7 +436,7 @@ class _Check:
         return None
 
     def _time(self, claim: Claim, fact: IncidentFact | AlertFact) -> tuple[str, str] | None:
-        times = fact.times if isinstance(fact, IncidentFact) else tuple(t for t in (fact.time,) if t)
+        times = fact.times if isinstance(fact, IncidentFact) else tuple(t for t in (fact.time, *fact.activity) if t)
         if not times or any(_time_matches(claim, t, self.now) for t in times):
             return None
         main = (fact.created if isinstance(fact, IncidentFact) else fact.time) or times[0]

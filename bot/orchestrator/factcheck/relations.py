@@ -27,6 +27,8 @@ TACTICS = ("Reconnaissance", "ResourceDevelopment", "InitialAccess", "Execution"
 # MITRE ATT&CK tactic names as Sentinel stores them (CamelCase), matched also as words ("lateral movement").
 _TACTIC = re.compile(r"\b(" + "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s-]?", t) for t in TACTICS) + r")\b",
                      re.IGNORECASE)
+# A MITRE ATT&CK technique id ("T1003", "T1110.003"), as alerts' Techniques and SubTechniques hold them.
+_TECHNIQUE = re.compile(r"(?<![\w.])T\d{4}(?:\.\d{3})?(?![\w.]\w)")
 # Microsoft security products an incident's alerts come from (Sentinel's ProductName values).
 PRODUCTS = ("Microsoft Defender for Endpoint", "Microsoft Defender for Identity", "Microsoft Defender for Office 365",
             "Microsoft Defender for Cloud Apps", "Microsoft Defender for Cloud", "Microsoft Entra ID Protection",
@@ -139,8 +141,8 @@ def alert_names(text: str, offset: int, facts: Facts, near: Near,
 
 
 def tactics_and_products(text: str, offset: int, near: Near) -> list[Problem]:
-    """A MITRE tactic or a product said of incidents whose records do not have it."""
-    problems = []
+    """A MITRE tactic, a MITRE technique id or a product said of incidents whose records do not have it."""
+    problems = techniques(text, offset, near)
     for m in _TACTIC.finditer(text):
         tactic = re.sub(r"[\s-]", "", m.group(1)).lower()
         wrong = [f for f in near(offset + m.start()) if f.tactics and tactic not in (t.lower() for t in f.tactics)]
@@ -159,6 +161,22 @@ def tactics_and_products(text: str, offset: int, near: Near) -> list[Problem]:
             problems.append(Problem("product", offset + m.start(), offset + m.end(),
                                     f"#{f.number}'s alerts come from {', '.join(f.products)} ({f.seen.describe()})",
                                     f"record: {', '.join(f.products)}"))
+    return problems
+
+
+def techniques(text: str, offset: int, near: Near) -> list[Problem]:
+    """A technique id said of incidents whose detail recorded their alerts' techniques without it: the id itself,
+    or a technique one of its recorded sub-techniques refines ("T1110" for T1110.003), is what the records say."""
+    problems = []
+    for m in _TECHNIQUE.finditer(text):
+        said = m.group(0).upper()
+        wrong = [(f, f.techniques) for f in near(offset + m.start()) if f.techniques
+                 and not any(t == said or t.startswith(said + ".") for t in f.techniques)]
+        if wrong:
+            f, recorded = wrong[0]
+            problems.append(Problem("technique", offset + m.start(), offset + m.end(),
+                                    f"#{f.number}'s alerts name {', '.join(recorded)} ({f.seen.describe()})",
+                                    f"record: {', '.join(recorded)}"))
     return problems
 
 

@@ -1,5 +1,6 @@
-"""query_alerts: alerts in a window (or a from/to range), latest state of each, with their product and entities,
-including alerts in no incident; the list filters (severity set, status, keyword, entity, product, tactic) and a
+"""query_alerts: alerts in a window (or a from/to range), latest state of each, with their product, entities
+and own fields (description, activity start and end, techniques, link, remediation), including alerts in no
+incident; the list filters (severity set, status, keyword, entity, product, tactic) and a
 sort order."""
 
 from __future__ import annotations
@@ -11,8 +12,18 @@ from typing import Any
 from bot.sentinel import demo_sql, kql
 from bot.sentinel.models import AlertSummary
 from bot.sentinel.params import DEFAULT_LIMIT, MAX_LIMIT, BinSize, Filters, InvalidParameter, SortOrder, TimeWindow
-from bot.sentinel.rows import MAX_ENTITIES_PER_ALERT_SHOWN, as_datetime, as_text, as_text_tuple, tactics, type_order
+from bot.sentinel.rows import (
+    MAX_ALERT_DESCRIPTION_CHARS,
+    MAX_ENTITIES_PER_ALERT_SHOWN,
+    alert_fields,
+    as_datetime,
+    as_text,
+    as_text_tuple,
+    tactics,
+    type_order,
+)
 from bot.sentinel.spec import (
+    ALERT_FIELD_COLUMNS,
     ALERT_SORT,
     MAX_ALERT_ENTITY_LABELS,
     SEVERITY_PARAM,
@@ -40,12 +51,11 @@ class AlertsQuery(FilteredQuery):
 
 def _kql(query: AlertsQuery) -> str:
     f = query.filters
-    description = " Description," if f.search else ""
     return f"""// query_alerts: alerts {kql.scope(query)}, latest state of each
 {kql.filter_declarations(query)}let matched = materialize(SecurityAlert
     | where {kql.bounds(query, "TimeGenerated")}
-    | summarize arg_max(TimeGenerated, AlertName,{description} AlertSeverity, Status, ProductName, ProviderName,
-        Tactics, Entities) by SystemAlertId
+    | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName,
+        Tactics, Entities, {kql.ALERT_FIELDS}) by SystemAlertId
     | where AlertSeverity in {kql.in_list(query.severities)}{kql.filters(query, "AlertName")});
 matched
 | extend SeverityRank = {kql.SEVERITY_RANK.replace("Severity", "AlertSeverity")}
@@ -60,7 +70,9 @@ matched
     | summarize EntityLabels = make_set(strcat(EntityType, ": ", EntityValue), {MAX_ALERT_ENTITY_LABELS})
     )
 | project SystemAlertId, AlertName, AlertSeverity, Status, ProductName = coalesce(ProductName, ProviderName),
-    TimeGenerated, Tactics, EntityLabels, TotalMatched"""
+    TimeGenerated, Tactics, EntityLabels, TotalMatched,
+    Description = {kql.bounded_text("Description", MAX_ALERT_DESCRIPTION_CHARS)}, StartTime, EndTime, Techniques,
+    SubTechniques, AlertLink, RemediationSteps"""
 
 
 def decode(row: Row) -> AlertSummary:
@@ -76,6 +88,7 @@ def decode(row: Row) -> AlertSummary:
         tactics=tactics(row.get("Tactics")),
         entities=tuple(ordered[:MAX_ENTITIES_PER_ALERT_SHOWN]),
         entity_count=len(labels),
+        **alert_fields(row),
     )
 
 
@@ -98,6 +111,7 @@ def _demo(query: AlertsQuery, conn: sqlite3.Connection, now: datetime,
             top AS MATERIALIZED (SELECT * FROM ({firsts}) AS m ORDER BY {order} LIMIT :limit)
             SELECT m.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
                    COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS ProductName, a.TimeGenerated, a.Tactics,
+                   {demo_sql.alert_fields("a", MAX_ALERT_DESCRIPTION_CHARS)},
                    (SELECT COUNT(*) FROM uncounted) + (SELECT COALESCE(SUM(Alerts), 0) FROM AlertHour
                     WHERE Hour > :start_bucket AND AlertSeverity IN {severities}) AS TotalMatched
             FROM top AS m JOIN SecurityAlert AS a ON a.rowid = m.AlertRowId
@@ -133,7 +147,7 @@ def _filtered(query: AlertsQuery, conn: sqlite3.Connection, now: datetime) -> li
         top AS MATERIALIZED (SELECT * FROM matched ORDER BY {order} LIMIT :limit)
         SELECT m.AlertRowId, t.SystemAlertId, t.AlertName, t.AlertSeverity, t.Status,
                COALESCE(NULLIF(t.ProductName, ''), t.ProviderName) AS ProductName, t.TimeGenerated, t.Tactics,
-               (SELECT COUNT(*) FROM matched) AS TotalMatched
+               {demo_sql.alert_fields("t", MAX_ALERT_DESCRIPTION_CHARS)}, (SELECT COUNT(*) FROM matched) AS TotalMatched
         FROM top AS m JOIN SecurityAlert AS t ON t.rowid = m.AlertRowId
         ORDER BY {demo_sql.sort_keys(ALERT_SORT[query.filters.sort], "AlertSeverity", "m.")}"""
     return demo_sql.fetch(conn, text, params)
@@ -148,7 +162,7 @@ SPEC = QuerySpec(
     kql=_kql,
     result=(("SystemAlertId", "string"), ("AlertName", "string"), ("AlertSeverity", "string"), ("Status", "string"),
             ("ProductName", "string"), ("TimeGenerated", "datetime"), ("Tactics", "string"),
-            ("EntityLabels", "dynamic"), ("TotalMatched", "long")),
+            ("EntityLabels", "dynamic"), ("TotalMatched", "long"), *ALERT_FIELD_COLUMNS),
     keys=("SystemAlertId",),
     decode=decode,
     demo=_demo,

@@ -1,5 +1,6 @@
 """get_incident_detail: one incident in depth (by number, or the newest whose title has the words), with its
-alerts, its entities and the other incidents a title search also matched."""
+alerts (each with its description, activity start and end, techniques, link and remediation steps), its entities
+and the other incidents a title search also matched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from bot.sentinel.demo_sql import iso
 from bot.sentinel.models import AlertSummary, EntityRef, IncidentDetail, IncidentMatch
 from bot.sentinel.params import DETAIL_LOOKBACK, IncidentRef, parse_incident_ref
 from bot.sentinel.rows import (
+    MAX_ALERT_DESCRIPTION_CHARS,
+    alert_fields,
     as_datetime,
     as_int,
     as_json,
@@ -80,14 +83,16 @@ let alerts = materialize(incident
     | join kind=inner (SecurityAlert
         | where TimeGenerated > {lookback}
         | summarize arg_max(TimeGenerated, AlertName, AlertSeverity, Status, ProductName, ProviderName,
-            Tactics, Entities) by SystemAlertId
+            Tactics, Entities, {kql.ALERT_FIELDS}) by SystemAlertId
         ) on $left.AlertId == $right.SystemAlertId);
 let alert_list = toscalar(alerts
     | sort by TimeGenerated desc, SystemAlertId asc
     | take {MAX_DETAIL_ALERTS}
     | summarize make_list(bag_pack("id", SystemAlertId, "name", AlertName, "severity", AlertSeverity,
         "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
-        "tactics", Tactics)));
+        "tactics", Tactics, "description", {kql.bounded_text("Description", MAX_ALERT_DESCRIPTION_CHARS)},
+        "start", StartTime, "end", EndTime, "techniques", Techniques, "sub_techniques", SubTechniques,
+        "link", AlertLink, "remediation", RemediationSteps)));
 let entity_list = toscalar({kql.expand_entities("alerts", "    ")}
     | summarize by EntityType, EntityValue
     | sort by EntityType asc, EntityValue asc
@@ -107,6 +112,11 @@ incident
     Labels, IncidentUrl, Alerts = alert_list, Entities = entity_list, OtherMatches = other_matches"""
 
 
+# The keys of an alert in the Alerts list for SecurityAlert's own columns (rows.alert_fields).
+_ALERT_KEYS = {"Description": "description", "StartTime": "start", "EndTime": "end", "Techniques": "techniques",
+               "SubTechniques": "sub_techniques", "AlertLink": "link", "RemediationSteps": "remediation"}
+
+
 def decode(row: Row) -> IncidentDetail:
     alerts = [
         AlertSummary(
@@ -117,6 +127,7 @@ def decode(row: Row) -> IncidentDetail:
             product=as_text(a.get("product")),
             time=as_datetime(a.get("time")),
             tactics=tactics(a.get("tactics")),
+            **alert_fields(a, _ALERT_KEYS),
         )
         for a in list_of_dicts(row.get("Alerts"))
     ]
@@ -195,7 +206,8 @@ def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
         f"""WITH {demo_sql.latest("found", "LatestAlert", "AlertRowId", "l.SystemAlertId",
                           "AND l.SystemAlertId IN (SELECT value FROM json_each(:alert_ids))")}
             SELECT f.AlertRowId, a.SystemAlertId, a.AlertName, a.AlertSeverity, a.Status,
-                   COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics
+                   COALESCE(NULLIF(a.ProductName, ''), a.ProviderName) AS Product, a.TimeGenerated, a.Tactics,
+                   {demo_sql.alert_fields("a", MAX_ALERT_DESCRIPTION_CHARS)}
             FROM found AS f JOIN SecurityAlert AS a ON a.rowid = f.AlertRowId""",
         params | {"alert_ids": incident["AlertIds"] or "[]"},
     )
@@ -249,7 +261,7 @@ def _owner_name(owner_json: Any) -> Any:
 def _alert_summary(alert: dict[str, Any]) -> dict[str, Any]:
     return {"id": alert["SystemAlertId"], "name": alert["AlertName"], "severity": alert["AlertSeverity"],
             "status": alert["Status"], "product": alert["Product"], "time": alert["TimeGenerated"],
-            "tactics": alert["Tactics"]}
+            "tactics": alert["Tactics"], **{key: alert[column] for column, key in _ALERT_KEYS.items()}}
 
 
 SPEC = QuerySpec(
