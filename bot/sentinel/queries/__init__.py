@@ -27,6 +27,7 @@ from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
 from bot.sentinel.queries.analyst_kql import AnalystQuery
 from bot.sentinel.queries.evidence import EVIDENCE_SPECS
+from bot.sentinel.entities import ENTITY_VALUE_RULES, MV_EXPAND_LIMIT, entity_value
 from bot.sentinel.queries.evidence.common import EvidenceQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
@@ -35,16 +36,13 @@ from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQ
 from bot.sentinel.queries.top_entities import TopEntitiesQuery
 from bot.sentinel.spec import (
     ALERT_SORT,
-    ENTITY_VALUE_RULES,
     INCIDENT_SORT,
     MAX_ALERT_ENTITY_LABELS,
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
     MAX_OTHER_MATCHES,
-    MV_EXPAND_LIMIT,
     QuerySpec,
-    entity_value,
 )
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).

@@ -89,7 +89,7 @@ let alert_list = toscalar(alerts
         "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
         "tactics", Tactics)));
 let entity_list = toscalar({kql.expand_entities("alerts", "    ")}
-    | summarize by EntityType, EntityValue
+    | summarize EntityValue = min(EntityValue) by EntityType, EntityKey = tolower(EntityValue)
     | sort by EntityType asc, EntityValue asc
     | take {MAX_DETAIL_ENTITIES}
     | summarize make_list(bag_pack("type", EntityType, "value", EntityValue)));
@@ -205,11 +205,13 @@ def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
 
 
 def _entities(conn: sqlite3.Connection, alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The distinct entities of these alerts, by type and value."""
+    """The distinct entities of these alerts, one per type and lower-case value (case variants of a host are one
+    host), shown by its least spelling as the KQL."""
     return demo_sql.fetch(
         conn,
-        f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
+        f"""SELECT EntityType, MIN(EntityValue) AS EntityValue FROM AlertEntity
             WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
+            GROUP BY EntityType, EntityKey
             ORDER BY EntityType, EntityValue LIMIT {MAX_DETAIL_ENTITIES}""",
         {},
     )
