@@ -101,10 +101,15 @@ def _host_fields(cast: dict, when: datetime) -> dict:
               "NetBiosName": host, "OSFamily": cast["host_os"], "Type": "host"}
     if windows:
         fields["NTDomain"] = "CONTOSO"
-        fields["FQDN"] = f"{host.lower()}.corp.contoso.com"
-    fields["AadDeviceId"] = _guid("aad-device", host.lower())
-    fields["MdatpDeviceId"] = _digest("mdatp", host.lower()).hex()[:40]
+    fields.update(_device_ids(host, windows))
     return fields
+
+
+def _device_ids(host: str, windows: bool) -> dict:
+    """A device's FQDN (domain-joined Windows), Entra device id and Defender device id."""
+    ids = {"FQDN": f"{host.lower()}.corp.contoso.com"} if windows else {}
+    return ids | {"AadDeviceId": _guid("aad-device", host.lower()),
+                  "MdatpDeviceId": _digest("mdatp", host.lower()).hex()[:40]}
 
 
 def _account_fields(cast: dict, wanted: set[str]) -> dict:
@@ -146,9 +151,8 @@ def _add_host_and_account(entities: _Entities, wanted: set[str], inline: bool, c
 _PLAIN_ENTITIES: tuple[tuple[str, Callable[[dict], dict]], ...] = (
     ("account2", lambda cast: _domain_account(cast["actor_sam"], cast["actor"], cast["actor_aad"], "", False)),
     ("host2", lambda cast: {"HostName": cast["host2"], "DnsDomain": "corp.contoso.com", "NetBiosName": cast["host2"],
-                            "OSFamily": "Windows", "NTDomain": "CONTOSO", "FQDN": f"{cast['host2'].lower()}.corp.contoso.com",
-                            "AadDeviceId": _guid("aad-device", cast["host2"].lower()),
-                            "MdatpDeviceId": _digest("mdatp", cast["host2"].lower()).hex()[:40], "Type": "host"}),
+                            "OSFamily": "Windows", "NTDomain": "CONTOSO", **_device_ids(cast["host2"], True),
+                            "Type": "host"}),
     ("ip", lambda cast: {"Address": cast["ip"], "Location": {"CountryCode": cast["country_code"],
                                                              "CountryName": cast["country"], "City": cast["city"]},
                          "Type": "ip"}),
@@ -210,7 +214,9 @@ def _add_process(entities: _Entities, rng: random.Random, cast: dict, when: date
 
 
 def _parent_process(entities: _Entities, cast: dict, created: datetime, host_id: str | None) -> dict:
-    """The process's parent, inline as Defender writes it: its id, command line and image file with its hashes."""
+    """The process's parent, inline as Defender writes it: its id, command line and image file with its hashes.
+    A noise alert's parent (its cast names none) is the shell, written without a command line as Defender often
+    does, so one shell does not top every entity count."""
     name = cast.get("parent") or "explorer.exe"
     directory = "C:\\Program Files\\Microsoft Office\\root\\Office16" if name == "winword.exe" else "C:\\Windows"
     parent_id, image_id, sha1_id, sha256_id = (entities.next_id() for _ in range(4))
@@ -220,12 +226,15 @@ def _parent_process(entities: _Entities, cast: dict, created: datetime, host_id:
         "CommandLine": f'"{directory}\\{name}"',
         "CreationTimeUtc": timestamp(created - timedelta(minutes=3 + digest[0] % 50))[:-4] + "Z",
         "ImageFile": {"$id": image_id, "Name": name, "Directory": directory,
-                      "FileHashes": [{"$id": sha1_id, "Algorithm": "SHA1", "Value": digest.hex()[:40], "Type": "filehash"},
+                      "FileHashes": [{"$id": sha1_id, "Algorithm": "SHA1", "Value": digest.hex()[:40],
+                                      "Type": "filehash"},
                                      {"$id": sha256_id, "Algorithm": "SHA256", "Value": _digest("sha256", name).hex(),
                                       "Type": "filehash"}],
                       "Type": "file"},
     }
     if host_id is not None:
         parent["Host"] = {"$ref": host_id}
+    if not cast.get("parent"):
+        del parent["CommandLine"]
     parent["Type"] = "process"
     return parent

@@ -48,8 +48,8 @@ from typing import Any
 from bot.demo import columns, generator
 from bot.sentinel import catalog
 from bot.sentinel.demo_sql import OWNER, alert_text_id
-from bot.sentinel.hunt.sql import index_expressions
 from bot.sentinel.entities import alert_entity_values
+from bot.sentinel.hunt.sql import index_expressions
 
 _SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL"}
 

@@ -261,9 +261,9 @@ def decode_entities(raw: Any) -> EntityList:
     objects = list(_all_objects(items))
     by_id: dict[str, dict[str, Any]] = {}
     for obj in objects:
-        key = kql_tostring(obj.get("$id"))
-        if key and key not in by_id:
-            by_id[key] = obj
+        own_id = kql_tostring(obj.get("$id"))
+        if own_id and own_id not in by_id:
+            by_id[own_id] = obj
     unresolved = 0
     decoded: dict[tuple[str, str], Entity] = {}
     order: list[tuple[str, str]] = []
@@ -307,8 +307,8 @@ def _decode_one(obj: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) 
     value = (entity_value(obj) or "") if known != "unknown" else ""
     fields = IDENTIFIER_FIELDS.get(known, ())
     if known == "unknown":  # shown as far as it goes: its plain text fields
-        fields = tuple(k for k, v in obj.items() if isinstance(k, str) and not k.startswith("$")
-                       and k not in LINK_FIELDS and isinstance(v, (str, int, float)))[:8]
+        fields = tuple(k for k, v in obj.items() if isinstance(k, str) and not k.startswith("$") and k != "Type"
+                       and k not in LINK_FIELDS and isinstance(v, (str, int, float)))[:8] + ("Type",)
     identifiers = _identifiers(obj, fields)
     links: list[tuple[str, str]] = []
     missing = 0

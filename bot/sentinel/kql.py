@@ -21,8 +21,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.entities import ENTITY_VALUE_RULES, NESTED_PATHS
+from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.spec import FilteredQuery
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.sentinel.entities import ENTITY_VALUE_RULES, MV_EXPAND_LIMIT, entity_value
 from bot.sentinel.hunt import Hunt
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
 from bot.sentinel.queries import (
@@ -27,7 +28,6 @@ from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
 from bot.sentinel.queries.analyst_kql import AnalystQuery
 from bot.sentinel.queries.evidence import EVIDENCE_SPECS
-from bot.sentinel.entities import ENTITY_VALUE_RULES, MV_EXPAND_LIMIT, entity_value
 from bot.sentinel.queries.evidence.common import EvidenceQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
