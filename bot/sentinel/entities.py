@@ -323,6 +323,15 @@ def _decode_one(obj: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) 
     return Entity(known if kind else "unknown", value, identifiers, tuple(dict.fromkeys(links))), missing
 
 
+def other_identifiers(obj: Any, value: str) -> tuple[tuple[str, str], ...]:
+    """An entity object's documented identifiers other than its value ("Sid", "AadUserId" of an account shown by
+    its UPN), as text: what the cards show beside the value. Empty for anything but a typed entity object."""
+    if not isinstance(obj, Mapping):
+        return ()
+    fields = IDENTIFIER_FIELDS.get(kql_tostring(obj.get("Type")), ())
+    return tuple((f, t) for f, t in _identifiers(obj, fields) if t.lower() != value.lower())
+
+
 def _identifiers(obj: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """The fields present, as text; containers only for the fields that are lists of values (an app's permissions)."""
     out = []

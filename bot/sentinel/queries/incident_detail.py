@@ -3,6 +3,7 @@ alerts, its entities and the other incidents a title search also matched."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -10,6 +11,7 @@ from typing import Any
 
 from bot.sentinel import demo_sql, kql
 from bot.sentinel.demo_sql import iso
+from bot.sentinel.entities import LINK_FIELDS, defined_entities, entity_value, other_identifiers, parse_entities
 from bot.sentinel.models import AlertSummary, EntityRef, IncidentDetail, IncidentMatch
 from bot.sentinel.params import DETAIL_LOOKBACK, IncidentRef, parse_incident_ref
 from bot.sentinel.rows import (
@@ -89,10 +91,11 @@ let alert_list = toscalar(alerts
         "status", Status, "product", coalesce(ProductName, ProviderName), "time", TimeGenerated,
         "tactics", Tactics)));
 let entity_list = toscalar({kql.expand_entities("alerts", "    ")}
-    | summarize EntityValue = min(EntityValue) by EntityType, EntityKey = tolower(EntityValue)
+    | summarize arg_min(EntityValue, Entity) by EntityType, EntityKey = tolower(EntityValue)
     | sort by EntityType asc, EntityValue asc
     | take {MAX_DETAIL_ENTITIES}
-    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue)));
+    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue,
+        "entity", bag_remove_keys(Entity, dynamic({json.dumps(list(LINK_FIELDS))})))));
 let other_matches = toscalar(matches
     | where IncidentNumber != best
     | sort by CreatedTime desc, IncidentNumber desc
@@ -122,7 +125,9 @@ def decode(row: Row) -> IncidentDetail:
     ]
     alerts.sort(key=lambda a: (-(a.time.timestamp() if a.time else 0), a.alert_id))
     entities = sorted(
-        {EntityRef(as_text(e.get("type")), as_text(e.get("value"))) for e in list_of_dicts(row.get("Entities"))},
+        {EntityRef(as_text(e.get("type")), as_text(e.get("value")),
+                   other_identifiers(as_json(e.get("entity")), as_text(e.get("value"))))
+         for e in list_of_dicts(row.get("Entities"))},
         key=lambda e: (type_order(e.type), e.type, e.value),
     )
     matches = [
@@ -206,11 +211,26 @@ def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
 
 def _entities(conn: sqlite3.Connection, alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The distinct entities of these alerts, one per type and lower-case value (case variants of a host are one
-    host), shown by its least spelling as the KQL."""
+    host), shown by its least spelling as the KQL, with the entity object of that spelling (its identifiers)."""
+    rows = ", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    for (raw,) in conn.execute(f"SELECT Entities FROM SecurityAlert WHERE rowid IN ({rows}) ORDER BY rowid"):
+        for item in defined_entities(parse_entities(raw)[0]):
+            value = entity_value(item)
+            if value:
+                objects.setdefault((str(item["Type"]), value), item)
+    found = _entity_values(conn, rows)
+    for entity in found:
+        entity["Entity"] = {k: v for k, v in objects.get((entity["EntityType"], entity["EntityValue"]), {}).items()
+                            if k not in LINK_FIELDS}
+    return found
+
+
+def _entity_values(conn: sqlite3.Connection, rows: str) -> list[dict[str, Any]]:
     return demo_sql.fetch(
         conn,
         f"""SELECT EntityType, MIN(EntityValue) AS EntityValue FROM AlertEntity
-            WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
+            WHERE AlertRowId IN ({rows})
             GROUP BY EntityType, EntityKey
             ORDER BY EntityType, EntityValue LIMIT {MAX_DETAIL_ENTITIES}""",
         {},
@@ -237,7 +257,7 @@ def _detail(incident: dict[str, Any], alerts: list[dict[str, Any]], entities: li
         "Products": additional.get("alertProductNames"),
         "CommentCount": additional.get("commentsCount"),
         "Alerts": [_alert_summary(a) for a in alerts[:MAX_DETAIL_ALERTS]],
-        "Entities": [{"type": e["EntityType"], "value": e["EntityValue"]} for e in entities],
+        "Entities": [{"type": e["EntityType"], "value": e["EntityValue"], "entity": e["Entity"]} for e in entities],
         "OtherMatches": [{"number": m["IncidentNumber"], "title": m["Title"]} for m in others],
     }
 
