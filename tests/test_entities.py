@@ -79,6 +79,11 @@ def test_held_out_defender_for_cloud_alert() -> None:
     assert dict(process.links)["ImageFile"] == "sample.exe"
     assert decoded.of_type("account")[0].identifier("Sid").startswith("S-1-5-21-")
     assert [e.value for e in decoded.of_type("filehash")] == ["Sample-SHA"]
+    # Found on the held-out sample: a network connection holds its source address as an inline ip entity.
+    connection = decoded.of_type("network-connection")[0]
+    assert dict(connection.links) == {"SourceAddress": "11.111.111.111"}
+    assert ("ip", "11.111.111.111") in alert_entity_values(_stixshifter_alert())
+    assert decoded.of_type("host-logon-session")[0].identifier("SessionId") == "0x427d8dd9"
 
 
 def test_raw_log_analytics_rows_with_empty_entities() -> None:

@@ -66,7 +66,6 @@ ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
     "malware": ((("Name",), "", ()),),
     "security-group": ((("DistinguishedName",), "", ()), (("SID",), "", ()), (("ObjectGuid",), "", ())),
     "iotdevice": ((("DeviceId",), "", ()), (("DeviceName",), "", ())),
-    "network-connection": ((("SourceAddress",), "", ()),),
 }
 
 # Every identifier shown per type (the value's fields first), from the entity schemas on Microsoft Learn.
@@ -94,12 +93,13 @@ IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
     "malware": ("Name", "Category"),
     "security-group": ("DistinguishedName", "SID", "ObjectGuid"),
     "iotdevice": ("DeviceId", "DeviceName", "IoTHub"),
-    "network-connection": ("SourceAddress", "SourcePort", "DestinationAddress", "DestinationPort", "Protocol"),
+    "network-connection": ("SourcePort", "DestinationPort", "Protocol"),
+    "host-logon-session": ("SessionId", "StartTimeUtc", "EndTimeUtc"),
 }
 
 # Fields that name another entity (inline or by $ref): shown as links, walked for inline definitions.
 LINK_FIELDS = ("ImageFile", "ParentProcess", "Account", "Host", "Key", "FileHashes", "LoggedOnUsers", "Files",
-               "Processes", "Mailbox", "CloudApplication")
+               "Processes", "Mailbox", "CloudApplication", "SourceAddress", "DestinationAddress")
 
 # Where an entity may be defined inside another (the walk both backends make): what each kind of entity holds
 # inline, by the type its field implies, to three levels. Lists are read to their first three items (a file's
@@ -113,6 +113,7 @@ _HOLDS: dict[str, tuple[tuple[str, str, bool], ...]] = {  # type -> (field, type
     "registry-value": (("Key", "registry-key", False),),
     "malware": (("Files", "file", True),),
     "cloud-logon-session": (("Account", "account", False),),
+    "network-connection": (("SourceAddress", "ip", False), ("DestinationAddress", "ip", False)),
 }
 _LIST_ITEMS = 3
 _DEPTH = 3
