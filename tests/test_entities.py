@@ -19,6 +19,7 @@ from bot.sentinel.entities import (
     alert_entity_values,
     decode_entities,
     entity_value,
+    merge_identities,
 )
 from tests.support.kql_eval import evaluate, tostring
 
@@ -183,3 +184,21 @@ def test_ten_thousand_entities() -> None:
     decoded = decode_entities(json.dumps(items))
     assert len(decoded.entities) == MAX_DECODED_ENTITIES and decoded.dropped > 0
     assert len(alert_entity_values(items)) == MV_EXPAND_LIMIT
+
+
+def test_one_identity_per_account_and_device() -> None:
+    listed = [("account", "CONTOSO\\nina", (("Sid", "S-1-5-21-9"),)),
+              ("account", "nina.park@contoso.com", (("Sid", "S-1-5-21-9"), ("AadUserId", "0f6c"))),
+              ("account", "0F6C", ()),
+              ("account", "bob@contoso.com", ()),
+              ("host", "WS1", (("FQDN", "ws1.contoso.com"), ("MdatpDeviceId", "24c2"))),
+              ("host", "ws1.contoso.com", ()),
+              ("host", "ws1", ()),
+              ("ip", "10.0.0.1", ())]
+    merged = merge_identities(listed)
+    assert [(k, v) for k, v, _ in merged] == [("account", "nina.park@contoso.com"), ("account", "bob@contoso.com"),
+                                              ("host", "WS1"), ("ip", "10.0.0.1")]
+    nina = dict(merged[0][2])
+    assert nina["Sid"] == "S-1-5-21-9" and nina["AadUserId"] == "0f6c"
+    assert ("Also", "CONTOSO\\nina") in merged[0][2]
+    assert ("Also", "ws1") not in merged[2][2]  # a case variant is the same value

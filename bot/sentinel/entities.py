@@ -333,6 +333,53 @@ def other_identifiers(obj: Any, value: str) -> tuple[tuple[str, str], ...]:
     return tuple((f, t) for f, t in _identifiers(obj, fields) if t.lower() != value.lower())
 
 
+# The identifiers that name one person or device whatever the spelling (an account seen by its UPN in one alert and
+# by its SID or DOMAIN\\name in another is one account when one entity object carries both).
+IDENTITY_FIELDS: dict[str, tuple[str, ...]] = {
+    "account": ("UserPrincipalName", "Sid", "AadUserId", "ObjectGuid", "PUID"),
+    "host": ("FQDN", "AadDeviceId", "MdatpDeviceId", "AzureID", "OMSAgentID"),
+}
+
+
+def merge_identities(entities: list[tuple[str, str, tuple[tuple[str, str], ...]]]
+                     ) -> list[tuple[str, str, tuple[tuple[str, str], ...]]]:
+    """(type, value, identifiers) merged per person and device: entries of one type sharing a strong identifier
+    (``IDENTITY_FIELDS``, or one's value being another's identifier) become one, shown by its canonical value (an
+    account's UPN when one of them has it, else the least value) with the others' values and identifiers beside
+    it. Other types pass through. Order: first appearance."""
+    parent = list(range(len(entities)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple[str, str], int] = {}
+    for index, (kind, value, identifiers) in enumerate(entities):
+        if kind not in IDENTITY_FIELDS:
+            continue
+        keys = [value.lower()] + [t.lower() for f, t in identifiers if f in IDENTITY_FIELDS[kind]]
+        for key in keys:
+            other = owner.setdefault((kind, key), index)
+            if other != index:
+                parent[root(index)] = root(other)
+    groups: dict[int, list[int]] = {}
+    for index in range(len(entities)):
+        groups.setdefault(root(index), []).append(index)
+    merged = []
+    for members in sorted(groups.values()):
+        kind = entities[members[0]][0]
+        values = [entities[i][1] for i in members]
+        upns = [v for v in values if "@" in v] if kind == "account" else []
+        canonical = min(upns or values)
+        collected = [(f, t) for i in members for f, t in entities[i][2]]
+        collected += [("Also", v) for v in values if v.lower() != canonical.lower()]
+        unique = {(f, t.lower()): (f, t) for f, t in collected if t.lower() != canonical.lower()}
+        merged.append((kind, canonical, tuple(unique.values())))
+    return merged
+
+
 def _identifiers(obj: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """The fields present, as text; containers only for the fields that are lists of values (an app's permissions)."""
     out = []

@@ -11,7 +11,14 @@ from typing import Any
 
 from bot.sentinel import demo_sql, kql
 from bot.sentinel.demo_sql import iso
-from bot.sentinel.entities import LINK_FIELDS, defined_entities, entity_value, other_identifiers, parse_entities
+from bot.sentinel.entities import (
+    LINK_FIELDS,
+    defined_entities,
+    entity_value,
+    merge_identities,
+    other_identifiers,
+    parse_entities,
+)
 from bot.sentinel.models import AlertSummary, EntityRef, IncidentDetail, IncidentMatch
 from bot.sentinel.params import DETAIL_LOOKBACK, IncidentRef, parse_incident_ref
 from bot.sentinel.rows import (
@@ -124,12 +131,12 @@ def decode(row: Row) -> IncidentDetail:
         for a in list_of_dicts(row.get("Alerts"))
     ]
     alerts.sort(key=lambda a: (-(a.time.timestamp() if a.time else 0), a.alert_id))
-    entities = sorted(
-        {EntityRef(as_text(e.get("type")), as_text(e.get("value")),
-                   other_identifiers(as_json(e.get("entity")), as_text(e.get("value"))))
-         for e in list_of_dicts(row.get("Entities"))},
-        key=lambda e: (type_order(e.type), e.type, e.value),
-    )
+    listed = sorted(((as_text(e.get("type")), as_text(e.get("value")),
+                      other_identifiers(as_json(e.get("entity")), as_text(e.get("value"))))
+                     for e in list_of_dicts(row.get("Entities"))), key=lambda e: (e[0], e[1]))
+    # One person or device across spellings (its UPN, SID, DOMAIN\name; a host's FQDN and device ids).
+    entities = sorted({EntityRef(*e) for e in merge_identities(listed)},
+                      key=lambda e: (type_order(e.type), e.type, e.value))
     matches = [
         IncidentMatch(number=as_int(m.get("number")), title=as_text(m.get("title")))
         for m in list_of_dicts(row.get("OtherMatches"))
