@@ -21,7 +21,8 @@ import zlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from bot.demo.values import randrange, timestamp
+from bot.demo.endpoint import device_id
+from bot.demo.values import randrange, row_guid, timestamp
 
 
 def _reported_case(host: str, when: datetime) -> str:
@@ -106,10 +107,9 @@ def _host_fields(cast: dict, when: datetime) -> dict:
 
 
 def _device_ids(host: str, windows: bool) -> dict:
-    """A device's FQDN (domain-joined Windows), Entra device id and Defender device id."""
-    ids = {"FQDN": f"{host.lower()}.corp.contoso.com"} if windows else {}
-    return ids | {"AadDeviceId": _guid("aad-device", host.lower()),
-                  "MdatpDeviceId": _digest("mdatp", host.lower()).hex()[:40]}
+    """A device's FQDN and Entra device id (domain-joined Windows) and Defender device id, as its activity rows."""
+    ids = {"FQDN": f"{host.lower()}.corp.contoso.com", "AadDeviceId": row_guid("aad-device", host)} if windows else {}
+    return ids | {"MdatpDeviceId": device_id(host)}  # the ids DeviceInfo and the Device* tables carry
 
 
 def _account_fields(cast: dict, wanted: set[str]) -> dict:
