@@ -145,6 +145,7 @@ def test_demo_alerts_are_defender_shaped() -> None:
     assert shown["process"] > sum('"process"' in r["Entities"] for r in rows)  # the parents too
 
 
+HOSTILE_FIELDS = ("Name", "HostName", "Address", "Url", "CommandLine", "UserPrincipalName", "Value", "DomainName")
 HOSTILE = ["[click](https://evil.example/x)", "<script>alert(1)</script>", "\u202egnp.exe", "a\x00b\x1bc",
            "x" * 50_000, "{{secret}}", "@everyone", "javascript:alert(1)"]
 
@@ -156,8 +157,7 @@ HOSTILE = ["[click](https://evil.example/x)", "<script>alert(1)</script>", "\u20
     json.dumps([{"$id": "1", "Type": "process", "ImageFile": {"$ref": "99"}}, {"$ref": "98"}]),
     json.dumps([{"$id": "1", "$ref": "1", "Type": "file"}]),
     json.dumps([{"$id": "1", "Type": "starship", "Name": "x", "Warp": 9}]),
-    json.dumps([{"Type": t, **{f: h for f in ("Name", "HostName", "Address", "Url", "CommandLine",
-                                              "UserPrincipalName", "Value", "DomainName")}}
+    json.dumps([{"Type": t, **dict.fromkeys(HOSTILE_FIELDS, h)}
                 for t in ("account", "host", "ip", "url", "process", "file", "filehash", "dns") for h in HOSTILE]),
     "[" * 100_000 + "]" * 100_000,
 ])
@@ -202,3 +202,20 @@ def test_one_identity_per_account_and_device() -> None:
     assert nina["Sid"] == "S-1-5-21-9" and nina["AadUserId"] == "0f6c"
     assert ("Also", "CONTOSO\\nina") in merged[0][2]
     assert ("Also", "ws1") not in merged[2][2]  # a case variant is the same value
+
+
+def test_investigate_takes_any_identifier_of_an_account_or_device() -> None:
+    from bot.sentinel import catalog
+    from bot.sentinel.params import InvalidParameter
+    from bot.sentinel.queries.evidence.entity import EntityKind, detect
+
+    assert detect("S-1-5-21-1004336348-1177238915-682003330-4443").kind is EntityKind.ACCOUNT
+    with pytest.raises(InvalidParameter, match="object id"):
+        detect("c30a27ea-f73c-409f-b286-204876daa775")
+    assert detect("c30a27ea-f73c-409f-b286-204876daa775", EntityKind.ACCOUNT).kind is EntityKind.ACCOUNT
+    assert detect("a87fb2d718760dda83c8c9eea2515b47a484eb8d", EntityKind.HOST).kind is EntityKind.HOST
+    # searched by all the columns that may hold it
+    processes = catalog.table("DeviceProcessEvents").entities
+    assert {"AccountUpn", "AccountSid", "AccountObjectId"} <= set(processes["account"])
+    assert {"DeviceName", "DeviceId"} <= set(catalog.table("DeviceProcessEvents").entities["host"])
+    assert "UserId" in catalog.table("SigninLogs").entities["account"]

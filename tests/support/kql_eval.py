@@ -14,7 +14,8 @@ import json
 import re
 from typing import Any
 
-_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>\d+)|(?P<op>!contains|==|[()\[\],])|(?P<name>[A-Za-z_]\w*))')
+_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>\d+)|(?P<op>!contains|==|[()\[\],])'
+                    r'|(?P<name>[A-Za-z_]\w*))')
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
