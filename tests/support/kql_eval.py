@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from bot.sentinel.entities import kql_tostring as tostring  # KQL's tostring() of a JSON value
+
 _TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>\d+)|(?P<op>!contains|==|[()\[\],])'
                     r'|(?P<name>[A-Za-z_]\w*))')
 
@@ -31,16 +33,6 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         while pos < len(text) and text[pos].isspace():
             pos += 1
     return out
-
-
-def tostring(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return str(value)
 
 
 class _Parser:
