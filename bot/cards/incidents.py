@@ -234,13 +234,24 @@ def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> lis
         for index, entity in enumerate(members):
             title = _TYPE_LABELS.get(kind) or plain(kind, 24).capitalize()
             entity_ref = ref(ref_for, "entity", f"{entity.type}:{entity.value}")
+            value = [exact(entity.value, MAX_ENTITY_CHARS, size="small")]
+            if entity.identifiers:
+                value.append(subtle(_identifier_line(entity), size="small", spacing="none"))
             rows.append([cell(text(title if index == 0 else "", weight="bolder", size="small")),
-                         cell(text(entity_ref, size="small")),
-                         cell(exact(entity.value, MAX_ENTITY_CHARS, size="small"))])
+                         cell(text(entity_ref, size="small")), cell(*value)])
     shown = min(len(entities), limit)
     heading = f"Entities ({shown} of {len(entities)})" if shown < len(entities) else f"Entities ({shown})"
     return [text(heading, weight="bolder", separator=True, spacing="medium"),
             table(["Type", "", "Value"], ["96px", REF_COLUMN, 1], rows)]
+
+
+def _identifier_line(entity: EntityRef) -> str:
+    """The entity's other identifiers, inert: "Sid S-1-5-21-… · AadUserId 0f6c…" (the first few, each cut)."""
+    return " · ".join(f"{plain(name, 24)} {breakable(plain(value, 70))}" for name, value in
+                      entity.identifiers[:MAX_IDENTIFIERS_SHOWN])
+
+
+MAX_IDENTIFIERS_SHOWN = 4
 
 
 def _other_matches(d: IncidentDetail) -> list[Element]:

@@ -26,6 +26,7 @@ from bot.demo.endpoint import EXPLORER, SSHD, Proc
 from bot.demo.incidents import Incident
 from bot.demo.values import compact_json, stable_int
 from bot.demo.world import Machine, Person, World
+from bot.sentinel.entities import entity_value
 
 Rows = dict[str, list[dict]]
 LEAD = timedelta(minutes=100)  # evidence starts this long before the incident is created (before its alerts)
@@ -116,8 +117,8 @@ def alert_signins(accounts: dict[str, Person], alerts: list[dict], out: Rows) ->
 def _account_and_ip(entities: list[dict]) -> tuple[str, str]:
     upn = ip = ""
     for item in entities:
-        if item.get("Type") == "account" and "UPNSuffix" in item:
-            upn = f"{item['Name']}@{item['UPNSuffix']}"
+        if item.get("Type") == "account" and "@" in (entity_value(item) or ""):  # its UPN, as the queries read it
+            upn = entity_value(item) or ""
         elif item.get("Type") == "ip" and not ip:
             ip = item["Address"]
     return upn, ip

@@ -141,7 +141,7 @@ def rows(injection: Injection, now: datetime, owner: dict[str, Any] | None) -> t
     entities = [
         {"$id": "1", "HostName": injection.host, "DnsDomain": "", "NetBiosName": injection.host,
          "OSFamily": "Windows", "Type": "host"},
-        {"$id": "2", "Name": user, "UPNSuffix": domain, "Type": "account"},
+        {"$id": "2", "Name": user, "UPNSuffix": domain, "UserPrincipalName": injection.account, "Type": "account"},
         {"$id": "3", "Address": injection.ip, "Type": "ip"},
     ]
     alert = {

@@ -5,7 +5,7 @@ stored as fixed-width ISO-8601 text so they sort and compare as text; dynamic co
 as Log Analytics itself hands them out.
 
 One derived table, ``AlertEntity``, holds each alert row's distinct identifiable entities (type, value),
-computed once at load with the same rules the KQL applies (``queries.entity_value``), so entity
+computed once at load with the same walk and rules the KQL applies (``entities.alert_entity_values``), so entity
 queries are plain joins instead of re-parsing JSON on every question.
 
 Latest rows, precomputed. KQL takes the latest row per incident (alert) with ``summarize arg_max``
@@ -38,7 +38,6 @@ file, which the serving process then opens: regeneration then costs the serving 
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -49,8 +48,8 @@ from typing import Any
 from bot.demo import columns, generator
 from bot.sentinel import catalog
 from bot.sentinel.demo_sql import OWNER, alert_text_id
+from bot.sentinel.entities import alert_entity_values
 from bot.sentinel.hunt.sql import index_expressions
-from bot.sentinel.spec import MV_EXPAND_LIMIT, entity_value
 
 _SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL"}
 
@@ -361,21 +360,10 @@ def _insert(conn: sqlite3.Connection, table: str, columns: list[str], rows: Iter
 
 
 def _alert_entities(conn: sqlite3.Connection, only: int | None = None) -> Iterable[tuple[int, str, str]]:
-    """(alert row id, type, value) for each identifiable top-level entity, as the KQL expands them."""
+    """(alert row id, type, value) for each identifiable entity, as the KQL expands them."""
     where = "" if only is None else f"WHERE rowid = {int(only)}"
     for row_id, entities in conn.execute(f"SELECT rowid, Entities FROM SecurityAlert {where}").fetchall():
-        try:
-            items = json.loads(entities) if entities else []
-        except ValueError:
-            continue
-        if not isinstance(items, list):
-            continue
-        # An entity named twice in one alert (in any letter case) counts once, by its least spelling (as the KQL).
-        seen: dict[tuple[str, str], str] = {}
-        for item in items[:MV_EXPAND_LIMIT]:
-            value = entity_value(item)
-            if value:
-                key = (str(item["Type"]), value.lower())
-                seen[key] = min(seen.get(key, value), value)
-        for (entity_type, _), value in seen.items():
+        # Top-level and inline entities; one named twice (in any letter case) counts once, by its least
+        # spelling, as the KQL.
+        for (entity_type, _), value in alert_entity_values(entities).items():
             yield row_id, entity_type, value

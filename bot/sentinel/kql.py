@@ -8,7 +8,8 @@ schema reference").
 - SecurityIncident has one row per update: take the latest row per IncidentNumber (arg_max).
 - SecurityAlert rows are re-emitted on updates: dedupe by SystemAlertId (arg_max).
 - Incidents reach their alerts through the AlertIds array (mv-expand, join on SystemAlertId).
-- Entities is a JSON *string*: parse_json, expand, drop `$ref`-only items (no Type).
+- Entities is a JSON *string*: parse_json, expand the items and the entities defined inline under them
+  (``nested_entities``), drop `$ref`-only items (no Type); identify each by ``entities.ENTITY_VALUE_RULES``.
 - Only the needed columns leave the service, and every list is capped server-side.
 
 Values reach the text only as validated enums and ints, or through ``string_literal``.
@@ -20,11 +21,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
+from bot.sentinel.entities import ENTITY_VALUE_RULES, NESTED_PATHS
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
-from bot.sentinel.spec import (
-    ENTITY_VALUE_RULES,
-    FilteredQuery,
-)
+from bot.sentinel.spec import FilteredQuery
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -88,8 +87,9 @@ def entity_value_expression(var: str = "Entity", type_column: str = "EntityType"
     branches = []
     for entity_type, alternatives in ENTITY_VALUE_RULES.items():
         expression = '""'
-        for fields, separator in reversed(alternatives):
-            present = " and ".join(f"isnotempty({field(f)})" for f in fields)
+        for fields, separator, spaceless in reversed(alternatives):
+            present = " and ".join([f"isnotempty({field(f)})" for f in fields]
+                                   + [f'{field(f)} !contains " "' for f in spaceless])
             parts = f", {string_literal(separator)}, ".join(field(f) for f in fields) if separator else None
             value = f"strcat({parts})" if parts else field(fields[0])
             expression = f"iff({present}, {value}, {expression})"
@@ -97,11 +97,24 @@ def entity_value_expression(var: str = "Entity", type_column: str = "EntityType"
     return "case(" + ",\n        ".join(branches) + ',\n        "")'
 
 
+@cache
+def nested_entities(var: str = "Top") -> str:
+    """A dynamic array of ``var`` and the objects inline under it at ``entities.NESTED_PATHS`` (a process's image
+    file and its hashes, its parent, account and host, ...): where an entity may be defined inside another."""
+
+    def path(steps: tuple[str | int, ...]) -> str:
+        return var + "".join(f"[{step}]" if isinstance(step, int) else f"[{string_literal(step)}]" for step in steps)
+
+    return "pack_array(" + ", ".join([var, *(path(p) for p in NESTED_PATHS)]) + ")"
+
+
 def expand_entities(alerts: str, indent: str = "    ") -> str:
-    """Rows of ``alerts`` expanded to one row per identifiable entity (EntityType, EntityValue)."""
+    """Rows of ``alerts`` expanded to one row per identifiable entity (EntityType, EntityValue): the top-level items
+    and the entities defined inline under them (``entities.defined_entities``)."""
     return (
         f"{alerts}\n"
-        f"{indent}| mv-expand Entity = parse_json(Entities)\n"
+        f"{indent}| mv-expand Top = parse_json(Entities)\n"
+        f"{indent}| mv-expand Entity = {nested_entities()}\n"
         f"{indent}| extend EntityType = tostring(Entity.Type)\n"
         f"{indent}| where isnotempty(EntityType)\n"
         f"{indent}| extend EntityValue = {entity_value_expression()}\n"
@@ -149,8 +162,9 @@ def involving(entity: str) -> str:
 
 JSON_VERBATIM = re.compile(r"[A-Za-z0-9.@:_-]+")
 INVOLVING_TAIL = f"""
-    | mv-apply Entity = parse_json(Entities) on (
-        extend EntityType = tostring(Entity.Type)
+    | mv-apply Top = parse_json(Entities) on (
+        mv-expand Entity = {nested_entities()}
+        | extend EntityType = tostring(Entity.Type)
         | extend EntityValue = {entity_value_expression()}
         | summarize Involved = countif(tolower(EntityValue) == entity_wanted))
     | where Involved > 0"""

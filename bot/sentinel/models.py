@@ -93,6 +93,8 @@ class AlertSummary:
 class EntityRef:
     type: str
     value: str
+    # Its other identifiers (field, text): an account's Sid and object id, a host's device ids (entities.py).
+    identifiers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

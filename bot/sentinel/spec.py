@@ -14,7 +14,6 @@ a limit, the list filters), caps on nested lists, sort orders, and how an entity
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -160,8 +159,6 @@ MAX_DESCRIPTION_CHARS = 4000
 ALERT_FIELD_COLUMNS = (("Description", "string"), ("StartTime", "datetime"), ("EndTime", "datetime"),
                        ("Techniques", "string"), ("SubTechniques", "string"), ("AlertLink", "string"),
                        ("RemediationSteps", "string"))
-# Log Analytics' mv-expand default; the demo applies the same cap so both backends agree.
-MV_EXPAND_LIMIT = 128
 
 
 @dataclass(frozen=True)
@@ -226,54 +223,5 @@ ALERT_SORT: dict[SortOrder, tuple[tuple[str, bool], ...]] = {
     SortOrder.NEWEST: (("TimeGenerated", True), ("SystemAlertId", False)),
 }
 
-# How an entity of each type is identified, for "top entities" and entity lists. Each rule is a list
-# of alternatives tried in order: (fields that must all be non-empty, separator to join them with).
-# Types without a rule (process, registry-value, ...) are not counted as entities on their own.
-# Sources: Microsoft Learn "Microsoft Sentinel entity types reference"
-# (learn.microsoft.com/azure/sentinel/entities-reference: identifying fields per type), and how Microsoft's
-# own SecurityAlert detections in the Azure/Azure-Sentinel repository read Entities (ip -> Address,
-# account -> Name + UPNSuffix or AadUserId).
-ENTITY_VALUE_RULES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
-    "account": ((("Name", "UPNSuffix"), "@"), (("Name",), ""), (("AadUserId",), "")),
-    "host": ((("HostName",), ""), (("NetBiosName",), ""), (("AzureID",), "")),
-    "ip": ((("Address",), ""),),
-    "url": ((("Url",), ""),),
-    "file": ((("Name",), ""),),
-    "filehash": ((("Value",), ""),),
-    "mailbox": ((("MailboxPrimaryAddress",), ""), (("Upn",), "")),
-    "dns": ((("DomainName",), ""),),
-    "cloud-application": ((("Name",), ""), (("AppId",), "")),
-    "azure-resource": ((("ResourceId",), ""),),
-    "registry-key": ((("Hive", "Key"), "\\"),),
-    "malware": ((("Name",), ""),),
-}
-
-
-def entity_value(entity: object) -> str | None:
-    """The identifying value of one Entities item, by ENTITY_VALUE_RULES; None when it has none.
-
-    Mirrors the KQL built by ``kql.entity_value_expression`` so both backends agree.
-    """
-    if not isinstance(entity, dict):
-        return None
-    rules = ENTITY_VALUE_RULES.get(_kql_tostring(entity.get("Type")))
-    if not rules:
-        return None
-    for fields, separator in rules:
-        values = [_kql_tostring(entity.get(f)) for f in fields]
-        if all(values):
-            return separator.join(values)
-    return None
-
-
-def _kql_tostring(value: object) -> str:
-    """KQL's tostring() for JSON values: null -> "", booleans lower case, containers as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
 
 

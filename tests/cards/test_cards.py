@@ -422,6 +422,18 @@ def test_hostile_incident_detail_is_plain_and_has_no_extra_elements() -> None:
     assert len(read(title)) <= 200 and title.endswith("…")
 
 
+def test_entity_identifiers_are_shown_inert() -> None:
+    ids = (("Sid", "S-1-5-21-1004336348-1177238915-682003330-4443"), ("AadUserId", "c30a27ea-f73c-409f-b286-2048"))
+    entities = (EntityRef("account", "nina.park@contoso.com", ids),)
+    shown = texts(cards.incident_detail(detail(entities=entities), lambda kind, key: 7, NOW))
+    assert any("Sid S-1-5-21-1004336348-1177238915-682003330-4443 · AadUserId c30a27ea" in t for t in shown), shown
+    hostile = tuple(EntityRef("account", HOSTILE, (("Sid", HOSTILE), (HOSTILE, "[x](https://evil.example/a)")))
+                    for _ in range(3))
+    card = cards.incident_detail(detail(entities=hostile), lambda kind, key: 7, NOW)
+    assert_valid(card)
+    assert_inert(card)
+
+
 def test_hostile_alert_and_entity_lists_keep_their_shape() -> None:
     alerts = QueryResult(tuple(alert(i) for i in range(3)), meta("query_alerts", 3))
     bad_alerts = QueryResult(tuple(replace(a, name=HOSTILE, product=HOSTILE, entities=(f"account: {HOSTILE}",))

@@ -121,8 +121,8 @@ def entities_of(alert_ids: list[str]) -> dict[str, set[str]]:
     for (text,) in conn.execute(f"SELECT Entities FROM SecurityAlert WHERE SystemAlertId IN ({marks})", alert_ids):
         for item in _walk(json.loads(text)):
             kind = item.get("Type")
-            if kind == "account" and "UPNSuffix" in item:
-                named.setdefault("account", set()).add(f"{item['Name']}@{item['UPNSuffix']}")
+            if kind == "account" and "UserPrincipalName" in item:  # never Name@UPNSuffix: Name may be a display name
+                named.setdefault("account", set()).add(item["UserPrincipalName"])
             elif kind == "host":
                 named.setdefault("host", set()).add(item["HostName"])
             elif kind == "ip":
@@ -130,7 +130,7 @@ def entities_of(alert_ids: list[str]) -> dict[str, set[str]]:
             elif kind in ("url", "dns", "filehash", "mailbox"):
                 key = {"url": "Url", "dns": "DomainName", "filehash": "Value", "mailbox": "MailboxPrimaryAddress"}
                 named.setdefault(kind, set()).add(item[key[kind]])
-            elif kind == "process":
+            elif kind == "process" and "ParentProcess" in item:  # the alert's process, not its (inline) parent
                 named.setdefault("command", set()).add(item["CommandLine"])
     return named
 

@@ -17,8 +17,9 @@ import pytest
 from bot.demo import generator
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo_sql import iso
+from bot.sentinel.entities import alert_entity_values
 from bot.sentinel.models import QueryError, QueryResult
-from bot.sentinel.queries import MV_EXPAND_LIMIT, entity_value, make_query
+from bot.sentinel.queries import make_query
 from tests.conftest import NOW, SEED
 from tests.support.demo import copied_demo
 
@@ -260,23 +261,11 @@ async def test_bad_filters_are_tool_errors_that_say_what_to_send(tool, arguments
 
 def _entities(row: dict) -> set[tuple[str, str]]:
     """(type, lower-case value) of each identifiable entity of an alert row, as the KQL expands them."""
-    items = json.loads(row["Entities"] or "[]")
-    found = set()
-    for item in items[:MV_EXPAND_LIMIT] if isinstance(items, list) else []:
-        value = entity_value(item)
-        if value:
-            found.add((str(item["Type"]), value.lower()))
-    return found
+    return set(alert_entity_values(row["Entities"]))
 
 
 def _spellings(row: dict) -> dict[tuple[str, str], str]:
-    out: dict[tuple[str, str], str] = {}
-    for item in json.loads(row["Entities"] or "[]")[:MV_EXPAND_LIMIT]:
-        value = entity_value(item)
-        if value:
-            key = (str(item["Type"]), value.lower())
-            out[key] = min(out.get(key, value), value)
-    return out
+    return alert_entity_values(row["Entities"])
 
 
 def expected_top_entities(data: generator.DemoData, window: timedelta, limit: int,

@@ -119,7 +119,7 @@ def _plant(conn: sqlite3.Connection, now: datetime, item: Plant) -> None:
     elif item.field.startswith("entity_"):
         kind = item.field.removeprefix("entity_").removesuffix("_spray")
         entity = {"account": {"Name": payload.split("@")[0], "UPNSuffix": payload.split("@", 1)[-1],
-                              "Type": "account"},
+                              "UserPrincipalName": payload, "Type": "account"},
                   "host": {"HostName": payload, "Type": "host"},
                   "url": {"Url": payload, "Type": "url"}}[kind]
         if item.field.endswith("_spray"):  # on every alert of the last week, so it tops the entity counts

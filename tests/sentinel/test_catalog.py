@@ -48,10 +48,11 @@ def test_the_hunt_reads_its_allow_list_and_hot_columns_from_the_catalog() -> Non
 
 def test_the_settled_entity_columns() -> None:
     """The four entries the evidence queries, the demo and the test oracle once wrote differently, decided from the
-    reference schemas: an account is a UPN (AccountName is a bare user name), a process's or file's hash is in its own
-    MD5/SHA1/SHA256 columns (not its parent's), and RemoteUrl holds a domain as often as a URL."""
+    reference schemas: an account is a UPN (AccountName is a bare user name) or its SID or object id, a process's or
+    file's hash is in its own MD5/SHA1/SHA256 columns (not its parent's), and RemoteUrl holds a domain as often as a
+    URL."""
     processes, files = catalog.table("DeviceProcessEvents"), catalog.table("DeviceFileEvents")
-    assert processes.entity_columns("account") == ("AccountUpn",)
+    assert processes.entity_columns("account") == ("AccountUpn", "AccountSid", "AccountObjectId")
     assert processes.entity_columns("hash") == files.entity_columns("hash") == ("MD5", "SHA1", "SHA256")
     assert catalog.table("DeviceNetworkEvents").entity_columns("domain") == ("RemoteUrl",)
     assert {"AccountName", "InitiatingProcessSHA256"} <= set(processes.hot)  # still indexed for hunts

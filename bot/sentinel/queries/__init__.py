@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.sentinel.entities import ENTITY_VALUE_RULES, MV_EXPAND_LIMIT, entity_value
 from bot.sentinel.hunt import Hunt
 from bot.sentinel.params import MAX_TREND_BINS, InvalidParameter
 from bot.sentinel.queries import (
@@ -35,16 +36,13 @@ from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQ
 from bot.sentinel.queries.top_entities import TopEntitiesQuery
 from bot.sentinel.spec import (
     ALERT_SORT,
-    ENTITY_VALUE_RULES,
     INCIDENT_SORT,
     MAX_ALERT_ENTITY_LABELS,
     MAX_DESCRIPTION_CHARS,
     MAX_DETAIL_ALERTS,
     MAX_DETAIL_ENTITIES,
     MAX_OTHER_MATCHES,
-    MV_EXPAND_LIMIT,
     QuerySpec,
-    entity_value,
 )
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).

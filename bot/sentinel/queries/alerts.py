@@ -62,8 +62,9 @@ matched
 | sort by {kql.order_by(ALERT_SORT[f.sort])}
 | take {query.limit}
 | extend TotalMatched = toscalar(matched | count)
-| mv-apply Entity = parse_json(Entities) on (
-    extend EntityType = tostring(Entity.Type)
+| mv-apply Top = parse_json(Entities) on (
+    mv-expand Entity = {kql.nested_entities()}
+    | extend EntityType = tostring(Entity.Type)
     | where isnotempty(EntityType)
     | extend EntityValue = {kql.entity_value_expression()}
     | where isnotempty(EntityValue)

@@ -4,6 +4,7 @@ and the other incidents a title search also matched."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,6 +12,14 @@ from typing import Any
 
 from bot.sentinel import demo_sql, kql
 from bot.sentinel.demo_sql import iso
+from bot.sentinel.entities import (
+    LINK_FIELDS,
+    defined_entities,
+    entity_value,
+    merge_identities,
+    other_identifiers,
+    parse_entities,
+)
 from bot.sentinel.models import AlertSummary, EntityRef, IncidentDetail, IncidentMatch
 from bot.sentinel.params import DETAIL_LOOKBACK, IncidentRef, parse_incident_ref
 from bot.sentinel.rows import (
@@ -94,10 +103,11 @@ let alert_list = toscalar(alerts
         "start", StartTime, "end", EndTime, "techniques", Techniques, "sub_techniques", SubTechniques,
         "link", AlertLink, "remediation", RemediationSteps)));
 let entity_list = toscalar({kql.expand_entities("alerts", "    ")}
-    | summarize by EntityType, EntityValue
+    | summarize arg_min(EntityValue, Entity) by EntityType, EntityKey = tolower(EntityValue)
     | sort by EntityType asc, EntityValue asc
     | take {MAX_DETAIL_ENTITIES}
-    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue)));
+    | summarize make_list(bag_pack("type", EntityType, "value", EntityValue,
+        "entity", bag_remove_keys(Entity, dynamic({json.dumps(list(LINK_FIELDS))})))));
 let other_matches = toscalar(matches
     | where IncidentNumber != best
     | sort by CreatedTime desc, IncidentNumber desc
@@ -132,10 +142,12 @@ def decode(row: Row) -> IncidentDetail:
         for a in list_of_dicts(row.get("Alerts"))
     ]
     alerts.sort(key=lambda a: (-(a.time.timestamp() if a.time else 0), a.alert_id))
-    entities = sorted(
-        {EntityRef(as_text(e.get("type")), as_text(e.get("value"))) for e in list_of_dicts(row.get("Entities"))},
-        key=lambda e: (type_order(e.type), e.type, e.value),
-    )
+    listed = sorted(((as_text(e.get("type")), as_text(e.get("value")),
+                      other_identifiers(as_json(e.get("entity")), as_text(e.get("value"))))
+                     for e in list_of_dicts(row.get("Entities"))), key=lambda e: (e[0], e[1]))
+    # One person or device across spellings (its UPN, SID, DOMAIN\name; a host's FQDN and device ids).
+    entities = sorted({EntityRef(*e) for e in merge_identities(listed)},
+                      key=lambda e: (type_order(e.type), e.type, e.value))
     matches = [
         IncidentMatch(number=as_int(m.get("number")), title=as_text(m.get("title")))
         for m in list_of_dicts(row.get("OtherMatches"))
@@ -217,11 +229,28 @@ def _incident_alerts(conn: sqlite3.Connection, incident: dict[str, Any],
 
 
 def _entities(conn: sqlite3.Connection, alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The distinct entities of these alerts, by type and value."""
+    """The distinct entities of these alerts, one per type and lower-case value (case variants of a host are one
+    host), shown by its least spelling as the KQL, with the entity object of that spelling (its identifiers)."""
+    rows = ", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    for (raw,) in conn.execute(f"SELECT Entities FROM SecurityAlert WHERE rowid IN ({rows}) ORDER BY rowid"):
+        for item in defined_entities(parse_entities(raw)[0]):
+            value = entity_value(item)
+            if value:
+                objects.setdefault((str(item["Type"]), value), item)
+    found = _entity_values(conn, rows)
+    for entity in found:
+        entity["Entity"] = {k: v for k, v in objects.get((entity["EntityType"], entity["EntityValue"]), {}).items()
+                            if k not in LINK_FIELDS}
+    return found
+
+
+def _entity_values(conn: sqlite3.Connection, rows: str) -> list[dict[str, Any]]:
     return demo_sql.fetch(
         conn,
-        f"""SELECT DISTINCT EntityType, EntityValue FROM AlertEntity
-            WHERE AlertRowId IN ({", ".join(str(int(a["AlertRowId"])) for a in alerts) or "NULL"})
+        f"""SELECT EntityType, MIN(EntityValue) AS EntityValue FROM AlertEntity
+            WHERE AlertRowId IN ({rows})
+            GROUP BY EntityType, EntityKey
             ORDER BY EntityType, EntityValue LIMIT {MAX_DETAIL_ENTITIES}""",
         {},
     )
@@ -247,7 +276,7 @@ def _detail(incident: dict[str, Any], alerts: list[dict[str, Any]], entities: li
         "Products": additional.get("alertProductNames"),
         "CommentCount": additional.get("commentsCount"),
         "Alerts": [_alert_summary(a) for a in alerts[:MAX_DETAIL_ALERTS]],
-        "Entities": [{"type": e["EntityType"], "value": e["EntityValue"]} for e in entities],
+        "Entities": [{"type": e["EntityType"], "value": e["EntityValue"], "entity": e["Entity"]} for e in entities],
         "OtherMatches": [{"number": m["IncidentNumber"], "title": m["Title"]} for m in others],
     }
 

@@ -1,5 +1,7 @@
-"""What an investigated value is: an account (UPN or DOMAIN\\user), a host, an IP, a file hash (MD5, SHA-1, SHA-256),
-a URL or a domain, detected from the value or checked against the kind the caller gives.
+"""What an investigated value is: an account (UPN, DOMAIN\\user or SID; its Entra object id with entity_type), a host
+(its name, FQDN, or Defender or Entra device id with entity_type), an IP, a file hash (MD5, SHA-1, SHA-256), a URL or a
+domain, detected from the value or checked against the kind the caller gives. Each is then looked for in every column
+the table catalog names for its kind (an account's UPN, SID and object id columns alike).
 
 The value is attacker-reachable text (it comes from alerts, through the model), so anything that is not plainly one
 of these kinds is refused with a message that says what would be accepted: control characters, spaces, quotes and
@@ -35,6 +37,8 @@ _HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 _UPN = re.compile(rf"[A-Za-z0-9._%+'-]{{1,64}}@{_DOMAIN.pattern}")
 _DOWN_LEVEL = re.compile(r"[A-Za-z0-9._-]{1,64}\\[A-Za-z0-9._ -]{1,64}")
 _URL = re.compile(r"https?://[\x21-\x7e]+", re.IGNORECASE)
+_SID = re.compile(r"S-1-\d{1,13}(?:-\d{1,10}){1,15}", re.IGNORECASE)  # a Windows security identifier: an account
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _URL_FORBIDDEN = set("\"'`<>\\|{}^")  # characters no URL needs unescaped, and that quote or pipe text
 KINDS_TEXT = ", ".join(k.value for k in EntityKind)
 
@@ -89,6 +93,9 @@ def detect(value: object, kind: EntityKind | None = None) -> Entity:
         if found is None:
             raise InvalidParameter("entity", f"{_shown(text)} is not an account, host, IP, hash, URL or domain "
                                              "I can recognise; give entity_type if it is one")
+        if found is _OBJECT_ID:
+            raise InvalidParameter("entity", f"{_shown(text)} is an object id: an account's (Entra user) or a "
+                                             "device's; give entity_type (account or host)")
         if not isinstance(found, EntityKind):
             raise InvalidParameter("entity", f"{_shown(text)} could be an account or a host: give entity_type "
                                              "(account or host), or the account's UPN (name@domain)")
@@ -99,6 +106,7 @@ def detect(value: object, kind: EntityKind | None = None) -> Entity:
 
 
 _AMBIGUOUS = object()
+_OBJECT_ID = object()
 
 
 def _detected(text: str) -> EntityKind | object | None:
@@ -106,8 +114,10 @@ def _detected(text: str) -> EntityKind | object | None:
     for kind in (EntityKind.IP, EntityKind.HASH, EntityKind.URL, EntityKind.DOMAIN):
         if _fits(text, kind):
             return kind
-    if _UPN.fullmatch(text) or _DOWN_LEVEL.fullmatch(text):
+    if _UPN.fullmatch(text) or _DOWN_LEVEL.fullmatch(text) or _SID.fullmatch(text):
         return EntityKind.ACCOUNT
+    if _GUID.fullmatch(text):  # an Entra object id: a user's or a device's
+        return _OBJECT_ID
     if re.fullmatch(_LABEL, text):
         # "WS-FIN-042" (digits or hyphens) reads as a machine; "alice" could be either.
         return EntityKind.HOST if re.search(r"[\d-]", text) else _AMBIGUOUS

@@ -49,21 +49,28 @@ class SigninsQuery(EvidenceQuery):
         return f"ago({int(self.timespan.total_seconds()) // 3600}h)"
 
 
-def _match(query: SigninsQuery) -> str:
-    """The SigninLogs column naming the entity (the catalog's one column for its kind)."""
-    (column,) = catalog.table("SigninLogs").entity_columns(query.entity.kind.value)
-    return column
+def _columns(query: SigninsQuery) -> tuple[str, ...]:
+    """The SigninLogs columns naming the entity (the catalog's for its kind: an account's UPN and object id)."""
+    return catalog.table("SigninLogs").entity_columns(query.entity.kind.value)
+
+
+def _kql_match(query: SigninsQuery) -> str:
+    return "(" + " or ".join(f"{c} =~ entity_wanted" for c in _columns(query)) + ")"
+
+
+def _sql_match(query: SigninsQuery, alias: str = "") -> str:
+    return "(" + " OR ".join(f"kql_lower({alias}{c}) = kql_lower(:entity)" for c in _columns(query)) + ")"
 
 
 def _kql(query: SigninsQuery) -> str:
     return f"""// {query.tool}: sign-ins of the {query.entity.kind.value}, by result, IP, country and app
 {declaration(query)}let known = toscalar(SigninLogs
     | where TimeGenerated > {query.baseline_ago} and TimeGenerated <= {query.ago}
-    | where {_match(query)} =~ entity_wanted and ResultType == "0"
+    | where {_kql_match(query)} and ResultType == "0"
     | summarize make_set(strcat(tolower(UserPrincipalName), " ", Location)));
 let groups = materialize(SigninLogs
     | where TimeGenerated > {query.ago}
-    | where {_match(query)} =~ entity_wanted
+    | where {_kql_match(query)}
     | summarize SignIns = count(), FirstSeen = min(TimeGenerated), LastSeen = max(TimeGenerated),
         ResultDescription = min(ResultDescription) by {', '.join(_KEYS)});
 groups
@@ -82,12 +89,12 @@ def _demo(query: SigninsQuery, conn: sqlite3.Connection, now: datetime,
             MIN(TimeGenerated) AS FirstSeen, MAX(TimeGenerated) AS LastSeen, EXISTS (
                 SELECT 1 FROM SigninLogs AS b
                 WHERE b.TimeGenerated > :baseline AND b.TimeGenerated <= :start AND b.ResultType = '0'
-                  AND kql_lower(b.{_match(query)}) = kql_lower(:entity)
+                  AND {_sql_match(query, "b.")}
                   AND kql_lower(b.UserPrincipalName) = kql_lower(SigninLogs.UserPrincipalName)
                   AND b.Location = SigninLogs.Location) AS KnownCountry, COUNT(*) OVER () AS TotalMatched
         FROM SigninLogs
         WHERE TimeGenerated > :start AND TimeGenerated <= :now
-          AND kql_lower({_match(query)}) = kql_lower(:entity)
+          AND {_sql_match(query)}
         GROUP BY {keys} ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""",
                      demo_params(query, now) | {"baseline": iso(now - query.span - BASELINE)})
 
