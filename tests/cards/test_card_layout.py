@@ -50,8 +50,8 @@ SAMPLE_ROWS = ROOT / "tests" / "data" / "sample-rows"
 SCRIPT = CARDS_DIR / "layout.js"
 WIDTHS = (320, 400, 480, 540)  # a phone; Teams desktop's narrow and wide chat columns
 THEMES = ("light", "dark")
-SHOOT = ("incidents", "incident detail", "incident detail, real alerts", "alerts", "trend 7d", "entities", "on call", "confirm close",
-         "outcome executed", "welcome")
+SHOOT = ("incidents", "incident detail", "incident detail, real alerts", "alerts", "trend 7d", "entities", "on call",
+         "confirm close", "outcome executed", "welcome")
 SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 LONG_URL = "https://login.contoso-secure.example.com/oauth2/v2.0/authorize?client_id=4f1c8e2a&redirect_uri=x"
 EMAIL = "margarethe.vandenberghe-oyelaran@fabrikam-security-operations.onmicrosoft.com"

@@ -23,7 +23,7 @@ from bot.sentinel.entities import (
 )
 from tests.support.kql_eval import evaluate, tostring
 
-SAMPLES = Path(__file__).parent / "data" / "sample-rows"
+SAMPLES = Path(__file__).parents[1] / "data" / "sample-rows"
 
 
 def _msticpy_alert() -> list[dict[str, Any]]:

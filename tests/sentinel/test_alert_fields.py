@@ -29,12 +29,12 @@ from bot.sentinel.queries import alerts as alerts_query
 from bot.sentinel.queries import incident_detail as detail_query
 from bot.sentinel.rows import MAX_ALERT_DESCRIPTION_CHARS, remediation_steps, techniques
 from bot.tools.registry import TOOLS
+from tests.cards.test_cards import detail
 from tests.conftest import NOW
+from tests.sentinel.test_loganalytics_backend import client_for
 from tests.support.loganalytics_fake import FakeLogAnalytics
-from tests.test_cards import detail
-from tests.test_loganalytics_backend import client_for
 
-SAMPLES = Path(__file__).resolve().parent / "data" / "sample-rows"
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "sample-rows"
 STIX = "test_azure_log_analytics_json_to_stix.py::DATA1"  # Defender for Cloud's "[SAMPLE ALERT]" row
 
 
