@@ -188,25 +188,42 @@ def parse_entities(raw: Any) -> tuple[list[Any], bool]:
     return [], True
 
 
-def _at(item: Any, path: Path) -> Any:
-    for step in path:
+def _trie(paths: tuple[Path, ...]) -> dict[str | int, Any]:
+    """``paths`` as a tree of steps (children in the paths' order), so a walk stops under a step an item lacks."""
+    root: dict[str | int, Any] = {}
+    for path in paths:
+        node = root
+        for step in path:
+            node = node.setdefault(step, {})
+    return root
+
+
+# NESTED_PATHS is written depth first (a path, then the paths under it), so walking the tree in order visits the
+# paths in NESTED_PATHS' order: the same entities in the same order, without looking 45 paths up one by one.
+_NESTED_TREE = _trie(NESTED_PATHS)
+
+
+def _inline(item: Any, tree: dict[str | int, Any]) -> Iterator[dict[str, Any]]:
+    for step, below in tree.items():
         if isinstance(step, int):
-            item = item[step] if isinstance(item, list) and step < len(item) else None
+            child = item[step] if isinstance(item, list) and step < len(item) else None
         else:
-            item = item.get(step) if isinstance(item, dict) else None
-        if item is None:
-            return None
-    return item
+            child = item.get(step) if isinstance(item, dict) else None
+        if child is None:
+            continue
+        if isinstance(child, dict) and kql_tostring(child.get("Type")):
+            yield child
+        if below:
+            yield from _inline(child, below)
 
 
 def defined_entities(items: list[Any], limit: int = MV_EXPAND_LIMIT) -> Iterator[dict[str, Any]]:
     """The entity objects of an alert as the queries see them: each of the first ``limit`` top-level items and the
     objects inline at ``NESTED_PATHS`` under it, those with a Type (a bare ``$ref`` defines nothing)."""
     for top in items[:limit]:
-        for path in ((), *NESTED_PATHS):
-            found = _at(top, path)
-            if isinstance(found, dict) and kql_tostring(found.get("Type")):
-                yield found
+        if isinstance(top, dict) and kql_tostring(top.get("Type")):
+            yield top
+        yield from _inline(top, _NESTED_TREE)
 
 
 def alert_entity_values(raw: Any) -> dict[tuple[str, str], str]:
