@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.cards.inert import URL_TOKEN, unlink, unlinked_urls
+from bot.cards.inert import holds_url, is_url_token, unlink, unlinked_urls
 from bot.cards.verbs import Verb
 from bot.sentinel.models import QueryResult, one_line
 
@@ -67,9 +67,9 @@ def exact(value: object, width: int = 2048, **style: Any) -> Element:
     markdown, so nothing in it needs escaping and it is not made a link. A value with spaces and markup is no
     identifier: it is shown as free text is (``plain``, URLs broken)."""
     shown = one_line(value, width)
-    if plain(shown, width) == shown and not URL_TOKEN.search(shown):
+    if plain(shown, width) == shown and not holds_url(shown):
         return text(shown, **style)
-    if " " not in shown and URL_TOKEN.fullmatch(shown):
+    if is_url_token(shown):
         return {"type": "RichTextBlock", "inlines": [{"type": "TextRun", "text": shown, **style}]}
     return text(breakable(plain(shown, width)), **style)  # not an identifier: free text with markup, made inert
 
