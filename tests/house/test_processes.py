@@ -108,8 +108,12 @@ def test_the_demo_regeneration_process_dies_with_the_process_that_started_it(tmp
 def test_a_benchmark_killed_mid_run_leaves_no_process_and_no_port(tmp_path: Path) -> None:
     """bench_durable --smoke, killed with SIGKILL once both of its bots listen: its Azurite, ``bot serve`` and
     ``bot worker`` processes all end, and no port they listened on is still listened on."""
+    # A mark of its own: everything the benchmark starts carries it, so what is left is found by the mark, not by a
+    # port another test of this run may have been given since.
+    mark = "bench-" + os.urandom(4).hex()
     bench = processes.popen([sys.executable, str(ROOT / "bench" / "bench_durable.py"), "--smoke"], cwd=ROOT,
-                            stdout=(tmp_path / "bench.log").open("wb"), stderr=subprocess.STDOUT)
+                            stdout=(tmp_path / "bench.log").open("wb"), stderr=subprocess.STDOUT,
+                            env={**os.environ, processes.RUN_MARK: mark})
     seen: list[int] = []
 
     def both_bots_listen() -> bool:
@@ -126,7 +130,9 @@ def test_a_benchmark_killed_mid_run_leaves_no_process_and_no_port(tmp_path: Path
         _until(lambda: not [pid for pid in seen if processes.alive(pid)],
                f"the benchmark's processes gone: {[pid for pid in seen if processes.alive(pid)]}")
         assert len(seen) >= 4 and len(ports) >= 4, (seen, ports)  # Azurite (3 ports), 2 serve, their workers
-        assert [port for port in ports if processes.listened(port)] == []
+        left = processes.leftovers(mark, exclude=set())
+        assert left == [], left  # also what it started after the last look at its descendants
+        assert processes.listening_ports([found.pid for found in left]) == set()  # so none of its ports is held
     finally:
         processes.kill_group(bench)
         processes.kill([processes.Leftover(pid, "") for pid in seen if processes.alive(pid)])
