@@ -48,7 +48,7 @@ from typing import Any
 from bot.demo import columns, generator
 from bot.sentinel import catalog
 from bot.sentinel.demo_sql import OWNER, alert_text_id
-from bot.sentinel.entities import alert_entity_values
+from bot.sentinel.entities import IdentityMap, Sighting, alert_identities, alert_sightings
 from bot.sentinel.hunt.sql import index_expressions
 
 _SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL"}
@@ -91,9 +91,13 @@ def create_database(
         conn.execute(f"CREATE TABLE {table} ({_ddl(table, table_columns)})")
     _insert(conn, "SecurityIncident", [name for name, _ in schemas["SecurityIncident"]], incident_rows)
     _insert(conn, "SecurityAlert", [name for name, _ in schemas["SecurityAlert"]], alert_rows)
-    conn.execute("CREATE TABLE AlertEntity (AlertRowId INTEGER, EntityType TEXT, EntityValue TEXT, "
-                 "EntityKey TEXT GENERATED ALWAYS AS (kql_lower(EntityValue)) STORED)")
-    conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)", _alert_entities(conn))
+    _entity_tables(conn)
+    sightings = _sightings(conn)
+    identities = IdentityMap()
+    for _, seen in sightings:
+        identities.learn(seen)
+    _insert_entities(conn, sightings, identities)
+    _save_identities(conn, identities)
     conn.executescript(
         """
         CREATE INDEX incident_time ON SecurityIncident (TimeGenerated, IncidentNumber);
@@ -102,6 +106,7 @@ def create_database(
         CREATE INDEX alert_id ON SecurityAlert (SystemAlertId, TimeGenerated);
         CREATE INDEX alert_entity_row ON AlertEntity (AlertRowId, EntityType, EntityValue);
         CREATE INDEX alert_entity_key ON AlertEntity (EntityKey, AlertRowId);
+        CREATE INDEX alert_identity_key ON AlertIdentity (IdentityKey, AlertRowId);
         """
     )
     _latest_tables(conn, valid_from)
@@ -152,8 +157,12 @@ def add_alert(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
     conn.execute(_ALERT_TEXTS.format(where="WHERE rowid = ?"), (row_id,))
     conn.execute(f"INSERT INTO LatestAlert SELECT rowid, SystemAlertId, TimeGenerated, NULL, {_ALERT_COLUMNS}, 0 "
                  "FROM SecurityAlert WHERE rowid = ?", (row_id,))
-    conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)",
-                     list(_alert_entities(conn, row_id)))
+    sightings = _sightings(conn, row_id)
+    identities = _load_identities(conn)
+    for _, seen in sightings:
+        identities.learn(seen)
+    _save_identities(conn, identities)
+    _insert_entities(conn, sightings, identities)
 
 
 def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
@@ -205,14 +214,26 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         CREATE TRIGGER alert_removed BEFORE DELETE ON SecurityAlert BEGIN
             SELECT RAISE(ABORT, 'demo alerts are fixed once generated: remove them in the generator');
         END;
-        -- An entity added to a settled alert row (tests plant some) counts in the daily totals at once.
-        CREATE TRIGGER entity_added AFTER INSERT ON AlertEntity BEGIN
+        -- An entity planted on an alert row by hand (tests do) is an identity of its own, unless its value is
+        -- already known as a key of one (the injected alerts of add_alert are resolved in Python instead).
+        CREATE TRIGGER entity_planted AFTER INSERT ON AlertEntity WHEN NOT EXISTS (
+                SELECT 1 FROM AlertIdentity WHERE AlertRowId = NEW.AlertRowId AND EntityType = NEW.EntityType
+                AND IdentityKey = NEW.EntityKey) AND NOT EXISTS (
+                SELECT 1 FROM IdentityAlias WHERE Key = NEW.EntityKey AND EntityType = NEW.EntityType) BEGIN
+            INSERT OR IGNORE INTO AlertIdentity
+            SELECT NEW.AlertRowId, NEW.EntityType,
+                   COALESCE((SELECT substr(MIN(Anchor), 2) FROM IdentityAnchor
+                             WHERE EntityType = NEW.EntityType AND Key = NEW.EntityKey), NEW.EntityKey),
+                   NEW.EntityValue;
+        END;
+        -- An identity added to a settled alert row counts in the daily totals at once.
+        CREATE TRIGGER entity_added AFTER INSERT ON AlertIdentity BEGIN
             INSERT INTO Entity (EntityType, EntityKey, EntityValue)
-            VALUES (NEW.EntityType, NEW.EntityKey, NEW.EntityValue)
+            VALUES (NEW.EntityType, NEW.IdentityKey, NEW.IdentityValue)
             ON CONFLICT DO UPDATE SET EntityValue = min(EntityValue, excluded.EntityValue);
             INSERT INTO EntityDay
-            SELECT (SELECT EntityId FROM Entity WHERE EntityType = NEW.EntityType AND EntityKey = NEW.EntityKey),
-                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated, TimeGenerated, NEW.EntityValue
+            SELECT (SELECT EntityId FROM Entity WHERE EntityType = NEW.EntityType AND EntityKey = NEW.IdentityKey),
+                   substr(TimeGenerated, 1, 10), AlertSeverity, 1, TimeGenerated, TimeGenerated, NEW.IdentityValue
             FROM LatestAlert WHERE AlertRowId = NEW.AlertRowId AND Settled
             ON CONFLICT DO UPDATE SET Alerts = Alerts + 1, LastSeen = max(LastSeen, excluded.LastSeen),
                                       FirstSeen = min(FirstSeen, excluded.FirstSeen),
@@ -237,12 +258,12 @@ def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
         INSERT INTO AlertHour SELECT substr(TimeGenerated, 1, 13), AlertSeverity, COUNT(*) FROM LatestAlert
             WHERE Settled GROUP BY 1, 2;
         INSERT INTO Entity (EntityType, EntityKey, EntityValue)
-            SELECT EntityType, EntityKey, MIN(EntityValue) FROM AlertEntity GROUP BY 1, 2 ORDER BY 1, 2;
+            SELECT EntityType, IdentityKey, MIN(IdentityValue) FROM AlertIdentity GROUP BY 1, 2 ORDER BY 1, 2;
         INSERT INTO EntityDay
             SELECT n.EntityId, substr(l.TimeGenerated, 1, 10), l.AlertSeverity, COUNT(*), MAX(l.TimeGenerated),
-                   MIN(l.TimeGenerated), MIN(e.EntityValue)
-            FROM LatestAlert AS l JOIN AlertEntity AS e ON e.AlertRowId = l.AlertRowId
-            JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey
+                   MIN(l.TimeGenerated), MIN(e.IdentityValue)
+            FROM LatestAlert AS l JOIN AlertIdentity AS e ON e.AlertRowId = l.AlertRowId
+            JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.IdentityKey
             WHERE l.Settled GROUP BY 1, 2, 3;
         CREATE INDEX latest_incident_time ON LatestIncident (TimeGenerated, NextTime, CreatedTime, Severity);
         CREATE INDEX latest_incident_severity ON LatestIncident (Severity, CreatedTime);
@@ -359,11 +380,67 @@ def _insert(conn: sqlite3.Connection, table: str, columns: list[str], rows: Iter
     )
 
 
-def _alert_entities(conn: sqlite3.Connection, only: int | None = None) -> Iterable[tuple[int, str, str]]:
-    """(alert row id, type, value) for each identifiable entity, as the KQL expands them."""
+def _entity_tables(conn: sqlite3.Connection) -> None:
+    """The alerts' entities as the queries read them (see ``entities.IdentityMap``): ``AlertEntity`` each alert's
+    entities by type and lower-case value (least spelling), ``AlertIdentity`` by identity (an account or host by
+    any spelling tied to it), ``IdentityAlias`` where each key of an account or host leads (a search by a SID
+    finds the account known by its UPN), and the learned map itself (``IdentityAnchor``, ``IdentitySpelling``)
+    so an injected alert is resolved like the rest."""
+    conn.executescript(
+        """
+        CREATE TABLE AlertEntity (AlertRowId INTEGER, EntityType TEXT, EntityValue TEXT,
+                                  EntityKey TEXT GENERATED ALWAYS AS (kql_lower(EntityValue)) STORED);
+        CREATE TABLE AlertIdentity (AlertRowId INTEGER, EntityType TEXT, IdentityKey TEXT, IdentityValue TEXT,
+                                    UNIQUE (AlertRowId, EntityType, IdentityKey));
+        CREATE TABLE IdentityAlias (EntityType TEXT, Key TEXT, IdentityKey TEXT,
+                                    PRIMARY KEY (Key, EntityType, IdentityKey)) WITHOUT ROWID;
+        CREATE TABLE IdentityAnchor (EntityType TEXT, Key TEXT, Anchor TEXT, PRIMARY KEY (EntityType, Key))
+            WITHOUT ROWID;
+        CREATE TABLE IdentitySpelling (EntityType TEXT, EntityKey TEXT, Spelling TEXT,
+                                       PRIMARY KEY (EntityType, EntityKey)) WITHOUT ROWID;
+        """
+    )
+
+
+def _sightings(conn: sqlite3.Connection, only: int | None = None) -> list[tuple[int, list[Sighting]]]:
+    """Each alert row's identifiable entity objects, as the KQL expands them."""
     where = "" if only is None else f"WHERE rowid = {int(only)}"
-    for row_id, entities in conn.execute(f"SELECT rowid, Entities FROM SecurityAlert {where}").fetchall():
-        # Top-level and inline entities; one named twice (in any letter case) counts once, by its least
-        # spelling, as the KQL.
-        for (entity_type, _), value in alert_entity_values(entities).items():
-            yield row_id, entity_type, value
+    return [(row_id, alert_sightings(entities))
+            for row_id, entities in conn.execute(f"SELECT rowid, Entities FROM SecurityAlert {where}").fetchall()]
+
+
+def _insert_entities(conn: sqlite3.Connection, sightings: list[tuple[int, list[Sighting]]],
+                     identities: IdentityMap) -> None:
+    entity_rows: list[tuple[int, str, str]] = []
+    identity_rows: list[tuple[int, str, str, str]] = []
+    aliases: set[tuple[str, str, str]] = set()
+    for row_id, seen in sightings:
+        # One named twice (in any letter case) counts once, by its least spelling, as the KQL.
+        least: dict[tuple[str, str], str] = {}
+        for sighting in seen:
+            key = (sighting.type, sighting.keys[0])
+            least[key] = min(least.get(key, sighting.value), sighting.value)
+        entity_rows.extend((row_id, kind, value) for (kind, _), value in least.items())
+        resolved = alert_identities(seen, identities)
+        identity_rows.extend((row_id, kind, key, shown) for (kind, key), shown in resolved.shown.items())
+        aliases |= resolved.aliases
+    # Identities and aliases first: the entity_planted trigger (once created) leaves rows they cover alone.
+    conn.executemany("INSERT INTO AlertIdentity VALUES (?, ?, ?, ?)", identity_rows)
+    conn.executemany("INSERT OR IGNORE INTO IdentityAlias VALUES (?, ?, ?)", sorted(aliases))
+    conn.executemany("INSERT INTO AlertEntity VALUES (?, ?, ?)", entity_rows)
+
+
+def _save_identities(conn: sqlite3.Connection, identities: IdentityMap) -> None:
+    conn.executemany("INSERT OR REPLACE INTO IdentityAnchor VALUES (?, ?, ?)",
+                     [(kind, key, anchor) for (kind, key), anchor in identities.anchors.items()])
+    conn.executemany("INSERT OR REPLACE INTO IdentitySpelling VALUES (?, ?, ?)",
+                     [(kind, key, spelling) for (kind, key), spelling in identities.spellings.items()])
+
+
+def _load_identities(conn: sqlite3.Connection) -> IdentityMap:
+    identities = IdentityMap()
+    identities.anchors = {(kind, key): anchor
+                          for kind, key, anchor in conn.execute("SELECT * FROM IdentityAnchor").fetchall()}
+    identities.spellings = {(kind, key): spelling
+                            for kind, key, spelling in conn.execute("SELECT * FROM IdentitySpelling").fetchall()}
+    return identities

@@ -121,9 +121,14 @@ def conditions(query: FilteredQuery, params: dict[str, Any]) -> str:
     return " AND ".join(parts)
 
 
+# The identities an entity filter's value names (bound as :entity, lower case): its own, and the identity of every
+# account or host that carries it as a key (``kql.wanted_identities``).
+WANTED_IDENTITIES = "SELECT :entity UNION SELECT IdentityKey FROM IdentityAlias WHERE Key = :entity"
+
+
 def _entity_condition(alerts: bool, params: dict[str, Any], entity: str) -> str:
     params["entity"] = entity.lower()  # Kusto's tolower()
-    involved = "SELECT AlertRowId FROM AlertEntity WHERE EntityKey = :entity"
+    involved = f"SELECT AlertRowId FROM AlertIdentity WHERE IdentityKey IN ({WANTED_IDENTITIES})"
     if alerts:
         return f"l.AlertRowId IN ({involved})"
     # An incident with an alert (any of its rows in the lookback: an alert's entities never change). The incidents

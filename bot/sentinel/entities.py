@@ -356,6 +356,16 @@ IDENTITY_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("UserPrincipalName", "Sid", "AadUserId", "ObjectGuid", "PUID"),
     "host": ("FQDN", "AadDeviceId", "MdatpDeviceId", "AzureID", "OMSAgentID"),
 }
+# Of those, the ones that are ids rather than names: an entity whose value is one of them ranks below one named.
+ID_ONLY_FIELDS: dict[str, tuple[str, ...]] = {
+    "account": ("Sid", "AadUserId", "ObjectGuid", "PUID"),
+    "host": ("AadDeviceId", "MdatpDeviceId", "AzureID", "OMSAgentID"),
+}
+# A SID ties spellings together only when it names one account everywhere: a domain or Entra account's
+# (S-1-5-21-..., S-1-12-1-...). Well-known SIDs (S-1-5-18 LocalSystem, S-1-5-32-544 Administrators) are the same
+# on every machine, so two accounts sharing one are not one person. Kusto's startswith ignores letter case.
+STRONG_SID_PREFIXES = ("s-1-5-21-", "s-1-12-1-")
+NULL_GUID = "00000000-0000-0000-0000-000000000000"
 
 
 def merge_identities(entities: list[tuple[str, str, tuple[tuple[str, str], ...]]]
@@ -376,7 +386,8 @@ def merge_identities(entities: list[tuple[str, str, tuple[tuple[str, str], ...]]
     for index, (kind, value, identifiers) in enumerate(entities):
         if kind not in IDENTITY_FIELDS:
             continue
-        keys = [value.lower()] + [t.lower() for f, t in identifiers if f in IDENTITY_FIELDS[kind]]
+        keys = [value.lower()] + [t.lower() for f, t in identifiers
+                                  if f in IDENTITY_FIELDS[kind] and strong_identifier(f, t)]
         for key in keys:
             other = owner.setdefault((kind, key), index)
             if other != index:
@@ -395,6 +406,124 @@ def merge_identities(entities: list[tuple[str, str, tuple[tuple[str, str], ...]]
         unique = {(f, t.lower()): (f, t) for f, t in collected if t.lower() != canonical.lower()}
         merged.append((kind, canonical, tuple(unique.values())))
     return merged
+
+
+def strong_identifier(field: str, text: str) -> bool:
+    """Whether an identifier names one person or device wherever it appears: not empty, not the null GUID, and a
+    SID only when it is a domain or Entra account's (``STRONG_SID_PREFIXES``)."""
+    lower = text.lower()
+    if not lower or lower == NULL_GUID:
+        return False
+    return field != "Sid" or lower.startswith(STRONG_SID_PREFIXES)
+
+
+def identity_keys(entity: Mapping[str, Any], value: str) -> tuple[str, ...]:
+    """The lower-case keys an entity object is known by: its value, then (accounts and hosts) its strong
+    identifiers. Mirrors ``kql.identity_keys_expression``."""
+    keys = [value.lower()]
+    for field in IDENTITY_FIELDS.get(kql_tostring(entity.get("Type")), ()):
+        text = kql_tostring(entity.get(field))
+        if strong_identifier(field, text):
+            keys.append(text.lower())
+    return tuple(dict.fromkeys(keys))
+
+
+def identity_anchor(entity: Mapping[str, Any], value: str) -> str:
+    """How well the value names its owner, then the value in lower case: "0alice@contoso.com" (an account's sign-in
+    name) before "1contoso\\alice" or "1ws-fin-023" (a name) before "2s-1-5-21-..." (an id only). Of the objects
+    sharing a key, the least anchor names them all. Mirrors ``kql.identity_anchor_expression``."""
+    kind = kql_tostring(entity.get("Type"))
+    lower = value.lower()
+    if kind == "account" and "@" in lower:
+        rank = 0
+    elif any(kql_tostring(entity.get(f)).lower() == lower for f in ID_ONLY_FIELDS.get(kind, ())):
+        rank = 2
+    else:
+        rank = 1
+    return f"{rank}{lower}"
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One identifiable entity object of an alert: its type, value (as spelled), keys and anchor."""
+
+    type: str
+    value: str
+    keys: tuple[str, ...]
+    anchor: str
+
+
+def alert_sightings(raw: Any) -> list[Sighting]:
+    """The identifiable entity objects of an alert as the queries expand them (``defined_entities``)."""
+    items, _ = parse_entities(raw)
+    out = []
+    for entity in defined_entities(items):
+        value = entity_value(entity)
+        if value:
+            out.append(Sighting(kql_tostring(entity.get("Type")), value, identity_keys(entity, value),
+                                identity_anchor(entity, value)))
+    return out
+
+
+class IdentityMap:
+    """One identity per account and host across spellings, learned from the entity objects of the alerts of the
+    lookback (the demo: all its alerts): each key (a value or a strong identifier) goes to the least anchor of the
+    objects carrying it, and an object belongs to the least anchor of its keys. One pass, so an object that shares
+    no key with a named one keeps its own value; ``kql.identity_resolution`` computes the same in KQL. Other types
+    are their lower-case value."""
+
+    def __init__(self) -> None:
+        self.anchors: dict[tuple[str, str], str] = {}  # (type, key) -> least anchor carrying it
+        self.spellings: dict[tuple[str, str], str] = {}  # (type, lower value) -> least spelling
+
+    def learn(self, sightings: Iterator[Sighting] | list[Sighting]) -> None:
+        for seen in sightings:
+            if seen.type not in IDENTITY_FIELDS:
+                continue
+            for key in seen.keys:
+                known = self.anchors.get((seen.type, key))
+                if known is None or seen.anchor < known:
+                    self.anchors[(seen.type, key)] = seen.anchor
+            own = (seen.type, seen.keys[0])
+            self.spellings[own] = min(self.spellings.get(own, seen.value), seen.value)
+
+    def resolve(self, entity_type: str, keys: tuple[str, ...], value: str) -> tuple[str, str]:
+        """The identity of an entity known by ``keys`` (its own key first) and spelled ``value``: the identity's key
+        and the spelling shown for it."""
+        if entity_type not in IDENTITY_FIELDS:
+            return keys[0], value
+        anchors = [self.anchors[(entity_type, k)] for k in keys if (entity_type, k) in self.anchors]
+        if not anchors:
+            return keys[0], value
+        key = min(anchors)[1:]
+        return key, self.spellings.get((entity_type, key), value)
+
+
+@dataclass(frozen=True)
+class AlertIdentities:
+    """An alert's identifiable entities by identity: {(type, identity key): spelling shown}, and (type, key,
+    identity key) for every key its accounts and hosts carry (where a search by that key leads)."""
+
+    shown: dict[tuple[str, str], str]
+    aliases: frozenset[tuple[str, str, str]]
+
+
+def alert_identities(sightings: list[Sighting], identities: IdentityMap) -> AlertIdentities:
+    """One alert's sightings resolved, as the KQL does (``kql.resolve_identities``): the sightings of one type and
+    spelling are one entity known by all their keys; each identity counts once (an account named by its UPN and,
+    inside a host, by its SID is one)."""
+    grouped: dict[tuple[str, str], tuple[str, ...]] = {}
+    for seen in sightings:
+        known = grouped.get((seen.type, seen.value), ())
+        grouped[(seen.type, seen.value)] = known + tuple(k for k in seen.keys if k not in known)
+    shown: dict[tuple[str, str], str] = {}
+    aliases: set[tuple[str, str, str]] = set()
+    for (kind, value), keys in grouped.items():
+        key, spelling = identities.resolve(kind, keys, value)
+        shown[(kind, key)] = min(shown.get((kind, key), spelling), spelling)
+        if kind in IDENTITY_FIELDS:
+            aliases.update((kind, k, key) for k in keys)
+    return AlertIdentities(shown, frozenset(aliases))
 
 
 def _identifiers(obj: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:

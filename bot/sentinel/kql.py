@@ -21,7 +21,14 @@ import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from bot.sentinel.entities import ENTITY_VALUE_RULES, NESTED_PATHS
+from bot.sentinel.entities import (
+    ENTITY_VALUE_RULES,
+    ID_ONLY_FIELDS,
+    IDENTITY_FIELDS,
+    NESTED_PATHS,
+    NULL_GUID,
+    STRONG_SID_PREFIXES,
+)
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.spec import FilteredQuery
 
@@ -134,15 +141,16 @@ _OWNER_FIELDS = ("tostring(Owner.objectId)", "tostring(Owner.userPrincipalName)"
 def declarations(*, owner: str | None = None, search: str | None = None, entity: str | None = None,
                  product: str | None = None, involved_alerts: bool = False) -> str:
     """The analyst's free text, each value declared once as one escaped literal and used by name below;
-    ``involved_alerts``: also the ids of the alerts that name the entity (an incident list's entity filter)."""
+    ``involved_alerts``: also the ids of the alerts that name the entity, by any spelling of its identity (an
+    entity filter on incidents or alerts)."""
     lines = [f"let owner_wanted = {string_literal(owner)};\n" if owner is not None else "",
              f"let search_text = {string_literal(search)};\n" if search is not None else "",
              f"let entity_wanted = tolower({string_literal(entity)});\n" if entity is not None else "",
              f"let product_wanted = {string_literal(product)};\n" if product is not None else ""]
     if entity is not None and involved_alerts:
-        lines.append(f"""let involved_alerts = toscalar(SecurityAlert
-    | where TimeGenerated > ago({DETAIL_LOOKBACK.days}d)
-    | summarize arg_max(TimeGenerated, Entities) by SystemAlertId{involving(entity)}
+        resolved = resolve_identities("sightings")
+        lines.append(f"""{identity_tables()}{wanted_identities()}let involved_alerts = toscalar({resolved}
+    | where set_has_element(wanted_identities, IdentityKey)
     | summarize make_set(SystemAlertId));\n""")
     return "".join(lines)
 
@@ -150,24 +158,96 @@ def declarations(*, owner: str | None = None, search: str | None = None, entity:
 def filter_declarations(query: FilteredQuery) -> str:
     f = query.filters
     return declarations(owner=f.owner.person if f.owner else None, search=f.search, entity=f.entity,
-                        product=f.product, involved_alerts=not query.of_alerts)
-
-
-def involving(entity: str) -> str:
-    """Rows (with Entities) that name the wanted entity, by its identifying value in any letter case. A value
-    that JSON writes as it is (a host, IP, account, hash) first skips, by a text match, the rows that cannot hold it."""
-    plain = JSON_VERBATIM.fullmatch(entity) is not None
-    return ("\n    | where Entities contains entity_wanted" if plain else "") + INVOLVING_TAIL
+                        product=f.product, involved_alerts=True)
 
 
 JSON_VERBATIM = re.compile(r"[A-Za-z0-9.@:_-]+")
-INVOLVING_TAIL = f"""
-    | mv-apply Top = parse_json(Entities) on (
-        mv-expand Entity = {nested_entities()}
-        | extend EntityType = tostring(Entity.Type)
-        | extend EntityValue = {entity_value_expression()}
-        | summarize Involved = countif(tolower(EntityValue) == entity_wanted))
-    | where Involved > 0"""
+
+
+# One identity per account and host across spellings (``entities.IdentityMap``, which the demo applies; the same
+# rules here). An entity object's keys: its value and its strong identifiers, lower case; its anchor: how well its
+# value names the owner, then the value. Learned over the alerts of the last DETAIL_LOOKBACK days.
+def _field(name: str, var: str = "Entity") -> str:
+    return f"tostring({var}[{string_literal(name)}])"
+
+
+def _strong_key(name: str) -> str:
+    """A strong identifier of an entity object as a lower-case key, or "" (``entities.strong_identifier``)."""
+    text = _field(name)
+    if name == "Sid":
+        test = " or ".join(f"{text} startswith {string_literal(prefix)}" for prefix in STRONG_SID_PREFIXES)
+        return f"iff({test}, tolower({text}), \"\")"
+    return f"iff(tolower({text}) != {string_literal(NULL_GUID)}, tolower({text}), \"\")"
+
+
+@cache
+def identity_keys_expression() -> str:
+    """KQL: the dynamic array of an expanded entity's keys (``entities.identity_keys``; "" for a missing one)."""
+    branches = [f"EntityType == {string_literal(kind)}, pack_array(EntityKey, "
+                + ", ".join(_strong_key(f) for f in fields) + ")" for kind, fields in IDENTITY_FIELDS.items()]
+    return "case(" + ",\n        ".join(branches) + ",\n        pack_array(EntityKey))"
+
+
+@cache
+def identity_anchor_expression() -> str:
+    """KQL: an expanded entity's anchor (``entities.identity_anchor``)."""
+    id_only = [f"EntityType == {string_literal(kind)} and ("
+               + " or ".join(f"tolower({_field(f)}) == EntityKey" for f in fields) + "), \"2\""
+               for kind, fields in ID_ONLY_FIELDS.items()]
+    return ('strcat(case(EntityType == "account" and EntityKey contains "@", "0",\n        '
+            + ",\n        ".join(id_only) + ',\n        "1"), EntityKey)')
+
+
+def sightings(alerts: str, indent: str = "    ") -> str:
+    """``expand_entities`` of ``alerts``, each entity with its lower-case key, its keys and its anchor."""
+    return (f"{expand_entities(alerts, indent)}\n"
+            f"{indent}| extend EntityKey = tolower(EntityValue)\n"
+            f"{indent}| extend Keys = {identity_keys_expression()},\n"
+            f"{indent}    Anchor = {identity_anchor_expression()}")
+
+
+_IDENTITY_TYPES = "(" + ", ".join(string_literal(kind) for kind in IDENTITY_FIELDS) + ")"
+
+
+def identity_tables() -> str:
+    """``sightings``: the entities of the lookback's alerts (latest row each); ``identity_anchors``: each key of an
+    account or host to the least anchor carrying it; ``identity_spellings``: each such value's least spelling."""
+    alerts = f"""SecurityAlert
+    | where TimeGenerated > ago({DETAIL_LOOKBACK.days}d)
+    | summarize arg_max(TimeGenerated, AlertSeverity, Entities) by SystemAlertId"""
+    return f"""let sightings = materialize({sightings(alerts)}
+    | project SystemAlertId, TimeGenerated, AlertSeverity, EntityType, EntityValue, EntityKey, Keys, Anchor);
+let identity_anchors = materialize(sightings
+    | where EntityType in {_IDENTITY_TYPES}
+    | mv-expand Key = Keys to typeof(string)
+    | where isnotempty(Key)
+    | summarize IdentityAnchor = min(Anchor) by EntityType, Key);
+let identity_spellings = sightings
+    | where EntityType in {_IDENTITY_TYPES}
+    | summarize IdentityValue = min(EntityValue) by EntityType, IdentityKey = EntityKey;
+"""
+
+
+def resolve_identities(rows: str, indent: str = "    ") -> str:
+    """``rows`` (sightings) with their identity: ``IdentityKey`` (the least anchor of their keys, else their own
+    key) and ``IdentityValue`` (that identity's least spelling, else their own value)."""
+    return (f"{rows}\n"
+            f"{indent}| mv-expand Key = Keys to typeof(string)\n"
+            f"{indent}| lookup kind=leftouter identity_anchors on EntityType, Key\n"
+            f"{indent}| summarize IdentityAnchor = min(IdentityAnchor)\n"
+            f"{indent}    by SystemAlertId, TimeGenerated, AlertSeverity, EntityType, EntityValue, EntityKey\n"
+            f"{indent}| extend IdentityKey = iff(isempty(IdentityAnchor), EntityKey, substring(IdentityAnchor, 1))\n"
+            f"{indent}| lookup kind=leftouter identity_spellings on EntityType, IdentityKey\n"
+            f"{indent}| extend IdentityValue = iff(isempty(IdentityValue), EntityValue, IdentityValue)")
+
+
+def wanted_identities() -> str:
+    """``wanted_identities``: the identities the analyst's entity names: the value itself, and the identity of
+    every entity object that carries it as a key (a SID's account, known by its UPN)."""
+    carrying = resolve_identities("sightings | where set_has_element(Keys, entity_wanted)")
+    return f"""let wanted_identities = toscalar({carrying}
+    | summarize Wanted = set_union(make_set(IdentityKey), pack_array(entity_wanted)));
+"""
 
 
 # An incident with an alert from the wanted product: any of its product names contains it.
@@ -199,7 +279,9 @@ def filters(query: FilteredQuery, title: str) -> str:
         parts.append(f"{tactics} has {string_literal(f.tactic)}")
     if f.classification:
         parts.append(f"Classification == {string_literal(f.classification)}")
-    tail = involving(f.entity) if f.entity and query.of_alerts else ""
+    if f.entity and query.of_alerts:
+        parts.append("set_has_element(involved_alerts, SystemAlertId)")
+    tail = ""
     if f.product and not query.of_alerts:
         tail += _INCIDENT_PRODUCT
     return "".join(f"\n    | where {part}" for part in parts) + tail

@@ -17,6 +17,7 @@ from bot.demo.writer import DemoIncidentWriter
 from bot.sentinel.changes import ChangeKind, Owner, make_change
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo_sql import iso
+from bot.sentinel.entities import IdentityMap, alert_identities, alert_sightings
 from bot.sentinel.models import QueryResult
 from bot.sentinel.params import Severity
 from tests.conftest import NOW, SEED
@@ -78,12 +79,17 @@ async def test_precomputed_answers_match_the_raw_rows(later_client: SentinelClie
     shown = {(iso(b.start)[:prefix], b.severity): b.count for b in trend.records if b.count}
     assert shown == dict(counted)
 
+    # One entity per identity, learned from every alert's raw Entities (the Python reference, not the derived
+    # tables): an account or host by any spelling tied to it, shown by the identity's least spelling; any other
+    # type by its lower-case value, shown by its least spelling in the window.
+    identities = IdentityMap()
+    for (raw,) in conn.execute("SELECT Entities FROM SecurityAlert"):
+        identities.learn(alert_sightings(raw))
     per_entity: dict[tuple[str, str], list[Any]] = {}
     for alert in raw_alerts:
-        for kind, value in conn.execute("SELECT EntityType, EntityValue FROM AlertEntity WHERE AlertRowId = ?",
-                                        (alert["RowId"],)):
-            # One entity per type and lower-case value, shown by its least spelling in the window.
-            entry = per_entity.setdefault((kind, value.lower()), [0, 0, "", value])
+        resolved = alert_identities(alert_sightings(alert["Entities"]), identities)
+        for (kind, key), value in resolved.shown.items():
+            entry = per_entity.setdefault((kind, key), [0, 0, "", value])
             entry[0] += 1
             entry[1] += alert["AlertSeverity"] == "High"
             entry[2] = max(entry[2], alert["TimeGenerated"])

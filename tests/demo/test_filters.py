@@ -17,7 +17,7 @@ import pytest
 from bot.demo import generator
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo_sql import iso
-from bot.sentinel.entities import alert_entity_values
+from bot.sentinel.entities import AlertIdentities, IdentityMap, alert_entity_values, alert_identities, alert_sightings
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.queries import make_query
 from tests.conftest import NOW, SEED
@@ -268,12 +268,25 @@ def _spellings(row: dict) -> dict[tuple[str, str], str]:
     return alert_entity_values(row["Entities"])
 
 
+def _identities(data: generator.DemoData) -> tuple[IdentityMap, list[AlertIdentities]]:
+    """The identity map learned from every alert row's raw Entities, and each row resolved with it."""
+    identities = IdentityMap()
+    for row in data.alert_rows:
+        identities.learn(alert_sightings(row["Entities"]))
+    return identities, [alert_identities(alert_sightings(row["Entities"]), identities) for row in data.alert_rows]
+
+
 def expected_top_entities(data: generator.DemoData, window: timedelta, limit: int,
                           entity: str | None = None) -> tuple[list[tuple], int]:
+    """One entity per identity (an account or host by every spelling tied to it), as a Python evaluation."""
+    _, resolved = _identities(data)
+    by_id = {row["SystemAlertId"]: r for row, r in zip(data.alert_rows, resolved, strict=True)}
+    wanted = ({entity.lower()} | {identity for r in resolved for _, key, identity in r.aliases
+                                  if key == entity.lower()}) if entity is not None else set()
     counts: dict[tuple[str, str], dict[str, Any]] = {}
     for row in _latest(data.alert_rows, "SystemAlertId", iso(NOW - window), None, False):
-        for key, spelling in _spellings(row).items():
-            if entity is not None and key[1] != entity.lower():
+        for key, spelling in by_id[row["SystemAlertId"]].shown.items():
+            if entity is not None and key[1] not in wanted:
                 continue
             c = counts.setdefault(key, {"alerts": 0, "high": 0, "first": row["TimeGenerated"],
                                         "last": row["TimeGenerated"], "value": spelling})
@@ -285,6 +298,14 @@ def expected_top_entities(data: generator.DemoData, window: timedelta, limit: in
     ranked.sort(key=lambda kv: (kv[1]["alerts"], kv[1]["high"], kv[1]["last"]), reverse=True)
     return [(k[0], c["value"], c["alerts"], c["high"], c["first"][:19], c["last"][:19])
             for k, c in ranked[:limit]], len(counts)
+
+
+def _naming(data: generator.DemoData, entity: str) -> set[str]:
+    """The ids of the alerts that name ``entity`` by any spelling of its identity (a Python evaluation)."""
+    _, resolved = _identities(data)
+    wanted = {entity.lower()} | {i for r in resolved for _, key, i in r.aliases if key == entity.lower()}
+    return {row["SystemAlertId"] for row, r in zip(data.alert_rows, resolved, strict=True)
+            if any(key in wanted for _, key in r.shown)}
 
 
 def _recurring_mixed_case_host(data: generator.DemoData) -> str:
@@ -329,8 +350,9 @@ async def test_entity_pivots_equal_a_python_evaluation(data, client) -> None:
         alerts = await client.run("query_alerts", {"time_window": "last_7d", "entity": asked, "limit": 100})
         assert isinstance(alerts, QueryResult), alerts
         start = iso(NOW - timedelta(days=7))
+        naming = _naming(data, host)
         involved = [r for r in _latest(data.alert_rows, "SystemAlertId", start, None, False)
-                    if any(key == host.lower() for _, key in _entities(r))]
+                    if r["SystemAlertId"] in naming]
         ids, _ = expected_alerts(data, {"time_window": "last_7d", "limit": 10**6})
         wanted = {r["SystemAlertId"] for r in involved}
         assert [a.alert_id for a in alerts.records] == [i for i in ids if i in wanted][:100]
@@ -340,7 +362,7 @@ async def test_entity_pivots_equal_a_python_evaluation(data, client) -> None:
         assert isinstance(incidents, QueryResult), incidents
         lookback = iso(NOW - timedelta(days=90))
         alert_ids = {r["SystemAlertId"] for r in data.alert_rows if lookback < r["TimeGenerated"] <= iso(NOW)
-                     and any(key == host.lower() for _, key in _entities(r))}
+                     and r["SystemAlertId"] in naming}
         numbers, _ = expected_incidents(data, {"time_window": "last_30d", "limit": 10**6})
         latest = {r["IncidentNumber"]: r for r in _latest(data.incident_rows, "IncidentNumber",
                                                          iso(NOW - timedelta(days=30)), None, False)}

@@ -2,7 +2,8 @@
 
 ``kql.nested_entities`` and ``kql.entity_value_expression`` are generated text; this evaluator reads that text
 (not the Python tables it was generated from) and computes what Log Analytics would: ``pack_array``, ``case``,
-``iff``, ``strcat``, ``tostring``, ``isnotempty``, ``==``, ``!contains``, ``and``, and member access ``V["k"]`` /
+``iff``, ``strcat``, ``tostring``, ``tolower``, ``isnotempty``, ``==``, ``!=``, ``contains``, ``!contains``,
+``startswith``, ``and``, ``or``, and member access ``V["k"]`` /
 ``V[0]`` on dynamic values (null when absent). So a test can compare the KQL's answer with the Python decoding on
 the same real rows without a Kusto engine. Anything outside that subset raises, so a change to the generated KQL
 that this cannot read fails the test instead of passing unread.
@@ -16,7 +17,7 @@ from typing import Any
 
 from bot.sentinel.entities import kql_tostring as tostring  # KQL's tostring() of a JSON value
 
-_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>\d+)|(?P<op>!contains|==|[()\[\],])'
+_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>\d+)|(?P<op>!contains|==|!=|[()\[\],])'
                     r'|(?P<name>[A-Za-z_]\w*))')
 
 
@@ -52,6 +53,14 @@ class _Parser:
         return token
 
     def expression(self) -> Any:
+        left = self.conjunction()
+        while self.peek() == ("name", "or"):
+            self.take()
+            right = self.conjunction()
+            left = bool(left) or bool(right)
+        return left
+
+    def conjunction(self) -> Any:
         left = self.comparison()
         while self.peek() == ("name", "and"):
             self.take()
@@ -64,9 +73,18 @@ class _Parser:
         if self.peek()[1] == "==":
             self.take()
             return tostring(left) == tostring(self.primary())
+        if self.peek()[1] == "!=":
+            self.take()
+            return tostring(left) != tostring(self.primary())
         if self.peek()[1] == "!contains":
             self.take()
             return tostring(self.primary()).lower() not in tostring(left).lower()
+        if self.peek() == ("name", "contains"):  # Kusto's contains and startswith ignore letter case
+            self.take()
+            return tostring(self.primary()).lower() in tostring(left).lower()
+        if self.peek() == ("name", "startswith"):
+            self.take()
+            return tostring(left).lower().startswith(tostring(self.primary()).lower())
         return left
 
     def arguments(self) -> list[Any]:
@@ -84,6 +102,10 @@ class _Parser:
             return json.loads(value)
         if kind == "num":
             return int(value)
+        if value == "(":  # a parenthesized expression
+            inner = self.expression()
+            self.take(")")
+            return inner
         if kind != "name":
             raise ValueError(f"unexpected {value!r}")
         if self.peek()[1] == "(":
@@ -109,6 +131,8 @@ class _Parser:
             return args
         if name == "tostring":
             return tostring(args[0])
+        if name == "tolower":
+            return tostring(args[0]).lower()
         if name == "isnotempty":
             return tostring(args[0]) != ""
         if name == "strcat":

@@ -1,6 +1,7 @@
 """get_top_entities: the entities (accounts, hosts, IPs, ...) in the most alerts of a window, or one entity's
-counts and first/last sighting. One entity per type and lower-case value ("WS1" and "ws1" are one host), shown
-by its least spelling."""
+counts and first/last sighting. One entity per identity: an account or host by every spelling its entity objects
+tie together (a UPN, DOMAIN\\name, SID or object id; a host name, FQDN or device id: ``entities.IdentityMap``),
+shown by its identity's least spelling; any other type by its lower-case value ("WS1" and "ws1" are one host)."""
 
 from __future__ import annotations
 
@@ -36,20 +37,19 @@ class TopEntitiesQuery(ListQuery):
 
 
 def _kql(query: TopEntitiesQuery) -> str:
-    ago = kql.ago(query.window)
-    alerts = f"""SecurityAlert
-    | where TimeGenerated > {ago}
-    | summarize arg_max(TimeGenerated, AlertSeverity, Entities) by SystemAlertId
-    | where AlertSeverity in {kql.severity_list(query.min_severity)}"""
-    # One entity per type and lower-case value ("WS1" and "ws1" are one host), shown by its least spelling.
-    wanted = "\n    | where EntityKey == entity_wanted" if query.entity is not None else ""
+    # One entity per identity: an account or host by any spelling its entity objects tie together
+    # (``kql.identity_tables``), any other type by its lower-case value ("WS1" and "ws1" are one host).
+    wanted = "\n    | where set_has_element(wanted_identities, IdentityKey)" if query.entity is not None else ""
+    lets = kql.identity_tables() + (kql.wanted_identities() if query.entity is not None else "")
+    resolve = kql.resolve_identities(f"""sightings
+    | where TimeGenerated > {kql.ago(query.window)}
+    | where AlertSeverity in {kql.severity_list(query.min_severity)}""")
     return f"""// get_top_entities: entities seen in the most alerts over the {query.window.label}
-{kql.declarations(entity=query.entity)}let entities = materialize({kql.expand_entities(alerts)}
-    | extend EntityKey = tolower(EntityValue){wanted}
-    | summarize EntityValue = min(EntityValue) by SystemAlertId, AlertSeverity, TimeGenerated, EntityType, EntityKey
+{kql.declarations(entity=query.entity)}{lets}let entities = materialize({resolve}{wanted}
+    | summarize EntityValue = min(IdentityValue) by SystemAlertId, AlertSeverity, TimeGenerated, EntityType, IdentityKey
     | summarize AlertCount = count(), HighSeverityCount = countif(AlertSeverity == "High"),
         FirstSeen = min(TimeGenerated), LastSeen = max(TimeGenerated), EntityValue = min(EntityValue)
-        by EntityType, EntityKey);
+        by EntityType, EntityKey = IdentityKey);
 entities
 | sort by AlertCount desc, HighSeverityCount desc, LastSeen desc, EntityType asc, EntityValue asc
 | take {query.limit}
@@ -73,19 +73,21 @@ def _demo(query: TopEntitiesQuery, conn: sqlite3.Connection, now: datetime,
     params = demo_sql.window_bounds(query.window, now, BinSize.DAY) | {"limit": query.limit,
                                                                   "entity": (query.entity or "").lower()}
     severities = demo_sql.severities_in(query.min_severity)
-    # One entity, or all: an EntityId is one type and lower-case value (``Entity.EntityKey``).
-    wanted = "AND n.EntityKey = :entity" if query.entity is not None else ""
-    of_wanted = ("AND EntityId IN (SELECT EntityId FROM Entity WHERE EntityKey = :entity)"
+    # One entity, or all: an EntityId is one identity (``Entity.EntityKey``: an account's or host's identity key,
+    # else the lower-case value), and the wanted ones are the value's own and those it is a key of.
+    identities = f"({demo_sql.WANTED_IDENTITIES})"
+    wanted = f"AND n.EntityKey IN {identities}" if query.entity is not None else ""
+    of_wanted = (f"AND EntityId IN (SELECT EntityId FROM Entity WHERE EntityKey IN {identities})"
                  if query.entity is not None else "")
     return demo_sql.fetch(
         conn,
         f"""WITH {demo_sql.uncounted(severities)},
-            live AS MATERIALIZED (  -- AlertEntity is already distinct per alert row
+            live AS MATERIALIZED (  -- AlertIdentity is already distinct per alert row
                 SELECT n.EntityId, COUNT(*) AS Alerts, SUM(u.AlertSeverity = 'High') AS High,
                        MAX(u.TimeGenerated) AS LastSeen, MIN(u.TimeGenerated) AS FirstSeen,
-                       MIN(e.EntityValue) AS Shown
-                FROM uncounted AS u JOIN AlertEntity AS e ON e.AlertRowId = u.AlertRowId
-                JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.EntityKey {wanted}
+                       MIN(e.IdentityValue) AS Shown
+                FROM uncounted AS u JOIN AlertIdentity AS e ON e.AlertRowId = u.AlertRowId
+                JOIN Entity AS n ON n.EntityType = e.EntityType AND n.EntityKey = e.IdentityKey {wanted}
                 GROUP BY 1),
             settled AS MATERIALIZED (
                 SELECT EntityId, SUM(Alerts) AS Alerts,
