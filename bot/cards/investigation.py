@@ -15,6 +15,7 @@ from bot.cards.common import (
     actions,
     card,
     card_size,
+    exact,
     header,
     plain,
     ref,
@@ -54,6 +55,9 @@ def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tupl
           kql_chars: int) -> Element:
     body: list[Element] = header(f"Investigation: {plain(investigation.entity, 80)}", demo=demo,
                                  subtitle=f"{investigation.entity_kind}, {investigation.window.replace('_', ' ')}")
+    if investigation.also:  # the other keys the alerts know it by, each to copy as the records hold it
+        body.append(subtle("Also searched as (the same " + investigation.entity_kind + " in the alerts):"))
+        body += [exact(value, 200, size="small", spacing="none") for value in investigation.also]
     body.append(_assessment(investigation))
     body += warnings(list(notes))
     for index, section in enumerate(investigation.sections, start=1):

@@ -78,8 +78,10 @@ def investigation_text(result: QueryResult, ref_for: RefFor, now: datetime | Non
     """The bot's assessment (level, each signal and the rows it rests on), then each section's rows as a table."""
     found: Investigation = result.records[0]
     assessment = found.assessment
-    lines = [f"Investigation of {found.entity_kind} {clean(found.entity, 120)}, {found.window.replace('_', ' ')}",
-             f"Assessment: {assessment.level.value.upper()} (score {assessment.score}), computed by the bot from the "
+    lines = [f"Investigation of {found.entity_kind} {clean(found.entity, 120)}, {found.window.replace('_', ' ')}"]
+    if found.also:
+        lines.append("Also searched as: " + ", ".join(clean(v, 120) for v in found.also))
+    lines += [f"Assessment: {assessment.level.value.upper()} (score {assessment.score}), computed by the bot from the "
              "rows below by fixed rules"]
     lines += [f"  +{s.weight} {s.title}: {clean(s.detail, 160)} ({s.evidence_text()})"
               for s in assessment.signals] or ["  no signal in the evidence read"]

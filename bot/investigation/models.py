@@ -88,11 +88,13 @@ class Investigation:
     as_of: datetime
     sections: tuple[Section, ...]
     assessment: Assessment
+    also: tuple[str, ...] = ()  # the entity's other keys the evidence was searched by (its SID, FQDN, ...)
 
     def identifiers(self) -> tuple[tuple[str, str], ...]:
         """Every entity value the evidence holds (the fact check lets an answer cite them)."""
         kind = {"hash": "filehash", "domain": "dns"}.get(self.entity_kind, self.entity_kind)
         found: dict[tuple[str, str], None] = {(kind, self.entity): None}
+        found.update({(kind, value): None for value in self.also})
         for section in self.sections:
             for record in section.records:
                 for pair in getattr(record, "identifiers", lambda: ())():

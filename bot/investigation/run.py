@@ -1,5 +1,7 @@
-"""Running an investigation: the entity detected (or checked against the type given), the evidence queries that
-read its kind plus the alerts and incidents naming it, all at once (``asyncio.gather`` through the client, each its
+"""Running an investigation: the entity detected (or checked against the type given); for an account or host, every
+other key the alerts know it by (``get_entity_identity``: a SID, object id, DOMAIN\\name, FQDN or device id), so the
+evidence tables are searched by all of them; then the evidence queries that read its kind plus the alerts and
+incidents naming it, all at once (``asyncio.gather`` through the client, each its
 own validated, timed, decoded query), then the assessment. One ``QueryResult`` holding one ``Investigation`` comes
 back, its metadata's KQL every query's text, so the Data sources footnote and "Show query" work as for any read.
 A query that fails leaves its section marked (its rows unknown), never the whole investigation, unless all fail."""
@@ -18,20 +20,24 @@ from bot.sentinel.client import SentinelClient, iso_duration
 from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
 from bot.sentinel.queries import Query, make_query
+from bot.sentinel.queries.entity_identity import EntityIdentityQuery
 from bot.sentinel.queries.evidence import EVIDENCE
-from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW
+from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW, MAX_ALSO
 from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
 
 TOOL = "investigate_entity"
 PARAMETERS = ("entity", "entity_type", "time_window")
 MAX_RELATED = 50  # alerts and incidents naming the entity
+IDENTITY_TOOL = EntityIdentityQuery.tool
+_IDENTITY_KINDS = (EntityKind.ACCOUNT, EntityKind.HOST)  # the kinds known by several keys
 _TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents"}
 
 
-def plan(entity: Entity, window: TimeWindow) -> list[tuple[str, dict[str, object]]]:
-    """The queries an investigation of ``entity`` runs: (tool, arguments), in the order its card shows them."""
+def plan(entity: Entity, window: TimeWindow, also: tuple[str, ...] = ()) -> list[tuple[str, dict[str, object]]]:
+    """The queries an investigation of ``entity`` (also known as ``also``) runs: (tool, arguments), in the order its
+    card shows them."""
     evidence: dict[str, object] = {"entity": entity.value, "entity_type": entity.kind.value,
-                                   "time_window": window.value}
+                                   "time_window": window.value, **({"also": list(also)} if also else {})}
     related: dict[str, object] = {"entity": entity.value, "time_window": window.value, "limit": MAX_RELATED}
     return [(spec.name, evidence) for spec, cls in EVIDENCE if entity.kind in cls.kinds] + \
         [("query_alerts", related), ("query_incidents", related)]
@@ -40,7 +46,8 @@ def plan(entity: Entity, window: TimeWindow) -> list[tuple[str, dict[str, object
 def planned_queries(arguments: Mapping[str, object]) -> list[Query]:
     """The validated query objects an investigation with these arguments runs (``python -m bot kql``)."""
     entity, window = _parsed(arguments)
-    return [make_query(tool, args) for tool, args in plan(entity, window)]
+    identity = [make_query(IDENTITY_TOOL, {"entity": entity.value})] if entity.kind in _IDENTITY_KINDS else []
+    return identity + [make_query(tool, args) for tool, args in plan(entity, window)]
 
 
 async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -> QueryResult | QueryError:
@@ -50,7 +57,8 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
         entity, window = _parsed(arguments)
     except InvalidParameter as problem:
         return QueryError("invalid_argument", str(problem), retry_possible=False, tool=TOOL)
-    queries = plan(entity, window)
+    also = await other_keys(client, entity)
+    queries = plan(entity, window, also)
     results = await asyncio.gather(*(client.run(tool, args) for tool, args in queries))
     sections, failed = _sections(queries, results)
     if len(failed) == len(sections):
@@ -58,13 +66,33 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
         return replace(first, tool=TOOL, kql=_kql(sections))
     assessment = assess(sections, entity.kind.value)
     investigation = Investigation(entity.kind.value, entity.value, window.value, datetime.now(UTC), tuple(sections),
-                                  assessment)
+                                  assessment, also)
     metadata = QueryMetadata(
         tool=TOOL, parameters={"entity": entity.value, "entity_type": entity.kind.value, "time_window": window.value},
         total=1, returned=1, truncated=False, elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
         kql=_kql(sections), timespan=iso_duration(max(window.duration.total_seconds(), 30 * 86400)),
         source=client.source, warnings=tuple(f"{s.title}: {s.error}" for s in failed))
     return QueryResult(records=(investigation,), metadata=metadata)
+
+
+async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:
+    """The other keys the alerts know an account or host by, each a valid value of its kind (alert data is
+    attacker-reachable: anything else is dropped), at most ``MAX_ALSO``. None for other kinds, or when the look-up
+    fails (the evidence is then searched by the value alone, as before the look-up existed)."""
+    if entity.kind not in _IDENTITY_KINDS:
+        return ()
+    result = await client.run(IDENTITY_TOOL, {"entity": entity.value})
+    if not isinstance(result, QueryResult):
+        return ()
+    found: list[str] = []
+    for record in result.records:
+        if record.type != entity.kind.value or record.key == entity.value.lower():
+            continue
+        try:
+            found.append(detect(record.key, entity.kind).value)
+        except InvalidParameter:
+            continue
+    return tuple(dict.fromkeys(found))[:MAX_ALSO]
 
 
 def _parsed(arguments: Mapping[str, object]) -> tuple[Entity, TimeWindow]:

@@ -394,12 +394,13 @@ def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
     done = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
                            json.dumps({"entity": world.ALICE})], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    # Each query is printed under a line naming it ("// query 3 of 11: evidence_risk_detections").
+    # Each query is printed under a line naming it ("// query 3 of 12: evidence_risk_detections"); an account's
+    # other keys are looked up first.
     heads = [line.split(": ")[-1] for line in done.stdout.splitlines() if line.startswith("// query ")]
-    assert heads == ["evidence_threat_intel", "evidence_risky_user", "evidence_risk_detections",
+    assert heads == ["get_entity_identity", "evidence_threat_intel", "evidence_risky_user", "evidence_risk_detections",
                      "evidence_signins", "evidence_directory", "evidence_ueba", "evidence_processes",
                      "evidence_email", "evidence_url_clicks", "query_alerts", "query_incidents"]
-    assert all(f"// query {n} of 11: " in done.stdout for n in range(1, 12))
+    assert all(f"// query {n} of 12: " in done.stdout for n in range(1, 13))
     refused = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
                               '{"entity": "x\\" | union *"}'], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "spaces or control characters" in refused.stderr

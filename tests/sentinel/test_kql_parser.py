@@ -111,7 +111,8 @@ def _cli_kql(tool: str, arguments: str) -> str:
 
 _CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}',
                  "hunt": '{"table": "SigninLogs", "time_window": "24h", "where": [["Country", "==", "RU"]]}',
-                 "analyst_kql": '{"query": "SigninLogs | take 1"}'} | {
+                 "analyst_kql": '{"query": "SigninLogs | take 1"}',
+                 "get_entity_identity": '{"entity": "CONTOSO\\\\nina"}'} | {
     spec.name: '{"entity": "WS-FIN-042"}' if EntityKind.HOST in cls.kinds else '{"entity": "alice@contoso.com"}'
     for spec, cls in EVIDENCE}  # the investigation's evidence queries need an entity they read
 

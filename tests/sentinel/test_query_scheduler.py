@@ -239,7 +239,8 @@ async def test_a_429_storm_is_bounded_and_the_analyst_is_told(fake_logs: FakeLog
         return None
 
     routed = await CommandRouter(client, None).route("investigate alice@contoso.com", Conversation(), status)
-    assert len(fake_logs.requests) == len(planned) * 3  # each query: one try and two retries, no more
+    # Each query (the identity look-up first, then the planned ones): one try and two retries, no more.
+    assert len(fake_logs.requests) == (1 + len(planned)) * 3
     run = routed.run
     assert run is not None and isinstance(run.artifact, QueryError) and not run.retried
     assert run.artifact.code == "throttled"

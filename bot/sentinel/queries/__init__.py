@@ -17,6 +17,7 @@ from bot.sentinel.queries import (
     alert_trend,
     alerts,
     analyst_kql,
+    entity_identity,
     hunt,
     incident_changes,
     incident_detail,
@@ -27,6 +28,7 @@ from bot.sentinel.queries import (
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
 from bot.sentinel.queries.analyst_kql import AnalystQuery
+from bot.sentinel.queries.entity_identity import EntityIdentityQuery
 from bot.sentinel.queries.evidence import EVIDENCE_SPECS
 from bot.sentinel.queries.evidence.common import EvidenceQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
@@ -47,7 +49,7 @@ from bot.sentinel.spec import (
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
-         | IncidentChangesQuery | Hunt | AnalystQuery | EvidenceQuery)
+         | IncidentChangesQuery | Hunt | AnalystQuery | EvidenceQuery | EntityIdentityQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -60,6 +62,7 @@ QUERIES: tuple[QuerySpec, ...] = (
     hunt.SPEC,
     incident_changes.SPEC,
     analyst_kql.SPEC,
+    entity_identity.SPEC,  # internal: an investigation asks it first, for every key of an account or host
     *EVIDENCE_SPECS,  # internal: an investigation runs them (bot.investigation)
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}

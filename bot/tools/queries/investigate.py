@@ -27,7 +27,8 @@ def text(result: QueryResult, ref_for: RefFor) -> str:
     investigation: Investigation = result.records[0]
     first = head(result, "investigation", shown=f"{investigation.entity_kind} {cell(investigation.entity, 120)}")
     assessment = investigation.assessment
-    lines = [first,
+    lines = [first] + ([f"also searched as (the same {investigation.entity_kind} in the alerts): "
+                        + ", ".join(cell(v, 120) for v in investigation.also)] if investigation.also else []) + [
              f"ASSESSMENT (computed by the bot from the rows below; state it as given, never another verdict): "
              f"{assessment.summary}"]
     for signal in assessment.signals:

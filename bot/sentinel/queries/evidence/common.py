@@ -10,6 +10,7 @@ expression indexes serve).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ class EvidenceQuery:
 
     entity: Entity
     window: TimeWindow
+    # The entity's other keys (an account's SID, object id and DOMAIN\\name; a host's FQDN and device ids): the rows
+    # naming any of them are the entity's too (``get_entity_identity``, asked by the investigation).
+    also: tuple[str, ...] = ()
 
     tool: ClassVar[str] = ""
     title: ClassVar[str] = ""  # the heading of its section of an investigation
@@ -58,7 +62,13 @@ class EvidenceQuery:
         return f"ago({seconds // 86400}d)" if seconds % 86400 == 0 else f"ago({seconds // 3600}h)"
 
     def parameters(self) -> dict[str, Any]:
-        return {"entity": self.entity.value, "entity_type": self.entity.kind.value, "time_window": self.window.value}
+        return {"entity": self.entity.value, "entity_type": self.entity.kind.value, "time_window": self.window.value,
+                **({"also": list(self.also)} if self.also else {})}
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """The value and its other keys, lower case, each once."""
+        return tuple(dict.fromkeys(v.lower() for v in (self.entity.value, *self.also)))
 
 
 def params() -> tuple[Param, ...]:
@@ -66,22 +76,55 @@ def params() -> tuple[Param, ...]:
                   required="the account, host, IP, hash, URL or domain to investigate"),
             Param("entity_type", parse_kind, "Detected when omitted.", enum=tuple(k.value for k in EntityKind)),
             Param("time_window", lambda v: parse_time_window(v, DEFAULT_WINDOW),
-                  enum=tuple(w.value for w in TimeWindow), default=DEFAULT_WINDOW.value))
+                  enum=tuple(w.value for w in TimeWindow), default=DEFAULT_WINDOW.value),
+            Param("also", _parse_also, kind="array", items={"type": "string"}))
+
+
+MAX_ALSO = 10  # other keys of one entity searched beside its value
+
+
+def _parse_also(value: object) -> list[str]:
+    """The other keys as given (each checked against the entity's kind by ``make``)."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidParameter("also", "must be a list of the entity's other identifiers")
+    if len(value) > MAX_ALSO:
+        raise InvalidParameter("also", f"at most {MAX_ALSO} other identifiers")
+    return list(value)
 
 
 def make(cls: type[EvidenceQuery]) -> Callable[..., EvidenceQuery]:
-    def made(entity: object, entity_type: EntityKind | None, time_window: TimeWindow) -> EvidenceQuery:
-        return cls(detect(entity, entity_type), time_window)
+    def made(entity: object, entity_type: EntityKind | None, time_window: TimeWindow, also: list[str]) -> EvidenceQuery:
+        found = detect(entity, entity_type)
+        others = tuple(detect(v, found.kind).value for v in also)  # each must be one of the same kind
+        return cls(found, time_window, others)
     return made
 
 
 def declaration(query: EvidenceQuery) -> str:
-    """The entity's value, declared once as one escaped literal."""
-    return f"let entity_wanted = {kql.string_literal(query.entity.value)};\n"
+    """The entity's value, and all its keys (``entity_spellings``: compared with ``in~``), each declared once as an
+    escaped literal."""
+    also = "".join(f", {kql.string_literal(v)}" for v in query.also)
+    return (f"let entity_wanted = {kql.string_literal(query.entity.value)};\n"
+            f"let entity_spellings = pack_array(entity_wanted{also});\n")
 
 
 def demo_params(query: EvidenceQuery, now: datetime) -> dict[str, Any]:
-    return {"start": iso(now - query.span), "now": iso(now), "entity": query.entity.value}
+    return {"start": iso(now - query.span), "now": iso(now), "entity": query.entity.value,
+            "spellings": json.dumps(query.spellings)}
+
+
+# The demo's match of a column against every key of the entity (KQL: ``column in~ (entity_spellings)``).
+SPELLINGS_SQL = "(SELECT value FROM json_each(:spellings))"
+
+
+def matches_kql(column: str) -> str:
+    return f"{column} in~ (entity_spellings)"
+
+
+def matches_sql(column: str) -> str:
+    return f"kql_lower({column}) IN {SPELLINGS_SQL}"
 
 
 @dataclass(frozen=True)
@@ -128,7 +171,7 @@ class RowList:
         if query.entity.kind in self.custom:
             condition = self.custom[query.entity.kind][0].replace("{ago}", query.ago)
         else:
-            condition = " or ".join(f"{c} =~ entity_wanted" for c in self.matching(query.entity))
+            condition = " or ".join(matches_kql(c) for c in self.matching(query.entity))
         return f"""// {query.tool}: {self.what} naming the {query.entity.kind.value}
 {declaration(query)}let rows = materialize({self.table}
     | where TimeGenerated > {query.ago}
@@ -144,8 +187,7 @@ rows
         if query.entity.kind in self.custom:
             condition = self.custom[query.entity.kind][1]
         else:
-            condition = " OR ".join(f"kql_lower({catalog.entity_sql(c)}) = kql_lower(:entity)"
-                                    for c in self.matching(query.entity))
+            condition = " OR ".join(matches_sql(catalog.entity_sql(c)) for c in self.matching(query.entity))
         order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in self.order)
         return demo_sql.fetch(conn, f"""SELECT {', '.join(c.sql_part() for c in self.columns)},
                 COUNT(*) OVER () AS TotalMatched

@@ -12,6 +12,7 @@ from bot.sentinel import demo_sql, kql
 from bot.sentinel.evidence import DirectoryChange
 from bot.sentinel.queries.evidence.common import (
     MAX_EVIDENCE_ROWS,
+    SPELLINGS_SQL,
     EvidenceQuery,
     declaration,
     demo_params,
@@ -34,14 +35,14 @@ class DirectoryQuery(EvidenceQuery):
 
 def _kql(query: DirectoryQuery) -> str:
     # A value JSON writes as it is first skips, by a text match, the records that cannot name it.
-    plain = kql.JSON_VERBATIM.fullmatch(query.entity.value) is not None
+    plain = not query.also and kql.JSON_VERBATIM.fullmatch(query.entity.value) is not None
     skip = "\n    | where InitiatedBy contains entity_wanted or TargetResources contains entity_wanted" if plain else ""
     return f"""// {query.tool}: directory changes made by or for the account
 {declaration(query)}let rows = materialize(AuditLogs
     | where TimeGenerated > {query.ago}{skip}
-    | extend ByEntity = tostring(InitiatedBy.user.userPrincipalName) =~ entity_wanted
+    | extend ByEntity = tostring(InitiatedBy.user.userPrincipalName) in~ (entity_spellings)
     | mv-apply Target = TargetResources on (
-        summarize Targeted = countif(tostring(Target.userPrincipalName) =~ entity_wanted))
+        summarize Targeted = countif(tostring(Target.userPrincipalName) in~ (entity_spellings)))
     | where ByEntity or Targeted > 0
     | project TimeGenerated, OperationName, Result,
         Initiator = coalesce(tostring(InitiatedBy.user.userPrincipalName), tostring(InitiatedBy.app.displayName)),
@@ -59,7 +60,7 @@ def _json(column: str, default: str) -> str:
 def _demo(query: DirectoryQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     initiated = _json("InitiatedBy", "{}")
-    by_entity = f"kql_lower(COALESCE(json_extract({initiated}, '$.user.userPrincipalName'), '')) = kql_lower(:entity)"
+    by_entity = f"kql_lower(COALESCE(json_extract({initiated}, '$.user.userPrincipalName'), '')) IN {SPELLINGS_SQL}"
     return demo_sql.fetch(conn, f"""SELECT TimeGenerated, OperationName, Result,
             COALESCE(NULLIF(json_extract({initiated}, '$.user.userPrincipalName'), ''),
                      NULLIF(json_extract({initiated}, '$.app.displayName'), ''), '') AS Initiator,
@@ -67,7 +68,7 @@ def _demo(query: DirectoryQuery, conn: sqlite3.Connection, now: datetime,
         FROM AuditLogs
         WHERE TimeGenerated > :start AND TimeGenerated <= :now
           AND ({by_entity} OR EXISTS (SELECT 1 FROM json_each({_json("TargetResources", "[]")}) AS t
-                  WHERE kql_lower(COALESCE(json_extract(t.value, '$.userPrincipalName'), '')) = kql_lower(:entity)))
+                  WHERE kql_lower(COALESCE(json_extract(t.value, '$.userPrincipalName'), '')) IN {SPELLINGS_SQL}))
         ORDER BY TimeGenerated DESC, OperationName ASC LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
 
 

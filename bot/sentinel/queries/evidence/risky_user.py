@@ -26,7 +26,7 @@ def _kql(query: RiskyUserQuery) -> str:
     return f"""// {query.tool}: the account's latest risk state
 {declaration(query)}AADRiskyUsers
 | where TimeGenerated > {query.ago}
-| where UserPrincipalName =~ entity_wanted
+| where UserPrincipalName in~ (entity_spellings)
 | summarize arg_max(TimeGenerated, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime) by UserPrincipalName
 | project UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime, TimeGenerated"""
 
@@ -37,7 +37,8 @@ def _demo(query: RiskyUserQuery, conn: sqlite3.Connection, now: datetime,
     return demo_sql.fetch(conn, """SELECT UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime,
             MAX(TimeGenerated) AS TimeGenerated
         FROM AADRiskyUsers
-        WHERE TimeGenerated > :start AND TimeGenerated <= :now AND kql_lower(UserPrincipalName) = kql_lower(:entity)
+        WHERE TimeGenerated > :start AND TimeGenerated <= :now
+          AND kql_lower(UserPrincipalName) IN (SELECT value FROM json_each(:spellings))
         GROUP BY UserPrincipalName""", demo_params(query, now))
 
 

@@ -22,6 +22,8 @@ from bot.sentinel.queries.evidence.common import (
     declaration,
     demo_params,
     make,
+    matches_kql,
+    matches_sql,
     params,
 )
 from bot.sentinel.queries.evidence.entity import EntityKind
@@ -55,11 +57,11 @@ def _columns(query: SigninsQuery) -> tuple[str, ...]:
 
 
 def _kql_match(query: SigninsQuery) -> str:
-    return "(" + " or ".join(f"{c} =~ entity_wanted" for c in _columns(query)) + ")"
+    return "(" + " or ".join(matches_kql(c) for c in _columns(query)) + ")"
 
 
 def _sql_match(query: SigninsQuery, alias: str = "") -> str:
-    return "(" + " OR ".join(f"kql_lower({alias}{c}) = kql_lower(:entity)" for c in _columns(query)) + ")"
+    return "(" + " OR ".join(matches_sql(f"{alias}{c}") for c in _columns(query)) + ")"
 
 
 def _kql(query: SigninsQuery) -> str:

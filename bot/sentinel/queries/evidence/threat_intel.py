@@ -37,7 +37,7 @@ def _kql(query: ThreatIntelQuery) -> str:
     return f"""// {query.tool}: threat-intelligence indicators of the {query.entity.kind.value}
 {declaration(query)}let indicators = materialize(ThreatIntelIndicators
     | where TimeGenerated > {query.ago}
-    | where ObservableValue =~ entity_wanted
+    | where ObservableValue in~ (entity_spellings)
     | summarize arg_max(TimeGenerated, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive,
         Revoked, IsDeleted, Tags) by Id
     | where not(coalesce(IsDeleted, false))
@@ -60,7 +60,7 @@ def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
                 IsDeleted, Tags, MAX(TimeGenerated) AS TimeGenerated
             FROM ThreatIntelIndicators
             WHERE TimeGenerated > :start AND TimeGenerated <= :now
-              AND kql_lower(ObservableValue) = kql_lower(:entity)
+              AND kql_lower(ObservableValue) IN (SELECT value FROM json_each(:spellings))
             GROUP BY Id)
         SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil,
             (COALESCE(IsActive, 0) AND NOT COALESCE(Revoked, 0) AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
