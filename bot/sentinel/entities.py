@@ -420,10 +420,14 @@ def strong_identifier(field: str, text: str) -> bool:
 def identity_keys(entity: Mapping[str, Any], value: str) -> tuple[str, ...]:
     """The lower-case keys an entity object is known by: its value, then (accounts and hosts) its strong
     identifiers. Mirrors ``kql.identity_keys_expression``."""
+    fields = IDENTITY_FIELDS.get(kql_tostring(entity.get("Type")))
+    if not fields:
+        return (value.lower(),)
     keys = [value.lower()]
-    for field in IDENTITY_FIELDS.get(kql_tostring(entity.get("Type")), ()):
-        text = kql_tostring(entity.get(field))
-        if strong_identifier(field, text):
+    for field in fields:
+        raw = entity.get(field)
+        text = kql_tostring(raw) if raw is not None else ""
+        if text and strong_identifier(field, text):
             keys.append(text.lower())
     return tuple(dict.fromkeys(keys))
 
@@ -434,6 +438,8 @@ def identity_anchor(entity: Mapping[str, Any], value: str) -> str:
     sharing a key, the least anchor names them all. Mirrors ``kql.identity_anchor_expression``."""
     kind = kql_tostring(entity.get("Type"))
     lower = value.lower()
+    if kind not in ID_ONLY_FIELDS:
+        return f"1{lower}"
     if kind == "account" and "@" in lower:
         rank = 0
     elif any(kql_tostring(entity.get(f)).lower() == lower for f in ID_ONLY_FIELDS.get(kind, ())):
