@@ -616,9 +616,19 @@ def _record_incident(facts: Facts, incident: Incident, seen: Seen) -> Iterable[s
     return (incident.title,)
 
 
+_NAMED_KINDS = frozenset({IdKind.HOST, IdKind.ACCOUNT, IdKind.IP, IdKind.DOMAIN, IdKind.FILE, IdKind.HASH})
+MAX_TEXT_SCANNED = 4000  # of an incident's title and description, for the entities they name
+
+
 @recorder(IncidentDetail)
 def _record_detail(facts: Facts, detail: IncidentDetail, seen: Seen) -> Iterable[str]:
-    entities = tuple(dict.fromkeys(v for e in detail.entities for v in _entity_forms(e.type, e.value)))
+    # An incident's entities: those its detail lists, by their value and every identifier shown beside it (a merged
+    # account's SID and other spellings), and those its own title and description name ("Mimikatz on WS-FIN-023").
+    listed = (v for e in detail.entities for text in (e.value, *(t for _, t in e.identifiers))
+              for v in _entity_forms(e.type, text))
+    named = (i.value for i in extract(f"{detail.incident.title}\n{detail.description}"[:MAX_TEXT_SCANNED])
+             if i.kind in _NAMED_KINDS)
+    entities = tuple(dict.fromkeys((*listed, *named)))
     names = tuple(dict.fromkeys(a.name.strip().lower() for a in detail.alerts))
     techniques = tuple(dict.fromkeys(t for a in detail.alerts for t in a.techniques))
     _incident_fact(facts, detail.incident, seen, (detail.first_activity, detail.last_activity, detail.closed,

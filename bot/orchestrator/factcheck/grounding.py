@@ -304,15 +304,26 @@ class _Check:
         return f"{identifier.describe()} is not in any query result in this conversation"
 
     def _mismatched_reference(self, identifier: Identifier, inside: list[Identifier], index: int) -> str | None:
-        """"#14448 [1]" where [1] is another incident."""
-        if identifier.kind is not IdKind.REFERENCE or index == 0:
+        """"#14448 [1]" or "[1] #14448" where [1] is another incident. A reference and an incident number are one
+        mention only when nothing but spaces or brackets stands between them: in "[1] #14440, [2] #14430" each
+        reference goes with the number after it, and the comma ends the pair (a list, not a claim)."""
+        if identifier.kind is not IdKind.REFERENCE:
             return None
-        before = inside[index - 1]
         reference = self.references.get(int(identifier.value))
-        if (before.kind is IdKind.INCIDENT and identifier.start - before.end <= 3 and reference is not None
-                and reference.kind is RefKind.INCIDENT and reference.key != before.value):
-            return f"[{identifier.value}] is incident #{reference.key}, not #{before.value}"
+        if reference is None or reference.kind is not RefKind.INCIDENT:
+            return None
+        after = inside[index + 1] if index + 1 < len(inside) else None
+        paired = after if after is not None and self._beside(identifier, after) else None
+        if paired is None and index > 0 and self._beside(inside[index - 1], identifier):
+            paired = inside[index - 1]
+        if paired is not None and paired.kind is IdKind.INCIDENT and reference.key != paired.value:
+            return f"[{identifier.value}] is incident #{reference.key}, not #{paired.value}"
         return None
+
+    def _beside(self, first: Identifier, second: Identifier) -> bool:
+        """Nothing but spaces and brackets between two identifiers (at most three characters)."""
+        gap = self.answer[first.end:second.start]
+        return len(gap) <= 3 and not gap.strip(" \t()")
 
     # subjects
 
