@@ -165,7 +165,8 @@ class SentinelClient:
                 f"{raw.query_id or 'unknown'}.",
                 retry_possible=True, tool=tool, kql=text, query_id=raw.query_id,
             )
-        warnings = list(raw.warnings)
+        # What the query object itself has to tell (an analyst's query: a chart left out, its time range widened).
+        warnings = [*getattr(query, "notes", ()), *raw.warnings]
         if skipped:
             why = spec.left_out or "result row(s) could not be read and were left out"
             warnings.append(f"{skipped} {why}.")

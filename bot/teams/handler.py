@@ -48,7 +48,7 @@ from bot.teams.extension import message as extension_message
 from bot.teams.front_door import thread_channel
 from bot.teams.links import Workspace
 from bot.teams.progress import Progress, progress_for, send_with_retry
-from bot.teams.routes import MAX_TEXT_CHARS, Turn
+from bot.teams.routes import Turn, bounded
 from bot.teams.signin import SIGNIN_INVOKES, SignIn
 from bot.teams.state import ConversationData, StateStore, bound
 from bot.teams.turn import LATER_STATE_KEY, Later, Reply, TurnFacts, TurnKind, TurnRequest, turn_span
@@ -166,7 +166,7 @@ class SentinelBot(TeamsActivityHandler):
         value = activity.value if isinstance(activity.value, dict) else None
         text = TurnContext.remove_recipient_mention(activity) if activity.entities else activity.text
         typing_sent = bool(turn_context.turn_state.get(TYPING_SENT_KEY))  # sent early (early_typing.py)
-        await self._run_turn(turn_context, self._request(turn_context, (text or "").strip()[:MAX_TEXT_CHARS], value),
+        await self._run_turn(turn_context, self._request(turn_context, bounded((text or "").strip()), value),
                              typing_sent)
 
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
@@ -208,7 +208,7 @@ class SentinelBot(TeamsActivityHandler):
                              text: str, value: dict[str, Any] | None) -> None:
         """Run the turn an invoke started (:meth:`_answer_later`), after the invoke was answered: in a new turn
         context where it was sent (continue_conversation: the invoke's own ended with its response)."""
-        request = self._request_of(activity, text[:MAX_TEXT_CHARS], value)
+        request = self._request_of(activity, bounded(text), value)
 
         async def turn(context: TurnContext) -> None:
             context.activity.id = activity.id  # its replies name the invoke they answer, as a message's name it
@@ -254,7 +254,7 @@ class SentinelBot(TeamsActivityHandler):
         button), then the question that asked for the sign-in answered in a new turn."""
         assert self.signin is not None
         response, kept = await self.signin.invoke(turn_context)
-        if kept is not None and not await self._answer_later(turn_context, kept.text[:MAX_TEXT_CHARS], kept.value):
+        if kept is not None and not await self._answer_later(turn_context, bounded(kept.text), kept.value):
             await send_with_retry(lambda: turn_context.send_activity(replies.message(
                 "You're signed in, but I'm busy or restarting: please ask your question again.")))
         return response

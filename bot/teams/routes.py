@@ -12,6 +12,7 @@ requester's pending change first (a decision on it, or a look at details, does n
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from bot.cards import Verb
 from bot.commands.parser import detail_command
 from bot.commands.router import Route, Routed
 from bot.config import LLM_HELP
+from bot.sentinel.queries.analyst_kql import MAX_QUERY_CHARS
 from bot.teams import replies
 from bot.teams.access import Where
 from bot.teams.changes import proposed_from_card
@@ -35,6 +37,15 @@ if TYPE_CHECKING:  # the handler holds the services a turn uses; it imports this
 
 log = logging.getLogger("bot.teams.handler")  # a turn's lines keep the handler's logger, as queries on the logs expect
 MAX_TEXT_CHARS = 4000
+# A kql command is read whole up to a Teams message's size, past the guard's own cap, so a long query is refused
+# whole ("at most ...") and never run without its last filters.
+MAX_KQL_MESSAGE_CHARS = MAX_QUERY_CHARS + 1_000
+_KQL_COMMAND = re.compile(r"\s*/?kql\b", re.IGNORECASE)
+
+
+def bounded(text: str) -> str:
+    """A message's text as a turn reads it: a question to MAX_TEXT_CHARS, a kql command to MAX_KQL_MESSAGE_CHARS."""
+    return text[:MAX_KQL_MESSAGE_CHARS if _KQL_COMMAND.match(text) else MAX_TEXT_CHARS]
 MAX_CAPTURED_CHARS = 1000  # the question text on the turn span, only with TELEMETRY_CAPTURE_CONTENT
 WATCHES_OFF = ("Watches are off on this bot. They need WATCH_POLL_SECONDS above 0 and the bot's own read access "
                "(QUERY_IDENTITY=bot): nobody is signed in when the bot looks for new incidents.")
@@ -73,7 +84,7 @@ async def answer(turn: Turn) -> Reply:
     verb = Verb.of(request.value)
     if verb in (Verb.ASK, Verb.COMMAND):  # a button that stands for text: answered as if it was typed
         said = (request.value or {}).get("question" if verb is Verb.ASK else "command")
-        request, verb = replace(request, text=str(said or "").strip()[:MAX_TEXT_CHARS], value=None), None
+        request, verb = replace(request, text=bounded(str(said or "").strip()), value=None), None
     typed = turn.bot.changes.typed_decision(turn.data, request) if verb is None and not request.value else None
     if typed is not None:  # "yes" / "cancel" typed while a change waits: that card's button, pressed
         request, verb = typed, Verb.of(typed.value)

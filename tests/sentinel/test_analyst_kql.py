@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -50,7 +51,19 @@ REFUSED = [
     ('print 1 | evaluate http_request("https://example.org")', "evaluate http_request"),
     ('print 1 | evaluate sql_request("Server=x", "select 1")', "evaluate sql_request"),
     ("range x from 1 to 3 step 1 | evaluate python(typeof(*), 'result = df')", "evaluate python"),
-    ("SigninLogs | summarize count() by bin(TimeGenerated, 1h) | render timechart", "render draws"),
+    ("SigninLogs | render timechart | take 5", "render draws"),
+    ("let chart = SigninLogs | render piechart;\nchart", "render draws"),
+    # Issue 34's attack texts: a format character before a command, quoted names, resource().
+    ("\u200b.show tables", "management commands"),
+    ("\ufeff.show database schema", "management commands"),
+    ("SigninLogs | take 1;\u2060 .drop table AuditLogs", "management commands"),
+    ('resource("/subscriptions/x/resourceGroups/rg").SigninLogs | take 5', "resource() reaches"),
+    ("['workspace'](\"other\").SigninLogs | take 5", "workspace() reaches"),
+    ('["app"]("x").requests', "app() reaches"),
+    ("SigninLogs | evaluate hint.distribution = per_node http_request('https://example.org')", "evaluate http_request"),
+    ("SigninLogs | where TimeGenerated >= datetime({{StartTimeISO}})", "{{StartTimeISO}} is a placeholder"),
+    ('SigninLogs | where TimeGenerated between (datetime("{{StartTime}}") .. now())', "{{StartTime}} is a placeholder"),
+    ("SigninLogs | where TimeGenerated > {start}", "{start} is a placeholder"),
     ('SigninLogs | where UserPrincipalName == "alice', "does not end"),
     ("SigninLogs | where x == ```never closed", "does not end"),
 ]
@@ -64,6 +77,10 @@ ALLOWED = [
     "union * | where TimeGenerated > ago(1h) | summarize count() by Type",
     "SigninLogs | extend d = parse_json(tostring(DeviceDetail))[0] | take 3",
     "SigninLogs | evaluate bag_unpack(LocationDetails) | take 3",
+    # A let function whose body holds a ";", and quoted names of the workspace's own tables.
+    "let recent = (n:int) { let since = ago(1d); SigninLogs | where TimeGenerated > since | take n };\nrecent(5)",
+    "['SigninLogs'] | where ['UserPrincipalName'] has 'workspace' | take 1",
+    "SigninLogs | summarize by bin(TimeGenerated, 1h), ['resource'] = AppDisplayName | take 5",
 ]
 
 
@@ -82,8 +99,8 @@ def test_the_same_words_inside_strings_and_comments_are_the_analysts_business(te
 
 
 def test_queries_longer_than_the_cap_and_empty_ones_are_refused() -> None:
-    with pytest.raises(InvalidParameter, match="at most 10000"):
-        make_query("analyst_kql", {"query": "SigninLogs | where x == \"" + "a" * 10_000 + "\""})
+    with pytest.raises(InvalidParameter, match="at most 28000"):
+        make_query("analyst_kql", {"query": "SigninLogs | where x == \"" + "a" * 28_000 + "\""})
     with pytest.raises(InvalidParameter, match="is required"):
         make_query("analyst_kql", {"query": "   "})
     with pytest.raises(InvalidParameter, match="at most 30d"):
@@ -311,3 +328,96 @@ async def test_in_teams_the_policy_knows_the_analyst_by_their_object_id(demo_cli
     shown = {user: reply.text + json.dumps(reply.cards) for user, reply in replies.items()}
     assert "cannot run free KQL" in shown["alice"] and "ALLOWED_KQL_ANALYSTS" not in shown["alice"]
     assert "ALLOWED_KQL_ANALYSTS" in shown["bob"]
+
+
+# --- issue 34: a trailing render, the query's own lookbacks, the whole message, the lexer against Kusto's ---
+
+def test_a_trailing_render_is_dropped_and_the_analyst_told() -> None:
+    text = "SigninLogs | summarize count() by bin(TimeGenerated, 1h)\n| render timechart with (title='x|y')"
+    query = make_query("analyst_kql", {"query": text})
+    assert query.text == "SigninLogs | summarize count() by bin(TimeGenerated, 1h)"
+    assert query.notes == ("The chart (render timechart with (title='x|y')) was left out: the bot shows the rows.",)
+    assert kql_of(query).startswith(query.text + "\n| take 101")
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("SigninLogs | where TimeGenerated > ago(14d) | summarize by UserPrincipalName", 14),
+    ("let lookback = 14d;\nSigninLogs | where TimeGenerated between (ago(lookback) .. now()) | take 5", 14),
+    ("let starttime = 7d; let endtime = 1d;\nSigninLogs | where TimeGenerated between (ago(starttime) .. ago(endtime))",
+     7),
+    ("SigninLogs | where TimeGenerated >= now(-30d) | take 5", 30),
+    ("SigninLogs | where TimeGenerated > ago(1.5d) | take 5", 1.5),
+])
+def test_the_time_range_covers_the_querys_own_lookback(text: str, days: float) -> None:
+    query = make_query("analyst_kql", {"query": text})
+    assert query.timespan == timedelta(days=days) + timedelta(hours=1), text
+    assert len(query.notes) == 1 and "was widened from 1 day to" in query.notes[0]
+
+
+def test_a_lookback_past_the_maximum_is_capped_and_said() -> None:
+    query = make_query("analyst_kql", {"query": "SigninLogs | where TimeGenerated > ago(400d) | take 1"})
+    assert query.timespan == timedelta(days=90)
+    assert "rows older than that are not read" in query.notes[0]
+    shorter = make_query("analyst_kql", {"query": "SigninLogs | where TimeGenerated > ago(2h)", "time_window": "7d"})
+    assert shorter.timespan == timedelta(days=7) and shorter.notes == ()  # the window asked for already covers it
+    in_a_string = make_query("analyst_kql", {"query": "SigninLogs | where AppDisplayName == 'ago(60d)' | take 1"})
+    assert in_a_string.timespan == timedelta(hours=24)
+
+
+async def test_the_notes_reach_the_result(fake_logs: FakeLogAnalytics) -> None:
+    text = ("SigninLogs | where TimeGenerated > ago(14d) | summarize N = count() by bin(TimeGenerated, 1d)"
+            " | render columnchart")
+    query = make_query("analyst_kql", {"query": text})
+    fake_logs.known[kql_of(query)] = table_body("analyst_kql", _rows(2))
+    client = make_la_client(fake_logs)
+    try:
+        routed = await CommandRouter(client, None, frozenset({ME})).route(f"kql {text}", Conversation(), _status, me=ME)
+    finally:
+        await client.close()
+    result = routed.run.artifact if routed.run else None
+    assert isinstance(result, QueryResult), routed
+    warnings = result.metadata.warnings
+    assert any("left out" in w for w in warnings) and any("widened" in w for w in warnings)
+    [request] = fake_logs.requests
+    assert request.body["timespan"] == "PT1213200.0S" and "render" not in request.body["query"]
+
+
+def test_a_long_kql_message_is_read_whole_never_cut() -> None:
+    from bot.teams.routes import MAX_TEXT_CHARS, bounded
+
+    filters = "".join(f"\n| where UserPrincipalName != 'user{i}@contoso.com'" for i in range(200))
+    text = "kql SigninLogs" + filters + "\n| where ResultType == '50126'"
+    assert len(text) > MAX_TEXT_CHARS and bounded(text) == text
+    assert bounded("x" * 10_000) == "x" * MAX_TEXT_CHARS  # a question is still cut
+    command = parse(bounded(text))
+    assert command is not None and command.arguments["query"].endswith("ResultType == '50126'")
+    too_long = "kql SigninLogs | where x == '" + "a" * 40_000 + "'"
+    with pytest.raises(InvalidParameter, match="at most 28000"):  # refused whole, never run without its end
+        make_query("analyst_kql", parse(bounded(too_long)).arguments)  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_the_lexer_finds_the_strings_kustos_parser_finds() -> None:
+    """Where strings begin and end is what hides a command or a function name: the guard's lexer must agree with
+    Microsoft's parser on every literal (bracket-quoted names included) of the queries it reads."""
+    from bot.sentinel import kql_text
+
+    texts = ALLOWED + [t for t, _ in REFUSED if kql_text_ok(t)]
+    for text, result in zip(texts, kusto.check(texts), strict=True):
+        ours = []
+        for token in kql_text.tokens(text):
+            if token.kind == kql_text.STRING:
+                ours.append(token.text)
+            elif token.kind == kql_text.NAME and token.text.startswith("["):
+                ours.append(token.text[1:-1])
+        assert ours == [lit["text"] for lit in result["string_literals"]], text
+
+
+def kql_text_ok(text: str) -> bool:
+    from bot.sentinel import kql_text
+
+    try:
+        kql_text.tokens(text)
+    except kql_text.Unterminated:
+        return False
+    return True

@@ -1,15 +1,21 @@
 """analyst_kql: a query an analyst typed (``kql QUERY``), run as their own read with the service's limits.
 
 Never the model's: the query is internal (no tool offers it) and only the ``kql`` command runs it, for analysts the
-access policy lets hunt. Before anything is sent, the text is read outside its strings and comments and refused when
-it is a management command (a statement starting with "."), a request option (``set``), reaches another workspace,
-app, cluster or database (``workspace()``, ``app()``, ``cluster()``, ``database()``, ``external_table()``,
-``externaldata``) or outside Log Analytics (``evaluate`` plugins that call out or run code), draws a chart
-(``render``), or holds a second query (every tabular statement has its own result; only ``let`` may come first).
-What runs is the text unchanged, then ``| take`` one row past the cap (so a cut is known) and the rows packed as
-``Row`` bags, so the response contract is the hunt's; the timespan and the server timeout are the backend's as for
-every query. Syntax is the service's to judge: the bot has no Kusto parser at run time, and its error, with the line
-and position, is shown as the service gives it (the text goes first and unchanged, so the position is the analyst's).
+access policy lets hunt. Before anything is sent, the text is read as Kusto's lexer reads it (``sentinel.kql_text``:
+strings, verbatim and multi-line strings, comments, bracket-quoted names, Unicode format characters as whitespace)
+and refused, deny by default, when it: is a management command (a statement whose first token is "." and a name,
+whatever whitespace or zero-width characters come before), a request option (``set``); reaches another workspace,
+app, resource, cluster or database (``workspace()``, ``app()``, ``resource()``, ``cluster()``, ``database()``,
+``external_table()``, in any quoting: ``['workspace']("x")``) or outside Log Analytics (``externaldata``, ``evaluate``
+plugins that call out or run code); holds a second query (only ``let``, ``declare`` or ``alias`` may come first;
+statements split at ``;`` outside brackets, so a function body's ``;`` is its own); or holds an unfilled placeholder
+(``{{StartTimeISO}}``, ``{start}``) that a hunting tool would have replaced. A trailing ``| render ...`` is dropped
+and the analyst told. The API timespan covers the query's own lookbacks (``ago(14d)``, ``now(-14d)``, a ``let``-bound
+timespan used in ``ago()``), up to ``MAX_LOOKBACK``, and the analyst is told when it was widened or capped.
+What runs is the text (less a trailing render), then ``| take`` one row past the cap (so a cut is known) and the rows
+packed as ``Row`` bags, so the response contract is the hunt's. Syntax is the service's to judge: the bot has no
+Kusto parser at run time (tests check this reading against Microsoft's), and its error, with the line and position,
+is shown as the service gives it (the text goes first and unchanged, so the position is the analyst's).
 """
 
 from __future__ import annotations
@@ -20,29 +26,44 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.sentinel import kql_text
 from bot.sentinel.hunt.model import parse_window, span_text
-from bot.sentinel.params import InvalidParameter
+from bot.sentinel.kql_text import NAME, NUMBER, PUNCT, STRING, Token, Unterminated
+from bot.sentinel.params import DETAIL_LOOKBACK, InvalidParameter
 from bot.sentinel.queries.hunt import decode
 from bot.sentinel.spec import DemoWorkspace, Param, QuerySpec
 
 ROW_CAP = 100
-MAX_QUERY_CHARS = 10_000
+MAX_QUERY_CHARS = 28_000  # about what a Teams message holds; the command is read whole up to it (teams.routes)
 DEFAULT_WINDOW = timedelta(hours=24)
+MAX_LOOKBACK = DETAIL_LOOKBACK  # the longest time range sent for a query's own lookbacks (90 days)
+LOOKBACK_MARGIN = timedelta(hours=1)  # the service's "now" is a little later than the bot's
 
-# Functions that reach another workspace, app, cluster, database or outside data; evaluate plugins that call out of
-# the service or run code there.
-_CROSS = re.compile(r"\b(workspace|app|cluster|database|external_table|materialized_view|adx|arg)\s*\(")
-_OUTSIDE = re.compile(r"\b(externaldata|external_data)\b")
-_PLUGINS = re.compile(r"\bevaluate\s+(?:hint\.\w+\s*=\s*\w+\s+)*(http_request|http_request_post|sql_request|"
-                      r"cosmosdb_sql_request|mysql_request|postgresql_request|azure_digital_twins_query_request|"
-                      r"python|r)\b")
-_RENDER = re.compile(r"\brender\b")
+# Functions that reach another workspace, app, resource, cluster or database, or outside data; evaluate plugins that
+# call out of the service or run code there.
+_CROSS = frozenset({"workspace", "app", "resource", "cluster", "database", "external_table", "materialized_view",
+                    "adx", "arg"})
+_OUTSIDE = frozenset({"externaldata", "external_data"})
+_PLUGINS = frozenset({"http_request", "http_request_post", "sql_request", "cosmosdb_sql_request", "mysql_request",
+                      "postgresql_request", "azure_digital_twins_query_request", "python", "r"})
+_FIRST = frozenset({"let", "declare", "alias"})
+_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][\w.]*\s*\}\}")
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """An analyst's query the guard let through: what is sent, the longest lookback it writes, what to tell them."""
+
+    text: str
+    lookback: timedelta | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class AnalystQuery:
     text: str
     window: timedelta
+    notes: tuple[str, ...] = ()  # told with the result (a chart left out, the time range widened)
 
     tool = "analyst_kql"
 
@@ -55,96 +76,183 @@ class AnalystQuery:
         return {"query": self.text, "time_window": span_text(self.window)}
 
 
-def parse_text(value: object) -> str:
+def parse_text(value: object) -> Guarded:
     if not isinstance(value, str) or not value.strip():
         raise InvalidParameter("query", "is required: the KQL to run, e.g. kql SigninLogs | take 10")
     text = value.strip().rstrip(";").rstrip()
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidParameter("query", f"is {len(text)} characters; at most {MAX_QUERY_CHARS}")
-    problem = refusal(text)
-    if problem:
-        raise InvalidParameter("query", problem)
-    return text
+    try:
+        return guard(text)
+    except _Refused as problem:
+        raise InvalidParameter("query", str(problem)) from None
+
+
+def make(query: Guarded, window: timedelta) -> AnalystQuery:
+    """The query with the time range its own lookbacks need: the window asked for, widened to the longest lookback
+    the text writes (at most MAX_LOOKBACK), and a note saying so."""
+    notes = list(query.notes)
+    needed = query.lookback + LOOKBACK_MARGIN if query.lookback else None
+    if needed is not None and needed > window:
+        widened = min(needed, MAX_LOOKBACK)
+        notes.append(f"Your query looks back {_days(query.lookback)}: the time range sent with it was widened from "
+                     f"{_days(window)} to {_days(widened)}" + (
+                         ", the most the bot sends (rows older than that are not read)." if needed > MAX_LOOKBACK
+                         else "."))
+        window = widened
+    return AnalystQuery(query.text, window, tuple(notes))
+
+
+def _days(span: timedelta | None) -> str:
+    seconds = int((span or timedelta()).total_seconds())
+    if seconds % 86400 == 0:
+        return f"{seconds // 86400} day{'s' if seconds != 86400 else ''}"
+    return f"{seconds / 3600:g} hours"
+
+
+class _Refused(ValueError):
+    """Why the bot will not send a query."""
 
 
 def refusal(text: str) -> str | None:
-    """Why the bot will not send ``text``, or None. Read outside strings and comments, in any letter case."""
-    code = code_only(text)
-    if code is None:
-        return "it has a string or comment that does not end; close it and try again"
-    lowered = code.lower()
-    statements = [s.strip() for s in lowered.split(";")]
-    if any(s.startswith(".") for s in statements):
-        return ("management commands (a statement starting with \".\") are not run from Teams: use the Azure portal "
-                "with your own role")
-    if any(re.match(r"set\b", s) for s in statements):
-        return "request options (set ...) are the bot's to choose: its row cap and time limits apply to your query"
-    if any(not re.match(r"(let|declare|alias)\b", s) for s in [s for s in statements if s][:-1]):
+    """Why the bot will not send ``text``, or None."""
+    try:
+        guard(text)
+    except _Refused as problem:
+        return str(problem)
+    return None
+
+
+def guard(text: str) -> Guarded:
+    """``text`` as it will be sent, or ``_Refused`` saying why not."""
+    try:
+        toks = kql_text.tokens(text)
+    except Unterminated:
+        raise _Refused("it has a string or comment that does not end; close it and try again") from None
+    _no_placeholders(text, toks)
+    statements = kql_text.statements(toks)
+    for statement in statements:
+        _one_statement(statement)
+    if any(s[0].word not in _FIRST for s in statements[:-1]):
         # Each tabular statement returns its own result, and the row cap applies to the last one only.
-        return "one query at a time: only let (or declare) statements may come before it"
-    if match := _CROSS.search(lowered):
-        return (f"{match[1]}() reaches another workspace, app, cluster or database; the bot reads only its own "
-                "workspace")
-    if match := _OUTSIDE.search(lowered):
-        return f"{match[1]} reads data from outside the workspace; the bot reads only its own workspace"
-    if match := _PLUGINS.search(lowered):
-        return f"evaluate {match[1]} calls out of Log Analytics or runs code there; the bot does not send it"
-    if _RENDER.search(lowered):
-        return "render draws a chart in the portal; leave it out (the bot shows the rows)"
+        raise _Refused("one query at a time: only let (or declare) statements may come before it")
+    code = kql_text.code(toks)
+    _stays_inside(code)
+    sent, notes = _without_render(text, statements[-1] if statements else [], code)
+    return Guarded(sent, _lookback(statements), notes)
+
+
+def _no_placeholders(text: str, toks: list[Token]) -> None:
+    found = _PLACEHOLDER.search(text)
+    if found is None:
+        code = kql_text.code(toks)
+        for a, b, c in zip(code, code[1:], code[2:], strict=False):
+            if a.text == "{" and b.kind == NAME and c.text == "}" and a.end == b.start and b.end == c.start:
+                found = re.search(re.escape(text[a.start:c.end]), text)
+                break
+    if found is not None:
+        raise _Refused(f"{found[0]} is a placeholder a hunting tool fills in: put a value in its place (for a time, "
+                       "e.g. ago(7d) or datetime(2026-12-01)) and send the query again")
+
+
+def _one_statement(statement: list[Token]) -> None:
+    first = statement[0]
+    if first.kind == PUNCT and first.text == "." and len(statement) > 1 and statement[1].kind == NAME:
+        raise _Refused("management commands (a statement starting with \".\") are not run from Teams: use the Azure "
+                       "portal with your own role")
+    if first.word == "set":
+        raise _Refused("request options (set ...) are the bot's to choose: its row cap and time limits apply to your "
+                       "query")
+
+
+def _stays_inside(code: list[Token]) -> None:
+    for index, token in enumerate(code):
+        after = code[index + 1] if index + 1 < len(code) else None
+        if token.word in _CROSS and after is not None and after.text == "(":
+            raise _Refused(f"{token.word}() reaches another workspace, app, resource, cluster or database; the bot "
+                           "reads only its own workspace")
+        if token.word in _OUTSIDE:
+            raise _Refused(f"{token.word} reads data from outside the workspace; the bot reads only its own workspace")
+        if token.word == "evaluate":
+            plugin = _plugin(code, index + 1)
+            if plugin in _PLUGINS:
+                raise _Refused(f"evaluate {plugin} calls out of Log Analytics or runs code there; the bot does not "
+                               "send it")
+
+
+def _plugin(code: list[Token], at: int) -> str:
+    """The plugin an ``evaluate`` names, past its hints (``hint.distribution = per_node``)."""
+    while at + 2 < len(code) and code[at].word.startswith("hint") and code[at + 1].text in (".", "="):
+        at += 1
+        while at < len(code) and code[at].text != "=":
+            at += 1
+        at += 2  # "=" and its value
+    return code[at].word if at < len(code) else ""
+
+
+def _without_render(text: str, last: list[Token], code: list[Token]) -> tuple[str, tuple[str, ...]]:
+    """The text less a trailing ``| render ...`` (render ends a query: it may only be its last operator), and the
+    note that says so. A render anywhere else is refused."""
+    renders = [t for i, t in enumerate(code) if t.word == "render" and i and code[i - 1].text == "|"]
+    if not renders:
+        return text, ()
+    cut = _top_level_pipe_before_render(last)
+    later = [t for t in last if cut is not None and t.start > cut.start and t.text == "|"]
+    if len(renders) > 1 or cut is None or later:  # render ends a query: nothing may follow it
+        raise _Refused("render draws a chart in the portal; leave it out (the bot shows the rows)")
+    chart = " ".join(text[cut.end:last[-1].end].split())
+    chart = chart if len(chart) <= 60 else chart[:59] + "…"
+    return text[:cut.start].rstrip(), (f"The chart ({chart}) was left out: the bot shows the rows.",)
+
+
+def _top_level_pipe_before_render(statement: list[Token]) -> Token | None:
+    depth = 0
+    for index, token in enumerate(statement):
+        if token.kind == PUNCT and token.text in "([{":
+            depth += 1
+        elif token.kind == PUNCT and token.text in ")]}":
+            depth -= 1
+        elif token.text == "|" and depth == 0 and index + 1 < len(statement) and statement[index + 1].word == "render":
+            return token
+    return None
+
+
+def _lookback(statements: list[list[Token]]) -> timedelta | None:
+    """The longest time the query looks back by its own words: ``ago(<timespan>)``, ``now(-<timespan>)``, and
+    ``ago(name)`` where ``let name = <timespan>;``."""
+    bound: dict[str, timedelta] = {}
+    for statement in statements:
+        if len(statement) == 4 and statement[0].word == "let" and statement[2].text == "=":
+            span = kql_text.timespan(statement[3])
+            if span is not None and statement[1].kind == NAME:
+                bound[statement[1].word] = span
+    longest: timedelta | None = None
+    for statement in statements:
+        for index, token in enumerate(statement):
+            span = _looked_back(statement, index, token, bound)
+            if span is not None and (longest is None or span > longest):
+                longest = span
+    return longest
+
+
+def _looked_back(statement: list[Token], index: int, token: Token, bound: dict[str, timedelta]) -> timedelta | None:
+    rest = statement[index + 1:index + 5]
+    if token.word == "ago" and len(rest) >= 3 and rest[0].text == "(" and rest[2].text == ")":
+        inner = rest[1]
+        return kql_text.timespan(inner) if inner.kind == NUMBER else bound.get(inner.word)
+    if token.word == "now" and len(rest) >= 4 and rest[0].text == "(" and rest[1].text == "-" and rest[3].text == ")":
+        return kql_text.timespan(rest[2])
     return None
 
 
 def code_only(text: str) -> str | None:
     """``text`` with every string literal's and comment's contents blanked (same length), or None when one does not
-    end. KQL strings: "..." and '...' with backslash escapes, @"..." verbatim (a doubled quote inside), h"..." and
-    H'...' obfuscated, ```...``` and ~~~...~~~ multi-line; comments: // to the end of the line."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        if text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            out.append(" " * (end - i))
-            i = end
-            continue
-        fence = text[i:i + 3]
-        if fence in ("```", "~~~"):
-            end = text.find(fence, i + 3)
-            if end < 0:
-                return None
-            out.append(" " * (end + 3 - i))
-            i = end + 3
-            continue
-        verbatim = text[i] == "@" and text[i + 1:i + 2] in ("'", '"')
-        if text[i] in "'\"" or verbatim:
-            end = _string_end(text, i + 1 if verbatim else i, verbatim)
-            if end < 0:
-                return None
-            out.append(" " * (end - i))
-            i = end
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
-
-
-def _string_end(text: str, start: int, verbatim: bool) -> int:
-    """The index just past the string literal whose opening quote is at ``start``; -1 when it does not end."""
-    quote, i = text[start], start + 1
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and not verbatim:
-            i += 2
-            continue
-        if ch == quote:
-            if verbatim and text[i + 1:i + 2] == quote:
-                i += 2
-                continue
-            return i + 1
-        if ch == "\n" and not verbatim:
-            return -1
-        i += 1
-    return -1
+    end."""
+    try:
+        toks = kql_text.tokens(text)
+    except Unterminated:
+        return None
+    return "".join(" " * len(t.text) if t.kind in (STRING, "comment") else t.text for t in toks)
 
 
 def _kql(query: AnalystQuery) -> str:
@@ -170,7 +278,7 @@ SPEC = QuerySpec(
         Param("query", parse_text, required="the KQL to run"),
         Param("time_window", lambda v: DEFAULT_WINDOW if v is None else parse_window(v), field="window"),
     ),
-    make=lambda query, window: AnalystQuery(query, window),
+    make=make,
     kql=_kql,
     result=(("Row", "dynamic"), ("TotalMatched", "long")),
     keys=("Row",),
