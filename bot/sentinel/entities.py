@@ -47,7 +47,8 @@ ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
                 (("NTDomain", "Name"), "\\", ("Name",)), (("Name",), "", ("Name",)), (("AadUserId",), "", ()),
                 (("Sid",), "", ()), (("ObjectGuid",), "", ()), (("PUID",), "", ())),
     "host": ((("HostName",), "", ()), (("NetBiosName",), "", ()), (("FQDN",), "", ()), (("AadDeviceId",), "", ()),
-             (("MdatpDeviceId",), "", ()), (("AzureID",), "", ()), (("OMSAgentID",), "", ())),
+             (("MdatpDeviceId",), "", ()), (("MachineId",), "", ()), (("AzureID",), "", ()),
+             (("OMSAgentID",), "", ())),
     "ip": ((("Address",), "", ()),),
     "url": ((("Url",), "", ()),),
     "file": ((("Name",), "", ()),),
@@ -72,16 +73,16 @@ ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
 IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("UserPrincipalName", "Name", "UPNSuffix", "NTDomain", "DnsDomain", "Sid", "AadUserId", "ObjectGuid",
                 "PUID", "AadTenantId", "DisplayName", "FullName", "LogonId", "IsDomainJoined"),
-    "host": ("HostName", "DnsDomain", "NTDomain", "NetBiosName", "FQDN", "AadDeviceId", "MdatpDeviceId", "AzureID",
-             "OMSAgentID", "OSFamily", "OSVersion", "IsDomainJoined"),
+    "host": ("HostName", "DnsDomain", "NTDomain", "NetBiosName", "FQDN", "AadDeviceId", "MdatpDeviceId", "MachineId",
+             "AzureID", "OMSAgentID", "OSFamily", "OSVersion", "IsDomainJoined"),
     "ip": ("Address", "AddressScope"),
     "url": ("Url",),
-    "file": ("Name", "Directory", "Size"),
+    "file": ("Name", "Directory", "Size", "SizeInBytes"),
     "filehash": ("Algorithm", "Value"),
     "process": ("ProcessId", "CommandLine", "CreationTimeUtc", "ElevationToken"),
     "mailbox": ("MailboxPrimaryAddress", "Upn", "DisplayName", "AadId", "ExternalDirectoryObjectId"),
     "mailMessage": ("NetworkMessageId", "InternetMessageId", "Subject", "Sender", "P1Sender", "P2Sender",
-                    "Recipient", "SenderIP", "ReceivedDate", "DeliveryAction", "DeliveryLocation"),
+                    "Recipient", "SenderIP", "ReceivedDate", "DeliveryAction", "DeliveryLocation", "Urls", "Threats"),
     "mailCluster": ("Query", "Source", "MailCount", "NetworkMessageIds"),
     "dns": ("DomainName", "IpAddresses"),
     "cloud-application": ("Name", "AppId", "InstanceName"),
@@ -99,17 +100,21 @@ IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
 
 # Fields that name another entity (inline or by $ref): shown as links, walked for inline definitions.
 LINK_FIELDS = ("ImageFile", "ParentProcess", "Account", "Host", "Key", "FileHashes", "LoggedOnUsers", "Files",
-               "Processes", "Mailbox", "CloudApplication", "SourceAddress", "DestinationAddress")
+               "Processes", "Mailbox", "CloudApplication", "SourceAddress", "DestinationAddress", "IpInterfaces")
 
 # Where an entity may be defined inside another (the walk both backends make): what each kind of entity holds
 # inline, by the type its field implies, to three levels. Lists are read to their first three items (a file's
 # MD5, SHA1 and SHA256). At the top level the fields of every kind are looked at (the item's own type is not
-# needed), so an account's inline host is found by the process rule's ("Host",).
+# needed), so an account's inline host is found by the process rule's ("Host",). Below it a kind already on the
+# path is not entered again (a host's logged-on user's host is that host), but for a parent process's parent.
+# Defender XDR defines a host wherever it is first named (under a process's image file, under an account) with
+# its IpInterfaces inline (tests/data/sample-rows/sekoia_m365d_alert_evidence.json).
 _HOLDS: dict[str, tuple[tuple[str, str, bool], ...]] = {  # type -> (field, type held, is a list)
     "process": (("ImageFile", "file", False), ("ParentProcess", "process", False), ("Account", "account", False),
                 ("Host", "host", False)),
-    "file": (("FileHashes", "filehash", True),),
-    "host": (("LoggedOnUsers", "account", True),),
+    "file": (("FileHashes", "filehash", True), ("Host", "host", False)),
+    "host": (("LoggedOnUsers", "account", True), ("IpInterfaces", "ip", True)),
+    "account": (("Host", "host", False),),
     "registry-value": (("Key", "registry-key", False),),
     "malware": (("Files", "file", True),),
     "cloud-logon-session": (("Account", "account", False),),
@@ -124,21 +129,23 @@ def _nested_paths() -> tuple[Path, ...]:
     """Every path (keys and list indices) under a top-level entity at which an inline entity is looked for."""
     paths: list[Path] = []
 
-    def walk(path: Path, kinds: tuple[str, ...], depth: int) -> None:
+    def walk(path: Path, kinds: tuple[str, ...], depth: int, above: frozenset[str]) -> None:
         if depth == _DEPTH:
             return
         seen = set()
         for kind in kinds:
             for field, held, many in _HOLDS.get(kind, ()):
+                if held in above and held != "process":  # a host's user's host is that host; a parent's parent is not
+                    continue
                 for step in ([(field, i) for i in range(_LIST_ITEMS)] if many else [(field,)]):
                     child = path + step
                     if child in seen:
                         continue
                     seen.add(child)
                     paths.append(child)
-                    walk(child, (held,), depth + 1)
+                    walk(child, (held,), depth + 1, above | {held})
 
-    walk((), tuple(_HOLDS), 0)
+    walk((), tuple(_HOLDS), 0, frozenset())
     return tuple(dict.fromkeys(paths))
 
 
@@ -408,7 +415,7 @@ def _identifiers(obj: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[tuple
     return tuple(out)
 
 
-_LISTED = ("Permissions", "IpAddresses", "NetworkMessageIds")
+_LISTED = ("Permissions", "IpAddresses", "NetworkMessageIds", "Urls", "Threats")
 
 
 def _targets(value: Any) -> list[Any]:
