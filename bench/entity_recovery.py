@@ -154,6 +154,7 @@ def report(name: str, alerts: list[Any]) -> Counter:
     if counts["not_entities"]:
         print(f"  (and {counts['not_entities']} {'/'.join(NOT_ENTITIES)} object(s), no entity)")
     holds = held_identifiers(alerts)
+    counts.update({f"holds.{k}": v for k, v in holds.items()})
     print("  shown (of held): " + ", ".join(
         f"{k} {counts['shown.' + k]}" + (f"/{holds[k]}" if k != "process" else "")
         for k in ("hash", "process", *[k for k in IDS if k != "hash"])))
@@ -165,7 +166,8 @@ def total(label: str, counts: list[Counter]) -> None:
     whole: Counter = sum(counts, Counter())
     held_total = sum(v for k, v in whole.items() if k.startswith("held."))
     got_total = sum(v for k, v in whole.items() if k.startswith("recovered."))
-    shown = ", ".join(f"{k} {whole['shown.' + k]}" for k in ("hash", "process", *[k for k in IDS if k != "hash"]))
+    shown = ", ".join(f"{k} {whole['shown.' + k]}" + (f"/{whole['holds.' + k]}" if k != "process" else "")
+                      for k in ("hash", "process", *[k for k in IDS if k != "hash"]))
     print(f"\n{label}: held {held_total}, recovered {got_total}; shown: {shown}; accounts shown that are in no "
           f"UserPrincipalName: {whole['upn_missing']}")
 
