@@ -69,6 +69,9 @@ ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
     "iotdevice": ((("DeviceId",), "", ()), (("DeviceName",), "", ())),
 }
 
+# entity_value reads a field's text once: the fields that must hold no space are among the fields joined.
+assert all(set(spaceless) <= set(fields) for rules in ENTITY_VALUE_RULES.values() for fields, _, spaceless in rules)
+
 # Every identifier shown per type (the value's fields first), from the entity schemas on Microsoft Learn.
 IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("UserPrincipalName", "Name", "UPNSuffix", "NTDomain", "DnsDomain", "Sid", "AadUserId", "ObjectGuid",
@@ -170,12 +173,19 @@ def entity_value(entity: object) -> str | None:
     """
     if not isinstance(entity, dict):
         return None
-    rules = ENTITY_VALUE_RULES.get(kql_tostring(entity.get("Type")))
+    kind = entity.get("Type")
+    rules = ENTITY_VALUE_RULES.get(kind if isinstance(kind, str) else kql_tostring(kind))
     if not rules:
         return None
-    for fields, separator, spaceless in rules:
-        values = [kql_tostring(entity.get(f)) for f in fields]
-        if all(values) and not any(" " in kql_tostring(entity.get(f)) for f in spaceless):
+    for fields, separator, spaceless in rules:  # each field's text once (it is read for every alert at load)
+        values = []
+        for field in fields:
+            value = entity.get(field)
+            text = value if isinstance(value, str) else kql_tostring(value)
+            if not text or (field in spaceless and " " in text):
+                break
+            values.append(text)
+        else:
             return separator.join(values)
     return None
 
