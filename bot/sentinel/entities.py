@@ -110,14 +110,16 @@ LINK_FIELDS = ("ImageFile", "ParentProcess", "Account", "Host", "Key", "FileHash
 # MD5, SHA1 and SHA256). At the top level the fields of every kind are looked at (the item's own type is not
 # needed), so an account's inline host is found by the process rule's ("Host",). Below it a kind already on the
 # path is not entered again (a host's logged-on user's host is that host), but for a parent process's parent.
-# Defender XDR defines a host wherever it is first named (under a process's image file, under an account) with
-# its IpInterfaces inline (tests/data/sample-rows/sekoia_m365d_alert_evidence.json).
+# Defender XDR defines a host wherever it is first named (under a process's image file, under a top-level
+# account) with its IpInterfaces inline (tests/data/sample-rows/sekoia_m365d_alert_evidence.json); only a
+# process's image file ("image-file", a file) is walked for its host, not every listed file, and an account
+# below the top level not at all: each path is one more expression per entity in the KQL, and the KQL is shown.
 _HOLDS: dict[str, tuple[tuple[str, str, bool], ...]] = {  # type -> (field, type held, is a list)
-    "process": (("ImageFile", "file", False), ("ParentProcess", "process", False), ("Account", "account", False),
-                ("Host", "host", False)),
-    "file": (("FileHashes", "filehash", True), ("Host", "host", False)),
+    "process": (("ImageFile", "image-file", False), ("ParentProcess", "process", False),
+                ("Account", "account", False), ("Host", "host", False)),
+    "file": (("FileHashes", "filehash", True),),
+    "image-file": (("FileHashes", "filehash", True), ("Host", "host", False)),  # a process's file, and its host
     "host": (("LoggedOnUsers", "account", True), ("IpInterfaces", "ip", True)),
-    "account": (("Host", "host", False),),
     "registry-value": (("Key", "registry-key", False),),
     "malware": (("Files", "file", True),),
     "cloud-logon-session": (("Account", "account", False),),
