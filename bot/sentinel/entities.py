@@ -39,8 +39,11 @@ MAX_DECODED_ENTITIES = 2000  # one alert's entities decoded for display; the res
 MAX_IDENTIFIER_CHARS = 1000  # one identifier's text, cut (command lines can be long)
 
 # How an entity of each type is identified: alternatives tried in order, each (fields that must all be non-empty,
-# separator to join them with, fields that must hold no space). Microsoft Learn's entity types reference gives the
-# identifiers per type; the first alternative is the strongest one an analyst searches by.
+# separator to join them with, fields that must hold no space). A field joined before a separator must not already
+# hold it: Sentinel may write a whole UPN in an account's Name beside its UPNSuffix (tests/data/README.md), and
+# "user@contoso.com@contoso.com" exists nowhere (a registry key's Key, joined last, holds backslashes). Microsoft
+# Learn's entity types reference gives the identifiers per type; the first alternative is the strongest one an
+# analyst searches by.
 Rule = tuple[tuple[str, ...], str, tuple[str, ...]]
 ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
     "account": ((("UserPrincipalName",), "", ()), (("Name", "UPNSuffix"), "@", ("Name",)),
@@ -181,10 +184,10 @@ def entity_value(entity: object) -> str | None:
         return None
     for fields, separator, spaceless in rules:  # each field's text once (it is read for every alert at load)
         values = []
-        for field in fields:
+        for position, field in enumerate(fields, 1):
             value = entity.get(field)
             text = value if isinstance(value, str) else kql_tostring(value)
-            if not text or (field in spaceless and " " in text):
+            if not text or (field in spaceless and " " in text) or (position < len(fields) and separator in text):
                 break
             values.append(text)
         else:

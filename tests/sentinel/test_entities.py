@@ -137,6 +137,9 @@ def test_raw_log_analytics_rows_with_empty_entities() -> None:
     ({"Type": "account", "Name": "Nina Park", "UPNSuffix": "contoso.com", "AadUserId": "0f6c"}, "0f6c"),
     ({"Type": "account", "Name": "Nina Park", "Sid": "S-1-5-21-1-2-3-1104"}, "S-1-5-21-1-2-3-1104"),
     ({"Type": "account", "Name": "nina", "NTDomain": "CONTOSO"}, "CONTOSO\\nina"),
+    # Sentinel may write the whole UPN in Name beside UPNSuffix (tests/data/README.md): not "...@contoso.com" twice
+    ({"Type": "account", "Name": "nina.park@contoso.com", "UPNSuffix": "contoso.com"}, "nina.park@contoso.com"),
+    ({"Type": "registry-key", "Hive": "HKLM", "Key": "SOFTWARE\\Run"}, "HKLM\\SOFTWARE\\Run"),
     ({"Type": "account", "DisplayName": "Nina Park"}, None),
     ({"Type": "host", "FQDN": "ws1.contoso.com", "MdatpDeviceId": "24c2"}, "ws1.contoso.com"),
     ({"Type": "host", "MdatpDeviceId": "24c2"}, "24c2"),
