@@ -39,15 +39,19 @@ MAX_DECODED_ENTITIES = 2000  # one alert's entities decoded for display; the res
 MAX_IDENTIFIER_CHARS = 1000  # one identifier's text, cut (command lines can be long)
 
 # How an entity of each type is identified: alternatives tried in order, each (fields that must all be non-empty,
-# separator to join them with, fields that must hold no space). Microsoft Learn's entity types reference gives the
-# identifiers per type; the first alternative is the strongest one an analyst searches by.
+# separator to join them with, fields that must hold no space). A field joined before a separator must not already
+# hold it: Sentinel may write a whole UPN in an account's Name beside its UPNSuffix (tests/data/README.md), and
+# "user@contoso.com@contoso.com" exists nowhere (a registry key's Key, joined last, holds backslashes). Microsoft
+# Learn's entity types reference gives the identifiers per type; the first alternative is the strongest one an
+# analyst searches by.
 Rule = tuple[tuple[str, ...], str, tuple[str, ...]]
 ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
     "account": ((("UserPrincipalName",), "", ()), (("Name", "UPNSuffix"), "@", ("Name",)),
                 (("NTDomain", "Name"), "\\", ("Name",)), (("Name",), "", ("Name",)), (("AadUserId",), "", ()),
                 (("Sid",), "", ()), (("ObjectGuid",), "", ()), (("PUID",), "", ())),
     "host": ((("HostName",), "", ()), (("NetBiosName",), "", ()), (("FQDN",), "", ()), (("AadDeviceId",), "", ()),
-             (("MdatpDeviceId",), "", ()), (("AzureID",), "", ()), (("OMSAgentID",), "", ())),
+             (("MdatpDeviceId",), "", ()), (("MachineId",), "", ()), (("AzureID",), "", ()),
+             (("OMSAgentID",), "", ())),
     "ip": ((("Address",), "", ()),),
     "url": ((("Url",), "", ()),),
     "file": ((("Name",), "", ()),),
@@ -68,20 +72,23 @@ ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
     "iotdevice": ((("DeviceId",), "", ()), (("DeviceName",), "", ())),
 }
 
+# entity_value reads a field's text once: the fields that must hold no space are among the fields joined.
+assert all(set(spaceless) <= set(fields) for rules in ENTITY_VALUE_RULES.values() for fields, _, spaceless in rules)
+
 # Every identifier shown per type (the value's fields first), from the entity schemas on Microsoft Learn.
 IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("UserPrincipalName", "Name", "UPNSuffix", "NTDomain", "DnsDomain", "Sid", "AadUserId", "ObjectGuid",
                 "PUID", "AadTenantId", "DisplayName", "FullName", "LogonId", "IsDomainJoined"),
-    "host": ("HostName", "DnsDomain", "NTDomain", "NetBiosName", "FQDN", "AadDeviceId", "MdatpDeviceId", "AzureID",
-             "OMSAgentID", "OSFamily", "OSVersion", "IsDomainJoined"),
+    "host": ("HostName", "DnsDomain", "NTDomain", "NetBiosName", "FQDN", "AadDeviceId", "MdatpDeviceId", "MachineId",
+             "AzureID", "OMSAgentID", "OSFamily", "OSVersion", "IsDomainJoined"),
     "ip": ("Address", "AddressScope"),
     "url": ("Url",),
-    "file": ("Name", "Directory", "Size"),
+    "file": ("Name", "Directory", "Size", "SizeInBytes"),
     "filehash": ("Algorithm", "Value"),
     "process": ("ProcessId", "CommandLine", "CreationTimeUtc", "ElevationToken"),
     "mailbox": ("MailboxPrimaryAddress", "Upn", "DisplayName", "AadId", "ExternalDirectoryObjectId"),
     "mailMessage": ("NetworkMessageId", "InternetMessageId", "Subject", "Sender", "P1Sender", "P2Sender",
-                    "Recipient", "SenderIP", "ReceivedDate", "DeliveryAction", "DeliveryLocation"),
+                    "Recipient", "SenderIP", "ReceivedDate", "DeliveryAction", "DeliveryLocation", "Urls", "Threats"),
     "mailCluster": ("Query", "Source", "MailCount", "NetworkMessageIds"),
     "dns": ("DomainName", "IpAddresses"),
     "cloud-application": ("Name", "AppId", "InstanceName"),
@@ -99,17 +106,23 @@ IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
 
 # Fields that name another entity (inline or by $ref): shown as links, walked for inline definitions.
 LINK_FIELDS = ("ImageFile", "ParentProcess", "Account", "Host", "Key", "FileHashes", "LoggedOnUsers", "Files",
-               "Processes", "Mailbox", "CloudApplication", "SourceAddress", "DestinationAddress")
+               "Processes", "Mailbox", "CloudApplication", "SourceAddress", "DestinationAddress", "IpInterfaces")
 
 # Where an entity may be defined inside another (the walk both backends make): what each kind of entity holds
 # inline, by the type its field implies, to three levels. Lists are read to their first three items (a file's
 # MD5, SHA1 and SHA256). At the top level the fields of every kind are looked at (the item's own type is not
-# needed), so an account's inline host is found by the process rule's ("Host",).
+# needed), so an account's inline host is found by the process rule's ("Host",). Below it a kind already on the
+# path is not entered again (a host's logged-on user's host is that host), but for a parent process's parent.
+# Defender XDR defines a host wherever it is first named (under a process's image file, under a top-level
+# account) with its IpInterfaces inline (tests/data/sample-rows/sekoia_m365d_alert_evidence.json); only a
+# process's image file ("image-file", a file) is walked for its host, not every listed file, and an account
+# below the top level not at all: each path is one more expression per entity in the KQL, and the KQL is shown.
 _HOLDS: dict[str, tuple[tuple[str, str, bool], ...]] = {  # type -> (field, type held, is a list)
-    "process": (("ImageFile", "file", False), ("ParentProcess", "process", False), ("Account", "account", False),
-                ("Host", "host", False)),
+    "process": (("ImageFile", "image-file", False), ("ParentProcess", "process", False),
+                ("Account", "account", False), ("Host", "host", False)),
     "file": (("FileHashes", "filehash", True),),
-    "host": (("LoggedOnUsers", "account", True),),
+    "image-file": (("FileHashes", "filehash", True), ("Host", "host", False)),  # a process's file, and its host
+    "host": (("LoggedOnUsers", "account", True), ("IpInterfaces", "ip", True)),
     "registry-value": (("Key", "registry-key", False),),
     "malware": (("Files", "file", True),),
     "cloud-logon-session": (("Account", "account", False),),
@@ -124,21 +137,23 @@ def _nested_paths() -> tuple[Path, ...]:
     """Every path (keys and list indices) under a top-level entity at which an inline entity is looked for."""
     paths: list[Path] = []
 
-    def walk(path: Path, kinds: tuple[str, ...], depth: int) -> None:
+    def walk(path: Path, kinds: tuple[str, ...], depth: int, above: frozenset[str]) -> None:
         if depth == _DEPTH:
             return
         seen = set()
         for kind in kinds:
             for field, held, many in _HOLDS.get(kind, ()):
+                if held in above and held != "process":  # a host's user's host is that host; a parent's parent is not
+                    continue
                 for step in ([(field, i) for i in range(_LIST_ITEMS)] if many else [(field,)]):
                     child = path + step
                     if child in seen:
                         continue
                     seen.add(child)
                     paths.append(child)
-                    walk(child, (held,), depth + 1)
+                    walk(child, (held,), depth + 1, above | {held})
 
-    walk((), tuple(_HOLDS), 0)
+    walk((), tuple(_HOLDS), 0, frozenset())
     return tuple(dict.fromkeys(paths))
 
 
@@ -163,12 +178,19 @@ def entity_value(entity: object) -> str | None:
     """
     if not isinstance(entity, dict):
         return None
-    rules = ENTITY_VALUE_RULES.get(kql_tostring(entity.get("Type")))
+    kind = entity.get("Type")
+    rules = ENTITY_VALUE_RULES.get(kind if isinstance(kind, str) else kql_tostring(kind))
     if not rules:
         return None
-    for fields, separator, spaceless in rules:
-        values = [kql_tostring(entity.get(f)) for f in fields]
-        if all(values) and not any(" " in kql_tostring(entity.get(f)) for f in spaceless):
+    for fields, separator, spaceless in rules:  # each field's text once (it is read for every alert at load)
+        values = []
+        for position, field in enumerate(fields, 1):
+            value = entity.get(field)
+            text = value if isinstance(value, str) else kql_tostring(value)
+            if not text or (field in spaceless and " " in text) or (position < len(fields) and separator in text):
+                break
+            values.append(text)
+        else:
             return separator.join(values)
     return None
 
@@ -543,7 +565,7 @@ def _identifiers(obj: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[tuple
     return tuple(out)
 
 
-_LISTED = ("Permissions", "IpAddresses", "NetworkMessageIds")
+_LISTED = ("Permissions", "IpAddresses", "NetworkMessageIds", "Urls", "Threats")
 
 
 def _targets(value: Any) -> list[Any]:

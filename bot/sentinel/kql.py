@@ -96,7 +96,8 @@ def entity_value_expression(var: str = "Entity", type_column: str = "EntityType"
         expression = '""'
         for fields, separator, spaceless in reversed(alternatives):
             present = " and ".join([f"isnotempty({field(f)})" for f in fields]
-                                   + [f'{field(f)} !contains " "' for f in spaceless])
+                                   + [f'{field(f)} !contains " "' for f in spaceless]
+                                   + [f"{field(f)} !contains {string_literal(separator)}" for f in fields[:-1]])
             parts = f", {string_literal(separator)}, ".join(field(f) for f in fields) if separator else None
             value = f"strcat({parts})" if parts else field(fields[0])
             expression = f"iff({present}, {value}, {expression})"

@@ -9,12 +9,15 @@
 // Every card is rendered at every width in every theme (hostconfig-THEME.json beside this file), all on one
 // page of one browser. A defect is one of:
 //   word-broken   a word of letters, or any token under 16 characters, laid out on more than one line: "Hig/h"
+//                 (a short token of code may end a line between two punctuation marks: '"n;&' / '(gal')
 //   cut           an element that hides part of its content (overflow hidden, ellipsis, maxLines)
 //   overflow      an element whose content spills out of it
 //   too-wide      an element reaching outside the card
 //   button-cut    a button whose label is not shown whole
-// Long identifiers (hashes, URLs, emails: tokens with digits or separators) may wrap anywhere: that is layout,
-// and what is copied stays the value.
+// Long identifiers (hashes, URLs, emails, paths: tokens with digits or separators) may wrap anywhere: that is
+// layout, and what is copied stays the value. A run of 16 characters or more without a space that holds a digit or
+// one of . / \ : @ _ = & ? % is such an identifier as a whole ("cdn.example.net/gh/browse-fb", which the browser
+// does not break after its slashes), so the words inside it are not checked one by one.
 
 const fs = require('fs');
 const path = require('path');
@@ -58,6 +61,25 @@ function renderAndCheck({ card, width, hostConfig, id }) {
     return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden';
   }
 
+  // Whether every line break inside ``token`` falls between two punctuation marks or symbols (code: '"n;&' / '(gal'),
+  // never beside a letter or digit ("Hig" / "h", "[10" / "]").
+  function brokenBetweenMarks(node, start, token) {
+    const top = (i) => {
+      const range = document.createRange();
+      range.setStart(node, start + i);
+      range.setEnd(node, start + i + 1);
+      const rect = [...range.getClientRects()].find((x) => x.width > 0);
+      return rect ? Math.round(rect.top) : null;
+    };
+    const mark = (c) => /[\p{P}\p{S}]/u.test(c);
+    for (let i = 1; i < token.length; i++) {
+      const before = top(i - 1);
+      const after = top(i);
+      if (before !== null && after !== null && before !== after && !(mark(token[i - 1]) && mark(token[i]))) return false;
+    }
+    return true;
+  }
+
   function findDefects(root) {
     const found = [];
     const edge = root.getBoundingClientRect();
@@ -82,8 +104,11 @@ function renderAndCheck({ card, width, hostConfig, id }) {
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       if (!node.parentElement || !visible(node.parentElement)) continue;
+      const identifiers = [...node.data.matchAll(/[^\s\u200b]{16,}/g)]
+        .filter((run) => /[\d./\\:@_=&?%]/.test(run[0])).map((run) => [run.index, run.index + run[0].length]);
       // A line may end at a space, a zero-width space, or after a hyphen or slash.
       for (const match of node.data.matchAll(/[^\s\u200b\-‐/]+[\-‐/]?/g)) {
+        if (identifiers.some(([from, to]) => match.index >= from && match.index < to)) continue;
         // A word of letters, or any token short enough for a phone's narrowest column ("[10]", "#14431", "14h"),
         // brackets and punctuation included (a line never needs to break beside them); longer identifiers (hashes,
         // URLs, emails) may wrap anywhere.
@@ -95,8 +120,9 @@ function renderAndCheck({ card, width, hostConfig, id }) {
         range.setStart(node, start);
         range.setEnd(node, start + token.length);
         const lines = new Set([...range.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top)));
-        if (lines.size > 1) found.push({ kind: 'word-broken', detail: `"${token}" on ${lines.size} lines in ` +
-          label(node.parentElement) });
+        if (lines.size > 1 && !brokenBetweenMarks(node, start, token)) {
+          found.push({ kind: 'word-broken', detail: `"${token}" on ${lines.size} lines in ` + label(node.parentElement) });
+        }
       }
     }
     return found;

@@ -32,8 +32,10 @@ from bot.investigation.triage import EntityVerdict, RelatedIncident, Triage
 from bot.orchestrator.references import References
 from bot.sentinel.changes import ChangeKind, OnCallContact, Owner, make_change
 from bot.sentinel.client import SentinelClient
+from bot.sentinel.entities import LINK_FIELDS, defined_entities, entity_value
 from bot.sentinel.models import AlertSummary, EntityRef, QueryResult
 from bot.sentinel.queries import alerts as alerts_query
+from bot.sentinel.queries import incident_detail as incident_detail_query
 from bot.tools.queries.on_call import empty_card as on_call_empty
 from bot.tools.registry import TOOLS
 from tests.cards.test_action_cards import ACTION_ID, CHANGES, EXPIRES, closed_snapshot, sent_for, snapshot
@@ -123,6 +125,28 @@ def _real_detail(s: Samples) -> dict:
     return cards.incident_detail(d, refs.ref_for, s.now, demo=False)
 
 
+def _real_xdr_detail(s: Samples) -> dict:
+    """The detail card of an incident holding three real Defender XDR alerts' entities (tests/data/sample-rows:
+    a blocked PowerShell process with its parent, image files, hashes, account and host; a phish with its URLs; a
+    mail cluster), listed as the incident detail query lists them (one per type and value, the entity object
+    without its links) and decoded by the query's own decoder."""
+    rows = json.loads((SAMPLE_ROWS / "sekoia_m365d_alert_evidence.json").read_text())["rows"]
+    chosen = [row for row in rows if row["EntityType"] in ("MailCluster", "User")
+              or row["Title"].startswith(("A potentially malicious URL", "Suspicious 'SuspClickFix'"))]
+    listed: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in defined_entities([row["AdditionalFields"] for row in chosen]):
+        value = entity_value(item)
+        if value:
+            listed.setdefault((item["Type"], value.lower()), {
+                "type": item["Type"], "value": value,
+                "entity": {k: v for k, v in item.items() if k not in LINK_FIELDS}})
+    decoded = incident_detail_query.decode({"IncidentNumber": 14431, "Title": chosen[-1]["Title"],
+                                            "Severity": "Low", "Entities": list(listed.values()), "Alerts": []})
+    d = replace(detail(n_alerts=0), entities=decoded.entities,
+                incident=incident(14431, chosen[-1]["Title"], "Low", alert_count=3))
+    return cards.incident_detail(d, lambda kind, key: None, s.now, demo=False)
+
+
 def _hostile_alert_detail(s: Samples) -> dict:
     """Alert fields as an attacker may write them: markup, a 100 KB description, steps and techniques that are not
     JSON, a link to a host that is not Microsoft's, a very long technique list."""
@@ -190,6 +214,7 @@ CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
     ("incident detail, long values", _long_detail),
     ("incident detail, real alerts", _real_detail),
     ("incident detail, hostile alert fields", _hostile_alert_detail),
+    ("incident detail, real Defender XDR entities", _real_xdr_detail),
     ("incidents, long values", _hostile_list),
     ("incidents, references in the hundreds", lambda s: cards.incident_table(
         s.results["incidents"], lambda kind, key: 900 + int(key) % 100, s.now)),
