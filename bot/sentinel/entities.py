@@ -376,12 +376,12 @@ def other_identifiers(obj: Any, value: str) -> tuple[tuple[str, str], ...]:
 # by its SID or DOMAIN\\name in another is one account when one entity object carries both).
 IDENTITY_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("UserPrincipalName", "Sid", "AadUserId", "ObjectGuid", "PUID"),
-    "host": ("FQDN", "AadDeviceId", "MdatpDeviceId", "AzureID", "OMSAgentID"),
+    "host": ("FQDN", "AadDeviceId", "MdatpDeviceId", "MachineId", "AzureID", "OMSAgentID"),
 }
 # Of those, the ones that are ids rather than names: an entity whose value is one of them ranks below one named.
 ID_ONLY_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("Sid", "AadUserId", "ObjectGuid", "PUID"),
-    "host": ("AadDeviceId", "MdatpDeviceId", "AzureID", "OMSAgentID"),
+    "host": ("AadDeviceId", "MdatpDeviceId", "MachineId", "AzureID", "OMSAgentID"),
 }
 # A SID ties spellings together only when it names one account everywhere: a domain or Entra account's
 # (S-1-5-21-..., S-1-12-1-...). Well-known SIDs (S-1-5-18 LocalSystem, S-1-5-32-544 Administrators) are the same
