@@ -75,6 +75,10 @@ ENTITY_VALUE_RULES: dict[str, tuple[Rule, ...]] = {
 # entity_value reads a field's text once: the fields that must hold no space are among the fields joined.
 assert all(set(spaceless) <= set(fields) for rules in ENTITY_VALUE_RULES.values() for fields, _, spaceless in rules)
 
+# Values that identify nothing: a host's loopback and unspecified addresses (Defender lists every interface of a
+# device, 127.0.0.1 and ::1 included), which would otherwise top every count. Compared as written (KQL's ==).
+UNIDENTIFYING: dict[str, frozenset[str]] = {"ip": frozenset({"127.0.0.1", "::1", "0.0.0.0", "::"})}
+
 # Every identifier shown per type (the value's fields first), from the entity schemas on Microsoft Learn.
 IDENTIFIER_FIELDS: dict[str, tuple[str, ...]] = {
     "account": ("UserPrincipalName", "Name", "UPNSuffix", "NTDomain", "DnsDomain", "Sid", "AadUserId", "ObjectGuid",
@@ -191,7 +195,9 @@ def entity_value(entity: object) -> str | None:
                 break
             values.append(text)
         else:
-            return separator.join(values)
+            joined = separator.join(values)
+            if joined not in UNIDENTIFYING.get(kind if isinstance(kind, str) else "", ()):
+                return joined
     return None
 
 

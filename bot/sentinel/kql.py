@@ -28,6 +28,7 @@ from bot.sentinel.entities import (
     NESTED_PATHS,
     NULL_GUID,
     STRONG_SID_PREFIXES,
+    UNIDENTIFYING,
 )
 from bot.sentinel.params import DETAIL_LOOKBACK, Severity, TimeWindow
 from bot.sentinel.spec import FilteredQuery
@@ -100,6 +101,8 @@ def entity_value_expression(var: str = "Entity", type_column: str = "EntityType"
                                    + [f"{field(f)} !contains {string_literal(separator)}" for f in fields[:-1]])
             parts = f", {string_literal(separator)}, ".join(field(f) for f in fields) if separator else None
             value = f"strcat({parts})" if parts else field(fields[0])
+            present += "".join(f" and {value} != {string_literal(v)}"
+                               for v in sorted(UNIDENTIFYING.get(entity_type, ())))
             expression = f"iff({present}, {value}, {expression})"
         branches.append(f"{type_column} == {string_literal(entity_type)}, {expression}")
     return "case(" + ",\n        ".join(branches) + ',\n        "")'

@@ -182,3 +182,12 @@ async def test_top_entities_count_a_person_once_by_any_spelling(demo: tuple[Any,
            WHERE e.EntityKey = ? AND NOT EXISTS (SELECT 1 FROM AlertEntity AS o WHERE o.AlertRowId = e.AlertRowId
                                                  AND o.EntityKey = ?)""", (domain_name.lower(), upn))}
     assert only_domain and only_domain & set(ids[0])
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "0.0.0.0", "::"])
+def test_loopback_and_unspecified_addresses_identify_nothing(address: str) -> None:
+    # Defender lists every interface of a device: its loopback address would otherwise top every count.
+    entity = {"Type": "ip", "Address": address}
+    assert entity_value(entity) is None
+    assert evaluate(kql.entity_value_expression(), Entity=entity, EntityType="ip") == ""
+    assert entity_value({"Type": "ip", "Address": "127.0.0.2"}) == "127.0.0.2"
