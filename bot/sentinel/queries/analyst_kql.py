@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sentinel import kql_text
+from bot.sentinel import kql_lookback, kql_text
 from bot.sentinel.hunt.model import parse_window, span_text
-from bot.sentinel.kql_text import NAME, NUMBER, PUNCT, STRING, Token, Unterminated
+from bot.sentinel.kql_text import NAME, PUNCT, STRING, Token, Unterminated
 from bot.sentinel.params import DETAIL_LOOKBACK, InvalidParameter
 from bot.sentinel.queries.hunt import decode
 from bot.sentinel.spec import DemoWorkspace, Param, QuerySpec
@@ -139,11 +139,13 @@ def guard(text: str) -> Guarded:
     code = kql_text.code(toks)
     _stays_inside(code)
     sent, notes = _without_render(text, statements[-1] if statements else [], code)
-    return Guarded(sent, _lookback(statements), notes)
+    return Guarded(sent, kql_lookback.lookback(statements), notes)
 
 
 def _no_placeholders(text: str, toks: list[Token]) -> None:
-    found = _PLACEHOLDER.search(text)
+    """A placeholder in the code or a string (where a hunting tool fills it in), not in a comment."""
+    uncommented = "".join(" " * len(t.text) if t.kind == "comment" else t.text for t in toks)
+    found = _PLACEHOLDER.search(uncommented)
     if found is None:
         code = kql_text.code(toks)
         for a, b, c in zip(code, code[1:], code[2:], strict=False):
@@ -172,7 +174,8 @@ def _stays_inside(code: list[Token]) -> None:
             raise _Refused(f"{token.word}() reaches another workspace, app, resource, cluster or database; the bot "
                            "reads only its own workspace")
         if token.word in _OUTSIDE:
-            raise _Refused(f"{token.word} reads data from outside the workspace; the bot reads only its own workspace")
+            raise _Refused(f"{token.word} reads data from outside the workspace; the bot reads only its own workspace "
+                           "(for a list of your own, upload it as a watchlist and read it with _GetWatchlist('name'))")
         if token.word == "evaluate":
             plugin = _plugin(code, index + 1)
             if plugin in _PLUGINS:
@@ -214,34 +217,6 @@ def _top_level_pipe_before_render(statement: list[Token]) -> Token | None:
             depth -= 1
         elif token.text == "|" and depth == 0 and index + 1 < len(statement) and statement[index + 1].word == "render":
             return token
-    return None
-
-
-def _lookback(statements: list[list[Token]]) -> timedelta | None:
-    """The longest time the query looks back by its own words: ``ago(<timespan>)``, ``now(-<timespan>)``, and
-    ``ago(name)`` where ``let name = <timespan>;``."""
-    bound: dict[str, timedelta] = {}
-    for statement in statements:
-        if len(statement) == 4 and statement[0].word == "let" and statement[2].text == "=":
-            span = kql_text.timespan(statement[3])
-            if span is not None and statement[1].kind == NAME:
-                bound[statement[1].word] = span
-    longest: timedelta | None = None
-    for statement in statements:
-        for index, token in enumerate(statement):
-            span = _looked_back(statement, index, token, bound)
-            if span is not None and (longest is None or span > longest):
-                longest = span
-    return longest
-
-
-def _looked_back(statement: list[Token], index: int, token: Token, bound: dict[str, timedelta]) -> timedelta | None:
-    rest = statement[index + 1:index + 5]
-    if token.word == "ago" and len(rest) >= 3 and rest[0].text == "(" and rest[2].text == ")":
-        inner = rest[1]
-        return kql_text.timespan(inner) if inner.kind == NUMBER else bound.get(inner.word)
-    if token.word == "now" and len(rest) >= 4 and rest[0].text == "(" and rest[1].text == "-" and rest[3].text == ")":
-        return kql_text.timespan(rest[2])
     return None
 
 
