@@ -30,6 +30,7 @@ PARAMETERS = ("entity", "entity_type", "time_window")
 MAX_RELATED = 50  # alerts and incidents naming the entity
 IDENTITY_TOOL = EntityIdentityQuery.tool
 _IDENTITY_KINDS = (EntityKind.ACCOUNT, EntityKind.HOST)  # the kinds known by several keys
+_RELATED = ("query_alerts", "query_incidents")
 _TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents"}
 
 
@@ -57,9 +58,12 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
         entity, window = _parsed(arguments)
     except InvalidParameter as problem:
         return QueryError("invalid_argument", str(problem), retry_possible=False, tool=TOOL)
+    # The alerts and incidents naming the entity resolve its identity themselves: they start with the look-up.
+    early = {tool: asyncio.ensure_future(client.run(tool, args)) for tool, args in plan(entity, window)
+             if tool in _RELATED}
     also = await other_keys(client, entity)
     queries = plan(entity, window, also)
-    results = await asyncio.gather(*(client.run(tool, args) for tool, args in queries))
+    results = await asyncio.gather(*(early.get(tool) or client.run(tool, args) for tool, args in queries))
     sections, failed = _sections(queries, results)
     if len(failed) == len(sections):
         first = next(r for r in results if isinstance(r, QueryError))
