@@ -2,9 +2,12 @@
 other key the alerts know it by (``get_entity_identity``: a SID, object id, DOMAIN\\name, FQDN or device id), so the
 evidence tables are searched by all of them; then the evidence queries that read its kind plus the alerts and
 incidents naming it, all at once (``asyncio.gather`` through the client, each its
-own validated, timed, decoded query), then the assessment. One ``QueryResult`` holding one ``Investigation`` comes
+own validated, timed, decoded query); then a second round of one query, the counterparties those rows touched (IPs,
+domains, URLs, hashes, senders; ``counterparties``) looked up in threat intelligence (none when the rows name none);
+then the assessment. One ``QueryResult`` holding one ``Investigation`` comes
 back, its metadata's KQL every query's text, so the Data sources footnote and "Show query" work as for any read.
-A query that fails leaves its section marked (its rows unknown), never the whole investigation, unless all fail."""
+A query that fails leaves its section marked (its rows unknown), never the whole investigation, unless all of the
+first round fail."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from bot.investigation.assessment import assess
+from bot.investigation.counterparties import TOOL as COUNTERPARTY_TOOL
+from bot.investigation.counterparties import lookup_values
 from bot.investigation.models import Investigation, Section
 from bot.sentinel.client import SentinelClient, iso_duration
 from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
@@ -23,6 +28,7 @@ from bot.sentinel.queries import Query, make_query
 from bot.sentinel.queries.entity_identity import EntityIdentityQuery
 from bot.sentinel.queries.evidence import EVIDENCE
 from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW, MAX_ALSO
+from bot.sentinel.queries.evidence.counterparty_intel import CounterpartyIntelQuery
 from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
 
 TOOL = "investigate_entity"
@@ -30,7 +36,8 @@ PARAMETERS = ("entity", "entity_type", "time_window")
 MAX_RELATED = 50  # alerts and incidents naming the entity
 IDENTITY_TOOL = EntityIdentityQuery.tool
 _IDENTITY_KINDS = (EntityKind.ACCOUNT, EntityKind.HOST)  # the kinds known by several keys
-_TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents"}
+_TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents",
+                                                          COUNTERPARTY_TOOL: CounterpartyIntelQuery.title}
 
 
 def plan(entity: Entity, window: TimeWindow, also: tuple[str, ...] = ()) -> list[tuple[str, dict[str, object]]]:
@@ -64,6 +71,12 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
     if len(failed) == len(sections):
         first = next(r for r in results if isinstance(r, QueryError))
         return replace(first, tool=TOOL, kql=_kql(sections))
+    values = lookup_values(sections, (entity.value, *also))
+    if values:  # the second round: the counterparties the rows touched, in threat intelligence
+        second: list[tuple[str, dict[str, object]]] = [(COUNTERPARTY_TOOL, {"values": list(values)})]
+        more, more_failed = _sections(second, [await client.run(*second[0])],
+                                      first_ref=sum(len(s.records) for s in sections) + 1)
+        sections, failed = sections + more, failed + more_failed
     assessment = assess(sections, entity.kind.value)
     investigation = Investigation(entity.kind.value, entity.value, window.value, datetime.now(UTC), tuple(sections),
                                   assessment, also)
@@ -104,11 +117,10 @@ def _parsed(arguments: Mapping[str, object]) -> tuple[Entity, TimeWindow]:
     return detect(arguments.get("entity"), kind), parse_time_window(arguments.get("time_window"), DEFAULT_WINDOW)
 
 
-def _sections(queries: list[tuple[str, dict[str, object]]],
-              results: list[QueryResult | QueryError]) -> tuple[list[Section], list[Section]]:
+def _sections(queries: list[tuple[str, dict[str, object]]], results: list[QueryResult | QueryError],
+              first_ref: int = 1) -> tuple[list[Section], list[Section]]:
     sections: list[Section] = []
     failed: list[Section] = []
-    first_ref = 1
     for (tool, _), result in zip(queries, results, strict=True):
         if isinstance(result, QueryError):
             section = Section(tool, _TITLES[tool], (), 0, result.kql, 0.0, error=result.message, first_ref=first_ref)
