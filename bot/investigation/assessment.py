@@ -40,9 +40,10 @@ Signals and weights (the first match of a signal's rules counts; a signal counts
   command line, file or hash) that the process rows hold and that connected out: 20; a new admin role for an account
   that signed in from a new country: 25.
 
-Alerts closed: when every incident naming the entity (the incidents section, complete) was closed as FalsePositive or
-BenignPositive, its alerts count nothing (technique_alerts, high/medium_severity_alerts, the chain's alert); the
-alerts cannot be told apart from the incidents otherwise (an alert's incident is not among the rows read).
+Alerts closed as not an attack count nothing (technique_alerts, high/medium_severity_alerts, the chain's alert): an
+alert whose incidents were all closed as FalsePositive or BenignPositive (``evidence_alert_incidents``, asked in the
+second round when an incident naming the entity was closed so); when that look-up failed, all of them when every
+incident naming the entity (all read) was closed so.
 
 Not about an IP (NOT_ABOUT): malicious_click (the address the victim clicked from), new_country and
 counterparty_intel (what the people and devices behind the address touched).
@@ -61,6 +62,7 @@ from bot.investigation.counterparties import TOOL as COUNTERPARTY_TOOL
 from bot.investigation.counterparties import Touch, touched
 from bot.investigation.models import Assessment, Level, Section, Signal
 from bot.sentinel.evidence import (
+    AlertIncident,
     BehaviorEvent,
     DirectoryChange,
     EmailMessage,
@@ -207,18 +209,29 @@ def _privileged_role(sections: Sections) -> Signal | None:
                   f"added to {', '.join(roles) or 'a role'}", tuple(ref for ref, _ in added))
 
 
-def _alerts_closed_benign(sections: Sections) -> bool:
-    """Every incident naming the entity (all of them read) was closed as false or benign positive."""
-    section = sections.get("query_incidents")
-    if section is None or section.error or not section.records or section.total > len(section.records):
-        return False
-    return all(isinstance(i, Incident) and i.status.lower() == "closed"
-               and (i.classification or "").lower() in BENIGN_CLASSIFICATIONS for i in section.records)
+def closed_benign(incident: Incident) -> bool:
+    """Closed as false or benign positive: an analyst judged the detection not an attack."""
+    return incident.status.lower() == "closed" and (incident.classification or "").lower() in BENIGN_CLASSIFICATIONS
 
 
 def _counted_alerts(sections: Sections) -> list[tuple[str, AlertSummary]]:
-    """The alerts naming the entity that count: none when its incidents were all closed as false/benign positive."""
-    return [] if _alerts_closed_benign(sections) else _rows(sections, "query_alerts", AlertSummary)
+    """The alerts naming the entity that count: not those whose incidents were all closed as false or benign
+    positive (``evidence_alert_incidents``; an alert in no incident, or in an open or true-positive one, counts).
+    Without that section (not asked, or failed): none when every incident naming the entity (all of them read) was
+    closed so, else all."""
+    alerts = _rows(sections, "query_alerts", AlertSummary)
+    mapped = sections.get("evidence_alert_incidents")
+    if mapped is not None and not mapped.error:
+        benign: dict[str, bool] = {}
+        for row in mapped.records:
+            if isinstance(row, AlertIncident):
+                benign[row.alert_id] = benign.get(row.alert_id, True) and row.closed_benign
+        return [(ref, a) for ref, a in alerts if not benign.get(a.alert_id, False)]
+    incidents = sections.get("query_incidents")
+    if incidents is None or incidents.error or not incidents.records or incidents.total > len(incidents.records):
+        return alerts
+    every = all(isinstance(i, Incident) and closed_benign(i) for i in incidents.records)
+    return [] if every else alerts
 
 
 def _technique_alerts(sections: Sections) -> Signal | None:
