@@ -27,7 +27,8 @@ Signals and weights (the first match of a signal's rules counts; a signal counts
 - technique_alerts: alerts (High or Medium) whose techniques are credential dumping (T1003, LSASS access) or
   ransomware (T1486 data encrypted, T1490 recovery inhibited), or High alerts of the CommandAndControl tactic (the
   malware running and calling out): 60 (alone high).
-- high_severity_alerts: High-severity alerts naming the entity: 25 (else medium_severity_alerts: 10).
+- high_severity_alerts: High-severity alerts naming the entity (other than technique_alerts'): 25 (else
+  medium_severity_alerts: 10).
 - malicious_process: a process matching a known-bad pattern (PROCESS_PATTERNS: encoded PowerShell, credential
   dumping, shadow copy deletion, LOLBin download, download cradle, Defender tampering, log clearing, recovery
   disabled, coin miner; Office spawning a shell): 60 (alone high) for credential dumping, shadow copy deletion and
@@ -259,7 +260,7 @@ def _standalone_alert(alert: AlertSummary) -> str:
 
 
 def _alerts(sections: Sections) -> Signal | None:
-    alerts = _counted_alerts(sections)
+    alerts = [(ref, a) for ref, a in _counted_alerts(sections) if not _standalone_alert(a)]  # each alert counts once
     for severity, name, weight in (("High", "high_severity_alerts", 25), ("Medium", "medium_severity_alerts", 10)):
         matched = [(ref, a) for ref, a in alerts if a.severity == severity]
         if matched:
