@@ -291,3 +291,25 @@ def test_the_alerts_incidents_are_asked_only_when_an_incident_was_closed_benign(
     assert second_round([alerts, open_only], ()) == []
     closed = _section("query_incidents", _incident(1, "Closed", "BenignPositive"), first=3)
     assert second_round([alerts, closed], ()) == [("evidence_alert_incidents", {"alert_ids": ["a1"]})]
+
+
+def test_a_push_accepted_after_an_mfa_flood_is_high_alone() -> None:
+    denied = SigninGroup("a@contoso.com", "500121", "", C2, "NG", "Azure Portal", "", 6, AT, AT)
+    later = AT.replace(hour=10)
+    accepted = SigninGroup("a@contoso.com", "0", "", C2, "NG", "Azure Portal", "", 1, later, later)
+    assessment = assess([_section("evidence_signins", denied, accepted)], "account")
+    assert [(s.name, s.weight) for s in assessment.signals] == [("mfa_fatigue", 60)]
+    assert assess([_section("evidence_signins", denied)], "account").level is Level.MEDIUM  # the flood alone
+
+
+def test_a_new_admin_role_for_an_account_signing_in_from_a_new_country_is_high() -> None:
+    from bot.sentinel.evidence import DirectoryChange
+
+    role = DirectoryChange(AT, "Add member to role", "success", "mallory@contoso.com", ("a@contoso.com",),
+                           "Global Administrator", False)
+    home = SigninGroup("a@contoso.com", "0", "", "192.0.2.1", "US", "Teams", "", 3, AT, AT, known_country=True)
+    away = SigninGroup("a@contoso.com", "0", "", "198.51.100.1", "RU", "Teams", "", 1, AT, AT, known_country=False)
+    sections = [_section("evidence_directory", role), _section("evidence_signins", home, away, first=2)]
+    signals = _signals(sections, "account")
+    assert signals["attack_chain"].evidence == ("E1", "E3") and assess(sections, "account").level is Level.HIGH
+    assert assess(sections[:1], "account").level is Level.MEDIUM  # the role alone
