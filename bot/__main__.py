@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from bot import package, telemetry
 from bot.config import ConfigError, Settings
+from bot.investigation.counterparties import TOOL as COUNTERPARTY_TOOL
+from bot.investigation.run import TOOL as INVESTIGATE
 from bot.sentinel.client import RawTable, SentinelClient, iso_duration
 from bot.sentinel.models import QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
@@ -130,6 +132,10 @@ def _print_kql(tool: str, raw_arguments: str) -> int:
         print(text)
         print(f"// timespan sent with the query{'' if len(recorder.seen) == 1 else f' {n + 1}'}: "
               f"{iso_duration(query.timespan.total_seconds())}", file=sys.stderr)
+    if tool == INVESTIGATE:  # its second round depends on the rows the first returns (none here)
+        print(f"\n// then, when those rows name counterparties (addresses, domains, URLs, hashes, senders), one more "
+              f"query: {COUNTERPARTY_TOOL} with them as its values (kql {COUNTERPARTY_TOOL} --args "
+              f"'{{\"values\": [\"203.0.113.5\"]}}' prints it)")
     return 0
 
 

@@ -2,9 +2,13 @@
 other key the alerts know it by (``get_entity_identity``: a SID, object id, DOMAIN\\name, FQDN or device id), so the
 evidence tables are searched by all of them; then the evidence queries that read its kind plus the alerts and
 incidents naming it, all at once (``asyncio.gather`` through the client, each its
-own validated, timed, decoded query), then the assessment. One ``QueryResult`` holding one ``Investigation`` comes
+own validated, timed, decoded query); then a second round (``second_round``) of what those rows call for: the
+counterparties they touched (IPs, domains, URLs, hashes, senders; ``counterparties``) looked up in threat intelligence
+(when they name any), and the incidents of the alerts (only when an incident naming the entity was closed as false or
+benign positive); then the assessment. One ``QueryResult`` holding one ``Investigation`` comes
 back, its metadata's KQL every query's text, so the Data sources footnote and "Show query" work as for any read.
-A query that fails leaves its section marked (its rows unknown), never the whole investigation, unless all fail."""
+A query that fails leaves its section marked (its rows unknown), never the whole investigation, unless all of the
+first round fail."""
 
 from __future__ import annotations
 
@@ -14,15 +18,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from bot.investigation.assessment import assess
+from bot.investigation.assessment import assess, closed_benign
+from bot.investigation.counterparties import TOOL as COUNTERPARTY_TOOL
+from bot.investigation.counterparties import lookup_values
 from bot.investigation.models import Investigation, Section
 from bot.sentinel.client import SentinelClient, iso_duration
-from bot.sentinel.models import QueryError, QueryMetadata, QueryResult
+from bot.sentinel.models import AlertSummary, Incident, QueryError, QueryMetadata, QueryResult
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
 from bot.sentinel.queries import Query, make_query
 from bot.sentinel.queries.entity_identity import EntityIdentityQuery
 from bot.sentinel.queries.evidence import EVIDENCE
+from bot.sentinel.queries.evidence.alert_incidents import MAX_ALERT_IDS, AlertIncidentsQuery, alert_id
 from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW, MAX_ALSO
+from bot.sentinel.queries.evidence.counterparty_intel import CounterpartyIntelQuery
 from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
 
 TOOL = "investigate_entity"
@@ -31,7 +39,9 @@ MAX_RELATED = 50  # alerts and incidents naming the entity
 IDENTITY_TOOL = EntityIdentityQuery.tool
 _IDENTITY_KINDS = (EntityKind.ACCOUNT, EntityKind.HOST)  # the kinds known by several keys
 _RELATED = ("query_alerts", "query_incidents")
-_TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents"}
+_TITLES = {cls.tool: cls.title for _, cls in EVIDENCE} | {"query_alerts": "Alerts", "query_incidents": "Incidents",
+                                                          COUNTERPARTY_TOOL: CounterpartyIntelQuery.title,
+                                                          AlertIncidentsQuery.tool: AlertIncidentsQuery.title}
 
 
 def plan(entity: Entity, window: TimeWindow, also: tuple[str, ...] = ()) -> list[tuple[str, dict[str, object]]]:
@@ -68,6 +78,11 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
     if len(failed) == len(sections):
         first = next(r for r in results if isinstance(r, QueryError))
         return replace(first, tool=TOOL, kql=_kql(sections))
+    second = second_round(sections, (entity.value, *also))
+    if second:
+        answers = await asyncio.gather(*(client.run(tool, args) for tool, args in second))
+        more, more_failed = _sections(second, list(answers), first_ref=sum(len(s.records) for s in sections) + 1)
+        sections, failed = sections + more, failed + more_failed
     assessment = assess(sections, entity.kind.value)
     investigation = Investigation(entity.kind.value, entity.value, window.value, datetime.now(UTC), tuple(sections),
                                   assessment, also)
@@ -77,6 +92,23 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
         kql=_kql(sections), timespan=iso_duration(max(window.duration.total_seconds(), 30 * 86400)),
         source=client.source, warnings=tuple(f"{s.title}: {s.error}" for s in failed))
     return QueryResult(records=(investigation,), metadata=metadata)
+
+
+def second_round(sections: list[Section], own: tuple[str, ...]) -> list[tuple[str, dict[str, object]]]:
+    """The queries the first round's rows call for: the counterparties they touched, in threat intelligence (when
+    they name any); the incidents of the alerts (when an incident naming the entity was closed as false or benign
+    positive, so an alert may be discounted)."""
+    queries: list[tuple[str, dict[str, object]]] = []
+    values = lookup_values(sections, own)
+    if values:
+        queries.append((COUNTERPARTY_TOOL, {"values": list(values)}))
+    by_name = {s.name: s for s in sections}
+    incidents, alerts = by_name.get("query_incidents"), by_name.get("query_alerts")
+    if incidents and alerts and any(isinstance(i, Incident) and closed_benign(i) for i in incidents.records):
+        ids = [a.alert_id for a in alerts.records if isinstance(a, AlertSummary) and alert_id(a.alert_id)]
+        if ids:
+            queries.append((AlertIncidentsQuery.tool, {"alert_ids": list(dict.fromkeys(ids))[:MAX_ALERT_IDS]}))
+    return queries
 
 
 async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:
@@ -108,11 +140,10 @@ def _parsed(arguments: Mapping[str, object]) -> tuple[Entity, TimeWindow]:
     return detect(arguments.get("entity"), kind), parse_time_window(arguments.get("time_window"), DEFAULT_WINDOW)
 
 
-def _sections(queries: list[tuple[str, dict[str, object]]],
-              results: list[QueryResult | QueryError]) -> tuple[list[Section], list[Section]]:
+def _sections(queries: list[tuple[str, dict[str, object]]], results: list[QueryResult | QueryError],
+              first_ref: int = 1) -> tuple[list[Section], list[Section]]:
     sections: list[Section] = []
     failed: list[Section] = []
-    first_ref = 1
     for (tool, _), result in zip(queries, results, strict=True):
         if isinstance(result, QueryError):
             section = Section(tool, _TITLES[tool], (), 0, result.kql, 0.0, error=result.message, first_ref=first_ref)

@@ -265,3 +265,25 @@ class Indicator:
 
 _ID_KIND = {"ipv4-addr": "ip", "ipv6-addr": "ip", "url": "url", "domain-name": "dns", "file": "filehash",
             "email-addr": "account"}
+
+
+@dataclass(frozen=True)
+class AlertIncident:
+    """An alert's incident and how it stands (SecurityIncident's latest row naming the alert in its AlertIds)."""
+
+    HEADERS: ClassVar[tuple[str, ...]] = ("alert", "incident", "status", "classification")
+    alert_id: str
+    incident: int
+    status: str
+    classification: str
+
+    @property
+    def closed_benign(self) -> bool:
+        """Closed as false positive or benign positive: an analyst judged the detection not an attack."""
+        return self.status.lower() == "closed" and self.classification.lower() in ("falsepositive", "benignpositive")
+
+    def identifiers(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.alert_id, f"#{self.incident}", self.status, self.classification or "-")

@@ -239,7 +239,8 @@ async def test_a_429_storm_is_bounded_and_the_analyst_is_told(fake_logs: FakeLog
         return None
 
     routed = await CommandRouter(client, None).route("investigate alice@contoso.com", Conversation(), status)
-    # Each query (the identity look-up first, then the planned ones): one try and two retries, no more.
+    # Each query (the identity look-up first, then the planned ones): one try and two retries, no more. With every
+    # evidence query refused there are no rows, so no second round (the counterparties in threat intelligence).
     assert len(fake_logs.requests) == (1 + len(planned)) * 3
     run = routed.run
     assert run is not None and isinstance(run.artifact, QueryError) and not run.retried

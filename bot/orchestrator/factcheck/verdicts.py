@@ -34,7 +34,8 @@ NAMED_SIGNALS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
         (r"\b(?:sign-?ins?|logins?|logons?) from a new country|\bnew (?:sign-?in )?country", ("Sign-ins from a new",)),
         (r"\b(?:new|added to an?|granted an?) (?:privileged |admin(?:istrator)? )?role\b",
          ("New privileged", "New role")),
-        (r"\bmalicious process|\bcredential dumping|\bencoded powershell", ("Malicious process",)),
+        (r"\bmalicious process|\bencoded powershell", ("Malicious process",)),
+        (r"\bcredential dumping", ("Malicious process", "Credential dumping")),
         (r"\brisky user|\bflagged as risky", ("Risky user",)),
     ))
 

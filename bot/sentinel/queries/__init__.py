@@ -29,8 +29,10 @@ from bot.sentinel.queries.alert_trend import AlertTrendQuery
 from bot.sentinel.queries.alerts import AlertsQuery
 from bot.sentinel.queries.analyst_kql import AnalystQuery
 from bot.sentinel.queries.entity_identity import EntityIdentityQuery
-from bot.sentinel.queries.evidence import EVIDENCE_SPECS
+from bot.sentinel.queries.evidence import EVIDENCE_SPECS, alert_incidents, counterparty_intel
+from bot.sentinel.queries.evidence.alert_incidents import AlertIncidentsQuery
 from bot.sentinel.queries.evidence.common import EvidenceQuery
+from bot.sentinel.queries.evidence.counterparty_intel import CounterpartyIntelQuery
 from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQuery
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
 from bot.sentinel.queries.incidents import IncidentsQuery
@@ -49,7 +51,8 @@ from bot.sentinel.spec import (
 
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
-         | IncidentChangesQuery | Hunt | AnalystQuery | EvidenceQuery | EntityIdentityQuery)
+         | IncidentChangesQuery | Hunt | AnalystQuery | EvidenceQuery | EntityIdentityQuery | CounterpartyIntelQuery
+         | AlertIncidentsQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -64,6 +67,8 @@ QUERIES: tuple[QuerySpec, ...] = (
     analyst_kql.SPEC,
     entity_identity.SPEC,  # internal: an investigation asks it first, for every key of an account or host
     *EVIDENCE_SPECS,  # internal: an investigation runs them (bot.investigation)
+    counterparty_intel.SPEC,  # internal: an investigation's second round, its rows' counterparties in TI
+    alert_incidents.SPEC,  # internal: the second round too, when an alert may be of a false/benign positive
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}
 

@@ -34,10 +34,16 @@ class ThreatIntelQuery(EvidenceQuery):
 
 
 def _kql(query: ThreatIntelQuery) -> str:
-    return f"""// {query.tool}: threat-intelligence indicators of the {query.entity.kind.value}
-{declaration(query)}let indicators = materialize(ThreatIntelIndicators
-    | where TimeGenerated > {query.ago}
-    | where ObservableValue in~ (entity_spellings)
+    return indicators_kql(f"// {query.tool}: threat-intelligence indicators of the {query.entity.kind.value}\n"
+                          f"{declaration(query)}", "entity_spellings", query.ago)
+
+
+def indicators_kql(head: str, values: str, ago: str) -> str:
+    """The latest row of each indicator whose observable is one of the values the KQL ``values`` holds (declared in
+    ``head``), most confident first, with whether it is valid now (shared with ``evidence_counterparty_intel``)."""
+    return f"""{head}let indicators = materialize(ThreatIntelIndicators
+    | where TimeGenerated > {ago}
+    | where ObservableValue in~ ({values})
     | summarize arg_max(TimeGenerated, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil, IsActive,
         Revoked, IsDeleted, Tags) by Id
     | where not(coalesce(IsDeleted, false))
@@ -53,6 +59,12 @@ indicators
 
 def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
+    return indicators_demo(conn, demo_params(query, now))
+
+
+def indicators_demo(conn: sqlite3.Connection, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The demo's ``indicators_kql``: ``params`` holds ``start``, ``now`` and ``spellings`` (a JSON array of the
+    values, lower case)."""
     order = ", ".join(f"{name} {'DESC' if descending else 'ASC'}" for name, descending in _ORDER)
     # SQLite's bare-column rule: with MAX(), the other columns come from the row holding the maximum (arg_max).
     return demo_sql.fetch(conn, f"""WITH latest AS (
@@ -66,7 +78,7 @@ def _demo(query: ThreatIntelQuery, conn: sqlite3.Connection, now: datetime,
             (COALESCE(IsActive, 0) AND NOT COALESCE(Revoked, 0) AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
              AND (COALESCE(ValidUntil, '') = '' OR ValidUntil > :now)) AS Valid, Tags, COUNT(*) OVER () AS TotalMatched
         FROM latest WHERE NOT COALESCE(IsDeleted, 0)
-        ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
+        ORDER BY {order} LIMIT {MAX_EVIDENCE_ROWS}""", params)
 
 
 def decode(row: Row) -> Indicator:
@@ -75,10 +87,10 @@ def decode(row: Row) -> Indicator:
                      as_datetime(row.get("ValidUntil")), as_bool(row.get("Valid")), as_text(row.get("Tags")))
 
 
+RESULT = (("Id", "string"), ("ObservableKey", "string"), ("ObservableValue", "string"), ("Confidence", "int"),
+          ("ValidFrom", "datetime"), ("ValidUntil", "datetime"), ("Valid", "bool"), ("Tags", "string"),
+          ("TotalMatched", "long"))
 SPEC = QuerySpec(
-    name=ThreatIntelQuery.tool, params=params(), make=make(ThreatIntelQuery), kql=_kql,
-    result=(("Id", "string"), ("ObservableKey", "string"), ("ObservableValue", "string"), ("Confidence", "int"),
-            ("ValidFrom", "datetime"), ("ValidUntil", "datetime"), ("Valid", "bool"), ("Tags", "string"),
-            ("TotalMatched", "long")),
+    name=ThreatIntelQuery.tool, params=params(), make=make(ThreatIntelQuery), kql=_kql, result=RESULT,
     keys=("ObservableValue",), decode=decode, demo=_demo, internal=True,
 )
