@@ -312,7 +312,7 @@ def _plan_entity(question: Question, system: str, refs: dict[int, Reference], of
     if not question.entities:
         return None
     kind, value = question.entities[0]
-    if _hunt_for(question):
+    if _hunt_for(question) and not question.says(r"\binvestigat"):
         return None  # "failed sign-ins for lena@..." is a hunt, filtered to the entity
     if question.says(r"\balerts?\b") and not question.says(_INVESTIGATE):
         return [("query_alerts", {"entity": value, "time_window": question.window or "last_7d"}
@@ -487,10 +487,10 @@ def answer(question: Question, results: list[Result]) -> str:
             parts.append(_none(result))
         else:
             parts.append(_PHRASES.get(result.tool, _generic)(question, result))
-    return " ".join(p for p in parts if p) or "The queries returned nothing I can summarise."
+    return " ".join(dict.fromkeys(p for p in parts if p)) or "The queries returned nothing I can summarise."
 
 
-_SLIPS = ("unknown_tool", "not valid JSON", "not an incident", "must be one of")
+_SLIPS = ("unknown_tool", "not valid JSON", "not an incident", "is not one of")
 
 
 def _none(result: Result) -> str:
@@ -505,13 +505,17 @@ def _none(result: Result) -> str:
 
 
 def _count(head: str, noun: str) -> str:
-    """ "1 incident", "20 of 93 incidents" from the result's first line."""
+    """ "1 incident", "20 of 93 high open incidents" from the result's first line: the total named by what the query
+    counted (its minimum severity and status), as the fact check reads a count."""
     match = re.search(r"-> (\d+)(?: of (\d+))? ", head)
     if not match:
         return f"Some {noun}s"
     total = int(match.group(2) or match.group(1))
     shown = f"{match.group(1)} of {total}" if match.group(2) else str(total)
-    return f"{shown} {noun}" + ("" if total == 1 else "s")
+    severity = re.search(r"min_severity=(High|Medium|Low)\b", head)
+    status = re.search(r"status=(open|Closed|New|Active)\b", head)
+    words = [m.group(1).lower() for m in (severity, status) if m]
+    return " ".join([shown, *words, noun + ("" if total == 1 else "s")])
 
 
 def _incidents(question: Question, result: Result) -> str:

@@ -19,6 +19,7 @@ from bot.config import Settings
 from bot.sentinel.client import SentinelClient
 from tests.commands.test_first_hour import PLAYGROUND_USER, readme_questions, try_it_commands
 from tests.support import connector_fake as teams
+from tests.support import rule_model
 from tests.support.connector_fake import FakeConnector, Sent
 from tests.support.openai_fake import FakeOpenAI
 from tests.teams.test_teams_bot import Bot, answered_after, final_messages, next_id, start_bot
@@ -73,8 +74,12 @@ def rows(replies: list[Sent]) -> int:
 
 def says_none(replies: list[Sent]) -> bool:
     """A clear "none": the no-rows card, or the answer's own words."""
-    text = " ".join([r.text for r in replies] + [json.dumps(c) for r in replies for c in r.cards])
-    return bool(re.search(r"\bNo (?:incidents|alerts|entities|rows|one is on shift)\b|None: no ", text))
+    return bool(re.search(r"\bNo (?:incidents|alerts|entities|rows|one is on shift)\b|None: no ", said(replies)))
+
+
+def said(replies: list[Sent]) -> str:
+    """Everything a reply says: its text and its cards (as JSON)."""
+    return " ".join([r.text for r in replies] + [json.dumps(c) for r in replies for c in r.cards])
 
 
 def banner_only(card: dict[str, Any]) -> bool:
@@ -131,3 +136,26 @@ def _actions(node: Any) -> list[dict[str, Any]]:
         for value in node:
             found += _actions(value)
     return found
+
+
+async def test_typos_mixed_case_and_a_model_that_misbehaves_still_get_an_answer(
+        connector: FakeConnector, demo_client: SentinelClient, fake_openai: FakeOpenAI) -> None:
+    """A misspelt command is named back, a shouted one runs, a misspelt question is understood; a model that
+    answers with an unknown tool or arguments that are not JSON, round after round, ends the turn with a line that
+    says what failed, and the next question is answered."""
+    running, server = await _bot(connector, demo_client, fake_openai)
+    try:
+        typo = await ask(running, "incidnets 24h")
+        assert 'Did you mean \\"incidents 24h\\"?' in said(typo), said(typo)
+        assert rows(await ask(running, "INCIDENTS 7D HIGH")) > 0
+        assert rows(await ask(running, "Waht HIGH incidnets came in this week?")) > 0
+        for kind, failure in (("unknown-tool", "There is no tool named 'close_all_incidents'"),
+                           ("bad-arguments", "The arguments were not valid JSON")):
+            fake_openai.brain = rule_model.misbehaving(kind, times=99)
+            replies = await ask(running, "which high incidents came in this week?")
+            assert f"That query failed: {failure}" in said(replies), said(replies)
+            assert not [c for r in replies for c in r.cards if banner_only(c)]
+            fake_openai.brain = rule_model.brain
+            assert rows(await ask(running, "which high incidents came in this week?")) > 0, "the turn after works"
+    finally:
+        await server.close()
