@@ -163,3 +163,16 @@ async def test_a_model_that_only_sends_bad_calls_still_ends_the_turn_with_a_clea
     model.brain = rule_model.brain  # the conversation goes on
     after = await stand_in.answer(conversation, "high incidents this week")
     assert with_rows(after) and not after.failed
+
+
+async def test_a_hash_from_a_list_is_investigated_whole(stand_in: Orchestrator) -> None:
+    """A SHA-256's [n]: the prompt lists it whole (a URL's stays short), so the model can pass it to a query."""
+    conversation = Conversation()
+    listed = await stand_in.answer(conversation, "which entities were targeted most this month?")
+    assert with_rows(listed)
+    sha256 = next(r for r in conversation.references.items
+                  if r.key.startswith("filehash:") and len(r.key.split(":", 1)[1]) == 64)
+    result = await stand_in.answer(conversation, f"is [{sha256.n}] malicious?")
+    assert calls(result) == [("investigate_entity", {"entity": sha256.key.split(":", 1)[1], "entity_type": "hash",
+                                                     "time_window": "last_7d"})]
+    assert not result.failed and not result.findings
