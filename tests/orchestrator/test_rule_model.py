@@ -176,3 +176,10 @@ async def test_a_hash_from_a_list_is_investigated_whole(stand_in: Orchestrator) 
     assert calls(result) == [("investigate_entity", {"entity": sha256.key.split(":", 1)[1], "entity_type": "hash",
                                                      "time_window": "last_7d"})]
     assert not result.failed and not result.findings
+
+
+async def test_a_change_asked_for_where_changes_are_off_gets_a_read_only_line(stand_in: Orchestrator) -> None:
+    conversation = Conversation()
+    await stand_in.answer(conversation, "high incidents this week")
+    result = await stand_in.answer(conversation, "please escalate [1] to whoever is on call")
+    assert result.runs == [] and result.text.startswith("I can only read here") and "who is on call" in result.text
