@@ -133,6 +133,9 @@ async def test_what_it_cannot_read_it_says_with_what_to_try(stand_in: Orchestrat
         assert "hunt failed sign-ins" in result.text and "help" in result.text
     windowed = await stand_in.answer(Conversation(), "sing me something for the last 7 days")
     assert windowed.text.startswith("I read the last 7 days, but not what to look up")
+    unnamed = await stand_in.answer(Conversation(), "is this account compromised? lena")
+    assert unnamed.runs == [] and "you want an investigation, but not of what" in unnamed.text, \
+        "not the top entities list"
 
 
 async def test_a_watch_asked_in_words_gets_the_command_that_makes_it(stand_in: Orchestrator) -> None:

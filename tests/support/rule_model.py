@@ -310,6 +310,10 @@ def _plan_entity(question: Question, system: str, refs: dict[int, Reference], of
     """An entity named by its shape: its alerts or incidents when the question asks for a list, its sign-ins or
     processes as a hunt, else an investigation."""
     if not question.entities:
+        if question.says(r"compromised|investigat|suspicious|malicious") and not question.cited:
+            read = f"I read {', '.join(question.understood)} and" if question.understood else "I read"
+            return (f"{read} that you want an investigation, but not of what: name the account by its UPN "
+                    "(name@domain), the host by its name, or the IP, hash or URL, or give its [n] from a list.")
         return None
     kind, value = question.entities[0]
     if _hunt_for(question) and not question.says(r"\binvestigat"):
