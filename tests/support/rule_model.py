@@ -640,8 +640,9 @@ def _investigation(question: Question, result: Result) -> str:
 def _hunt(question: Question, result: Result) -> str:
     """The hunt's count and its first rows, each row's cells but its time, as the hunt returned them."""
     table = re.search(r"table=(\w+)", result.head)
-    shown = ["{} {}".format(r["ref"], " ".join(v for k, v in r.items() if k not in ("ref", "TimeGenerated")
-                                               and v != "-")[:100]) for r in result.rows()[:3]]
+    shown = ["{} {}{}".format(r["ref"], " ".join(v for k, v in r.items() if k not in ("ref", "TimeGenerated", "Count")
+                                                 and v != "-")[:100], f" ({r['Count']})" if "Count" in r else "")
+             for r in result.rows()[:3]]
     first = f"; first: {'; '.join(shown)}" if shown else ""
     return (f"Hunt over {table.group(1) if table else 'the logs'} in {_window_of(result.head)}: "
             f"{_count(result.head, 'row')}{first}.")
