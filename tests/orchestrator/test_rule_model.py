@@ -75,6 +75,8 @@ def with_rows(result: TurnResult) -> bool:
      {"time_window": "last_7d", "min_severity": "Medium"}),
     ("my open incidents", "query_incidents", {"owner": "me", "status": "open", "time_window": "last_30d"}),
     ("is the alert volume unusual this month?", "get_alert_trend", {"time_window": "last_30d"}),
+    ("incidents that match qakbot", "query_incidents", {"search": "qakbot", "time_window": "last_30d"}),
+    ("alerts about mimikatz this week", "query_alerts", {"search": "mimikatz", "time_window": "last_7d"}),
     ("who's on call right now", "get_on_call", {}),
 ])
 async def test_it_picks_the_tool_the_question_asks_for(stand_in: Orchestrator, question: str, tool: str,

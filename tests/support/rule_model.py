@@ -85,7 +85,7 @@ def corrected(text: str) -> str:
         word = match.group(0)
         if len(word) < 5 or word in _VOCABULARY or re.search(r"[\d@./\\]", word):
             return word
-        close = difflib.get_close_matches(word, _VOCABULARY, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(word, _VOCABULARY, n=1, cutoff=0.85)  # "match" stays, not "watch"
         return close[0] if close else word
     return re.sub(r"[\w@./\\-]+", fix, text.lower())
 
@@ -407,7 +407,19 @@ def _plan_lists(question: Question, system: str, refs: dict[int, Reference], off
             not calls and question.severity):
         # "what is high this week?": a severity and nothing else to look at means incidents
         calls.append(("query_incidents", dict(common) | _queue(question)))
-    return calls
+    return [(tool, arguments | _search(question, tool)) for tool, arguments in calls]
+
+
+_SEARCH = re.compile(r"\b(?:search(?:ing)? for|matching|match|mentioning|containing|about|with)\s+[\"']?"
+                     r"(?!the\b|a\b|an\b|any\b|high\b|medium\b|low\b)([A-Za-z][\w.-]{2,40})")
+
+
+def _search(question: Question, tool: str) -> dict[str, Any]:
+    """"incidents about qakbot": the words searched for in titles and descriptions (30 days unless said)."""
+    found = _SEARCH.search(question.typed)
+    if tool not in ("query_incidents", "query_alerts") or found is None:
+        return {}
+    return {"search": found.group(1)} | ({} if question.window else {"time_window": "last_30d"})
 
 
 def _queue(question: Question) -> dict[str, Any]:
