@@ -93,7 +93,8 @@ async def test_every_readme_example_and_welcome_button_on_the_page(model: bool, 
                 await see(pg.url + "/", tmp_path / "readme.png", say=typed, press=buttons, timeout_ms=30000,
                           before_press=("Sentinel assistant",), height=12000,
                           expect=["Assessment", "On call", *(ON_THE_PAGE[b] for b in buttons)]
-                          + (["most severe first", "the card lists them"] if model else ["not enabled"]))
+                          + (["most severe first", "the card lists them", "The bot's assessment of account",
+                              "Hunt over SigninLogs"] if model else ["not enabled"]))
                 replies = answers(pg, pg.personal_chat_id)
         finally:
             await bot.stop()

@@ -25,9 +25,8 @@ from tests.support.openai_fake import FakeOpenAI
 from tests.teams.test_teams_bot import Bot, answered_after, final_messages, next_id, start_bot
 
 # What the README quotes and what the stand-in cannot know from it alone: the questions a README reader also asks.
-MORE_QUESTIONS = ("show failed sign-ins for the last 24 hours", "is lena.fischer@contoso.com compromised?",
-                  "hunt for phishing emails this week", "give me a summary of today", "who is on call?",
-                  "tell me more about [1]")
+MORE_QUESTIONS = ("hunt for phishing emails this week", "give me a summary of today", "who is on call?",
+                  "incidents that match qakbot", "tell me more about [1]")
 
 
 async def _bot(connector: FakeConnector, sentinel: SentinelClient, model: FakeOpenAI | None) -> tuple[Bot, Any]:
