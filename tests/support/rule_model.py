@@ -249,10 +249,27 @@ def _plan_change(question: Question, system: str, refs: dict[int, Reference], of
         return [("set_incident_severity", {"incident_ref": number, "severity": severity.group(2).title()})]
     if re.search(r"\breopen\b", text):
         return [("set_incident_status", {"incident_ref": number, "status": "Active"})]
+    if re.search(r"\b(?:close|resolve)\b", text):
+        return _closing(question, number)
     if re.search(r"\bcomment\b", text) and ":" in question.typed:
         return [("add_incident_comment", {"incident_ref": number,
                                           "comment": question.typed.split(":", 1)[1].strip()})]
     return None
+
+
+_CLASSIFICATIONS = (("false positive", "FalsePositive"), ("true positive", "TruePositive"),
+                    ("benign", "BenignPositive"), ("undetermined", "Undetermined"))
+
+
+def _closing(question: Question, number: str) -> list[Call] | str:
+    """"close [2], false positive: pen test": a classification and the analyst's reason, or the question for them."""
+    classification = next((value for words, value in _CLASSIFICATIONS if words in question.text), None)
+    reason = question.typed.split(":", 1)[1].strip() if ":" in question.typed else ""
+    if classification is None or not reason:
+        return ("Closing needs a classification (false positive, true positive, benign positive or undetermined) "
+                "and your reason after a colon, for example: close it as a false positive: pen test.")
+    return [("set_incident_status", {"incident_ref": number, "status": "Closed", "classification": classification,
+                                     "comment": reason})]
 
 
 def _plan_watch(question: Question, system: str, refs: dict[int, Reference], offered: set[str]) -> str | None:

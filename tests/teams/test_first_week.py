@@ -91,7 +91,7 @@ def check(what: str, replies: list[Sent], model: bool) -> str:
     assert replies, f"{what!r}: no answer"
     assert not [c for r in replies for c in r.cards if banner_only(c)], f"{what!r}: a card holding only the banner"
     text = " ".join(r.text for r in replies)
-    assert "outside my beat" not in text, (what, text)
+    assert "outside my beat" not in text and "Fact check" not in text, (what, text)
     if rows(replies):
         return f"{rows(replies)} rows" + (f" ({text[:150]})" if text else "")
     if says_none(replies):
