@@ -60,6 +60,8 @@ def with_rows(result: TurnResult) -> bool:
     ("who clicked https://onedrive-files-share.test/s/Invoice_8823.html? investigate it", "investigate_entity",
      {"entity": "https://onedrive-files-share.test/s/Invoice_8823.html", "entity_type": "url",
       "time_window": "last_7d"}),
+    ("is onedrive-files-share.test a bad domain?", "investigate_entity",
+     {"entity": "onedrive-files-share.test", "entity_type": "domain", "time_window": "last_7d"}),
     ("alerts for host ws-legal-143 today", "query_alerts", {"entity": "ws-legal-143", "time_window": "last_24h"}),
     ("show failed sign-ins for the last 24 hours", "hunt",
      {"table": "SigninLogs", "time_window": "24h", "where": [["ResultType", "!=", "0"]], "summarize": ["count()"],
@@ -188,3 +190,12 @@ async def test_a_change_asked_for_where_changes_are_off_gets_a_read_only_line(st
     await stand_in.answer(conversation, "high incidents this week")
     result = await stand_in.answer(conversation, "please escalate [1] to whoever is on call")
     assert result.runs == [] and result.text.startswith("I can only read here") and "who is on call" in result.text
+
+
+def test_the_same_request_gets_the_same_answer() -> None:
+    body = {"messages": [{"role": "system", "content": "References shown to the analyst so far:\n[3] incident #42"},
+                         {"role": "user", "content": "tell me more about [3]"}],
+            "tools": [{"type": "function", "function": {"name": "get_incident_detail"}}]}
+    first, again = rule_model.brain(body), rule_model.brain(body)
+    assert first == again and first.completion is not None
+    assert first.completion.tool_calls[0].arguments == '{"incident_ref": "42"}'
