@@ -304,11 +304,16 @@ class _Check:
         return f"{identifier.describe()} is not in any query result in this conversation"
 
     def _mismatched_reference(self, identifier: Identifier, inside: list[Identifier], index: int) -> str | None:
-        """"#14448 [1]" where [1] is another incident."""
+        """"#14448 [1]" where [1] is another incident; not in a list of "[n] #N" pairs ("[1] #14478, [2] #14363"),
+        where the number after [2] is its own."""
         if identifier.kind is not IdKind.REFERENCE or index == 0:
             return None
         before = inside[index - 1]
+        after = inside[index + 1] if index + 1 < len(inside) else None
         reference = self.references.get(int(identifier.value))
+        if (after is not None and after.kind is IdKind.INCIDENT and after.start - identifier.end <= 3
+                and reference is not None and reference.key == after.value):
+            return None
         if (before.kind is IdKind.INCIDENT and identifier.start - before.end <= 3 and reference is not None
                 and reference.kind is RefKind.INCIDENT and reference.key != before.value):
             return f"[{identifier.value}] is incident #{reference.key}, not #{before.value}"
