@@ -547,7 +547,8 @@ def _count(head: str, noun: str) -> str:
     shown = f"{match.group(1)} of {total}" if match.group(2) else str(total)
     severity = re.search(r"min_severity=(High|Medium|Low)\b", head)
     status = re.search(r"status=(open|Closed|New|Active)\b", head)
-    words = [m.group(1).lower() for m in (severity, status) if m]
+    unassigned = re.search(r"owner=(unassigned)\b", head)
+    words = [m.group(1).lower() for m in (severity, status, unassigned) if m]
     return " ".join([shown, *words, noun + ("" if total == 1 else "s")])
 
 
@@ -623,9 +624,10 @@ def _detail(question: Question, result: Result) -> str:
     owner = fields.get("owner", "-").strip()
     who = f"owned by {owner}" if owner not in ("", "-", "Unassigned") else "not assigned to anyone yet"
     named = f' "{title.group(1)[:80]}"' if title else ""
-    alerts = next((line for line in lines if line.startswith("alerts (")), "")
-    counted = re.match(r"alerts \((\d+) of (\d+)\)", alerts)
-    more = f" It has {counted.group(2)} alerts; the card lists them with its entities." if counted else ""
+    listed = next((line for line in lines if line.startswith("alerts (")), "")
+    counted = re.match(r"alerts \((\d+) of (\d+)\)", listed)
+    alerts = f"{counted.group(2)} alert{'' if counted.group(2) == '1' else 's'}" if counted else ""
+    more = f" It has {alerts}; the card lists them with its entities." if counted else ""
     return (f"Incident {ref.group(1) if ref else ''} #{number.group(1)}{named} ({fields.get('severity', '?')}, "
             f"{fields.get('status', '?')}) is {who}.{more}").replace("  ", " ")
 
