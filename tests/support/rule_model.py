@@ -556,7 +556,7 @@ def _incidents(question: Question, result: Result) -> str:
     rows = result.rows()
     shown = ", ".join(f"{r['ref']} #{r['number']} ({r['severity']}, {r['status']}, {r['owner']})" for r in rows[:3])
     text = f"{_count(result.head, 'incident')}; most severe first: {shown}."
-    if question.says(r"anyone on it|assigned|who owns|owner"):
+    if question.says(r"any(?:one|body) (?:on|working)|working on|assigned|who owns|owner"):
         text += " " + _owners(rows)
     return text
 
