@@ -37,8 +37,9 @@ class SourceLine:
 
 
 def footer(sources: Sequence[SourceLine], *, demo: bool, disclaimer: bool, notices: Sequence[str]) -> Element | None:
-    """The footnote card, or None when there is nothing to show."""
-    if not (sources or demo or disclaimer or notices):
+    """The footnote card, or None when there is nothing to show. The demo banner labels data: an answer that ran no
+    query and has no disclaimer or notice gets no footnote (a card holding only the banner says nothing)."""
+    if not (sources or disclaimer or notices):
         return None
     return fit(lambda kql_chars: _footer(sources[:MAX_SOURCES], demo, disclaimer, notices, kql_chars), MAX_KQL_CHARS)
 

@@ -8,6 +8,7 @@ their numbers are never reused.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -168,7 +169,15 @@ def _context_label(reference: Reference) -> str:
         return f"incident #{reference.key}"
     if reference.kind is RefKind.ALERT:
         return f"alert {reference.key[:8]}"
+    entity_type, _, value = reference.key.partition(":")
+    if _HEX.fullmatch(value) and reference.label.startswith(f"{entity_type} {_short(value)}"):
+        # A file hash whole (a SHA-256 is 64 characters, past the label's 50): only hex digits, so no words, and the
+        # model can pass it to a query ("investigate [7]"); cut, it names nothing.
+        return f"{entity_type} {value}" + reference.label[len(f"{entity_type} {_short(value)}"):]
     return reference.label  # "account alice@contoso.com (12 alerts)": the entity's type leads its label
+
+
+_HEX = re.compile(r"[0-9a-fA-F]{32,128}")
 
 
 def _short(text: str, width: int = 50) -> str:

@@ -263,12 +263,20 @@ class DirectConversations:
                    **extra_headers}
         body = _json(operations._serialize, activity)
         # encoded=True: the path goes out quoted exactly as msrest quoted it (Teams ids hold ':', '@', ';', '=').
-        try:
-            async with self._sessions.current().request(method, URL(url, encoded=True), data=body.encode(),
-                                                        headers=headers) as response:
-                text = await response.text()
-        except (aiohttp.ClientConnectionError, TimeoutError) as error:
-            raise Unreachable(url, error) from error
+        for attempt in (1, 2):
+            try:
+                async with self._sessions.current().request(method, URL(url, encoded=True), data=body.encode(),
+                                                            headers=headers) as response:
+                    text = await response.text()
+                break
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
+                # Closed or reset before any answer on a connection that was open (not a refused one): most often a
+                # kept-alive connection the server had just let go (the Agents Playground's, after 5 idle seconds).
+                # Once more, on a new connection, or the answer is lost.
+                if attempt == 2 or isinstance(error, aiohttp.ClientConnectorError):
+                    raise Unreachable(url, error) from error
+            except (aiohttp.ClientConnectionError, TimeoutError) as error:
+                raise Unreachable(url, error) from error
         if response.status not in (200, 201, 202):
             raise ConnectorError(response.status, response.headers, text)
         try:

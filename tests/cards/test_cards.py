@@ -640,6 +640,10 @@ def test_empty_detail_says_no_incident() -> None:
 
 def test_footer_is_none_when_empty() -> None:
     assert cards.footer([], demo=False, disclaimer=False, notices=[]) is None
+    # An answer that ran no query on the demo workspace: the banner alone would be a card that says nothing.
+    assert cards.footer([], demo=True, disclaimer=False, notices=[]) is None
+    with_notice = cards.footer([], demo=True, disclaimer=False, notices=["Unverified: incident #999"])
+    assert with_notice is not None and texts(with_notice)[0].startswith("Demo workspace")
 
 
 def test_footer_with_everything() -> None:

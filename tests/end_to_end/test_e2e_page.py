@@ -70,12 +70,13 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
-              timeout_ms: int = 20000, press: str | list[str] | None = None, before_press: tuple[str, ...] = ()
-              ) -> None:
+              timeout_ms: int = 20000, press: str | list[str] | None = None, before_press: tuple[str, ...] = (),
+              height: int = 900) -> None:
     """Drive the page as a person would (type, send, press card buttons in turn) and wait until every ``expect``
-    text is visible on it."""
+    text is visible on it. ``height``: the window's (the chat scrolls inside it: a tall one shows more of it)."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
-            "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread"]
+            "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread",
+            "--height", str(height)]
     for title in [press] if isinstance(press, str) else press or []:
         argv += ["--press", title]
     for text in before_press:

@@ -17,6 +17,7 @@ from bot.investigation.models import Investigation, Level
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.factcheck import check
 from bot.orchestrator.factcheck.facts import Facts
+from bot.orchestrator.factcheck.verdicts import VerdictFact, mismatches
 from bot.orchestrator.references import References
 from bot.sentinel import catalog
 from bot.sentinel.client import SentinelClient
@@ -335,6 +336,18 @@ async def test_calling_a_low_assessed_account_compromised_is_marked(backend: Dem
     facts.observe(alice, NOW)
     assert not check(f"{world.ALICE} looks compromised (assessment high).", facts, References(), NOW)
 
+
+
+def test_a_signal_named_as_the_assessment_gives_it_is_not_a_claim_of_compromise() -> None:
+    """"level low (score 15): Malicious email delivered (+15)", as the tool's text gives it and the model is told to
+    report it: the signal's own words are not a claim that the domain is malicious."""
+    verdict = VerdictFact("files-share.test", "domain", "low", 15, ("Malicious email delivered",),
+                          "investigate_entity", NOW)
+    said = ("The bot's assessment of domain files-share.test over the last 7 days: level low (score 15): Malicious "
+            "email delivered (+15).")
+    assert mismatches(said, [verdict]) == []
+    assert [m.note for m in mismatches("files-share.test is malicious, block it.", [verdict])] == ["assessment: low"]
+    assert mismatches("files-share.test: Malicious email delivered, so it is malicious.", [verdict])
 
 
 async def test_a_signal_the_assessment_does_not_have_is_marked(backend: DemoBackend) -> None:

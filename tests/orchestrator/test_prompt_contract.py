@@ -99,6 +99,20 @@ def test_the_reference_list_names_rows_by_short_ids_and_types() -> None:
     assert "Ignore" not in references.context(), "attacker-writable names stay out of the system message"
 
 
+def test_a_file_hash_is_listed_whole_so_the_model_can_pass_it_to_a_query() -> None:
+    sha256, url = "ab" * 32, "https://example.test/" + "a" * 80
+    meta = QueryMetadata("get_top_entities", {}, 2, 2, False, 1.0, "SecurityAlert", "P7D", "demo")
+    references = References()
+    references.register(QueryResult((EntityCount("filehash", sha256, 4, 1, None),
+                                     EntityCount("url", url, 2, 0, None)), meta))
+    lines = references.context().splitlines()
+    assert lines[0] == f"[1] filehash {sha256} (4 alerts)"
+    assert lines[1].startswith("[2] url https://example.test/") and lines[1].endswith("… (2 alerts)"), \
+        "other values stay short: a URL's words are the attacker's"
+    restored = References.from_dict(references.to_dict())
+    assert restored.context().splitlines()[0] == lines[0]
+
+
 def test_the_trend_reads_one_row_per_bin_with_every_count() -> None:
     starts = [datetime(2026, 11, d, tzinfo=UTC) for d in (13, 14, 15)]
     bins = tuple(TrendBin(s, severity, 10 * i + j) for i, s in enumerate(starts)

@@ -249,6 +249,8 @@ FABRICATIONS: list[Case] = [
 
 # Correct answers, in the wordings that used to be flagged.
 CORRECT: list[Case] = [
+    Case("correct", lambda w: f"The two to look at: [{w.ref(w.a.incident.number)}] #{w.a.incident.number}, "
+                              f"[{w.ref(w.b.incident.number)}] #{w.b.incident.number}.", False),
     Case("correct", lambda w: f"#{w.a.incident.number} [{w.ref(w.a.incident.number)}] is {w.a.incident.severity} and "
                               f"{w.a.incident.status}, owned by {w.a.incident.owner}; it came in about "
                               f"{_hours(w, w.a.incident)} hours ago with {w.a.incident.alert_count} alerts.", False),

@@ -218,3 +218,67 @@ async def test_a_sent_activity_is_copied_shallowly_and_left_as_it_was() -> None:
     assert sent is not reply and sent.reply_to_id == "1700000000009" and sent.recipient.id == "29:alice"
     assert sent.attachments[0].content is CARD, "the card is shared, not copied"
     assert reply.__dict__ == before, "the caller's activity is as it was"
+
+
+async def test_a_send_on_a_connection_the_server_just_closed_is_sent_again_on_a_new_one() -> None:
+    """A kept-alive connection the server lets go right after answering (the Agents Playground's, after 5 idle
+    seconds): the next send on it fails before any answer and goes again, once, on a new connection. A server that
+    hangs up on every connection is Unreachable after the second. Without it the analyst's answer was lost ("could
+    not deliver the answer: localhost unreachable (ServerDisconnectedError)")."""
+    import asyncio
+
+    connections: list[int] = []
+    hang_ups: list[bool] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answers the first request of a connection and keeps it open; a second request on it finds it let go
+        (closed unanswered, as when the keep-alive timer fires as the request arrives)."""
+        connections.append(0)
+        for served in range(2):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
+                b"content-length")))
+            await reader.readexactly(length)
+            if served or (hang_ups.pop(0) if hang_ups else False):
+                break
+            body = f'{{"id": "sent-{len(connections)}"}}'.encode()
+            writer.write(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/amer/"
+    sessions, fresh = HttpSessions(), HttpSessions()
+    try:
+        conversations = _direct(ConnectorClient(MicrosoftAppCredentials("", ""), base_url=base), sessions).conversations
+        first = await conversations.send_to_conversation("a:chat", _activity(None))
+        second = await conversations.send_to_conversation("a:chat", _activity(None))  # on the kept connection
+        answered = list(connections)
+        hang_ups[:] = [True, True]
+        again = _direct(ConnectorClient(MicrosoftAppCredentials("", ""), base_url=base), fresh).conversations
+        with pytest.raises(connectors.Unreachable, match=r"unreachable \((?:ServerDisconnectedError|ClientOSError)\)"):
+            await again.send_to_conversation("a:chat", _activity(None))
+    finally:
+        await sessions.close()
+        await fresh.close()
+        server.close()
+        await server.wait_closed()
+    assert (first.id, second.id) == ("sent-1", "sent-2") and len(answered) == 2
+    assert len(connections) == 4, "the hung-up send was tried twice, not more"
+
+
+async def test_a_refused_connection_is_not_tried_again() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sessions = HttpSessions()
+    try:
+        conversations = _direct(ConnectorClient(MicrosoftAppCredentials("", ""),
+                                                base_url=f"http://127.0.0.1:{port}/amer/"), sessions).conversations
+        with pytest.raises(connectors.Unreachable, match="ClientConnectorError"):
+            await conversations.send_to_conversation("a:chat", _activity(None))
+    finally:
+        await sessions.close()

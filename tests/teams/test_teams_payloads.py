@@ -84,12 +84,12 @@ def welcome(outcome: Outcome) -> bool:
 
 
 def model_answer(outcome: Outcome) -> bool:
-    return "Sentinel assistant" in outcome.text and "outside my beat" in outcome.text
+    return "what to look up in your message" in outcome.text and "who is on call" in outcome.text
 
 
 # Each capture, and what a person expects of it. "ad list", "reply to thread" and "tell a joke" go to the model
-# (the rule model says they are outside its beat); "help" is the help card; a press of a card whose data the bot
-# does not know gets the help card too (in the invoke's case after the invoke's own answer).
+# (the rule model says it could not tell what to look up, and what it can do); "help" is the help card; a press of
+# a card whose data the bot does not know gets the help card too (in the invoke's case after the invoke's own answer).
 EXPECTED = {
     "personal-message.zowe-2021": help_card,
     "personal-message.botbuilder-js-4582-2024": model_answer,

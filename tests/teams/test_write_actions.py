@@ -509,3 +509,38 @@ def test_a_conversation_keeps_at_most_eight_pending_changes_and_says_why_the_old
     assert [a.id for a in conversation.pending_actions] == [f"a{n}" for n in range(1, MAX_PENDING_ACTIONS + 1)]
     lapsed = conversation.finished("a0")
     assert lapsed is not None and lapsed.headline.startswith("Lapsed")
+
+
+async def test_the_stand_in_model_proposes_an_escalation_asked_for_in_words(
+        tmp_path: Path, demo_client: SentinelClient, fake_openai: Any) -> None:
+    from tests.support import rule_model
+
+    async with write_rig(tmp_path, demo_client, start=NOW, fake_llm=fake_openai, brain=rule_model.brain) as rig:
+        await rig.say("incidents 30d")
+        await rig.next_messages()
+        await rig.say("please escalate [1] to whoever is on call: contain the host")
+        sent = await rig.next_messages(2)
+        rig.confirmation(sent)
+        calls = [c["function"] for m in fake_openai.requests[-1].messages for c in m.get("tool_calls") or []]
+        assert [c["name"] for c in calls] == ["escalate_incident"], calls
+        assert json.loads(calls[0]["arguments"])["reason"] == "contain the host"
+        assert "Proposed, not done yet" in text_of(sent) and rig.arm.puts == 0
+
+
+async def test_the_stand_in_model_closes_only_with_a_classification_and_a_reason(
+        tmp_path: Path, demo_client: SentinelClient, fake_openai: Any) -> None:
+    from tests.support import rule_model
+
+    async with write_rig(tmp_path, demo_client, start=NOW, fake_llm=fake_openai, brain=rule_model.brain) as rig:
+        await rig.say("incidents 30d open")
+        await rig.next_messages()
+        await rig.say("please close [1], we checked it")
+        [asked] = await rig.next_messages()
+        assert "Closing needs a classification" in text_of([asked]) and rig.arm.puts == 0
+        await rig.say("please close [1] as a false positive: the red team's pen test")
+        sent = await rig.next_messages(2)
+        rig.confirmation(sent)
+        calls = [c["function"] for m in fake_openai.requests[-1].messages for c in m.get("tool_calls") or []]
+        assert [json.loads(c["arguments"]) for c in calls] == [
+            {"incident_ref": json.loads(calls[0]["arguments"])["incident_ref"], "status": "Closed",
+             "classification": "FalsePositive", "comment": "the red team's pen test"}]

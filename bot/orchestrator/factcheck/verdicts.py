@@ -95,7 +95,13 @@ def mismatches(answer: str, verdicts: Iterable[VerdictFact]) -> list[VerdictMism
 
 def _claims(text: str, offset: int, verdict: VerdictFact, span: tuple[int, int]) -> list[VerdictMismatch]:
     out = []
+    # The assessment's own signals named as given ("Malicious email delivered (+15)" in a low assessment): their
+    # words are the bot's, not a claim that the entity is compromised.
+    titled = [m.span() for title in verdict.signals if title
+              for m in re.finditer(re.escape(title), text, re.IGNORECASE)]
     for match in _COMPROMISED.finditer(text):
+        if any(start <= match.start() and match.end() <= end for start, end in titled):
+            continue
         if verdict.level not in _SERIOUS and not _NEGATED.search(text[:match.start()]):
             out.append(VerdictMismatch(offset + match.start(), offset + match.end(), verdict.describe(),
                                        f"assessment: {verdict.level}", span))
