@@ -228,6 +228,24 @@ async def test_get_on_call_is_offered_and_incident_changes_is_not(demo_client: S
     assert "On shift now" in shown and "Grace Okonkwo" in shown and "Hugo Lambert" not in shown
 
 
+async def test_a_round_the_clock_shift_says_so(demo_client: SentinelClient) -> None:
+    """The demo's incident-response lead is on call all day (ShiftStart equals ShiftEnd): every rendering says
+    "round the clock", none "00:00-00:00" or "until 00:00"."""
+    result = ok(await demo_client.get_on_call())
+    grace = next(e for e in result.records if e.name == "Grace Okonkwo")
+    night = next(e for e in result.records if e.name == "Chen Wei")
+    assert grace.round_the_clock and grace.hours == "round the clock"
+    assert not night.round_the_clock and night.hours == "16:00-00:00 UTC"
+    tool = TOOLS.get("get_on_call")
+    assert tool is not None and tool.terminal is not None
+    for shown in (TOOLS.text(result, lambda kind, key: None, {}), tool.terminal(result, lambda kind, key: None),
+                  json.dumps(TOOLS.card(result, lambda kind, key: None, NOW))):
+        line = shown.split("Grace Okonkwo")[1][:700]  # her row (the card: its JSON)
+        assert "round the clock" in line.lower() and "00:00-00:00" not in shown, shown
+    card = json.dumps(TOOLS.card(result, lambda kind, key: None, NOW))
+    assert "Round the clock" in card and "every day" in card
+
+
 @pytest.mark.parametrize("text", ["who is on call", "Who is on call?", "oncall", "/oncall", "on-call", "who's on call"])
 def test_the_on_call_command(text: str) -> None:
     command = parse(text)
