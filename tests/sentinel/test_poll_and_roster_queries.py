@@ -323,6 +323,28 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     assert [c.incident.number for c in again.records] == numbers
 
 
+@pytest.mark.parametrize("wrong", ["inbx.jsonl", "no-such-folder/inbox.jsonl"])
+def test_new_incident_refuses_an_inbox_no_bot_reads_and_says_where_it_wrote(
+        tmp_path: Path, wrong: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped DEMO_INBOX (a file or a folder no bot created) is refused, naming the path and what to do, and
+    nothing is created; the inbox a running bot reads (it creates it when it starts) takes the incident, and the
+    command says where it wrote."""
+    from bot.__main__ import main
+
+    inbox = tmp_path / ".data" / "demo-inbox.jsonl"
+    copied_demo(SEED, lambda: NOW, inbox=inbox)  # a bot on the demo workspace, reading this inbox
+    assert inbox.is_file() and inbox.read_text(encoding="utf-8") == ""
+    missing = tmp_path / ".data" / wrong
+    assert main(["demo", "new-incident", "--title", "Ransomware on FIN-DB-01", "--inbox", str(missing)]) == 1
+    said = capsys.readouterr()
+    assert f"No demo inbox at {missing}: no bot reads it" in said.err and "start ./run" in said.err
+    assert said.out == "" and not missing.exists() and not missing.parent.joinpath("inbx.jsonl").exists()
+    assert main(["demo", "new-incident", "--title", "Ransomware on FIN-DB-01", "--inbox", str(inbox)]) == 0
+    said = capsys.readouterr()
+    assert said.out.strip() == str(FIRST_NUMBER)
+    assert f"Incident {FIRST_NUMBER} written to the demo inbox {inbox}" in said.err
+
+
 def test_an_injected_incident_keeps_its_created_time_across_restarts(tmp_path: Path) -> None:
     """The inbox line says when the incident was added; each restarted bot shows that time, not its own start."""
     from bot.demo import inject
