@@ -183,15 +183,23 @@ def _new_incident(args: argparse.Namespace) -> int:
         print("No demo inbox: set DEMO_INBOX (the same file for the running bot and this command) or pass --inbox.",
               file=sys.stderr)
         return 2
+    where = Path(inbox).absolute()
+    if not where.is_file():  # a bot on the demo workspace creates its inbox when it starts: none has read this one
+        print(f"No demo inbox at {where}: no bot reads it, so the incident would show nowhere. A bot on the demo "
+              f"workspace creates its inbox when it starts: start ./run (or ./run chat) first, or give this command "
+              f"the DEMO_INBOX the bot runs with (./run and ./run chat use .data/demo-inbox.jsonl).", file=sys.stderr)
+        return 1
     try:
-        number = inject.append(Path(inbox), args.title, args.severity, args.owner)
+        number = inject.append(where, args.title, args.severity, args.owner)
     except InvalidParameter as exc:
         print(f"Invalid incident: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the inbox cannot be written: say which file and why, no traceback
-        print(f"Cannot write the demo inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"Cannot write the demo inbox {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(number)
+    print(number)  # alone on stdout, for scripts
+    print(f"Incident {number} written to the demo inbox {where}: a bot reading it shows the incident at its next "
+          f"query, and a watch posts it within WATCH_POLL_SECONDS (10 s under ./run).", file=sys.stderr)
     return 0
 
 

@@ -141,7 +141,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
     if settings.workspace.uses_demo:
         from bot.demo.backend import DemoBackend
 
-        log.info("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
+        log.debug("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
                  settings.demo.seed)
         inbox = Path(settings.demo.inbox) if settings.demo.inbox else None
         # With worker processes, serve generates the demo once (at start-up, before they start) and they copy it.
@@ -215,7 +215,7 @@ def build_action_desk(settings: Settings, sentinel: SentinelClient, credential: 
 def build_orchestrator(settings: Settings, sentinel: SentinelClient, credential: _LazyCredential | None = None,
                        desk: ConfirmationDesk | None = None) -> Orchestrator | None:
     if settings.model.provider is None:
-        log.warning("No language model configured: only commands will be answered")
+        log.debug("No language model configured: only commands will be answered")
         return None
     needs_credential = settings.model.provider == "azure" and not settings.model.azure_api_key
     client = create_client(
@@ -248,7 +248,7 @@ def configure_telemetry(settings: Settings) -> bool:
     measurements the code makes. Once per process (OpenTelemetry's global providers are set once).
     """
     if not settings.telemetry.connection_string:
-        log.info("APPLICATIONINSIGHTS_CONNECTION_STRING is not set: no traces or metrics are exported")
+        log.debug("APPLICATIONINSIGHTS_CONNECTION_STRING is not set: no traces or metrics are exported")
         return False
     from azure.monitor.opentelemetry import configure_azure_monitor
     from opentelemetry.sdk.resources import Resource
@@ -572,13 +572,52 @@ async def serve(settings: Settings) -> None:
 
 
 def _log_listening(settings: Settings, parts: Components) -> None:
-    where = "the demo workspace" if parts.sentinel.is_demo else "Log Analytics"
-    turns = {"azure": "queued on Azure Storage", "local": f"queued in {settings.turns.queue_path}"}.get(
-        settings.turns.queue, "in this process")
-    workers = f", {settings.turns.worker_processes} worker processes" if settings.turns.worker_processes else ""
-    log.info("Sentinel assistant listening on http://%s:%s/api/messages (%s, state: %s, model: %s, turns: %s)",
-             settings.teams.host, settings.teams.port, where, settings.storage.state.kind,
-             settings.model.provider or "none, commands only", turns + workers)
+    """What this process runs, said once at start-up, one line each: a turn adds nothing to the console unless
+    something goes wrong."""
+    log.info("Sentinel assistant listening on http://%s:%s/api/messages", settings.teams.host, settings.teams.port)
+    for line in running(settings):
+        log.info("  %s", line)
+
+
+def running(settings: Settings) -> list[str]:
+    """What serve runs, in words: the workspace, the model (endpoint and deployment or model), the state store, the
+    turn queue, the audit records, telemetry. No secrets (keys and connection strings are named, never shown)."""
+    workspace, storage, telemetry_settings = settings.workspace, settings.storage, settings.telemetry
+    if workspace.uses_demo:
+        inbox = f"; new incidents from {settings.demo.inbox}" if settings.demo.inbox else ""
+        where = f"the demo workspace (generated sample data, seed {settings.demo.seed}){inbox}"
+    else:
+        where = f"Log Analytics workspace {workspace.workspace_id}" + (
+            f" ({workspace.workspace_name})" if workspace.workspace_name else "")
+    state = {"sqlite": f"SQLite {storage.state.path}", "memory": "in memory (lost when the bot stops)",
+             "blob": f"Azure Blob Storage, container {storage.blob_container}"}.get(storage.state.kind,
+                                                                                    storage.state.kind)
+    turns = {"local": f"queued in {settings.turns.queue_path}",
+             "azure": f"queued on Azure Storage, queue {settings.turns.queue_name}"}.get(
+        settings.turns.queue, "run in this process, not queued")
+    if settings.turns.worker_processes:
+        turns += f", {settings.turns.worker_processes} worker processes"
+    audit = telemetry_settings.audit_file or "the log (stderr), one JSON line per query"
+    exported = "to Application Insights" if telemetry_settings.connection_string else \
+        "not exported (APPLICATIONINSIGHTS_CONNECTION_STRING unset)"
+    return [f"workspace: {where}", f"model: {describe_model(settings)}", f"state: {state}", f"turns: {turns}",
+            f"audit: {audit}", f"telemetry: {exported}"]
+
+
+def describe_model(settings: Settings) -> str:
+    """The language model in words: who serves it, where, and which deployment or model is asked."""
+    model = settings.model
+    if model.provider == "azure":
+        auth = "API key" if model.azure_api_key else "Entra ID"
+        deployment = model.azure_deployment or "(AZURE_OPENAI_DEPLOYMENT unset)"
+        return (f"Azure OpenAI {model.azure_endpoint}, deployment {deployment} (API version "
+                f"{model.azure_api_version}, {auth})")
+    if model.provider == "openai":
+        name = model.name + ("" if model.openai_model else " (the default: OPENAI_MODEL unset)")
+        if model.openai_base_url:
+            return f"OpenAI-compatible server {model.openai_base_url}, model {name}"
+        return f"OpenAI, model {name}"
+    return "none, commands only (questions need AZURE_OPENAI_ENDPOINT or OPENAI_BASE_URL: see the README)"
 
 
 async def work(settings: Settings, supervised: Supervised | None = None) -> None:

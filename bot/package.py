@@ -2,7 +2,7 @@
 
 ``python -m bot package --app-id GUID --domain bot.example.com [--version 1.0.0] [--out PATH]`` fills the
 template appPackage/manifest.json (placeholders ``{{NAME}}`` inside its strings), checks the result against
-the rules of manifest schema 1.23 that this app touches, and writes the zip. With ``--sso-app-id GUID``
+the rules of manifest schema 1.30 that this app touches, and writes the zip. With ``--sso-app-id GUID``
 (on-behalf-of mode, QUERY_IDENTITY=user) the manifest also gets Teams single sign-on: ``webApplicationInfo``
 naming that app registration and its API ``api://botid-<app id>``, and the Bot Framework token service among
 the valid domains (the sign-in card's fallback page). The full schema validation
@@ -28,7 +28,7 @@ SOURCE = Path(__file__).resolve().parent.parent / "appPackage"
 MANIFEST = "manifest.json"
 ICON_SIZES = {"color.png": 192, "outline.png": 32}  # Teams: colour 192x192, outline 32x32
 PACKAGE_FILES = (MANIFEST, *ICON_SIZES)
-MANIFEST_VERSION = "1.23"
+MANIFEST_VERSION = "1.30"
 DEFAULT_OUT = Path("dist/sentinel-assistant.zip")
 DEFAULT_VERSION = "1.0.0"
 # Placeholders, honest about being placeholders: example.com is reserved for documentation (RFC 2606).
@@ -165,7 +165,7 @@ def render(template: Any, values: dict[str, str]) -> Any:
 
 
 def check_manifest(manifest: dict[str, Any]) -> list[str]:
-    """Problems with the rules of manifest 1.23 (and Teams' command-menu limits) this app depends on.
+    """Problems with the rules of manifest 1.30 (and Teams' command-menu limits) this app depends on.
 
     A light structural check for build time; tests validate the full official schema.
     """
@@ -218,13 +218,20 @@ def _check_bot(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> N
 
 
 def _check_command_list(index: int, entry: dict[str, Any], need: Callable[[bool, str], None]) -> None:
+    """A command menu Teams accepts (schema 1.30: up to 12 commands; a "prompt" command, a prompt starter, puts its
+    prompt in the compose box instead of its title)."""
     commands = entry.get("commands") or []
-    need(1 <= len(commands) <= 10, f"commandLists[{index}] must hold 1 to 10 commands")
+    need(1 <= len(commands) <= 12, f"commandLists[{index}] must hold 1 to 12 commands")
     for command in commands:
         title = str(command.get("title", ""))
-        need(1 <= len(title) <= 32, f'command "{title}": title must be 1 to 32 characters')
-        need(1 <= len(str(command.get("description", ""))) <= 128,
-             f'command "{title}": description must be 1 to 128 characters')
+        need(1 <= len(title) <= 128, f'command "{title}": title must be 1 to 128 characters')
+        need(1 <= len(str(command.get("description", ""))) <= 4000,
+             f'command "{title}": description must be 1 to 4000 characters')
+        kind = command.get("type", "basic")
+        need(kind in ("basic", "prompt"), f'command "{title}": type must be basic or prompt')
+        if kind == "prompt":
+            need(1 <= len(str(command.get("prompt", ""))) <= 4000,
+                 f'command "{title}": a prompt command needs its prompt (1 to 4000 characters)')
 
 
 def _check_domains_and_sign_on(manifest: dict[str, Any], need: Callable[[bool, str], None]) -> None:

@@ -98,7 +98,7 @@ def on_call_text(result: QueryResult, ref_for: RefFor, now: datetime | None = No
     """Who is on shift now first, then by the start of their next shift."""
     records: Sequence[OnCallEntry] = result.records
     rows = [["now" if e.on_shift else "ended" if e.ended else f"from {e.shift_start:%d %b %H:%M}", clean(e.name, 24),
-             clean(e.upn, 36), clean(e.team, 18), f"{e.shift_start:%H:%M}-{e.shift_end:%H:%M} UTC", clean(e.phone, 18)]
+             clean(e.upn, 36), clean(e.team, 18), e.hours, clean(e.phone, 18)]
             for e in on_call_order(records)]
     return table(["On shift", "Name", "UPN", "Team", "Shift", "Phone"], rows)
 

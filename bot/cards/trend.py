@@ -59,6 +59,8 @@ def alert_trend(result: QueryResult, now: datetime | None = None) -> Element:
         "title": f"Alerts per {_step_name(chart_step)} (UTC)",
         "xAxisTitle": _axis_title(chart_buckets, chart_step),
         "yAxisTitle": "Alerts",
+        "yMin": 0,
+        "yMax": y_axis_top(max((n for counts in chart_buckets.values() for n in counts.values()), default=0)),
         "data": [
             {"legend": severity_label(s), "color": CHART_COLOR.get(s, "neutral"),
              "values": [{"x": _short_label(start, chart_step, window), "y": counts.get(s, 0)}
@@ -70,6 +72,28 @@ def alert_trend(result: QueryResult, now: datetime | None = None) -> Element:
     body = header(f"Alert trend ({scope_label(meta.parameters)})", demo=meta.is_demo)
     return card([*body, text(_summary(bins, base, severities, window), size="small"),
                  *warnings(meta.warnings), chart])
+
+
+def y_axis_top(largest: int) -> int:
+    """The top of the chart's y axis (``yMax``, with ``yMin`` 0) for a largest count of ``largest``.
+
+    Teams draws five lines from the bottom to the top of the axis and labels them with decimals (0, 11.5, 23, 34.5,
+    46 for a largest count of 46), right-aligned in a 20 px margin when the chart is at most 300 px wide (a phone;
+    40 px wider), where two digits fit: "34.5" read "4.5". A top that four steps divide into whole numbers keeps
+    every label a whole number and, up to 96 alerts, at most two digits; above, steps of 25 up to 1,000 and then
+    1, 2, 2.5 or 5 times a power of ten (labels of three or four characters, 250 or 2.5k: more than a phone's
+    margin shows, which no choice of axis avoids)."""
+    largest = max(int(largest), 0)
+    if largest <= 96:
+        return 4 * max(-(-largest // 4), 1)
+    if largest <= 1000:
+        return 4 * 25 * -(-largest // 100)
+    power = 10
+    while True:
+        for factor in (10, 20, 25, 50):
+            if 4 * factor * power >= largest:
+                return 4 * factor * power
+        power *= 10
 
 
 Window = tuple[datetime, datetime] | None  # (start, end) of the query's time window, when known

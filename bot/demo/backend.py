@@ -98,6 +98,8 @@ class DemoBackend:
         self.roster: list[dict[str, Any]] = oncall.roster(seed)  # the OnCall watchlist's rows (tests replace them)
         self._inbox = inbox  # new incidents another process adds (``inject``); None: only inject_incident
         self._inbox_offset = 0
+        if inbox is not None:
+            inject.create(inbox)  # the file says a bot reads it: new-incident refuses an inbox nobody created
         # A copy of the generated data for the other processes of this machine: the first to build it writes it,
         # the others (serve's worker processes) open it instead of generating their own.
         self._shared = shared

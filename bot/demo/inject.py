@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from bot.demo.values import compact_json
 from bot.sentinel.demo_sql import iso
 from bot.sentinel.params import InvalidParameter, Severity, parse_enum
 
+log = logging.getLogger(__name__)
 FIRST_NUMBER = 900_001
 MAX_TITLE = 256
 _PRODUCT = "Microsoft Defender for Endpoint"
@@ -72,6 +74,18 @@ def _moment(value: object) -> datetime | None:
     except ValueError:
         return None
     return moment.replace(tzinfo=UTC) if moment and moment.tzinfo is None else moment
+
+
+def create(inbox: Path) -> None:
+    """The inbox a bot reads, created (empty, with its folder) when it starts if it is not there: so an inbox that
+    does not exist is one no bot has read, and ``python -m bot demo new-incident`` refuses to write there. A folder
+    that cannot be made is logged; the bot runs on without new incidents from other processes."""
+    try:
+        inbox.parent.mkdir(parents=True, exist_ok=True)
+        inbox.touch(exist_ok=True)
+    except OSError as error:
+        log.warning("cannot create the demo inbox %s (%s): ./run new-incident cannot reach this bot", inbox,
+                    error.strerror or type(error).__name__)
 
 
 def append(inbox: Path, title: object, severity: object, owner: object = None) -> int:

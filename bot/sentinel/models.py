@@ -189,6 +189,16 @@ class OnCallEntry:
         """A dated shift that is over."""
         return self.shift_end <= self.as_of
 
+    @property
+    def round_the_clock(self) -> bool:
+        """A daily shift with equal start and end: on call all day, every day."""
+        return self.daily and self.shift_end - self.shift_start == timedelta(days=1)
+
+    @property
+    def hours(self) -> str:
+        """The daily shift's hours in words ("08:00-16:00 UTC", "round the clock"), not "00:00-00:00"."""
+        return "round the clock" if self.round_the_clock else f"{self.shift_start:%H:%M}-{self.shift_end:%H:%M} UTC"
+
     def identifiers(self) -> tuple[tuple[str, str], ...]:
         """The entity values an answer may cite from this record (``NamesEntities``)."""
         return tuple(("account", value) for value in dict.fromkeys((self.upn, self.email)) if value)

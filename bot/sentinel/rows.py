@@ -211,15 +211,29 @@ def type_order(entity_type: str) -> int:
 
 
 def decode_rows(rows: Sequence[Row], decode: Callable[[Row], Any]) -> tuple[list[Any], int]:
-    """Decode every row; a row that cannot be read is skipped and counted, not fatal."""
+    """Decode every row; a row that cannot be read is skipped and counted, not fatal (the answer says how many)."""
     records, skipped = [], 0
     for row in rows:
         try:
             records.append(decode(row))
         except SkippedRow as exc:
             skipped += 1
-            log.warning("skipped %s", exc)
+            _log_skipped(f"skipped {exc}")
         except (TypeError, ValueError, AttributeError) as exc:
             skipped += 1
-            log.warning("skipped an unreadable result row: %s", type(exc).__name__)
+            _log_skipped(f"skipped an unreadable result row: {type(exc).__name__}")
     return records, skipped
+
+
+# Why rows were skipped, each said once a process at WARNING, then at DEBUG: the same broken rows (a watchlist row
+# without a UPN) come back on every call, and a console repeating them each turn hides the lines that matter.
+_SKIPS_SAID: set[str] = set()
+_MAX_SKIPS_SAID = 256
+
+
+def _log_skipped(why: str) -> None:
+    if why in _SKIPS_SAID or len(_SKIPS_SAID) >= _MAX_SKIPS_SAID:
+        log.debug("%s", why)
+        return
+    _SKIPS_SAID.add(why)
+    log.warning("%s (said once: the same skip is logged at DEBUG from now on)", why)

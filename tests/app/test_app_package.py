@@ -1,4 +1,4 @@
-"""The Teams app package: manifest against the official 1.23 schema, icons, zip contents, inputs, commands.
+"""The Teams app package: manifest against the official 1.30 schema, icons, zip contents, inputs, commands.
 
 The PNG checks decode the icons here (signature, IHDR, IDAT inflate, the five row filters) instead of
 trusting the generator: the outline rule (pure white or fully transparent) is about every pixel.
@@ -27,14 +27,13 @@ from bot.commands.parser import HELP_TEXT, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 # The official manifest schema, kept in the repository (source: tests/schemas/README.md).
-SCHEMA = ROOT / "tests" / "schemas" / "teams-manifest-1.23.schema.json"
+SCHEMA = ROOT / "tests" / "schemas" / "teams-manifest-1.30.schema.json"
 APP_ID = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
 DOMAIN = "sentinel-bot.azurewebsites.net"
 SCOPES = ("personal", "team", "groupChat")
 # Menu titles that need an argument to be a command; Teams inserts the title and the analyst adds the rest.
-ARGUMENT_EXAMPLES = {"incident": "incident 42", "assign": "assign [2] to me", "close": "close 42 benign: admin task",
-                     "entity": "entity 10.1.2.3"}
-CHANGE_COMMANDS = ("assign", "close")  # they parse to a proposed change
+ARGUMENT_EXAMPLES = {"incident": "incident 42", "investigate": "investigate ws-fin-023", "escalate": "escalate [2]"}
+COMMAND_NAMES = {"who is on call": "oncall", "escalate": "change"}  # a title whose parsed command is named otherwise
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -92,16 +91,17 @@ def _errors(validator: Draft6Validator, instance: dict[str, Any]) -> list[str]:
 
 # ---- the manifest ---------------------------------------------------------------------------------------
 
-def test_built_manifest_is_valid_against_the_official_1_23_schema(manifest: dict[str, Any],
+def test_built_manifest_is_valid_against_the_official_1_30_schema(manifest: dict[str, Any],
                                                                   validator: Draft6Validator) -> None:
-    assert manifest["manifestVersion"] == "1.23"
-    assert manifest["$schema"] == "https://developer.microsoft.com/json-schemas/teams/v1.23/MicrosoftTeams.schema.json"
+    assert manifest["manifestVersion"] == package.MANIFEST_VERSION == "1.30"
+    assert manifest["$schema"] == "https://developer.microsoft.com/json-schemas/teams/v1.30/MicrosoftTeams.schema.json"
+    assert validator.schema["properties"]["manifestVersion"]["const"] == "1.30"
     assert _errors(validator, manifest) == []
 
 
 def test_a_wrong_manifest_version_is_caught(manifest: dict[str, Any], validator: Draft6Validator) -> None:
     older = copy.deepcopy(manifest)
-    older["manifestVersion"] = "1.22"
+    older["manifestVersion"] = "1.23"
     errors = _errors(validator, older)
     assert errors and all(error.startswith("manifestVersion:") for error in errors), errors
 
@@ -151,8 +151,9 @@ def test_names_and_descriptions_fit_teams_limits(manifest: dict[str, Any]) -> No
     assert len(manifest["description"]["short"]) <= 80 and len(manifest["description"]["full"]) <= 4000
     assert len(manifest["developer"]["name"]) <= 32
     for entry in manifest["bots"][0]["commandLists"]:
-        assert 1 <= len(entry["commands"]) <= 10
+        assert 1 <= len(entry["commands"]) <= 12  # schema 1.30 (10 up to 1.23)
         for command in entry["commands"]:
+            # Shorter than the schema's 128 and 4000: what the menu shows on one line, and under the title.
             assert len(command["title"]) <= 32 and len(command["description"]) <= 128, command
 
 
@@ -164,8 +165,10 @@ def _menu_commands(manifest: dict[str, Any]) -> list[dict[str, str]]:
 
 def test_every_menu_command_is_one_the_bot_handles(manifest: dict[str, Any]) -> None:
     for command in _menu_commands(manifest):
+        if command.get("type") == "prompt":
+            continue  # a prompt starter: a question (below)
         title = command["title"]
-        name = "change" if title in CHANGE_COMMANDS else title
+        name = COMMAND_NAMES.get(title, title)
         parsed = parse(ARGUMENT_EXAMPLES.get(title, title))  # a CommandError would fail the test here
         assert parsed is not None and parsed.name == name, title
         for example in re.findall(r"Example: ([^(]+?)\s*(?:\(|$)", command["description"]):
@@ -173,18 +176,31 @@ def test_every_menu_command_is_one_the_bot_handles(manifest: dict[str, Any]) -> 
             assert parsed is not None and parsed.name == name, (title, example)
 
 
-def test_every_scope_lists_every_command_of_the_help_text(manifest: dict[str, Any]) -> None:
+def test_every_scope_offers_prompt_starters_that_are_questions(manifest: dict[str, Any]) -> None:
+    """Prompt starters (type "prompt"): Teams puts the prompt in the compose box, a plain-language question for the
+    model, never text the command parser would take; and the menu says they need the model."""
+    for entry in manifest["bots"][0]["commandLists"]:
+        starters = [command for command in entry["commands"] if command.get("type") == "prompt"]
+        assert [command["title"] for command in starters] == ["summary", "what came in overnight?"], entry["scopes"]
+        for command in starters:
+            assert 20 <= len(command["prompt"]) <= 4000 and parse(command["prompt"]) is None, command
+            assert "needs the language model" in command["description"]
+            assert parse(command["title"]) is None, "a starter's title is no command either"
+
+
+def test_every_scope_lists_the_commands_analysts_need(manifest: dict[str, Any]) -> None:
     help_commands = {line.split()[0] for line in HELP_TEXT.splitlines() if line.startswith("  ")}
     assert help_commands == {"help", "incidents", "incident", "alerts", "entity", "trend", "entities", "who", "watch",
                              "assign", "close", "reopen", "escalate", "prefer", "clear", "kql", "investigate"}
-    # Teams shows at most 10 commands per scope: the rarer incident changes (reopen, severity, comment, escalate),
-    # who is on call, watch, investigate, clear and kql (for the few the access policy lets hunt) are in the help
-    # text only.
+    # Teams shows at most 12 commands per scope: 10 of the bot's commands and two prompt starters. The incident
+    # changes that are off by default (assign, close, reopen), entity (investigate reads more), prefer, clear and kql
+    # (for the few the access policy lets hunt) are typed, from the help text.
+    typed = {"entity", "assign", "close", "reopen", "prefer", "clear", "kql"}
     for entry in manifest["bots"][0]["commandLists"]:
-        titles = [command["title"] for command in entry["commands"]]
-        hidden = {"reopen", "escalate", "who", "watch", "clear", "kql", "investigate"}
-        assert sorted(titles) == sorted(help_commands - hidden), \
-            entry["scopes"]
+        titles = [command["title"].split()[0] for command in entry["commands"] if command.get("type") != "prompt"]
+        assert sorted(titles) == sorted(help_commands - typed), entry["scopes"]
+    personal = [command["title"] for command in manifest["bots"][0]["commandLists"][0]["commands"]]
+    assert {"investigate", "who is on call", "watch", "escalate", "summary"} <= set(personal)
 
 
 # ---- icons -----------------------------------------------------------------------------------------------
@@ -361,12 +377,14 @@ def test_the_build_time_check_names_what_is_wrong(manifest: dict[str, Any]) -> N
     broken["manifestVersion"] = "1.22"
     broken["name"]["short"] = "S" * 31
     broken["bots"][0]["commandLists"][0]["commands"] *= 2
-    broken["bots"][0]["commandLists"][1]["commands"][0]["title"] = "t" * 33
+    broken["bots"][0]["commandLists"][1]["commands"][0]["title"] = "t" * 129
+    broken["bots"][0]["commandLists"][2]["commands"][-2].pop("prompt")
     broken["validDomains"] = ["{{BOT_DOMAIN}}"]
     del broken["accentColor"]
     problems = "\n".join(package.check_manifest(broken))
-    for expected in ('manifestVersion must be "1.23"', "name.short is 31 characters; the limit is 30",
-                     "commandLists[0] must hold 1 to 10 commands", "title must be 1 to 32 characters",
+    for expected in ('manifestVersion must be "1.30"', "name.short is 31 characters; the limit is 30",
+                     "commandLists[0] must hold 1 to 12 commands", "title must be 1 to 128 characters",
+                     'command "what came in overnight?": a prompt command needs its prompt',
                      "placeholders left unfilled: BOT_DOMAIN", "accentColor is missing"):
         assert expected in problems
 

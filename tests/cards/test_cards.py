@@ -56,6 +56,8 @@ CHART_SCHEMA = {
         "title": {"type": "string"},
         "xAxisTitle": {"type": "string"},
         "yAxisTitle": {"type": "string"},
+        "yMin": {"type": "number"},  # the axis range (the Teams chart element as the Agents Playground renders it)
+        "yMax": {"type": "number"},
         "colorSet": {"type": "string"},
         "stacked": {"type": "boolean"},
         "fallback": {"type": "object"},
@@ -559,6 +561,46 @@ def test_maximal_trend_has_chart_and_small_fallback() -> None:
     assert "High " in summary and "Peak:" in summary
     seen = without_charts(card)
     assert not list(charts(seen)) and any(node.get("type") == "Table" for node in walk(seen))
+
+
+def teams_y_labels(chart: dict) -> list[str]:
+    """The y-axis labels Teams draws for a Chart.Line (as the Agents Playground's Teams chart code does): five lines
+    from yMin to yMax (else 0 to the largest value), each labelled with up to two decimals, thousands as "k"."""
+    top = chart.get("yMax", max(v["y"] for series in chart["data"] for v in series["values"]))
+    labels = []
+    for line in range(5):
+        value = top * line / 4
+        if value >= 1000:
+            thousands = value / 1000
+            labels.append(f"{thousands:.{0 if thousands >= 10 else 1}f}".rstrip("0").rstrip(".") + "k")
+        else:
+            labels.append(f"{value:.{1 if value >= 10 else 2}f}".rstrip("0").rstrip(".") if value else "0")
+    return labels
+
+
+PHONE_LABEL_CHARACTERS = 2  # what the 20 px margin of a chart at most 300 px wide shows whole
+
+
+@pytest.mark.parametrize("largest", [0, 1, 3, 7, 13, 21, 34, 46, 61, 80, 96, 97, 150, 480, 999, 1000, 1001, 4321,
+                                     38_000])
+def test_the_trend_charts_y_labels_are_whole_and_fit_a_phone(largest: int) -> None:
+    """46 alerts in the busiest hour drew lines at 11.5, 23, 34.5 and 46, and a phone showed "34.5" as "4.5": the
+    card sets the axis so every label is a whole number, of at most two digits up to 96 alerts."""
+    start = datetime(2026, 11, 19, tzinfo=UTC)
+    bins = (TrendBin(start, "High", largest), TrendBin(start + timedelta(hours=1), "High", largest // 3),
+            TrendBin(start + timedelta(hours=2), "Medium", 1))
+    chart, = charts(cards.alert_trend(QueryResult(bins, meta("get_alert_trend", 3, time_window="last_24h",
+                                                                  bin_size="1h"))))
+    labels = teams_y_labels(chart)
+    assert chart["yMin"] == 0 and chart["yMax"] >= max(largest, 1) and chart["yMax"] % 4 == 0, chart["yMax"]
+    assert chart["yMax"] <= max(largest * 2, 4), "the line keeps at least half the chart's height"
+    assert not [label for label in labels if "." in label and not label.endswith("k")], labels  # whole numbers
+    if largest <= 96:
+        assert max(map(len, labels)) <= PHONE_LABEL_CHARACTERS, labels
+    else:
+        assert max(map(len, labels)) <= 4, labels
+    before = {**chart, "yMax": 46, "yMin": 0}
+    assert teams_y_labels(before) == ["0", "11.5", "23", "34.5", "46"]  # the labels the issue saw
 
 
 def test_daily_trend_keeps_daily_points_and_fills_gaps() -> None:

@@ -20,6 +20,9 @@
 //                         {"seen": TEXT, "at": ms since the epoch} when it is
 //   --in-thread           (channels) the --wait-text texts must be inside the thread the messages went to
 //   --count-text TEXT     (repeatable) after the waits, print {"count": TEXT, "n": how many elements show it}
+//   --card-width N        every card drawn N px wide, as a phone shows it (320), whatever the viewport
+//   --chart-labels        after the waits, print each chart's y-axis labels and how many px of each its chart cuts
+//                         off: {"yLabel": "34.5", "cut": 10}
 //   --hide-log            close the log panel on the right
 //   --full-page           capture the whole scrollable page
 //   --width N --height N  viewport (default 1400 x 900); --timeout MS for each wait (default 15000)
@@ -44,7 +47,7 @@ const CONVERSATIONS = {
 function parseArgs(argv) {
   const options = { out: 'playground.png', conversation: 'personal', say: [], waitText: [], countText: [], press: [],
     beforePress: [], width: 1400, height: 900, timeout: 15000, chromium: process.env.CHROMIUM || '/usr/bin/chromium',
-    hideLog: false, fullPage: false, inThread: false };
+    hideLog: false, fullPage: false, inThread: false, cardWidth: 0, chartLabels: false };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const next = () => {
@@ -64,6 +67,8 @@ function parseArgs(argv) {
       case '--in-thread': options.inThread = true; break;
       case '--full-page': options.fullPage = true; break;
       case '--width': options.width = Number(next()); break;
+      case '--card-width': options.cardWidth = Number(next()); break;
+      case '--chart-labels': options.chartLabels = true; break;
       case '--height': options.height = Number(next()); break;
       case '--timeout': options.timeout = Number(next()); break;
       case '--chromium': options.chromium = next(); break;
@@ -116,6 +121,10 @@ async function drive(page, conversation, options) {
   await page.goto(options.url, { waitUntil: 'networkidle', timeout: options.timeout });
   await select(page, conversation, options.timeout);
   await page.waitForTimeout(500);
+  if (options.cardWidth) {  // a narrow viewport hides the Playground's compose box: the cards alone are narrowed
+    const px = `${options.cardWidth}px !important`;
+    await page.addStyleTag({ content: `.ac-adaptiveCard { width: ${px}; min-width: ${px}; max-width: ${px}; }` });
+  }
 
   let thread = null; // the channel post the later messages reply in
   for (const text of options.say) {
@@ -157,6 +166,16 @@ async function drive(page, conversation, options) {
   }
   for (const text of options.countText) {
     console.log(JSON.stringify({ count: text, n: await page.getByText(text).count() }));
+  }
+  if (options.chartLabels) {
+    // Teams' charts (SVG) right-align the y-axis labels left of the plot: a label wider than the margin is cut
+    // at the chart's left edge.
+    const labels = await page.evaluate(() => [...document.querySelectorAll('.ac-adaptiveCard svg')].flatMap((svg) => {
+      const left = svg.getBoundingClientRect().left;
+      return [...svg.querySelectorAll('text')].filter((t) => getComputedStyle(t).textAnchor === 'end')
+        .map((t) => ({ yLabel: t.textContent, cut: Math.max(0, Math.round(left - t.getBoundingClientRect().left)) }));
+    }));
+    for (const label of labels) console.log(JSON.stringify(label));
   }
   if (missing) throw missing;
 }

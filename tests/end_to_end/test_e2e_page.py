@@ -9,6 +9,7 @@ where it can: the browser is a Debian package, not an npm one); in CI (``CI`` se
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -71,12 +72,13 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
               timeout_ms: int = 20000, press: str | list[str] | None = None, before_press: tuple[str, ...] = (),
-              height: int = 900) -> None:
+              height: int = 900, extra: tuple[str, ...] = ()) -> str:
     """Drive the page as a person would (type, send, press card buttons in turn) and wait until every ``expect``
-    text is visible on it. ``height``: the window's (the chat scrolls inside it: a tall one shows more of it)."""
+    text is visible on it; what the page script printed. ``height``: the window's (the chat scrolls inside it: a tall
+    one shows more of it); ``extra``: more of the page script's options."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
             "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread",
-            "--height", str(height)]
+            "--height", str(height), *extra]
     for title in [press] if isinstance(press, str) else press or []:
         argv += ["--press", title]
     for text in before_press:
@@ -95,6 +97,17 @@ async def see(url: str, out: Path, *, say: list[str], expect: list[str], convers
     # expected texts can still show by luck (they came before or after), so the error itself fails the scenario.
     crashed = [line for line in stdout.decode().splitlines() if line.startswith('{"pageError":"Saga error')]
     assert crashed == [], f"the page failed on what the bot sent ({conversation}, after {say}): {crashed}"
+    return stdout.decode()
+
+
+async def test_the_trend_charts_y_labels_are_whole_on_a_phone(page_url: str, tmp_path: Path) -> None:
+    """The trend card 320 px wide, as on a phone: Teams' chart gives its y-axis labels a 20 px margin there, and
+    labels such as 1.75 or 34.5 were cut ("4.5"); the card's axis keeps them whole numbers that fit."""
+    printed = await see(page_url, tmp_path / "trend-phone.png", say=["trend 24h"], expect=["Alert trend", "Peak"],
+                        extra=("--card-width", "320", "--chart-labels"))
+    labels = [json.loads(line) for line in printed.splitlines() if line.startswith('{"yLabel"')]
+    assert len(labels) == 5 and labels[0]["yLabel"] == "0", printed
+    assert [label for label in labels if label["cut"] or "." in label["yLabel"]] == [], labels
 
 
 async def test_one_to_one_answer_text_and_its_card_are_on_the_page(page_url: str, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The README's first command, ./run: it refuses a busy port, and the Playground it starts listens on loopback."""
+"""The README's first command, ./run: it refuses a busy port, the Playground it starts listens on loopback, and the bot
+commands install only the packages the bot runs with."""
 
 from __future__ import annotations
 
@@ -110,3 +111,51 @@ def test_help_lists_the_commands() -> None:
             assert f"\n  {command}" in done.stdout, command
     wrong = subprocess.run(["bash", str(ROOT / "run"), "bogus"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert wrong.returncode == 2 and 'unknown command "bogus"' in wrong.stderr and "Usage: ./run" in wrong.stderr
+
+
+def _fake_python(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of ./run and requirements.txt beside a python3 that makes a fake venv whose python logs each call
+    (and the requirements file pip is given), so the setup steps show without installing anything."""
+    work = tmp_path / "clone"
+    work.mkdir()
+    shutil.copy(ROOT / "run", work / "run")
+    shutil.copy(ROOT / "requirements.txt", work / "requirements.txt")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    log = tmp_path / "calls.log"
+    venv_python = f"""#!/usr/bin/env bash
+echo "$*" >> {log}
+for a in "$@"; do [ "$prev" = -r ] && cp "$a" {tmp_path}/installed-$(date +%s%N).txt; prev="$a"; done
+"""
+    fake = f"""#!/usr/bin/env bash
+[ "$1 $2" = "-m venv" ] || exit 3
+mkdir -p "$3/bin" && cat > "$3/bin/python" <<'PY'
+{venv_python}PY
+chmod +x "$3/bin/python"
+"""
+    (tools / "python3").write_text(fake)
+    (tools / "python3").chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    return work, env
+
+
+def test_the_bot_commands_install_only_the_runtime_packages_and_tests_the_rest(tmp_path: Path) -> None:
+    """./run serve (like ./run, chat, kql, package, new-incident) installs requirements.txt's Runtime section alone,
+    without compiling every module; ./run python installs the whole file, after which nothing is installed again."""
+    work, env = _fake_python(tmp_path)
+    log = tmp_path / "calls.log"
+    served = subprocess.run(["bash", "run", "serve"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert served.returncode == 0, served.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("-m pip install") and "--no-compile" in calls[0] and calls[1] == "-m bot serve", calls
+    (installed,) = sorted(tmp_path.glob("installed-*.txt"))
+    pins = {line.split("==")[0] for line in installed.read_text().splitlines() if "==" in line}
+    assert {"aiohttp", "botbuilder-core", "openai"} <= pins and not pins & {"pytest", "mypy", "ruff", "jsonschema"}
+    subprocess.run(["bash", "run", "serve"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert log.read_text().splitlines()[2:] == ["-m bot serve"], "the runtime part is installed once"
+    subprocess.run(["bash", "run", "python", "-V"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    everything = log.read_text().splitlines()[3:]
+    assert everything[0] == "-m pip install --disable-pip-version-check --no-compile -q -r requirements.txt"
+    assert everything[1:] == ["-V"]
+    subprocess.run(["bash", "run", "serve"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert log.read_text().splitlines()[5:] == ["-m bot serve"], "after the whole file, the runtime part is in too"

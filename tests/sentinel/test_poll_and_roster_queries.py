@@ -228,6 +228,24 @@ async def test_get_on_call_is_offered_and_incident_changes_is_not(demo_client: S
     assert "On shift now" in shown and "Grace Okonkwo" in shown and "Hugo Lambert" not in shown
 
 
+async def test_a_round_the_clock_shift_says_so(demo_client: SentinelClient) -> None:
+    """The demo's incident-response lead is on call all day (ShiftStart equals ShiftEnd): every rendering says
+    "round the clock", none "00:00-00:00" or "until 00:00"."""
+    result = ok(await demo_client.get_on_call())
+    grace = next(e for e in result.records if e.name == "Grace Okonkwo")
+    night = next(e for e in result.records if e.name == "Chen Wei")
+    assert grace.round_the_clock and grace.hours == "round the clock"
+    assert not night.round_the_clock and night.hours == "16:00-00:00 UTC"
+    tool = TOOLS.get("get_on_call")
+    assert tool is not None and tool.terminal is not None
+    for shown in (TOOLS.text(result, lambda kind, key: None, {}), tool.terminal(result, lambda kind, key: None),
+                  json.dumps(TOOLS.card(result, lambda kind, key: None, NOW))):
+        line = shown.split("Grace Okonkwo")[1][:700]  # her row (the card: its JSON)
+        assert "round the clock" in line.lower() and "00:00-00:00" not in shown, shown
+    card = json.dumps(TOOLS.card(result, lambda kind, key: None, NOW))
+    assert "Round the clock" in card and "every day" in card
+
+
 @pytest.mark.parametrize("text", ["who is on call", "Who is on call?", "oncall", "/oncall", "on-call", "who's on call"])
 def test_the_on_call_command(text: str) -> None:
     command = parse(text)
@@ -303,6 +321,28 @@ def test_the_cli_adds_incidents_a_running_bot_picks_up(tmp_path: Path) -> None:
     restarted = SentinelClient(copied_demo(SEED, lambda: NOW, inbox=inbox))  # a new bot reads the whole inbox
     again = ok(asyncio.run(restarted.incident_changes(NOW - timedelta(seconds=1))))
     assert [c.incident.number for c in again.records] == numbers
+
+
+@pytest.mark.parametrize("wrong", ["inbx.jsonl", "no-such-folder/inbox.jsonl"])
+def test_new_incident_refuses_an_inbox_no_bot_reads_and_says_where_it_wrote(
+        tmp_path: Path, wrong: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped DEMO_INBOX (a file or a folder no bot created) is refused, naming the path and what to do, and
+    nothing is created; the inbox a running bot reads (it creates it when it starts) takes the incident, and the
+    command says where it wrote."""
+    from bot.__main__ import main
+
+    inbox = tmp_path / ".data" / "demo-inbox.jsonl"
+    copied_demo(SEED, lambda: NOW, inbox=inbox)  # a bot on the demo workspace, reading this inbox
+    assert inbox.is_file() and inbox.read_text(encoding="utf-8") == ""
+    missing = tmp_path / ".data" / wrong
+    assert main(["demo", "new-incident", "--title", "Ransomware on FIN-DB-01", "--inbox", str(missing)]) == 1
+    said = capsys.readouterr()
+    assert f"No demo inbox at {missing}: no bot reads it" in said.err and "start ./run" in said.err
+    assert said.out == "" and not missing.exists() and not missing.parent.joinpath("inbx.jsonl").exists()
+    assert main(["demo", "new-incident", "--title", "Ransomware on FIN-DB-01", "--inbox", str(inbox)]) == 0
+    said = capsys.readouterr()
+    assert said.out.strip() == str(FIRST_NUMBER)
+    assert f"Incident {FIRST_NUMBER} written to the demo inbox {inbox}" in said.err
 
 
 def test_an_injected_incident_keeps_its_created_time_across_restarts(tmp_path: Path) -> None:

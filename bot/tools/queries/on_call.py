@@ -18,6 +18,8 @@ MAX_NEXT = 8  # upcoming shifts on the card
 
 
 def _shift(e: OnCallEntry) -> str:
+    if e.round_the_clock:
+        return "daily round the clock (24h)"
     if e.daily:
         return f"daily {e.shift_start:%H:%M}-{e.shift_end:%H:%M}"
     return f"{e.shift_start:%Y-%m-%d %H:%M}-{e.shift_end:%Y-%m-%d %H:%M}"
@@ -65,10 +67,12 @@ def _people(entries: Sequence[OnCallEntry], as_of: datetime, moment: str) -> Ele
     rows = []
     for e in entries:
         at = e.shift_end if moment == "Until" else e.shift_start
+        when = cell(text("Round the clock"), subtle("every day")) if e.round_the_clock else \
+            cell(text(f"{at:%H:%M} UTC"), subtle(_in(at, as_of)))
         rows.append([
             cell(text(plain(e.name, 60), weight="bolder"), subtle(f"{plain(e.team, 40)} · {plain(e.location, 30)}")),
             cell(text(plain(e.upn, 80)), subtle(plain(e.phone, 30) or "-")),
-            cell(text(f"{at:%H:%M} UTC"), subtle(_in(at, as_of))),
+            when,
         ])
     return table(["Analyst", "Contact", moment], [5, 6, 3], rows)
 
