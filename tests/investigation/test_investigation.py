@@ -411,12 +411,12 @@ def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
     done = subprocess.run([sys.executable, "-m", "bot", "kql", "investigate_entity", "--args",
                            json.dumps({"entity": world.ALICE})], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    # Each query is printed under a line naming it ("// query 3 of 12: evidence_risk_detections"); an account's
-    # other keys are looked up first.
+    # Each query is printed under a line naming it ("// query 3 of 12: query_incidents"), in the order they run: an
+    # account's other keys looked up first, with the alerts and incidents (which resolve the identity themselves).
     heads = [line.split(": ")[-1] for line in done.stdout.splitlines() if line.startswith("// query ")]
-    assert heads == ["get_entity_identity", "evidence_threat_intel", "evidence_risky_user", "evidence_risk_detections",
+    assert heads == ["get_entity_identity", "query_alerts", "query_incidents", "evidence_threat_intel", "evidence_risky_user", "evidence_risk_detections",
                      "evidence_signins", "evidence_directory", "evidence_ueba", "evidence_processes",
-                     "evidence_email", "evidence_url_clicks", "query_alerts", "query_incidents"]
+                     "evidence_email", "evidence_url_clicks"]
     assert all(f"// query {n} of 12: " in done.stdout for n in range(1, 13))
     # and the second round, which needs the first one's rows: said, with how to print it
     assert "one more query: evidence_counterparty_intel" in done.stdout

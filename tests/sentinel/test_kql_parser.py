@@ -112,7 +112,9 @@ def _cli_kql(tool: str, arguments: str) -> str:
 _CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_changes": '{"since": "2026-11-20T09:00Z"}',
                  "hunt": '{"table": "SigninLogs", "time_window": "24h", "where": [["Country", "==", "RU"]]}',
                  "analyst_kql": '{"query": "SigninLogs | take 1"}',
-                 "get_entity_identity": '{"entity": "CONTOSO\\\\nina"}'} | {
+                 "get_entity_identity": '{"entity": "CONTOSO\\\\nina"}',
+                 "evidence_alert_incidents": '{"alert_ids": ["6A7F098B-D03D-49EC-9134-6C60C547D83C"]}',
+                 "evidence_counterparty_intel": '{"values": ["203.0.113.5", "evil.example.com"]}'} | {
     spec.name: '{"entity": "WS-FIN-042"}' if EntityKind.HOST in cls.kinds else '{"entity": "alice@contoso.com"}'
     for spec, cls in EVIDENCE}  # the investigation's evidence queries need an entity they read
 
