@@ -167,6 +167,18 @@ class ConnectorError(Exception):
     def __init__(self, status: int, headers: Mapping[str, str], detail: str) -> None:
         super().__init__(f"the Bot Connector answered {status}: {detail[:200]}")
         self.response = _Answer(status, dict(headers))
+        self.code = _error_code(detail)  # the answer's error code ("UserNotFound"), when it names one
+
+
+def _error_code(detail: str) -> str | None:
+    """The Bot Connector's error code in an error answer's body ({"error": {"code": ...}}), or None."""
+    try:
+        body = json.loads(detail)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code[:60] if isinstance(code, str) else None
 
 
 class Unreachable(Exception):

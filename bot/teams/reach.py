@@ -68,11 +68,19 @@ async def message_on_call(context: TurnContext, notice: EscalationNotice, posted
         is_group=False, bot=context.activity.recipient, tenant_id=tenant, channel_data={"tenant": {"id": tenant}},
         members=[ChannelAccount(id=person.object_id, aad_object_id=person.object_id)])
     chats: list[str] = []  # the chat, once the card is in it
+    failed: list[Exception] = []  # what sending into it raised
 
     async def send(chat: TurnContext) -> None:
-        if not chats:  # a retried creation finds the same chat: the card goes once
+        # The adapter runs this as a turn of its own, whose errors go to its on_turn_error (a traceback, and the
+        # error lost to this caller): what the send raises is kept here and raised below instead.
+        if chats:  # a retried creation finds the same chat: the card goes once
+            return
+        try:
             await send_with_retry(lambda: chat.send_activity(activity))
-            chats.append(chat.activity.conversation.id)
+        except Exception as error:  # noqa: BLE001 - raised again below, where the escalation says it
+            failed.append(error)
+            return
+        chats.append(chat.activity.conversation.id)
 
     claims = context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
     app_id = _claim(claims, AuthenticationConstants.AUDIENCE_CLAIM) or _claim(claims,
@@ -80,9 +88,23 @@ async def message_on_call(context: TurnContext, notice: EscalationNotice, posted
     audience = context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
     await send_with_retry(lambda: context.adapter.create_conversation(
         app_id or "", send, parameters, context.activity.channel_id, context.activity.service_url, audience))
+    if failed:
+        raise failed[0]
     if not chats:
         raise RuntimeError("the Bot Connector created no conversation")  # the callback never ran
     return chats[0]
+
+
+def refusal(error: BaseException) -> str:
+    """Why a 1:1 message failed, in a few words: "Teams answered 500 UserNotFound" for a connector's error status
+    (its error code when the answer names one), else the error's kind."""
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    if not isinstance(status, int):
+        return type(error).__name__
+    code = getattr(error, "code", None) or getattr(getattr(getattr(error, "error", None), "error", None), "code",
+                                                   None)
+    return f"Teams answered {status}" + (f" {code}" if isinstance(code, str) and code else "")
 
 
 def _claim(identity: Any, name: str) -> str | None:
