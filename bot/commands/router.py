@@ -20,6 +20,7 @@ from typing import Any
 
 from bot import audit
 from bot.commands.parser import INVESTIGATE, Command, CommandError, apply_preferences, nearest, parse, with_preferences
+from bot.commands.wording import in_words
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.references import References, RefKind
@@ -49,6 +50,7 @@ class Route(StrEnum):
     UNRESOLVED = "unresolved"  # text: an "[n]" that names nothing here (or not an incident)
     NO_REFERENCE = "no_reference"  # text: the cited [n] that do not exist here, and the ones that do
     INVALID = "invalid"  # text: the command's usage
+    NEEDS = "needs"  # text: a value the command's query refused, in the analyst's words, and what to type instead
     WATCH = "watch"  # command: watch, watches or unwatch (the surface keeps watches: it can post later)
     QUESTION = "question"  # for the model
 
@@ -99,6 +101,8 @@ class CommandRouter:
         run = await self.run_query(conversation, command, status)
         if isinstance(run, str):
             return Routed(Route.UNRESOLVED, run, command)
+        if isinstance(run.artifact, QueryError) and run.artifact.code == "invalid_argument":
+            return Routed(Route.NEEDS, in_words(run.artifact.message, command), command)
         return Routed(Route.QUERY, command=command, run=run)
 
     async def run_query(self, conversation: Conversation, command: Command, status: Status) -> ToolRun | str:
@@ -118,8 +122,9 @@ class CommandRouter:
         declared = TOOLS.get(tool)
         try:
             arguments = asking.resolve(tuple(p.name for p in declared.parameters) if declared else (), arguments)
-        except InvalidParameter as problem:
-            return str(problem)
+        except InvalidParameter as problem:  # "mine" with nobody signed in
+            return ToolRun(tool, arguments, QueryError("invalid_argument", str(problem), retry_possible=False,
+                                                       tool=tool), 0.0)
         await status(TOOLS.status_text(tool))
         started = time.perf_counter()
         result = await read(self.sentinel, declared, tool, arguments)

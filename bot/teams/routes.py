@@ -151,6 +151,12 @@ async def invalid(turn: Turn, routed: Routed) -> Reply:
     return Reply([replies.error("I could not read that command", routed.text)])
 
 
+async def needs(turn: Turn, routed: Routed) -> Reply:
+    """A value the command's query refused: what it needs, in the analyst's words (nothing failed)."""
+    turn.facts.kind = TurnKind.INVALID_COMMAND
+    return Reply([replies.error("I need a little more", routed.text)])
+
+
 async def help_card(turn: Turn, routed: Routed) -> Reply:
     turn.facts.kind = TurnKind.HELP
     return Reply([replies.message(card_list=[cards.help_card()])])
@@ -233,6 +239,7 @@ async def question(turn: Turn, routed: Routed) -> Reply:
 # Each route of typed text to its handler; a question (and anything not listed) goes to the model.
 ROUTES: dict[Route, RouteAnswer] = {
     Route.INVALID: invalid,
+    Route.NEEDS: needs,
     Route.HELP: help_card,
     Route.CLEARED: said,
     Route.PREFERENCES: said,

@@ -66,7 +66,7 @@ class TerminalChat:
 
         routed = await self._commands.route(text, self.conversation, status)
         match routed.route:
-            case Route.INVALID | Route.PREFERENCES | Route.UNRESOLVED | Route.NO_REFERENCE:
+            case Route.INVALID | Route.NEEDS | Route.PREFERENCES | Route.UNRESOLVED | Route.NO_REFERENCE:
                 return routed.text
             case Route.HELP:
                 return HELP_TEXT

@@ -178,4 +178,25 @@ async def test_filter_commands_run_without_a_model(demo_client) -> None:
     typo = await router.route("incidnets 24h", conversation, status)
     assert typo.route is Route.INVALID and typo.text.startswith('Did you mean "incidents 24h"?')
     nobody = await router.route("incidents open mine", conversation, status)  # the terminal: nobody signed in
-    assert nobody.run is not None and not nobody.run.ok and "signed-in" in nobody.run.artifact.message
+    assert nobody.route is Route.NEEDS and nobody.text.startswith('"mine" means you, as signed in to Teams')
+    assert "owner" not in nobody.text and "failed" not in nobody.text, "the analyst's words, not the parameter's"
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("investigate alice", '"alice" could be an account or a host. Say which: "investigate alice account" or '
+                          '"investigate alice host"'),
+    ("incidents 7d 500", "500 rows is more than one list holds: ask for 1 to 100."),
+    ("entities 30d 80", "80 rows is more than one list holds: ask for 1 to 50."),
+])
+async def test_a_value_a_query_refuses_is_said_in_the_analysts_words(demo_client, typed: str, said: str) -> None:
+    """Issue 37: validation errors read "That query failed ... give entity_type". Nothing failed: the command needs
+    one more word, said in the words of the command, with what to type."""
+    from bot.commands.router import CommandRouter, Route
+    from bot.orchestrator.conversation import Conversation
+
+    async def status(_: str) -> None:
+        return None
+
+    routed = await CommandRouter(demo_client, None).route(typed, Conversation(), status)
+    assert routed.route is Route.NEEDS and routed.text.startswith(said), routed.text
+    assert "entity_type" not in routed.text and "failed" not in routed.text.lower()
