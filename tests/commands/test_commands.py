@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bot.commands.parser import Command, CommandError, apply_preferences, nearest, parse, with_preferences
@@ -200,3 +202,29 @@ async def test_a_value_a_query_refuses_is_said_in_the_analysts_words(demo_client
     routed = await CommandRouter(demo_client, None).route(typed, Conversation(), status)
     assert routed.route is Route.NEEDS and routed.text.startswith(said), routed.text
     assert "entity_type" not in routed.text and "failed" not in routed.text.lower()
+
+
+async def test_mine_is_titled_mine_not_with_the_analysts_object_id(demo_client) -> None:
+    """Issue 37: "incidents open mine" titled its card with the user's raw object id. The query compares the id; the
+    card, the terminal and the Data sources line say "mine"."""
+    from datetime import UTC, datetime
+
+    from bot.commands.router import CommandRouter, Route
+    from bot.orchestrator import sources
+    from bot.orchestrator.conversation import Conversation
+    from bot.tools.registry import TOOLS
+
+    async def status(_: str) -> None:
+        return None
+
+    alex = "00000000-0000-0000-0000-0000000000020"  # the Playground's user, who owns demo incidents
+    conversation = Conversation()
+    routed = await CommandRouter(demo_client, None).route("incidents open mine", conversation, status, me=alex)
+    assert routed.route is Route.QUERY and routed.run is not None and routed.run.ok
+    result = routed.run.artifact
+    assert result.records and all(i.owner == "Alex Wilber" for i in result.records)
+    assert f'"{alex}"' in routed.run.kql, "the query compares the object id"
+    card = TOOLS.card(result, conversation.references.ref_for, datetime.now(UTC))
+    title = card["body"][0]["columns"][0]["items"][0]["text"]
+    assert " · open · mine (" in title and alex not in json.dumps(card), title
+    assert alex not in sources.sources([routed.run])[0].line()
