@@ -19,7 +19,16 @@ from enum import StrEnum
 from typing import Any
 
 from bot import audit
-from bot.commands.parser import INVESTIGATE, Command, CommandError, apply_preferences, nearest, parse, with_preferences
+from bot.commands.parser import (
+    INVESTIGATE,
+    Command,
+    CommandError,
+    CommandQuestion,
+    apply_preferences,
+    nearest,
+    parse,
+    with_preferences,
+)
 from bot.commands.wording import in_words
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
@@ -76,6 +85,8 @@ class CommandRouter:
         asking.use(Asking(me, incident_lookup(conversation.references), conversation.references.last_incident))
         try:
             command = parse(text)
+        except CommandQuestion as question:  # a choice only the analyst can make: asked, not guessed
+            return Routed(Route.NEEDS, str(question))
         except CommandError as error:
             return Routed(Route.INVALID, str(error))
         if not text.strip() or (command is not None and command.name == "help"):

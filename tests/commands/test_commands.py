@@ -92,9 +92,9 @@ def test_preferences_fill_in_what_a_command_leaves_out() -> None:
 @pytest.mark.parametrize(("text", "tool", "arguments"), [
     ("assign [2] to me", "assign_incident", {"incident_ref": "[2]", "assignee": "me"}),
     ("Assign #42 to Alice@Contoso.com", "assign_incident", {"incident_ref": "42", "assignee": "Alice@Contoso.com"}),
-    ("close [3] false positive: pen test by the Red Team", "set_incident_status",
+    ("close [3] false positive incorrect alert logic: pen test by the Red Team", "set_incident_status",
      {"incident_ref": "[3]", "status": "Closed", "classification": "FalsePositive",
-      "comment": "pen test by the Red Team"}),
+      "classification_reason": "IncorrectAlertLogic", "comment": "pen test by the Red Team"}),
     ("close incident 42 as FP inaccurate data - bad geo feed", "set_incident_status",
      {"incident_ref": "42", "status": "Closed", "classification": "FalsePositive",
       "classification_reason": "InaccurateData", "comment": "bad geo feed"}),
@@ -115,7 +115,7 @@ def test_change_commands_keep_the_analysts_words(text: str, tool: str, arguments
     ("close 42", "Which classification?"),
     ("close 42 false positive", "Closing needs a short reason"),
     ("close [3] bogus: x", "Which classification?"),
-    ("close 42 false positive sideways: x", 'could not read "sideways"'),
+    ("close 42 false positive sideways: x", '"sideways" is not a reason Sentinel knows for false positive.'),
     ("comment [2]", "What should the comment say?"),
     ("assign", "Usage: assign [n] to me"),
     ("close", "Usage: close [n]"),
@@ -228,3 +228,49 @@ async def test_mine_is_titled_mine_not_with_the_analysts_object_id(demo_client) 
     title = card["body"][0]["columns"][0]["items"][0]["text"]
     assert " · open · mine (" in title and alex not in json.dumps(card), title
     assert alex not in sources.sources([routed.run])[0].line()
+
+
+@pytest.mark.parametrize(("typed", "asked"), [
+    ("close 42 false positive: pen test", 'Sentinel closes a false positive with one of 2 reasons. Which one? Type '
+     '"close 42 false positive incorrect alert logic: pen test" or "close 42 false positive inaccurate data: pen '
+     'test".'),
+    ("close [3] fp pen test: red team", '"pen test" is not a reason Sentinel knows for false positive. Which one? '
+     'Type "close [3] false positive incorrect alert logic: red team" or "close [3] false positive inaccurate '
+     'data: red team".'),
+    ("close 42 true positive inaccurate data: ok", '"inaccurate data" is not a reason Sentinel knows for true '
+     'positive. Which one? Type "close 42 true positive suspicious activity: ok".'),
+    ("close 42 undetermined expected: ok", '"suspicious but expected" is not a reason Sentinel knows for '
+     'undetermined: it takes none. Type "close 42 undetermined: ok".'),
+])
+def test_a_close_reason_sentinel_does_not_know_is_asked_for_not_guessed(typed: str, asked: str) -> None:
+    """Issue 37: "close ... false positive: pen test" silently picked "Incorrect Alert Logic". A classification with
+    two reasons, or a reason it does not take, is asked about, offering the valid ones as commands to type."""
+    from bot.commands.parser import CommandQuestion
+
+    with pytest.raises(CommandQuestion) as question:
+        parse(typed)
+    assert str(question.value) == asked
+
+
+@pytest.mark.parametrize(("typed", "reason"), [
+    ("close 42 false positive inaccurate data: pen test", "InaccurateData"),
+    ("close 42 false positive incorrect logic: pen test", "IncorrectAlertLogic"),
+    ("close 42 true positive: confirmed", None),  # its one reason, Sentinel's default
+    ("close 42 benign positive: admin script", None),
+    ("close 42 undetermined: no idea", None),
+])
+def test_a_close_with_a_reason_sentinel_knows_or_only_one_to_choose_is_proposed(typed: str, reason: str | None) -> None:
+    command = parse(typed)
+    assert command is not None and command.arguments.get("classification_reason") == reason
+
+
+def test_a_change_the_model_proposes_without_a_reason_it_must_choose_is_refused_not_guessed() -> None:
+    from bot.sentinel.changes import ChangeKind, make_change
+    from bot.sentinel.params import InvalidParameter
+
+    with pytest.raises(InvalidParameter, match="FalsePositive takes IncorrectAlertLogic or InaccurateData: ask"):
+        make_change(ChangeKind.STATUS, 42, status="Closed", classification="FalsePositive",
+                    classification_comment="pen test")
+    closed = make_change(ChangeKind.STATUS, 42, status="Closed", classification="TruePositive",
+                         classification_comment="confirmed")
+    assert closed.classification_reason is not None and closed.classification_reason.value == "SuspiciousActivity"

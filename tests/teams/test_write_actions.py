@@ -88,7 +88,7 @@ async def test_assign_to_me_is_proposed_confirmed_written_with_the_etag_and_audi
 
 
 @pytest.mark.parametrize(("command", "expected"), [
-    ("close {n} false positive: pen test by the red team",
+    ("close {n} false positive incorrect alert logic: pen test by the red team",
      {"status": "Closed", "classification": "FalsePositive", "classificationReason": "IncorrectAlertLogic",
       "classificationComment": "pen test by the red team"}),
     ("close {n} benign positive: expected admin script", {"status": "Closed", "classification": "BenignPositive",
@@ -249,7 +249,7 @@ async def test_a_non_responder_is_refused_and_nothing_is_proposed(rig: WriteRig)
 
 async def test_write_actions_disabled_refuses(tmp_path: Path, demo_client: SentinelClient) -> None:
     async with write_rig(tmp_path, demo_client, start=NOW, enabled=False) as rig:
-        await rig.say(f"close {rig.incidents[0].incident.number} false positive: test")
+        await rig.say(f"close {rig.incidents[0].incident.number} false positive incorrect alert logic: test")
         [reply] = await rig.next_messages()
         assert "turned off" in text_of([reply]) and "WRITE_ACTIONS_ENABLED" in text_of([reply])
         assert rig.arm.requests == []
