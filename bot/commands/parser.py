@@ -101,6 +101,7 @@ Ask in plain language, or use these commands:
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   who is on call                  who is on shift now and next, from the OnCall watchlist (also: oncall)
   kql [window] QUERY              your own read-only KQL, where the bot's access policy lets you (24h, 100 rows)
+  more  |  page N                  the next page of the last list (also its card's Next button), or page N of it
   help                            this list
   clear                           forget this conversation (preferences are kept)
 window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
@@ -166,7 +167,9 @@ _FIXED: dict[str, Callable[[], Command]] = {
     **dict.fromkeys(("prefer reset", "prefer none", "preferences reset"),
                     lambda: Command("prefer", arguments={"reset": True})),
     **dict.fromkeys(("prefer", "preferences"), lambda: Command("prefer")),
+    **dict.fromkeys(("more", "next", "next page", "show more", "more please", "page"), lambda: Command("page")),
 }
+_PAGE = re.compile(r"^(?:page|more|next)\s+#?(\d{1,4})$")
 
 
 def detail_command(incident_ref: object) -> Command:
@@ -179,6 +182,8 @@ def _single(words: str) -> Command | None:
     if words in _CHANGE_USAGE:
         # Bare command names, as the command menu inserts them.
         raise CommandError(_CHANGE_USAGE[words])
+    if page := _PAGE.match(words):  # "page 3": the last list's third page
+        return Command("page", arguments={"page": int(page.group(1))})
     if words.rstrip("?").strip() in _ON_CALL_WORDS:
         return Command("oncall", on_call.TOOL.name)
     if words in ("incident", "details", "detail"):
@@ -289,7 +294,8 @@ def _search_words(words: list[str], arguments: dict[str, Any]) -> list[str]:
 
 # Words a command starts with, for "did you mean" on a typo ("incidnets 24h").
 COMMAND_WORDS = ("incidents", "incident", "alerts", "trend", "entities", "entity", "watch", "watches", "unwatch",
-                 "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate")
+                 "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate", "more",
+                 "page")
 
 
 def nearest(text: str) -> str | None:

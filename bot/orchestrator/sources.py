@@ -19,10 +19,14 @@ class Source:
     kql: str
     error: str | None
     demo: bool
+    offset: int = 0  # a page of a list: the rows before it
+
 
     def line(self) -> str:
         if self.error:
             outcome = f"failed ({self.error})"
+        elif self.offset:
+            outcome = f"rows {self.offset + 1}–{self.offset + self.rows} of {max(self.total, self.offset + self.rows)}"
         elif self.total > self.rows:
             outcome = f"{self.rows} of {self.total} rows"
         else:
@@ -48,6 +52,7 @@ def sources(runs: Sequence[ToolRun]) -> list[Source]:
             kql=run.kql,
             error=error,
             demo=demo,
+            offset=artifact.metadata.offset if isinstance(artifact, QueryResult) else 0,
         ))
     return out
 

@@ -238,6 +238,7 @@ class QueryMetadata:
     source: str  # "demo" or "log_analytics"
     warnings: tuple[str, ...] = ()
     service_truncated: bool = False  # cut by a Log Analytics limit, not by the query's own limit (a warning says so)
+    offset: int = 0  # rows of the list before the first record: a page of a longer list starts at row offset + 1
 
     @property
     def is_demo(self) -> bool:
@@ -263,6 +264,13 @@ class QueryResult(Generic[Record]):
     def partial(self) -> bool:
         return bool(self.metadata.warnings)
 
+    def page(self, offset: int, rows: int) -> QueryResult[Record]:
+        """Rows ``offset + 1`` to ``offset + rows`` of this list, as a result of their own (the page a card or the
+        terminal shows: its [n], its facts, its "rows 26-50 of 97")."""
+        records = self.records[offset:offset + rows]
+        return QueryResult(records, dataclasses.replace(self.metadata, returned=len(records), offset=offset,
+                                                        truncated=offset + len(records) < self.metadata.total))
+
     def to_dict(self) -> dict[str, Any]:
         meta = dataclasses.asdict(self.metadata)
         meta["warnings"] = list(self.metadata.warnings)
@@ -271,6 +279,15 @@ class QueryResult(Generic[Record]):
             out["demo_data"] = True
             out["notice"] = DEMO_NOTICE
         return out
+
+
+def rows_label(meta: QueryMetadata) -> str:
+    """The rows a result holds, as its source line says it: "12 rows", "20 of 97 rows", "rows 21-40 of 97"."""
+    if meta.offset:
+        return f"rows {meta.offset + 1}–{meta.offset + meta.returned} of {max(meta.total, meta.offset + meta.returned)}"
+    if meta.truncated or meta.total > meta.returned:
+        return f"{meta.returned} of {meta.total} rows"
+    return count_label(meta.returned, "row")
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,7 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 DEFAULT_ENTITY_LIMIT = 10
 MAX_ENTITY_LIMIT = 50
+PAGE_ROWS = 25  # a list's rows at a time, on a card and in the terminal; "more" shows the next page
 MAX_TREND_BINS = 400
 MAX_TITLE_SEARCH_LENGTH = 1000
 MAX_INCIDENT_NUMBER = 2**31 - 1

@@ -93,6 +93,7 @@ class TerminalChat:
 
         turn = await self._orchestrator.answer(self.conversation, text, progress, local=machine_zone())
         self._last_runs = turn.runs
+        self._commands.listed(self.conversation, [r.artifact for r in turn.runs if isinstance(r.artifact, QueryResult)])
         return self._format_turn(turn)
 
     def _format_turn(self, turn: TurnResult) -> str:

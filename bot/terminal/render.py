@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.cards.common import RefFor
+from bot.cards.common import RefFor, page_note
 from bot.cards.plaintext import clean
-from bot.sentinel.models import DEMO_NOTICE, QueryError, QueryResult
+from bot.sentinel.models import DEMO_NOTICE, QueryError, QueryResult, rows_label
+from bot.sentinel.queries import limit_of
 from bot.tools.registry import TOOLS
 
 
@@ -26,10 +27,11 @@ def render(result: QueryResult | QueryError, ref_for: RefFor, now: datetime | No
 def footer(result: QueryResult) -> str:
     meta = result.metadata
     arguments = ", ".join(f"{k}={v}" for k, v in meta.parameters.items())
-    shown = (f"{meta.returned} of {meta.total} rows" if meta.truncated
-             else f"{meta.returned} row{'s' * (meta.returned != 1)}")
     source = "demo workspace" if meta.is_demo else "Log Analytics"
-    lines = [f"Source: {meta.tool}({clean(arguments, 200)}) on {source}, {shown}, {meta.elapsed_ms:.0f} ms"]
+    lines = [f"Source: {meta.tool}({clean(arguments, 200)}) on {source}, {rows_label(meta)}, {meta.elapsed_ms:.0f} ms"]
+    limit = limit_of(meta.tool)
+    paged = page_note(meta, meta.returned, "rows", limit[1] if limit else None, button=False)
+    lines += [paged] if paged else []
     lines += [f"Warning: {clean(w, 300)}" for w in meta.warnings]
     if meta.is_demo:
         lines.append(DEMO_NOTICE)
