@@ -353,3 +353,24 @@ async def test_model_proposes_assign_to_me_and_cancel_leaves_the_incident(pg: Pl
     assert (await incident_facts(pg, say, row.number))["Owner"] == row.owner
     await pg.settle()
     assert pg.rejected() == [], pg.describe()
+
+
+async def test_escalating_from_the_one_to_one_chat_says_why_the_on_call_analyst_was_not_messaged(
+        pg: Playground, bot: ManagedProcess) -> None:
+    """Issue 37: escalating from the 1:1 chat failed with "a 1:1 message failed (RuntimeError)" and a ConnectorError
+    traceback. The on-call analyst is not in Alex's 1:1 chat, so the bot starts one with them by their Entra object
+    id; the Playground creates it but refuses the message into it (500 UserNotFound: it knows its users by their
+    Teams ids). The escalation stands, says that, and the console shows one line, no traceback."""
+    _, rows = await list_incidents(pg, pg.send_personal)
+    asked = await pg.send_personal(f"escalate {rows[0].ref}")
+    message, _ = await confirmation_card(pg, asked)
+    pressed = await pg.submit(message, "Confirm")
+    updated = await card_updated(pg, message, pressed, "View action")
+    outcome = " ".join(texts(card_with(updated, "View action") or {}))
+    assert "escalated to" in outcome, outcome
+    await pg.settle()
+    posted = [m for m in pg.transcript(pg.personal_chat_id) if (m.text or "").startswith("**Escalation**")]
+    assert posted and "1:1 message failed (Teams answered 500 UserNotFound)" in posted[-1].text, posted
+    log = bot.log_path.read_text(errors="replace")
+    assert "RuntimeError" not in log and "Traceback" not in log, log[-3000:]
+    assert "the 1:1 message to the on-call analyst failed (Teams answered 500 UserNotFound)" in log
