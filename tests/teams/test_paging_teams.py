@@ -63,3 +63,31 @@ async def test_a_press_of_an_old_or_forged_next_button_gets_a_clear_line(bot: Bo
                                           "offset": 60, "rows": 20, "total": 80}}
     answer = await answer_to(bot, teams.submit(past, activity_id=next_id(), service_url=url))
     assert "That list has 13 rows now: page 4 is past its end. Ask for the list again." in json.dumps(answer.cards)
+
+
+async def test_a_model_answers_list_pages_on_its_card_and_with_more(connector: FakeConnector,
+                                                                    demo_client: SentinelClient,
+                                                                    fake_openai: Any) -> None:
+    """The model asked for 50 incidents: its card shows the first 25 with Next, and "more" goes on from there."""
+    from tests.support import openai_fake as oa
+
+    def brain(body: dict[str, Any]) -> Any:
+        if any(m.get("role") == "tool" for m in body["messages"][-3:]):
+            return oa.text("Here are this week's incidents, most severe first.")
+        return oa.tool_calls(("query_incidents", {"time_window": "last_7d", "limit": 50}))
+
+    running, server = await start_bot(connector, demo_client, fake_openai, MemoryStorage())
+    try:
+        fake_openai.brain = brain
+        url = connector.url
+        answer = await answer_to(running, teams.personal("what came in this week?", activity_id=next_id(),
+                                                         service_url=url))
+        shown = json.dumps(answer.cards, ensure_ascii=False)
+        assert "Showing 1–25 of 93 incidents." in shown
+        data = next_button(answer)
+        assert data is not None and data["listing"]["offset"] == 25 and data["listing"]["rows"] == 25
+        more = await answer_to(running, teams.personal("more", activity_id=next_id(), service_url=url))
+        assert "Showing 26–50 of 93 incidents." in json.dumps(more.cards, ensure_ascii=False)
+        assert len(fake_openai.requests) == 2, "paging asks no model"
+    finally:
+        await server.close()
