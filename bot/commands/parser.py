@@ -93,8 +93,7 @@ Ask in plain language, or use these commands:
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
-  close [n] true positive: why    close with a classification (false positive says which: incorrect alert logic
-                                  or inaccurate data; benign positive, undetermined)
+  close [n] true positive: why    close with a classification (false positive: say which, e.g. "inaccurate data")
   reopen [n]  |  severity [n] high  |  comment [n]: text
   watch high open                 post new incidents matching the filters here as they arrive (watches, unwatch [N])
   escalate [n] [assign]: ask      @mention the analyst on call here, comment on the incident (assign: also assign)
