@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.sentinel.models import QueryResult, count_label
+from bot.sentinel.models import QueryResult, rows_words
 from bot.tools.toolbox import ToolRun
 
 
@@ -23,14 +23,7 @@ class Source:
 
 
     def line(self) -> str:
-        if self.error:
-            outcome = f"failed ({self.error})"
-        elif self.offset:
-            outcome = f"rows {self.offset + 1}–{self.offset + self.rows} of {max(self.total, self.offset + self.rows)}"
-        elif self.total > self.rows:
-            outcome = f"{self.rows} of {self.total} rows"
-        else:
-            outcome = count_label(self.rows, "row")
+        outcome = f"failed ({self.error})" if self.error else rows_words(self.rows, self.total, self.offset)
         return f"{self.tool}({self.arguments}): {outcome}, {self.elapsed_ms:.0f} ms"
 
 

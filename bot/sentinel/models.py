@@ -282,12 +282,18 @@ class QueryResult(Generic[Record]):
 
 
 def rows_label(meta: QueryMetadata) -> str:
-    """The rows a result holds, as its source line says it: "12 rows", "20 of 97 rows", "rows 21-40 of 97"."""
-    if meta.offset:
-        return f"rows {meta.offset + 1}–{meta.offset + meta.returned} of {max(meta.total, meta.offset + meta.returned)}"
-    if meta.truncated or meta.total > meta.returned:
-        return f"{meta.returned} of {meta.total} rows"
-    return count_label(meta.returned, "row")
+    """The rows a result holds, as its source line says it (``rows_words``)."""
+    return rows_words(meta.returned, meta.total, meta.offset)
+
+
+def rows_words(rows: int, total: int, offset: int = 0) -> str:
+    """ "12 rows", "20 of 97 rows", or for a later page of a list "rows 21-40 of 97": the terminal's source line and
+    the Data sources footnote alike."""
+    if offset:
+        return f"rows {offset + 1}–{offset + rows} of {max(total, offset + rows)}"
+    if total > rows:
+        return f"{rows} of {total} rows"
+    return count_label(rows, "row")
 
 
 @dataclass(frozen=True)
