@@ -27,6 +27,7 @@ from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, Conversat
 from bot import cards
 from bot.orchestrator.changes import EscalationNotice, Named, NotifyError, Posted
 from bot.sentinel.changes import Owner
+from bot.teams.connectors import OwnTurn
 from bot.teams.progress import send_with_retry
 from bot.teams.reach import can_reach, message_on_call, refusal
 from bot.teams.watches import WatchStore
@@ -162,8 +163,10 @@ class TeamsNotifier:
                                 place="the conversation where a watch posted the incident"))
 
         try:
+            turn = OwnTurn(there)  # what posting there raises comes back here, not to the adapter's error handler
             await adapter.continue_conversation_with_claims(
-                claims, ConversationReference().deserialize(room.reference), audience, there)
+                claims, ConversationReference().deserialize(room.reference), audience, turn)
+            turn.raise_kept()
         except NotifyError:
             raise
         except Exception as error:  # noqa: BLE001 - e.g. the bot was removed there: post where it was confirmed

@@ -19,6 +19,7 @@ from botframework.connector.auth import AuthenticationConstants
 from bot.cards.reach import escalated_to_you
 from bot.orchestrator.changes import EscalationNotice
 from bot.teams import replies
+from bot.teams.connectors import OwnTurn
 from bot.teams.progress import send_with_retry
 
 log = logging.getLogger(__name__)
@@ -68,28 +69,22 @@ async def message_on_call(context: TurnContext, notice: EscalationNotice, posted
         is_group=False, bot=context.activity.recipient, tenant_id=tenant, channel_data={"tenant": {"id": tenant}},
         members=[ChannelAccount(id=person.object_id, aad_object_id=person.object_id)])
     chats: list[str] = []  # the chat, once the card is in it
-    failed: list[Exception] = []  # what sending into it raised
 
     async def send(chat: TurnContext) -> None:
-        # The adapter runs this as a turn of its own, whose errors go to its on_turn_error (a traceback, and the
-        # error lost to this caller): what the send raises is kept here and raised below instead.
-        if chats:  # a retried creation finds the same chat: the card goes once
-            return
-        try:
+        if not chats:  # a retried creation finds the same chat: the card goes once
             await send_with_retry(lambda: chat.send_activity(activity))
-        except Exception as error:  # noqa: BLE001 - raised again below, where the escalation says it
-            failed.append(error)
-            return
-        chats.append(chat.activity.conversation.id)
+            chats.append(chat.activity.conversation.id)
 
     claims = context.turn_state.get(BotAdapter.BOT_IDENTITY_KEY)
     app_id = _claim(claims, AuthenticationConstants.AUDIENCE_CLAIM) or _claim(claims,
                                                                              AuthenticationConstants.APP_ID_CLAIM)
     audience = context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
+    # The send runs as the adapter's own turn: what it raises (Teams refusing the message in the new chat) is kept
+    # and raised here, where the escalation says it, instead of a traceback from the adapter's error handler.
+    turn = OwnTurn(send)
     await send_with_retry(lambda: context.adapter.create_conversation(
-        app_id or "", send, parameters, context.activity.channel_id, context.activity.service_url, audience))
-    if failed:
-        raise failed[0]
+        app_id or "", turn, parameters, context.activity.channel_id, context.activity.service_url, audience))
+    turn.raise_kept()
     if not chats:
         raise RuntimeError("the Bot Connector created no conversation")  # the callback never ran
     return chats[0]

@@ -284,22 +284,28 @@ async def test_an_escalation_the_analyst_did_not_ask_for_is_refused_before_any_c
         assert not [s for s in rig.connector.sent if "Escalation" in s.text]
 
 
-async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thread(rig: WriteRig) -> None:
-    """Confirmed in a 1:1 chat, the escalation goes to the war room: the channel thread where a watch posted the
-    incident's card (the watch store's record of it), and the outcome says so."""
+async def watched_war_room(rig: WriteRig, number: int) -> str:
+    """The channel thread where a watch posted incident ``number`` (the watch store's record of it)."""
     from botbuilder.core import TurnContext
     from botbuilder.schema import Activity
 
     from bot.teams.server import BOT_KEY
     from tests.support import connector_fake as teams
 
-    number = rig.incidents[0].incident.number
     in_channel = teams.channel_mention("watch high", activity_id="watch-1", service_url=rig.connector.url)
     reference = TurnContext.get_conversation_reference(Activity().deserialize(in_channel)).serialize()
     war_room = in_channel["conversation"]["id"]
     store = rig.app[BOT_KEY].watches
     await store.record_card(f"watches/card/{war_room}/activity-77", {
         "conversation": war_room, "reference": reference, "activity_id": "activity-77", "incidents": []}, [number])
+    return str(war_room)
+
+
+async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thread(rig: WriteRig) -> None:
+    """Confirmed in a 1:1 chat, the escalation goes to the war room: the channel thread where a watch posted the
+    incident's card (the watch store's record of it), and the outcome says so."""
+    number = rig.incidents[0].incident.number
+    war_room = await watched_war_room(rig, number)
 
     action_id, card_id, _ = await propose(rig, f"escalate {number}")
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
@@ -312,6 +318,24 @@ async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thre
     assert update.conversation_id == "a:1personal-chat-alice"
     assert "Posted in the conversation where a watch posted the incident." in reply.text
     assert len(comments(rig)) == 1
+
+
+async def test_a_war_room_that_refuses_the_message_is_said_once_without_a_traceback(
+        rig: WriteRig, caplog: pytest.LogCaptureFixture) -> None:
+    """The war-room post runs as the adapter's own turn: Teams refusing it was handed to the adapter's error handler
+    (a traceback) and lost, and the bot posted again where the change was confirmed. The refusal now comes back: the
+    outcome says it, once, and nothing is posted elsewhere."""
+    caplog.set_level(logging.INFO)
+    number = rig.incidents[0].incident.number
+    await watched_war_room(rig, number)
+    rig.connector.refuse_containing = "**Escalation**"
+    action_id, card_id, _ = await propose(rig, f"escalate {number}")
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
+    reply = said(outcome_of(await until_done(rig)))
+    assert reply.text.startswith("Not done: the escalation could not be posted in Teams.")
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], "no traceback, no error"
+    assert not [r for r in caplog.records if "posting where it was confirmed" in r.getMessage()]
+    assert comments(rig) == [], "nothing is added to the incident"
 
 
 async def test_a_message_teams_refuses_is_not_followed_by_the_comment(rig: WriteRig) -> None:
