@@ -137,6 +137,8 @@ class CommandRouter:
         run = await self.run_query(conversation, command, status, wanted)
         if isinstance(run, str):
             return Routed(Route.NEEDS, run, command)
+        if isinstance(run.artifact, QueryError) and run.artifact.code == "invalid_argument":  # a forged listing
+            return Routed(Route.NEEDS, STALE_BUTTON if pressed else in_words(run.artifact.message, command), command)
         if isinstance(run.artifact, QueryResult) and not run.artifact.records:
             return Routed(Route.NEEDS, f"That list has {run.artifact.metadata.total} rows now: page "
                                        f"{wanted.offset // wanted.rows + 1} is past its end. Ask for the list again.")

@@ -127,5 +127,9 @@ async def test_a_next_button_pages_its_own_list_and_a_forged_one_gets_a_clear_li
     assert pressed.metadata.tool == "query_alerts" and pressed.metadata.offset == 20
     assert Listing.from_dict({"tool": "query_alerts", "arguments": {}, "offset": -1, "rows": 5, "total": 9}) is None
     assert Listing.from_dict({"tool": "get_alert_trend", "arguments": {}, "offset": 0, "rows": 5, "total": 9}) is None
+    forged = Listing.from_dict({"tool": "query_alerts", "arguments": {"bogus": 1}, "offset": 20, "rows": 20,
+                                "total": 90})
+    refused = await router.page(conversation, forged, None, _quiet, pressed=True)
+    assert refused.route is Route.NEEDS and refused.text.startswith("That Next button belongs to a list I can no")
     stale = await router.page(conversation, None, None, _quiet, pressed=True)
     assert stale.route is Route.NEEDS and stale.text.startswith("That Next button belongs to a list I can no longer")
