@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
+from bot.commands.paging import first_page
 from bot.commands.parser import HELP_TEXT
 from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
@@ -100,7 +101,9 @@ class TerminalChat:
         parts = [turn.text]
         shown = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult) and run.artifact.records]
         # One Data sources footnote below replaces the per-table source lines.
-        tables = [render.render(result, self.conversation.references.ref_for, with_footer=False) for result in shown]
+        # A list shows its first page, as its card does in Teams; "more" goes on from there.
+        tables = [render.render(first_page(result), self.conversation.references.ref_for, with_footer=False)
+                  for result in shown]
         if tables:
             parts.append("\n\n".join(tables))
         if turn.disclaimer:
