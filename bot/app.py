@@ -139,6 +139,7 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
                           users: UserSessions | None = None, **client_options: Any) -> SentinelClient:
     """The workspace client: Log Analytics when SENTINEL_WORKSPACE_ID is set, else the demo workspace."""
     if settings.workspace.uses_demo:
+        from bot.demo import changes as demo_changes
         from bot.demo.backend import DemoBackend
 
         log.debug("No SENTINEL_WORKSPACE_ID set: using the demo workspace (generated data, seed %s)",
@@ -147,7 +148,10 @@ def build_sentinel_client(settings: Settings, credential: _LazyCredential | None
         # With worker processes, serve generates the demo once (at start-up, before they start) and they copy it.
         shared = Path(settings.turns.queue_path).parent / f"demo-workspace-{settings.demo.seed}.sqlite" \
             if settings.turns.worker_processes else None
-        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox, shared=shared))
+        # Incident changes are kept beside the inbox, for every process of this demo and the next start.
+        changes = demo_changes.beside(inbox) if inbox is not None else None
+        return AuditedSentinelClient(DemoBackend(seed=settings.demo.seed, inbox=inbox, shared=shared,
+                                                 changes=changes))
 
     from bot.sentinel.loganalytics import LogAnalyticsBackend, create_logs_client
 

@@ -27,6 +27,7 @@ from bot.cards.common import (
 )
 from bot.cards.filters import titled
 from bot.sentinel.models import AlertSummary, QueryResult, count_label
+from bot.sentinel.params import MAX_LIMIT
 
 MAX_ALERT_DETAILS = 5  # alerts whose own fields the detail card shows, newest first (the same detection once)
 
@@ -35,8 +36,7 @@ def alert_list(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
     """[n] | Alert (name, severity, product and age, entities)."""
     parameters = result.metadata.parameters
     return list_card(result, lambda total: titled(count_label(total, "alert"), parameters), "alerts",
-                     "Ask for a shorter window or a higher severity to see the rest.",
-                     lambda shown: alert_table(shown, ref_for, now, with_entities=True))
+                     lambda shown: alert_table(shown, ref_for, now, with_entities=True), MAX_LIMIT)
 
 
 def alert_table(alerts: Sequence[AlertSummary], ref_for: RefFor, now: datetime, *, with_entities: bool) -> Element:

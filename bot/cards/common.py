@@ -16,12 +16,13 @@ from typing import Any
 
 from bot.cards.inert import holds_url, is_url_token, unlink, unlinked_urls
 from bot.cards.verbs import Verb
-from bot.sentinel.models import QueryResult, one_line
+from bot.sentinel.models import QueryMetadata, QueryResult, one_line
+from bot.sentinel.params import PAGE_ROWS
 
 # The "generally 28 KB" card limit (a Microsoft Q&A answer; 28 KB is also the documented incoming-webhook
 # limit). Teams' bot message limit is higher (Microsoft Learn, "Format your bot messages").
 MAX_CARD_BYTES = 28_000
-MAX_TABLE_ROWS = 25
+MAX_TABLE_ROWS = PAGE_ROWS  # a list card shows one page; the Next button and "more" show the next
 RefFor = Callable[[str, str], "int | None"]  # (kind, key) -> the conversation's [n]
 Element = dict[str, Any]
 
@@ -297,19 +298,48 @@ def shown_note(shown: int, total: int, plural: str, hint: str) -> str | None:
     return f"Showing {shown} of {total} {plural}; {total - shown} not shown. {hint}"
 
 
-def list_card(result: QueryResult, title: Callable[[int], str], plural: str, hint: str,
-              make_table: Callable[[Sequence[Any]], Element]) -> Element:
-    """Header, warnings and one table of a list result, with as many rows as the size limit allows."""
+def page_note(meta: QueryMetadata, shown: int, plural: str, reach: int | None, *, button: bool) -> str | None:
+    """Where a page of a list is, and how to see the next: "Showing 26-50 of 97 incidents. Type "more" (or press
+    Next) for the next page."; the last page and the end of what paging reaches say so. None when the list fits."""
+    total = max(meta.total, meta.offset + shown)
+    first, last = meta.offset + 1, meta.offset + shown
+    if meta.offset == 0 and last >= total:
+        return None
+    where = f"Showing {first}–{last} of {total} {plural}."
+    if last >= total:
+        return f"{where} That is the last page."
+    if reach is not None and last >= reach:
+        return (f"{where} A list pages to its first {reach}: narrow it (a shorter window, a higher severity, a "
+                "filter) to see the others.")
+    return f'{where} Type "more"' + (" (or press Next)" if button else "") + " for the next page."
+
+
+def next_page(meta: QueryMetadata, shown: int, reach: int | None) -> Element | None:
+    """The Next button of a page that has one: its data is the next page's listing (``commands.paging.Listing``),
+    so a press pages this card's list however old it is."""
+    total, end = max(meta.total, meta.offset + shown), meta.offset + shown
+    if end >= total or (reach is not None and end >= reach):
+        return None
+    arguments = {k: v for k, v in meta.parameters.items() if k != "limit"}
+    return submit("Next", {"action": Verb.PAGE, "listing": {"tool": meta.tool, "arguments": arguments,
+                                                              "offset": end, "rows": shown, "total": total}})
+
+
+def list_card(result: QueryResult, title: Callable[[int], str], plural: str,
+              make_table: Callable[[Sequence[Any]], Element], reach: int) -> Element:
+    """Header, warnings and one table of a list result: a page, as many rows as the size limit allows, with where
+    it is in the list and a Next button when there is more (``reach``: how far the list pages)."""
     meta = result.metadata
     if not result.records:
         return nothing_matched(result)
-    total = max(meta.total, len(result.records))
+    total = max(meta.total, meta.offset + len(result.records))
 
     def build(limit: int) -> Element:
         shown = result.records[:limit]
         body = header(f"{title(total)} ({scope_label(meta.parameters)})", demo=meta.is_demo,
-                      subtitle=shown_note(len(shown), total, plural, hint))
-        return card([*body, *warnings(meta.warnings), make_table(shown)])
+                      subtitle=page_note(meta, len(shown), plural, reach, button=True))
+        button = next_page(meta, len(shown), reach)
+        return card([*body, *warnings(meta.warnings), make_table(shown)], [button] if button else [])
 
     return fit(build, MAX_TABLE_ROWS)
 

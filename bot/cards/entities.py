@@ -7,12 +7,13 @@ from datetime import datetime
 
 from bot.cards.common import REF_COLUMN, Element, RefFor, age, cell, exact, list_card, plain, ref, subtle, table, text
 from bot.sentinel.models import EntityCount, QueryResult
+from bot.sentinel.params import MAX_ENTITY_LIMIT
 
 
 def top_entities(result: QueryResult, ref_for: RefFor, now: datetime) -> Element:
     """[n] | Entity (value, type and last seen) | Alerts | High."""
     return list_card(result, lambda total: "Entities in the most alerts", "entities",
-                     "Ask for more entities (up to 50) or a shorter window.", lambda shown: _table(shown, ref_for, now))
+                     lambda shown: _table(shown, ref_for, now), MAX_ENTITY_LIMIT)
 
 
 def _table(entities: Sequence[EntityCount], ref_for: RefFor, now: datetime) -> Element:

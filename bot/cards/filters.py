@@ -15,7 +15,7 @@ def filter_label(parameters: dict[str, Any]) -> str:
         parts.append(plain(str(parameters["status"]), 12))
     if parameters.get("owner"):
         owner = str(parameters["owner"])
-        parts.append("unassigned" if owner == "unassigned" else f"owner {plain(owner, 40)}")
+        parts.append(owner if owner in ("unassigned", "mine") else f"owner {plain(owner, 40)}")
     if parameters.get("severity"):
         parts.append("/".join(plain(str(s), 13) for s in parameters["severity"]))
     if parameters.get("entity"):

@@ -38,6 +38,7 @@ from bot.cards.filters import titled
 from bot.cards.verbs import Verb
 from bot.sentinel.changes import MAX_CLASSIFICATION_COMMENT_CHARS, MAX_COMMENT_CHARS
 from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryResult, count_label
+from bot.sentinel.params import MAX_LIMIT
 
 MAX_DETAIL_ALERTS = 15
 MAX_DETAIL_ENTITIES = 20
@@ -70,8 +71,7 @@ def incident_table(result: QueryResult, ref_for: RefFor, now: datetime) -> Eleme
     """[n] | Incident (title; number, status, owner, age) | severity over the Details button."""
     parameters = result.metadata.parameters
     return list_card(result, lambda total: titled(count_label(total, "incident"), parameters), "incidents",
-                     "Ask for a shorter window or a higher severity to see the rest.",
-                     lambda shown: _incident_table(shown, ref_for, now))
+                     lambda shown: _incident_table(shown, ref_for, now), MAX_LIMIT)
 
 
 def _incident_table(incidents: Sequence[Incident], ref_for: RefFor, now: datetime) -> Element:

@@ -21,6 +21,7 @@ COMMANDS = (
     ("kql [window] QUERY", "Your own read-only KQL, where the access policy lets you (24h, 100 rows)"),
     ("prefer [window] [severity]", "Your defaults for this conversation (prefer reset clears them)"),
     ("watch high open", "Post new incidents matching the filters here as they arrive (watches, unwatch [N])"),
+    ("more  ·  page N", "The next page of the last list (its card's Next button), or page N of it"),
     ("help", "This list"),
     ("clear", "Forget this conversation (preferences are kept)"),
 )

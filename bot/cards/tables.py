@@ -60,7 +60,8 @@ def result_table(data: ResultTable) -> Element:
             rows.append(cells)
         shown = min(limit, len(data.rows))
         body = header(data.title, demo=data.demo, subtitle=data.subtitle)
-        note = shown_note(shown, data.total, "rows", "Narrow the hunt or raise take.")
+        note = shown_note(shown, data.total, "rows", "Ask for a narrower hunt (a shorter window, another condition) "
+                                                     "to see the others.")
         body += [subtle(note)] if note else []
         body += [subtle(f"Also in the result: {plain(', '.join(left_out), 200)}")] if left_out else []
         body += warnings(list(data.notes))

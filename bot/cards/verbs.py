@@ -14,6 +14,7 @@ class Verb(StrEnum):
     CHANGE_PROPOSE = "change_propose"  # Assign to me, Close..., Severity..., Comment..., Reopen
     CHANGE_CONFIRM = "change_confirm"  # Confirm on a confirmation card
     CHANGE_CANCEL = "change_cancel"  # Cancel on a confirmation card
+    PAGE = "page"  # Next under a list: data["listing"] is the next page's list (bot.commands.paging.Listing)
     ASK = "ask"  # a suggested question: data["question"] is answered as typed
     COMMAND = "command"  # a command button on the help card: data["command"] is run as typed
 

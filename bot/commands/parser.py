@@ -67,8 +67,8 @@ _REASONS = (("inaccurate data", "InaccurateData"), ("incorrect alert logic", "In
             ("incorrect logic", "IncorrectAlertLogic"), ("suspicious but expected", "SuspiciousButExpected"),
             ("expected", "SuspiciousButExpected"), ("suspicious activity", "SuspiciousActivity"))
 CLOSE_USAGE = ('Usage: close [n] <classification>: <why>. classification: false positive, true positive, benign '
-               'positive, undetermined (a false positive may add "inaccurate data"). Example: "close [3] false '
-               'positive: pen test".')
+               'positive, undetermined (a false positive says which: "incorrect alert logic" or "inaccurate data"). '
+               'Example: "close [3] false positive inaccurate data: pen test".')
 
 _CHANGE_USAGE = {
     "assign": ('Assign which incident to whom? Usage: assign [n] to me (or to alice@contoso.com), '
@@ -93,13 +93,14 @@ Ask in plain language, or use these commands:
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
-  close [n] false positive: why   close with a classification (true positive, benign positive, undetermined)
+  close [n] true positive: why    close with a classification (false positive: say which, e.g. "inaccurate data")
   reopen [n]  |  severity [n] high  |  comment [n]: text
   watch high open                 post new incidents matching the filters here as they arrive (watches, unwatch [N])
   escalate [n] [assign]: ask      @mention the analyst on call here, comment on the incident (assign: also assign)
   prefer [window] [severity]      your defaults for this conversation (prefer reset clears them)
   who is on call                  who is on shift now and next, from the OnCall watchlist (also: oncall)
   kql [window] QUERY              your own read-only KQL, where the bot's access policy lets you (24h, 100 rows)
+  more  |  page N                  the next page of the last list (also its card's Next button), or page N of it
   help                            this list
   clear                           forget this conversation (preferences are kept)
 window: 1h, 24h, 3d, 7d, 14d, 30d    severity: high, medium, low, informational (and above)
@@ -119,6 +120,11 @@ class Command:
 
 class CommandError(ValueError):
     """Text that is clearly a command but has a part we cannot read; the message shows the usage."""
+
+
+class CommandQuestion(CommandError):
+    """A command that reads, but leaves a choice only the analyst can make (which close reason): the message asks,
+    offering the valid answers as whole commands to type."""
 
 
 _KQL = re.compile(r"^/?kql\b(?P<rest>.*)$", re.IGNORECASE | re.DOTALL)
@@ -160,7 +166,9 @@ _FIXED: dict[str, Callable[[], Command]] = {
     **dict.fromkeys(("prefer reset", "prefer none", "preferences reset"),
                     lambda: Command("prefer", arguments={"reset": True})),
     **dict.fromkeys(("prefer", "preferences"), lambda: Command("prefer")),
+    **dict.fromkeys(("more", "next", "next page", "show more", "more please", "page"), lambda: Command("page")),
 }
+_PAGE = re.compile(r"^(?:page|more|next)\s+#?(\d{1,4})$")
 
 
 def detail_command(incident_ref: object) -> Command:
@@ -173,6 +181,8 @@ def _single(words: str) -> Command | None:
     if words in _CHANGE_USAGE:
         # Bare command names, as the command menu inserts them.
         raise CommandError(_CHANGE_USAGE[words])
+    if page := _PAGE.match(words):  # "page 3": the last list's third page
+        return Command("page", arguments={"page": int(page.group(1))})
     if words.rstrip("?").strip() in _ON_CALL_WORDS:
         return Command("oncall", on_call.TOOL.name)
     if words in ("incident", "details", "detail"):
@@ -283,7 +293,8 @@ def _search_words(words: list[str], arguments: dict[str, Any]) -> list[str]:
 
 # Words a command starts with, for "did you mean" on a typo ("incidnets 24h").
 COMMAND_WORDS = ("incidents", "incident", "alerts", "trend", "entities", "entity", "watch", "watches", "unwatch",
-                 "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate")
+                 "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate", "more",
+                 "page")
 
 
 def nearest(text: str) -> str | None:
@@ -393,12 +404,12 @@ def _parse_change(text: str) -> Command | None:
         elif groups.get("status") is not None:
             arguments["status"] = groups["status"]
         else:
-            arguments |= _closing(groups.get("rest") or "")
+            arguments |= _closing(groups.get("rest") or "", groups["target"])
         return Command("change", tool, arguments)
     return None
 
 
-def _closing(rest: str) -> dict[str, Any]:
+def _closing(rest: str, target: str) -> dict[str, Any]:
     """"[as] false positive [inaccurate data]: pen test" -> status Closed, classification, reason, comment."""
     split = re.search(r"\s*:\s*|\s+[-–—]\s+|\s+because\s+", rest, re.IGNORECASE)
     head, comment = (rest[:split.start()], rest[split.end():]) if split else (rest, "")
@@ -416,12 +427,37 @@ def _closing(rest: str) -> dict[str, Any]:
             arguments["classification_reason"] = value
             words = ""
             break
-    if words:
-        raise CommandError(f'I could not read "{words}". {CLOSE_USAGE}')
     if not comment.strip():
         raise CommandError(f"Closing needs a short reason after a colon. {CLOSE_USAGE}")
     arguments["comment"] = comment.strip()
+    allowed, reason = _REASONS_OF[arguments["classification"]], arguments.get("classification_reason")
+    if reason is not None and reason not in allowed:
+        words = _REASON_WORDS[reason]
+    if words or (reason is None and len(allowed) > 1):
+        raise CommandQuestion(_which_reason(target, arguments, words))
     return arguments
+
+
+# The reasons Sentinel offers per classification, in the words a close command takes them (sentinel.changes.REASONS).
+_REASONS_OF: dict[str, tuple[str, ...]] = {"FalsePositive": ("IncorrectAlertLogic", "InaccurateData"),
+                                           "TruePositive": ("SuspiciousActivity",),
+                                           "BenignPositive": ("SuspiciousButExpected",), "Undetermined": ()}
+_CLASSIFICATION_WORDS = {"FalsePositive": "false positive", "TruePositive": "true positive",
+                         "BenignPositive": "benign positive", "Undetermined": "undetermined"}
+_REASON_WORDS = {"IncorrectAlertLogic": "incorrect alert logic", "InaccurateData": "inaccurate data",
+                 "SuspiciousActivity": "suspicious activity", "SuspiciousButExpected": "suspicious but expected"}
+
+
+def _which_reason(target: str, arguments: dict[str, Any], words: str) -> str:
+    """The question a close without a reason Sentinel knows gets: the classification's reasons, as commands to type."""
+    classification = _CLASSIFICATION_WORDS[arguments["classification"]]
+    allowed = _REASONS_OF[arguments["classification"]]
+    said = f'"{words}" is not a reason Sentinel knows for {classification}' if words else \
+        f"Sentinel closes a {classification} with one of {len(allowed)} reasons"
+    if not allowed:
+        return f'{said}: it takes none. Type "close {target} {classification}: {arguments["comment"]}".'
+    typed = [f'"close {target} {classification} {_REASON_WORDS[r]}: {arguments["comment"]}"' for r in allowed]
+    return f"{said}. Which one? Type " + " or ".join(typed) + "."
 
 
 def with_preferences(command: Command, preferences: dict[str, str]) -> dict[str, Any]:

@@ -19,7 +19,18 @@ from enum import StrEnum
 from typing import Any
 
 from bot import audit
-from bot.commands.parser import INVESTIGATE, Command, CommandError, apply_preferences, nearest, parse, with_preferences
+from bot.commands.paging import Listing, arguments_for, listing_of, next_listing
+from bot.commands.parser import (
+    INVESTIGATE,
+    Command,
+    CommandError,
+    CommandQuestion,
+    apply_preferences,
+    nearest,
+    parse,
+    with_preferences,
+)
+from bot.commands.wording import in_words
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.references import References, RefKind
@@ -38,6 +49,10 @@ Status = Callable[[str], Awaitable[None]]
 _CITED = re.compile(r"(?<![\w\]])\[(\d{1,6})\]")
 WATCH_COMMANDS = ("watch", "watches", "unwatch")
 LISTED_REFERENCES = 10  # how many of the conversation's references a "no such [n]" answer lists
+NO_LISTING = ('There is no list here to page through yet: ask for one (for example "incidents 7d"), then type "more" '
+              "for its next page.")
+STALE_BUTTON = ('That Next button belongs to a list I can no longer read (an older version of the bot made it). Ask '
+                'for the list again and page from there.')
 
 
 class Route(StrEnum):
@@ -49,6 +64,7 @@ class Route(StrEnum):
     UNRESOLVED = "unresolved"  # text: an "[n]" that names nothing here (or not an incident)
     NO_REFERENCE = "no_reference"  # text: the cited [n] that do not exist here, and the ones that do
     INVALID = "invalid"  # text: the command's usage
+    NEEDS = "needs"  # text: a value the command's query refused, in the analyst's words, and what to type instead
     WATCH = "watch"  # command: watch, watches or unwatch (the surface keeps watches: it can post later)
     QUESTION = "question"  # for the model
 
@@ -74,6 +90,8 @@ class CommandRouter:
         asking.use(Asking(me, incident_lookup(conversation.references), conversation.references.last_incident))
         try:
             command = parse(text)
+        except CommandQuestion as question:  # a choice only the analyst can make: asked, not guessed
+            return Routed(Route.NEEDS, str(question))
         except CommandError as error:
             return Routed(Route.INVALID, str(error))
         if not text.strip() or (command is not None and command.name == "help"):
@@ -96,13 +114,40 @@ class CommandRouter:
             return Routed(Route.CHANGE, command=command)
         if command.name in WATCH_COMMANDS:
             return Routed(Route.WATCH, command=command)
+        if command.name == "page":
+            return await self.page(conversation, Listing.from_dict(conversation.listing),
+                                   command.arguments.get("page"), status)
         run = await self.run_query(conversation, command, status)
         if isinstance(run, str):
             return Routed(Route.UNRESOLVED, run, command)
+        if isinstance(run.artifact, QueryError) and run.artifact.code == "invalid_argument":
+            return Routed(Route.NEEDS, in_words(run.artifact.message, command), command)
         return Routed(Route.QUERY, command=command, run=run)
 
-    async def run_query(self, conversation: Conversation, command: Command, status: Status) -> ToolRun | str:
-        """The command's query as a tool run, or a message saying why it cannot run (an unknown [n])."""
+    async def page(self, conversation: Conversation, listing: Listing | None, number: int | None,
+                   status: Status, *, pressed: bool = False) -> Routed:
+        """Page ``number`` of ``listing`` (the next one when None; a pressed Next button's own page when
+        ``pressed``), or the line saying why there is none."""
+        if listing is None:
+            return Routed(Route.NEEDS, NO_LISTING if not pressed else STALE_BUTTON)
+        wanted = listing if pressed else next_listing(listing, number)
+        if isinstance(wanted, str):
+            return Routed(Route.NEEDS, wanted)
+        command = Command("page", wanted.tool, arguments_for(wanted))
+        run = await self.run_query(conversation, command, status, wanted)
+        if isinstance(run, str):
+            return Routed(Route.NEEDS, run, command)
+        if isinstance(run.artifact, QueryError) and run.artifact.code == "invalid_argument":  # a forged listing
+            return Routed(Route.NEEDS, STALE_BUTTON if pressed else in_words(run.artifact.message, command), command)
+        if isinstance(run.artifact, QueryResult) and not run.artifact.records:
+            return Routed(Route.NEEDS, f"That list has {run.artifact.metadata.total} rows now: page "
+                                       f"{wanted.offset // wanted.rows + 1} is past its end. Ask for the list again.")
+        return Routed(Route.QUERY, command=command, run=run)
+
+    async def run_query(self, conversation: Conversation, command: Command, status: Status,
+                        listing: Listing | None = None) -> ToolRun | str:
+        """The command's query as a tool run, or a message saying why it cannot run (an unknown [n]). A list shows
+        a page: its first, or ``listing``'s."""
         arguments: dict[str, Any] = with_preferences(command, conversation.preferences)
         if command.reference is not None:
             number = incident_lookup(conversation.references)(command.reference)
@@ -118,15 +163,32 @@ class CommandRouter:
         declared = TOOLS.get(tool)
         try:
             arguments = asking.resolve(tuple(p.name for p in declared.parameters) if declared else (), arguments)
-        except InvalidParameter as problem:
-            return str(problem)
+        except InvalidParameter as problem:  # "mine" with nobody signed in
+            return ToolRun(tool, arguments, QueryError("invalid_argument", str(problem), retry_possible=False,
+                                                       tool=tool), 0.0)
         await status(TOOLS.status_text(tool))
         started = time.perf_counter()
         result = await read(self.sentinel, declared, tool, arguments)
-        run = ToolRun(tool, arguments, result, (time.perf_counter() - started) * 1000)
         if isinstance(result, QueryResult):
+            result = self.shown(conversation, result, listing)
             self.remember(conversation, result)
-        return run
+        return ToolRun(tool, arguments, result, (time.perf_counter() - started) * 1000)
+
+    def shown(self, conversation: Conversation, result: QueryResult, listing: Listing | None = None) -> QueryResult:
+        """The page of a list that is shown (``listing``'s, else the first), kept as the conversation's list for
+        "more"; any other result as it is."""
+        listing = listing or listing_of(result)
+        if listing is None:
+            return result
+        page = result.page(listing.offset, listing.rows)
+        conversation.listing = replace(listing, total=page.metadata.total).to_dict()
+        return page
+
+    def listed(self, conversation: Conversation, results: list[QueryResult]) -> None:
+        """After a model answer: its last list (as its card shows it) is what "more" continues."""
+        listings = [listing for listing in map(listing_of, results) if listing is not None]
+        if listings:
+            conversation.listing = listings[-1].to_dict()
 
     async def analyst_kql(self, conversation: Conversation, command: Command, status: Status,
                           me: str | None) -> Routed:

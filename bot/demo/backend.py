@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bot.demo import changes as demo_changes
 from bot.demo import generator, inject, oncall, store
 from bot.demo.world import build_world
 from bot.lifetime import die_with_parent
@@ -81,7 +82,7 @@ class DemoBackend:
 
     def __init__(self, seed: int, clock: Clock = lambda: datetime.now(UTC), *, volume: int = 1,
                  refresh_lead: timedelta = timedelta(hours=1), inbox: Path | None = None,
-                 build: Build = build_database, shared: Path | None = None) -> None:
+                 build: Build = build_database, shared: Path | None = None, changes: Path | None = None) -> None:
         self._seed = seed
         self._build = build  # how a database is built in place (tests hand out copies of one build)
         self._clock = clock
@@ -104,6 +105,10 @@ class DemoBackend:
         # the others (serve's worker processes) open it instead of generating their own.
         self._shared = shared
         self._injected: list[tuple[dict[str, Any], dict[str, Any]]] = []  # rows applied, replayed on regeneration
+        # Incident changes every process of this demo made (``changes``): applied before each query, all of them to a
+        # new database. None: the writer's changes stay in this process (its own journal replays them).
+        self.changes = demo_changes.ChangeJournal(changes) if changes is not None else None
+        self._changes_seen = 0
 
     @property
     def seed(self) -> int:
@@ -152,7 +157,18 @@ class DemoBackend:
             self._start_refresh(now)
         if self._inbox is not None:
             self._read_inbox(live.conn, now)
+        if self.changes is not None:
+            self._read_changes(live.conn)
         return live.conn
+
+    def _read_changes(self, conn: sqlite3.Connection) -> None:
+        """The changes this demo's processes wrote that this database has not seen (a restart: all of them)."""
+        assert self.changes is not None
+        rows, self._changes_seen = self.changes.since(self._changes_seen)
+        for row in rows:
+            demo_changes.apply(conn, row)
+        if rows:
+            conn.commit()
 
     def _generate(self, now: datetime) -> _Data:
         conn, generated_until = self._build(self._seed, now, self._volume)
@@ -187,6 +203,7 @@ class DemoBackend:
         data.conn.commit()
         for hook in self._on_generated:
             hook(data.conn)
+        self._changes_seen = 0  # the new database gets every kept change at its first query
         old, self._data = self._data, data
         return old
 
@@ -289,6 +306,8 @@ class DemoBackend:
     async def close(self) -> None:
         with self._lock:
             self._closed = True
+            if self.changes is not None:
+                self.changes.close()
             if self._data is not None:
                 self._data.close()
                 self._data = None

@@ -10,7 +10,8 @@ analyst (object id, UPN or email) is filled in from the demo directory, as Senti
 The generator scripts each incident's future (rows later than now that appear as time passes). Once
 the bot changes an incident its scripted future is dropped, so the change is not silently undone. The
 backend regenerates its database when the UTC day changes; the writer keeps the rows it wrote (at most
-MAX_JOURNAL_ROWS) and writes them again into the new database.
+MAX_JOURNAL_ROWS) and writes them again into the new database. With a changes file (``bot.demo.changes``: beside
+the demo's inbox, as under ``./run``) each row also goes there, for the demo's other processes and its next start.
 
 Comments go where Sentinel's table keeps them: the Comments column and AdditionalData.commentsCount
 (which get_incident_detail reports). The table has no comment ids, so the ids callers choose are
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from bot.demo import changes
 from bot.demo.backend import DemoBackend
 from bot.demo.values import compact_json
 from bot.demo.world import build_world
@@ -129,8 +131,10 @@ class DemoIncidentWriter:
         # Superseded: the incident's scripted future, and a row written at this very instant (a frozen clock),
         # which would otherwise tie with this one for "latest".
         conn.execute("DELETE FROM SecurityIncident WHERE IncidentName = ? AND TimeGenerated >= ?", (name, stamp))
-        _insert(conn, row)
+        changes.insert(conn, row)
         conn.commit()
+        if self._backend.changes is not None:  # for the demo's other processes, and this one's next start
+            self._backend.changes.append(row)
         journal = [r for r in self._journal.pop(name, []) if r["TimeGenerated"] < stamp] + [row]
         self._journal[name] = journal  # most recently written last
         while sum(len(rows) for rows in self._journal.values()) > MAX_JOURNAL_ROWS:
@@ -143,7 +147,7 @@ class DemoIncidentWriter:
                 conn.execute("DELETE FROM SecurityIncident WHERE IncidentName = ? AND TimeGenerated >= ?",
                              (name, rows[0]["TimeGenerated"]))
                 for row in rows:
-                    _insert(conn, row)
+                    changes.insert(conn, row)
             else:  # the incident aged out of the generated days
                 del self._journal[name]
         conn.commit()
@@ -166,12 +170,6 @@ def _latest(conn: sqlite3.Connection, name: str, now: datetime) -> dict[str, Any
                          "35 days of data). Look it up again by its number.", status=404,
                          detail=f"no demo incident named {name}")
     return dict(row)
-
-
-def _insert(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
-    columns = ", ".join(f'"{column}"' for column in row)
-    conn.execute(f"INSERT INTO SecurityIncident ({columns}) VALUES ({', '.join('?' for _ in row)})",
-                 list(row.values()))
 
 
 def _snapshot(row: dict[str, Any]) -> IncidentSnapshot:

@@ -40,6 +40,7 @@ class Conversation:
     # Proposed incident changes awaiting their Confirm: at most one per requester, oldest first.
     pending_actions: list[PendingAction] = field(default_factory=list)
     finished_actions: list[FinishedAction] = field(default_factory=list)  # recent outcomes, newest last
+    listing: dict[str, Any] | None = None  # the last list shown, for "more" (bot.commands.paging.Listing)
 
     def remember(self, result: QueryResult, at: datetime | None = None) -> None:
         """Record what a query returned: its [n] references and its records as facts answers are checked against."""
@@ -77,6 +78,7 @@ class Conversation:
         self.history.clear()
         self.token_counts.clear()
         self.references = References()
+        self.listing = None
         self.summary = summary
         self.trim_warned = False
 
@@ -93,6 +95,7 @@ class Conversation:
             "turns": self.turns,
             "pending_actions": [a.to_dict() for a in self.pending_actions],
             "finished_actions": [a.to_dict() for a in self.finished_actions],
+            "listing": self.listing,
         }
 
     @classmethod
@@ -116,6 +119,7 @@ class Conversation:
             pending_actions=_pending(data),
             finished_actions=[FinishedAction.from_dict(a) for a in data.get("finished_actions", [])
                               if isinstance(a, dict) and a.get("id")][-MAX_FINISHED_ACTIONS:],
+            listing=data["listing"] if isinstance(data.get("listing"), dict) else None,
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.sentinel.models import QueryResult, count_label
+from bot.sentinel.models import QueryResult, rows_words
 from bot.tools.toolbox import ToolRun
 
 
@@ -19,14 +19,11 @@ class Source:
     kql: str
     error: str | None
     demo: bool
+    offset: int = 0  # a page of a list: the rows before it
+
 
     def line(self) -> str:
-        if self.error:
-            outcome = f"failed ({self.error})"
-        elif self.total > self.rows:
-            outcome = f"{self.rows} of {self.total} rows"
-        else:
-            outcome = count_label(self.rows, "row")
+        outcome = f"failed ({self.error})" if self.error else rows_words(self.rows, self.total, self.offset)
         return f"{self.tool}({self.arguments}): {outcome}, {self.elapsed_ms:.0f} ms"
 
 
@@ -48,6 +45,7 @@ def sources(runs: Sequence[ToolRun]) -> list[Source]:
             kql=run.kql,
             error=error,
             demo=demo,
+            offset=artifact.metadata.offset if isinstance(artifact, QueryResult) else 0,
         ))
     return out
 

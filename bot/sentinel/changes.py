@@ -54,7 +54,7 @@ class ClassificationReason(enum.Enum):
     INACCURATE_DATA = "InaccurateData"
 
 
-# The reasons the Sentinel portal offers per classification; the first is the default. Undetermined has none.
+# The reasons the Sentinel portal offers per classification: one is the default, two are asked. Undetermined has none.
 REASONS: dict[Classification, tuple[ClassificationReason, ...]] = {
     Classification.TRUE_POSITIVE: (ClassificationReason.SUSPICIOUS_ACTIVITY,),
     Classification.BENIGN_POSITIVE: (ClassificationReason.SUSPICIOUS_BUT_EXPECTED,),
@@ -345,6 +345,9 @@ def make_change(kind: ChangeKind, incident_number: int, *, owner: Owner | None =
     allowed = REASONS[chosen]
     reason = None
     if allowed:
+        if classification_reason in (None, "") and len(allowed) > 1:  # asked, never guessed
+            raise InvalidParameter("classification_reason", f"{chosen.value} takes "
+                                   + " or ".join(r.value for r in allowed) + ": ask the analyst which")
         reason = _enum(ClassificationReason, classification_reason, "classification_reason") \
             if classification_reason not in (None, "") else allowed[0]
         if reason not in allowed:
@@ -353,7 +356,7 @@ def make_change(kind: ChangeKind, incident_number: int, *, owner: Owner | None =
     note = _text(classification_comment, "classification_comment", MAX_CLASSIFICATION_COMMENT_CHARS)
     if not note:
         raise InvalidParameter("classification_comment", "closing needs a short comment saying why, e.g. "
-                                                         "\"close 42 false positive: pen test\"")
+                                                         "\"close 42 true positive: confirmed with the user\"")
     return IncidentChange(kind, incident_number, status=new_status, classification=chosen,
                           classification_reason=reason, classification_comment=note)
 

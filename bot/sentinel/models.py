@@ -248,6 +248,7 @@ class QueryMetadata:
     source: str  # "demo" or "log_analytics"
     warnings: tuple[str, ...] = ()
     service_truncated: bool = False  # cut by a Log Analytics limit, not by the query's own limit (a warning says so)
+    offset: int = 0  # rows of the list before the first record: a page of a longer list starts at row offset + 1
 
     @property
     def is_demo(self) -> bool:
@@ -273,6 +274,13 @@ class QueryResult(Generic[Record]):
     def partial(self) -> bool:
         return bool(self.metadata.warnings)
 
+    def page(self, offset: int, rows: int) -> QueryResult[Record]:
+        """Rows ``offset + 1`` to ``offset + rows`` of this list, as a result of their own (the page a card or the
+        terminal shows: its [n], its facts, its "rows 26-50 of 97")."""
+        records = self.records[offset:offset + rows]
+        return QueryResult(records, dataclasses.replace(self.metadata, returned=len(records), offset=offset,
+                                                        truncated=offset + len(records) < self.metadata.total))
+
     def to_dict(self) -> dict[str, Any]:
         meta = dataclasses.asdict(self.metadata)
         meta["warnings"] = list(self.metadata.warnings)
@@ -281,6 +289,21 @@ class QueryResult(Generic[Record]):
             out["demo_data"] = True
             out["notice"] = DEMO_NOTICE
         return out
+
+
+def rows_label(meta: QueryMetadata) -> str:
+    """The rows a result holds, as its source line says it (``rows_words``)."""
+    return rows_words(meta.returned, meta.total, meta.offset)
+
+
+def rows_words(rows: int, total: int, offset: int = 0) -> str:
+    """ "12 rows", "20 of 97 rows", or for a later page of a list "rows 21-40 of 97": the terminal's source line and
+    the Data sources footnote alike."""
+    if offset:
+        return f"rows {offset + 1}–{offset + rows} of {max(total, offset + rows)}"
+    if total > rows:
+        return f"{rows} of {total} rows"
+    return count_label(rows, "row")
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,7 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 DEFAULT_ENTITY_LIMIT = 10
 MAX_ENTITY_LIMIT = 50
+PAGE_ROWS = 25  # a list's rows at a time, on a card and in the terminal; "more" shows the next page
 MAX_TREND_BINS = 400
 MAX_TITLE_SEARCH_LENGTH = 1000
 MAX_INCIDENT_NUMBER = 2**31 - 1
@@ -283,10 +284,20 @@ class OwnerFilter:
     object id, compared case-insensitively with each of the owner's fields."""
 
     person: str | None = None  # None: unassigned
+    mine: bool = False  # the person is the asking analyst ("mine"): shown so, not as their object id
 
     @property
     def label(self) -> str:
-        return "unassigned" if self.person is None else self.person
+        if self.person is None:
+            return "unassigned"
+        return "mine" if self.mine else self.person
+
+
+class Me(str):
+    """The asking analyst's object id (or sign-in name) where they said "me" or "mine": the query compares the id, and
+    shows the filter as "mine" (a card titled with a raw object id reads like nobody's)."""
+
+    __slots__ = ()
 
 
 def parse_owner(value: object) -> OwnerFilter | None:
@@ -294,6 +305,8 @@ def parse_owner(value: object) -> OwnerFilter | None:
         return None
     if not isinstance(value, str):
         raise InvalidParameter("owner", f"{_shown(value)} is not a name, sign-in name, \"me\" or \"unassigned\"")
+    if isinstance(value, Me) and value.strip():
+        return OwnerFilter(str(value), mine=True)
     text = " ".join(value.split())
     if text.lower() in UNASSIGNED_WORDS:
         return OwnerFilter(None)

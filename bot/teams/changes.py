@@ -102,7 +102,7 @@ class TeamsChanges:
                                               notifier=TeamsNotifier(context, room=room, demo=self.demo))
         else:
             outcome = self.desk.cancel(data.conversation, action_id, actor)
-        reply = Reply([replies.message(_outcome_text(outcome))])
+        reply = _decided(outcome, typed=bool(request.text.strip()))
         if outcome.closes_card:
             reply.card_updates.append((card_id, self.outcome_card(outcome)))
         if outcome.renewed is not None:
@@ -192,6 +192,17 @@ def proposed_from_card(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         # The close form offers the portal's classification-and-reason pairs, e.g. "FalsePositive:InaccurateData".
         arguments["classification"], arguments["classification_reason"] = arguments["classification"].split(":", 1)
     return str(value.get("tool") or "")[:40], arguments
+
+
+def _decided(outcome: Outcome, *, typed: bool) -> Reply:
+    """One message per change: a pressed Confirm or Cancel is answered by its card, updated in place to the outcome
+    (the text goes out only to close progress Teams is showing, or when the card cannot be updated); a typed "yes"
+    or "cancel" also gets the outcome's line under it, where the analyst is looking; an outcome that keeps the card
+    (a transient failure) is said in a message."""
+    said = replies.message(_outcome_text(outcome))
+    if typed or not outcome.closes_card:
+        return Reply([said])
+    return Reply([], quiet=said)
 
 
 def _outcome_text(outcome: Outcome) -> str:

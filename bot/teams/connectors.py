@@ -21,7 +21,7 @@ import asyncio
 import json
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from enum import Enum
 from typing import Any
 from urllib.parse import quote
@@ -167,6 +167,39 @@ class ConnectorError(Exception):
     def __init__(self, status: int, headers: Mapping[str, str], detail: str) -> None:
         super().__init__(f"the Bot Connector answered {status}: {detail[:200]}")
         self.response = _Answer(status, dict(headers))
+        self.code = _error_code(detail)  # the answer's error code ("UserNotFound"), when it names one
+
+
+def _error_code(detail: str) -> str | None:
+    """The Bot Connector's error code in an error answer's body ({"error": {"code": ...}}), or None."""
+    try:
+        body = json.loads(detail)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code[:60] if isinstance(code, str) else None
+
+
+class OwnTurn:
+    """``logic`` as the callback of a turn the adapter runs itself (``create_conversation``,
+    ``continue_conversation``): the adapter hands what such a callback raises to its ``on_turn_error`` (a traceback in
+    the log) and returns as if all went well, so the caller never learns it failed. What ``logic`` raised is kept
+    here instead; ``raise_kept`` raises it where the caller can say what happened."""
+
+    def __init__(self, logic: Callable[[TurnContext], Awaitable[Any]]) -> None:
+        self._logic = logic
+        self.error: Exception | None = None
+
+    async def __call__(self, context: TurnContext) -> None:
+        try:
+            await self._logic(context)
+        except Exception as error:  # noqa: BLE001 - kept for the caller (raise_kept), not the adapter's handler
+            self.error = error
+
+    def raise_kept(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 class Unreachable(Exception):

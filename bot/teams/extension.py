@@ -27,7 +27,7 @@ from bot.cards import incident_detail
 from bot.cards.extension import incident_card, incident_preview
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import Incident, IncidentDetail, QueryResult
-from bot.sentinel.params import MAX_LIMIT, InvalidParameter, parse_search
+from bot.sentinel.params import MAX_LIMIT, InvalidParameter, Me, parse_search
 from bot.sentinel.queries import incident_detail as detail_query
 from bot.sentinel.queries import incidents as incidents_query
 from bot.teams.links import Workspace, incident_link
@@ -82,7 +82,7 @@ def read_search(text: str, me: str | None) -> Search:
         elif key in _MINE_WORDS:
             if me is None:
                 raise InvalidParameter("owner", "nobody is asking")
-            owner = me
+            owner = Me(me)  # shown as "mine"
         else:
             rest.append(word)
     arguments: dict[str, Any] = {"time_window": SEARCH_WINDOW, "sort": "newest"}

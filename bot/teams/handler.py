@@ -353,6 +353,9 @@ class SentinelBot(TeamsActivityHandler):
         activities = [replies.message(card_list=[card]) for card_id, card in reply.card_updates
                       if not await self._update_card(context, card_id, card)] + reply.activities
         if not activities:
+            if reply.quiet is not None:
+                await progress.close(reply.quiet)
+                return
             activities = [replies.message("Done.")]
         sent_id = await progress.finish(activities[0])
         for extra in activities[1:]:

@@ -27,8 +27,9 @@ from botbuilder.schema import Activity, ActivityTypes, ChannelAccount, Conversat
 from bot import cards
 from bot.orchestrator.changes import EscalationNotice, Named, NotifyError, Posted
 from bot.sentinel.changes import Owner
+from bot.teams.connectors import OwnTurn
 from bot.teams.progress import send_with_retry
-from bot.teams.reach import can_reach, message_on_call
+from bot.teams.reach import can_reach, message_on_call, refusal
 from bot.teams.watches import WatchStore
 
 log = logging.getLogger(__name__)
@@ -162,8 +163,10 @@ class TeamsNotifier:
                                 place="the conversation where a watch posted the incident"))
 
         try:
+            turn = OwnTurn(there)  # what posting there raises comes back here, not to the adapter's error handler
             await adapter.continue_conversation_with_claims(
-                claims, ConversationReference().deserialize(room.reference), audience, there)
+                claims, ConversationReference().deserialize(room.reference), audience, turn)
+            turn.raise_kept()
         except NotifyError:
             raise
         except Exception as error:  # noqa: BLE001 - e.g. the bot was removed there: post where it was confirmed
@@ -202,8 +205,8 @@ async def _reach_directly(context: TurnContext, notice: EscalationNotice, posted
     try:
         chat = await message_on_call(context, notice, posted.conversation_id, posted.activity_id, demo=demo)
     except Exception as error:  # noqa: BLE001 - the escalation stands; the analyst is told to reach them otherwise
-        log.warning("the 1:1 message to the on-call analyst failed (%s)", type(error).__name__)
-        problem = f"{NOT_A_MEMBER}, and a 1:1 message failed ({type(error).__name__})"
+        log.warning("the 1:1 message to the on-call analyst failed (%s)", refusal(error))
+        problem = f"{NOT_A_MEMBER}, and a 1:1 message failed ({refusal(error)})"
         named = tuple(replace(n, not_notified=problem) if n is lead else n for n in posted.named)
         # The lead comes first in the text: the first note is theirs (the title, later, cannot come before it).
         corrected = replace(posted, named=named,

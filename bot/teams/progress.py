@@ -180,6 +180,16 @@ class Progress:
         response = await send_with_retry(lambda: self.context.send_activity(reply))
         return getattr(response, "id", None)
 
+    async def close(self, reply: Activity) -> None:
+        """The turn has nothing new to say (its answer is a card updated in place): ``reply`` goes out only to close
+        progress that is showing (a stream, a status message); a typing indicator ends by itself."""
+        if await self._stopped():
+            await self.finish(reply)
+
+    async def _stopped(self) -> bool:
+        """Stop further updates; whether any progress was shown that only a message can close."""
+        return False
+
     async def _typing(self) -> None:
         if not shows_typing(self.context.activity):
             return
@@ -234,6 +244,10 @@ class StreamingProgress(Progress):
             # The final message carries no streamSequence (Microsoft Learn, "Stream bot messages").
             reply.entities = list(reply.entities or []) + [StreamInfo(stream_type="final", stream_id=self.stream_id)]
         return await super().finish(reply)
+
+    async def _stopped(self) -> bool:
+        await self._updates.stop()
+        return self.stream_id is not None
 
     async def _stream(self, kind: str, value: str) -> None:
         self._sequence += 1
@@ -299,6 +313,10 @@ class StatusMessageProgress(Progress):
         follow_up = Activity(type=ActivityTypes.message, attachments=cards, attachment_layout=reply.attachment_layout)
         response = await send_with_retry(lambda: self.context.send_activity(follow_up))
         return getattr(response, "id", None)
+
+    async def _stopped(self) -> bool:
+        await self._updates.stop()
+        return self.status_id is not None
 
     async def _show(self, status: str) -> None:
         if self.status_id is None:

@@ -19,6 +19,7 @@ from botframework.connector.auth import AuthenticationConstants
 from bot.cards.reach import escalated_to_you
 from bot.orchestrator.changes import EscalationNotice
 from bot.teams import replies
+from bot.teams.connectors import OwnTurn
 from bot.teams.progress import send_with_retry
 
 log = logging.getLogger(__name__)
@@ -78,11 +79,27 @@ async def message_on_call(context: TurnContext, notice: EscalationNotice, posted
     app_id = _claim(claims, AuthenticationConstants.AUDIENCE_CLAIM) or _claim(claims,
                                                                              AuthenticationConstants.APP_ID_CLAIM)
     audience = context.turn_state.get(BotAdapter.BOT_OAUTH_SCOPE_KEY)
+    # The send runs as the adapter's own turn: what it raises (Teams refusing the message in the new chat) is kept
+    # and raised here, where the escalation says it, instead of a traceback from the adapter's error handler.
+    turn = OwnTurn(send)
     await send_with_retry(lambda: context.adapter.create_conversation(
-        app_id or "", send, parameters, context.activity.channel_id, context.activity.service_url, audience))
+        app_id or "", turn, parameters, context.activity.channel_id, context.activity.service_url, audience))
+    turn.raise_kept()
     if not chats:
         raise RuntimeError("the Bot Connector created no conversation")  # the callback never ran
     return chats[0]
+
+
+def refusal(error: BaseException) -> str:
+    """Why a 1:1 message failed, in a few words: "Teams answered 500 UserNotFound" for a connector's error status
+    (its error code when the answer names one), else the error's kind."""
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    if not isinstance(status, int):
+        return type(error).__name__
+    code = getattr(error, "code", None) or getattr(getattr(getattr(error, "error", None), "error", None), "code",
+                                                   None)
+    return f"Teams answered {status}" + (f" {code}" if isinstance(code, str) and code else "")
 
 
 def _claim(identity: Any, name: str) -> str | None:

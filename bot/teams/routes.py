@@ -21,9 +21,11 @@ from botbuilder.core import TurnContext
 
 from bot import cards
 from bot.cards import Verb
+from bot.commands.paging import Listing
 from bot.commands.parser import detail_command
 from bot.commands.router import Route, Routed
 from bot.config import LLM_HELP
+from bot.sentinel.models import QueryResult
 from bot.sentinel.queries.analyst_kql import MAX_QUERY_CHARS
 from bot.teams import replies
 from bot.teams.access import Where
@@ -123,6 +125,13 @@ async def details(turn: Turn) -> Reply:
                                         changes=turn.bot.changes.may_change(turn.request)))
 
 
+async def next_page(turn: Turn) -> Reply:
+    """A list's Next button: the page its data names (that card's list, however old), as "more" would show it."""
+    listing = Listing.from_dict((turn.request.value or {}).get("listing"))
+    routed = await turn.bot.commands.page(turn.data.conversation, listing, None, turn.progress.update, pressed=True)
+    return await ROUTES[routed.route](turn, routed)
+
+
 async def propose(turn: Turn) -> Reply:
     return await turn.bot.changes.propose(turn.context, turn.data, turn.request,
                                           proposed_from_card(turn.request.value or {}))
@@ -139,6 +148,7 @@ async def cancel(turn: Turn) -> Reply:
 # The card verbs, each to its handler; buttons that post text (ask, command) are answered as text.
 VERBS: dict[Verb, VerbRoute] = {
     Verb.INCIDENT_DETAIL: VerbRoute(details, "incident", keeps_pending=True),
+    Verb.PAGE: VerbRoute(next_page, "page", keeps_pending=True),
     Verb.CHANGE_PROPOSE: VerbRoute(propose, "change"),
     Verb.CHANGE_CONFIRM: VerbRoute(confirm, str(Verb.CHANGE_CONFIRM), decides=True),
     Verb.CHANGE_CANCEL: VerbRoute(cancel, str(Verb.CHANGE_CANCEL), decides=True),
@@ -160,6 +170,12 @@ async def answer_text(turn: Turn) -> Reply:
 async def invalid(turn: Turn, routed: Routed) -> Reply:
     turn.facts.kind = TurnKind.INVALID_COMMAND
     return Reply([replies.error("I could not read that command", routed.text)])
+
+
+async def needs(turn: Turn, routed: Routed) -> Reply:
+    """A value the command's query refused: what it needs, in the analyst's words (nothing failed)."""
+    turn.facts.kind = TurnKind.INVALID_COMMAND
+    return Reply([replies.error("I need a little more", routed.text)])
 
 
 async def help_card(turn: Turn, routed: Routed) -> Reply:
@@ -233,6 +249,7 @@ async def question(turn: Turn, routed: Routed) -> Reply:
         facts.error = f"llm.{answered.failure}"
     log.info("answered in %d round(s), %d tool call(s)%s", answered.rounds, len(answered.runs),
              f" (failed: {answered.failure})" if answered.failed else "")
+    bot.commands.listed(conversation, [r.artifact for r in answered.runs if isinstance(r.artifact, QueryResult)])
     reply = Reply(replies.answer(answered, conversation.references, bot.clock(), demo=bot.sentinel.is_demo,
                                  changes=bot.changes.may_change(request),
                                  follow_ups=request.conversation_type == "personal"))
@@ -244,6 +261,7 @@ async def question(turn: Turn, routed: Routed) -> Reply:
 # Each route of typed text to its handler; a question (and anything not listed) goes to the model.
 ROUTES: dict[Route, RouteAnswer] = {
     Route.INVALID: invalid,
+    Route.NEEDS: needs,
     Route.HELP: help_card,
     Route.CLEARED: said,
     Route.PREFERENCES: said,

@@ -50,6 +50,9 @@ class Reply:
     activities: list[Activity]
     card_updates: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
     confirmation: PendingAction | None = None  # its card is the last activity; that message's id is kept
+    # Sent only when nothing else is and progress is showing (a stream, a status message) that must be closed:
+    # a change's outcome, whose card updated in place says it already.
+    quiet: Activity | None = None
 
 
 class TurnKind(StrEnum):

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
+from bot.commands.paging import first_page
 from bot.commands.parser import HELP_TEXT
 from bot.commands.router import CommandRouter, Route
 from bot.config import LLM_HELP
@@ -66,7 +67,7 @@ class TerminalChat:
 
         routed = await self._commands.route(text, self.conversation, status)
         match routed.route:
-            case Route.INVALID | Route.PREFERENCES | Route.UNRESOLVED | Route.NO_REFERENCE:
+            case Route.INVALID | Route.NEEDS | Route.PREFERENCES | Route.UNRESOLVED | Route.NO_REFERENCE:
                 return routed.text
             case Route.HELP:
                 return HELP_TEXT
@@ -93,13 +94,16 @@ class TerminalChat:
 
         turn = await self._orchestrator.answer(self.conversation, text, progress, local=machine_zone())
         self._last_runs = turn.runs
+        self._commands.listed(self.conversation, [r.artifact for r in turn.runs if isinstance(r.artifact, QueryResult)])
         return self._format_turn(turn)
 
     def _format_turn(self, turn: TurnResult) -> str:
         parts = [turn.text]
         shown = [run.artifact for run in turn.runs if isinstance(run.artifact, QueryResult) and run.artifact.records]
         # One Data sources footnote below replaces the per-table source lines.
-        tables = [render.render(result, self.conversation.references.ref_for, with_footer=False) for result in shown]
+        # A list shows its first page, as its card does in Teams; "more" goes on from there.
+        tables = [render.render(first_page(result), self.conversation.references.ref_for, with_footer=False)
+                  for result in shown]
         if tables:
             parts.append("\n\n".join(tables))
         if turn.disclaimer:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sentinel.params import SELF_WORDS, InvalidParameter
+from bot.sentinel.params import SELF_WORDS, InvalidParameter, Me
 
 # "[2]", and the ways people point back at the last incident they looked at.
 _REFERENCE = re.compile(r"^\s*\[(\d{1,6})\]\s*$")
@@ -58,7 +58,7 @@ def resolve(parameters: tuple[str, ...], arguments: dict[str, Any], asking: Aski
         out["incident_ref"] = incident_number(out["incident_ref"], asking)
     owner = out.get("owner")
     if "owner" in parameters and isinstance(owner, str) and owner.strip().lower() in SELF_WORDS and asking.me:
-        out["owner"] = asking.me
+        out["owner"] = Me(asking.me)  # compared as the id, shown as "mine"
     return out
 
 

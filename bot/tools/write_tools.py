@@ -56,8 +56,8 @@ SET_INCIDENT_STATUS = Tool(
         Parameter("status", "The new status.", enum=tuple(s.value for s in IncidentStatus), required=True),
         Parameter("classification", "Required when closing.", enum=tuple(c.value for c in Classification)),
         Parameter("classification_reason", "When closing: TruePositive takes SuspiciousActivity, "
-                  "BenignPositive SuspiciousButExpected, FalsePositive IncorrectAlertLogic (default) or "
-                  "InaccurateData.", enum=tuple(r.value for r in ClassificationReason)),
+                  "BenignPositive SuspiciousButExpected, FalsePositive IncorrectAlertLogic or InaccurateData "
+                  "(ask the analyst which).", enum=tuple(r.value for r in ClassificationReason)),
         Parameter("comment", "When closing: why, in the analyst's words (required)."),
     ),
     "Preparing the status change...",

@@ -74,7 +74,7 @@ CHANGES = {
     "assign": make_change(ChangeKind.ASSIGN, 42, owner=Owner(user_principal_name="alex@contoso.com",
                                                              name="Alex Wilber")),
     "close": make_change(ChangeKind.STATUS, 42, status="Closed", classification="FalsePositive",
-                         classification_comment="pen test"),
+                         classification_reason="IncorrectAlertLogic", classification_comment="pen test"),
     "reopen": make_change(ChangeKind.STATUS, 42, status="Active"),
     "severity": make_change(ChangeKind.SEVERITY, 42, severity="High"),
     "comment": make_change(ChangeKind.COMMENT, 42, comment="Called the user: the MFA prompts were theirs.\n"

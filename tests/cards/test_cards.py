@@ -351,7 +351,7 @@ def test_hundred_hostile_incidents_are_capped_and_say_so() -> None:
         [20000 + i for i in range(25)]
     joined = " ".join(texts(card))
     assert "340 incidents (last 30 days, all severities)" in joined
-    assert "Showing 25 of 340 incidents; 315 not shown." in joined
+    assert 'Showing 1–25 of 340 incidents. Type "more" (or press Next) for the next page.' in joined
     assert_inert(card)
 
 
@@ -363,7 +363,9 @@ def test_incident_table_shrinks_rows_rather_than_exceed_the_size_limit() -> None
     assert_valid(card)
     shown = len(table_rows(card))
     assert 5 < shown < 25
-    assert f"Showing {shown} of 100 incidents; {100 - shown} not shown." in " ".join(texts(card))
+    assert f"Showing 1–{shown} of 100 incidents." in " ".join(texts(card))
+    [button] = [a for a in card["actions"] if a["title"] == "Next"]
+    assert button["data"]["listing"]["offset"] == shown, "Next starts after the rows this card could hold"
 
 
 # ---- hostile text -----------------------------------------------------------------------------------
@@ -515,7 +517,7 @@ def test_alert_rows() -> None:
     assert (cell_text(chip), chip_style(chip)) == ("High", "attention")
     assert rows[0][1]["items"][2]["text"] == "Microsoft Entra ID Protection · 3h ago"
     assert rows[0][1]["items"][3]["text"] == "Entities: user0@contoso.com, 10.0.0.0 +2"
-    assert "Showing 25 of 120 alerts; 95 not shown." in " ".join(texts(card))
+    assert "Showing 1–25 of 120 alerts." in " ".join(texts(card))
 
 
 def test_entity_rows() -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bot.commands.parser import Command, CommandError, apply_preferences, nearest, parse, with_preferences
@@ -90,9 +92,9 @@ def test_preferences_fill_in_what_a_command_leaves_out() -> None:
 @pytest.mark.parametrize(("text", "tool", "arguments"), [
     ("assign [2] to me", "assign_incident", {"incident_ref": "[2]", "assignee": "me"}),
     ("Assign #42 to Alice@Contoso.com", "assign_incident", {"incident_ref": "42", "assignee": "Alice@Contoso.com"}),
-    ("close [3] false positive: pen test by the Red Team", "set_incident_status",
+    ("close [3] false positive incorrect alert logic: pen test by the Red Team", "set_incident_status",
      {"incident_ref": "[3]", "status": "Closed", "classification": "FalsePositive",
-      "comment": "pen test by the Red Team"}),
+      "classification_reason": "IncorrectAlertLogic", "comment": "pen test by the Red Team"}),
     ("close incident 42 as FP inaccurate data - bad geo feed", "set_incident_status",
      {"incident_ref": "42", "status": "Closed", "classification": "FalsePositive",
       "classification_reason": "InaccurateData", "comment": "bad geo feed"}),
@@ -113,7 +115,7 @@ def test_change_commands_keep_the_analysts_words(text: str, tool: str, arguments
     ("close 42", "Which classification?"),
     ("close 42 false positive", "Closing needs a short reason"),
     ("close [3] bogus: x", "Which classification?"),
-    ("close 42 false positive sideways: x", 'could not read "sideways"'),
+    ("close 42 false positive sideways: x", '"sideways" is not a reason Sentinel knows for false positive.'),
     ("comment [2]", "What should the comment say?"),
     ("assign", "Usage: assign [n] to me"),
     ("close", "Usage: close [n]"),
@@ -178,4 +180,97 @@ async def test_filter_commands_run_without_a_model(demo_client) -> None:
     typo = await router.route("incidnets 24h", conversation, status)
     assert typo.route is Route.INVALID and typo.text.startswith('Did you mean "incidents 24h"?')
     nobody = await router.route("incidents open mine", conversation, status)  # the terminal: nobody signed in
-    assert nobody.run is not None and not nobody.run.ok and "signed-in" in nobody.run.artifact.message
+    assert nobody.route is Route.NEEDS and nobody.text.startswith('"mine" means you, as signed in to Teams')
+    assert "owner" not in nobody.text and "failed" not in nobody.text, "the analyst's words, not the parameter's"
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("investigate alice", '"alice" could be an account or a host. Say which: "investigate alice account" or '
+                          '"investigate alice host"'),
+    ("incidents 7d 500", "500 rows is more than one list holds: ask for 1 to 100."),
+    ("entities 30d 80", "80 rows is more than one list holds: ask for 1 to 50."),
+])
+async def test_a_value_a_query_refuses_is_said_in_the_analysts_words(demo_client, typed: str, said: str) -> None:
+    """Issue 37: validation errors read "That query failed ... give entity_type". Nothing failed: the command needs
+    one more word, said in the words of the command, with what to type."""
+    from bot.commands.router import CommandRouter, Route
+    from bot.orchestrator.conversation import Conversation
+
+    async def status(_: str) -> None:
+        return None
+
+    routed = await CommandRouter(demo_client, None).route(typed, Conversation(), status)
+    assert routed.route is Route.NEEDS and routed.text.startswith(said), routed.text
+    assert "entity_type" not in routed.text and "failed" not in routed.text.lower()
+
+
+async def test_mine_is_titled_mine_not_with_the_analysts_object_id(demo_client) -> None:
+    """Issue 37: "incidents open mine" titled its card with the user's raw object id. The query compares the id; the
+    card, the terminal and the Data sources line say "mine"."""
+    from datetime import UTC, datetime
+
+    from bot.commands.router import CommandRouter, Route
+    from bot.orchestrator import sources
+    from bot.orchestrator.conversation import Conversation
+    from bot.tools.registry import TOOLS
+
+    async def status(_: str) -> None:
+        return None
+
+    alex = "00000000-0000-0000-0000-0000000000020"  # the Playground's user, who owns demo incidents
+    conversation = Conversation()
+    routed = await CommandRouter(demo_client, None).route("incidents open mine", conversation, status, me=alex)
+    assert routed.route is Route.QUERY and routed.run is not None and routed.run.ok
+    result = routed.run.artifact
+    assert result.records and all(i.owner == "Alex Wilber" for i in result.records)
+    assert f'"{alex}"' in routed.run.kql, "the query compares the object id"
+    card = TOOLS.card(result, conversation.references.ref_for, datetime.now(UTC))
+    title = card["body"][0]["columns"][0]["items"][0]["text"]
+    assert " · open · mine (" in title and alex not in json.dumps(card), title
+    assert alex not in sources.sources([routed.run])[0].line()
+
+
+@pytest.mark.parametrize(("typed", "asked"), [
+    ("close 42 false positive: pen test", 'Sentinel closes a false positive with one of 2 reasons. Which one? Type '
+     '"close 42 false positive incorrect alert logic: pen test" or "close 42 false positive inaccurate data: pen '
+     'test".'),
+    ("close [3] fp pen test: red team", '"pen test" is not a reason Sentinel knows for false positive. Which one? '
+     'Type "close [3] false positive incorrect alert logic: red team" or "close [3] false positive inaccurate '
+     'data: red team".'),
+    ("close 42 true positive inaccurate data: ok", '"inaccurate data" is not a reason Sentinel knows for true '
+     'positive. Which one? Type "close 42 true positive suspicious activity: ok".'),
+    ("close 42 undetermined expected: ok", '"suspicious but expected" is not a reason Sentinel knows for '
+     'undetermined: it takes none. Type "close 42 undetermined: ok".'),
+])
+def test_a_close_reason_sentinel_does_not_know_is_asked_for_not_guessed(typed: str, asked: str) -> None:
+    """Issue 37: "close ... false positive: pen test" silently picked "Incorrect Alert Logic". A classification with
+    two reasons, or a reason it does not take, is asked about, offering the valid ones as commands to type."""
+    from bot.commands.parser import CommandQuestion
+
+    with pytest.raises(CommandQuestion) as question:
+        parse(typed)
+    assert str(question.value) == asked
+
+
+@pytest.mark.parametrize(("typed", "reason"), [
+    ("close 42 false positive inaccurate data: pen test", "InaccurateData"),
+    ("close 42 false positive incorrect logic: pen test", "IncorrectAlertLogic"),
+    ("close 42 true positive: confirmed", None),  # its one reason, Sentinel's default
+    ("close 42 benign positive: admin script", None),
+    ("close 42 undetermined: no idea", None),
+])
+def test_a_close_with_a_reason_sentinel_knows_or_only_one_to_choose_is_proposed(typed: str, reason: str | None) -> None:
+    command = parse(typed)
+    assert command is not None and command.arguments.get("classification_reason") == reason
+
+
+def test_a_change_the_model_proposes_without_a_reason_it_must_choose_is_refused_not_guessed() -> None:
+    from bot.sentinel.changes import ChangeKind, make_change
+    from bot.sentinel.params import InvalidParameter
+
+    with pytest.raises(InvalidParameter, match="FalsePositive takes IncorrectAlertLogic or InaccurateData: ask"):
+        make_change(ChangeKind.STATUS, 42, status="Closed", classification="FalsePositive",
+                    classification_comment="pen test")
+    closed = make_change(ChangeKind.STATUS, 42, status="Closed", classification="TruePositive",
+                         classification_comment="confirmed")
+    assert closed.classification_reason is not None and closed.classification_reason.value == "SuspiciousActivity"

@@ -137,7 +137,8 @@ async def test_channel_post_and_its_thread_replies_are_on_the_page(page_url: str
 async def test_a_change_is_confirmed_on_its_card_and_the_outcome_shows_there(page_url: str, tmp_path: Path) -> None:
     """The analyst asks for a change, sees the confirmation card, presses Confirm on the page, and the card shows
     the outcome (the demo workspace's writer made the change)."""
-    await see(page_url, tmp_path / "confirm.png", say=["incidents open 24h", "close [1] false positive: pen test"],
+    await see(page_url, tmp_path / "confirm.png",
+              say=["incidents open 24h", "close [1] false positive inaccurate data: pen test"],
               before_press=["Confirm: Status set to Closed", "Only Alex Wilber can confirm this."], press="Confirm",
               expect=["Done: Status set to Closed", "View action"])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
@@ -108,6 +108,25 @@ async def test_tell_me_more_about_2_and_the_details_button(pg: Playground) -> No
     pressed = await pg.submit(table, value=buttons[0]["data"])  # the first row's Details button
     first_detail = await pg.wait_for(has_card(lambda c: "Open in Sentinel" in c), timeout=WAIT, since=pressed)
     assert f"#{buttons[0]['data']['incident']}" in text_of(first_detail)
+
+
+async def test_a_list_pages_with_next_and_more_in_the_group_chat(pg: Playground) -> None:
+    """Issue 37: "Showing 20 of 97 incidents" had no next page. The card's Next button and "more" page the list,
+    each page saying where it is; a page past the last one gets a line saying so."""
+    def shows(words: str) -> Callable[[BotMessage], bool]:
+        return lambda m: any(words in json.dumps(card, ensure_ascii=False) for card in m.cards)
+
+    listed = await pg.send_group("incidents 30d")
+    table = await pg.wait_for(shows("Showing 1–20 of"), timeout=WAIT, since=listed)
+    [button] = [a for a in table.card_actions() if a.get("title") == "Next"]
+    pressed = await pg.submit(table, value=button["data"])
+    second = await pg.wait_for(shows("Showing 21–40 of"), timeout=WAIT, since=pressed)
+    assert "[21]" in text_of(second) and shows("rows 21–40 of")(second)
+    more = await pg.send_group("more")
+    await pg.wait_for(shows("Showing 41–60 of"), timeout=WAIT, since=more)
+    past = await pg.send_group("page 40")
+    said = await pg.wait_for(lambda m: "Page 40 is past the first 100 rows" in text_of(m), timeout=WAIT, since=past)
+    assert "narrow it" in text_of(said)
 
 
 async def test_clear(pg: Playground) -> None:

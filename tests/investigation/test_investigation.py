@@ -414,7 +414,8 @@ def test_the_cli_prints_every_query_an_investigation_would_run() -> None:
     # Each query is printed under a line naming it ("// query 3 of 12: query_incidents"), in the order they run: an
     # account's other keys looked up first, with the alerts and incidents (which resolve the identity themselves).
     heads = [line.split(": ")[-1] for line in done.stdout.splitlines() if line.startswith("// query ")]
-    assert heads == ["get_entity_identity", "query_alerts", "query_incidents", "evidence_threat_intel", "evidence_risky_user", "evidence_risk_detections",
+    assert heads == ["get_entity_identity", "query_alerts", "query_incidents", "evidence_threat_intel",
+                     "evidence_risky_user", "evidence_risk_detections",
                      "evidence_signins", "evidence_directory", "evidence_ueba", "evidence_processes",
                      "evidence_email", "evidence_url_clicks"]
     assert all(f"// query {n} of 12: " in done.stdout for n in range(1, 13))

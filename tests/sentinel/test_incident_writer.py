@@ -141,7 +141,7 @@ async def test_close_sends_classification_reason_and_comment(arm: FakeArm, make_
     incident = await writer.read(INCIDENT)
     before = writable(arm)
     change = make_change(ChangeKind.STATUS, 42, status="Closed", classification="FalsePositive",
-                         classification_comment="Pen test by the red team")
+                         classification_reason="IncorrectAlertLogic", classification_comment="Pen test by the red team")
     after = await writer.update(incident, change)
     assert arm.requests[-1].body == {"etag": incident.etag, "properties": before | {
         "status": "Closed", "classification": "FalsePositive", "classificationReason": "IncorrectAlertLogic",

@@ -68,9 +68,13 @@ class FakeConnector:
     created: list[dict[str, Any]] = field(default_factory=list)
     create_throttle: list[float] = field(default_factory=list)
     create_status: int | None = None
+    # As the Agents Playground does: a chat created for a member it knows by no Teams user id (an Entra object id) is
+    # created, but a message into it is answered 500 UserNotFound.
+    created_chats_refuse: bool = False
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
+        self._refusing: set[str] = set()  # chats created while ``created_chats_refuse`` was set
         self._runner: web.AppRunner | None = None
         self._changed = asyncio.Event()
 
@@ -126,6 +130,8 @@ class FakeConnector:
             retry_after = self.throttle.pop(0)
             return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
                                      status=429, headers={"Retry-After": str(retry_after)})
+        if request.match_info["cid"] in self._refusing:
+            return web.json_response({"error": {"code": "UserNotFound", "message": "User not found"}}, status=500)
         if self.refuse_containing and self.refuse_containing in str(body.get("text") or ""):
             return web.json_response({"error": {"code": "Forbidden", "message": "The bot may not post here"}},
                                      status=403)
@@ -174,7 +180,10 @@ class FakeConnector:
             return web.json_response({"error": {"code": "Forbidden", "message": "The bot cannot message this user"}},
                                      status=self.create_status)
         members = body.get("members") or [{}]
-        return web.json_response({"id": f"a:1direct-{members[0].get('id')}"}, status=201)
+        chat = f"a:1direct-{members[0].get('id')}"
+        if self.created_chats_refuse:
+            self._refusing.add(chat)
+        return web.json_response({"id": chat}, status=201)
 
     async def _put(self, request: web.Request) -> web.Response:
         return await self._answer(request, "PUT", request.match_info["aid"])

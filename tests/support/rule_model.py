@@ -267,9 +267,17 @@ def _closing(question: Question, number: str) -> list[Call] | str:
     reason = question.typed.split(":", 1)[1].strip() if ":" in question.typed else ""
     if classification is None or not reason:
         return ("Closing needs a classification (false positive, true positive, benign positive or undetermined) "
-                "and your reason after a colon, for example: close it as a false positive: pen test.")
+                "and your reason after a colon, for example: close it as a false positive, inaccurate data: pen test.")
+    why = next((value for words, value in _FALSE_POSITIVE_REASONS if words in question.text), None)
+    if classification == "FalsePositive" and why is None:
+        return ("A false positive is closed with Sentinel's reason for it: incorrect alert logic or inaccurate data. "
+                "Which is it? For example: close it as a false positive, inaccurate data: pen test.")
     return [("set_incident_status", {"incident_ref": number, "status": "Closed", "classification": classification,
-                                     "comment": reason})]
+                                     **({"classification_reason": why} if why else {}), "comment": reason})]
+
+
+_FALSE_POSITIVE_REASONS = (("incorrect alert logic", "IncorrectAlertLogic"), ("alert logic", "IncorrectAlertLogic"),
+                           ("inaccurate data", "InaccurateData"))
 
 
 def _plan_watch(question: Question, system: str, refs: dict[int, Reference], offered: set[str]) -> str | None:

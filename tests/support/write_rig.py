@@ -6,6 +6,7 @@ incidents, under the same resource names), and a clock the test moves.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -100,6 +101,31 @@ class WriteRig:
                 if action_id:
                     return action_id, message.activity_id
         raise AssertionError(f"no confirmation card in {[s.text or s.cards for s in sent]}")
+
+
+@dataclass(frozen=True)
+class Said:
+    """What an updated outcome card says: the text of its blocks, in order (its heading first, without its icon)."""
+
+    text: str
+
+
+def said(update: teams.Sent) -> Said:
+    """The outcome a Confirm or Cancel press is answered with: its card, updated in place (one message per change)."""
+    texts: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "TextBlock" and isinstance(node.get("text"), str):
+                texts.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(update.cards)
+    return Said(re.sub(r"^\W+", "", " ".join(texts)))  # the heading's outcome icon left out
 
 
 def _submit_id(node: Any, action: str) -> str | None:

@@ -25,7 +25,7 @@ from bot.sentinel.changes import ChangeKind
 from bot.sentinel.client import SentinelClient
 from tests.conftest import NOW, SEED
 from tests.support.connector_fake import BOT_ID, TENANT
-from tests.support.write_rig import WriteRig, write_rig
+from tests.support.write_rig import WriteRig, said, write_rig
 from tests.teams.test_write_actions import audit_records, propose
 
 ON_CALL = "Adele Vance"
@@ -42,13 +42,24 @@ async def rig(tmp_path: Path, demo_client: SentinelClient) -> AsyncIterator[Writ
 
 
 async def until_done(rig: WriteRig) -> list[Any]:
-    """Everything the bot sent until its "Done"/"Not done" reply (the mention message, the card update, the reply)."""
+    """Everything the bot sent until the confirmation card is updated to its outcome, "Done" or "Not done" (the
+    mention message, a 1:1 message, the card update: one message per change, no reply besides the card)."""
     start = getattr(rig, "_seen", 0)
-    await rig.connector.wait_for(lambda sent: any(s.type == "message" and s.text.startswith(("Done", "Not done"))
-                                                  for s in sent[start:]))
+    await rig.connector.wait_for(lambda sent: any(_outcome(s) for s in sent[start:]))
     fresh = [s for s in rig.connector.sent[start:] if s.type == "message"]
     rig._seen = rig.connector.sent.index(fresh[-1]) + 1  # type: ignore[attr-defined]
     return fresh
+
+
+def _outcome(sent: Any) -> bool:
+    return sent.type == "message" and sent.method == "PUT" and ("Done:" in said(sent).text
+                                                               or "Not done:" in said(sent).text)
+
+
+def outcome_of(sent: list[Any]) -> Any:
+    """The confirmation card's update to its outcome, among ``sent``."""
+    [update] = [s for s in sent if _outcome(s)]
+    return update
 
 
 def escalation_post(sent: list[Any]) -> Any:
@@ -110,8 +121,9 @@ async def test_escalation_in_a_channel_proposed_refused_for_others_confirmed_men
                   "Audit comment written to Sentinel", "Audit record", "incident_change.executed",
                   "\\\\u003cat\\\\u003eAdele Vance\\\\u003c/at\\\\u003e"):
         assert shown in outcome, shown
-    [reply] = [s for s in sent if s.text.startswith("Done")]
-    assert reply.text == f"Done: #{number} escalated to {ON_CALL} (on call)."
+    assert not [s for s in sent if s.text.startswith("Done")], "one message per change: the card says it"
+    reply = said(update)
+    assert f"Done: #{number} escalated to {ON_CALL} (on call)." in reply.text
 
     records = audit_records(caplog)
     assert [r["event"] for r in records if r["event"].startswith("incident_change")] == [
@@ -144,8 +156,9 @@ async def test_typed_yes_escalates_and_assigns_with_the_reason(rig: WriteRig) ->
     assert f"Owner: {ON_CALL}" in post.text
     [update] = [s for s in sent if s.method == "PUT" and s.activity_id == card_id]
     assert "View action" in json.dumps(update.cards)
-    assert [s.text for s in sent if s.text.startswith("Done")] == [
-        f"Done: #{incident.incident.number} escalated to {ON_CALL} (on call) and assigned to them."]
+    # A typed "yes" is answered under it too (a pressed Confirm only by its card).
+    [reply] = [s for s in sent if s.text.startswith("Done")] or await rig.next_messages()
+    assert reply.text == f"Done: #{incident.incident.number} escalated to {ON_CALL} (on call) and assigned to them."
 
 
 async def test_nobody_on_shift_is_said_and_nothing_is_proposed(rig: WriteRig, demo_backend: DemoBackend) -> None:
@@ -171,7 +184,7 @@ async def test_someone_the_lookup_cannot_find_is_named_in_plain_text_and_the_ana
     assert "<at>" not in post.text and "@Adele" not in post.text
     assert (f"{ON_CALL} (on call, {ON_CALL_UPN}; not notified in Teams: not a member of this conversation)"
             in post.text)
-    [reply] = [s for s in sent if s.text.startswith("Done")]
+    reply = said(outcome_of(sent))
     assert "could not be notified in Teams" in reply.text and "phone +1 425 555" in reply.text
     assert len(comments(rig)) == 1, "the escalation is still recorded on the incident"
 
@@ -271,22 +284,28 @@ async def test_an_escalation_the_analyst_did_not_ask_for_is_refused_before_any_c
         assert not [s for s in rig.connector.sent if "Escalation" in s.text]
 
 
-async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thread(rig: WriteRig) -> None:
-    """Confirmed in a 1:1 chat, the escalation goes to the war room: the channel thread where a watch posted the
-    incident's card (the watch store's record of it), and the outcome says so."""
+async def watched_war_room(rig: WriteRig, number: int) -> str:
+    """The channel thread where a watch posted incident ``number`` (the watch store's record of it)."""
     from botbuilder.core import TurnContext
     from botbuilder.schema import Activity
 
     from bot.teams.server import BOT_KEY
     from tests.support import connector_fake as teams
 
-    number = rig.incidents[0].incident.number
     in_channel = teams.channel_mention("watch high", activity_id="watch-1", service_url=rig.connector.url)
     reference = TurnContext.get_conversation_reference(Activity().deserialize(in_channel)).serialize()
     war_room = in_channel["conversation"]["id"]
     store = rig.app[BOT_KEY].watches
     await store.record_card(f"watches/card/{war_room}/activity-77", {
         "conversation": war_room, "reference": reference, "activity_id": "activity-77", "incidents": []}, [number])
+    return str(war_room)
+
+
+async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thread(rig: WriteRig) -> None:
+    """Confirmed in a 1:1 chat, the escalation goes to the war room: the channel thread where a watch posted the
+    incident's card (the watch store's record of it), and the outcome says so."""
+    number = rig.incidents[0].incident.number
+    war_room = await watched_war_room(rig, number)
 
     action_id, card_id, _ = await propose(rig, f"escalate {number}")
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
@@ -294,10 +313,29 @@ async def test_an_incident_a_watch_posted_in_a_channel_is_escalated_in_that_thre
     post = escalation_post(sent)
     assert post.conversation_id == war_room, "posted in the war-room thread, not the 1:1 chat"
     assert [e["mentioned"]["id"] for e in post.body["entities"]] == ["29:adelev"]
-    [reply] = [s for s in sent if s.text.startswith("Done")]
-    assert reply.conversation_id == "a:1personal-chat-alice"
+    update = outcome_of(sent)
+    reply = said(update)
+    assert update.conversation_id == "a:1personal-chat-alice"
     assert "Posted in the conversation where a watch posted the incident." in reply.text
     assert len(comments(rig)) == 1
+
+
+async def test_a_war_room_that_refuses_the_message_is_said_once_without_a_traceback(
+        rig: WriteRig, caplog: pytest.LogCaptureFixture) -> None:
+    """The war-room post runs as the adapter's own turn: Teams refusing it was handed to the adapter's error handler
+    (a traceback) and lost, and the bot posted again where the change was confirmed. The refusal now comes back: the
+    outcome says it, once, and nothing is posted elsewhere."""
+    caplog.set_level(logging.INFO)
+    number = rig.incidents[0].incident.number
+    await watched_war_room(rig, number)
+    rig.connector.refuse_containing = "**Escalation**"
+    action_id, card_id, _ = await propose(rig, f"escalate {number}")
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
+    reply = said(outcome_of(await until_done(rig)))
+    assert reply.text.startswith("Not done: the escalation could not be posted in Teams.")
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], "no traceback, no error"
+    assert not [r for r in caplog.records if "posting where it was confirmed" in r.getMessage()]
+    assert comments(rig) == [], "nothing is added to the incident"
 
 
 async def test_a_message_teams_refuses_is_not_followed_by_the_comment(rig: WriteRig) -> None:
@@ -308,8 +346,9 @@ async def test_a_message_teams_refuses_is_not_followed_by_the_comment(rig: Write
     action_id, card_id, _ = await propose(rig, f"escalate {incident.incident.number} assign")
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
     sent = await until_done(rig)
-    [reply] = [s for s in sent if s.text.startswith("Not done")]
-    assert reply.text.startswith("Not done: the escalation could not be posted in Teams. Teams did not accept")
+    reply = said(outcome_of(sent))
+    assert reply.text.startswith("Not done: the escalation could not be posted in Teams.")
+    assert "Teams did not accept the message" in reply.text
     assert f"#{incident.incident.number} was assigned to {ON_CALL}." in reply.text
     assert "Nothing was added to the incident." in reply.text
     assert comments(rig) == [] and rig.arm.puts == 1, "the assignment (asked for, made first), no comment"
@@ -348,7 +387,7 @@ async def test_an_on_call_analyst_outside_the_war_room_gets_the_incident_in_a_1t
                       f"?tenantId={TENANT}&parentMessageId={post.conversation_id.split('=')[-1]}")
     assert f"{ON_CALL} (on call, {ON_CALL_UPN}; not in this conversation: sent the incident in a 1:1 chat)" \
         in post.text and not post.body.get("entities")
-    [reply] = [s for s in sent if s.text.startswith("Done")]
+    reply = said(outcome_of(sent))
     assert "I sent them the incident in a 1:1 chat" in reply.text and "phone" not in reply.text
     [update] = [s for s in sent if s.method == "PUT" and s.cards]
     assert f"sent a 1:1 message (chat {chat})" in json.dumps(update.cards)
@@ -372,10 +411,36 @@ async def test_a_1to1_chat_teams_refuses_corrects_the_war_room_message_and_says_
     assert "sent the incident in a 1:1 chat" not in corrected.text
     assert f"{ON_CALL} (on call, {ON_CALL_UPN}; not notified in Teams: not a member of this conversation, and a " \
            "1:1 message failed (" in corrected.text
-    [reply] = [s for s in sent if s.text.startswith("Done")]
+    reply = said(outcome_of(sent))
     assert "could not be notified in Teams" in reply.text and "phone +1 425 555" in reply.text
     assert not [s for s in rig.connector.sent if s.conversation_id.startswith("a:1direct-")]
     assert len(comments(rig)) == 1 and f"#{number}" in reply.text, "the escalation stands"
+
+
+async def test_a_1to1_message_teams_refuses_inside_the_new_chat_is_said_without_a_traceback(
+        rig: WriteRig, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 37: escalating from the 1:1 chat failed with "a 1:1 message failed (RuntimeError)" and a ConnectorError
+    traceback. The chat was created, but the message into it was refused (the Agents Playground's 500 UserNotFound
+    for an Entra object id); the send runs as the adapter's own turn, whose error went to on_turn_error (the
+    traceback) and never back to the escalation, which then said "RuntimeError". Now the refusal itself is said."""
+    caplog.set_level(logging.INFO)
+    rig.connector.created_chats_refuse = True
+    number = rig.incidents[0].incident.number
+    action_id, card_id, _ = await propose(rig, f"escalate {number}")  # from the 1:1 chat, Adele not in it
+    rig.connector.not_members.add(ON_CALL_UPN)
+    await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
+    sent = await until_done(rig)
+    assert len(rig.connector.created) == 1
+    post = escalation_post(sent)
+    assert post.conversation_id == "a:1personal-chat-alice"
+    [corrected] = [s for s in sent if s.method == "PUT" and s.activity_id == post.activity_id]
+    assert "a 1:1 message failed (Teams answered 500 UserNotFound)" in corrected.text, corrected.text
+    assert "RuntimeError" not in json.dumps([s.body for s in sent])
+    reply = said(outcome_of(sent))
+    assert "could not be notified in Teams" in reply.text and "phone +1 425 555" in reply.text
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], "no traceback, no error"
+    [line] = [r.getMessage() for r in caplog.records if "1:1 message" in r.getMessage()]
+    assert line == "the 1:1 message to the on-call analyst failed (Teams answered 500 UserNotFound)"
 
 
 def test_the_link_back_goes_to_the_escalation_message_in_a_channel_or_group_chat_only() -> None:

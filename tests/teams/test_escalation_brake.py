@@ -20,7 +20,7 @@ from botbuilder.core import MemoryStorage
 from bot.orchestrator.changes.escalation import Brake, EscalationLedger, Page
 from bot.sentinel.client import SentinelClient
 from bot.teams.storage import CREATE_ONLY, SqliteStorage
-from tests.support.write_rig import WriteRig, write_rig
+from tests.support.write_rig import WriteRig, said, write_rig
 from tests.teams.test_escalation import NOW, ON_CALL, ON_CALL_UPN
 
 BRAKE = Brake(repeat=timedelta(minutes=60), cooldown=timedelta(seconds=120))
@@ -94,11 +94,16 @@ async def escalate(rig: WriteRig, number: int, user: str) -> str:
         return shown
     action_id, card_id = rig.confirmation([proposed])
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, where="channel", user=user)
-    await rig.connector.wait_for(lambda sent: any(s.text.startswith(("Done", "Not done", "Not paged"))
+    await rig.connector.wait_for(lambda sent: any(words(s).startswith(("Done", "Not done", "Not paged"))
                                                   for s in sent[getattr(rig, "_seen", 0):]), timeout=20)
     done = [s for s in rig.connector.sent[rig._seen:] if s.type == "message"]  # type: ignore[attr-defined]
     rig._seen = len(rig.connector.sent)  # type: ignore[attr-defined]
-    return next(s.text for s in done if s.text.startswith(("Done", "Not done", "Not paged")))
+    return next(words(s) for s in done if words(s).startswith(("Done", "Not done", "Not paged")))
+
+
+def words(sent: Any) -> str:
+    """What a message says: its text, or for the confirmation card's update its outcome (one message per change)."""
+    return sent.text or (said(sent).text if sent.method == "PUT" and sent.type == "message" else "")
 
 
 # 13 escalations in 50 s, five of them of one incident, by two analysts.
@@ -144,8 +149,8 @@ async def test_two_escalations_confirmed_at_once_page_once(rig: WriteRig) -> Non
     await asyncio.gather(*(rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id,
                                      where="channel", user=user)
                            for user, (action_id, card_id) in zip(("alice", "bob"), cards, strict=True)))
-    await rig.connector.wait_for(lambda sent: len([s for s in sent if s.text.startswith(("Done", "Not paged"))]) == 2,
+    await rig.connector.wait_for(lambda sent: len([s for s in sent if words(s).startswith(("Done", "Not paged"))]) == 2,
                                  timeout=20)
-    replies = [s.text for s in rig.connector.sent if s.text.startswith(("Done", "Not paged"))]
+    replies = [words(s) for s in rig.connector.sent if words(s).startswith(("Done", "Not paged"))]
     assert sorted(r.split(":")[0] for r in replies) == ["Done", "Not paged yet"], replies
     assert escalation_posts(rig) == 1 and direct_messages(rig) == 1

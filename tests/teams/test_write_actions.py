@@ -20,7 +20,7 @@ import pytest
 
 from bot.sentinel.client import SentinelClient
 from tests.conftest import NOW
-from tests.support.write_rig import WriteRig, write_rig
+from tests.support.write_rig import WriteRig, said, write_rig
 
 
 @pytest.fixture
@@ -56,7 +56,8 @@ async def test_assign_to_me_is_proposed_confirmed_written_with_the_etag_and_audi
     assert rig.arm.puts == 0, "a proposal writes nothing"
 
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    update, reply = await rig.next_messages(2)
+    [update] = await rig.next_messages()
+    reply = said(update)
     puts = rig.arm.requests_for("PUT")
     assert next(p.path.rsplit("/", 2)[-2:] for p in puts) == ["incidents", name]
     body = puts[0].body
@@ -76,7 +77,7 @@ async def test_assign_to_me_is_proposed_confirmed_written_with_the_etag_and_audi
     assert update.method == "PUT" and update.activity_id == card_id, "the confirmation card is updated in place"
     outcome = json.dumps(update.cards)
     assert "View action" in outcome and "Action.ToggleVisibility" in outcome and "Confirm" not in outcome
-    assert reply.text.startswith("Done: Owner set to Alice")
+    assert "Done: Owner set to Alice" in reply.text
 
     records = audit_records(caplog)
     assert [r["event"] for r in records] == ["incident_change.proposed", "incident_change.executed"]
@@ -87,7 +88,7 @@ async def test_assign_to_me_is_proposed_confirmed_written_with_the_etag_and_audi
 
 
 @pytest.mark.parametrize(("command", "expected"), [
-    ("close {n} false positive: pen test by the red team",
+    ("close {n} false positive incorrect alert logic: pen test by the red team",
      {"status": "Closed", "classification": "FalsePositive", "classificationReason": "IncorrectAlertLogic",
       "classificationComment": "pen test by the red team"}),
     ("close {n} benign positive: expected admin script", {"status": "Closed", "classification": "BenignPositive",
@@ -101,7 +102,7 @@ async def test_status_and_severity_changes_send_exactly_the_changed_fields(rig: 
     before = dict(rig.arm.incidents[incident.incident_id]["properties"])
     action_id, card_id, _ = await propose(rig, command.format(n=incident.incident.number))
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    await rig.next_messages(2)
+    await rig.next_messages()
     update = rig.arm.requests_for("PUT")[0].body["properties"]
     for key, value in expected.items():
         assert update[key] == value
@@ -116,7 +117,7 @@ async def test_a_comment_is_one_comment_with_its_author(rig: WriteRig) -> None:
     action_id, card_id, sent = await propose(rig, f"comment {number}: Called the user; password reset done")
     assert "Called the user; password reset done" in text_of(sent)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    await rig.next_messages(2)
+    await rig.next_messages()
     [put] = rig.arm.requests_for("PUT")
     assert put.body == {"properties": {"message": "Called the user; password reset done\n\n"
                                                   "(Added from Microsoft Teams by alice@contoso.com)"}}
@@ -128,7 +129,7 @@ async def test_double_click_writes_once(rig: WriteRig) -> None:
                                           if rig.incidents[0].incident.severity != "Low" else f"severity {number} high")
     click = {"action": "change_confirm", "id": action_id}
     await asyncio.gather(rig.click(click, card_id=card_id), rig.click(click, card_id=card_id))
-    sent = await rig.next_messages(3)
+    sent = await rig.next_messages(2)
     assert len([p for p in rig.arm.requests_for("PUT") if "/comments/" not in p.path]) == 1
     assert "Already handled" in text_of(sent)
     await rig.click(click, card_id=card_id)
@@ -147,7 +148,7 @@ async def test_someone_else_cannot_confirm_in_a_channel_but_the_requester_still_
     [refusal] = await rig.next_messages()
     assert "Only Alice can cancel" in refusal.text and rig.arm.puts == 0
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, where="channel")
-    await rig.next_messages(2)
+    await rig.next_messages()
     assert rig.arm.writes == 2  # the update and its audit comment
 
 
@@ -156,16 +157,17 @@ async def test_an_expired_proposal_is_not_written(rig: WriteRig) -> None:
     action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     rig.clock.advance(minutes=5, seconds=1)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    update, reply = await rig.next_messages(2)
+    [update] = await rig.next_messages()
+    reply = said(update)
     assert update.activity_id == card_id and "Expired" in json.dumps(update.cards)
-    assert reply.text.startswith("Expired") and rig.arm.puts == 0
+    assert "Expired" in reply.text and rig.arm.puts == 0
 
 
 async def test_cancel_updates_the_card_and_writes_nothing(rig: WriteRig) -> None:
     number = rig.incidents[0].incident.number
     action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     await rig.click({"action": "change_cancel", "id": action_id}, card_id=card_id)
-    update, _reply = await rig.next_messages(2)
+    [update] = await rig.next_messages()
     assert update.activity_id == card_id and "Cancelled by Alice" in json.dumps(update.cards)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
     [late] = await rig.next_messages()
@@ -188,13 +190,14 @@ async def test_etag_conflict_asks_again_with_the_new_state(rig: WriteRig) -> Non
     action_id, card_id, _ = await propose(rig, f"assign {incident.incident.number} to me")
     new_etag = rig.arm.touch(incident.incident_id, severity="Low", owner={"assignedTo": "Bob", "ownerType": "User"})
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    update, reply, fresh = await rig.next_messages(3)
+    update, fresh = await rig.next_messages(2)
+    reply = said(update)
     assert rig.arm.puts == 0, "nothing is written over someone else's change"
     assert update.activity_id == card_id and "changed since you asked" in reply.text
     new_id, new_card = rig.confirmation([fresh])
     assert new_id != action_id and "Bob" in json.dumps(fresh.cards), "the new card shows the new state"
     await rig.click({"action": "change_confirm", "id": new_id}, card_id=new_card)
-    await rig.next_messages(2)
+    await rig.next_messages()
     put = rig.arm.requests_for("PUT")[0]
     assert put.body["etag"] == new_etag, "the second confirmation writes against the state it showed"
     assert put.body["properties"]["severity"] == "Low", "the write keeps the other analyst's change"
@@ -206,7 +209,8 @@ async def test_a_conflict_at_write_time_is_caught_too(rig: WriteRig) -> None:
     action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     rig.arm.fail(409, method="PUT", path=r"/incidents/[^/]+$")
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    _update, reply, fresh = await rig.next_messages(3)
+    _update, fresh = await rig.next_messages(2)
+    reply = said(_update)
     assert "changed since you asked" in reply.text
     assert rig.confirmation([fresh])[0] != action_id and rig.arm.writes == 0
 
@@ -216,7 +220,8 @@ async def test_forbidden_names_the_role_to_grant(rig: WriteRig) -> None:
     action_id, card_id, _ = await propose(rig, f"assign {number} to me")
     rig.arm.fail(403, method="PUT")
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    update, reply = await rig.next_messages(2)
+    [update] = await rig.next_messages()
+    reply = said(update)
     assert "Microsoft Sentinel Responder" in reply.text and "Microsoft Sentinel Responder" in json.dumps(update.cards)
     assert rig.arm.writes == 0
 
@@ -230,7 +235,7 @@ async def test_a_transient_failure_keeps_the_proposal_for_another_try(rig: Write
     assert "Press Confirm again" in reply.text and rig.arm.writes == 0
     rig.arm._rules.clear()
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    await rig.next_messages(2)
+    await rig.next_messages()
     assert rig.arm.writes == 2
 
 
@@ -244,7 +249,7 @@ async def test_a_non_responder_is_refused_and_nothing_is_proposed(rig: WriteRig)
 
 async def test_write_actions_disabled_refuses(tmp_path: Path, demo_client: SentinelClient) -> None:
     async with write_rig(tmp_path, demo_client, start=NOW, enabled=False) as rig:
-        await rig.say(f"close {rig.incidents[0].incident.number} false positive: test")
+        await rig.say(f"close {rig.incidents[0].incident.number} false positive incorrect alert logic: test")
         [reply] = await rig.next_messages()
         assert "turned off" in text_of([reply]) and "WRITE_ACTIONS_ENABLED" in text_of([reply])
         assert rig.arm.requests == []
@@ -260,7 +265,7 @@ async def test_detail_card_close_form_proposes_with_the_chosen_classification(ri
     action_id, card_id = rig.confirmation(sent)
     assert "Inaccurate Data" in text_of(sent)  # the before/after table spaces the reason (a phone column)
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-    await rig.next_messages(2)
+    await rig.next_messages()
     properties = rig.arm.requests_for("PUT")[0].body["properties"]
     assert (properties["classification"], properties["classificationReason"]) == ("FalsePositive", "InaccurateData")
 
@@ -289,7 +294,7 @@ async def test_the_model_can_propose_what_the_analyst_asked_for_and_nothing_more
         tools = [t["function"]["name"] for t in fake_openai.requests[-1].json["tools"]]
         assert {"assign_incident", "set_incident_status", "add_incident_comment"} <= set(tools)
         await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id)
-        await rig.next_messages(2)
+        await rig.next_messages()
         assert rig.arm.writes == 2
 
 
@@ -438,8 +443,9 @@ async def test_two_responders_in_a_group_chat_each_keep_their_pending_change(rig
     _bob_id, bob_card = rig.confirmation([newer])
 
     await rig.click({"action": "change_confirm", "id": alice_id}, card_id=alice_card, where="group")
-    update, reply = await rig.next_messages(2)
-    assert update.activity_id == alice_card and reply.text.startswith(f"Done: Owner set to Alice on #{first}")
+    [update] = await rig.next_messages()
+    reply = said(update)
+    assert update.activity_id == alice_card and f"Done: Owner set to Alice on #{first}" in reply.text
     await rig.say("yes", user="bob", where="group")  # the speaker's own pending change
     update, reply = await rig.next_messages(2)
     assert update.activity_id == bob_card and reply.text.startswith(f"Done: Owner set to Bob on #{third}")
@@ -472,8 +478,9 @@ async def test_a_confirm_pressed_in_another_conversation_says_so_and_changes_not
                           "Nothing was changed.")
     assert rig.arm.puts == 0
     await rig.click(data, card_id=card_id, where="group")
-    update, reply = await rig.next_messages(2)
-    assert update.activity_id == card_id and reply.text.startswith("Done:") and rig.arm.writes == 2
+    [update] = await rig.next_messages()
+    reply = said(update)
+    assert update.activity_id == card_id and "Done:" in reply.text and rig.arm.writes == 2
 
 
 def test_stored_state_with_one_pending_change_still_loads() -> None:
@@ -538,9 +545,33 @@ async def test_the_stand_in_model_closes_only_with_a_classification_and_a_reason
         [asked] = await rig.next_messages()
         assert "Closing needs a classification" in text_of([asked]) and rig.arm.puts == 0
         await rig.say("please close [1] as a false positive: the red team's pen test")
+        [which] = await rig.next_messages()
+        assert "incorrect alert logic or inaccurate data" in text_of([which]) and rig.arm.puts == 0
+        await rig.say("please close [1] as a false positive, inaccurate data: the red team's pen test")
         sent = await rig.next_messages(2)
         rig.confirmation(sent)
         calls = [c["function"] for m in fake_openai.requests[-1].messages for c in m.get("tool_calls") or []]
         assert [json.loads(c["arguments"]) for c in calls] == [
             {"incident_ref": json.loads(calls[0]["arguments"])["incident_ref"], "status": "Closed",
-             "classification": "FalsePositive", "comment": "the red team's pen test"}]
+             "classification": "FalsePositive", "classification_reason": "InaccurateData",
+             "comment": "the red team's pen test"}]
+
+
+@pytest.mark.parametrize("where", ["personal", "group", "channel"])
+@pytest.mark.parametrize("verb", ["change_confirm", "change_cancel"])
+async def test_a_pressed_confirm_or_cancel_is_one_message_the_card_updated_in_place(rig: WriteRig, where: str,
+                                                                                   verb: str) -> None:
+    """Issue 37: every Confirm or Cancel in a 1:1 chat posted twice (the card updated, then "Done: ..."). The card
+    updated in place says the outcome, in every kind of conversation; nothing else is posted."""
+    number = rig.incidents[1].incident.number
+    action_id, card_id, _ = await propose(rig, f"comment {number}: called the user", where=where)
+    before = len(rig.connector.sent)
+    await rig.click({"action": verb, "id": action_id}, card_id=card_id, where=where)
+    [update] = await rig.next_messages()
+    assert update.method == "PUT" and update.activity_id == card_id
+    assert said(update).text.startswith("Done: Comment added" if verb == "change_confirm" else "Cancelled by Alice")
+    await rig.say("help", where=where)  # turns of one conversation run in order: the press's are all out by now
+    [answer] = await rig.next_messages()
+    between = [s for s in rig.connector.sent[before:] if s.type == "message"]
+    assert between == [update, answer], [(s.method, s.text[:40]) for s in between]
+    assert rig.arm.writes == (1 if verb == "change_confirm" else 0)

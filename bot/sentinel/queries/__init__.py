@@ -105,6 +105,15 @@ def parameter_names(tool: str) -> tuple[str, ...]:
     return tuple(p.name for p in _BY_NAME[tool].params)
 
 
+def limit_of(tool: str) -> tuple[int, int] | None:
+    """(default, maximum) of a list query's row limit; None for a query without one (it is no list to page)."""
+    spec = _BY_NAME.get(tool)
+    limit = next((p for p in spec.params if p.name == "limit"), None) if spec else None
+    if limit is None or not isinstance(limit.maximum, int):
+        return None
+    return int(limit.parse(None)), limit.maximum
+
+
 def kql_of(query: Query) -> str:
     """The KQL text of a query object, by its declaration."""
     return _BY_NAME[query.tool].kql(query)
