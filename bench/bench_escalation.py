@@ -40,7 +40,7 @@ from bot.orchestrator.llm import tool_entry  # noqa: E402
 from bot.orchestrator.memory import TokenCounter  # noqa: E402
 from bot.sentinel.client import SentinelClient  # noqa: E402
 from bot.tools.registry import TOOLS  # noqa: E402
-from tests.support.write_rig import WriteRig, write_rig  # noqa: E402
+from tests.support.write_rig import WriteRig, said, write_rig  # noqa: E402
 
 NOW = datetime(2026, 11, 20, 15, 30, tzinfo=UTC)  # the tests' clock: Adele Vance (SOC Tier 1) is on call
 ON_CALL_UPN = "adelev@example.com"
@@ -63,11 +63,12 @@ async def one(rig: WriteRig, case: str, number: int) -> tuple[float, float, int,
     started = time.monotonic()
     await rig.click({"action": "change_confirm", "id": action_id}, card_id=card_id, where="channel")
     start = len(rig.connector.sent)
-    await rig.connector.wait_for(lambda sent: any(s.text.startswith("Done") for s in sent[start:]))
+    # The outcome is the confirmation card updated in place (one message per change).
+    await rig.connector.wait_for(lambda sent: any(said(s).text.startswith("Done") for s in sent[start:]))
     fresh = rig.connector.sent[start:]
     rig._seen = len(rig.connector.sent)  # type: ignore[attr-defined]  # the rig's next_messages starts after these
     posted = next(s for s in fresh if "**Escalation**" in s.text)
-    done = next(s for s in fresh if s.text.startswith("Done"))
+    done = next(s for s in fresh if said(s).text.startswith("Done"))
     return ((posted.at - started) * 1000, (done.at - started) * 1000, rig.connector.member_lookups - lookups,
             len(rig.arm.requests) - arm)
 
