@@ -55,6 +55,8 @@ def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tupl
           kql_chars: int) -> Element:
     body: list[Element] = header(f"Investigation: {plain(investigation.entity, 80)}", demo=demo,
                                  subtitle=f"{investigation.entity_kind}, {investigation.window.replace('_', ' ')}")
+    if investigation.read_as:  # "victor.alvarez is the sign-in name of ...": which reading of the value was taken
+        body.append(text(plain(investigation.read_as, 300), size="small", spacing="small"))
     if investigation.also:  # the other keys the alerts know it by, each to copy as the records hold it
         body.append(subtle("Also searched as (the same " + investigation.entity_kind + " in the alerts):"))
         body += [exact(value, 200, size="small", spacing="none") for value in investigation.also]

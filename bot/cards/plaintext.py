@@ -79,6 +79,8 @@ def investigation_text(result: QueryResult, ref_for: RefFor, now: datetime | Non
     found: Investigation = result.records[0]
     assessment = found.assessment
     lines = [f"Investigation of {found.entity_kind} {clean(found.entity, 120)}, {found.window.replace('_', ' ')}"]
+    if found.read_as:
+        lines.append(clean(found.read_as, 300))
     if found.also:
         lines.append("Also searched as: " + ", ".join(clean(v, 120) for v in found.also))
     lines += [f"Assessment: {assessment.level.value.upper()} (score {assessment.score}), computed by the bot from the "

@@ -89,6 +89,7 @@ class Investigation:
     sections: tuple[Section, ...]
     assessment: Assessment
     also: tuple[str, ...] = ()  # the entity's other keys the evidence was searched by (its SID, FQDN, ...)
+    read_as: str = ""  # how the value as given was read ("victor.alvarez is the sign-in name of ...")
 
     def identifiers(self) -> tuple[tuple[str, str], ...]:
         """Every entity value the evidence holds (the fact check lets an answer cite them)."""

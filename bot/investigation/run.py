@@ -31,7 +31,7 @@ from bot.sentinel.queries.evidence import EVIDENCE
 from bot.sentinel.queries.evidence.alert_incidents import MAX_ALERT_IDS, AlertIncidentsQuery, alert_id
 from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW, MAX_ALSO
 from bot.sentinel.queries.evidence.counterparty_intel import CounterpartyIntelQuery
-from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, parse_kind
+from bot.sentinel.queries.evidence.entity import Entity, EntityKind, detect, is_sign_in_name, parse_kind
 
 TOOL = "investigate_entity"
 PARAMETERS = ("entity", "entity_type", "time_window")
@@ -68,6 +68,10 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
         entity, window = _parsed(arguments)
     except InvalidParameter as problem:
         return QueryError("invalid_argument", str(problem), retry_possible=False, tool=TOOL)
+    named = await sign_in_name(client, entity, typed=arguments.get("entity_type") is not None)
+    if isinstance(named, QueryError):
+        return named
+    entity, read_as = named
     # The alerts and incidents naming the entity resolve its identity themselves: they start with the look-up.
     early = {tool: asyncio.ensure_future(client.run(tool, args)) for tool, args in plan(entity, window)
              if tool in _RELATED}
@@ -85,7 +89,7 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
         sections, failed = sections + more, failed + more_failed
     assessment = assess(sections, entity.kind.value)
     investigation = Investigation(entity.kind.value, entity.value, window.value, datetime.now(UTC), tuple(sections),
-                                  assessment, also)
+                                  assessment, also, read_as)
     metadata = QueryMetadata(
         tool=TOOL, parameters={"entity": entity.value, "entity_type": entity.kind.value, "time_window": window.value},
         total=1, returned=1, truncated=False, elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
@@ -109,6 +113,35 @@ def second_round(sections: list[Section], own: tuple[str, ...]) -> list[tuple[st
         if ids:
             queries.append((AlertIncidentsQuery.tool, {"alert_ids": list(dict.fromkeys(ids))[:MAX_ALERT_IDS]}))
     return queries
+
+
+async def sign_in_name(client: SentinelClient, entity: Entity, *, typed: bool
+                       ) -> tuple[Entity, str] | QueryError:
+    """An account named as analysts write it, by its sign-in name alone ("victor.alvarez", typed as an account, or
+    a dotted word given no type, which also reads as a domain): the account the alerts know by that name, and what
+    was read. Several accounts by that name: an error listing them. None: the value as it was (a dotted word as a
+    domain, and the card says so)."""
+    dotted = not typed and entity.kind is EntityKind.DOMAIN and is_sign_in_name(entity.value)
+    bare = entity.kind is EntityKind.ACCOUNT and is_sign_in_name(entity.value)
+    if not (dotted or bare):
+        return entity, ""
+    result = await client.run(IDENTITY_TOOL, {"entity": entity.value, "sign_in_name": True})
+    found = sorted({r.identity for r in result.records if r.type == "account"}) if isinstance(result, QueryResult) \
+        else []
+    # A UPN names the person a same-named DOMAIN\\name does (the directory syncs one from the other): one UPN
+    # settles it; two UPNs (two domains) or several DOMAIN\\names without one are two people.
+    found = [k for k in found if "@" in k] or found
+    if len(found) > 1:
+        return QueryError("invalid_argument", f"{entity.value} is the sign-in name of {len(found)} accounts in the "
+                          f"alerts ({', '.join(found[:5])}): investigate one of them by its UPN",
+                          retry_possible=False, tool=TOOL)
+    if found:
+        account = detect(found[0], EntityKind.ACCOUNT)
+        return account, (f"{entity.value} is the sign-in name of {account.value} in the alerts: investigated as that "
+                         "account" + (", not as a domain" if dotted else "") + ".")
+    if dotted:
+        return entity, f"No account in the alerts signs in as {entity.value}: read as a domain."
+    return entity, ""
 
 
 async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:

@@ -139,3 +139,45 @@ def test_other_keys_must_be_of_the_entity_s_kind() -> None:
     with pytest.raises(InvalidParameter):
         make_query("evidence_signins", {"entity": "nina@contoso.com", "also": "S-1-5-21-1-2-3"})
     assert detect("ws1.corp.contoso.com", EntityKind.HOST).kind is EntityKind.HOST
+
+
+# --- issue 35: an account by its sign-in name alone, as analysts write it ---
+
+async def test_a_sign_in_name_alone_is_the_account_the_alerts_know_by_it(client: SentinelClient) -> None:
+    _, upn = _domain_named_account()
+    name = upn.split("@")[0]  # "first.last": reads as a domain too
+    by_upn = await investigate(client, {"entity": upn, "time_window": "last_7d"})
+    for arguments in ({"entity": name}, {"entity": name.upper(), "entity_type": "account"}):
+        named = await investigate(client, arguments | {"time_window": "last_7d"})
+        assert isinstance(named, QueryResult), named
+        found = named.records[0]
+        assert (found.entity_kind, found.entity) == ("account", upn) and _totals(named) == _totals(by_upn)
+        assert found.read_as.startswith(f"{arguments['entity']} is the sign-in name of {upn}")
+        assert found.read_as.endswith("not as a domain.") == ("entity_type" not in arguments)
+    card = investigation_card(named, lambda kind, key: None, NOW)
+    assert any(item.get("text", "").startswith(name.upper()) for item in card["body"])
+    domain = await investigate(client, {"entity": "contoso.com", "time_window": "last_7d"})
+    assert isinstance(domain, QueryResult)
+    assert domain.records[0].entity_kind == "domain" and "read as a domain" in domain.records[0].read_as
+
+
+async def test_a_sign_in_name_of_two_accounts_asks_which() -> None:
+    answers = _Answers(QueryResult(tuple(IdentityKey("account", upn, upn) for upn in
+                                         ("nina@contoso.com", "nina@fabrikam.com", "contoso\\nina")),
+                                   QueryMetadata(tool="get_entity_identity", parameters={}, total=3, returned=3,
+                                                 truncated=False, elapsed_ms=1.0, kql="", timespan="P90D",
+                                                 source="test")))
+    result = await investigate(answers, {"entity": "nina", "entity_type": "account"})  # type: ignore[arg-type]
+    assert isinstance(result, QueryError) and result.code == "invalid_argument"
+    assert "nina@contoso.com, nina@fabrikam.com" in result.message and "contoso\\nina" not in result.message
+    assert [tool for tool, _ in answers.asked] == ["get_entity_identity"]  # nothing else ran
+
+
+def test_the_sign_in_name_look_up_parses_and_keeps_the_value_one_literal() -> None:
+    hostile = "victor.alvarez\" | union * //"
+    queries = [make_query("get_entity_identity", {"entity": "victor.alvarez", "sign_in_name": True}),
+               make_query("get_entity_identity", {"entity": hostile, "sign_in_name": True})]
+    results = kusto.check([kql_of(q) for q in queries])
+    assert all(r["ok"] for r in results), [r["errors"] for r in results]
+    assert hostile in [lit["value"] for lit in results[1]["string_literals"]]
+    assert detect("victor.alvarez", EntityKind.ACCOUNT).value == "victor.alvarez"

@@ -29,6 +29,9 @@ _TYPES = "(" + ", ".join(kql.string_literal(kind) for kind in IDENTITY_FIELDS) +
 @dataclass(frozen=True)
 class EntityIdentityQuery:
     entity: str
+    # The value is an account's sign-in name alone ("first.last"): the accounts whose UPN has it before the "@" or
+    # whose DOMAIN\\name has it after the "\\", with all their keys.
+    sign_in_name: bool = False
 
     tool = "get_entity_identity"
 
@@ -37,7 +40,7 @@ class EntityIdentityQuery:
         return DETAIL_LOOKBACK
 
     def parameters(self) -> dict[str, Any]:
-        return {"entity": self.entity}
+        return {"entity": self.entity, **({"sign_in_name": True} if self.sign_in_name else {})}
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,17 @@ class IdentityKey:
     key: str
 
 
+_BACKSLASH = kql.string_literal("\\")
+_NAMED = f"""let wanted_identities = toscalar(identity_anchors
+    | where EntityType == "account"
+        and (Key startswith strcat(entity_wanted, "@") or Key endswith strcat({_BACKSLASH}, entity_wanted))
+    | summarize make_set(substring(IdentityAnchor, 1)));
+"""
+
+
 def _kql(query: EntityIdentityQuery) -> str:
-    lets = kql.declarations(entity=query.entity) + kql.identity_tables() + kql.wanted_identities()
+    wanted = _NAMED if query.sign_in_name else kql.wanted_identities()
+    lets = kql.declarations(entity=query.entity) + kql.identity_tables() + wanted
     return f"""// get_entity_identity: every key the account or host is known by in the alerts
 {lets}let keys = materialize(identity_anchors
     | extend IdentityKey = substring(IdentityAnchor, 1)
@@ -72,11 +84,25 @@ def _demo(query: EntityIdentityQuery, conn: sqlite3.Connection, now: datetime,
         conn,
         f"""WITH keys AS MATERIALIZED (
                 SELECT EntityType, substr(Anchor, 2) AS IdentityKey, Key FROM IdentityAnchor
-                WHERE substr(Anchor, 2) IN ({demo_sql.WANTED_IDENTITIES}))
+                WHERE substr(Anchor, 2) IN ({_NAMED_SQL if query.sign_in_name else demo_sql.WANTED_IDENTITIES}))
             SELECT *, (SELECT COUNT(*) FROM keys) AS TotalMatched FROM keys
             ORDER BY EntityType, IdentityKey, Key LIMIT {MAX_IDENTITY_KEYS}""",
         {"entity": query.entity.lower()},
     )
+
+
+# The demo's _NAMED: substr, not LIKE, so a "_" or "%" in the name is itself.
+_NAMED_SQL = """SELECT substr(Anchor, 2) FROM IdentityAnchor WHERE EntityType = 'account'
+    AND (substr(Key, 1, length(:entity) + 1) = :entity || '@'
+         OR (length(Key) > length(:entity) + 1 AND substr(Key, -length(:entity) - 1) = '\\' || :entity))"""
+
+
+def _sign_in_name(value: object) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidParameter("sign_in_name", "must be true or false")
+    return value
 
 
 def _entity(value: object) -> str:
@@ -87,7 +113,8 @@ def _entity(value: object) -> str:
 
 SPEC = QuerySpec(
     name=EntityIdentityQuery.tool,
-    params=(Param("entity", _entity, "An account or host.", required="the account or host to look up"),),
+    params=(Param("entity", _entity, "An account or host.", required="the account or host to look up"),
+            Param("sign_in_name", _sign_in_name, kind="boolean")),
     make=EntityIdentityQuery,
     kql=_kql,
     result=(("EntityType", "string"), ("IdentityKey", "string"), ("Key", "string"), ("TotalMatched", "long")),

@@ -33,6 +33,8 @@ def text(result: QueryResult, ref_for: RefFor) -> str:
     for signal in assessment.signals:
         lines.append(f"signal {signal.name} +{signal.weight}: {cell(signal.detail, 200)} "
                      f"[evidence {','.join(signal.evidence[:12])}]")
+    if investigation.read_as:
+        lines.append(f"read as: {cell(investigation.read_as, 300)}")
     if investigation.also:
         lines.append(f"also searched as (the same {investigation.entity_kind} in the alerts): "
                      + ", ".join(cell(v, 120) for v in investigation.also))

@@ -34,7 +34,8 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _DOMAIN = re.compile(rf"(?:{_LABEL}\.)+[A-Za-z][A-Za-z0-9-]{{0,62}}")
 _HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
-_UPN = re.compile(rf"[A-Za-z0-9._%+'-]{{1,64}}@{_DOMAIN.pattern}")
+_SIGN_IN_NAME = re.compile(r"[A-Za-z0-9._%+'-]{1,64}")  # a UPN's part before the "@" ("victor.alvarez")
+_UPN = re.compile(rf"{_SIGN_IN_NAME.pattern}@{_DOMAIN.pattern}")
 _DOWN_LEVEL = re.compile(r"[A-Za-z0-9._-]{1,64}\\[A-Za-z0-9._ -]{1,64}")
 _URL = re.compile(r"https?://[\x21-\x7e]+", re.IGNORECASE)
 _SID = re.compile(r"S-1-\d{1,13}(?:-\d{1,10}){1,15}", re.IGNORECASE)  # a Windows security identifier: an account
@@ -137,12 +138,18 @@ def _fits(text: str, kind: EntityKind) -> bool:
         case EntityKind.URL:
             return _URL.fullmatch(text) is not None and not _URL_FORBIDDEN.intersection(text)
         case EntityKind.ACCOUNT:
-            return bool(_UPN.fullmatch(text) or _DOWN_LEVEL.fullmatch(text) or re.fullmatch(_LABEL, text))
+            return bool(_UPN.fullmatch(text) or _DOWN_LEVEL.fullmatch(text) or re.fullmatch(_LABEL, text)
+                        or _SIGN_IN_NAME.fullmatch(text))
         case EntityKind.DOMAIN:
             return len(text) <= 253 and _DOMAIN.fullmatch(text) is not None and not _fits(text, EntityKind.IP)
         case EntityKind.HOST:
             return len(text) <= 253 and _HOST.fullmatch(text) is not None and not _fits(text, EntityKind.IP)
     return False
+
+
+def is_sign_in_name(text: str) -> bool:
+    """A sign-in name alone, without its domain ("victor.alvarez", "alice"): not a UPN, DOMAIN\\name, SID or id."""
+    return _SIGN_IN_NAME.fullmatch(text) is not None and not _SID.fullmatch(text) and not _GUID.fullmatch(text)
 
 
 def _shown(text: str) -> str:
