@@ -28,6 +28,7 @@ from bot.investigation.models import Investigation, Level, Section
 from bot.sentinel.models import AlertSummary, Incident, QueryResult, one_line
 
 MAX_SECTION_ROWS = 10  # per section on the card; the model's text and the facts hold them all
+MAX_CELL_CHARS = 1000  # one evidence cell shown whole up to this (the entity model keeps identifiers to 1,000)
 _LEVEL_STYLE = {Level.HIGH: "attention", Level.MEDIUM: "warning", Level.LOW: "accent", Level.NONE: "default"}
 
 
@@ -92,7 +93,10 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
         headers, cells = section_rows(investigation, section, shown, ref_for)
         out.append(subtle(" · ".join(("ref", *headers)), weight="bolder"))
         # Made inert as one line, not cell by cell: a cell "#14404" alone would lose its "#" (a markdown heading).
-        out += [subtle(plain(" · ".join((r[0], *(one_line(v, 60) or "-" for v in r[1:]))), 2_000)) for r in cells]
+        # Each cell whole up to MAX_CELL_CHARS (a SHA-256, a command line, a URL: what an analyst copies), wrapped by
+        # the card; the card sheds rows, not the ends of values, when it is over its size.
+        out += [subtle(plain(" · ".join((r[0], *(one_line(v, MAX_CELL_CHARS) or "-" for v in r[1:]))),
+                             MAX_CELL_CHARS * 8)) for r in cells]
     if section.kql:
         target = f"evidence-kql-{index}"
         out.append(actions({"type": "Action.ToggleVisibility", "title": "Show query", "targetElements": [target]},

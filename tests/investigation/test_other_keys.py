@@ -181,3 +181,20 @@ def test_the_sign_in_name_look_up_parses_and_keeps_the_value_one_literal() -> No
     assert all(r["ok"] for r in results), [r["errors"] for r in results]
     assert hostile in [lit["value"] for lit in results[1]["string_literals"]]
     assert detect("victor.alvarez", EntityKind.ACCOUNT).value == "victor.alvarez"
+
+
+async def test_evidence_values_on_the_card_are_whole(client: SentinelClient) -> None:
+    """Issue 35: hashes and command lines on the investigation card were cut at 60 characters with "…"; each
+    cell is whole now (the card sheds rows, not the ends of values, when it is over its size)."""
+    result = await investigate(client, {"entity": "ws-fin-160", "entity_type": "host", "time_window": "last_7d"})
+    assert isinstance(result, QueryResult)
+    card = " ".join(item.get("text", "") for item in investigation_card(result, lambda kind, key: None, NOW)["body"]
+                    if isinstance(item, dict))
+    processes = next(s for s in result.records[0].sections if s.name == "evidence_processes")
+    long_lines = [r.command_line for r in processes.records if len(r.command_line) > 60 and "*" not in r.command_line
+                  and "://" not in r.command_line]
+    assert long_lines, "the demo host should run a command line longer than 60 characters"
+    assert any(line in card for line in long_lines)
+    files = next(s for s in result.records[0].sections if s.name == "evidence_files")
+    hashes = [c for r in files.records for c in r.cells() if len(c) == 64]
+    assert hashes and any(h in card for h in hashes)
