@@ -116,7 +116,7 @@ def demo_params(query: EvidenceQuery, now: datetime) -> dict[str, Any]:
 
 
 # The demo's match of a column against every key of the entity (KQL: ``column in~ (entity_spellings)``).
-SPELLINGS_SQL = "(SELECT value FROM json_each(:spellings))"
+_SPELLINGS_SQL = "(SELECT value FROM json_each(:spellings))"
 
 
 def matches_kql(column: str) -> str:
@@ -124,7 +124,7 @@ def matches_kql(column: str) -> str:
 
 
 def matches_sql(column: str) -> str:
-    return f"kql_lower({column}) IN {SPELLINGS_SQL}"
+    return f"kql_lower({column}) IN {_SPELLINGS_SQL}"
 
 
 @dataclass(frozen=True)

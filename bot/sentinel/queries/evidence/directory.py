@@ -12,11 +12,12 @@ from bot.sentinel import demo_sql, kql
 from bot.sentinel.evidence import DirectoryChange
 from bot.sentinel.queries.evidence.common import (
     MAX_EVIDENCE_ROWS,
-    SPELLINGS_SQL,
     EvidenceQuery,
     declaration,
     demo_params,
     make,
+    matches_kql,
+    matches_sql,
     params,
 )
 from bot.sentinel.queries.evidence.entity import EntityKind
@@ -40,9 +41,9 @@ def _kql(query: DirectoryQuery) -> str:
     return f"""// {query.tool}: directory changes made by or for the account
 {declaration(query)}let rows = materialize(AuditLogs
     | where TimeGenerated > {query.ago}{skip}
-    | extend ByEntity = tostring(InitiatedBy.user.userPrincipalName) in~ (entity_spellings)
+    | extend ByEntity = {matches_kql("tostring(InitiatedBy.user.userPrincipalName)")}
     | mv-apply Target = TargetResources on (
-        summarize Targeted = countif(tostring(Target.userPrincipalName) in~ (entity_spellings)))
+        summarize Targeted = countif({matches_kql("tostring(Target.userPrincipalName)")}))
     | where ByEntity or Targeted > 0
     | project TimeGenerated, OperationName, Result,
         Initiator = coalesce(tostring(InitiatedBy.user.userPrincipalName), tostring(InitiatedBy.app.displayName)),
@@ -60,7 +61,7 @@ def _json(column: str, default: str) -> str:
 def _demo(query: DirectoryQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     initiated = _json("InitiatedBy", "{}")
-    by_entity = f"kql_lower(COALESCE(json_extract({initiated}, '$.user.userPrincipalName'), '')) IN {SPELLINGS_SQL}"
+    by_entity = matches_sql(f"COALESCE(json_extract({initiated}, '$.user.userPrincipalName'), '')")
     return demo_sql.fetch(conn, f"""SELECT TimeGenerated, OperationName, Result,
             COALESCE(NULLIF(json_extract({initiated}, '$.user.userPrincipalName'), ''),
                      NULLIF(json_extract({initiated}, '$.app.displayName'), ''), '') AS Initiator,
@@ -68,7 +69,7 @@ def _demo(query: DirectoryQuery, conn: sqlite3.Connection, now: datetime,
         FROM AuditLogs
         WHERE TimeGenerated > :start AND TimeGenerated <= :now
           AND ({by_entity} OR EXISTS (SELECT 1 FROM json_each({_json("TargetResources", "[]")}) AS t
-                  WHERE kql_lower(COALESCE(json_extract(t.value, '$.userPrincipalName'), '')) IN {SPELLINGS_SQL}))
+                  WHERE {matches_sql("COALESCE(json_extract(t.value, '$.userPrincipalName'), '')")}))
         ORDER BY TimeGenerated DESC, OperationName ASC LIMIT {MAX_EVIDENCE_ROWS}""", demo_params(query, now))
 
 

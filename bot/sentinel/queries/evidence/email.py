@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from bot.sentinel.evidence import EmailMessage
-from bot.sentinel.queries.evidence.common import SPELLINGS_SQL, Column, EvidenceQuery, RowList, spec
+from bot.sentinel.queries.evidence.common import Column, EvidenceQuery, RowList, matches_kql, matches_sql, spec
 from bot.sentinel.queries.evidence.entity import EntityKind
 from bot.sentinel.rows import as_datetime, as_text
 from bot.sentinel.spec import Row
@@ -19,10 +19,10 @@ class EmailQuery(EvidenceQuery):
 def _carrying(column: str) -> tuple[str, str]:
     """Messages with a URL whose ``column`` (Url or UrlDomain) is the entity."""
     return (f"NetworkMessageId in ((EmailUrlInfo | where TimeGenerated > {{ago}} "
-            f"| where {column} in~ (entity_spellings) "
+            f"| where {matches_kql(column)} "
             "| distinct NetworkMessageId))",
             f"NetworkMessageId IN (SELECT NetworkMessageId FROM EmailUrlInfo WHERE TimeGenerated > :start "
-            f"AND TimeGenerated <= :now AND kql_lower({column}) IN {SPELLINGS_SQL})")
+            f"AND TimeGenerated <= :now AND {matches_sql(column)})")
 
 
 ROWS = RowList(

@@ -9,7 +9,15 @@ from typing import Any
 
 from bot.sentinel import demo_sql
 from bot.sentinel.evidence import RiskyUser
-from bot.sentinel.queries.evidence.common import EvidenceQuery, declaration, demo_params, make, params
+from bot.sentinel.queries.evidence.common import (
+    EvidenceQuery,
+    declaration,
+    demo_params,
+    make,
+    matches_kql,
+    matches_sql,
+    params,
+)
 from bot.sentinel.queries.evidence.entity import EntityKind
 from bot.sentinel.rows import as_datetime, as_text
 from bot.sentinel.spec import DemoWorkspace, QuerySpec, Row
@@ -26,7 +34,7 @@ def _kql(query: RiskyUserQuery) -> str:
     return f"""// {query.tool}: the account's latest risk state
 {declaration(query)}AADRiskyUsers
 | where TimeGenerated > {query.ago}
-| where UserPrincipalName in~ (entity_spellings)
+| where {matches_kql("UserPrincipalName")}
 | summarize arg_max(TimeGenerated, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime) by UserPrincipalName
 | project UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime, TimeGenerated"""
 
@@ -34,11 +42,11 @@ def _kql(query: RiskyUserQuery) -> str:
 def _demo(query: RiskyUserQuery, conn: sqlite3.Connection, now: datetime,
           workspace: DemoWorkspace) -> list[dict[str, Any]]:
     # SQLite's bare-column rule: with MAX(), the other columns come from the row holding the maximum (arg_max).
-    return demo_sql.fetch(conn, """SELECT UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime,
+    return demo_sql.fetch(conn, f"""SELECT UserPrincipalName, RiskLevel, RiskState, RiskDetail, RiskLastUpdatedDateTime,
             MAX(TimeGenerated) AS TimeGenerated
         FROM AADRiskyUsers
         WHERE TimeGenerated > :start AND TimeGenerated <= :now
-          AND kql_lower(UserPrincipalName) IN (SELECT value FROM json_each(:spellings))
+          AND {matches_sql("UserPrincipalName")}
         GROUP BY UserPrincipalName""", demo_params(query, now))
 
 

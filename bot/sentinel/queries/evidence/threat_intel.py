@@ -16,6 +16,7 @@ from bot.sentinel.queries.evidence.common import (
     declaration,
     demo_params,
     make,
+    matches_sql,
     params,
 )
 from bot.sentinel.queries.evidence.entity import EntityKind
@@ -72,7 +73,7 @@ def indicators_demo(conn: sqlite3.Connection, params: dict[str, Any]) -> list[di
                 IsDeleted, Tags, MAX(TimeGenerated) AS TimeGenerated
             FROM ThreatIntelIndicators
             WHERE TimeGenerated > :start AND TimeGenerated <= :now
-              AND kql_lower(ObservableValue) IN (SELECT value FROM json_each(:spellings))
+              AND {matches_sql("ObservableValue")}
             GROUP BY Id)
         SELECT Id, ObservableKey, ObservableValue, Confidence, ValidFrom, ValidUntil,
             (COALESCE(IsActive, 0) AND NOT COALESCE(Revoked, 0) AND (COALESCE(ValidFrom, '') = '' OR ValidFrom <= :now)
