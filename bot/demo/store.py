@@ -4,9 +4,10 @@ Column names and types come from ``tables.json`` (the Azure Monitor table refere
 stored as fixed-width ISO-8601 text so they sort and compare as text; dynamic columns as JSON text,
 as Log Analytics itself hands them out.
 
-One derived table, ``AlertEntity``, holds each alert row's distinct identifiable entities (type, value),
-computed once at load with the same walk and rules the KQL applies (``entities.alert_entity_values``), so entity
-queries are plain joins instead of re-parsing JSON on every question.
+Derived tables hold each alert row's identifiable entities, computed once at load with the same walk and rules the
+KQL applies (``entities.alert_sightings``, ``entities.IdentityMap``): ``AlertEntity`` by type and lower-case value,
+``AlertIdentity`` by identity (an account or host by any spelling tied to it), so entity queries are plain joins
+instead of re-parsing JSON on every question.
 
 Latest rows, precomputed. KQL takes the latest row per incident (alert) with ``summarize arg_max``
 over the window; done at query time in SQLite that is a GROUP BY over every row of the window, which
@@ -92,12 +93,7 @@ def create_database(
     _insert(conn, "SecurityIncident", [name for name, _ in schemas["SecurityIncident"]], incident_rows)
     _insert(conn, "SecurityAlert", [name for name, _ in schemas["SecurityAlert"]], alert_rows)
     _entity_tables(conn)
-    sightings = _sightings(conn)
-    identities = IdentityMap()
-    for _, seen in sightings:
-        identities.learn(seen)
-    _insert_entities(conn, sightings, identities)
-    _save_identities(conn, identities)
+    _add_entities(conn, IdentityMap())
     conn.executescript(
         """
         CREATE INDEX incident_time ON SecurityIncident (TimeGenerated, IncidentNumber);
@@ -157,12 +153,7 @@ def add_alert(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
     conn.execute(_ALERT_TEXTS.format(where="WHERE rowid = ?"), (row_id,))
     conn.execute(f"INSERT INTO LatestAlert SELECT rowid, SystemAlertId, TimeGenerated, NULL, {_ALERT_COLUMNS}, 0 "
                  "FROM SecurityAlert WHERE rowid = ?", (row_id,))
-    sightings = _sightings(conn, row_id)
-    identities = _load_identities(conn)
-    for _, seen in sightings:
-        identities.learn(seen)
-    _save_identities(conn, identities)
-    _insert_entities(conn, sightings, identities)
+    _add_entities(conn, _load_identities(conn), row_id)
 
 
 def _latest_tables(conn: sqlite3.Connection, valid_from: str) -> None:
@@ -400,6 +391,16 @@ def _entity_tables(conn: sqlite3.Connection) -> None:
                                        PRIMARY KEY (EntityType, EntityKey)) WITHOUT ROWID;
         """
     )
+
+
+def _add_entities(conn: sqlite3.Connection, identities: IdentityMap, only: int | None = None) -> None:
+    """The entity rows of every alert row (or ``only`` one), resolved with ``identities`` once it has learnt from
+    them, and the map as it then is."""
+    sightings = _sightings(conn, only)
+    for _, seen in sightings:
+        identities.learn(seen)
+    _insert_entities(conn, sightings, identities)
+    _save_identities(conn, identities)
 
 
 def _sightings(conn: sqlite3.Connection, only: int | None = None) -> list[tuple[int, list[Sighting]]]:

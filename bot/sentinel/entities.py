@@ -10,11 +10,12 @@ schemas), the msticpy entity model (microsoft/msticpy, msticpy/datamodel/entitie
 
 Two readings, one set of rules:
 
-- ``alert_entity_values``: the (type, value) pairs the queries count and pivot on. The entities are the top-level
-  items (the first ``MV_EXPAND_LIMIT``, as Log Analytics' mv-expand) and the entities defined inline at the
-  ``NESTED_PATHS`` under each; each is identified by ``ENTITY_VALUE_RULES``. ``kql.expand_entities`` builds the
-  same walk and the same rules in KQL, so the demo (which computes these in Python at load) and the live
-  workspace agree by construction.
+- ``alert_sightings`` (and ``alert_entity_values``, its (type, value) pairs): the entities the queries count and
+  pivot on. The entities are the top-level items (the first ``MV_EXPAND_LIMIT``, as Log Analytics' mv-expand) and
+  the entities defined inline at the ``NESTED_PATHS`` under each; each is identified by ``ENTITY_VALUE_RULES``.
+  ``kql.expand_entities`` builds the same walk and the same rules in KQL, so the demo (which computes these in
+  Python at load) and the live workspace agree by construction. ``IdentityMap`` then ties an account's or host's
+  spellings into one identity, as ``kql.identity_tables`` and ``kql.resolve_identities`` do.
 - ``decode_entities``: the whole model for one alert, for cards, the model and ``investigate``: each entity with
   its canonical value, every identifier it carries, and its links (``$ref`` resolved inside the alert) to the
   entities it names (process -> image file, parent process, account, host). Nothing here raises: text that is not
@@ -29,7 +30,7 @@ so no address is shown that exists nowhere.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -470,7 +471,7 @@ def identity_anchor(entity: Mapping[str, Any], value: str) -> str:
         return f"1{lower}"
     if kind == "account" and "@" in lower:
         rank = 0
-    elif any(kql_tostring(entity.get(f)).lower() == lower for f in ID_ONLY_FIELDS.get(kind, ())):
+    elif any(kql_tostring(entity.get(f)).lower() == lower for f in ID_ONLY_FIELDS[kind]):
         rank = 2
     else:
         rank = 1
@@ -503,14 +504,14 @@ class IdentityMap:
     """One identity per account and host across spellings, learned from the entity objects of the alerts of the
     lookback (the demo: all its alerts): each key (a value or a strong identifier) goes to the least anchor of the
     objects carrying it, and an object belongs to the least anchor of its keys. One pass, so an object that shares
-    no key with a named one keeps its own value; ``kql.identity_resolution`` computes the same in KQL. Other types
+    no key with a named one keeps its own value; ``kql.resolve_identities`` computes the same in KQL. Other types
     are their lower-case value."""
 
     def __init__(self) -> None:
         self.anchors: dict[tuple[str, str], str] = {}  # (type, key) -> least anchor carrying it
         self.spellings: dict[tuple[str, str], str] = {}  # (type, lower value) -> least spelling
 
-    def learn(self, sightings: Iterator[Sighting] | list[Sighting]) -> None:
+    def learn(self, sightings: Iterable[Sighting]) -> None:
         for seen in sightings:
             if seen.type not in IDENTITY_FIELDS:
                 continue

@@ -285,9 +285,7 @@ def filters(query: FilteredQuery, title: str) -> str:
         parts.append(f"Classification == {string_literal(f.classification)}")
     if f.entity and query.of_alerts:
         parts.append("set_has_element(involved_alerts, SystemAlertId)")
-    tail = ""
-    if f.product and not query.of_alerts:
-        tail += _INCIDENT_PRODUCT
+    tail = _INCIDENT_PRODUCT if f.product and not query.of_alerts else ""
     return "".join(f"\n    | where {part}" for part in parts) + tail
 
 
