@@ -26,7 +26,7 @@ from bot.sentinel.client import SentinelClient, iso_duration
 from bot.sentinel.models import AlertSummary, Incident, QueryError, QueryMetadata, QueryResult
 from bot.sentinel.params import InvalidParameter, TimeWindow, parse_time_window
 from bot.sentinel.queries import Query, make_query
-from bot.sentinel.queries.entity_identity import EntityIdentityQuery
+from bot.sentinel.queries.entity_identity import EntityIdentityQuery, IdentityKey
 from bot.sentinel.queries.evidence import EVIDENCE
 from bot.sentinel.queries.evidence.alert_incidents import MAX_ALERT_IDS, AlertIncidentsQuery, alert_id
 from bot.sentinel.queries.evidence.common import DEFAULT_WINDOW, MAX_ALSO
@@ -71,11 +71,11 @@ async def investigate(client: SentinelClient, arguments: Mapping[str, object]) -
     named = await sign_in_name(client, entity, typed=arguments.get("entity_type") is not None)
     if isinstance(named, QueryError):
         return named
-    entity, read_as = named
+    entity, read_as, known = named
     # The alerts and incidents naming the entity resolve its identity themselves: they start with the look-up.
     early = {tool: asyncio.ensure_future(client.run(tool, args)) for tool, args in plan(entity, window)
              if tool in _RELATED}
-    also = await other_keys(client, entity)
+    also = _valid_keys(known, entity) if known is not None else await other_keys(client, entity)
     queries = plan(entity, window, also)
     results = await asyncio.gather(*(early.get(tool) or client.run(tool, args) for tool, args in queries))
     sections, failed = _sections(queries, results)
@@ -116,18 +116,18 @@ def second_round(sections: list[Section], own: tuple[str, ...]) -> list[tuple[st
 
 
 async def sign_in_name(client: SentinelClient, entity: Entity, *, typed: bool
-                       ) -> tuple[Entity, str] | QueryError:
+                       ) -> tuple[Entity, str, list[IdentityKey] | None] | QueryError:
     """An account named as analysts write it, by its sign-in name alone ("victor.alvarez", typed as an account, or
-    a dotted word given no type, which also reads as a domain): the account the alerts know by that name, and what
-    was read. Several accounts by that name: an error listing them. None: the value as it was (a dotted word as a
-    domain, and the card says so)."""
+    a dotted word given no type, which also reads as a domain): the account the alerts know by that name, what was
+    read, and that account's keys (the look-up returns them: none to ask again). Several accounts by that name: an
+    error listing them. None: the value as it was (a dotted word as a domain, and the card says so), keys unknown."""
     dotted = not typed and entity.kind is EntityKind.DOMAIN and is_sign_in_name(entity.value)
     bare = entity.kind is EntityKind.ACCOUNT and is_sign_in_name(entity.value)
     if not (dotted or bare):
-        return entity, ""
+        return entity, "", None
     result = await client.run(IDENTITY_TOOL, {"entity": entity.value, "sign_in_name": True})
-    found = sorted({r.identity for r in result.records if r.type == "account"}) if isinstance(result, QueryResult) \
-        else []
+    records = [r for r in result.records if r.type == "account"] if isinstance(result, QueryResult) else []
+    found = sorted({r.identity for r in records})
     # A UPN names the person a same-named DOMAIN\\name does (the directory syncs one from the other): one UPN
     # settles it; two UPNs (two domains) or several DOMAIN\\names without one are two people.
     found = [k for k in found if "@" in k] or found
@@ -138,10 +138,11 @@ async def sign_in_name(client: SentinelClient, entity: Entity, *, typed: bool
     if found:
         account = detect(found[0], EntityKind.ACCOUNT)
         return account, (f"{entity.value} is the sign-in name of {account.value} in the alerts: investigated as that "
-                         "account" + (", not as a domain" if dotted else "") + ".")
+                         "account" + (", not as a domain" if dotted else "") + "."), \
+            [r for r in records if r.identity == found[0]]
     if dotted:
-        return entity, f"No account in the alerts signs in as {entity.value}: read as a domain."
-    return entity, ""
+        return entity, f"No account in the alerts signs in as {entity.value}: read as a domain.", None
+    return entity, "", None
 
 
 async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:
@@ -151,10 +152,14 @@ async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:
     if entity.kind not in _IDENTITY_KINDS:
         return ()
     result = await client.run(IDENTITY_TOOL, {"entity": entity.value})
-    if not isinstance(result, QueryResult):
-        return ()
+    return _valid_keys(list(result.records), entity) if isinstance(result, QueryResult) else ()
+
+
+def _valid_keys(records: list[IdentityKey], entity: Entity) -> tuple[str, ...]:
+    """The look-up's keys of the entity's kind other than its value, each a valid value of that kind (alert data is
+    attacker-reachable: anything else is dropped), at most ``MAX_ALSO``."""
     found: list[str] = []
-    for record in result.records:
+    for record in records:
         if record.type != entity.kind.value or record.key == entity.value.lower():
             continue
         try:

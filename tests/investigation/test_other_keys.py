@@ -198,3 +198,15 @@ async def test_evidence_values_on_the_card_are_whole(client: SentinelClient) -> 
     files = next(s for s in result.records[0].sections if s.name == "evidence_files")
     hashes = [c for r in files.records for c in r.cells() if len(c) == 64]
     assert hashes and any(h in card for h in hashes)
+
+
+async def test_a_sign_in_name_found_asks_the_look_up_once() -> None:
+    upn, sid = "nina@contoso.com", "S-1-5-21-1-2-3-1104"
+    answers = _Answers(QueryResult(tuple(IdentityKey("account", upn, key) for key in (upn, sid.lower())),
+                                   QueryMetadata(tool="get_entity_identity", parameters={}, total=2, returned=2,
+                                                 truncated=False, elapsed_ms=1.0, kql="", timespan="P90D",
+                                                 source="test")))
+    await investigate(answers, {"entity": "nina", "entity_type": "account"})  # type: ignore[arg-type]
+    assert [tool for tool, _ in answers.asked].count("get_entity_identity") == 1
+    evidence = [args for tool, args in answers.asked if tool.startswith("evidence_")]
+    assert evidence and all(args["entity"] == upn and args["also"] == [sid.lower()] for args in evidence)
