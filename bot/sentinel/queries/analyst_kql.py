@@ -28,7 +28,7 @@ from typing import Any
 
 from bot.sentinel import kql_lookback, kql_text
 from bot.sentinel.hunt.model import parse_window, span_text
-from bot.sentinel.kql_text import NAME, PUNCT, STRING, Token, Unterminated
+from bot.sentinel.kql_text import COMMENT, NAME, PUNCT, STRING, Token, Unterminated
 from bot.sentinel.params import DETAIL_LOOKBACK, InvalidParameter
 from bot.sentinel.queries.hunt import decode
 from bot.sentinel.spec import DemoWorkspace, Param, QuerySpec
@@ -144,16 +144,16 @@ def guard(text: str) -> Guarded:
 
 def _no_placeholders(text: str, toks: list[Token]) -> None:
     """A placeholder in the code or a string (where a hunting tool fills it in), not in a comment."""
-    uncommented = "".join(" " * len(t.text) if t.kind == "comment" else t.text for t in toks)
+    uncommented = "".join(" " * len(t.text) if t.kind == COMMENT else t.text for t in toks)
     found = _PLACEHOLDER.search(uncommented)
-    if found is None:
-        code = kql_text.code(toks)
-        for a, b, c in zip(code, code[1:], code[2:], strict=False):
-            if a.text == "{" and b.kind == NAME and c.text == "}" and a.end == b.start and b.end == c.start:
-                found = re.search(re.escape(text[a.start:c.end]), text)
-                break
-    if found is not None:
-        raise _Refused(f"{found[0]} is a placeholder a hunting tool fills in: put a value in its place (for a time, "
+    placeholder = found[0] if found else None
+    code = kql_text.code(toks)
+    for a, b, c in zip(code, code[1:], code[2:], strict=False):
+        if placeholder is None and a.text == "{" and b.kind == NAME and c.text == "}" and a.end == b.start \
+                and b.end == c.start:  # "{start}" in the code
+            placeholder = text[a.start:c.end]
+    if placeholder is not None:
+        raise _Refused(f"{placeholder} is a placeholder a hunting tool fills in: put a value in its place (for a time, "
                        "e.g. ago(7d) or datetime(2026-12-01)) and send the query again")
 
 
@@ -227,7 +227,7 @@ def code_only(text: str) -> str | None:
         toks = kql_text.tokens(text)
     except Unterminated:
         return None
-    return "".join(" " * len(t.text) if t.kind in (STRING, "comment") else t.text for t in toks)
+    return "".join(" " * len(t.text) if t.kind in (STRING, COMMENT) else t.text for t in toks)
 
 
 def _kql(query: AnalystQuery) -> str:
