@@ -72,7 +72,8 @@ async def main(conversations: int, messages: int, seed: int, smoke: bool = False
               f"{figures.repeated} of {figures.deliveries} deliveries repeated to the other instance, "
               f"instance A killed (SIGKILL) with {figures.held_at_kill} turns' typing indicators held")
         print(f"lost {figures.lost}, answered twice {figures.twice}, out of order {figures.out_of_order}; "
-              f"goal all 0: {verdict(figures.lost == figures.twice == figures.out_of_order == 0)}")
+              f"goal all 0: {verdict(figures.lost == figures.twice == figures.out_of_order == 0)}; "
+              f"answered just before the kill and again after it (at least once): {figures.answered_again_at_kill}")
         print(f"Recovery: every turn sent before the kill answered {figures.recovery_s:.1f} s after it "
               f"(instance A restarted and ready in {figures.restart_s:.1f} s)")
         acks = figures.acks_ms

@@ -46,6 +46,11 @@ from tests.support.round_robin import TWICE_HEADER, RoundRobin
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180.0  # hang guards (start, an answer): a loaded 2-core machine took over 60 s
 HOLD_TYPING_S = 4.0  # long enough that the kill lands while the held turns still wait
+# Delivery is at least once: a turn whose instance dies after its answer went out and before the turn was recorded
+# (the conversation's state and its queue line: two storage writes) is answered again. An answer repeated after the
+# kill whose first copy came this soon before it is counted apart (``answered_again_at_kill``), not as a defect; a
+# loaded 2-core machine took a few seconds for those two writes.
+COMMIT_WINDOW_S = 10.0
 
 
 def free_port() -> int:
@@ -130,6 +135,7 @@ class Figures:
     twice: int = 0
     out_of_order: int = 0
     held_at_kill: int = 0
+    answered_again_at_kill: int = 0  # answered just before the kill and again after it (COMMIT_WINDOW_S)
     recovery_s: float = 0.0
     restart_s: float = 0.0
     elapsed_s: float = 0.0
@@ -173,6 +179,18 @@ def _answers(connector: FakeConnector) -> dict[str, list[str]]:
         if sent.method == "POST" and sent.type == "message":
             answers.setdefault(sent.conversation_id, []).append(str(sent.body.get("replyToId")))
     return answers
+
+
+def _answered_again_at_kill(connector: FakeConnector, conversation: str, killed_at: float) -> int:
+    """Answers of ``conversation`` sent once within COMMIT_WINDOW_S before the kill and once more after it: the turn
+    the killed instance had answered but not yet recorded (see COMMIT_WINDOW_S). At most one per conversation: its
+    turns run one at a time."""
+    times: dict[str, list[float]] = {}
+    for sent in connector.sent:
+        if sent.method == "POST" and sent.type == "message" and sent.conversation_id == conversation:
+            times.setdefault(str(sent.body.get("replyToId")), []).append(sent.at)
+    again = [at for at in times.values() if len(at) == 2 and killed_at - COMMIT_WINDOW_S <= at[0] <= killed_at < at[1]]
+    return min(len(again), 1)
 
 
 def _bot_env(workdir: Path, azurite: Azurite | None) -> dict[str, str]:
@@ -277,7 +295,9 @@ async def run(workdir: Path, *, conversations: int, messages: int, repeat_share:
         for conversation, expected in ids.items():
             answers = got.get(conversation, [])
             figures.lost += len(set(expected) - set(answers))
-            figures.twice += len(answers) - len(set(answers))
+            again = _answered_again_at_kill(connector, conversation, killed_at)
+            figures.answered_again_at_kill += again
+            figures.twice += len(answers) - len(set(answers)) - again
             firsts = list(dict.fromkeys(answers))
             figures.out_of_order += sum(1 for a, b in itertools.pairwise(firsts)
                                         if expected.index(a) > expected.index(b))

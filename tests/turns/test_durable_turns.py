@@ -251,6 +251,9 @@ def test_connection_strings_are_for_local_emulators_only() -> None:
 
 @pytest.mark.slow
 async def test_two_instances_one_killed_lose_repeat_and_reorder_nothing(tmp_path: Path) -> None:
+    """Repeated deliveries are answered once; a turn the killed instance was running is answered once, after the kill.
+    Only a turn whose answer had gone out in the instant before the kill, before it was recorded, may be answered
+    again (delivery is at least once: durable_rig.COMMIT_WINDOW_S); that is counted apart, never as lost or twice."""
     require_azurite()
     figures = await durable_rig.run(tmp_path, conversations=4, messages=6, answer_timeout_s=90)
     assert (figures.lost, figures.twice, figures.out_of_order) == (0, 0, 0), figures
@@ -361,3 +364,21 @@ async def test_card_presses_keep_their_place_among_messages_and_a_replayed_press
     assert answers[0].body.get("replyToId") == slow and answers[3].body.get("replyToId") == last
     assert f"#{numbers[0]}" in card_text(answers[1].cards[0]) and f"#{numbers[1]}" in card_text(answers[2].cards[0])
     assert not [s for s in sent if s.type == "message" and "could not save" in (s.text or "")]
+
+
+def test_the_kill_rig_counts_apart_only_an_answer_repeated_across_the_kill() -> None:
+    """The rig's own accounting: a repeat whose first copy went out just before the kill is the at-least-once window;
+    one whose first copy is older, or both copies after the kill, is a defect and stays counted as twice."""
+    from tests.support.connector_fake import Sent
+
+    def answer(reply_to: str, at: float) -> Sent:
+        return Sent("POST", "a:c", f"r-{reply_to}-{at}", {"type": "message", "replyToId": reply_to}, at)
+
+    connector = FakeConnector()
+    killed_at = 100.0
+    connector.sent = [answer("1", 95.0), answer("1", 130.0)]
+    assert durable_rig._answered_again_at_kill(connector, "a:c", killed_at) == 1
+    connector.sent = [answer("1", 50.0), answer("1", 130.0)]  # answered long before the kill: a real repeat
+    assert durable_rig._answered_again_at_kill(connector, "a:c", killed_at) == 0
+    connector.sent = [answer("1", 110.0), answer("1", 130.0)]  # both after the kill
+    assert durable_rig._answered_again_at_kill(connector, "a:c", killed_at) == 0
