@@ -117,14 +117,28 @@ def second_round(sections: list[Section], own: tuple[str, ...]) -> list[tuple[st
 
 async def sign_in_name(client: SentinelClient, entity: Entity, *, typed: bool
                        ) -> tuple[Entity, str, list[IdentityKey] | None] | QueryError:
-    """An account named as analysts write it, by its sign-in name alone ("victor.alvarez", typed as an account, or
-    a dotted word given no type, which also reads as a domain): the account the alerts know by that name, what was
-    read, and that account's keys (the look-up returns them: none to ask again). Several accounts by that name: an
-    error listing them. None: the value as it was (a dotted word as a domain, and the card says so), keys unknown."""
-    dotted = not typed and entity.kind is EntityKind.DOMAIN and is_sign_in_name(entity.value)
+    """An account or host named as analysts write it: by its sign-in name alone ("victor.alvarez", typed as an
+    account, or a dotted word given no type, which also reads as a domain), or a dotted word given no type that the
+    alerts know as a host (its FQDN, "ws-fin-160.corp.contoso.com"). Returns the entity read, what was read (the card
+    says it), and its keys when the look-up returned them (none to ask again). Several accounts by that name: an
+    error listing them. Nothing known by it: the value as it was (a dotted word as a domain, and the card says so)."""
+    dotted = not typed and entity.kind is EntityKind.DOMAIN
     bare = entity.kind is EntityKind.ACCOUNT and is_sign_in_name(entity.value)
-    if not (dotted or bare):
-        return entity, "", None
+    if bare or (dotted and is_sign_in_name(entity.value)):
+        account = await _account_by_sign_in_name(client, entity, dotted)
+        if account is not None:
+            return account
+    if dotted:
+        host = await _host_by_name(client, entity)
+        if host is not None:
+            return host
+        return entity, f"No account or host in the alerts is known as {entity.value}: read as a domain.", None
+    return entity, "", None
+
+
+async def _account_by_sign_in_name(client: SentinelClient, entity: Entity, dotted: bool
+                                   ) -> tuple[Entity, str, list[IdentityKey]] | QueryError | None:
+    """The one account the alerts know by this sign-in name, an error naming several, or None."""
     result = await client.run(IDENTITY_TOOL, {"entity": entity.value, "sign_in_name": True})
     records = [r for r in result.records if r.type == "account"] if isinstance(result, QueryResult) else []
     found = sorted({r.identity for r in records})
@@ -135,14 +149,28 @@ async def sign_in_name(client: SentinelClient, entity: Entity, *, typed: bool
         return QueryError("invalid_argument", f"{entity.value} is the sign-in name of {len(found)} accounts in the "
                           f"alerts ({', '.join(found[:5])}): investigate one of them by its UPN",
                           retry_possible=False, tool=TOOL)
-    if found:
-        account = detect(found[0], EntityKind.ACCOUNT)
-        return account, (f"{entity.value} is the sign-in name of {account.value} in the alerts: investigated as that "
-                         "account" + (", not as a domain" if dotted else "") + "."), \
-            [r for r in records if r.identity == found[0]]
-    if dotted:
-        return entity, f"No account in the alerts signs in as {entity.value}: read as a domain.", None
-    return entity, "", None
+    if not found:
+        return None
+    account = detect(found[0], EntityKind.ACCOUNT)
+    return account, (f"{entity.value} is the sign-in name of {account.value} in the alerts: investigated as that "
+                     "account" + (", not as a domain" if dotted else "") + "."), \
+        [r for r in records if r.identity == found[0]]
+
+
+async def _host_by_name(client: SentinelClient, entity: Entity) -> tuple[Entity, str, list[IdentityKey]] | None:
+    """The host the alerts know by this dotted name (its FQDN, or a dotted host name), or None (also when the
+    look-up fails: the value is then read as the domain it looks like)."""
+    result = await client.run(IDENTITY_TOOL, {"entity": entity.value})
+    records = [r for r in result.records if r.type == "host"] if isinstance(result, QueryResult) else []
+    found = sorted({r.identity for r in records})
+    if len(found) != 1:  # none, or (a name two devices share) no one reading to choose
+        return None
+    try:
+        host = detect(found[0], EntityKind.HOST)
+    except InvalidParameter:  # alert data is attacker-reachable: only a valid host name is taken
+        return None
+    return host, (f"{entity.value} is a name of host {host.value} in the alerts: investigated as that host, not as "
+                  "a domain."), [r for r in records if r.identity == found[0]]
 
 
 async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:

@@ -210,3 +210,45 @@ async def test_a_sign_in_name_found_asks_the_look_up_once() -> None:
     assert [tool for tool, _ in answers.asked].count("get_entity_identity") == 1
     evidence = [args for tool, args in answers.asked if tool.startswith("evidence_")]
     assert evidence and all(args["entity"] == upn and args["also"] == [sid.lower()] for args in evidence)
+
+
+async def test_a_dotted_name_the_alerts_know_as_a_host_is_investigated_as_that_host(client: SentinelClient) -> None:
+    by_name = await investigate(client, {"entity": "ws-fin-160", "time_window": "last_7d", "entity_type": "host"})
+    assert isinstance(by_name, QueryResult)
+    fqdn = next(k for k in by_name.records[0].also if k.endswith(".corp.contoso.com"))
+    asked = await investigate(client, {"entity": fqdn.upper(), "time_window": "last_7d"})  # no type: reads as a domain
+    assert isinstance(asked, QueryResult), asked
+    found = asked.records[0]
+    assert (found.entity_kind, found.entity) == ("host", "ws-fin-160") and _totals(asked) == _totals(by_name)
+    assert found.read_as == f"{fqdn.upper()} is a name of host ws-fin-160 in the alerts: investigated as that host, " \
+                            "not as a domain."
+    typed = await investigate(client, {"entity": fqdn, "time_window": "last_7d", "entity_type": "domain"})
+    assert isinstance(typed, QueryResult) and typed.records[0].entity_kind == "domain"  # a type given is kept
+
+
+async def test_a_host_name_two_devices_share_stays_a_domain() -> None:
+    answers = _Answers(QueryResult(tuple(IdentityKey("host", host, "web.contoso.com") for host in ("web-1", "web-2")),
+                                   QueryMetadata(tool="get_entity_identity", parameters={}, total=2, returned=2,
+                                                 truncated=False, elapsed_ms=1.0, kql="", timespan="P90D",
+                                                 source="test")))
+    await investigate(answers, {"entity": "web.contoso.com"})  # type: ignore[arg-type]
+    evidence = [arguments for tool, arguments in answers.asked if tool.startswith("evidence_")]
+    assert evidence and all(a["entity_type"] == "domain" and a["entity"] == "web.contoso.com" for a in evidence)
+
+
+@pytest.mark.parametrize(("value", "kind", "said"), [
+    ("10.0.0.5", "account", "'10.0.0.5' is an IP address, not an account: send it without a type"),
+    ("https://x.example/a", "host", "is a URL, not a host"),
+    ("d41d8cd98f00b204e9800998ecf8427e", "account", "is a file hash, not an account"),
+    ("10.0.0.5", "domain", "is an IP address, not a domain"),
+])
+async def test_a_type_the_value_cannot_be_is_refused_with_the_form_to_send(
+        client: SentinelClient, value: str, kind: str, said: str) -> None:
+    result = await investigate(client, {"entity": value, "entity_type": kind})
+    assert isinstance(result, QueryError) and result.code == "invalid_argument", result
+    assert said in result.message and f"investigate {value}" in result.message
+
+
+def test_a_device_id_given_as_a_host_is_a_host_though_it_looks_like_a_sha1() -> None:
+    device = "0" * 8 + "a" * 32
+    assert detect(device, EntityKind.HOST).kind is EntityKind.HOST
