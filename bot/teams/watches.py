@@ -57,6 +57,7 @@ from bot.sentinel.params import InvalidParameter
 from bot.sentinel.scheduler import Priority, query_priority
 from bot.teams import replies
 from bot.teams.access import AccessPolicy, Where
+from bot.teams.connectors import OwnTurn
 from bot.teams.progress import _status_of, send_with_retry
 
 log = logging.getLogger(__name__)
@@ -401,13 +402,15 @@ class AdapterSender:
         self.app_id = app_id
 
     async def post(self, reference: dict[str, Any], card: dict[str, Any]) -> str:
+        """The posted card's activity id; raises what the connector answered when it could not be posted (the poller
+        then keeps it for the next poll, or stops the conversation's watches when the bot was removed)."""
         sent: list[str] = []
 
         async def send(context: TurnContext) -> None:
             response = await send_with_retry(lambda: context.send_activity(replies.message(card_list=[card])))
             sent.append(str(getattr(response, "id", "") or ""))
 
-        await self.adapter.continue_conversation(ConversationReference().deserialize(reference), send, self.app_id)
+        await self._continue(reference, send)
         return sent[0] if sent else ""
 
     async def update(self, reference: dict[str, Any], activity_id: str, card: dict[str, Any]) -> None:
@@ -416,7 +419,13 @@ class AdapterSender:
             activity.id = activity_id
             await send_with_retry(lambda: context.update_activity(activity))
 
-        await self.adapter.continue_conversation(ConversationReference().deserialize(reference), send, self.app_id)
+        await self._continue(reference, send)
+
+    async def _continue(self, reference: dict[str, Any], send: Callable[[TurnContext], Awaitable[None]]) -> None:
+        # The adapter would hand a failed send to its on_turn_error and return as if it went out: OwnTurn keeps it.
+        turn = OwnTurn(send)
+        await self.adapter.continue_conversation(ConversationReference().deserialize(reference), turn, self.app_id)
+        turn.raise_kept()
 
 
 # ---- the poller -----------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class FakeConnector:
     # As the Agents Playground does: a chat created for a member it knows by no Teams user id (an Entra object id) is
     # created, but a message into it is answered 500 UserNotFound.
     created_chats_refuse: bool = False
+    fail_next: list[int] = field(default_factory=list)  # HTTP errors to answer the next activity requests with
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -130,6 +131,9 @@ class FakeConnector:
             retry_after = self.throttle.pop(0)
             return web.json_response({"error": {"code": "TooManyRequests", "message": "API calls quota exceeded"}},
                                      status=429, headers={"Retry-After": str(retry_after)})
+        if self.fail_next:
+            status = self.fail_next.pop(0)
+            return web.json_response({"error": {"code": "ServiceError", "message": "Unknown"}}, status=status)
         if request.match_info["cid"] in self._refusing:
             return web.json_response({"error": {"code": "UserNotFound", "message": "User not found"}}, status=500)
         if self.refuse_containing and self.refuse_containing in str(body.get("text") or ""):

@@ -361,3 +361,39 @@ async def test_a_slow_or_failing_triage_never_holds_up_the_post(connector: FakeC
         assert TRIAGE_PENDING not in card and "Triage: " not in card, "a failed triage: the card without it"
     finally:
         await bot.stop()
+
+
+async def test_a_card_the_connector_refuses_is_not_taken_for_posted(connector: FakeConnector,
+                                                                   live_demo: SentinelClient, tmp_path: Path) -> None:
+    """Through the real adapter: a post the Bot Connector answers 500 fails the poll (the adapter would have handed
+    the error to its on_turn_error and returned as if the card went out), and the next poll posts it, once; a 403
+    (the bot removed from the thread) stops the thread's watches instead of posting into the void every poll."""
+    storage = SqliteStorage(tmp_path / "state.db")
+    store = WatchStore(storage)
+    reference = ConversationReference(conversation=ConversationAccount(id=THREAD, conversation_type="channel"),
+                                      channel_id="msteams", service_url=connector.url,
+                                      bot=ChannelAccount(id=teams.BOT_ID), user=ChannelAccount(id="29:alice"))
+    command = parse("watch high")
+    assert command is not None
+    await store.command(command, conversation_id=THREAD, reference=reference, user_name="Alice",
+                        user_aad_id="aad-alice")
+    adapter = create_adapter(Settings.from_env({}, dotenv_path=None))
+    poller = WatchPoller(store, sentinel_feed(live_demo), AdapterSender(adapter, ""), StoreLease(storage, seconds=30),
+                         interval_s=60, demo=True)
+    try:
+        assert (await poller.poll()).failed is None
+        number = await inject(live_demo, "Beacon from WS-FIN-042")
+        connector.fail_next = [500]
+        report = await poller.poll()
+        assert report.failed == "delivery: ConnectorError" and report.posted == 0, report
+        assert not watch_cards(connector)
+        report = await poller.poll()
+        assert report.failed is None and report.posted == 1, report
+        assert [f"New incident #{number}" in json.dumps(s.cards) for s in watch_cards(connector)] == [True]
+        await inject(live_demo, "Beacon from WS-FIN-043")
+        connector.fail_next = [403]
+        assert (await poller.poll()).posted == 0
+        assert not await store.watches(THREAD)
+    finally:
+        await adapter.bot_framework_authentication.sessions.close()
+        await storage.close()
