@@ -31,6 +31,10 @@ from bot.sentinel.models import QueryResult, TrendBin, count_label
 from bot.sentinel.params import InvalidParameter, parse_time_window
 
 MAX_CHART_POINTS = 48
+# Teams labels every string x value, and at a phone's width more than about a dozen are cut to their first character
+# ("2 2 2 0 0 0" for 22h, 23h, 00h...). Past this many points, x is a number (periods before the last), which the chart
+# labels every few points by itself.
+MAX_NAMED_POINTS = 12
 MAX_TABLE_ROWS = 14
 MAX_SERIES = 6
 CHART_COLOR = {"High": "attention", "Medium": "warning", "Low": "categoricalBlue", "Informational": "neutral"}
@@ -54,17 +58,19 @@ def alert_trend(result: QueryResult, now: datetime | None = None) -> Element:
     window = _window(meta.parameters.get("time_window"), now)
     chart_step = _step(bins, base, MAX_CHART_POINTS)
     chart_buckets = _without_partial_start(_buckets(bins, chart_step), chart_step, window)
+    ago = len(chart_buckets) > MAX_NAMED_POINTS  # too many to label each: a numeric axis, labelled every few points
+    xs: list[int | str] = [_ago(start, chart_buckets, chart_step) if ago else _short_label(start, chart_step, window)
+                           for start in chart_buckets]
     chart = {
         "type": "Chart.Line",
         "title": f"Alerts per {_step_name(chart_step)} (UTC)",
-        "xAxisTitle": _axis_title(chart_buckets, chart_step),
+        "xAxisTitle": _ago_title(chart_buckets, chart_step, window) if ago else _axis_title(chart_buckets, chart_step),
         "yAxisTitle": "Alerts",
         "yMin": 0,
         "yMax": y_axis_top(max((n for counts in chart_buckets.values() for n in counts.values()), default=0)),
         "data": [
             {"legend": severity_label(s), "color": CHART_COLOR.get(s, "neutral"),
-             "values": [{"x": _short_label(start, chart_step, window), "y": counts.get(s, 0)}
-                        for start, counts in chart_buckets.items()]}
+             "values": [{"x": x, "y": counts.get(s, 0)} for x, counts in zip(xs, chart_buckets.values(), strict=True)]}
             for s in severities
         ],
         "fallback": _fallback(bins, base, severities, window),
@@ -133,6 +139,19 @@ def _axis_title(buckets: Buckets, step: timedelta) -> str:
     span = f"{first:%d %b}" if first.date() == last.date() else f"{first:%d %b}–{last:%d %b}"
     unit = "Day" if step >= _DAY else "Hour"
     return f"{unit} (UTC), {span}; * partly outside the window"
+
+
+def _ago(start: datetime, buckets: Buckets, step: timedelta) -> int:
+    """How many periods before the chart's last bucket ``start`` is: 0 for the last, -23 for the first of 24 hours."""
+    return -((max(buckets) - start) // step)
+
+
+def _ago_title(buckets: Buckets, step: timedelta, window: Window) -> str:
+    """ "Hours before 07 Dec 20:00 UTC (0, partial)": what 0 is on the numeric axis, and whether it is partial."""
+    last = max(buckets)
+    unit = f"{_step_name(step)}s" if step in (_HOUR, _DAY) else f"periods of {_step_name(step)}"
+    at = f"{last:%d %b %H:%M}" if step < _DAY else f"{last:%d %b}"
+    return f"{unit.capitalize()} before {at} UTC (0{', partial' if _partial(last, step, window) else ''})"
 
 
 _HEADINGS = {"Medium": "Med"}

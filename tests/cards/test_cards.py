@@ -637,6 +637,20 @@ def test_partial_first_and_last_days_are_marked_and_never_the_peak() -> None:
     assert cards.alert_trend(QueryResult(bins[:1], result.metadata), now) is not None  # one partial bin: still a peak
 
 
+def test_more_points_than_a_phone_labels_are_numbered_back_from_the_last() -> None:
+    """24 hourly labels ("22h", "23h", "00h"...) were each cut to their first character at a phone's width; past 12
+    points x is a number (periods before the last bucket), which Teams labels every few points by itself."""
+    now = datetime(2026, 10, 21, 23, 30, tzinfo=UTC)
+    card = cards.alert_trend(trend_result(24), now)
+    chart, = charts(card)
+    xs = [v["x"] for v in chart["data"][0]["values"]]
+    assert xs == list(range(-len(xs) + 1, 1)) and len(xs) >= 23
+    assert chart["xAxisTitle"] == "Hours before 21 Oct 23:00 UTC (0, partial)"
+    few = cards.alert_trend(trend_result(7, "1d"))
+    week, = charts(few)
+    assert all(isinstance(v["x"], str) for v in week["data"][0]["values"])  # a week: named days
+
+
 def test_hourly_day_groups_into_readable_rows() -> None:
     card = cards.alert_trend(trend_result(24))
     assert_valid(card)
