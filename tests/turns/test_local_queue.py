@@ -133,8 +133,10 @@ async def test_a_turn_queued_by_this_process_is_taken_at_its_wake_not_at_the_nex
     await asyncio.sleep(0.2)  # its first look found nothing: it waits
     await pair[0].enqueue("a:chat", "1", {}, {})
     worker.wake()
-    for _ in range(50):
-        if ran:
+    # Answered (run and deleted) well before the 30 s poll; 10 s leaves room for a loaded machine's threads.
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if ran and await pair[0].waiting() == 0:
             break
         await asyncio.sleep(0.02)
     worker.stop()
