@@ -71,11 +71,12 @@ async def page_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 
 
 async def see(url: str, out: Path, *, say: list[str], expect: list[str], conversation: str = "personal",
-              timeout_ms: int = 20000, press: str | list[str] | None = None, before_press: tuple[str, ...] = (),
+              timeout_ms: int = 90000, press: str | list[str] | None = None, before_press: tuple[str, ...] = (),
               height: int = 900, extra: tuple[str, ...] = ()) -> str:
     """Drive the page as a person would (type, send, press card buttons in turn) and wait until every ``expect``
     text is visible on it; what the page script printed. ``height``: the window's (the chat scrolls inside it: a tall
-    one shows more of it); ``extra``: more of the page script's options."""
+    one shows more of it); ``extra``: more of the page script's options. ``timeout_ms`` is a hang guard, not a speed
+    goal: a page that shows the text sooner ends sooner, and a loaded machine took over 20 s to draw one answer."""
     argv = ["node", str(SCRIPT), "--url", url, "--conversation", conversation, "--hide-log", "--full-page",
             "--chromium", CHROMIUM, "--timeout", str(timeout_ms), "--out", str(out), "--in-thread",
             "--height", str(height), *extra]
