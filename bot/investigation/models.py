@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.sentinel.models import IncidentDetail, SimilarIncident
+
 
 class Level(enum.Enum):
     NONE = "none"
@@ -168,3 +170,106 @@ class Triage:
                 tuple(RelatedIncident(int(r["number"]), str(r["title"]), str(r["severity"])) for r in data["related"]))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+# ---- an incident summary (``bot.investigation.summary``) ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cite:
+    """A row a summary line rests on, as the conversation's references name it: ("alert", its SystemAlertId),
+    ("incident", its number), ("entity", "type:value")."""
+
+    kind: str
+    key: str
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One line of the timeline: an alert (or several of one name) or a key evidence row, at its UTC time."""
+
+    time: datetime | None
+    source: str  # "alert", or the evidence section's title
+    what: str  # log data: an alert's name, an evidence row's cells (attacker-writable text)
+    severity: str
+    cites: tuple[Cite, ...]
+    count: int = 1  # alerts of this name
+    last: datetime | None = None  # the last of them, when several
+
+
+@dataclass(frozen=True)
+class EntityFinding:
+    """One of the incident's main entities and its investigation; ``error`` when that could not run (its level is
+    then unknown, never none)."""
+
+    kind: str  # the investigation's kind: account, host, ip, hash, url, domain
+    value: str
+    cite: Cite  # the incident detail's entity
+    investigation: Investigation | None
+    error: str = ""
+
+    @property
+    def level(self) -> Level | None:
+        return self.investigation.assessment.level if self.investigation is not None else None
+
+
+@dataclass(frozen=True)
+class Reason:
+    text: str  # the bot's words with values from the records (shown inert)
+    cites: tuple[Cite, ...]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """The classification the bot suggests (Sentinel's: TruePositive, BenignPositive, FalsePositive, Undetermined)
+    and why."""
+
+    classification: str
+    reasons: tuple[Reason, ...]
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """A recommended step: its kind (``summary.ACTIONS``), what to do in words, and the rows that call for it."""
+
+    kind: str
+    title: str
+    why: str
+    cites: tuple[Cite, ...]
+
+
+@dataclass(frozen=True)
+class Technique:
+    name: str  # a tactic ("CredentialAccess") or a technique id ("T1003.001")
+    tactic: bool
+    cites: tuple[Cite, ...]  # the alerts that declare it
+
+
+@dataclass(frozen=True)
+class IncidentSummary:
+    """One incident told in one step: its detail, its main entities' investigations, similar incidents, the timeline,
+    tactics and techniques, a suggested classification and next actions, each line citing its rows. Computed by the
+    bot (``bot.investigation.summary``), never by the model."""
+
+    detail: IncidentDetail
+    entities: tuple[EntityFinding, ...]
+    similar: tuple[SimilarIncident, ...]
+    similar_total: int
+    similar_error: str
+    timeline: tuple[TimelineEntry, ...]
+    techniques: tuple[Technique, ...]
+    suggestion: Suggestion
+    actions: tuple[NextAction, ...]
+    left_out: tuple[str, ...]  # what the bounds left out, in words
+    as_of: datetime
+    window: str  # the investigations' window
+
+    @property
+    def number(self) -> int:
+        return self.detail.incident.number
+
+    def headline(self) -> tuple[str, ...]:
+        """The summary's first lines in words (no [n]): the suggestion and the first actions."""
+        lines = [f"Suggested: {self.suggestion.classification}"
+                 + (f" ({self.suggestion.reasons[0].text})" if self.suggestion.reasons else "")]
+        lines += [f"Next: {a.title}" for a in self.actions[:2]]
+        return tuple(lines)
