@@ -122,8 +122,9 @@ async def summarize(client: SentinelClient, arguments: Mapping[str, object]) -> 
             return await investigate(client, {"entity": value, "entity_type": kind, "time_window": WINDOW})
 
     similar_args = similar_arguments(detail, picked)
-    similar_run = client.run(SIMILAR_TOOL, similar_args) if similar_args else _nothing()
-    *investigations, similar = await asyncio.gather(*(one(kind, value) for kind, value, _ in picked), similar_run)
+    similar_run = asyncio.ensure_future(client.run(SIMILAR_TOOL, similar_args)) if similar_args else None
+    investigations = await asyncio.gather(*(one(kind, value) for kind, value, _ in picked))
+    similar = await similar_run if similar_run is not None else None
     findings = tuple(_finding(entity, result) for entity, result in zip(picked, investigations, strict=True))
     summary = build(detail, findings, similar, datetime.now(UTC))
     kql = [read.metadata.kql] + [r.metadata.kql for r in (*investigations, similar)
@@ -136,10 +137,6 @@ async def summarize(client: SentinelClient, arguments: Mapping[str, object]) -> 
                        if f.error) + ((f"Similar incidents: {summary.similar_error[:160]}",)
                                       if summary.similar_error else ()))
     return QueryResult(records=(summary,), metadata=metadata)
-
-
-async def _nothing() -> None:
-    return None
 
 
 def main_entities(detail: IncidentDetail) -> list[tuple[str, str, Cite]]:
