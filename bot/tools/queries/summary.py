@@ -48,9 +48,8 @@ async def run(sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResul
 
 TOOL = Tool(
     NAME,
-    "One incident summarized: timeline, entities' levels, techniques, similar incidents, suggested classification "
-    "and next actions, computed by the bot: report as given.",
-    (Parameter("incident_ref", "Number, [2] or that incident.", required=True),),
+    "Incident summary with next actions; report as given.",
+    (Parameter("incident_ref", "", required=True),),
     "Summarizing the incident: its alerts, entities and similar incidents...",
     '{"incident_ref": "42"}',
     text=text,
