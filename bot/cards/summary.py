@@ -156,7 +156,8 @@ def _card(summary: IncidentSummary, result: QueryResult, ref_for: RefFor, change
     body += warnings(list(result.metadata.warnings) + [f"Left out: {n}" for n in summary.left_out], limit=6)
     for index, section in enumerate(sections(summary)):
         heading = text(plain(section.heading, 120), weight="bolder", separator=True, spacing="medium")
-        lines = [text(_card_text(line, ref_for), size="small", spacing="small") for line in section.lines[:most]]
+        lines = [text(_card_text(line, ref_for), size="small", spacing="small") if line.cites else
+                 subtle(_card_text(line, ref_for), spacing="small") for line in section.lines[:most]]
         if len(section.lines) > most:
             lines.append(subtle(f"{len(section.lines) - most} more not shown (the card's size limit)."))
         if index == 0:  # the suggestion on its level's background
