@@ -37,6 +37,7 @@ from bot.sentinel.models import QueryResult, one_line
 MAX_VALUE_CHARS = 1000  # an identifier or a command line, whole up to this
 MAX_TEXT_CHARS = 300  # an alert name, a title, an evidence row's cells
 COMMENT_TOOL = "add_incident_comment"  # the change "Post to the incident" proposes (tools.write_tools)
+CARD_ROWS = {5: 5}  # the similar incidents (the sixth section): the five sharing the most on a phone's card
 _SUGGESTION_STYLE = {"TruePositive": "attention", "Undetermined": "warning"}
 _ACTION_WORDS = {"reset_credentials": "Contain", "isolate_device": "Contain", "block_indicator": "Contain",
                  "escalate": "Escalate", "close": "Close", "investigate": "Investigate"}
@@ -48,6 +49,7 @@ class Line:
 
     parts: tuple[tuple[str, bool], ...]  # (text, is a value from the records)
     cites: tuple[Cite, ...] = ()
+    detail: tuple[tuple[str, bool], ...] = ()  # what backs it (the card's second, subtle line)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def sections(summary: IncidentSummary) -> list[Section]:
     return [Section(f"Suggested classification: {s.classification}",
                    tuple(Line(_line((r.text,)), r.cites) for r in s.reasons)),
            Section("Recommended next actions", tuple(
-               Line(_line(f"{_ACTION_WORDS.get(a.kind, 'Do')}: ", (a.title,), " — ", (a.why,)), a.cites)
+               Line(_line(f"{_ACTION_WORDS.get(a.kind, 'Do')}: ", (a.title,)), a.cites, _line((a.why,)))
                for a in summary.actions) or (Line(_line("None: nothing in the rows calls for one.")),)),
            Section("Timeline (UTC)", tuple(_timeline_line(e) for e in summary.timeline)
                    or (Line(_line("No alert or evidence time was read.")),)),
@@ -100,8 +102,8 @@ def _entity_line(finding: EntityFinding) -> Line:
                           (finding.error,), ")"), (finding.cite,))
     a = finding.investigation.assessment
     signals = ", ".join(s.title for s in a.signals[:4]) or "no signal"
-    return Line(_line(f"{finding.kind} ", (finding.value,), f" — {a.level.value.upper()} ({a.score}): {signals}"),
-                (finding.cite,))
+    return Line(_line(f"{finding.kind} ", (finding.value,), f" — {a.level.value.upper()} ({a.score})"),
+                (finding.cite,), _line(signals))
 
 
 def _similar_lines(summary: IncidentSummary) -> tuple[Line, ...]:
@@ -111,9 +113,9 @@ def _similar_lines(summary: IncidentSummary) -> tuple[Line, ...]:
     for found in summary.similar:
         i = found.incident
         shares = "; ".join([*found.alert_names, *found.entities])
-        lines.append(Line(_line(f"#{i.number} · {i.severity} · {i.status} · ", (i.classification or "unclassified",),
-                                " · ", (i.owner or "Unassigned",), " · ", (i.title,), " · shares: ", (shares,)),
-                          (Cite("incident", str(i.number)),)))
+        lines.append(Line(_line(f"#{i.number} · ", (i.classification or "unclassified",), " · ",
+                                (i.owner or "Unassigned",), f" · {i.severity} · {i.status}"),
+                          (Cite("incident", str(i.number)),), _line((i.title,), " · shares: ", (shares,))))
     if summary.similar_total > len(lines):
         lines.append(Line(_line(f"and {summary.similar_total - len(lines)} more (the {len(summary.similar)} "
                                 "sharing the most are shown)")))
@@ -121,14 +123,31 @@ def _similar_lines(summary: IncidentSummary) -> tuple[Line, ...]:
 
 
 def refs(line: Line, ref_for: RefFor) -> str:
-    """ "[6][7]": the [n] of the rows a line cites, each once."""
-    return "".join(dict.fromkeys(ref(ref_for, c.kind, c.key) for c in line.cites))
+    """ "[6][7]": the [n] of the rows a line cites, each once, in order."""
+    numbers = {n for c in line.cites if (n := ref_for(c.kind, c.key)) is not None}
+    return "".join(f"[{n}]" for n in sorted(numbers))
+
+
+def _inert(parts: tuple[tuple[str, bool], ...]) -> str:
+    return "".join(breakable(plain(t, MAX_VALUE_CHARS)) if value else t for t, value in parts)
+
+
+def _said(parts: tuple[tuple[str, bool], ...]) -> str:
+    return "".join(one_line(t, MAX_VALUE_CHARS) if value else t for t, value in parts)
 
 
 def _card_text(line: Line, ref_for: RefFor) -> str:
-    cited = refs(line, ref_for)
-    body = "".join(breakable(plain(t, MAX_VALUE_CHARS)) if value else t for t, value in line.parts)
-    return f"{cited} {body}".strip()
+    return f"{refs(line, ref_for)} {_inert(line.parts)}".strip()
+
+
+def _card_lines(line: Line, ref_for: RefFor) -> list[Element]:
+    """A row: its [n] and words, and what backs it below in subtle text."""
+    if not line.cites:
+        return [subtle(_card_text(line, ref_for), spacing="small")]
+    out = [text(_card_text(line, ref_for), size="small", spacing="small")]
+    if line.detail:
+        out.append(subtle(_inert(line.detail)))
+    return out
 
 
 def summary_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
@@ -156,10 +175,12 @@ def _card(summary: IncidentSummary, result: QueryResult, ref_for: RefFor, change
     body += warnings(list(result.metadata.warnings) + [f"Left out: {n}" for n in summary.left_out], limit=6)
     for index, section in enumerate(sections(summary)):
         heading = text(plain(section.heading, 120), weight="bolder", separator=True, spacing="medium")
-        lines = [text(_card_text(line, ref_for), size="small", spacing="small") if line.cites else
-                 subtle(_card_text(line, ref_for), spacing="small") for line in section.lines[:most]]
-        if len(section.lines) > most:
-            lines.append(subtle(f"{len(section.lines) - most} more not shown (the card's size limit)."))
+        cited = [line for line in section.lines if line.cites]
+        shown = cited[:min(most, CARD_ROWS.get(index, most))]
+        lines = [block for line in section.lines if not line.cites or line in shown
+                 for block in _card_lines(line, ref_for)]
+        if len(shown) < len(cited):
+            lines.append(subtle(f"{len(cited) - len(shown)} more not shown on the card."))
         if index == 0:  # the suggestion on its level's background
             style = _SUGGESTION_STYLE.get(summary.suggestion.classification, "good")
             body.append({"type": "Container", "style": style, "items": [heading, *lines], "spacing": "medium"})
@@ -181,7 +202,7 @@ def summary_comment(summary: IncidentSummary, limit: int = MAX_COMMENT_CHARS) ->
              "entities' investigations and similar incidents (fixed rules, not an AI model)."]
     for section in sections(summary):
         lines.append(f"{section.heading}:")
-        lines += ["  " + "".join(breakable(plain(t, MAX_VALUE_CHARS)) if value else t for t, value in line.parts)
+        lines += ["  " + _inert(line.parts) + (f" ({_inert(line.detail)})" if line.detail else "")
                   for line in section.lines]
     lines += [f"Left out: {n}" for n in summary.left_out]
     kept: list[str] = []
@@ -211,7 +232,7 @@ def summary_text(result: QueryResult, ref_for: RefFor, now: datetime | None = No
         lines += ["", section.heading]
         for line in section.lines:
             cited = refs(line, ref_for)
-            body = "".join(one_line(t, MAX_VALUE_CHARS) if value else t for t, value in line.parts)
+            body = _said(line.parts) + (f" ({_said(line.detail)})" if line.detail else "")
             lines.append(f"  {cited} {body}" if cited else f"  {body}")
     return "\n".join(lines)
 

@@ -30,8 +30,10 @@ The next actions (``ACTIONS``), each with the rows that call for it:
 - isolate_device: a host at HIGH;
 - block_indicator: an IP, URL, domain or hash at MEDIUM or above, and a counterparty found valid in threat
   intelligence (at most ``MAX_BLOCKS``);
-- escalate: the suggestion is TruePositive and the incident is High or an entity is HIGH: to the analyst on call;
-- close: the suggestion is FalsePositive or BenignPositive: close it so, as the similar incidents were;
+- escalate: the suggestion is TruePositive and the incident (not closed) is High or an entity is HIGH: to the
+  analyst on call;
+- close: the suggestion is FalsePositive or BenignPositive and the incident is not closed: close it so, as the
+  similar incidents were;
 - investigate: an entity whose investigation failed, or Undetermined with MEDIUM entities: look at them by hand.
 """
 
@@ -317,12 +319,13 @@ def actions(detail: IncidentDetail, findings: tuple[EntityFinding, ...], suggest
             out.append(NextAction("isolate_device", f"Isolate the device {f.value}", _why(f), _cites(f)))
     out += _blocks(findings)
     number = Cite("incident", str(detail.incident.number))
-    if suggestion.classification == "TruePositive" and (
+    closed = detail.incident.status.strip().lower() == "closed"
+    if suggestion.classification == "TruePositive" and not closed and (
             detail.incident.severity == "High" or any(f.level is Level.HIGH for f in findings)):
         out.append(NextAction("escalate", "Escalate to the analyst on call",
                               f"suggested TruePositive, incident severity {detail.incident.severity}",
                               (number, *_reason_cites(suggestion))[:MAX_CITES]))
-    if suggestion.classification in ("BenignPositive", "FalsePositive"):
+    if suggestion.classification in ("BenignPositive", "FalsePositive") and not closed:
         out.append(NextAction("close", f"Close as {suggestion.classification}", suggestion.reasons[0].text,
                               _reason_cites(suggestion)))
     for f in findings:

@@ -31,6 +31,8 @@ def text(result: QueryResult, ref_for: RefFor) -> str:
         lines.append(f"## {section.heading}")
         for line in section.lines:
             body = "".join(cell(t, 200) if value else t for t, value in line.parts)
+            if line.detail:
+                body += " (" + "".join(cell(t, 200) if value else t for t, value in line.detail) + ")"
             lines.append(f"{refs(line, ref_for)} {body}".strip())
     return "\n".join(lines)
 
