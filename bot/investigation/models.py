@@ -149,6 +149,7 @@ class Triage:
     incident: int
     entities: tuple[EntityVerdict, ...]
     related: tuple[RelatedIncident, ...]
+    headline: tuple[str, ...] = ()  # the summary's first lines from these investigations (``summary.build``)
 
     @property
     def level(self) -> Level:
@@ -156,7 +157,7 @@ class Triage:
         return max((e.level for e in self.entities if not e.failed), key=order.index, default=Level.NONE)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"incident": self.incident, "related": [vars(r) for r in self.related],
+        return {"incident": self.incident, "related": [vars(r) for r in self.related], "headline": list(self.headline),
                 "entities": [{"kind": e.kind, "value": e.value, "level": e.level.value, "score": e.score,
                               "signals": list(e.signals), "failed": e.failed} for e in self.entities]}
 
@@ -167,7 +168,8 @@ class Triage:
             return cls(int(data["incident"]), tuple(
                 EntityVerdict(str(e["kind"]), str(e["value"]), Level(e["level"]), int(e["score"]),
                               tuple(str(s) for s in e["signals"]), bool(e.get("failed"))) for e in data["entities"]),
-                tuple(RelatedIncident(int(r["number"]), str(r["title"]), str(r["severity"])) for r in data["related"]))
+                tuple(RelatedIncident(int(r["number"]), str(r["title"]), str(r["severity"])) for r in data["related"]),
+                tuple(str(line) for line in data.get("headline", ())))
         except (KeyError, TypeError, ValueError):
             return None
 
