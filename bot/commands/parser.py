@@ -51,8 +51,10 @@ _ON_CALL_WORDS = frozenset({"who is on call", "who's on call", "whos on call", "
                             "on call now", "who is on shift"})
 _DETAIL = re.compile(r"^(?:incident|details?|show)\s+(?:#|number\s+)?(\d{1,10})$")
 _REFERENCE = re.compile(r"^(?:incident|details?|show)\s+\[(\d{1,3})\]$")
-SUMMARY = summary.TOOL.name  # "summary 42", "summary [2]", "summary #42"; bare: the incident last looked at
-_SUMMARY = re.compile(r"^summar(?:y|ize|ise)(?:\s+(?:of\s+)?(?:incident\s+)?(?:#|number\s+)?"
+# "summary 42", "summary [2]", "summary #42"; bare: the incident last looked at. "Summarize incident 42" is a question
+# for the model (which calls the same tool).
+SUMMARY = summary.TOOL.name
+_SUMMARY = re.compile(r"^summary(?:\s+(?:of\s+)?(?:incident\s+)?(?:#|number\s+)?"
                       r"(?:(\d{1,10})|\[(\d{1,3})\]))?$")
 
 # Incident changes (proposals the analyst confirms on a card). The target is "[n]", "#42", "42" or "incident 42".
@@ -311,8 +313,8 @@ def _search_words(words: list[str], arguments: dict[str, Any]) -> list[str]:
 
 
 # Words a command starts with, for "did you mean" on a typo ("incidnets 24h").
-COMMAND_WORDS = ("incidents", "incident", "summary", "alerts", "trend", "entities", "entity", "watch", "watches",
-                 "unwatch",
+# ("summary" is left out: "summarise incident 42" is a question for the model, not a typo of it.)
+COMMAND_WORDS = ("incidents", "incident", "alerts", "trend", "entities", "entity", "watch", "watches", "unwatch",
                  "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate", "more",
                  "page")
 

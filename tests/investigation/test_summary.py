@@ -77,7 +77,7 @@ async def test_the_summary_command_answers_from_the_demo_without_a_model(demo_cl
             assert refs.ref_for(cite.kind, cite.key) is not None, cite
     # "summary [n]" and "summary #N" are the same incident; bare "summary" is the one last looked at
     incident_ref = refs.ref_for("incident", str(number))
-    for text in (f"summary [{incident_ref}]", f"summary #{number}", "summary", f"summarize incident {number}"):
+    for text in (f"summary [{incident_ref}]", f"summary #{number}", "summary", f"summary of incident {number}"):
         again = await router.route(text, conversation, _status)
         assert again.route is Route.QUERY and again.run is not None, text
         assert again.run.artifact.records[0].number == number, text  # type: ignore[union-attr]
@@ -97,6 +97,7 @@ async def test_the_summary_of_nothing_says_which_and_what_to_type(demo_client: S
     assert "No incident 2147483647" in TOOLS.terminal(empty, References().ref_for, NOW)
     assert parse("summary of the week please") is None  # a question for the model, not a command
     assert parse("summarize what happened overnight") is None
+    assert parse("summarise incident 42") is None, "asked in words, it is the model's (which calls the same tool)"
 
 
 async def test_the_tool_reads_an_incident_as_the_model_would_call_it(demo_client: SentinelClient) -> None:
