@@ -35,21 +35,28 @@ SEVERITY_SHORT = {"Informational": "Info"}
 
 _HTML_ENTITY = re.compile(r"&(?=#?\w{1,10};)")  # &lt;at&gt; must not turn back into <at>
 _EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")  # _italic_ (snake_case stays)
+# A "*" that can open emphasis (before a non-space) and a later one that can close it (after a non-space): only then
+# are the stars markup to Teams' markdown.
+_EMPHASIS = re.compile(r"\*(?=\S).*?(?<=\S)\*")
+_UNDERSCORES = re.compile(r"(?<![0-9A-Za-z])_(?=\S).*?(?<=\S)_(?![0-9A-Za-z])")  # the same with "_", at word edges
 _NUMBERED = re.compile(r"^(\d{1,9}[.)]) ")  # "1. " would start a numbered list
-# heading, quote, list, rule: "#" and ">" always; "-", "+", "=" only before a space or as a rule ("+1 425 555"
+# heading, quote, list, rule: "#" and ">" always; "-", "+", "=", "*" only before a space or as a rule ("+1 425 555"
 # is a phone number, kept as typed so it can be dialled and copied)
-_LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "＝"})
+_LEADING = str.maketrans({"#": "＃", ">": "›", "-": "‐", "+": "＋", "=": "＝", "*": "∗"})
 
 
 def plain(value: object, width: int = 80) -> str:
     """``value`` as inert text: one printable line, no markdown Teams would render and no live link
     (``bot.cards.inert``), at most ``width`` chars."""
     text = one_line(value, width * 8 + 256)  # cut to ``width`` below, after the replacements
-    text = unlink(text).replace("*", "∗")  # **bold**
+    text = unlink(text)
+    if _EMPHASIS.search(text):  # **bold**, *italic*; a lone "*" (del *.tmp, /d * /f) is kept as the record has it
+        text = text.replace("*", "∗")
     text = _HTML_ENTITY.sub("＆", text)
-    text = _EDGE_UNDERSCORE.sub("＿", text)
+    if _UNDERSCORES.search(text):  # _italic_; a lone one ($_.Name, __init__ inside a path) is kept
+        text = _EDGE_UNDERSCORE.sub("＿", text)
     text = _NUMBERED.sub("\\1\u00a0", text)
-    if text and text[0] in "#>-+=" and (text[:1] in "#>" or text[1:2] in ("", " ", text[0])):
+    if text and text[0] in "#>-+=*" and (text[:1] in "#>" or text[1:2] in ("", " ", text[0])):
         text = text[0].translate(_LEADING) + text[1:]
     text = unlinked_urls(text)  # last, so the URL's characters are the record's (bot.cards.inert)
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"

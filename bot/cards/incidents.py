@@ -43,7 +43,7 @@ from bot.sentinel.params import MAX_LIMIT
 MAX_DETAIL_ALERTS = 15
 MAX_DETAIL_ENTITIES = 20
 MAX_OTHER_MATCHES = 5
-MAX_ENTITY_CHARS = 130  # a SHA-256 (64) or a URL whole: long values wrap (common.breakable), they are not cut
+MAX_ENTITY_CHARS = 1000  # a hash, a URL, a command line whole (the entity model keeps values to 1,000): they wrap
 _TYPE_LABELS = {"ip": "IP", "url": "URL", "dns": "DNS", "filehash": "File hash", "cloud-application": "Cloud app",
                 "azure-resource": "Azure resource", "registry-key": "Registry key"}
 _SAFE_URL = re.compile(r"https://[^\s\"'<>\\^`{|}]{1,2040}")
@@ -246,8 +246,9 @@ def _entities(entities: Sequence[EntityRef], ref_for: RefFor, limit: int) -> lis
 
 
 def _identifier_line(entity: EntityRef) -> str:
-    """The entity's other identifiers, inert: "Sid S-1-5-21-… · AadUserId 0f6c…" (the first few, each cut)."""
-    return " · ".join(f"{plain(name, 24)} {breakable(plain(value, 70))}" for name, value in
+    """The entity's other identifiers, inert: "Sid S-1-5-21-1004336348-… · AadUserId 0f6c2b1e-…" (the first few, each
+    whole up to MAX_ENTITY_CHARS: an identifier is copied, never cut)."""
+    return " · ".join(f"{plain(name, 24)} {breakable(plain(value, MAX_ENTITY_CHARS))}" for name, value in
                       entity.identifiers[:MAX_IDENTIFIERS_SHOWN])
 
 

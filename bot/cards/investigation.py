@@ -60,7 +60,7 @@ def _card(investigation: Investigation, ref_for: RefFor, demo: bool, notes: tupl
         body.append(text(plain(investigation.read_as, 300), size="small", spacing="small"))
     if investigation.also:  # the other keys the alerts know it by, each to copy as the records hold it
         body.append(subtle("Also searched as (the same " + investigation.entity_kind + " in the alerts):"))
-        body += [exact(value, 200, size="small", spacing="none") for value in investigation.also]
+        body += [exact(value, size="small", spacing="none") for value in investigation.also]
     body.append(_assessment(investigation))
     body += warnings(list(notes))
     for index, section in enumerate(investigation.sections, start=1):

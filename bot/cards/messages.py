@@ -15,6 +15,8 @@ COMMANDS = (
     ("entity X [window]", "One host, account, IP, hash or URL: its alerts, first and last seen"),
     ("investigate X [window]", "One account, host, IP, hash, URL or domain across the evidence tables, with the bot's "
                                "assessment (7 days unless said)"),
+    ("summary N", "One incident in one step: timeline, entities' levels, similar incidents, a suggested "
+                  "classification and next actions (also: summary [2])"),
     ("trend [window] [severity]", "Alert counts over time, per severity"),
     ("entities [window] [severity]", "The accounts, hosts and IPs in the most alerts"),
     ("who is on call", "Who is on shift now and next, from the OnCall watchlist (also: oncall)"),

@@ -87,7 +87,11 @@ def triage_section(t: Triage) -> list[Element]:
         label = _KIND_LABELS.get(e.kind) or plain(e.kind, 12)
         out.append({"type": "Container", "spacing": "small", "items": [
             text(f"{label} · {plain(verdict, 200)}", size="small", weight="bolder"),
-            exact(e.value, 200, size="small", spacing="none")]})
+            exact(e.value, size="small", spacing="none")]})  # whole: an identifier is never cut
+    if t.headline:  # the summary's first lines (its suggestion and first actions), and how to get the rest
+        out += [text(plain(line, 300), size="small", spacing="small") for line in t.headline]
+        out.append(subtle(f'Type "summary {t.incident}" for its timeline, similar incidents and the rows behind '
+                          "each line.", spacing="none"))
     if t.related:
         listed = "; ".join(f"#{r.number} {plain(r.title, 60)} ({plain(r.severity, 13)})" for r in t.related)
         out.append(subtle(f"Related open incidents: {breakable(listed)}", spacing="small"))

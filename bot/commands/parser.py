@@ -15,7 +15,16 @@ from typing import Any
 
 from bot.sentinel.params import Severity, TimeWindow
 from bot.sentinel.queries import is_query, parameter_names
-from bot.tools.queries import alert_trend, alerts, analyst_kql, incident_detail, incidents, investigate, on_call
+from bot.tools.queries import (
+    alert_trend,
+    alerts,
+    analyst_kql,
+    incident_detail,
+    incidents,
+    investigate,
+    on_call,
+    summary,
+)
 from bot.tools.queries import top_entities as entities
 from bot.tools.write_tools import (
     ADD_INCIDENT_COMMENT,
@@ -42,6 +51,11 @@ _ON_CALL_WORDS = frozenset({"who is on call", "who's on call", "whos on call", "
                             "on call now", "who is on shift"})
 _DETAIL = re.compile(r"^(?:incident|details?|show)\s+(?:#|number\s+)?(\d{1,10})$")
 _REFERENCE = re.compile(r"^(?:incident|details?|show)\s+\[(\d{1,3})\]$")
+# "summary 42", "summary [2]", "summary #42"; bare: the incident last looked at. "Summarize incident 42" is a question
+# for the model (which calls the same tool).
+SUMMARY = summary.TOOL.name
+_SUMMARY = re.compile(r"^summary(?:\s+(?:of\s+)?(?:incident\s+)?(?:#|number\s+)?"
+                      r"(?:(\d{1,10})|\[(\d{1,3})\]))?$")
 
 # Incident changes (proposals the analyst confirms on a card). The target is "[n]", "#42", "42" or "incident 42".
 _TARGET = r"(?P<target>\[\d{1,3}\]|#?\d{1,10}|incident\s+#?\d{1,10})"
@@ -90,6 +104,8 @@ Ask in plain language, or use these commands:
   alerts [window] [severity]      recent alerts (also: alerts host WS-FIN-160, alerts open, alerts search WORDS)
   entity X [window]               one host, account, IP, hash or URL: its alerts, first and last seen (30d)
   investigate X [window] [type]   one account, host, IP, hash, URL or domain across the evidence tables, assessed
+  summary N                       one incident in one step: timeline, entities' levels, similar incidents, a
+                                  suggested classification and next actions (also: summary [2], summary #42)
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)
@@ -191,6 +207,11 @@ def _single(words: str) -> Command | None:
                            'earlier, e.g. "incident 42" or "incident [2]".')
     if detail := _DETAIL.match(words):
         return detail_command(int(detail.group(1)))
+    if summarized := _SUMMARY.match(words):
+        number, reference = summarized.groups()
+        if reference is not None:
+            return Command("summary", SUMMARY, reference=int(reference))
+        return Command("summary", SUMMARY, {"incident_ref": int(number) if number else "that incident"})
     if reference := _REFERENCE.match(words):
         return Command("incident", DETAIL, reference=int(reference.group(1)))
     return None
@@ -292,6 +313,7 @@ def _search_words(words: list[str], arguments: dict[str, Any]) -> list[str]:
 
 
 # Words a command starts with, for "did you mean" on a typo ("incidnets 24h").
+# ("summary" is left out: "summarise incident 42" is a question for the model, not a typo of it.)
 COMMAND_WORDS = ("incidents", "incident", "alerts", "trend", "entities", "entity", "watch", "watches", "unwatch",
                  "help", "clear", "prefer", "oncall", "assign", "reopen", "severity", "comment", "escalate", "more",
                  "page")

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.sentinel.models import IncidentDetail, SimilarIncident
+
 
 class Level(enum.Enum):
     NONE = "none"
@@ -147,6 +149,7 @@ class Triage:
     incident: int
     entities: tuple[EntityVerdict, ...]
     related: tuple[RelatedIncident, ...]
+    headline: tuple[str, ...] = ()  # the summary's first lines from these investigations (``summary.build``)
 
     @property
     def level(self) -> Level:
@@ -154,7 +157,7 @@ class Triage:
         return max((e.level for e in self.entities if not e.failed), key=order.index, default=Level.NONE)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"incident": self.incident, "related": [vars(r) for r in self.related],
+        return {"incident": self.incident, "related": [vars(r) for r in self.related], "headline": list(self.headline),
                 "entities": [{"kind": e.kind, "value": e.value, "level": e.level.value, "score": e.score,
                               "signals": list(e.signals), "failed": e.failed} for e in self.entities]}
 
@@ -165,6 +168,110 @@ class Triage:
             return cls(int(data["incident"]), tuple(
                 EntityVerdict(str(e["kind"]), str(e["value"]), Level(e["level"]), int(e["score"]),
                               tuple(str(s) for s in e["signals"]), bool(e.get("failed"))) for e in data["entities"]),
-                tuple(RelatedIncident(int(r["number"]), str(r["title"]), str(r["severity"])) for r in data["related"]))
+                tuple(RelatedIncident(int(r["number"]), str(r["title"]), str(r["severity"])) for r in data["related"]),
+                tuple(str(line) for line in data.get("headline", ())))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+# ---- an incident summary (``bot.investigation.summary``) ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cite:
+    """A row a summary line rests on, as the conversation's references name it: ("alert", its SystemAlertId),
+    ("incident", its number), ("entity", "type:value")."""
+
+    kind: str
+    key: str
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One line of the timeline: an alert (or several of one name) or a key evidence row, at its UTC time."""
+
+    time: datetime | None
+    source: str  # "alert", or the evidence section's title
+    what: str  # log data: an alert's name, an evidence row's cells (attacker-writable text)
+    severity: str
+    cites: tuple[Cite, ...]
+    count: int = 1  # alerts of this name
+    last: datetime | None = None  # the last of them, when several
+
+
+@dataclass(frozen=True)
+class EntityFinding:
+    """One of the incident's main entities and its investigation; ``error`` when that could not run (its level is
+    then unknown, never none)."""
+
+    kind: str  # the investigation's kind: account, host, ip, hash, url, domain
+    value: str
+    cite: Cite  # the incident detail's entity
+    investigation: Investigation | None
+    error: str = ""
+
+    @property
+    def level(self) -> Level | None:
+        return self.investigation.assessment.level if self.investigation is not None else None
+
+
+@dataclass(frozen=True)
+class Reason:
+    text: str  # the bot's words with values from the records (shown inert)
+    cites: tuple[Cite, ...]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """The classification the bot suggests (Sentinel's: TruePositive, BenignPositive, FalsePositive, Undetermined)
+    and why."""
+
+    classification: str
+    reasons: tuple[Reason, ...]
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """A recommended step: its kind (``summary.ACTIONS``), what to do in words, and the rows that call for it."""
+
+    kind: str
+    title: str
+    why: str
+    cites: tuple[Cite, ...]
+
+
+@dataclass(frozen=True)
+class Technique:
+    name: str  # a tactic ("CredentialAccess") or a technique id ("T1003.001")
+    tactic: bool
+    cites: tuple[Cite, ...]  # the alerts that declare it
+
+
+@dataclass(frozen=True)
+class IncidentSummary:
+    """One incident told in one step: its detail, its main entities' investigations, similar incidents, the timeline,
+    tactics and techniques, a suggested classification and next actions, each line citing its rows. Computed by the
+    bot (``bot.investigation.summary``), never by the model."""
+
+    detail: IncidentDetail
+    entities: tuple[EntityFinding, ...]
+    similar: tuple[SimilarIncident, ...]
+    similar_total: int
+    similar_error: str
+    timeline: tuple[TimelineEntry, ...]
+    techniques: tuple[Technique, ...]
+    suggestion: Suggestion
+    actions: tuple[NextAction, ...]
+    left_out: tuple[str, ...]  # what the bounds left out, in words
+    as_of: datetime
+    window: str  # the investigations' window
+
+    @property
+    def number(self) -> int:
+        return self.detail.incident.number
+
+    def headline(self) -> tuple[str, ...]:
+        """The summary's first lines in words (no [n]): the suggestion and the first actions."""
+        lines = [f"Suggested: {self.suggestion.classification}"
+                 + (f" ({self.suggestion.reasons[0].text})" if self.suggestion.reasons else "")]
+        lines += [f"Next: {a.title}" for a in self.actions[:2]]
+        return tuple(lines)

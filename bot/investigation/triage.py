@@ -11,8 +11,10 @@ query that fails: an entity whose investigation failed is marked, and no entity 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
-from bot.investigation.models import EntityVerdict, Investigation, Level, RelatedIncident, Triage
+from bot.investigation import summary
+from bot.investigation.models import Cite, EntityFinding, EntityVerdict, Investigation, Level, RelatedIncident, Triage
 from bot.investigation.run import investigate
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import Incident, IncidentDetail, QueryResult
@@ -24,6 +26,7 @@ WINDOW = "last_7d"
 # The detail card's entity types, as the investigation names them, in the order they are picked.
 _KINDS = {"account": "account", "host": "host", "ip": "ip", "filehash": "hash", "url": "url", "dns": "domain"}
 _ORDER = tuple(_KINDS)
+_DETAIL_TYPES = {kind: detail for detail, kind in _KINDS.items()}
 
 
 async def triage(client: SentinelClient, number: int) -> Triage | None:
@@ -44,8 +47,12 @@ async def _triage(client: SentinelClient, number: int) -> Triage | None:
                                                           "time_window": WINDOW}) for kind, value in picked))
     verdicts: list[EntityVerdict] = []
     related: dict[int, RelatedIncident] = {}
+    findings: list[EntityFinding] = []
     for (kind, value), result in zip(picked, results, strict=True):
         found = result.records[0] if isinstance(result, QueryResult) and result.records else None
+        cite = Cite("entity", f"{_DETAIL_TYPES[kind]}:{value}")
+        findings.append(EntityFinding(kind, value, cite, found if isinstance(found, Investigation) else None,
+                                      "" if isinstance(found, Investigation) else "failed"))
         if not isinstance(found, Investigation):
             verdicts.append(EntityVerdict(kind, value, Level.NONE, 0, (), failed=True))
             continue
@@ -54,7 +61,9 @@ async def _triage(client: SentinelClient, number: int) -> Triage | None:
         for incident in _open_incidents(found, number):
             related.setdefault(incident.number, RelatedIncident(incident.number, incident.title, incident.severity))
     ranked = sorted(related.values(), key=lambda r: -r.number)[:MAX_RELATED]
-    return Triage(number, tuple(verdicts), tuple(ranked))
+    # The summary's first lines from what was read (pure, no query more: no similar incidents).
+    headline = summary.build(detail.records[0], tuple(findings), None, datetime.now(UTC)).headline()
+    return Triage(number, tuple(verdicts), tuple(ranked), headline)
 
 
 def main_entities(detail: IncidentDetail) -> list[tuple[str, str]]:

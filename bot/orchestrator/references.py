@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from bot.investigation.models import Investigation
+from bot.investigation.models import IncidentSummary, Investigation
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -99,16 +99,32 @@ class References:
                 self._entity(record.type, record.value, count_label(record.alert_count, "alert"))
             elif isinstance(record, HuntRow) and record.identifiers():  # a hunt row: by its first identifier
                 self._entity(*record.identifiers()[0])
-            elif isinstance(record, Investigation):  # the entity, its alerts and incidents, what each row names
-                self._entity(record.entity_kind, record.entity, f"assessed {record.assessment.level.value}")
-                for section in record.sections:
-                    for found in section.records:
-                        if isinstance(found, Incident):
-                            self._incident(found)
-                        elif isinstance(found, AlertSummary):
-                            self._alert(found)
-                        elif record.row_entity(found) != (record.entity_kind, record.entity):
-                            self._entity(*record.row_entity(found))
+            elif isinstance(record, Investigation):
+                self._investigation(record)
+            elif isinstance(record, IncidentSummary):  # the incident's rows, its entities' evidence, similar ones
+                self._incident(record.detail.incident)
+                for alert in record.detail.alerts:
+                    self._alert(alert)
+                for entity in record.detail.entities:
+                    self._entity(entity.type, entity.value)
+                for finding in record.entities:
+                    if finding.investigation is not None:
+                        self._investigation(finding.investigation)
+                for similar in record.similar:
+                    self._incident(similar.incident)
+                self.last_incident = str(record.detail.incident.number)
+
+    def _investigation(self, record: Investigation) -> None:
+        """The entity, its alerts and incidents, what each row names."""
+        self._entity(record.entity_kind, record.entity, f"assessed {record.assessment.level.value}")
+        for section in record.sections:
+            for found in section.records:
+                if isinstance(found, Incident):
+                    self._incident(found)
+                elif isinstance(found, AlertSummary):
+                    self._alert(found)
+                elif record.row_entity(found) != (record.entity_kind, record.entity):
+                    self._entity(*record.row_entity(found))
 
     def context(self) -> str:
         """The compact reference list the model sees each turn."""

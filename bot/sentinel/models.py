@@ -121,6 +121,15 @@ class IncidentDetail:
 
 
 @dataclass(frozen=True)
+class SimilarIncident:
+    """An incident sharing an alert name or an entity with another one (``similar_incidents``): what matched."""
+
+    incident: Incident
+    alert_names: tuple[str, ...]  # the shared alert names
+    entities: tuple[str, ...]  # the shared entities, "type:value"
+
+
+@dataclass(frozen=True)
 class EntityCount:
     type: str
     value: str

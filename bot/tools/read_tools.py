@@ -7,11 +7,21 @@ get_incident_detail. The data layer's internal queries (incident_changes, for th
 from __future__ import annotations
 
 from bot.sentinel.queries import MODEL_QUERY_NAMES
-from bot.tools.queries import alert_trend, alerts, hunt, incident_detail, incidents, investigate, on_call, top_entities
+from bot.tools.queries import (
+    alert_trend,
+    alerts,
+    hunt,
+    incident_detail,
+    incidents,
+    investigate,
+    on_call,
+    summary,
+    top_entities,
+)
 from bot.tools.tool import Tool
 
 READ_TOOLS: tuple[Tool, ...] = (incidents.TOOL, incident_detail.TOOL, alerts.TOOL, alert_trend.TOOL, top_entities.TOOL,
-                                on_call.TOOL, hunt.TOOL, investigate.TOOL)
+                                on_call.TOOL, hunt.TOOL, investigate.TOOL, summary.TOOL)
 
 # Every query the model may use has its tool, and no tool names a query the data layer does not declare (a tool
 # with its own runner, the investigation, runs the data layer's internal evidence queries instead).

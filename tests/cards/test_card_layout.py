@@ -53,7 +53,7 @@ SCRIPT = CARDS_DIR / "layout.js"
 WIDTHS = (320, 400, 480, 540)  # a phone; Teams desktop's narrow and wide chat columns
 THEMES = ("light", "dark")
 SHOOT = ("incidents", "incident detail", "incident detail, real alerts", "alerts", "trend 7d", "entities", "on call",
-         "confirm close", "outcome executed", "welcome")
+         "confirm close", "outcome executed", "welcome", "summary with changes")
 SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 LONG_URL = "https://login.contoso-secure.example.com/oauth2/v2.0/authorize?client_id=4f1c8e2a&redirect_uri=x"
 EMAIL = "margarethe.vandenberghe-oyelaran@fabrikam-security-operations.onmicrosoft.com"
@@ -88,6 +88,8 @@ DEMO_QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "hunt": ("hunt", {"table": "SigninLogs", "time_window": "7d", "summarize": ["count()"],
                       "by": ["Country", "AppDisplayName"]}),
     "hunt, wide rows": ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d", "take": 20}),
+    "summary": ("summarize_incident", {"incident_ref": 14440}),  # the MFA-fatigue story
+    "summary, malware": ("summarize_incident", {"incident_ref": 14404}),  # Qakbot: eleven entities, five investigated
 }
 
 
@@ -211,6 +213,7 @@ def _hostile_list(s: Samples) -> dict:
 CARDS: list[tuple[str, Callable[[Samples], dict]]] = [
     *((name, lambda s, name=name: s.tool_card(name)) for name in DEMO_QUERIES),
     ("incident detail with changes", lambda s: s.tool_card("incident detail", changes=True)),
+    ("summary with changes", lambda s: s.tool_card("summary", changes=True)),
     ("incident detail, long values", _long_detail),
     ("incident detail, real alerts", _real_detail),
     ("incident detail, hostile alert fields", _hostile_alert_detail),

@@ -112,13 +112,14 @@ def test_one_of_a_kind_is_singular() -> None:
 
 def _rows(message: Any) -> int:
     """Rows a reply's cards show: table rows under their header rows, a detail card's one incident, or an
-    investigation's evidence rows ("E3 [7] · ...")."""
+    investigation's evidence rows ("E3 [7] · ..."), or a summary's rows ("[4][5] ...")."""
     rows = 0
     for card in message.cards:
         dumped = json.dumps(card)
         rows += max(dumped.count('"TableRow"') - dumped.count('"firstRowAsHeader": true'), 0)
         rows += int('"Open in Sentinel"' in dumped)
         rows += len(re.findall(r'"text": "E\d+ ', dumped)) if '"text": "Assessment: ' in dumped else 0
+        rows += len(re.findall(r'"text": "\[\d+\]', dumped)) if '"text": "Summary of incident' in dumped else 0
     return rows
 
 

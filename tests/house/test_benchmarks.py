@@ -38,6 +38,14 @@ EXPECTED = {
         rf"Slowest investigation median at 1x: {NUMBER} ms; goal under 100 ms: {VERDICT}",
         r"Benchmark took",
     ],
+    "bench_summary.py": [
+        r"== Incident summary: at most \d+ entities investigated, \d+ at once",
+        rf"(?m)^ +1x planted #\d+ +20 +8 +\d+ +\d+ +\d+ +{NUMBER} +{NUMBER}$",
+        r"(?m)^similar_incidents +1$",
+        r"Log Analytics queries per summary: \d+ \(peak \d+ at once\)",
+        rf"Summary median at 1x: {NUMBER} ms; goal under 1000 ms: {VERDICT}",
+        r"Benchmark took",
+    ],
     "bench_extension.py": [
         r"== 1\. Message extension answers",
         *(rf"(?m)^ +1x {call} +\d+ +{NUMBER} +{NUMBER}$" for call in ("initial run", "high", "mine high", "words",

@@ -45,6 +45,7 @@ async def test_the_triage_is_each_main_entitys_investigation_and_the_other_open_
         assert {r.number for r in found.related} <= related and len(found.related) == min(len(related), MAX_RELATED)
         order = list(Level)
         assert found.level is max((e.level for e in found.entities), key=order.index)
+        assert found.headline and found.headline[0].startswith("Suggested: "), "the summary's first lines"
         checked += 1
     assert checked >= 3, "the demo's recent incidents name entities"
 
@@ -56,7 +57,8 @@ async def test_an_incident_the_workspace_does_not_have_has_no_triage(demo_client
 def sample(value: str = "alice@contoso.com") -> Triage:
     return Triage(42, (EntityVerdict("account", value, Level.HIGH, 70, ("Risky user", "MFA-fatigue pattern")),
                        EntityVerdict("ip", "203.0.113.7", Level.NONE, 0, (), failed=True)),
-                  (RelatedIncident(41, "Impossible travel", "Medium"),))
+                  (RelatedIncident(41, "Impossible travel", "Medium"),),
+                  (f"Suggested: TruePositive (account {value} is HIGH (70))", f"Next: Reset the password of {value}"))
 
 
 def test_a_stored_triage_reads_back_and_a_damaged_one_is_none() -> None:
@@ -80,6 +82,7 @@ def test_the_watch_card_shows_the_triage_valid_and_inert(hostile: str) -> None:
     text = json.dumps(shown, ensure_ascii=False)
     assert "Triage: HIGH" in text and "Risky user, MFA-fatigue pattern" in text and "not assessed" in text
     assert "#41 Impossible travel (Medium)" in text and TRIAGE_PENDING not in text
+    assert "Suggested: TruePositive" in text and 'Type \\"summary 42\\"' in text
     assert "<at>" not in text and "](" not in text and "**now" not in text
     closed = watched_incident(Incident(42, "x", "High", "Closed", None, NOW, NOW, 1, (), (), "", None), watch="high",
                               now=NOW, demo=False, changes=False, triage_pending=True)

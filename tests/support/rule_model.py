@@ -196,12 +196,21 @@ _WRITE_WORDS = r"\b(?:assign|take (?:it|that|this)|raise|lower|reopen|close|reso
 def plan(question: Question, system: str, offered: set[str]) -> list[Call] | str:
     """The tool calls the question asks for, or the line to say when it asks for none the stand-in can read."""
     refs = references(system)
-    for step in (_plan_on_call, _plan_change, _plan_watch, _plan_reference, _plan_entity, _plan_hunt,
-                 _plan_summary, _plan_lists):
+    for step in (_plan_on_call, _plan_change, _plan_watch, _plan_incident_summary, _plan_reference, _plan_entity,
+                 _plan_hunt, _plan_summary, _plan_lists):
         chosen = step(question, system, refs, offered)
         if chosen:
             return chosen
     return not_understood(question)
+
+
+def _plan_incident_summary(question: Question, system: str, refs: dict[int, Reference], offered: set[str]
+                           ) -> list[Call] | None:
+    """"Summarize incident 42", "summary of [2]", "summarise that incident": one incident's summary."""
+    if not question.says(r"\bsummar(?:y|i[sz]e)\b") or "summarize_incident" not in offered:
+        return None
+    number = _target(question, system, refs)
+    return [("summarize_incident", {"incident_ref": number})] if number else None
 
 
 def _plan_on_call(question: Question, system: str, refs: dict[int, Reference], offered: set[str]) -> list[Call]:
@@ -676,6 +685,19 @@ def _investigation(question: Question, result: Result) -> str:
             f"{', '.join(found) if found else 'no table'}; the card lists the rows behind each signal.")
 
 
+def _incident_summary(question: Question, result: Result) -> str:
+    """The bot's suggestion and first actions, as the summary states them."""
+    first = next((line for line in result.lines if line.startswith("SUMMARY")), "")
+    number = re.search(r"#(\d+)", first)
+    suggested = next((line[3:] for line in result.lines if line.startswith("## Suggested")), "")
+    heading = "## Recommended next actions"
+    at = result.lines.index(heading) if heading in result.lines else -1
+    steps = [line for line in result.lines[at + 1:at + 3] if not line.startswith("##")] if at >= 0 else []
+    return (f"The bot's summary of incident #{number.group(1) if number else '?'}: {suggested.lower()}. "
+            + (f"Next: {'; '.join(steps)}." if steps else "") + " The card shows the timeline and the rows behind each "
+            "line.")
+
+
 def _hunt(question: Question, result: Result) -> str:
     """The hunt's count and its first rows, each row's cells but its time, as the hunt returned them."""
     table = re.search(r"table=(\w+)", result.head)
@@ -696,7 +718,7 @@ def _generic(question: Question, result: Result) -> str:
 _PHRASES: dict[str, Callable[[Question, Result], str]] = {
     "query_incidents": _incidents, "query_alerts": _alerts, "get_top_entities": _entities,
     "get_incident_detail": _detail, "get_on_call": _on_call, "get_alert_trend": _trend,
-    "investigate_entity": _investigation, "hunt": _hunt,
+    "investigate_entity": _investigation, "hunt": _hunt, "summarize_incident": _incident_summary,
 }
 
 

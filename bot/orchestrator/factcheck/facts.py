@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar, overload
 
-from bot.investigation.models import Investigation
+from bot.investigation.models import IncidentSummary, Investigation
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.orchestrator.factcheck.verdicts import MAX_VERDICTS, VerdictFact
 from bot.sentinel.models import (
@@ -296,6 +296,9 @@ class Facts:
             if isinstance(record, Investigation):  # holds other queries' results: recorded as theirs
                 self._investigation(record, seen, result)
                 continue
+            if isinstance(record, IncidentSummary):  # the detail, the investigations, the similar incidents
+                self._summary(record, seen, result)
+                continue
             record_fn = _recorder_for(type(record))
             if record_fn is not None:
                 texts += record_fn(self, record, seen)
@@ -327,6 +330,18 @@ class Facts:
         self.verdicts[investigation.entity.lower()] = verdict
         while len(self.verdicts) > MAX_VERDICTS:
             self.verdicts.pop(next(iter(self.verdicts)))
+
+    def _summary(self, summary: IncidentSummary, seen: Seen, result: QueryResult) -> None:
+        """A summary's parts as the facts of the queries that read them."""
+        def part(tool: str, records: tuple[Any, ...]) -> QueryResult:
+            return QueryResult(records=records, metadata=replace(result.metadata, tool=tool, total=len(records),
+                                                                 returned=len(records), truncated=False))
+        self.observe(part("get_incident_detail", (summary.detail,)), seen.at)
+        if summary.similar:
+            self.observe(part("query_incidents", tuple(s.incident for s in summary.similar)), seen.at)
+        for finding in summary.entities:
+            if finding.investigation is not None:
+                self.observe(part("investigate_entity", (finding.investigation,)), seen.at)
 
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,

@@ -23,6 +23,7 @@ from bot.sentinel.queries import (
     incident_detail,
     incidents,
     on_call,
+    similar_incidents,
     top_entities,
 )
 from bot.sentinel.queries.alert_trend import AlertTrendQuery
@@ -37,6 +38,7 @@ from bot.sentinel.queries.incident_changes import MAX_CHANGES, IncidentChangesQu
 from bot.sentinel.queries.incident_detail import IncidentDetailQuery
 from bot.sentinel.queries.incidents import IncidentsQuery
 from bot.sentinel.queries.on_call import MAX_ON_CALL, ON_CALL_WATCHLIST, OnCallQuery
+from bot.sentinel.queries.similar_incidents import SimilarIncidentsQuery
 from bot.sentinel.queries.top_entities import TopEntitiesQuery
 from bot.sentinel.spec import (
     ALERT_SORT,
@@ -52,7 +54,7 @@ from bot.sentinel.spec import (
 # A query object: what a declaration's ``make`` returns (a test may register one of its own).
 Query = (IncidentsQuery | IncidentDetailQuery | AlertsQuery | AlertTrendQuery | TopEntitiesQuery | OnCallQuery
          | IncidentChangesQuery | Hunt | AnalystQuery | EvidenceQuery | EntityIdentityQuery | CounterpartyIntelQuery
-         | AlertIncidentsQuery)
+         | AlertIncidentsQuery | SimilarIncidentsQuery)
 
 
 QUERIES: tuple[QuerySpec, ...] = (
@@ -69,6 +71,7 @@ QUERIES: tuple[QuerySpec, ...] = (
     *EVIDENCE_SPECS,  # internal: an investigation runs them (bot.investigation)
     counterparty_intel.SPEC,  # internal: an investigation's second round, its rows' counterparties in TI
     alert_incidents.SPEC,  # internal: the second round too, when an alert may be of a false/benign positive
+    similar_incidents.SPEC,  # internal: an incident summary's incidents sharing its alert names or entities
 )
 _BY_NAME: dict[str, QuerySpec] = {spec.name: spec for spec in QUERIES}
 

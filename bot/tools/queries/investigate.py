@@ -84,8 +84,8 @@ async def run(sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResul
 TOOL = Tool(
     NAME,
     # Every token is sent on every model call; "report the assessment as given" is also in the system prompt.
-    "One account (UPN), host, IP, hash, URL or domain across sign-in, directory, risk, UEBA, device, email and "
-    "threat-intel logs, its alerts and incidents; with the bot's assessment (level, signals) to report as given.",
+    "An account, host, IP, hash, URL or domain across the evidence logs and alerts, with the bot's "
+    "assessment: report as given.",
     (Parameter("entity", "", required=True),
      Parameter("entity_type", "Detected when omitted.", enum=tuple(k.value for k in EntityKind)),
      Parameter("time_window", "", enum=tuple(w.value for w in TimeWindow), default=DEFAULT_WINDOW.value)),
