@@ -69,15 +69,22 @@ def sample_value(column: Column, n: int = 0) -> Any:
     return ["2026-11-19T10:00:00Z", "2026-11-20", "2026-11-18T23:59:59.5+02:00"][n % 3]
 
 
+REGEXES = ["(?i)^adm-", r"\\d+\\.exe$", "a'b\"c | where 1==1", "\"; union * //", "[A-Z]{2,8}"]
+
+
 def filter_for(column: Column, op: str, n: int) -> list[Any]:
-    if op == "between":
+    if op in ("isempty", "isnotempty"):
+        return [column.name, op]
+    if op == "matches regex":
+        return [column.name, op, REGEXES[n % len(REGEXES)]]
+    if op in ("between", "!between"):
         low, high = sample_value(column, 0), sample_value(column, 0)
         if column.type == "datetime":
             low, high = "2026-11-18T00:00:00Z", "2026-11-20T00:00:00Z"
         elif column.type in NUMBER_TYPES:
             low, high = -5, 500121
         return [column.name, op, [low, high]]
-    if op == "in":
+    if op in ("in", "!in", "has_any"):
         return [column.name, op, [sample_value(column, n), sample_value(column, n + 1)]]
     return [column.name, op, sample_value(column, n)]
 
@@ -106,13 +113,13 @@ def all_hunts() -> list[tuple[dict[str, Any], list[str]]]:
         out.append(({"table": table.name, "time_window": "30d", "summarize": summarize,
                      "by": [c.name for c in texts], "bin": "1h", "sort": "Count desc", "take": 100}, []))
         virtual = [c.name for c in table.columns.values() if c.virtual]
-        out.append(({"table": table.name, "time_window": "90m", "columns": (virtual + [c.name for c in texts])[:12],
+        out.append(({"table": table.name, "time_window": "90m", "columns": virtual[:9] + [c.name for c in texts],
                      "sort": f"{texts[0].name} asc", "take": 1}, []))
     return out
 
 
 def _texts(column: Column, where: list[list[Any]]) -> list[str]:
-    if column.type not in STRING_TYPES and column.type != "dynamic":
+    if (column.type not in STRING_TYPES and column.type != "dynamic") or len(where[0]) < 3:
         return []
     value = where[0][2]
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
@@ -143,6 +150,11 @@ def test_the_parser_sees_the_virtual_columns_typed() -> None:
     assert len(virtual) >= 40
 
 
+DEEP: dict[str, Any] = {"not": ["IPAddress", "==", "x"]}
+for _ in range(2000):
+    DEEP = {"not": DEEP}
+
+
 @pytest.mark.parametrize(("arguments", "words"), [
     ({"time_window": "24h"}, ["table", "is required", "SigninLogs", "DeviceProcessEvents"]),
     ({"table": "SecurityIncident", "time_window": "1d"}, ["not a table a hunt can read", "AuditLogs"]),
@@ -154,10 +166,53 @@ def test_the_parser_sees_the_virtual_columns_typed() -> None:
      ["no column 'Countryy'", "UserPrincipalName", "Country, City"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["parse_json(Status).x", "==", "1"]]}, ["no column"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["TimeGenerated", "contains", "2026"]]},
-     ["does not apply to TimeGenerated (datetime)", "> < between"]),
+     ["does not apply to TimeGenerated (datetime)", "> >= < <= between"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", ">", "1"]]},
-     ["== != has contains startswith in"]),
-    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", ".*"]]}, ["does not apply"]),
+     ["== != has !has contains"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "(a+)+$"]]},
+     ["exponential time"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "(a|aa)*b"]]},
+     ["exponential time"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "(a)\\1"]]},
+     ["backreferences"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "[a-"]]},
+     ["not a valid regular expression"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "a{5000}"]]},
+     ["at most 1000"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "==", "x"]] * 10_000},
+     ["at most 32 conditions"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [{"any": [["IPAddress", "==", str(i)] for i in range(33)]}]},
+     ["at most 32 conditions"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [DEEP]}, ["nest at most 4 deep"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [{"any": []}]}, ["non-empty list"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [{"or": [["IPAddress", "==", "x"]]}]}, ["\"any\""]),
+    ({"table": "SigninLogs", "time_window": "1d", "baseline": {"days": 90, "keys": ["IPAddress"]}},
+     ["1 to 30 days"]),
+    ({"table": "SigninLogs", "time_window": "1d", "baseline": {"days": 7, "keys": ["DeviceDetail"]}},
+     ["text or whole-number columns"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "ThreatIntelIndicators",
+                                                          "on": ["AppDisplayName", "ObservableValue"]}},
+     ["not keys of one kind", "IPAddress (ip)"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "SecurityIncident", "on": ["IPAddress", "x"]}},
+     ["not a table a hunt can read"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "fullouter",
+                                                          "on": ["UserPrincipalName", "TargetUpn"]}},
+     ["inner, leftsemi, leftanti"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "leftanti",
+                                                          "on": ["UserPrincipalName", "TargetUpn"],
+                                                          "columns": ["OperationName"]}},
+     ["come with an inner join"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": "SigninLogs | union *"}, ["an object"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["count()"], "having": [["Nope", ">", 1]]},
+     ["not a result column", "Count"]),
+    ({"table": "SigninLogs", "time_window": "1d", "having": [["Count", ">", 1]]}, ["add summarize"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": [{"countif": ["IPAddress", "==", "x"],
+                                                                "as": "a b; drop"}]}, ["letters, digits"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["percentile(DurationMs, 150)"]}, ["level 1 to 99"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["arg_max(TimeGenerated, IPAddress)"],
+      "by": ["IPAddress"]}, ["two result columns would have one name"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["arg_max(IPAddress, AppId)"]}, ["number or time"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["sum(IPAddress)"]}, ["sum and avg take numbers"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "==", "five"]]}, ["needs a whole number"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "==", "1 or 1==1"]]}, ["whole number"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["IsRisky", "==", "yes"]]}, ["true or false"]),
@@ -165,14 +220,14 @@ def test_the_parser_sees_the_virtual_columns_typed() -> None:
     ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "==", "x" * 10_000]]},
      [f"at most {MAX_VALUE_CHARS} characters", "..."]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "between", [9, 1]]]}, ["low is above high"]),
-    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "in", [str(i) for i in range(21)]]]},
-     ["1 to 20 values"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "in", [str(i) for i in range(65)]]]},
+     ["1 to 64 values"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": ["IPAddress == 1"]}, ["[column, operator, value]"]),
-    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["avg(DurationMs)"]}, ["count(), dcount"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["stdev(DurationMs)"]}, ["count(), dcount"]),
     ({"table": "SigninLogs", "time_window": "1d", "summarize": ["max(UserPrincipalName)"]}, ["numbers and times"]),
     ({"table": "SigninLogs", "time_window": "1d", "by": ["A", "B", "C", "D"]}, ["no column"]),
-    ({"table": "SigninLogs", "time_window": "1d", "by": ["UserPrincipalName", "IPAddress", "AppId", "Country"]},
-     ["at most 3"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["UserPrincipalName", "IPAddress", "AppId", "Country", "City",
+                                                        "State", "DeviceOS"]}, ["at most 6"]),
     ({"table": "SigninLogs", "time_window": "1d", "by": ["DeviceDetail"]}, ["dynamic column cannot be a group"]),
     ({"table": "SigninLogs", "time_window": "1d", "bin": "7m"}, ["not a bin", "1h"]),
     ({"table": "SigninLogs", "time_window": "1d", "take": 101}, ["take 1 to 100"]),
