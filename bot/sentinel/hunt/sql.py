@@ -63,17 +63,22 @@ def regex_match(text: object, pattern: object) -> int:
 
 
 class _MakeSet:
-    """``make_set(x, MAX_SET)``: the distinct non-null values, first seen first, as JSON."""
+    """``make_set(x, MAX_SET)``: the distinct non-null values as JSON, in order (Kusto's order is unspecified; the
+    demo's is stable), the first ``MAX_SET`` of them."""
 
     def __init__(self) -> None:
-        self.values: dict[Any, None] = {}
+        self.values: set[Any] = set()
 
     def step(self, value: Any) -> None:
-        if value is not None and len(self.values) < MAX_SET:
-            self.values[value] = None
+        if value is not None:
+            self.values.add(value)
 
     def finalize(self) -> str:
-        return json.dumps(list(self.values), ensure_ascii=False)
+        return json.dumps(sorted(self.values, key=_sortable)[:MAX_SET], ensure_ascii=False)
+
+
+def _sortable(value: Any) -> tuple[str, Any]:
+    return type(value).__name__, value
 
 
 class _Percentile:
@@ -96,21 +101,24 @@ class _Percentile:
 
 
 class _ArgMax:
-    """``arg_max(x, c1, ...)``: x's highest value and the other columns of its (first such) row, as JSON."""
+    """``arg_max(x, c1, ...)``: x's highest value and the other columns of its row, as JSON; among rows tied on x,
+    the one whose other values are highest as JSON text (Kusto picks any; the demo is stable)."""
 
     higher = True
 
     def __init__(self) -> None:
-        self.best: tuple[Any, ...] | None = None
+        self.best: tuple[Any, str] | None = None
+        self.row: list[Any] = []
 
     def step(self, *values: Any) -> None:
         if values[0] is None:
             return
-        if self.best is None or (values[0] > self.best[0] if self.higher else values[0] < self.best[0]):
-            self.best = values
+        key = (values[0], json.dumps(values[1:], default=str))
+        if self.best is None or (key > self.best if self.higher else key < self.best):
+            self.best, self.row = key, list(values)
 
     def finalize(self) -> str | None:
-        return None if self.best is None else json.dumps(list(self.best), ensure_ascii=False)
+        return None if self.best is None else json.dumps(self.row, ensure_ascii=False)
 
 
 class _ArgMin(_ArgMax):
