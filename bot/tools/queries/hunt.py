@@ -104,8 +104,7 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
 
 TOOL: Tool = read_tool(
     hunt.SPEC,
-    "One log table, typed filters, no KQL. JSON fields are columns (sign-ins Country City DeviceOS ErrorCode "
-    "MfaMethod; AuditLogs InitiatedByUser TargetUpn; device events ParentProcess); errors list valid names.",
+    "One log table, typed conditions, no KQL; JSON fields are columns (Country TargetUpn..); errors list names.",
     "Hunting...",
     text=hunt_text,
     card=hunt_card,
