@@ -295,12 +295,15 @@ def _left(hunt: Hunt, now: datetime, params: list[Any]) -> str:
         prior_where += [condition(c, params) for c in hunt.filters]
         prior = _rows(hunt.table, [_key(expression(c)) for c in keys], prior_where)
         where.append(f"({', '.join(_key(expression(c)) for c in keys)}) NOT IN ({prior})")
-    return _rows(hunt.table, [f"{expression(c)} AS {_quote(c.name)}" for c in used.values()], where)
+    columns = [f"{expression(c)} AS {_quote(c.name)}" for c in used.values()]
+    if hunt.join:  # its key once per row (computed in the join's condition, it was computed per pair of rows)
+        columns.append(f"{_key(expression(hunt.join.left))} AS JoinKey")
+    return _rows(hunt.table, columns, where)
 
 
-def _joined(hunt: Hunt, now: datetime, params: list[Any]) -> str:
+def _joined(hunt: Hunt, now: datetime, params: list[Any]) -> tuple[str, str]:
     """The rows after the join: the left rows with the right's columns (inner), or those with (leftsemi) or
-    without (leftanti) a right row of the same key."""
+    without (leftanti) a right row of the same key; and the step holding the right rows, if it needs one."""
     join = hunt.join
     assert join is not None
     key = _key(expression(join.right))
@@ -308,12 +311,17 @@ def _joined(hunt: Hunt, now: datetime, params: list[Any]) -> str:
     where += [condition(c, params) for c in join.filters] + [f"{key} <> ''"]
     right = _rows(join.table, [f"{key} AS JoinKey", *(f"{expression(c)} AS {_quote(n)}" for n, c in join.columns)],
                   where)
-    left_key = _key(f"l.{_quote(join.left.name)}")
-    if join.kind == "inner":
-        brought = "".join(f", r.{_quote(name)}" for name, _ in join.columns)
-        return f"SELECT l.*{brought} FROM l JOIN ({right}) AS r ON r.JoinKey = {left_key}"
-    return f"SELECT l.* FROM l WHERE {left_key} {'NOT IN' if join.kind == 'leftanti' else 'IN'} " \
-           f"(SELECT JoinKey FROM ({right}))"
+    step = f"r AS MATERIALIZED ({right})"  # the right rows once, whatever reads them
+    if join.kind != "inner":
+        return f"SELECT l.* FROM l WHERE l.JoinKey {'NOT IN' if join.kind == 'leftanti' else 'IN'} " \
+               f"(SELECT JoinKey FROM r)", step
+    # Each left row's matches as one JSON array (a correlated lookup SQLite indexes by the key), expanded into one
+    # row per match; none: no row, as an inner join. A plain join of the two steps scanned every pair of rows.
+    names = [name for name, _ in join.columns]
+    matches = (f"(SELECT json_group_array(json_array({', '.join(_quote(n) for n in names)})) FROM r "
+               f"WHERE r.JoinKey = l.JoinKey)")
+    brought = "".join(f", json_extract(j.value, '$[{i}]') AS {_quote(n)}" for i, n in enumerate(names))
+    return f"SELECT l.*{brought} FROM l, json_each({matches}) AS j", step
 
 
 def _aggregate(a: Aggregate, params: list[Any]) -> str:
@@ -357,7 +365,12 @@ def hunt_sql(hunt: Hunt, now: datetime) -> tuple[str, list[Any]]:
     """The SELECT and its parameters; its columns are the hunt's output, then TotalMatched."""
     params: list[Any] = []
     steps = [f"l AS ({_left(hunt, now, params)})"]
-    steps.append(f"src AS ({_joined(hunt, now, params)})" if hunt.join else "src AS (SELECT * FROM l)")
+    if hunt.join:
+        joined, right = _joined(hunt, now, params)
+        steps += [right] if right else []
+        steps.append(f"src AS ({joined})")
+    else:
+        steps.append("src AS (SELECT * FROM l)")
     where = ""
     if hunt.summarized:
         grouped, named = _summarized(hunt, params)
