@@ -302,7 +302,12 @@ def process_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
             "FileSize": rng.randrange(1000, 10_000_000), "AccountName": rng.choice(["alice", "svc-backup"]),
             "SHA256": f"{i:064x}",
         })
+    rows[0] |= {"ProcessCommandLine": LONG_COMMAND, "TimeGenerated": iso(NOW - timedelta(hours=1))}
     return rows
+
+
+# A command line the model must read whole (its tail is where the payload is), then one too long to show whole.
+LONG_COMMAND = "powershell -nop -w hidden -c " + "A" * 540 + " IEX(payload)" + "B" * 100
 
 
 def audit_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
@@ -655,6 +660,28 @@ async def test_the_tool_runs_on_the_demo_and_renders_its_text_and_card(hunt_demo
     assert refused.artifact.code == "invalid_argument" and "SigninLogs" in refused.artifact.message
     told = TOOLS.text(refused.artifact, lambda kind, key: None, refused.arguments)
     assert "Correct the argument" in told
+
+
+async def test_the_model_reads_whole_cells_up_to_a_bound_and_the_group_keys(hunt_demo) -> None:
+    backend, _ = hunt_demo
+    box = ToolBox(SentinelClient(backend))
+    run = await box.run("hunt", json.dumps({"table": "DeviceProcessEvents", "time_window": "5d",
+                                            "where": [["ProcessCommandLine", "has", "IEX"]],
+                                            "columns": ["DeviceName", "ProcessCommandLine"]}))
+    assert run.ok, run.artifact
+    text = TOOLS.text(run.artifact, lambda kind, key: None, run.arguments)
+    cell = text.splitlines()[2].split("|")[2]
+    assert cell.startswith(LONG_COMMAND[:600]) and "IEX(payload)" in cell  # 80 characters cut it at the A's
+    assert cell.endswith(f"…({len(LONG_COMMAND) - 600} more characters)")
+    summarized = await box.run("hunt", json.dumps({"table": "SigninLogs", "time_window": "7d",
+                                                   "by": ["Country", "UserPrincipalName"],
+                                                   "summarize": ["count()", "make_set(IPAddress)"]}))
+    assert summarized.ok and isinstance(summarized.artifact, QueryResult)
+    header = TOOLS.text(summarized.artifact, lambda kind, key: None, summarized.arguments).splitlines()[1]
+    assert header == ("ref|Country (string, key)|UserPrincipalName (string, key)|Count (long)|"
+                      "make_set_IPAddress (dynamic)")
+    named = {value for row in summarized.artifact.records for kind, value in row.identifiers() if kind == "ip"}
+    assert "203.0.113.7" in named  # an address inside a make_set is a fact the answer may cite
 
 
 async def test_the_same_hunt_reads_the_same_from_log_analytics(hunt_demo, fake_logs: FakeLogAnalytics) -> None:
