@@ -141,6 +141,46 @@ def test_every_hunt_the_builder_makes_parses_with_each_value_one_literal() -> No
         assert literals == [expected_literal(v) for v in values], (arguments, literals)
 
 
+def _placed(value: str) -> list[dict[str, Any]]:
+    """Hunts that put ``value`` in each place issue 34 added: a group, a negation, a list, a regex, a join's
+    conditions, a countif, a baseline's (repeated) conditions."""
+    regex = re.escape(value)[:200]
+    return [
+        {"table": "SigninLogs", "time_window": "1d", "where": [{"any": [["IPAddress", "==", value],
+                                                                         {"not": ["UserAgent", "!has", value]}]}]},
+        {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "has_any", [value, value[::-1]]]]},
+        {"table": "SecurityEvent", "time_window": "1d", "where": [["CommandLine", "matches regex", regex]]},
+        {"table": "SigninLogs", "time_window": "1d",
+         "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                  "where": [["OperationName", "endswith", value]]}},
+        {"table": "CommonSecurityLog", "time_window": "1d", "by": ["SourceIP"],
+         "summarize": [{"countif": ["RequestURL", "!contains", value], "as": "Odd"}]},
+        {"table": "SigninLogs", "time_window": "1d", "where": [["UserPrincipalName", "!startswith", value]],
+         "baseline": {"days": 7, "keys": ["IPAddress"]}},
+    ]
+
+
+def test_every_new_place_a_value_goes_is_one_literal() -> None:
+    """Hostile text in groups, lists, regular expressions, a join's and a countif's conditions and a baseline: the
+    parser reads each value back as one string literal, in order, and the query is still the hunt's."""
+    hunts = [hunt for value in HOSTILE[:-1:3] for hunt in _placed(value)]
+    texts = [queries.kql_of(queries.make_query("hunt", hunt)) for hunt in hunts]
+    for hunt, result, text in zip(hunts, kusto.check(texts), texts, strict=True):
+        assert result["ok"], (hunt, result["errors"], text)
+        expected = [v for leaf in _values(hunt) for v in leaf]
+        assert [s["value"] for s in result["string_literals"]] == [expected_literal(v) for v in expected], hunt
+
+
+def _values(hunt: dict[str, Any]) -> list[list[str]]:
+    """The text values of a hunt's conditions in the order its KQL writes them (a baseline's twice)."""
+    parsed = parse_hunt(hunt)
+    own = [list(map(str, f.values)) for f in leaves(parsed.filters)]
+    out = own + (own if parsed.baseline else [])
+    out += [list(map(str, f.values)) for f in leaves(parsed.join.filters)] if parsed.join else []
+    countif = tuple(a.condition for a in parsed.aggregates if a.condition is not None)
+    return out + [list(map(str, f.values)) for f in leaves(countif)]
+
+
 def test_the_parser_sees_the_virtual_columns_typed() -> None:
     """Each virtual column's KQL gives its declared type, read from its source's declared type."""
     virtual = [(table.name, c) for table in tables().values() for c in table.columns.values() if c.virtual]
