@@ -308,7 +308,13 @@ def _right(hunt: Hunt, now: datetime, params: list[Any]) -> str:
     where = _window(now - join.window, now, params)
     where += [condition(c, params) for c in join.filters] + [f"{key} <> ''"]
     columns = [f"{key} AS JoinKey", *(f"{expression(c)} AS {_quote(n)}" for n, c in join.columns)]
-    return f"r AS MATERIALIZED ({_rows(join.table, columns, where)})"
+    step = f"r AS MATERIALIZED ({_rows(join.table, columns, where)})"
+    if join.kind != "inner":
+        return step
+    # Each key's right rows as one JSON array, made once (an inner join expands it beside each left row of the key).
+    values = ", ".join(_quote(n) for n, _ in join.columns)
+    return f"{step}, rg AS MATERIALIZED (SELECT JoinKey, json_group_array(json_array({values})) AS m FROM r " \
+           f"GROUP BY JoinKey)"
 
 
 def _left(hunt: Hunt, now: datetime, params: list[Any]) -> str:
@@ -327,7 +333,7 @@ def _left(hunt: Hunt, now: datetime, params: list[Any]) -> str:
     columns = [f"{expression(c)} AS {_quote(c.name)}" for c in used.values()]
     if hunt.join:
         # The right keys as a set SQLite indexes: an inner or semi join reads only the left rows with a match
-        # (through the key's own index when the demo has one), an anti join drops them.
+        # (through the key's own index when the demo has one: an entity or hot column), an anti join drops them.
         key = _key(hunt.join.left)
         where.append(f"{key} {'NOT IN' if hunt.join.kind == 'leftanti' else 'IN'} (SELECT JoinKey FROM r)")
         columns.append(f"{key} AS JoinKey")
@@ -336,15 +342,16 @@ def _left(hunt: Hunt, now: datetime, params: list[Any]) -> str:
 
 def _joined(hunt: Hunt) -> str:
     """The rows after the join: those ``l`` kept (semi, anti), or each with the right columns of every right row of
-    its key (inner: each left row's matches as one JSON array, a lookup SQLite indexes by the key, expanded into a
-    row per match; a plain join of the two steps scanned every pair of rows)."""
+    its key (inner: its key's JSON array of right rows, ``rg``, looked up through an index SQLite builds, expanded
+    into a row per match. Measured at 10x, sign-ins x 30 days of TI: a plain join of the two steps scanned every
+    pair, 330 ms at 1x; each right row looking its left rows up by their index read each left row once per match,
+    64 ms; the array aggregated per left row, 49 ms; made once per key, 39 ms)."""
     join = hunt.join
     assert join is not None
     if join.kind != "inner":
         return "SELECT * FROM l"
     names = [name for name, _ in join.columns]
-    matches = (f"(SELECT json_group_array(json_array({', '.join(_quote(n) for n in names)})) FROM r "
-               f"WHERE r.JoinKey = l.JoinKey)")
+    matches = "(SELECT m FROM rg WHERE rg.JoinKey = l.JoinKey)"
     brought = "".join(f", json_extract(j.value, '$[{i}]') AS {_quote(n)}" for i, n in enumerate(names))
     return f"SELECT l.*{brought} FROM l, json_each({matches}) AS j"
 
