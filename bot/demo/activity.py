@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.demo import endpoint, identity, intel, mail
+from bot.demo import endpoint, identity, intel, mail, security_log
 from bot.demo.endpoint import EXPLORER, SSHD, Proc
 from bot.demo.incidents import Incident
 from bot.demo.values import compact_json, stable_int
@@ -82,6 +82,7 @@ def day_rows(world: World, day_start: datetime, incidents: list[Incident], alert
     endpoint.ordinary_day(world, rng, day_start, rounds, out)
     mail.ordinary_day(world, rng, day_start, rounds, out)
     intel.listed_today(world, day_start, out)
+    security_log.ordinary_day(world, rng, day_start, rounds, out)
     accounts = {p.upn: p for p in identity.people(world)}
     alert_signins(accounts, alerts, out)
     for incident in incidents:
@@ -277,6 +278,11 @@ def process_tree(s: Scene) -> None:
                                                              c["file"], c["sha256"], origin_url=c["url"]))
     s.out["DeviceNetworkEvents"].append(endpoint.network(machine, s.at(2), account, child, _remote_ip(s),
                                                          c["domain"]))
+    if not linux:
+        s.out["SecurityEvent"].append(security_log.process(machine, s.at(0), account, child,
+                                                           f"{parent.folder}\\{parent.file}"))
+    s.out["CommonSecurityLog"].append(security_log.firewall(s.at(2), machine.ip, _remote_ip(s), 443, "allow",
+                                                            f"https://{c['domain']}/", "GET", 900, 250_000))
     if stable_int(c["sha256"]) % 2 == 0:
         intel.add(s.out, intel.Indicator("file", c["sha256"], "malware", 90), s.at(-60 * 24))
 
@@ -285,17 +291,31 @@ def personal_upload(s: Scene) -> None:
     browser = endpoint.USUAL_PROCESSES[1]
     s.out["DeviceNetworkEvents"].append(endpoint.network(s.machine, s.at(0), s.cast["sam"], browser, s.cast["ip"],
                                                          s.cast["url"]))
+    s.out["CommonSecurityLog"].append(security_log.firewall(s.at(0), s.machine.ip, s.cast["ip"], 443, "allow",
+                                                            s.cast["url"], "POST", 850_000_000, 12_000))
 
 
 def rdp(s: Scene) -> None:
     target = s.world.machines[s.cast["host2"]]
     s.out["DeviceLogonEvents"].append(endpoint.logon(target, s.at(0), s.cast["sam"], "RemoteInteractive",
                                                      remote_ip=s.cast["host_ip"], remote_device=s.cast["host"]))
+    _windows_logon(s, target, s.cast["host_ip"])
+
+
+def _windows_logon(s: Scene, machine: Machine, ip: str) -> None:
+    """The Windows agent's view of a remote logon: a few failures (4625), then the success (4624, type 10)."""
+    if machine.os != "Windows":
+        return
+    for i in range(3):
+        s.out["SecurityEvent"].append(security_log.logon(machine, s.at(-3 + i * 0.5), s.cast["sam"], 10, ip,
+                                                         failed=True))
+    s.out["SecurityEvent"].append(security_log.logon(machine, s.at(0), s.cast["sam"], 10, ip))
 
 
 def service_account_logon(s: Scene) -> None:
     s.out["DeviceLogonEvents"].append(endpoint.logon(s.machine, s.at(0), s.cast["sam"], "RemoteInteractive",
                                                      remote_ip=s.cast["host_ip"]))
+    _windows_logon(s, s.machine, s.cast["host_ip"])
 
 
 def beaconing(s: Scene) -> None:
@@ -304,23 +324,33 @@ def beaconing(s: Scene) -> None:
     for i in range(12):
         s.out["DeviceNetworkEvents"].append(endpoint.network(s.machine, s.at(i * step), "system", proc,
                                                              s.cast["ip"], s.cast["domain"]))
+        s.out["CommonSecurityLog"].append(security_log.firewall(s.at(i * step), s.machine.ip, s.cast["ip"], 443,
+                                                                "allow", f"https://{s.cast['domain']}/", "GET", 400,
+                                                                1_200))
 
 
 def ti_domain(s: Scene) -> None:
     intel.add(s.out, intel.Indicator("domain-name", s.cast["domain"], s.cast["ti_label"], 85), s.at(-60 * 24 * 2))
     s.out["DeviceNetworkEvents"].append(endpoint.network(s.machine, s.at(0), s.cast["sam"],
                                                          endpoint.USUAL_PROCESSES[1], s.cast["ip"], s.cast["domain"]))
+    s.out["CommonSecurityLog"].append(security_log.firewall(s.at(0), s.machine.ip, s.cast["ip"], 443, "allow",
+                                                            f"https://{s.cast['domain']}/", "GET", 1_500, 30_000))
 
 
 def ssh_brute(s: Scene) -> None:
     for i in range(s.count("n", 30)):
         s.out["DeviceLogonEvents"].append(endpoint.logon(s.machine, s.at(i * 0.2), s.cast["sam"], "Network",
                                                          "LogonFailed", remote_ip=s.cast["ip"]))
+        s.out["CommonSecurityLog"].append(security_log.firewall(s.at(i * 0.2), s.cast["ip"], s.machine.ip, 22,
+                                                                "allow", sent=3_000, received=2_000))
 
 
 def blocked_traffic(s: Scene) -> None:
     s.out["DeviceNetworkEvents"].append(endpoint.network(s.machine, s.at(0), "root", SSHD, s.cast["ip"], port=22,
                                                          action="InboundConnectionAccepted"))
+    for i in range(3):  # the firewall denied the address's earlier tries on other ports
+        s.out["CommonSecurityLog"].append(security_log.firewall(s.at(-5 + i), s.cast["ip"], s.machine.ip,
+                                                                (3389, 445, 23)[i], "deny"))
 
 
 _PROCESS_STORIES = ("powershell", "ransomware", "lsass", "rare_service", "defender_tamper", "log_cleared",

@@ -355,7 +355,8 @@ def _plain(value: Any) -> Any:
 
 # Column-name endings that say which kind of entity a hunt row's value is (the fact check and [n] use them).
 _HUNT_KINDS = (
-    (re.compile(r"(upn|principalname|emailaddress|fromaddress|initiatedbyuser|^accountname|^userid)$"), "account"),
+    (re.compile(r"(upn|principalname|emailaddress|fromaddress|initiatedbyuser|^accountname|^userid|^account|"
+                r"targetaccount|subjectaccount)$"), "account"),
     (re.compile(r"(ip|ipaddress|ipv4|ipv6)$"), "ip"),
     (re.compile(r"(devicename|computer|hostname)$"), "host"),
     (re.compile(r"url$"), "url"),
@@ -377,12 +378,13 @@ class HuntRow:
 
     def identifiers(self) -> tuple[tuple[str, str], ...]:
         """The entity values an answer may cite from this row (``NamesEntities``): its text cells whose column
-        names an account, IP, host, URL, domain, hash or file."""
+        names an account, IP, host, URL, domain, hash or file, and each text of such a column's set
+        (``make_set_SourceIP``: its column name ends as the column's does)."""
         out = []
         for name, value in self.cells:
             kind = hunt_entity_kind(name)
-            if kind and isinstance(value, str) and value.strip():
-                out.append((kind, value.strip()))
+            values = value if isinstance(value, list) else [value]
+            out += [(kind, v.strip()) for v in values if kind and isinstance(v, str) and v.strip()]
         return tuple(out)
 
 

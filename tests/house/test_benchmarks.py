@@ -29,6 +29,14 @@ EXPECTED = {
         rf"Slowest median {NUMBER} ms; goal every query under 50 ms median: {VERDICT}",
         r"the database holds \d+\.\d+ GB; peak memory so far \d+\.\d+ GB",
     ],
+    "bench_hunt.py": [
+        r"1x: \d+ activity rows, generated and loaded in",
+        r"hunt +1x rows +1x ms +1x CPU",
+        *(rf"(?m)^{label} +\d+ +{NUMBER} +{NUMBER}$" for label in ("term has_any 30d", "baseline 14d",
+                                                                  "join sign-ins x TI", "join mail x clicks")),
+        rf"1x: slowest median CPU {NUMBER} ms",
+        r"Benchmark took",
+    ],
     "bench_investigation.py": [
         r"== Tool definitions sent on every model call \(o200k_base tokens\)",
         r"without investigate_entity: \d+; with it: \d+ \(\+\d+\)",

@@ -10,6 +10,7 @@ absent text); ``WORLD_HUNTS`` are evaluated on the generated world's own rows.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import sqlite3
@@ -25,8 +26,9 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo_sql import iso
 from bot.sentinel.hunt import Hunt, operators_for, parse_hunt, table_names, tables
 from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, Column
+from bot.sentinel.hunt.conditions import OPERATORS, leaves
 from bot.sentinel.hunt.kql import virtual_expression
-from bot.sentinel.hunt.model import BINS, MAX_VALUE_CHARS
+from bot.sentinel.hunt.model import AGGREGATES, BINS, MAX_VALUE_CHARS, Aggregate, Condition, Filter
 from bot.sentinel.models import HuntRow, QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
 from bot.tools.registry import TOOLS
@@ -69,15 +71,22 @@ def sample_value(column: Column, n: int = 0) -> Any:
     return ["2026-11-19T10:00:00Z", "2026-11-20", "2026-11-18T23:59:59.5+02:00"][n % 3]
 
 
+REGEXES = ["(?i)^adm-", r"\\d+\\.exe$", "a'b\"c | where 1==1", "\"; union * //", "[A-Z]{2,8}"]
+
+
 def filter_for(column: Column, op: str, n: int) -> list[Any]:
-    if op == "between":
+    if op in ("isempty", "isnotempty"):
+        return [column.name, op]
+    if op == "matches regex":
+        return [column.name, op, REGEXES[n % len(REGEXES)]]
+    if op in ("between", "!between"):
         low, high = sample_value(column, 0), sample_value(column, 0)
         if column.type == "datetime":
             low, high = "2026-11-18T00:00:00Z", "2026-11-20T00:00:00Z"
         elif column.type in NUMBER_TYPES:
             low, high = -5, 500121
         return [column.name, op, [low, high]]
-    if op == "in":
+    if op in ("in", "!in", "has_any"):
         return [column.name, op, [sample_value(column, n), sample_value(column, n + 1)]]
     return [column.name, op, sample_value(column, n)]
 
@@ -106,13 +115,13 @@ def all_hunts() -> list[tuple[dict[str, Any], list[str]]]:
         out.append(({"table": table.name, "time_window": "30d", "summarize": summarize,
                      "by": [c.name for c in texts], "bin": "1h", "sort": "Count desc", "take": 100}, []))
         virtual = [c.name for c in table.columns.values() if c.virtual]
-        out.append(({"table": table.name, "time_window": "90m", "columns": (virtual + [c.name for c in texts])[:12],
+        out.append(({"table": table.name, "time_window": "90m", "columns": virtual[:9] + [c.name for c in texts],
                      "sort": f"{texts[0].name} asc", "take": 1}, []))
     return out
 
 
 def _texts(column: Column, where: list[list[Any]]) -> list[str]:
-    if column.type not in STRING_TYPES and column.type != "dynamic":
+    if (column.type not in STRING_TYPES and column.type != "dynamic") or len(where[0]) < 3:
         return []
     value = where[0][2]
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
@@ -132,6 +141,46 @@ def test_every_hunt_the_builder_makes_parses_with_each_value_one_literal() -> No
         assert literals == [expected_literal(v) for v in values], (arguments, literals)
 
 
+def _placed(value: str) -> list[dict[str, Any]]:
+    """Hunts that put ``value`` in each place issue 34 added: a group, a negation, a list, a regex, a join's
+    conditions, a countif, a baseline's (repeated) conditions."""
+    regex = re.escape(value)[:200]
+    return [
+        {"table": "SigninLogs", "time_window": "1d", "where": [{"any": [["IPAddress", "==", value],
+                                                                         {"not": ["UserAgent", "!has", value]}]}]},
+        {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "has_any", [value, value[::-1]]]]},
+        {"table": "SecurityEvent", "time_window": "1d", "where": [["CommandLine", "matches regex", regex]]},
+        {"table": "SigninLogs", "time_window": "1d",
+         "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                  "where": [["OperationName", "endswith", value]]}},
+        {"table": "CommonSecurityLog", "time_window": "1d", "by": ["SourceIP"],
+         "summarize": [{"countif": ["RequestURL", "!contains", value], "as": "Odd"}]},
+        {"table": "SigninLogs", "time_window": "1d", "where": [["UserPrincipalName", "!startswith", value]],
+         "baseline": {"days": 7, "keys": ["IPAddress"]}},
+    ]
+
+
+def test_every_new_place_a_value_goes_is_one_literal() -> None:
+    """Hostile text in groups, lists, regular expressions, a join's and a countif's conditions and a baseline: the
+    parser reads each value back as one string literal, in order, and the query is still the hunt's."""
+    hunts = [hunt for value in HOSTILE[:-1:3] for hunt in _placed(value)]
+    texts = [queries.kql_of(queries.make_query("hunt", hunt)) for hunt in hunts]
+    for hunt, result, text in zip(hunts, kusto.check(texts), texts, strict=True):
+        assert result["ok"], (hunt, result["errors"], text)
+        expected = [v for leaf in _values(hunt) for v in leaf]
+        assert [s["value"] for s in result["string_literals"]] == [expected_literal(v) for v in expected], hunt
+
+
+def _values(hunt: dict[str, Any]) -> list[list[str]]:
+    """The text values of a hunt's conditions in the order its KQL writes them (a baseline's twice)."""
+    parsed = parse_hunt(hunt)
+    own = [list(map(str, f.values)) for f in leaves(parsed.filters)]
+    out = own + (own if parsed.baseline else [])
+    out += [list(map(str, f.values)) for f in leaves(parsed.join.filters)] if parsed.join else []
+    countif = tuple(a.condition for a in parsed.aggregates if a.condition is not None)
+    return out + [list(map(str, f.values)) for f in leaves(countif)]
+
+
 def test_the_parser_sees_the_virtual_columns_typed() -> None:
     """Each virtual column's KQL gives its declared type, read from its source's declared type."""
     virtual = [(table.name, c) for table in tables().values() for c in table.columns.values() if c.virtual]
@@ -141,6 +190,11 @@ def test_the_parser_sees_the_virtual_columns_typed() -> None:
         assert result["ok"], (table, column, result["errors"])
         assert [(c["name"], c["type"]) for c in result["result_columns"]] == [(column.name, column.type)], column
     assert len(virtual) >= 40
+
+
+DEEP: dict[str, Any] = {"not": ["IPAddress", "==", "x"]}
+for _ in range(2000):
+    DEEP = {"not": DEEP}
 
 
 @pytest.mark.parametrize(("arguments", "words"), [
@@ -154,10 +208,53 @@ def test_the_parser_sees_the_virtual_columns_typed() -> None:
      ["no column 'Countryy'", "UserPrincipalName", "Country, City"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["parse_json(Status).x", "==", "1"]]}, ["no column"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["TimeGenerated", "contains", "2026"]]},
-     ["does not apply to TimeGenerated (datetime)", "> < between"]),
+     ["does not apply to TimeGenerated (datetime)", "> >= < <= between"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", ">", "1"]]},
-     ["== != has contains startswith in"]),
-    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", ".*"]]}, ["does not apply"]),
+     ["== != has !has contains"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "(a+)+$"]]},
+     ["exponential time"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "(a|aa)*b"]]},
+     ["exponential time"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "(a)\\1"]]},
+     ["backreferences"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "[a-"]]},
+     ["not a valid regular expression"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "matches regex", "a{5000}"]]},
+     ["at most 1000"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "==", "x"]] * 10_000},
+     ["at most 32 conditions"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [{"any": [["IPAddress", "==", str(i)] for i in range(33)]}]},
+     ["at most 32 conditions"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [DEEP]}, ["nest at most 4 deep"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [{"any": []}]}, ["non-empty list"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [{"or": [["IPAddress", "==", "x"]]}]}, ["\"any\""]),
+    ({"table": "SigninLogs", "time_window": "1d", "baseline": {"days": 90, "keys": ["IPAddress"]}},
+     ["1 to 30 days"]),
+    ({"table": "SigninLogs", "time_window": "1d", "baseline": {"days": 7, "keys": ["DeviceDetail"]}},
+     ["text or whole-number columns"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "ThreatIntelIndicators",
+                                                          "on": ["AppDisplayName", "ObservableValue"]}},
+     ["not keys of one kind", "IPAddress (ip)"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "SecurityIncident", "on": ["IPAddress", "x"]}},
+     ["not a table a hunt can read"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "fullouter",
+                                                          "on": ["UserPrincipalName", "TargetUpn"]}},
+     ["inner, leftsemi, leftanti"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "leftanti",
+                                                          "on": ["UserPrincipalName", "TargetUpn"],
+                                                          "columns": ["OperationName"]}},
+     ["come with an inner join"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": "SigninLogs | union *"}, ["an object"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["count()"], "having": [["Nope", ">", 1]]},
+     ["not a result column", "Count"]),
+    ({"table": "SigninLogs", "time_window": "1d", "having": [["Count", ">", 1]]}, ["add summarize"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": [{"countif": ["IPAddress", "==", "x"],
+                                                                "as": "a b; drop"}]}, ["letters, digits"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["percentile(DurationMs, 150)"]}, ["level 1 to 99"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["arg_max(TimeGenerated, IPAddress)"],
+      "by": ["IPAddress"]}, ["two result columns would have one name"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["arg_max(IPAddress, AppId)"]}, ["number or time"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["sum(IPAddress)"]}, ["sum and avg take numbers"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "==", "five"]]}, ["needs a whole number"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "==", "1 or 1==1"]]}, ["whole number"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["IsRisky", "==", "yes"]]}, ["true or false"]),
@@ -165,14 +262,14 @@ def test_the_parser_sees_the_virtual_columns_typed() -> None:
     ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "==", "x" * 10_000]]},
      [f"at most {MAX_VALUE_CHARS} characters", "..."]),
     ({"table": "SigninLogs", "time_window": "1d", "where": [["ErrorCode", "between", [9, 1]]]}, ["low is above high"]),
-    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "in", [str(i) for i in range(21)]]]},
-     ["1 to 20 values"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["IPAddress", "in", [str(i) for i in range(65)]]]},
+     ["1 to 64 values"]),
     ({"table": "SigninLogs", "time_window": "1d", "where": ["IPAddress == 1"]}, ["[column, operator, value]"]),
-    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["avg(DurationMs)"]}, ["count(), dcount"]),
+    ({"table": "SigninLogs", "time_window": "1d", "summarize": ["stdev(DurationMs)"]}, ["count(), dcount"]),
     ({"table": "SigninLogs", "time_window": "1d", "summarize": ["max(UserPrincipalName)"]}, ["numbers and times"]),
     ({"table": "SigninLogs", "time_window": "1d", "by": ["A", "B", "C", "D"]}, ["no column"]),
-    ({"table": "SigninLogs", "time_window": "1d", "by": ["UserPrincipalName", "IPAddress", "AppId", "Country"]},
-     ["at most 3"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["UserPrincipalName", "IPAddress", "AppId", "Country", "City",
+                                                        "State", "DeviceOS"]}, ["at most 6"]),
     ({"table": "SigninLogs", "time_window": "1d", "by": ["DeviceDetail"]}, ["dynamic column cannot be a group"]),
     ({"table": "SigninLogs", "time_window": "1d", "bin": "7m"}, ["not a bin", "1h"]),
     ({"table": "SigninLogs", "time_window": "1d", "take": 101}, ["take 1 to 100"]),
@@ -191,7 +288,7 @@ def test_what_the_builder_cannot_make_is_refused_with_what_is_allowed(arguments:
 
 def test_a_hunts_parameters_are_its_canonical_arguments() -> None:
     """The result's parameters re-read give the same hunt (the card and text re-read them for the column order)."""
-    for arguments, _ in all_hunts()[::7]:
+    for arguments in [a for a, _ in all_hunts()[::7]] + SAMPLE_HUNTS + WORLD_HUNTS:
         hunt = parse_hunt(arguments)
         assert parse_hunt(hunt.parameters()) == hunt, arguments
 
@@ -245,7 +342,12 @@ def process_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
             "FileSize": rng.randrange(1000, 10_000_000), "AccountName": rng.choice(["alice", "svc-backup"]),
             "SHA256": f"{i:064x}",
         })
+    rows[0] |= {"ProcessCommandLine": LONG_COMMAND, "TimeGenerated": iso(NOW - timedelta(hours=1))}
     return rows
+
+
+# A command line the model must read whole (its tail is where the payload is), then one too long to show whole.
+LONG_COMMAND = "powershell -nop -w hidden -c " + "A" * 540 + " IEX(payload)" + "B" * 100
 
 
 def audit_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
@@ -303,26 +405,60 @@ def py_has(text: str, term: str) -> bool:
     return bool(term) and re.search(pattern, text.lower()) is not None
 
 
-def py_match(value: Any, op: str, wanted: tuple[Any, ...], column: Column) -> bool:
-    if column.type in STRING_TYPES or column.type == "dynamic":
-        text = str(value or "")
-        if op == "has":
-            return py_has(text, str(wanted[0]))
-        if op == "contains":
-            return str(wanted[0]).casefold() in text.casefold()
-        if op == "startswith":
-            return text.lower().startswith(str(wanted[0]).lower())
-        lowered = [str(w).lower() for w in wanted]
-        return {"==": text.lower() == lowered[0], "!=": text.lower() != lowered[0], "in": text.lower() in lowered}[op]
-    if value is None:
-        return False
-    if column.type == "datetime":
-        wanted = tuple(iso(w) for w in wanted)
-    if op == "between":
-        return wanted[0] <= value <= wanted[1]
-    if op == "in":
-        return value in wanted
-    return {"==": value == wanted[0], "!=": value != wanted[0], ">": value > wanted[0], "<": value < wanted[0]}[op]
+def py_text(value: Any, op: str, wanted: tuple[Any, ...]) -> bool:
+    text, first = str(value or ""), str(wanted[0]) if wanted else ""
+    if op == "has":
+        return py_has(text, first)
+    if op == "has_any":
+        return any(py_has(text, str(w)) for w in wanted)
+    if op == "contains":
+        return first.casefold() in text.casefold()
+    if op == "startswith":
+        return text.lower().startswith(first.lower())
+    if op == "endswith":
+        return text.lower().endswith(first.lower())
+    if op == "matches regex":
+        return re.search(first, text) is not None
+    lowered = [str(w).lower() for w in wanted]
+    return {"==": text.lower() == lowered[0], "!=": text.lower() != lowered[0], "in": text.lower() in lowered}[op]
+
+
+def py_match(value: Any, op: str, wanted: tuple[Any, ...], column: Column) -> bool | None:
+    """One leaf, as SQL and KQL see it: None (unknown) when a number or time is null."""
+    text = column.type in STRING_TYPES or column.type == "dynamic"
+    if op in ("isempty", "isnotempty"):
+        empty = str(value or "") == "" if text else value is None
+        return empty == (op == "isempty")
+    negated = op.startswith("!") and op != "!="
+    base = op[1:] if negated else op
+    if text:
+        found: bool | None = py_text(value, base, wanted)
+    elif value is None:
+        return None
+    else:
+        if column.type == "datetime":
+            wanted = tuple(iso(w) for w in wanted)
+        if base == "between":
+            found = wanted[0] <= value <= wanted[1]
+        elif base == "in":
+            found = value in wanted
+        else:
+            found = {"==": value == wanted[0], "!=": value != wanted[0], ">": value > wanted[0],
+                     "<": value < wanted[0], ">=": value >= wanted[0], "<=": value <= wanted[0]}[base]
+    return (not found) if negated else found
+
+
+def py_holds(row: dict[str, Any], c: Condition) -> bool | None:
+    """A condition in three-valued logic (a null comparison is unknown; not(unknown) is unknown)."""
+    if isinstance(c, Filter):
+        return py_match(py_value(row, c.column), c.op, c.values, c.column)
+    results = [py_holds(row, item) for item in c.items]
+    if c.kind == "not":
+        return None if results[0] is None else not results[0]
+    decisive = c.kind == "any"  # True decides an any, False an all
+    if decisive in results:
+        return decisive
+    return None if None in results else not decisive
 
 
 def py_bin(moment: str, size: str) -> str:
@@ -331,16 +467,77 @@ def py_bin(moment: str, size: str) -> str:
     return iso(datetime.fromtimestamp(epoch // seconds * seconds, tz=NOW.tzinfo))
 
 
-def py_hunt(hunt: Hunt, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    table = tables()[hunt.table]
-    kept = [r for r in rows if iso(NOW - hunt.window) < r["TimeGenerated"] <= iso(NOW)
-            and all(py_match(py_value(r, f.column), f.op, f.values, f.column) for f in hunt.filters)]
+def py_key(value: Any) -> str:
+    """A join or baseline key: ``tolower(tostring(x))``."""
+    return "" if value is None else str(value).lower()
+
+
+def py_rows(rows: list[dict[str, Any]], start: datetime, end: datetime, conditions: tuple[Condition, ...]
+            ) -> list[dict[str, Any]]:
+    return [r for r in rows if iso(start) < r["TimeGenerated"] <= iso(end)
+            and all(py_holds(r, c) is True for c in conditions)]
+
+
+def py_left(hunt: Hunt, rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The hunt's rows, each with its columns by name (virtual ones read), after the baseline and the join."""
+    own = [dict(r) | {c.name: py_value(r, c) for c in hunt.used} for r in
+           py_rows(rows[hunt.table], NOW - hunt.window, NOW, hunt.filters)]
+    if hunt.baseline:
+        keys = hunt.baseline.keys
+        before = NOW - hunt.window - timedelta(days=hunt.baseline.days)
+        seen = {tuple(py_key(py_value(r, c)) for c in keys)
+                for r in py_rows(rows[hunt.table], before, NOW - hunt.window, hunt.filters)}
+        own = [r for r in own if tuple(py_key(r[c.name]) for c in keys) not in seen]
+    join = hunt.join
+    if join is None:
+        return own
+    right: dict[str, list[dict[str, Any]]] = {}
+    for r in py_rows(rows[join.table], NOW - join.window, NOW, join.filters):
+        if (key := py_key(py_value(r, join.right))):
+            right.setdefault(key, []).append({name: py_value(r, c) for name, c in join.columns})
+    if join.kind == "leftsemi":
+        return [r for r in own if py_key(r[join.left.name]) in right]
+    if join.kind == "leftanti":
+        return [r for r in own if py_key(r[join.left.name]) not in right]
+    return [r | brought for r in own for brought in right.get(py_key(r[join.left.name]), [])]
+
+
+def py_sortable(value: Any) -> tuple[str, Any]:
+    return type(value).__name__, value
+
+
+def py_aggregate(a: Aggregate, members: list[dict[str, Any]]) -> dict[str, Any]:
+    if a.fn == "count":
+        return {a.name: len(members)}
+    if a.fn == "countif":
+        assert a.condition is not None
+        return {a.name: sum(py_holds(m, a.condition) is True for m in members)}
+    assert a.column is not None
+    present = [m[a.column.name] for m in members if m[a.column.name] is not None]
+    if a.fn in ("arg_max", "arg_min"):
+        rows = [[m[c.name] for c in (a.column, *a.extra)] for m in members if m[a.column.name] is not None]
+        pick = max if a.fn == "arg_max" else min
+        best = pick(rows, key=lambda r: (r[0], json.dumps(r[1:], default=str))) if rows else [None] * len(a.outputs)
+        return {name: value for (name, _), value in zip(a.outputs, best, strict=True)}
+    if not present:
+        return {a.name: 0 if a.fn == "dcount" else [] if a.fn == "make_set" else None}
+    if a.fn == "percentile":
+        ordered = sorted(present)
+        value = ordered[max(0, math.ceil(a.level / 100 * len(ordered)) - 1)]
+    else:
+        value = {"dcount": lambda v: len(set(v)), "sum": sum, "avg": lambda v: sum(v) / len(v), "min": min,
+                 "max": max, "make_set": lambda v: sorted(set(v), key=py_sortable)[:100]}[a.fn](present)
+    return {a.name: value}
+
+
+def py_hunt(hunt: Hunt, rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    kept = py_left(hunt, rows)
     if not hunt.summarized:
-        out = [{c.name: py_value(r, c) for c in hunt.columns} for r in kept]
+        out = [{c.name: r[c.name] for c in hunt.columns} for r in kept]
     else:
         groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         for r in kept:
-            key = tuple(py_value(r, c) for c in hunt.by) + ((py_bin(r["TimeGenerated"], hunt.bin),) if hunt.bin else ())
+            key = tuple(r[c.name] for c in hunt.by) + ((py_bin(r["TimeGenerated"], hunt.bin),) if hunt.bin else ())
             groups.setdefault(key, []).append(r)
         if not hunt.by and not hunt.bin and not groups:
             groups[()] = []  # a summarize without groups always gives one row
@@ -348,14 +545,11 @@ def py_hunt(hunt: Hunt, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key, members in groups.items():
             row = dict(zip([c.name for c in hunt.by] + (["TimeGenerated"] if hunt.bin else []), key, strict=True))
             for a in hunt.aggregates:
-                values = [py_value(m, a.column) for m in members] if a.column else []
-                present = [v for v in values if v is not None]
-                row[a.name] = (len(members) if a.column is None else len(set(present)) if a.fn == "dcount"
-                               else (min(present) if a.fn == "min" else max(present)) if present else None)
+                row |= py_aggregate(a, members)
             out.append(row)
+        out = [r for r in out if all(py_holds(r, c) is True for c in hunt.having)]
     for name, descending in reversed(hunt.order):  # stable sorts, last key first; None is the smallest
         out.sort(key=lambda r, n=name: (r[n] is not None, r[n] if r[n] is not None else 0), reverse=descending)
-    assert table
     return [{"Row": r, "TotalMatched": len(out)} for r in out[:hunt.take]]
 
 
@@ -393,6 +587,55 @@ SAMPLE_HUNTS: list[dict[str, Any]] = [
                                                            ["TargetUpn", "startswith", "ALICE"]]},
     {"table": "AuditLogs", "time_window": "14d", "where": [["InitiatedByUser", "in", USERS[:3]]],
      "by": ["InitiatedByUser", "InitiatedByIp"], "sort": "InitiatedByUser asc"},
+    # Groups, negations and the operators issue 34 added.
+    {"table": "SigninLogs", "time_window": "10d",
+     "where": [{"any": [["Country", "in", ["RU", "DE"]], {"not": ["AppDisplayName", "endswith", "online"]}]},
+               ["UserPrincipalName", "!endswith", "fabrikam.com"]],
+     "take": 100},
+    {"table": "SigninLogs", "time_window": "10d", "where": [{"all": [["AppDisplayName", "!has", "portal"],
+                                                                     ["AppDisplayName", "!contains", "APP_"]]},
+                                                            ["UserPrincipalName", "!startswith", "bob"],
+                                                            ["IPAddress", "!in", ["10.0.0.5", "203.0.113.7"]]],
+     "columns": ["UserPrincipalName", "IPAddress", "AppDisplayName"], "take": 100},
+    {"table": "SigninLogs", "time_window": "12d", "where": [["AppDisplayName", "has_any", ["exchange", "my-app"]],
+                                                            ["UserPrincipalName", "matches regex", "^[a-z]+@contoso"],
+                                                            ["IPAddress", "isnotempty"], ["Country", "isempty"]],
+     "take": 100},
+    {"table": "SigninLogs", "time_window": "12d", "where": [{"not": {"any": [["DurationMs", ">=", 4000],
+                                                                             ["DurationMs", "<=", 100]]}},
+                                                            ["DurationMs", "!between", [2000, 2500]],
+                                                            ["DeviceDetail", "!has", "android"]],
+     "summarize": ["count()", "sum(DurationMs)", "avg(DurationMs)", "percentile(DurationMs, 90)",
+                   "make_set(Country)", "arg_max(TimeGenerated, IPAddress, DeviceIsCompliant)",
+                   "arg_min(DurationMs, AppDisplayName)",
+                   {"countif": {"any": [["ErrorCode", "==", 50126], ["FailureReason", "has_any", ["denied"]]]},
+                    "as": "Failures"}],
+     "by": ["UserPrincipalName"], "having": [["Count", ">", 3], {"not": ["Failures", "<", 1]}]},
+    {"table": "SigninLogs", "time_window": "12d", "summarize": ["dcount(IPAddress)", "max(TimeGenerated)"],
+     "by": ["UserPrincipalName", "AppDisplayName", "Country", "City", "DeviceOS", "IsRisky"],
+     "having": [["dcount_IPAddress", ">=", 1]], "take": 100},
+    # A baseline: the addresses not seen in the 7 days before the window.
+    {"table": "SigninLogs", "time_window": "1d", "where": [["ResultType", "==", "0"]],
+     "baseline": {"days": 1, "keys": ["IPAddress", "UserPrincipalName", "AppDisplayName"]}, "take": 100},
+    {"table": "SigninLogs", "time_window": "1d", "baseline": {"days": 1, "keys": ["Country", "UserPrincipalName"]},
+     "by": ["Country", "UserPrincipalName"]},
+    # A join: a sign-in's account with the directory changes made to it.
+    {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]],
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "time_window": "20d",
+              "where": [["OperationName", "has", "role"]], "columns": ["OperationName", "TimeGenerated"]},
+     "take": 100},
+    {"table": "SigninLogs", "time_window": "7d",
+     "join": {"table": "AuditLogs", "kind": "leftsemi", "on": ["UserPrincipalName", "InitiatedByUser"],
+              "where": [["Result", "==", "failure"]]},
+     "by": ["UserPrincipalName"], "summarize": ["count()", "dcount(IPAddress)"]},
+    {"table": "SigninLogs", "time_window": "7d",
+     "join": {"table": "AuditLogs", "kind": "leftanti", "on": ["UserPrincipalName", "TargetUpn"], "time_window": "2d",
+              "where": [["OperationName", "==", "Reset password"], ["Result", "==", "failure"]]},
+     "by": ["UserPrincipalName"]},
+    {"table": "SigninLogs", "time_window": "7d",
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "InitiatedByUser"], "columns": ["OperationName"]},
+     "by": ["UserPrincipalName", "OperationName"], "summarize": ["count()", "dcount(IPAddress)"],
+     "having": [["Count", ">", 2]]},
 ]
 
 
@@ -419,14 +662,16 @@ async def test_the_demo_answers_what_python_finds_in_the_same_rows(hunt_demo, ar
     backend, rows = hunt_demo
     hunt = queries.make_query("hunt", arguments)
     raw = await backend.execute(hunt, queries.kql_of(hunt))
-    expected = py_hunt(hunt, rows[hunt.table])
+    expected = py_hunt(hunt, rows)
     assert raw.rows == expected
-    assert len(expected) > 0 or arguments["where"][0][2] in (LOOKALIKE, "\" | where 1==1")
+    assert len(expected) > 0 or arguments["where"][0][2] in (LOOKALIKE, "\" | where 1==1"), arguments
 
 
 async def test_the_sample_exercises_every_operator(hunt_demo) -> None:
-    ops = {f[1] for arguments in SAMPLE_HUNTS for f in arguments.get("where", [])}
-    assert ops == {"==", "!=", "has", "contains", "startswith", "in", ">", "<", "between"}
+    ops = {f.op for arguments in SAMPLE_HUNTS for f in leaves(parse_hunt(arguments).filters)}
+    assert ops == set(OPERATORS)
+    functions = {a.fn for arguments in SAMPLE_HUNTS for a in parse_hunt(arguments).aggregates}
+    assert functions == set(AGGREGATES)
 
 
 # --- the tool, end to end -----------------------------------------------------------------------------------------
@@ -442,7 +687,7 @@ async def test_the_tool_runs_on_the_demo_and_renders_its_text_and_card(hunt_demo
     text = TOOLS.text(run.artifact, lambda kind, key: refs.get((kind, key)), run.arguments)
     lines = text.splitlines()
     assert lines[0].startswith("hunt(table=SigninLogs time_window=3d") and "DEMO DATA" in lines[0]
-    assert lines[1] == ("ref|UserPrincipalName (string)|Count (long)|dcount_IPAddress (long)|min_TimeGenerated "
+    assert lines[1] == ("ref|UserPrincipalName (string, key)|Count (long)|dcount_IPAddress (long)|min_TimeGenerated "
                         "(datetime)|max_TimeGenerated (datetime)")
     assert lines[2].startswith("[1]|")
     card = TOOLS.card(run.artifact, lambda kind, key: refs.get((kind, key)), NOW)
@@ -455,6 +700,28 @@ async def test_the_tool_runs_on_the_demo_and_renders_its_text_and_card(hunt_demo
     assert refused.artifact.code == "invalid_argument" and "SigninLogs" in refused.artifact.message
     told = TOOLS.text(refused.artifact, lambda kind, key: None, refused.arguments)
     assert "Correct the argument" in told
+
+
+async def test_the_model_reads_whole_cells_up_to_a_bound_and_the_group_keys(hunt_demo) -> None:
+    backend, _ = hunt_demo
+    box = ToolBox(SentinelClient(backend))
+    run = await box.run("hunt", json.dumps({"table": "DeviceProcessEvents", "time_window": "5d",
+                                            "where": [["ProcessCommandLine", "has", "IEX"]],
+                                            "columns": ["DeviceName", "ProcessCommandLine"]}))
+    assert run.ok, run.artifact
+    text = TOOLS.text(run.artifact, lambda kind, key: None, run.arguments)
+    cell = text.splitlines()[2].split("|")[2]
+    assert cell.startswith(LONG_COMMAND[:600]) and "IEX(payload)" in cell  # 80 characters cut it at the A's
+    assert cell.endswith(f"…({len(LONG_COMMAND) - 600} more characters)")
+    summarized = await box.run("hunt", json.dumps({"table": "SigninLogs", "time_window": "7d",
+                                                   "by": ["Country", "UserPrincipalName"],
+                                                   "summarize": ["count()", "make_set(IPAddress)"]}))
+    assert summarized.ok and isinstance(summarized.artifact, QueryResult)
+    header = TOOLS.text(summarized.artifact, lambda kind, key: None, summarized.arguments).splitlines()[1]
+    assert header == ("ref|Country (string, key)|UserPrincipalName (string, key)|Count (long)|"
+                      "make_set_IPAddress (dynamic)")
+    named = {value for row in summarized.artifact.records for kind, value in row.identifiers() if kind == "ip"}
+    assert "203.0.113.7" in named  # an address inside a make_set is a fact the answer may cite
 
 
 async def test_the_same_hunt_reads_the_same_from_log_analytics(hunt_demo, fake_logs: FakeLogAnalytics) -> None:
@@ -527,13 +794,30 @@ WORLD_HUNTS: list[dict[str, Any]] = [
      "by": ["RemotePort"], "summarize": ["count()", "dcount(RemoteIP)"]},
     {"table": "SecurityAlert", "time_window": "7d", "where": [["AlertSeverity", "==", "high"]],
      "by": ["ProductName"], "bin": "1d"},
+    # The Windows agent's and the firewall's view of the incidents' stories (remote logons, the attacker denied).
+    {"table": "SecurityEvent", "time_window": "30d",
+     "where": [["EventID", "in", [4624, 4625]], ["LogonType", "==", 10]],
+     "by": ["Computer", "Account", "IpAddress", "EventID"], "summarize": ["count()", "min(TimeGenerated)"]},
+    {"table": "SecurityEvent", "time_window": "30d", "where": [["EventID", "==", 4688],
+                                                               ["ParentProcess", "!endswith", "explorer.exe"]],
+     "by": ["Computer", "ParentProcess"], "summarize": ["count()", "arg_max(TimeGenerated, CommandLine)"]},
+    {"table": "CommonSecurityLog", "time_window": "30d", "where": [["DeviceAction", "==", "deny"]],
+     "by": ["SourceIP", "DestinationPort"], "take": 100},
+    {"table": "CommonSecurityLog", "time_window": "30d", "where": [["SentBytes", ">", 100_000_000]],
+     "columns": ["TimeGenerated", "SourceIP", "DestinationIP", "RequestURL", "RequestMethod", "SentBytes"]},
+    {"table": "DeviceNetworkEvents", "time_window": "30d",
+     "join": {"table": "CommonSecurityLog", "kind": "leftsemi", "on": ["RemoteIP", "DestinationIP"],
+              "where": [["DeviceAction", "==", "allow"], ["DestinationIP", "!startswith", "10."]]},
+     "by": ["DeviceName", "RemoteIP"], "summarize": ["count()", "make_set(RemoteUrl)"], "take": 100},
+    {"table": "SigninLogs", "time_window": "2d", "baseline": {"days": 7, "keys": ["UserPrincipalName", "IPAddress"]},
+     "by": ["UserPrincipalName", "IPAddress", "Country"]},
 ]
 
 
 @pytest.fixture(scope="module")
 def world_rows() -> dict[str, list[dict[str, Any]]]:
     backend = copied_demo(SEED, lambda: NOW)
-    tables_wanted = {h["table"] for h in WORLD_HUNTS}
+    tables_wanted = {h["table"] for h in WORLD_HUNTS} | {h["join"]["table"] for h in WORLD_HUNTS if "join" in h}
     return backend.with_database(lambda conn, now: {
         t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}"')] for t in tables_wanted})
 
@@ -543,7 +827,7 @@ async def test_the_generated_world_answers_what_python_finds(demo_backend: DemoB
                                                              arguments: dict[str, Any]) -> None:
     hunt = queries.make_query("hunt", arguments)
     raw = await demo_backend.execute(hunt, queries.kql_of(hunt))
-    assert raw.rows == py_hunt(hunt, world_rows[hunt.table])
+    assert raw.rows == py_hunt(hunt, world_rows)
     assert raw.rows, "the world has rows for this hunt (a hunt that finds nothing proves little)"
 
 

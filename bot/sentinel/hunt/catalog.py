@@ -71,6 +71,8 @@ _SIGNIN_VIRTUAL = (
     ("FailureReason", "string", "Status", ("failureReason",)),
     ("MfaMethod", "string", "MfaDetail", ("authMethod",)),
     ("MfaAuthDetail", "string", "MfaDetail", ("authDetail",)),
+    ("DeviceId", "string", "DeviceDetail", ("deviceId",)),
+    ("DeviceTrustType", "string", "DeviceDetail", ("trustType",)),
 )
 _PARENT_ALIASES = (
     ("ParentProcess", "string", "InitiatingProcessFileName", ()),
@@ -87,6 +89,28 @@ VIRTUAL: dict[str, tuple[tuple[str, str, str, tuple[str | int, ...]], ...]] = {
         ("TargetName", "string", "TargetResources", (0, "displayName")),
         ("TargetUpn", "string", "TargetResources", (0, "userPrincipalName")),
         ("TargetType", "string", "TargetResources", (0, "type")),
+        ("TargetId", "string", "TargetResources", (0, "id")),
+        ("TargetProperties", "dynamic", "TargetResources", (0, "modifiedProperties")),  # consent scopes, roles
+    ),
+    "BehaviorAnalytics": (
+        ("FirstTimeUserConnectedFromCountry", "bool", "ActivityInsights", ("FirstTimeUserConnectedFromCountry",)),
+        ("CountryUncommonlyConnectedFromAmongPeers", "bool", "ActivityInsights",
+         ("CountryUncommonlyConnectedFromAmongPeers",)),
+        ("FirstTimeUserConnectedViaISP", "bool", "ActivityInsights", ("FirstTimeUserConnectedViaISP",)),
+        ("IsDormantAccount", "bool", "UsersInsights", ("IsDormantAccount",)),
+    ),
+    "DeviceInfo": (
+        ("LoggedOnUser", "string", "LoggedOnUsers", (0, "UserName")),
+    ),
+    # Windows security events and firewall logs, named as analysts ask for them beside Defender's tables.
+    "SecurityEvent": (
+        ("DeviceName", "string", "Computer", ()),
+        ("RemoteIP", "string", "IpAddress", ()),
+        ("ParentProcess", "string", "ParentProcessName", ()),
+    ),
+    "CommonSecurityLog": (
+        ("Action", "string", "DeviceAction", ()),
+        ("SourceUser", "string", "SourceUserName", ()),
     ),
     "AADUserRiskEvents": (
         ("Country", "string", "Location", ("countryOrRegion",)),
@@ -97,6 +121,44 @@ VIRTUAL: dict[str, tuple[tuple[str, str, str, tuple[str | int, ...]], ...]] = {
     "DeviceFileEvents": _PARENT_ALIASES,
     "DeviceLogonEvents": _PARENT_ALIASES,
 }
+
+# Join keys beyond the catalog's entity columns (which are keys of their kind): fields read from JSON, and ids that
+# tie one table's rows to another's (an email to its URLs and clicks).
+_EXTRA_KEYS: dict[str, dict[str, str]] = {
+    "AuditLogs": {"InitiatedByUser": "account", "TargetUpn": "account", "InitiatedByIp": "ip"},
+    "EmailEvents": {"NetworkMessageId": "message"},
+    "EmailUrlInfo": {"NetworkMessageId": "message"},
+    "UrlClickEvents": {"NetworkMessageId": "message"},
+    "DeviceProcessEvents": {"DeviceName": "host"},
+    "SecurityEvent": {"Computer": "host", "TargetUserName": "username", "SubjectUserName": "username"},
+    "DeviceLogonEvents": {"AccountName": "username"},
+    "IdentityInfo": {"AccountName": "username"},
+}
+_INDICATOR = frozenset({"ip", "url", "domain", "hash"})  # what a threat-intelligence observable can be
+
+
+@cache
+def join_keys() -> dict[str, dict[str, str]]:
+    """{table: {column a hunt joins on: the kind of key it holds}} for the allow-listed tables."""
+    out: dict[str, dict[str, str]] = {}
+    for name in _allowed():
+        keys = {column: kind for kind, columns in catalog.table(name).entities.items() for column in columns
+                if column.isidentifier()}  # a path into JSON is joined through its virtual column
+        out[name] = keys | _EXTRA_KEYS.get(name, {})
+    return out
+
+
+def join_kind(table: str, column: str) -> str | None:
+    return join_keys().get(table, {}).get(column)
+
+
+def joinable(left: str | None, right: str | None) -> bool:
+    """Two keys of one kind; an indicator joins any observable it can be (an IP, a URL, a domain, a hash)."""
+    if left is None or right is None:
+        return False
+    return left == right or (left == "indicator" and right in _INDICATOR) or (right == "indicator"
+                                                                              and left in _INDICATOR)
+
 
 @cache
 def tables() -> dict[str, Table]:

@@ -1,21 +1,25 @@
 """A hunt's KQL, built from the typed ``Hunt`` (never from argument text).
 
 Table and column names come from the catalog (the allow-list), operators from a fixed table, and every value
-through ``bot.sentinel.kql``'s literal helpers, so no value can end its literal or add an operator. The result is
-one row per hunt row: ``Row``, a property bag of the hunt's columns (their number and names vary by hunt, the
-response contract does not), and ``TotalMatched``, the rows before ``take``.
+through ``bot.sentinel.kql``'s literal helpers, so no value can end its literal or add an operator. The steps, in
+order: the window, the virtual columns, the conditions, the baseline (a ``leftanti`` join with the same rows of
+the days before), the join (the second table's rows on a lower-cased key), then ``summarize`` and ``having``, or
+``project``. The result is one row per hunt row: ``Row``, a property bag of the hunt's columns (their number and
+names vary by hunt, the response contract does not), and ``TotalMatched``, the rows before ``take``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.sentinel import kql
-from bot.sentinel.hunt.catalog import NUMBER_TYPES, TIME_COLUMN, Column
-from bot.sentinel.hunt.model import BINS, Filter, Hunt, Value, span_text
+from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, TIME_COLUMN, Column
+from bot.sentinel.hunt.conditions import LIST_OPS, Condition, Filter, Group, leaves
+from bot.sentinel.hunt.model import BINS, MAX_SET, Aggregate, Hunt, Value, span_text
 
 _CAST = {"string": "tostring", "guid": "tostring", "int": "toint", "long": "tolong", "real": "toreal",
          "decimal": "todecimal", "bool": "tobool", "datetime": "todatetime", "dynamic": ""}
+_TEXT_OPS = {"==": "=~", "!=": "!~", "in": "in~", "!in": "!in~"}
 
 
 def virtual_expression(column: Column) -> str:
@@ -32,37 +36,113 @@ def literal(column: Column, value: Value) -> str:
         return kql.bool_literal(value)
     if isinstance(value, datetime):
         return kql.moment(value)
-    if column.type in NUMBER_TYPES and isinstance(value, int) and column.type in ("int", "long"):
+    if column.type in ("int", "long") and isinstance(value, int):
         return kql.long_literal(value)
     if column.type in NUMBER_TYPES:
         return kql.real_literal(float(value))
     return kql.string_literal(str(value))
 
 
-def condition(f: Filter) -> str:
+def condition(c: Condition) -> str:
+    """One condition as a KQL predicate (a group in parentheses)."""
+    if isinstance(c, Group):
+        if c.kind == "not":
+            return f"not({condition(c.items[0])})"
+        joined = f" {'and' if c.kind == 'all' else 'or'} ".join(condition(item) for item in c.items)
+        return f"({joined})"
+    return _leaf(c)
+
+
+def _leaf(f: Filter) -> str:
+    text = f.column.type in STRING_TYPES or f.column.type == "dynamic"
     name = f"tostring({f.column.name})" if f.column.type == "dynamic" else f.column.name
+    if f.op in ("isempty", "isnotempty"):
+        return f"{f.op}({name})" if text else f"{f.op.replace('empty', 'null')}({name})"
     values = [literal(f.column, v) for v in f.values]
-    text = f.column.type not in NUMBER_TYPES and f.column.type not in ("bool", "datetime")
-    if f.op == "between":
-        return f"{name} between ({values[0]} .. {values[1]})"
-    if f.op == "in":
-        return f"{name} {'in~' if text else 'in'} ({', '.join(values)})"
-    op = {"==": "=~", "!=": "!~"}.get(f.op, f.op) if text else f.op
+    if f.op in ("between", "!between"):
+        return f"{name} {f.op} ({values[0]} .. {values[1]})"
+    op = _TEXT_OPS.get(f.op, f.op) if text else f.op
+    if f.op in LIST_OPS:
+        return f"{name} {op} ({', '.join(values)})"
     return f"{name} {op} {values[0]}"
 
 
-def hunt_kql(hunt: Hunt) -> str:
-    lines = [f"{hunt.table}", f"| where {TIME_COLUMN} > ago({kql.timespan_literal(hunt.window)})"]
-    virtual = [c for c in hunt.used if c.virtual]
+def key_expression(column: Column, name: str | None = None) -> str:
+    """A join or baseline key as both sides compare it: text in lower case."""
+    return f"tolower(tostring({name or column.name}))"
+
+
+def _source(table: str, window: str, conditions: tuple[Condition, ...], extra: tuple[Column, ...] = ()) -> list[str]:
+    """A table's rows in a window, its virtual columns computed, its conditions applied."""
+    used = {f.column.name: f.column for f in leaves(conditions)} | {c.name: c for c in extra}
+    virtual = [c for c in used.values() if c.virtual]
+    lines = [table, f"| where {window}"]
     if virtual:
         lines.append("| extend " + ", ".join(f"{c.name} = {virtual_expression(c)}" for c in virtual))
-    lines += [f"| where {condition(f)}" for f in hunt.filters]
+    lines += [f"| where {condition(c)}" for c in conditions]
+    return lines
+
+
+def _ago(span: timedelta) -> str:
+    return f"ago({kql.timespan_literal(span)})"
+
+
+def _baseline(hunt: Hunt) -> list[str]:
+    assert hunt.baseline is not None
+    keys = hunt.baseline.keys
+    names = [f"BaselineKey{n}" for n in range(len(keys))]
+    before = hunt.window + timedelta(days=hunt.baseline.days)
+    window = f"{TIME_COLUMN} > {_ago(before)} and {TIME_COLUMN} <= {_ago(hunt.window)}"
+    prior = _source(hunt.table, window, hunt.filters, keys)
+    prior.append("| project " + ", ".join(f"{n} = {key_expression(c)}" for n, c in zip(names, keys, strict=True)))
+    return ["| extend " + ", ".join(f"{n} = {key_expression(c)}" for n, c in zip(names, keys, strict=True)),
+            f"| join kind=leftanti ({' '.join(prior)}) on {', '.join(names)}",
+            "| project-away BaselineKey*"]
+
+
+def _join(hunt: Hunt) -> list[str]:
+    join = hunt.join
+    assert join is not None
+    columns = tuple(c for _, c in join.columns)
+    side = _source(join.table, f"{TIME_COLUMN} > {_ago(join.window)}", join.filters, (join.right, *columns))
+    shown = [f"{name} = {c.name}" if name != c.name else c.name for name, c in join.columns]
+    side.append("| project " + ", ".join([f"JoinKey = {key_expression(join.right)}", *shown]))
+    side.append("| where isnotempty(JoinKey)")
+    return [f"| extend JoinKey = {key_expression(join.left)}",
+            f"| join kind={join.kind} ({' '.join(side)}) on JoinKey",
+            "| project-away JoinKey*"]
+
+
+def _aggregate(a: Aggregate) -> str:
+    if a.fn == "count":
+        return f"{a.name} = count()"
+    if a.fn == "countif":
+        assert a.condition is not None
+        return f"{a.name} = countif({condition(a.condition)})"
+    assert a.column is not None
+    if a.fn == "percentile":
+        return f"{a.name} = percentile({a.column.name}, {int(a.level)})"
+    if a.fn == "make_set":
+        return f"{a.name} = make_set({a.column.name}, {MAX_SET})"
+    if a.fn in ("arg_max", "arg_min"):
+        names = ", ".join(name for name, _ in a.outputs)
+        return f"({names}) = {a.fn}({a.column.name}, {', '.join(c.name for c in a.extra)})"
+    return f"{a.name} = {a.fn}({a.column.name})"
+
+
+def hunt_kql(hunt: Hunt) -> str:
+    lines = _source(hunt.table, f"{TIME_COLUMN} > {_ago(hunt.window)}", hunt.filters, hunt.used)
+    if hunt.baseline:
+        lines += _baseline(hunt)
+    if hunt.join:
+        lines += _join(hunt)
     if hunt.summarized:
-        aggregates = ", ".join(f"{a.name} = {_aggregate(a.fn, a.column)}" for a in hunt.aggregates)
         keys = [c.name for c in hunt.by]
         if hunt.bin:
             keys.append(f"{TIME_COLUMN} = bin({TIME_COLUMN}, {kql.timespan_literal(BINS[hunt.bin])})")
+        aggregates = ", ".join(_aggregate(a) for a in hunt.aggregates)
         lines.append(f"| summarize {aggregates}" + (f" by {', '.join(keys)}" if keys else ""))
+        lines += [f"| where {condition(c)}" for c in hunt.having]
     else:
         lines.append("| project " + ", ".join(c.name for c in hunt.columns))
     body = "\n    ".join(lines)
@@ -73,7 +153,3 @@ def hunt_kql(hunt: Hunt) -> str:
             f"| sort by {kql.order_by(hunt.order)}\n"
             f"| take {int(hunt.take)}\n"
             f"| project Row = bag_pack_columns({names}), TotalMatched = toscalar(hunt | count)")
-
-
-def _aggregate(fn: str, column: Column | None) -> str:
-    return "count()" if column is None else f"{fn}({column.name})"

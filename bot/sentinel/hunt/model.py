@@ -2,81 +2,144 @@
 
 ``parse_hunt`` turns loose arguments (model output) into a ``Hunt`` or raises ``InvalidParameter`` with a message
 that lists what is allowed (the tables, a table's columns, the operators a column's type takes), so the model can
-correct itself. Values are typed here (a string, an int, a finite real, a bool, an aware datetime); the KQL and the
+correct itself. A hunt reads one allow-listed table in a window; keeps the rows its conditions allow
+(``conditions``: AND/OR/NOT groups, typed operators); optionally drops the rows whose keys were already seen in a
+*baseline* of up to 30 days before the window; optionally joins a second allow-listed table on a declared key
+(``catalog.join_keys``: an IP with an IP, an account with an account, a message with its message...); then either
+shows columns or summarizes (aggregates by up to six keys and a time bin, filtered by ``having``). The KQL and the
 demo's SQL are both built from the ``Hunt`` (``hunt.kql``, ``hunt.sql``), never from the arguments' text.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, TIME_COLUMN, Column, Table, table_names, tables
-from bot.sentinel.kql import as_written
-from bot.sentinel.params import InvalidParameter, TimeWindow, parse_moment
+from bot.sentinel.hunt.catalog import (
+    NUMBER_TYPES,
+    TIME_COLUMN,
+    Column,
+    Table,
+    join_keys,
+    join_kind,
+    joinable,
+    table_names,
+    tables,
+)
+from bot.sentinel.hunt.conditions import (
+    MAX_VALUE_CHARS,
+    OPERATORS,
+    Budget,
+    Condition,
+    Filter,
+    Group,
+    Value,
+    leaves,
+    operators_for,
+    parse_conditions,
+    quoted,
+    shown,
+)
+from bot.sentinel.params import InvalidParameter, TimeWindow
+
+__all__ = ["BINS", "MAX_VALUE_CHARS", "OPERATORS", "Aggregate", "Baseline", "Condition", "Filter", "Group", "Hunt",
+           "Join", "Value", "operators_for", "parse_hunt", "parse_window", "span_text"]
 
 MAX_WINDOW = timedelta(days=30)
+MAX_BASELINE_DAYS = 30
 MAX_TAKE = 100
 DEFAULT_TAKE = 50
-MAX_FILTERS = 10
-MAX_IN_VALUES = 20
-MAX_VALUE_CHARS = 512  # longer filter text is refused: no indicator or name is that long
-MAX_BY = 3
-MAX_AGGREGATES = 4
+MAX_BY = 6
+MAX_AGGREGATES = 8
 MAX_COLUMNS = 12
+MAX_JOIN_COLUMNS = 8
+MAX_SET = 100  # make_set keeps at most this many values
 BINS = {"5m": timedelta(minutes=5), "15m": timedelta(minutes=15), "1h": timedelta(hours=1),
         "6h": timedelta(hours=6), "1d": timedelta(days=1)}
-AGGREGATES = ("count", "dcount", "min", "max")
-
-# The operators each kind of column takes. Text compares ignoring letter case (== is KQL's =~), as analysts mean
-# it for names, UPNs and hosts.
-OPERATORS = ("==", "!=", "has", "contains", "startswith", "in", ">", "<", "between")
-_TEXT_OPS = ("==", "!=", "has", "contains", "startswith", "in")
-_ORDERED_OPS = ("==", "!=", ">", "<", "between", "in")
-
-
-def operators_for(kind: str) -> tuple[str, ...]:
-    if kind in STRING_TYPES:
-        return _TEXT_OPS
-    if kind in NUMBER_TYPES:
-        return _ORDERED_OPS
-    if kind == "datetime":
-        return (">", "<", "between")
-    if kind == "bool":
-        return ("==", "!=")
-    if kind == "dynamic":
-        return ("has", "contains")  # on its JSON text
-    return ()
-
-
-Value = str | int | float | bool | datetime
-
-
-@dataclass(frozen=True)
-class Filter:
-    column: Column
-    op: str
-    values: tuple[Value, ...]  # one value; two for between; one or more for in
+AGGREGATES = ("count", "dcount", "countif", "sum", "avg", "min", "max", "make_set", "percentile", "arg_max",
+              "arg_min")
+JOIN_KINDS = ("inner", "leftsemi", "leftanti")
+KEY_TYPES = frozenset({"string", "guid", "int", "long"})  # compared as lower-case text on both sides
 
 
 @dataclass(frozen=True)
 class Aggregate:
-    fn: str  # count, dcount, min, max
-    column: Column | None  # None for count
+    fn: str  # one of AGGREGATES
+    column: Column | None  # None for count() and countif
+    extra: tuple[Column, ...] = ()  # arg_max/arg_min: the columns taken from the row with the max/min
+    level: int = 0  # percentile: 1..99
+    condition: Condition | None = None  # countif
+    alias: str = ""  # countif's name
 
     @property
     def name(self) -> str:
-        return "Count" if self.column is None else f"{self.fn}_{self.column.name}"
+        if self.alias:
+            return self.alias
+        if self.column is None:
+            return "Count"
+        if self.fn == "percentile":
+            return f"percentile_{self.column.name}_{self.level}"
+        return f"{self.fn}_{self.column.name}"
 
     @property
     def type(self) -> str:
-        if self.fn in ("count", "dcount") or self.column is None:
+        if self.fn in ("count", "dcount", "countif") or self.column is None:
+            return "long"
+        if self.fn == "avg":
+            return "real"
+        if self.fn == "make_set":
+            return "dynamic"
+        if self.fn == "sum" and self.column.type in ("int", "long"):
             return "long"
         return self.column.type
+
+    @property
+    def outputs(self) -> tuple[tuple[str, str], ...]:
+        """The result columns it makes: one, or arg_max's value and the columns taken with it."""
+        return ((self.name, self.type), *((c.name, c.type) for c in self.extra))
+
+    def text(self) -> str:
+        if self.fn == "count":
+            return "count()"
+        if self.fn == "percentile":
+            return f"percentile({self.column.name if self.column else ''}, {self.level})"
+        names = [c.name for c in (self.column, *self.extra) if c is not None]
+        return f"{self.fn}({', '.join(names)})"
+
+
+@dataclass(frozen=True)
+class Join:
+    """One join with a second allow-listed table on a declared key: ``left`` (of the hunt's table) equal, in any
+    letter case, to ``right``; the right rows in their own window and conditions; ``columns``: (output name, right
+    column) brought over by an inner join."""
+
+    table: str
+    kind: str
+    left: Column
+    right: Column
+    window: timedelta
+    filters: tuple[Condition, ...] = ()
+    columns: tuple[tuple[str, Column], ...] = ()
+
+    def parameters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"table": self.table, "kind": self.kind, "on": [self.left.name, self.right.name],
+                               "time_window": span_text(self.window)}
+        if self.filters:
+            out["where"] = [shown(c) for c in self.filters]
+        if self.columns:
+            out["columns"] = [c.name for _, c in self.columns]
+        return out
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Keep only the rows whose ``keys`` were not seen (under the same conditions) in the ``days`` before."""
+
+    days: int
+    keys: tuple[Column, ...]
 
 
 @dataclass(frozen=True)
@@ -85,19 +148,28 @@ class Hunt:
 
     table: str
     window: timedelta
-    filters: tuple[Filter, ...] = ()
+    filters: tuple[Condition, ...] = ()  # all hold
     aggregates: tuple[Aggregate, ...] = ()
     by: tuple[Column, ...] = ()
     bin: str | None = None  # a key of BINS: TimeGenerated binned, a group key after ``by``
     columns: tuple[Column, ...] = ()  # projected (no summarize)
     sort: tuple[str, bool] = (TIME_COLUMN, True)  # (output column, descending)
     take: int = DEFAULT_TAKE
+    having: tuple[Condition, ...] = ()  # on the summarized rows
+    join: Join | None = None
+    baseline: Baseline | None = None
 
     tool = "hunt"
 
     @property
     def timespan(self) -> timedelta:
-        return self.window
+        """How far back the query reads: its window, its baseline before it, its join's window."""
+        spans = [self.window]
+        if self.baseline:
+            spans.append(self.window + timedelta(days=self.baseline.days))
+        if self.join:
+            spans.append(self.join.window)
+        return max(spans)
 
     @property
     def summarized(self) -> bool:
@@ -109,15 +181,24 @@ class Hunt:
         if not self.summarized:
             return tuple((c.name, c.type) for c in self.columns)
         keys = tuple((c.name, c.type) for c in self.by) + (((TIME_COLUMN, "datetime"),) if self.bin else ())
-        return keys + tuple((a.name, a.type) for a in self.aggregates)
+        return keys + tuple(o for a in self.aggregates for o in a.outputs)
+
+    @property
+    def right_names(self) -> frozenset[str]:
+        """The names of the columns the join brings (they are computed by then: no virtual expression)."""
+        return frozenset(name for name, _ in self.join.columns) if self.join else frozenset()
 
     @property
     def used(self) -> tuple[Column, ...]:
-        """Every column the hunt reads, once each, in first-use order (the virtual ones are computed)."""
+        """Every column of the hunt's own table it reads, once each, in first-use order (the virtual ones are
+        computed)."""
         seen: dict[str, Column] = {}
-        for column in (*(f.column for f in self.filters), *self.by, *self.columns,
-                       *(a.column for a in self.aggregates if a.column is not None)):
-            seen.setdefault(column.name, column)
+        countif = tuple(a.condition for a in self.aggregates if a.condition is not None)
+        for column in (*(f.column for f in leaves(self.filters)), *(f.column for f in leaves(countif)), *self.by,
+                       *self.columns, *(c for a in self.aggregates for c in (a.column, *a.extra) if c is not None),
+                       *(self.baseline.keys if self.baseline else ()), *((self.join.left,) if self.join else ())):
+            if column.name not in self.right_names:
+                seen.setdefault(column.name, column)
         return tuple(seen.values())
 
     @property
@@ -132,23 +213,25 @@ class Hunt:
         """The hunt in the tool's own argument shape (canonical names and values): for logs, cards and replay."""
         out: dict[str, Any] = {"table": self.table, "time_window": span_text(self.window)}
         if self.filters:
-            out["where"] = [[f.column.name, f.op, _shown(f)] for f in self.filters]
+            out["where"] = [shown(c) for c in self.filters]
+        if self.baseline:
+            out["baseline"] = {"days": self.baseline.days, "keys": [c.name for c in self.baseline.keys]}
+        if self.join:
+            out["join"] = self.join.parameters()
         if self.aggregates:
-            out["summarize"] = [f"{a.fn}({a.column.name if a.column else ''})" for a in self.aggregates]
+            out["summarize"] = [{"countif": shown(a.condition), "as": a.alias} if a.condition else a.text()
+                                for a in self.aggregates]
         if self.by:
             out["by"] = [c.name for c in self.by]
         if self.bin:
             out["bin"] = self.bin
+        if self.having:
+            out["having"] = [shown(c) for c in self.having]
         if self.columns:
             out["columns"] = [c.name for c in self.columns]
         out["sort"] = f"{self.sort[0]} {'desc' if self.sort[1] else 'asc'}"
         out["take"] = self.take
         return out
-
-
-def _shown(f: Filter) -> Any:
-    values = [v.isoformat().replace("+00:00", "Z") if isinstance(v, datetime) else v for v in f.values]
-    return values if f.op in ("in", "between") else values[0]
 
 
 def span_text(window: timedelta) -> str:
@@ -162,31 +245,32 @@ def span_text(window: timedelta) -> str:
 
 _SPAN = re.compile(r"^\s*(?:last_)?(\d{1,5})\s*(m|h|d)\s*$", re.IGNORECASE)
 _UNIT = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
-_AGGREGATE = re.compile(r"^\s*(count|dcount|min|max)\s*\(\s*([A-Za-z0-9_]*)\s*\)\s*$", re.IGNORECASE)
+_AGGREGATE = re.compile(r"^\s*([a-z_]+)\s*\(\s*([A-Za-z0-9_ ,.]*)\)\s*$", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 _SORT = re.compile(r"^\s*([A-Za-z0-9_]+)(?:\s+(asc|desc))?\s*$", re.IGNORECASE)
 
 
-def parse_table(value: object) -> Table:
+def parse_table(value: object, what: str = "table") -> Table:
     if value is None or value == "":
-        raise InvalidParameter("table", f"is required: one of {', '.join(table_names())}")
+        raise InvalidParameter(what, f"is required: one of {', '.join(table_names())}")
     text = value if isinstance(value, str) else ""
     found = next((t for name, t in tables().items() if name.lower() == text.strip().lower()), None)
     if found is None:
-        raise InvalidParameter("table", f"{_quoted(value)} is not a table a hunt can read; the tables are: "
-                                        f"{', '.join(table_names())}")
+        raise InvalidParameter(what, f"{quoted(value)} is not a table a hunt can read; the tables are: "
+                                     f"{', '.join(table_names())}")
     return found
 
 
-def parse_window(value: object) -> timedelta:
+def parse_window(value: object, what: str = "time_window") -> timedelta:
     if value is None or value == "":
-        raise InvalidParameter("time_window", "is required: how far back to look, e.g. 24h, 7d (at most 30d)")
+        raise InvalidParameter(what, "is required: how far back to look, e.g. 24h, 7d (at most 30d)")
     match = _SPAN.match(value) if isinstance(value, str) else None
     if match is None:
-        raise InvalidParameter("time_window", f"{_quoted(value)} is not a window; write e.g. 30m, 24h, 7d or "
-                                              f"{', '.join(w.value for w in TimeWindow)} (at most 30d)")
+        raise InvalidParameter(what, f"{quoted(value)} is not a window; write e.g. 30m, 24h, 7d or "
+                                     f"{', '.join(w.value for w in TimeWindow)} (at most 30d)")
     window = int(match[1]) * _UNIT[match[2].lower()]
     if not timedelta(minutes=1) <= window <= MAX_WINDOW:
-        raise InvalidParameter("time_window", f"{_quoted(value)} is too long: a hunt looks back at most 30d")
+        raise InvalidParameter(what, f"{quoted(value)} is too long: a hunt looks back at most 30d")
     return window
 
 
@@ -194,135 +278,230 @@ def column_of(table: Table, name: object, what: str) -> Column:
     column = table.find(name) if isinstance(name, str) else None
     if column is None:
         virtual = ", ".join(table.virtual_names)
-        raise InvalidParameter(what, f"{table.name} has no column {_quoted(name)}; its columns are: "
+        raise InvalidParameter(what, f"{table.name} has no column {quoted(name)}; its columns are: "
                                      f"{', '.join(c for c in table.columns if c not in table.virtual_names)}"
                                + (f"; and fields read for you from inside its JSON: {virtual}" if virtual else ""))
     return column
 
 
-def parse_filter(table: Table, raw: object) -> Filter:
-    if isinstance(raw, Mapping):  # {"column": .., "op": .., "value": ..} is read too
-        raw = [raw.get("column"), raw.get("op") or raw.get("operator"), raw.get("value")]
-    if not isinstance(raw, Sequence) or isinstance(raw, str) or len(raw) != 3:
-        raise InvalidParameter("where", f"each filter is [column, operator, value], e.g. [\"IPAddress\", \"==\", "
-                                        f"\"203.0.113.7\"]; got {_quoted(raw)}")
-    name, op, value = raw
-    column = column_of(table, name, "where")
-    allowed = operators_for(column.type)
-    if op not in allowed:
-        raise InvalidParameter("where", f"{_quoted(op)} does not apply to {column.name} ({column.type}); "
-                                        f"its operators are: {' '.join(allowed) or 'none'}")
-    if op == "between":
-        if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
-            raise InvalidParameter("where", f"between takes [low, high] for {column.name}")
-        low, high = (_typed(column, v) for v in value)
-        if low > high:  # type: ignore[operator]
-            raise InvalidParameter("where", f"between on {column.name}: low is above high")
-        return Filter(column, op, (low, high))
-    if op == "in":
-        items = value if isinstance(value, Sequence) and not isinstance(value, str) else [value]
-        if not 1 <= len(items) <= MAX_IN_VALUES:
-            raise InvalidParameter("where", f"in takes 1 to {MAX_IN_VALUES} values for {column.name}")
-        return Filter(column, op, tuple(_typed(column, v) for v in items))
-    return Filter(column, op, (_typed(column, value),))
+class _Scope:
+    """The columns a hunt's later steps can name: its table's, and those its join brings (by output name)."""
 
+    def __init__(self, table: Table, join: Join | None) -> None:
+        self.table = table
+        self.extra = {name.lower(): Column(name, c.type) for name, c in join.columns} if join else {}
 
-_NEEDS = {"string": f"text of at most {MAX_VALUE_CHARS} characters", "guid": f"text of at most {MAX_VALUE_CHARS} "
-          "characters", "int": "a 32-bit whole number", "long": "a whole number", "real": "a finite number",
-          "decimal": "a finite number", "bool": "true or false",
-          "datetime": "an ISO 8601 date-time, e.g. 2026-11-23T09:00:00Z"}
-
-
-def _typed(column: Column, value: object) -> Value:
-    """A filter value of the column's type; anything else is refused with what it must be."""
-    kind = "string" if column.type == "dynamic" else column.type
-    try:
-        return _convert(kind, value)
-    except (ValueError, InvalidParameter):
-        raise InvalidParameter("where", f"{column.name} ({column.type}) needs {_NEEDS.get(kind, 'a value')}; "
-                                        f"got {_quoted(value)}") from None
-
-
-def _convert(kind: str, value: object) -> Value:
-    if kind in STRING_TYPES:
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or len(str(value)) > MAX_VALUE_CHARS:
-            raise ValueError(kind)
-        return as_written(str(value))  # a lone surrogate or a control character: U+FFFD, as the literal holds it
-    if kind in ("int", "long"):
-        number = int(value.strip()) if isinstance(value, str) else value
-        limit = 2**31 if kind == "int" else 2**63
-        if not isinstance(number, int) or isinstance(number, bool) or not -limit <= number < limit:
-            raise ValueError(kind)
-        return number
-    if kind in ("real", "decimal"):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)) or not math.isfinite(float(value)):
-            raise ValueError(kind)
-        return float(value)
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise ValueError(kind)
-    if kind == "datetime":
-        moment = parse_moment(value, "value") if isinstance(value, str) else None
-        if moment is None:
-            raise ValueError(kind)
-        return moment
-    raise ValueError(kind)
-
-
-def parse_aggregates(table: Table, raw: object) -> tuple[Aggregate, ...]:
-    items = _list(raw, "summarize")
-    if len(items) > MAX_AGGREGATES:
-        raise InvalidParameter("summarize", f"at most {MAX_AGGREGATES} aggregates")
-    out = []
-    for item in items:
-        match = _AGGREGATE.match(item) if isinstance(item, str) else None
-        if match is None:
-            raise InvalidParameter("summarize", f"{_quoted(item)} is not one of count(), dcount(Column), "
-                                                f"min(Column), max(Column)")
-        fn, name = match[1].lower(), match[2]
-        if fn == "count":
-            out.append(Aggregate("count", None))
-            continue
-        column = column_of(table, name, "summarize")
-        if column.type == "dynamic" or (fn in ("min", "max") and column.type not in NUMBER_TYPES | {"datetime"}):
-            raise InvalidParameter("summarize", f"{fn}() does not apply to {column.name} ({column.type}); min and "
-                                                f"max take numbers and times, dcount any column but dynamic")
-        out.append(Aggregate(fn, column))
-    if len({a.name for a in out}) != len(out):
-        raise InvalidParameter("summarize", "an aggregate is named twice")
-    return tuple(out)
+    def resolve(self, name: object, what: str) -> Column:
+        if isinstance(name, str) and name.strip().lower() in self.extra:
+            return self.extra[name.strip().lower()]
+        try:
+            return column_of(self.table, name, what)
+        except InvalidParameter as error:
+            if not self.extra:
+                raise
+            joined = ", ".join(c.name for c in self.extra.values())
+            raise InvalidParameter(what, f"{str(error).split(': ', 1)[1]}; and from the join: {joined}") from None
 
 
 def parse_hunt(arguments: Mapping[str, object]) -> Hunt:
     """A validated hunt from the tool's arguments."""
     table = parse_table(arguments.get("table"))
     window = parse_window(arguments.get("time_window"))
-    filters = tuple(parse_filter(table, f) for f in _list(arguments.get("where"), "where"))
-    if len(filters) > MAX_FILTERS:
-        raise InvalidParameter("where", f"at most {MAX_FILTERS} filters")
-    aggregates = parse_aggregates(table, arguments.get("summarize"))
-    by = tuple(column_of(table, c, "by") for c in _list(arguments.get("by"), "by"))
+    budget = Budget()
+    filters = parse_conditions(arguments.get("where"), lambda n, w: column_of(table, n, w), budget)
+    baseline = _baseline(table, arguments.get("baseline"))
+    join = _join(table, window, arguments.get("join"), budget)
+    scope = _Scope(table, join)
+    aggregates = _aggregates(scope, arguments.get("summarize"), budget)
+    by = tuple(scope.resolve(c, "by") for c in _list(arguments.get("by"), "by"))
     bin_size = _bin(arguments.get("bin"))
-    columns = tuple(column_of(table, c, "columns") for c in _list(arguments.get("columns"), "columns"))
+    columns = tuple(scope.resolve(c, "columns") for c in _list(arguments.get("columns"), "columns"))
     if (by or bin_size) and not aggregates:
         aggregates = (Aggregate("count", None),)  # "by Country" alone means counting
+    hunt = Hunt(table.name, window, filters, aggregates, by, bin_size, columns, take=_take(arguments.get("take")),
+                join=join, baseline=baseline)
     if aggregates:
-        if columns:
-            raise InvalidParameter("columns", "a summarized hunt shows its by columns and aggregates; leave columns "
-                                              "out, or leave summarize out")
-        if len(by) > MAX_BY or len({c.name for c in by}) != len(by):
-            raise InvalidParameter("by", f"at most {MAX_BY} different columns")
-        if any(c.type == "dynamic" for c in by) or (bin_size and any(c.name == TIME_COLUMN for c in by)):
-            raise InvalidParameter("by", "a dynamic column cannot be a group; a time bin takes TimeGenerated itself")
+        hunt = _summarized(hunt, arguments.get("having"), budget)
     else:
-        columns = _dedupe(columns) or tuple(table.find(c) for c in table.defaults)  # type: ignore[misc]
-        if len(columns) > MAX_COLUMNS:
-            raise InvalidParameter("columns", f"at most {MAX_COLUMNS} columns")
-    hunt = Hunt(table.name, window, filters, aggregates, by, bin_size, columns, take=_take(arguments.get("take")))
+        if arguments.get("having") not in (None, "", []):
+            raise InvalidParameter("having", "filters a summarized hunt's aggregates; add summarize, or use where")
+        hunt = replace(hunt, columns=_shown_columns(table, join, columns))
     return _with_sort(hunt, arguments.get("sort"))
+
+
+def _summarized(hunt: Hunt, raw_having: object, budget: Budget) -> Hunt:
+    if hunt.columns:
+        raise InvalidParameter("columns", "a summarized hunt shows its by columns and aggregates; leave columns "
+                                          "out, or leave summarize out")
+    by = hunt.by
+    if len(by) > MAX_BY or len({c.name for c in by}) != len(by):
+        raise InvalidParameter("by", f"at most {MAX_BY} different columns")
+    if any(c.type == "dynamic" for c in by) or (hunt.bin and any(c.name == TIME_COLUMN for c in by)):
+        raise InvalidParameter("by", "a dynamic column cannot be a group; a time bin takes TimeGenerated itself")
+    names = [name for name, _ in hunt.output]
+    if len({n.lower() for n in names}) != len(names):
+        raise InvalidParameter("summarize", f"two result columns would have one name ({', '.join(names)}); an "
+                                            f"arg_max takes columns that are not group keys, and countif needs "
+                                            f"its own \"as\"")
+    outputs = Table("result", {n: Column(n, t) for n, t in hunt.output}, ())
+    having = parse_conditions(raw_having, lambda n, w: _output_column(outputs, n, w), budget, "having")
+    return replace(hunt, having=having)
+
+
+def _output_column(outputs: Table, name: object, what: str) -> Column:
+    column = outputs.find(name) if isinstance(name, str) else None
+    if column is None or column.type == "dynamic":
+        usable = [c.name for c in outputs.columns.values() if c.type != "dynamic"]
+        raise InvalidParameter(what, f"{quoted(name)} is not a result column; having filters these: "
+                                     f"{', '.join(usable)}")
+    return column
+
+
+def _shown_columns(table: Table, join: Join | None, columns: tuple[Column, ...]) -> tuple[Column, ...]:
+    if not columns:
+        defaults = tuple(c for name in table.defaults if (c := table.find(name)) is not None)
+        columns = defaults + tuple(Column(name, c.type) for name, c in join.columns) if join else defaults
+    columns = tuple({c.name: c for c in columns}.values())
+    if len(columns) > MAX_COLUMNS:
+        raise InvalidParameter("columns", f"at most {MAX_COLUMNS} columns")
+    return columns
+
+
+def _aggregates(scope: _Scope, raw: object, budget: Budget) -> tuple[Aggregate, ...]:
+    items = _list(raw, "summarize")
+    if len(items) > MAX_AGGREGATES:
+        raise InvalidParameter("summarize", f"at most {MAX_AGGREGATES} aggregates")
+    out = tuple(_aggregate(scope, item, budget, n) for n, item in enumerate(items, 1))
+    if len({a.name.lower() for a in out}) != len(out):
+        raise InvalidParameter("summarize", "an aggregate is named twice")
+    return out
+
+
+_AGGREGATE_HELP = ("count(), dcount(C), sum(C), avg(C), min(C), max(C), make_set(C), percentile(C, 95), "
+                   "arg_max(TimeGenerated, C1, C2), {\"countif\": condition, \"as\": \"Name\"}")
+
+
+def _aggregate(scope: _Scope, item: object, budget: Budget, n: int) -> Aggregate:
+    if isinstance(item, Mapping) and "countif" in item:
+        alias = item.get("as") or f"countif_{n}"
+        if not isinstance(alias, str) or not _NAME.match(alias):
+            raise InvalidParameter("summarize", f"countif's \"as\" is a name of letters, digits and _; got "
+                                                f"{quoted(alias)}")
+        [condition] = parse_conditions([item["countif"]], scope.resolve, budget, "summarize")
+        return Aggregate("countif", None, condition=condition, alias=alias)
+    match = _AGGREGATE.match(item) if isinstance(item, str) else None
+    fn = match[1].lower() if match else ""
+    if match is None or fn not in AGGREGATES or fn == "countif":
+        raise InvalidParameter("summarize", f"{quoted(item)} is not one of {_AGGREGATE_HELP}")
+    args = [a.strip() for a in match[2].split(",")] if match[2].strip() else []
+    if fn == "count":
+        if args:
+            raise InvalidParameter("summarize", "count() takes nothing; dcount(C) counts distinct values")
+        return Aggregate("count", None)
+    if not args:
+        raise InvalidParameter("summarize", f"{fn}() needs a column: {_AGGREGATE_HELP}")
+    column = scope.resolve(args[0], "summarize")
+    if fn == "percentile":
+        return _percentile(column, args)
+    if fn in ("arg_max", "arg_min"):
+        return _arg(fn, column, tuple(scope.resolve(a, "summarize") for a in args[1:]))
+    if len(args) > 1:
+        raise InvalidParameter("summarize", f"{fn}() takes one column: {_AGGREGATE_HELP}")
+    _check_applies(fn, column)
+    return Aggregate(fn, column)
+
+
+def _check_applies(fn: str, column: Column) -> None:
+    numbers = fn in ("sum", "avg") and column.type not in NUMBER_TYPES
+    ordered = fn in ("min", "max") and column.type not in NUMBER_TYPES | {"datetime"}
+    if column.type == "dynamic" or numbers or ordered:
+        raise InvalidParameter("summarize", f"{fn}() does not apply to {column.name} ({column.type}); sum and avg "
+                                            f"take numbers, min and max numbers and times, dcount and make_set any "
+                                            f"column but dynamic")
+
+
+def _percentile(column: Column, args: list[str]) -> Aggregate:
+    level = int(args[1]) if len(args) == 2 and args[1].isdigit() else 0
+    if column.type not in NUMBER_TYPES or not 1 <= level <= 99:
+        raise InvalidParameter("summarize", f"percentile takes a number column and a level 1 to 99, e.g. "
+                                            f"percentile(DurationMs, 95); got {column.name} ({column.type})")
+    return Aggregate("percentile", column, level=level)
+
+
+def _arg(fn: str, column: Column, extra: tuple[Column, ...]) -> Aggregate:
+    if column.type not in NUMBER_TYPES | {"datetime"}:
+        raise InvalidParameter("summarize", f"{fn} picks the row with the highest or lowest number or time, e.g. "
+                                            f"arg_max(TimeGenerated, ResultType); {column.name} is {column.type}")
+    if not 1 <= len(extra) <= 6 or len({c.name for c in (column, *extra)}) != len(extra) + 1:
+        raise InvalidParameter("summarize", f"{fn} takes 1 to 6 other columns, each once, e.g. "
+                                            f"{fn}(TimeGenerated, IPAddress, ResultType)")
+    return Aggregate(fn, column, extra=extra)
+
+
+def _join(table: Table, window: timedelta, raw: object, budget: Budget) -> Join | None:
+    if raw is None or raw == "" or raw == {}:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InvalidParameter("join", f"an object {{\"table\", \"on\": [left column, right column], \"kind\": "
+                                       f"inner|leftsemi|leftanti, \"where\", \"columns\"}}; got {quoted(raw)}")
+    right = parse_table(raw.get("table"), "join.table")
+    kind = str(raw.get("kind") or "inner").strip().lower()
+    if kind not in JOIN_KINDS:
+        raise InvalidParameter("join.kind", f"{quoted(raw.get('kind'))}: one of {', '.join(JOIN_KINDS)}")
+    on = raw.get("on")
+    if not isinstance(on, Sequence) or isinstance(on, str) or len(on) != 2:
+        raise InvalidParameter("join.on", f"[a column of {table.name}, a column of {right.name}], keys of one "
+                                          f"kind; got {quoted(on)}")
+    left_key, right_key = column_of(table, on[0], "join.on"), column_of(right, on[1], "join.on")
+    _check_keys(table, left_key, right, right_key)
+    right_window = parse_window(raw.get("time_window") or span_text(window), "join.time_window")
+    filters = parse_conditions(raw.get("where"), lambda n, w: column_of(right, n, w), budget, "join.where")
+    columns = tuple(column_of(right, c, "join.columns") for c in _list(raw.get("columns"), "join.columns"))
+    if kind != "inner" and columns:
+        raise InvalidParameter("join.columns", f"a {kind} join keeps the hunt's rows only; columns come with an "
+                                               f"inner join")
+    if kind == "inner" and not columns:
+        columns = tuple(c for name in right.defaults[:4] if (c := right.find(name)) is not None)
+    if len(columns) > MAX_JOIN_COLUMNS:
+        raise InvalidParameter("join.columns", f"at most {MAX_JOIN_COLUMNS} columns")
+    named = tuple((_right_name(table, c.name), c) for c in dict.fromkeys(columns))
+    return Join(right.name, kind, left_key, right_key, right_window, filters, named)
+
+
+def _right_name(left: Table, name: str) -> str:
+    """A right column's name after the join: its own, or ``Right<name>`` when the hunt's table has one so named."""
+    return f"Right{name}" if left.find(name) is not None else name
+
+
+def _check_keys(table: Table, left: Column, right: Table, right_key: Column) -> None:
+    kinds = join_kind(table.name, left.name), join_kind(right.name, right_key.name)
+    if not joinable(*kinds):
+        raise InvalidParameter("join.on", f"{table.name}.{left.name} and {right.name}.{right_key.name} are not "
+                                          f"keys of one kind; {table.name} joins on {_keys_text(table)}; "
+                                          f"{right.name} on {_keys_text(right)}")
+
+
+def _keys_text(table: Table) -> str:
+    keys = join_keys().get(table.name, {})
+    return ", ".join(f"{name} ({kind})" for name, kind in keys.items()) or "nothing"
+
+
+def _baseline(table: Table, raw: object) -> Baseline | None:
+    if raw is None or raw == "" or raw == {}:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InvalidParameter("baseline", f"an object {{\"days\": 14, \"keys\": [\"IPAddress\"]}}; got "
+                               f"{quoted(raw)}")
+    days = raw.get("days")
+    days = int(days) if isinstance(days, str) and days.strip().isdigit() else days
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_BASELINE_DAYS:
+        raise InvalidParameter("baseline", f"days: 1 to {MAX_BASELINE_DAYS} days before the window; got "
+                                           f"{quoted(raw.get('days'))}")
+    keys = tuple(column_of(table, c, "baseline") for c in _list(raw.get("keys"), "baseline"))
+    if not 1 <= len(keys) <= 3 or any(c.type not in KEY_TYPES for c in keys):
+        raise InvalidParameter("baseline", "keys: 1 to 3 text or whole-number columns (the user, the IP, the "
+                                           "country...) whose values are new if not seen in the days before")
+    return Baseline(days, tuple(dict.fromkeys(keys)))
 
 
 def _with_sort(hunt: Hunt, raw: object) -> Hunt:
@@ -334,7 +513,7 @@ def _with_sort(hunt: Hunt, raw: object) -> Hunt:
             sort = (hunt.aggregates[0].name, True)
         else:
             sort = (TIME_COLUMN, True) if TIME_COLUMN in names else (hunt.output[0][0], True)
-        return _replace_sort(hunt, sort)
+        return replace(hunt, sort=sort)
     match = _SORT.match(raw) if isinstance(raw, str) else None
     extra = tables()[hunt.table].find(match[1]) if match and not hunt.summarized else None
     if extra is not None and extra.name not in names and len(hunt.columns) < MAX_COLUMNS:
@@ -343,13 +522,9 @@ def _with_sort(hunt: Hunt, raw: object) -> Hunt:
     name = next((n for n in names if match and n.lower() == match[1].lower()), None)
     if match is None or name is None or names[name] == "dynamic":
         sortable = [n for n, kind in hunt.output if kind != "dynamic"]
-        raise InvalidParameter("sort", f"{_quoted(raw)}: sort by one of the hunt's columns, e.g. "
+        raise InvalidParameter("sort", f"{quoted(raw)}: sort by one of the hunt's columns, e.g. "
                                        f"\"{sortable[0]} desc\"; its columns are: {', '.join(sortable)}")
-    return _replace_sort(hunt, (name, (match[2] or "desc").lower() == "desc"))
-
-
-def _replace_sort(hunt: Hunt, sort: tuple[str, bool]) -> Hunt:
-    return replace(hunt, sort=sort)
+    return replace(hunt, sort=(name, (match[2] or "desc").lower() == "desc"))
 
 
 def _bin(raw: object) -> str | None:
@@ -357,7 +532,7 @@ def _bin(raw: object) -> str | None:
         return None
     text = raw.strip().lower() if isinstance(raw, str) else ""
     if text not in BINS:
-        raise InvalidParameter("bin", f"{_quoted(raw)} is not a bin; one of {', '.join(BINS)}")
+        raise InvalidParameter("bin", f"{quoted(raw)} is not a bin; one of {', '.join(BINS)}")
     return text
 
 
@@ -366,7 +541,7 @@ def _take(raw: object) -> int:
         return DEFAULT_TAKE
     number = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
     if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_TAKE:
-        raise InvalidParameter("take", f"{_quoted(raw)}: take 1 to {MAX_TAKE} rows")
+        raise InvalidParameter("take", f"{quoted(raw)}: take 1 to {MAX_TAKE} rows")
     return number
 
 
@@ -374,17 +549,10 @@ def _list(raw: object, what: str) -> list[Any]:
     if raw is None or raw == "":
         return []
     if isinstance(raw, str):
-        return [raw] if what != "where" else [[raw]]  # a lone name reads as a list of one; a filter must be a list
+        return [raw]  # a lone name reads as a list of one
     if not isinstance(raw, Sequence):
-        raise InvalidParameter(what, f"must be a list; got {_quoted(raw)}")
+        raise InvalidParameter(what, f"must be a list; got {quoted(raw)}")
+    if len(raw) > MAX_COLUMNS * 2:
+        raise InvalidParameter(what, f"at most {MAX_COLUMNS} names")
     return list(raw)
 
-
-def _dedupe(columns: tuple[Column, ...]) -> tuple[Column, ...]:
-    return tuple({c.name: c for c in columns}.values())
-
-
-def _quoted(value: object) -> str:
-    """A value quoted back in an error, cut short (it may be 10k characters of attacker text)."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -36,22 +36,26 @@ def _demo(query: Hunt, conn: sqlite3.Connection, now: datetime, workspace: DemoW
     return hunt_sql.run(query, conn, now)
 
 
-_FILTER = {"type": "array"}
-_NAMES = {"type": "string"}
+_ANY: dict[str, object] = {}  # an array's items: any (the service needs the key; the parser checks each item)
 SPEC = QuerySpec(
     name=Hunt.tool,
     # Every word here is sent on every model call: short, and the errors list what is allowed.
     params=(
-        # No enum (19 names on every call): the model knows Sentinel's tables, and a wrong name's error lists them.
+        # No enum (21 names on every call): the model knows Sentinel's tables, and a wrong name's error lists them.
         Param("table", _as_is, required=f"the table to hunt in, one of {', '.join(table_names())}"),
-        Param("time_window", _as_is, "e.g. 24h; at most 30d", required="how far back, e.g. 24h or 7d"),
-        Param("where", _as_is, "[[col, op, value]]; op: == != has contains startswith in > < between", kind="array",
-              items=_FILTER),
-        Param("summarize", _as_is, "count() dcount(C) min(C) max(C)", kind="array", items=_NAMES),
-        Param("by", _as_is, kind="array", items=_NAMES),
-        Param("bin", _as_is, enum=("5m", "15m", "1h", "6h", "1d")),
-        Param("columns", _as_is, kind="array", items=_NAMES),
-        Param("sort", _as_is, "e.g. Col desc"),
+        Param("time_window", _as_is, required="how far back, e.g. 24h or 7d"),
+        Param("where", _as_is, "[col,op,val] AND; {any:[..]} {not:..}; op == != has contains startswith "
+              "endswith in has_any matches regex > < between isempty; ! negates", kind="array",
+              items=_ANY),
+        Param("summarize", _as_is, "count() dcount sum avg min max make_set percentile(C,95) arg_max(T,C..) "
+              "{countif:cond,as:N}", kind="array", items=_ANY),
+        Param("by", _as_is, kind="array", items=_ANY),
+        Param("bin", _as_is),
+        Param("having", _as_is, "on results", kind="array", items=_ANY),
+        Param("join", _as_is, "{table,on:[col,col],kind,where,columns}", kind="object"),
+        Param("baseline", _as_is, "{days,keys}: unseen before", kind="object"),
+        Param("columns", _as_is, kind="array", items=_ANY),
+        Param("sort", _as_is),
         Param("take", _as_is, kind="integer", maximum=100),
     ),
     make=_make,

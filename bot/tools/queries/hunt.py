@@ -2,7 +2,9 @@
 
 The columns come back in the hunt's own order (re-read from the result's parameters, which are the hunt's canonical
 arguments); each row's [n] is its first identifier's (an account, IP, host, URL, hash...), so "[4]" works in a
-follow-up as it does for any entity.
+follow-up as it does for any entity. The text shows each cell whole up to ``CELL_CHARS`` (a command line, a consent's
+scopes) and marks a summarized hunt's group keys in its header ("Country (string, key)"), the other columns being
+its aggregates.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from bot.sentinel.models import HuntRow, QueryResult, count_label
 from bot.sentinel.params import InvalidParameter
 from bot.sentinel.queries import hunt
 from bot.sentinel.rows import as_datetime
-from bot.tools.compact import bounded, head
-from bot.tools.compact import cell as text_cell
+from bot.tools.compact import bounded, head, long_cell
 from bot.tools.compact import ref as text_ref
 from bot.tools.tool import Tool, read_tool
 
@@ -54,13 +55,31 @@ def row_ref(row: HuntRow, ref_for: RefFor) -> str:
     return text_ref(ref_for, "entity", f"{kind}:{value}")
 
 
+# A cell is shown whole up to this many characters (a command line, a consent's scopes, a set of addresses), then
+# cut with how much was left out; the text's own budget (``compact.MAX_CHARS``) then holds fewer rows, and says so.
+CELL_CHARS = 600
+
+
+def group_keys(result: QueryResult) -> frozenset[str]:
+    """The columns a summarized hunt grouped by (its time bin included): each row's keys, the rest its aggregates."""
+    try:
+        hunt = parse_hunt(result.metadata.parameters)
+    except InvalidParameter:
+        return frozenset()
+    if not hunt.summarized:
+        return frozenset()
+    return frozenset([c.name for c in hunt.by] + (["TimeGenerated"] if hunt.bin else []))
+
+
 def hunt_text(result: QueryResult, ref_for: RefFor) -> str:
     first = head(result, "rows")
     if not result.records:
         return first.replace("lower min_severity", "fewer filters")
     output = output_of(result)
-    lines = [first, "|".join(["ref", *(f"{name} ({kind})" for name, kind in output)])]
-    rows = ["|".join([row_ref(r, ref_for), *(text_cell(shown(r.value(n), k), 80) for n, k in output)])
+    keys = group_keys(result)
+    lines = [first, "|".join(["ref", *(f"{name} ({kind}{', key' if name in keys else ''})"
+                                       for name, kind in output)])]
+    rows = ["|".join([row_ref(r, ref_for), *(long_cell(shown(r.value(n), k), CELL_CHARS) for n, k in output)])
             for r in result.records]
     return bounded(lines, rows, result.metadata.total)
 
@@ -85,8 +104,7 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
 
 TOOL: Tool = read_tool(
     hunt.SPEC,
-    "One log table, typed filters, no KQL. JSON fields are columns (sign-ins Country City DeviceOS ErrorCode "
-    "MfaMethod; AuditLogs InitiatedByUser TargetUpn; device events ParentProcess); errors list valid names.",
+    "One log table, typed conditions, no KQL; JSON fields are columns (Country TargetUpn..); errors list names.",
     "Hunting...",
     text=hunt_text,
     card=hunt_card,
