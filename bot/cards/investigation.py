@@ -109,6 +109,12 @@ def section_rows(investigation: Investigation, section: Section, shown: tuple[tu
                  ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
     """The headers and each row's cells (its evidence ref first, with the conversation's [n]: the alert's, the
     incident's, or the entity's the row names)."""
+    headers, cells = _section_rows(investigation, section, shown, ref_for)
+    return tuple("time UTC" if h == "time" else h for h in headers), cells  # the zone said once, in the header
+
+
+def _section_rows(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
+                  ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
     first = shown[0][1]
     if isinstance(first, AlertSummary):
         return ("time", "severity", "alert"), [
