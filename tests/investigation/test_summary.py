@@ -280,3 +280,25 @@ async def test_investigations_run_at_most_two_at_a_time(demo_client: SentinelCli
 def test_a_cite_is_a_reference_key() -> None:
     assert Cite("entity", "host:ws-1") == Cite("entity", "host:ws-1")
     assert datetime(2026, 1, 1, tzinfo=UTC).tzinfo is UTC
+
+
+async def test_a_narration_of_the_summary_is_held_by_the_fact_check(demo_client: SentinelClient) -> None:
+    from bot.orchestrator.factcheck.facts import Facts
+    from bot.orchestrator.factcheck.grounding import check
+
+    number = await _mfa_incident(demo_client)
+    result = await summarize(demo_client, {"incident_ref": number})
+    assert isinstance(result, QueryResult)
+    summary = result.records[0]
+    refs = References()
+    refs.register(result)
+    facts = Facts()
+    facts.observe(result, NOW)
+    high = next(f for f in summary.entities if f.level is Level.HIGH)
+    assert facts.verdicts[high.value.lower()].level == "high"
+    assert number in facts.incidents and all(s.incident.number in facts.incidents for s in summary.similar)
+    honest = f"Incident #{number}: the assessment of {high.value} is high."
+    assert not check(honest, facts, refs, NOW)
+    lie = f"Incident #{number}: the assessment of {high.value} is low, nothing to worry about."
+    assert check(lie, facts, refs, NOW), "a level the bot did not compute is flagged"
+    assert check("Incident #99999 was closed as a true positive.", facts, refs, NOW), "an incident never read"
