@@ -135,3 +135,17 @@ async def test_an_unknown_reference_names_what_exists_without_asking_the_model(f
     assert fake_openai.chat_requests == [], "answered without the model"
     assert "[x]" not in await chat.answer("- [x] contained the host")  # not a reference: goes to the model
     assert len(fake_openai.chat_requests) >= 1
+
+
+async def test_a_summary_in_the_terminal_with_and_without_the_model(fake_openai: FakeOpenAI, demo_client) -> None:
+    chat = TerminalChat(demo_client, None, out=io.StringIO(), status=io.StringIO())
+    await chat.answer("incidents 7d high")
+    number = chat.conversation.references.get(1).key
+    shown = await chat.answer("summary [1]")
+    assert f"Summary of incident #{number} [1]" in shown and "Suggested classification: " in shown
+    assert "Recommended next actions" in shown and "Timeline (UTC)" in shown and "Source: summarize_incident(" in shown
+    fake_openai.brain = rule_model.brain
+    narrated, status = chat_with_model(fake_openai, demo_client)
+    answer = await narrated.answer(f"summarize incident {number}")
+    assert f"The bot's summary of incident #{number}: suggested classification: " in answer
+    assert "Summarizing the incident" in status.getvalue()
