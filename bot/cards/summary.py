@@ -36,6 +36,7 @@ from bot.sentinel.models import QueryResult, one_line
 
 MAX_VALUE_CHARS = 1000  # an identifier or a command line, whole up to this
 MAX_TEXT_CHARS = 300  # an alert name, a title, an evidence row's cells
+COMMENT_LINES = 3  # per section in the posted comment (its 2,000 characters hold every section's first lines)
 COMMENT_TOOL = "add_incident_comment"  # the change "Post to the incident" proposes (tools.write_tools)
 CARD_ROWS = {5: 5}  # the similar incidents (the sixth section): the five sharing the most on a phone's card
 _SUGGESTION_STYLE = {"TruePositive": "attention", "Undetermined": "warning"}
@@ -195,15 +196,16 @@ def _card(summary: IncidentSummary, result: QueryResult, ref_for: RefFor, change
 
 
 def summary_comment(summary: IncidentSummary, limit: int = MAX_COMMENT_CHARS) -> str:
-    """The summary as the incident comment "Post to the incident" adds: plain lines, values inert, no [n], at most
-    ``limit`` characters (whole lines; the last says what was left out)."""
+    """The summary as the incident comment "Post to the incident" adds: plain lines, values inert, no [n], each
+    section's first ``COMMENT_LINES`` lines without what backs them, at most ``limit`` characters (whole lines; the
+    last says what was left out)."""
     i = summary.detail.incident
-    lines = [f"Incident summary by the SOC bot, computed {stamp(summary.as_of)} from the incident's alerts, its "
-             "entities' investigations and similar incidents (fixed rules, not an AI model)."]
-    for section in sections(summary):
+    lines = [f"Incident summary by the SOC bot (fixed rules, not an AI model), computed {stamp(summary.as_of)}."]
+    for section in sections(summary):  # each section's first lines, so every section has its place
         lines.append(f"{section.heading}:")
-        lines += ["  " + _inert(line.parts) + (f" ({_inert(line.detail)})" if line.detail else "")
-                  for line in section.lines]
+        lines += ["  " + _inert(line.parts) for line in section.lines[:COMMENT_LINES]]
+        if len(section.lines) > COMMENT_LINES:
+            lines.append(f"  and {len(section.lines) - COMMENT_LINES} more")
     lines += [f"Left out: {n}" for n in summary.left_out]
     kept: list[str] = []
     used = 0
