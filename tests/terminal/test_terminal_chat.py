@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,8 @@ async def test_an_investigation_reads_as_the_bots_assessment_and_tables_with_who
     shown = await chat.answer("investigate ws-fin-023 30d")
     assert "Investigation of host ws-fin-023, last 30d" in shown and "Assessment: " in shown
     assert "computed by the bot" in shown and "state it as given" not in shown, "words for the model, not for people"
-    assert "Processes (" in shown and "E1 [" in shown and "Source: investigate_entity(" in shown
+    assert "Processes (" in shown and "Source: investigate_entity(" in shown
+    assert re.search(r"(?m)^E1 .* \[\d+\] *$", shown), "the row's E number first, its [n] last, apart"
     hashes = [token for token in shown.split() if len(token) == 64 and all(c in "0123456789abcdef" for c in token)]
     assert hashes, "a file event's SHA-256 is shown whole (copied into a hunt or a block list)"
     follow = await chat.answer("investigate [1] 7d")
