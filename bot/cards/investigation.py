@@ -1,7 +1,8 @@
 """The investigation card: the bot's assessment on top (level, score, each signal with its weight and the evidence
 rows "E<n>" it rests on), then one section per evidence query with its rows numbered E1, E2, ... across the card
-(each also with the conversation's [n]: an alert's, an incident's, or the entity the row names, such as a sign-in's
-IP or a process's hash), how many matched, and its query behind "Show query"."""
+(each ending with the conversation's [n]: an alert's, an incident's, or the entity the row names, such as a
+sign-in's IP or a process's hash, kept apart from the "E" number), how many matched, and its query behind "Show
+query"."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
     if shown:
         # One line per row (a Table costs several times the bytes, and thirteen sections share the card's 28 KB).
         headers, cells = section_rows(investigation, section, shown, ref_for)
-        out.append(subtle(" · ".join(("ref", *headers)), weight="bolder"))
+        out.append(subtle(" · ".join(("row", *headers)), weight="bolder"))
         # Made inert as one line, not cell by cell: a cell "#14404" alone would lose its "#" (a markdown heading).
         # Each cell whole up to MAX_CELL_CHARS (a SHA-256, a command line, a URL: what an analyst copies), wrapped by
         # the card; the card sheds rows, not the ends of values, when it is over its size.
@@ -107,17 +108,25 @@ def _section(investigation: Investigation, section: Section, index: int, ref_for
 
 def section_rows(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
                  ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
-    """The headers and each row's cells (its evidence ref first, with the conversation's [n]: the alert's, the
-    incident's, or the entity's the row names)."""
+    """The headers and each row's cells: its evidence number first ("E9", what the signals cite), its cells, and
+    last the conversation's [n] of what it names (the alert, the incident, or the entity the row names: "tell me
+    more about [39]"), apart from the "E" number so that "E9" and "[39]" are never read as one."""
+    headers, cells = _section_rows(investigation, section, shown, ref_for)
+    return (*("time UTC" if h == "time" else h for h in headers), "[n]"), cells  # the zone said once, in the header
+
+
+def _section_rows(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
+                  ref_for: RefFor) -> tuple[tuple[str, ...], list[list[str]]]:
     first = shown[0][1]
     if isinstance(first, AlertSummary):
         return ("time", "severity", "alert"), [
-            [_refs(section, i, ref(ref_for, "alert", a.alert_id)), _time(a.time), a.severity, a.name] for i, a in shown]
+            [section.ref(i), _time(a.time), a.severity, a.name, ref(ref_for, "alert", a.alert_id) or "-"]
+            for i, a in shown]
     if isinstance(first, Incident):
         return ("incident", "severity", "status", "title"), [
-            [_refs(section, i, ref(ref_for, "incident", str(n.number))), f"#{n.number}", n.severity, n.status,
-             n.title] for i, n in shown]
-    return tuple(first.HEADERS), [[_refs(section, i, row_ref(investigation, r, ref_for)), *r.cells()]
+            [section.ref(i), f"#{n.number}", n.severity, n.status, n.title,
+             ref(ref_for, "incident", str(n.number)) or "-"] for i, n in shown]
+    return tuple(first.HEADERS), [[section.ref(i), *r.cells(), row_ref(investigation, r, ref_for) or "-"]
                                   for i, r in shown]
 
 
@@ -125,10 +134,6 @@ def row_ref(investigation: Investigation, record: Any, ref_for: RefFor) -> str:
     """The conversation's [n] of the entity an evidence row names (References.register gave it one)."""
     kind, value = investigation.row_entity(record)
     return ref(ref_for, "entity", f"{kind}:{value}")
-
-
-def _refs(section: Section, index: int, conversation_ref: str) -> str:
-    return f"{section.ref(index)} {conversation_ref}".strip()
 
 
 def _time(moment: datetime | None) -> str:

@@ -36,6 +36,7 @@ from bot.sentinel.models import QueryResult, one_line
 
 MAX_VALUE_CHARS = 1000  # an identifier or a command line, whole up to this
 MAX_TEXT_CHARS = 300  # an alert name, a title, an evidence row's cells
+COMMENT_LINES = 3  # per section in the posted comment (its 2,000 characters hold every section's first lines)
 COMMENT_TOOL = "add_incident_comment"  # the change "Post to the incident" proposes (tools.write_tools)
 CARD_ROWS = {5: 5}  # the similar incidents (the sixth section): the five sharing the most on a phone's card
 _SUGGESTION_STYLE = {"TruePositive": "attention", "Undetermined": "warning"}
@@ -56,6 +57,7 @@ class Line:
 class Section:
     heading: str
     lines: tuple[Line, ...]
+    more: int = 0  # rows the summary holds no line for (similar incidents past the ten sharing the most)
 
 
 def _line(*parts: str | tuple[str]) -> tuple[tuple[str, bool], ...]:
@@ -85,7 +87,8 @@ def sections(summary: IncidentSummary) -> list[Section]:
            Section("Tactics and techniques", tuple(
                Line(_line("tactic " if t.tactic else "technique ", (t.name,)), t.cites) for t in summary.techniques)
                or (Line(_line("None declared by the alerts.")),)),
-           Section("Similar incidents (same alert names or entities, last 30 days)", _similar_lines(summary))]
+           Section("Similar incidents (same alert names or entities, last 30 days)", _similar_lines(summary),
+                   max(summary.similar_total - len(summary.similar), 0))]
 
 
 def _timeline_line(entry: TimelineEntry) -> Line:
@@ -116,9 +119,6 @@ def _similar_lines(summary: IncidentSummary) -> tuple[Line, ...]:
         lines.append(Line(_line(f"#{i.number} · ", (i.classification or "unclassified",), " · ",
                                 (i.owner or "Unassigned",), f" · {i.severity} · {i.status}"),
                           (Cite("incident", str(i.number)),), _line((i.title,), " · shares: ", (shares,))))
-    if summary.similar_total > len(lines):
-        lines.append(Line(_line(f"and {summary.similar_total - len(lines)} more (the {len(summary.similar)} "
-                                "sharing the most are shown)")))
     return tuple(lines) or (Line(_line("None in the last 30 days.")),)
 
 
@@ -179,8 +179,9 @@ def _card(summary: IncidentSummary, result: QueryResult, ref_for: RefFor, change
         shown = cited[:min(most, CARD_ROWS.get(index, most))]
         lines = [block for line in section.lines if not line.cites or line in shown
                  for block in _card_lines(line, ref_for)]
-        if len(shown) < len(cited):
-            lines.append(subtle(f"{len(cited) - len(shown)} more not shown on the card."))
+        hidden = len(cited) - len(shown) + section.more
+        if hidden:
+            lines.append(subtle(f"{hidden} more not shown on the card (the first by time or by what they share)."))
         if index == 0:  # the suggestion on its level's background
             style = _SUGGESTION_STYLE.get(summary.suggestion.classification, "good")
             body.append({"type": "Container", "style": style, "items": [heading, *lines], "spacing": "medium"})
@@ -195,15 +196,16 @@ def _card(summary: IncidentSummary, result: QueryResult, ref_for: RefFor, change
 
 
 def summary_comment(summary: IncidentSummary, limit: int = MAX_COMMENT_CHARS) -> str:
-    """The summary as the incident comment "Post to the incident" adds: plain lines, values inert, no [n], at most
-    ``limit`` characters (whole lines; the last says what was left out)."""
+    """The summary as the incident comment "Post to the incident" adds: plain lines, values inert, no [n], each
+    section's first ``COMMENT_LINES`` lines without what backs them, at most ``limit`` characters (whole lines; the
+    last says what was left out)."""
     i = summary.detail.incident
-    lines = [f"Incident summary by the SOC bot, computed {stamp(summary.as_of)} from the incident's alerts, its "
-             "entities' investigations and similar incidents (fixed rules, not an AI model)."]
-    for section in sections(summary):
+    lines = [f"Incident summary by the SOC bot (fixed rules, not an AI model), computed {stamp(summary.as_of)}."]
+    for section in sections(summary):  # each section's first lines, so every section has its place
         lines.append(f"{section.heading}:")
-        lines += ["  " + _inert(line.parts) + (f" ({_inert(line.detail)})" if line.detail else "")
-                  for line in section.lines]
+        lines += ["  " + _inert(line.parts) for line in section.lines[:COMMENT_LINES]]
+        if len(section.lines) + section.more > COMMENT_LINES:
+            lines.append(f"  and {len(section.lines) + section.more - COMMENT_LINES} more")
     lines += [f"Left out: {n}" for n in summary.left_out]
     kept: list[str] = []
     used = 0
@@ -234,6 +236,8 @@ def summary_text(result: QueryResult, ref_for: RefFor, now: datetime | None = No
             cited = refs(line, ref_for)
             body = _said(line.parts) + (f" ({_said(line.detail)})" if line.detail else "")
             lines.append(f"  {cited} {body}" if cited else f"  {body}")
+        if section.more:
+            lines.append(f"  and {section.more} more")
     return "\n".join(lines)
 
 

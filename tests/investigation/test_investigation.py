@@ -5,6 +5,7 @@ workspace (real client, router, registry, card and fact check), and what the fac
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -443,7 +444,8 @@ async def test_every_evidence_row_has_an_n_and_investigate_n_follows_it(backend:
     assert signins is not None
     row = next(i for i, g in enumerate(signins.records) if g.ip == world.BAD_IP)
     card = json.dumps(TOOLS.card(result, references.ref_for, NOW), ensure_ascii=False)
-    assert f"{signins.ref(row)} [{bad_ip}] · " in card
+    line = next(t for t in re.findall(r'"text": "([^"]*)"', card) if t.startswith(f"{signins.ref(row)} · "))
+    assert line.endswith(f" · [{bad_ip}]"), "the row's E number first, the [n] of what it names last, apart"
     assert f"\n{signins.ref(row)} [{bad_ip}]|" in TOOLS.text(result, references.ref_for, {})
     # every row of every section shows a conversation reference: its own, or the entity it names
     text = TOOLS.text(result, references.ref_for, {})

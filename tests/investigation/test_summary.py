@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from bot.cards.summary import summary_card, summary_comment, summary_text
 from bot.commands.parser import SUMMARY, parse
 from bot.commands.router import CommandRouter, Route
-from bot.investigation.models import Cite, EntityFinding, IncidentSummary, Level
+from bot.investigation.models import EntityFinding, IncidentSummary, Level
 from bot.investigation.run import investigate
 from bot.investigation.summary import (
     CONCURRENT_INVESTIGATIONS,
@@ -254,7 +256,8 @@ async def test_a_failing_workspace_leaves_every_entity_unknown_not_none(demo_cli
     assert result.metadata.warnings and summary.timeline  # the alerts still make the timeline
 
 
-async def test_investigations_run_at_most_two_at_a_time(demo_client: SentinelClient) -> None:
+async def test_investigations_run_at_most_two_at_a_time(demo_client: SentinelClient,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     number = await _mfa_incident(demo_client)
     running, peak = 0, 0
 
@@ -267,16 +270,29 @@ async def test_investigations_run_at_most_two_at_a_time(demo_client: SentinelCli
         finally:
             running -= 1
 
-    import bot.investigation.summary as module
-    original = module.investigate
-    module.investigate = counted  # type: ignore[assignment]
-    try:
-        await summarize(demo_client, {"incident_ref": number})
-    finally:
-        module.investigate = original
-    assert 1 <= peak <= CONCURRENT_INVESTIGATIONS
+    monkeypatch.setattr("bot.investigation.summary.investigate", counted)
+    result = await summarize(demo_client, {"incident_ref": number})
+    assert isinstance(result, QueryResult) and len(result.records[0].entities) >= 2
+    assert peak == CONCURRENT_INVESTIGATIONS
 
 
-def test_a_cite_is_a_reference_key() -> None:
-    assert Cite("entity", "host:ws-1") == Cite("entity", "host:ws-1")
-    assert datetime(2026, 1, 1, tzinfo=UTC).tzinfo is UTC
+async def test_a_narration_of_the_summary_is_held_by_the_fact_check(demo_client: SentinelClient) -> None:
+    from bot.orchestrator.factcheck.facts import Facts
+    from bot.orchestrator.factcheck.grounding import check
+
+    number = await _mfa_incident(demo_client)
+    result = await summarize(demo_client, {"incident_ref": number})
+    assert isinstance(result, QueryResult)
+    summary = result.records[0]
+    refs = References()
+    refs.register(result)
+    facts = Facts()
+    facts.observe(result, NOW)
+    high = next(f for f in summary.entities if f.level is Level.HIGH)
+    assert facts.verdicts[high.value.lower()].level == "high"
+    assert number in facts.incidents and all(s.incident.number in facts.incidents for s in summary.similar)
+    honest = f"Incident #{number}: the assessment of {high.value} is high."
+    assert not check(honest, facts, refs, NOW)
+    lie = f"Incident #{number}: the assessment of {high.value} is low, nothing to worry about."
+    assert check(lie, facts, refs, NOW), "a level the bot did not compute is flagged"
+    assert check("Incident #99999 was closed as a true positive.", facts, refs, NOW), "an incident never read"

@@ -84,7 +84,7 @@ async def test_one_tool_round_trip_in_both_url_shapes(fake_openai: oa.FakeOpenAI
         assert first.json["tool_choice"] == "auto" and "parallel_tool_calls" not in first.json
         assert {t["function"]["name"] for t in first.json["tools"]} == {
             "query_incidents", "get_incident_detail", "query_alerts", "get_alert_trend", "get_top_entities",
-            "get_on_call", "hunt", "investigate_entity"}
+            "get_on_call", "hunt", "investigate_entity", "summarize_incident"}
         assert all("strict" not in t["function"] for t in first.json["tools"])
         assert second.json["tools"], "tools are sent on every round"
         # The assistant message with tool_calls comes first, then its tool result with the matching id.

@@ -114,7 +114,9 @@ _CLI_REQUIRED = {"get_incident_detail": '{"incident_ref": "42"}', "incident_chan
                  "analyst_kql": '{"query": "SigninLogs | take 1"}',
                  "get_entity_identity": '{"entity": "CONTOSO\\\\nina"}',
                  "evidence_alert_incidents": '{"alert_ids": ["6A7F098B-D03D-49EC-9134-6C60C547D83C"]}',
-                 "evidence_counterparty_intel": '{"values": ["203.0.113.5", "evil.example.com"]}'} | {
+                 "evidence_counterparty_intel": '{"values": ["203.0.113.5", "evil.example.com"]}',
+                 "similar_incidents": '{"incident": 42, "alert_names": ["Suspicious access to LSASS service"], '
+                                      '"entities": ["ws-fin-160"]}'} | {
     spec.name: '{"entity": "WS-FIN-042"}' if EntityKind.HOST in cls.kinds else '{"entity": "alice@contoso.com"}'
     for spec, cls in EVIDENCE}  # the investigation's evidence queries need an entity they read
 
@@ -229,3 +231,23 @@ def test_hostile_dates_are_refused(name: str) -> None:
     for value in HOSTILE_REFS + ["2026-11-20\n| where 1==1", "2026-11-20T09:00:00Z) | take 1 //", "Monday 9:00"]:
         with pytest.raises(InvalidParameter, match=name):
             make_query("query_incidents", {name: value})
+
+
+@pytest.mark.slow
+def test_similar_incidents_parse_with_hostile_names_as_one_literal_each() -> None:
+    """The summary's similar-incidents query: alert names and entity values from alert data (attacker-reachable)
+    stay one literal each, with names only, entities only, or both."""
+    hostile = [v for v in HOSTILE_REFS if 0 < len(v.strip()) <= 256][:20]
+    queries = [make_query("similar_incidents", {"incident": 42, "alert_names": hostile, "entities": ["ws-fin-160"]}),
+               make_query("similar_incidents", {"incident": 42, "entities": hostile[:10]}),
+               make_query("similar_incidents", {"incident": 42, "alert_names": ["Suspicious access to LSASS service"]})]
+    for query, result in zip(queries, kusto.check([kql_of(q) for q in queries]), strict=True):
+        assert result["ok"], (query.parameters(), result["errors"][:2])
+        assert tuple((c["name"], c["type"]) for c in result["result_columns"]) == RESULT_TYPES["similar_incidents"]
+    literals = [lit["value"] for lit in kusto.check([kql_of(queries[0])])[0]["string_literals"]]
+    for value in hostile:
+        assert _expected_value(value.strip()) in literals, value[:40]
+    for refused in ({"incident": 42}, {"incident": "42; drop", "alert_names": ["x"]},
+                    {"incident": 42, "alert_names": ["x" * 257]}, {"incident": 42, "entities": list("abcdefghijk")}):
+        with pytest.raises(InvalidParameter):
+            make_query("similar_incidents", refused)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,8 @@ async def test_an_investigation_reads_as_the_bots_assessment_and_tables_with_who
     shown = await chat.answer("investigate ws-fin-023 30d")
     assert "Investigation of host ws-fin-023, last 30d" in shown and "Assessment: " in shown
     assert "computed by the bot" in shown and "state it as given" not in shown, "words for the model, not for people"
-    assert "Processes (" in shown and "E1 [" in shown and "Source: investigate_entity(" in shown
+    assert "Processes (" in shown and "Source: investigate_entity(" in shown
+    assert re.search(r"(?m)^E1 .* \[\d+\] *$", shown), "the row's E number first, its [n] last, apart"
     hashes = [token for token in shown.split() if len(token) == 64 and all(c in "0123456789abcdef" for c in token)]
     assert hashes, "a file event's SHA-256 is shown whole (copied into a hunt or a block list)"
     follow = await chat.answer("investigate [1] 7d")
@@ -135,3 +137,17 @@ async def test_an_unknown_reference_names_what_exists_without_asking_the_model(f
     assert fake_openai.chat_requests == [], "answered without the model"
     assert "[x]" not in await chat.answer("- [x] contained the host")  # not a reference: goes to the model
     assert len(fake_openai.chat_requests) >= 1
+
+
+async def test_a_summary_in_the_terminal_with_and_without_the_model(fake_openai: FakeOpenAI, demo_client) -> None:
+    chat = TerminalChat(demo_client, None, out=io.StringIO(), status=io.StringIO())
+    await chat.answer("incidents 7d high")
+    number = chat.conversation.references.get(1).key
+    shown = await chat.answer("summary [1]")
+    assert f"Summary of incident #{number} [1]" in shown and "Suggested classification: " in shown
+    assert "Recommended next actions" in shown and "Timeline (UTC)" in shown and "Source: summarize_incident(" in shown
+    fake_openai.brain = rule_model.brain
+    narrated, status = chat_with_model(fake_openai, demo_client)
+    answer = await narrated.answer(f"summarize incident {number}")
+    assert f"The bot's summary of incident #{number}: suggested classification: " in answer
+    assert "Summarizing the incident" in status.getvalue()

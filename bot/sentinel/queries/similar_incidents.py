@@ -155,8 +155,9 @@ def decode(row: Row) -> SimilarIncident:
                         owner=owner_name(row.get("Owner")), created=as_datetime(row.get("CreatedTime")),
                         last_modified=None, alert_count=as_int(row.get("AlertCount")), tactics=(), products=(),
                         url="", classification=as_optional_text(row.get("Classification")))
+    entities = {e.lower(): e for e in sorted(as_text_tuple(row.get("MatchedEntities")), reverse=True)}
     return SimilarIncident(incident, tuple(sorted(as_text_tuple(row.get("MatchedNames")))),
-                           tuple(sorted(as_text_tuple(row.get("MatchedEntities")))))
+                           tuple(sorted(entities.values())))  # one per value whatever its case (WS-1, ws-1)
 
 
 SPEC = QuerySpec(

@@ -35,6 +35,8 @@ def text(result: QueryResult, ref_for: RefFor) -> str:
             if line.detail:
                 body += " (" + "".join(cell(t, 200) if value else t for t, value in line.detail) + ")"
             lines.append(f"{refs(line, ref_for)} {body}".strip())
+        if section.more:
+            lines.append(f"and {section.more} more")
     return "\n".join(lines)
 
 
