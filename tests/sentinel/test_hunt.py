@@ -862,8 +862,17 @@ async def test_a_misbehaving_model_gets_errors_never_a_traceback(hunt_demo) -> N
     junk: list[Any] = [None, True, 0, -1, 2**70, 1.5, float("1e308"), "", " ", "x" * 600, "SigninLogs", "==", "in",
                        "between", "Country", "count()", "max(Country)", "1h", "7d", [], {}, [None], [[]], ["a", "b"],
                        [["Country", "==", "US"]], [["ErrorCode", "between", [1]]], {"column": "Country"},
-                       [["TimeGenerated", ">", "2026-13-45"]], "\ud800", "\u0000", ["\n.drop table x"]]
-    names = ["table", "time_window", "where", "summarize", "by", "bin", "columns", "sort", "take"]
+                       [["TimeGenerated", ">", "2026-13-45"]], "\ud800", "\u0000", ["\n.drop table x"],
+                       [{"any": [["Country", "==", "US"], {"not": {"all": []}}]}], [{"not": None}], {"any": "x"},
+                       [["Country", "matches regex", "(a*)*$"]], [["Country", "has_any", []]], [["Country", "isempty"]],
+                       {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"]},
+                       {"table": "AuditLogs", "on": [1, 2]},
+                       {"table": "SigninLogs", "on": ["IPAddress"], "kind": "inner"}, {"days": 3, "keys": ["Country"]},
+                       {"days": "90", "keys": "IPAddress"}, {"days": 2, "keys": []}, [["Count", ">", "x"]],
+                       [{"countif": ["Country", "==", "RU"], "as": "Ru"}, "percentile(DurationMs, 0)", "arg_max()"],
+                       ["make_set(Country)", "sum(DurationMs)", "avg(IPAddress)", "arg_min(TimeGenerated, Country)"]]
+    names = ["table", "time_window", "where", "summarize", "by", "bin", "columns", "sort", "take", "having", "join",
+             "baseline"]
     box = ToolBox(SentinelClient(backend))
     codes = set()
     for _ in range(300):
