@@ -181,6 +181,15 @@ def _values(hunt: dict[str, Any]) -> list[list[str]]:
     return out + [list(map(str, f.values)) for f in leaves(countif)]
 
 
+def test_every_sample_and_world_hunt_parses() -> None:
+    """The hunts the demo's SQL is checked with are KQL Microsoft's parser accepts, returning the hunt's contract."""
+    hunts = SAMPLE_HUNTS + WORLD_HUNTS
+    texts = [queries.kql_of(queries.make_query("hunt", arguments)) for arguments in hunts]
+    for arguments, result, text in zip(hunts, kusto.check(texts), texts, strict=True):
+        assert result["ok"], (arguments, result["errors"], text)
+        assert [c["name"] for c in result["result_columns"]] == ["Row", "TotalMatched"]
+
+
 def test_the_parser_sees_the_virtual_columns_typed() -> None:
     """Each virtual column's KQL gives its declared type, read from its source's declared type."""
     virtual = [(table.name, c) for table in tables().values() for c in table.columns.values() if c.virtual]
@@ -636,6 +645,12 @@ SAMPLE_HUNTS: list[dict[str, Any]] = [
      "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "InitiatedByUser"], "columns": ["OperationName"]},
      "by": ["UserPrincipalName", "OperationName"], "summarize": ["count()", "dcount(IPAddress)"],
      "having": [["Count", ">", 2]]},
+    # A baseline and a join together (their steps' values in the order the SQL reads them).
+    {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "!has", "portal"]],
+     "baseline": {"days": 1, "keys": ["UserPrincipalName", "Country"]},
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "time_window": "20d",
+              "where": [["Result", "==", "success"]], "columns": ["OperationName", "InitiatedByUser"]},
+     "take": 100},
 ]
 
 
