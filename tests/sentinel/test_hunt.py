@@ -181,6 +181,15 @@ def _values(hunt: dict[str, Any]) -> list[list[str]]:
     return out + [list(map(str, f.values)) for f in leaves(countif)]
 
 
+def test_every_sample_and_world_hunt_parses() -> None:
+    """The hunts the demo's SQL is checked with are KQL Microsoft's parser accepts, returning the hunt's contract."""
+    hunts = SAMPLE_HUNTS + WORLD_HUNTS
+    texts = [queries.kql_of(queries.make_query("hunt", arguments)) for arguments in hunts]
+    for arguments, result, text in zip(hunts, kusto.check(texts), texts, strict=True):
+        assert result["ok"], (arguments, result["errors"], text)
+        assert [c["name"] for c in result["result_columns"]] == ["Row", "TotalMatched"]
+
+
 def test_the_parser_sees_the_virtual_columns_typed() -> None:
     """Each virtual column's KQL gives its declared type, read from its source's declared type."""
     virtual = [(table.name, c) for table in tables().values() for c in table.columns.values() if c.virtual]
@@ -636,6 +645,12 @@ SAMPLE_HUNTS: list[dict[str, Any]] = [
      "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "InitiatedByUser"], "columns": ["OperationName"]},
      "by": ["UserPrincipalName", "OperationName"], "summarize": ["count()", "dcount(IPAddress)"],
      "having": [["Count", ">", 2]]},
+    # A baseline and a join together (their steps' values in the order the SQL reads them).
+    {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "!has", "portal"]],
+     "baseline": {"days": 1, "keys": ["UserPrincipalName", "Country"]},
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "time_window": "20d",
+              "where": [["Result", "==", "success"]], "columns": ["OperationName", "InitiatedByUser"]},
+     "take": 100},
 ]
 
 
@@ -862,8 +877,17 @@ async def test_a_misbehaving_model_gets_errors_never_a_traceback(hunt_demo) -> N
     junk: list[Any] = [None, True, 0, -1, 2**70, 1.5, float("1e308"), "", " ", "x" * 600, "SigninLogs", "==", "in",
                        "between", "Country", "count()", "max(Country)", "1h", "7d", [], {}, [None], [[]], ["a", "b"],
                        [["Country", "==", "US"]], [["ErrorCode", "between", [1]]], {"column": "Country"},
-                       [["TimeGenerated", ">", "2026-13-45"]], "\ud800", "\u0000", ["\n.drop table x"]]
-    names = ["table", "time_window", "where", "summarize", "by", "bin", "columns", "sort", "take"]
+                       [["TimeGenerated", ">", "2026-13-45"]], "\ud800", "\u0000", ["\n.drop table x"],
+                       [{"any": [["Country", "==", "US"], {"not": {"all": []}}]}], [{"not": None}], {"any": "x"},
+                       [["Country", "matches regex", "(a*)*$"]], [["Country", "has_any", []]], [["Country", "isempty"]],
+                       {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"]},
+                       {"table": "AuditLogs", "on": [1, 2]},
+                       {"table": "SigninLogs", "on": ["IPAddress"], "kind": "inner"}, {"days": 3, "keys": ["Country"]},
+                       {"days": "90", "keys": "IPAddress"}, {"days": 2, "keys": []}, [["Count", ">", "x"]],
+                       [{"countif": ["Country", "==", "RU"], "as": "Ru"}, "percentile(DurationMs, 0)", "arg_max()"],
+                       ["make_set(Country)", "sum(DurationMs)", "avg(IPAddress)", "arg_min(TimeGenerated, Country)"]]
+    names = ["table", "time_window", "where", "summarize", "by", "bin", "columns", "sort", "take", "having", "join",
+             "baseline"]
     box = ToolBox(SentinelClient(backend))
     codes = set()
     for _ in range(300):
