@@ -73,8 +73,8 @@ FAMILY: dict[Sem, str] = {
 }
 # Roles an answer names with a cue word before the value ("launched by", "from", "to"): the field is read only so.
 ROLE_CUES: dict[Sem, str] = {
-    Sem.PARENT: r"parent(?:\s+process)?(?:\s+(?:was|is|of))?|launched by|spawned by|started by|child of|"
-                r"created by|run by|ran under|executed by|invoked by",
+    Sem.PARENT: r"parent(?:\s+process)?(?:\s+of\s+\S+)?(?:\s*(?:was|is|=|:))?|launched by|spawned by|started by|"
+                r"child of|created by|run by|executed by|invoked by|opened by|dropped by|written by",
     Sem.SENDER: r"from|sent by|sender(?:\s+(?:was|is))?",
     Sem.RECIPIENT: r"to|recipient(?:\s+(?:was|is))?|sent to|delivered to|received by",
 }

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from bot.orchestrator.factcheck.facts import Facts, Kind, RowFact, link_forms
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
 from bot.orchestrator.factcheck.relations import Problem
+from bot.orchestrator.factcheck.structure import Cell
 from bot.orchestrator.references import References, RefKind
 from bot.sentinel.semantics import FAMILY, ROLE_CUES, Sem
 
@@ -44,6 +45,9 @@ _NEGATED = re.compile(r"\b(?:not|no|never|nor|without|neither|none|rather than|i
                       r"[^.;]{0,60}$", re.IGNORECASE)
 _CARRY = re.compile(r"^\W*(?:it|its|they|their|he|she|his|her|this|that|the (?:account|user|host|device|machine|"
                     r"ip|address|process|file|sender|mailbox|row|entity))\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|no(?![-.@\w])|never|nor|without|neither|rather than|instead of|other than|"
+                       r"except|unlike)\b|n't\b|\bcannot\b", re.IGNORECASE)
+_OPEN = re.compile(r"\b(?:if|whether|unless|suppose|assuming|in case)\b", re.IGNORECASE)
 _JOINED = re.compile(r"^[\s,()*_`'\"]*(?:and|or|&|/|as well as|plus|nor)?[\s,()*_`'\"]*$", re.IGNORECASE)
 _WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                  "ten": 10, "eleven": 11, "twelve": 12, "no": 0, "zero": 0, "a single": 1, "a": 1, "an": 1}
@@ -118,29 +122,47 @@ class Reader:
         self.vocabulary = _vocabulary(facts)
 
     def unit(self, answer: str, start: int, end: int, parents: tuple[tuple[int, int], ...], ids: list[Identifier],
-             asserted: bool, kind: str) -> list[Problem]:
+             asserted: bool, kind: str, cells: tuple[Cell, ...] | None = None) -> list[Problem]:
         if not self.facts.rows and not self.facts.empty:
             return []
         text = answer[start:end]
         own = self._subjects(text, start, ids)
         self.by_span[(start, end)] = own
-        inherited = own or self._inherited(parents) or (self.previous if _CARRY.search(text) else [])
+        above = self._inherited(parents) or (self.previous if _CARRY.search(text) else [])
         if own or kind == "heading":
             self.previous = own or self.previous
-        if kind == "heading" or not asserted or not inherited:
+        if kind == "heading" or not asserted or not (own or above):
             return []
         problems: list[Problem] = []
-        carried = inherited  # a clause that names no subject is about the last one named before it
+        carried = own[:1] if own and not above else above  # a clause naming no subject is about the last one named
         for c_start, c_end in _clauses(text):
             clause = text[c_start:c_end]
             offset = start + c_start
+            if _NEGATION.search(clause) or _OPEN.search(clause):
+                continue  # "did not", "never", "whether": nothing is stated about these rows
             subjects = [s for s in own if offset <= s.start < start + c_end] or carried
             carried = subjects
             values = self._values(clause, offset, [i for i in ids if offset <= i.start < start + c_end])
-            problems += self._check_values(answer, subjects, values)
-            problems += self._counts(answer, clause, offset, subjects, values)
-            problems += self._flags(clause, offset, subjects)
+            values += self._cell_values(cells or (), offset, offset + len(clause))
+            problems += self._check_values(answer, subjects, values, above)
+            problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
+            problems += self._flags(clause, offset, subjects or above)
         return problems
+
+    def _cell_values(self, cells: tuple[Cell, ...], low: int, high: int) -> list[_Value]:
+        """A table cell or label value read by its header: "| Risk level |" over "medium", "Port: 8080"."""
+        out = []
+        for cell in cells:
+            if not low <= cell.start < high:
+                continue
+            value = cell.value.strip("*_` ").lower()
+            for name, cue, _ in self.vocabulary.cued:
+                if re.search(rf"\b(?:{cue})", cell.header, re.IGNORECASE) and \
+                        re.fullmatch(r"\d{1,7}|high|medium|low|none", value):
+                    out.append(_Value((f"field:{name}",), frozenset({value}), cell.start, cell.end))
+            if re.search(r"countr|location", cell.header, re.IGNORECASE) and re.fullmatch(r"[a-z]{2}", value):
+                out.append(_Value(("country",), frozenset({value}), cell.start, cell.end))
+        return out
 
     # subjects
 
@@ -159,7 +181,10 @@ class Reader:
             start = offset + m.start()
             if any(s <= start < e for s, e in taken):
                 continue
-            forms = link_forms(m.group(0).rstrip("."))
+            token = m.group(0).rstrip(".")
+            if not re.search(r"[\d.@\\_-]", token):
+                continue  # a plain word ("Teams") is no name, even where it is a domain's first label
+            forms = link_forms(token)
             rows = self._rows(forms)
             if rows:
                 found.append(_Subject(frozenset(forms), start, offset + m.end(), rows))
@@ -211,9 +236,10 @@ class Reader:
                 raw = m.group(group).replace(",", "").lower()
                 values.append(_Value((f"field:{name}",), frozenset({raw}), offset + m.start(group),
                                      offset + m.end(group)))
-        return [v for v in values if not _NEGATED.search(clause[:v.start - offset])]
+        return values
 
-    def _check_values(self, answer: str, subjects: list[_Subject], values: list[_Value]) -> list[Problem]:
+    def _check_values(self, answer: str, subjects: list[_Subject], values: list[_Value],
+                      above: list[_Subject]) -> list[Problem]:
         problems = []
         roles = {f for v in values if v.role is not None for f in v.families}
         for value in values:
@@ -222,7 +248,8 @@ class Reader:
             others = [s for s in subjects if not (s.forms & value.forms) and not (s.start < value.end and
                                                                                 value.start < s.end)
                       and not _coordinated(answer, s, value)]
-            if not others:
+            others = others or [s for s in above if not (s.forms & value.forms)]  # the heading's, when the value
+            if not others:                                                          # is the line's only name
                 continue
             groups = _groups(answer, others)
             kinds = {r.kind for s in others for r, _ in s.rows}
@@ -258,11 +285,20 @@ class Reader:
     # counts
 
     def _counts(self, answer: str, clause: str, offset: int, subjects: list[_Subject],
-                values: list[_Value]) -> list[Problem]:
+                values: list[_Value], cells: tuple[Cell, ...]) -> list[Problem]:
         pattern = self.vocabulary.counts
         if pattern is None:
             return []
         problems = []
+        for cell in cells:  # "Failed sign-ins: 26", a "| Sign-ins |" column: the header is the count's noun
+            value = cell.value.strip("*_` ").replace(",", "")
+            heading = pattern.fullmatch(f"1 {cell.header.strip('*_ ').lower()}")
+            if not (offset <= cell.start < offset + len(clause)) or heading is None or not value.isdigit():
+                continue
+            found = self._count(heading.group(3).lower(), re.findall(r"[a-z-]+", (heading.group(2) or "").lower()),
+                                _groups(answer, subjects), values, cell.start)
+            if found and not _any_matches(int(value), found, ""):
+                problems.append(Problem("row count", cell.start, cell.end, _counted(found), f"records: {found[0][0]}"))
         for m in pattern.finditer(clause):
             before = clause[max(0, m.start() - 40):m.start()]
             if re.search(r"(?:\btop|\bfirst|\blast|\bnext|\bpast|\bof the|\bthe|\bthose|\bthese)\s*$", before,
@@ -273,26 +309,24 @@ class Reader:
             noun = m.group(3).lower()
             approx = _approx(before, m.group(1))
             found = self._count(noun, words, _groups(answer, subjects), values, m.start() + offset)
-            if found is None:
+            if not found or _any_matches(said, found, approx):
                 continue
-            real, rows, scope = found
-            if _count_matches(said, real, approx) or _count_matches(said, rows, approx):
-                continue  # events, or the rows that group them
-            problems.append(Problem("row count", offset + m.start(1), offset + m.end(3),
-                                    f"{scope} count {real} {noun}", f"records: {real}"))
+            problems.append(Problem("row count", offset + m.start(1), offset + m.end(3), _counted(found, noun),
+                                    f"records: {found[0][0]}"))
         return problems
 
     def _count(self, noun: str, words: list[str], groups: list[list[_Subject]], values: list[_Value],
-               at: int) -> tuple[int, int, str] | None:
-        """(events, rows, what was counted) of the linked rows a count is about; None when nothing decides it."""
+               at: int) -> list[_Counted]:
+        """What each kind counted by that noun holds for the linked rows (a hunt over 7 days and an investigation
+        over 24 hours both count sign-ins): a statement matching any holds. [] when nothing decides it."""
         subjects = [s for g in groups for s in g]
         family = _DISTINCT_NOUNS.get(noun)
         if family is not None:
-            found = self._distinct(family, [r for s in subjects for r, _ in s.rows])
-            return None if found is None else (found[0], found[0], found[1])
-        kinds = [k for k, kind in self.facts.kinds.items() if noun in (n.lower() for n in kind.nouns)]
-        for kind_name in kinds:
-            kind = self.facts.kinds[kind_name]
+            return self._distinct(family, [r for s in subjects for r, _ in s.rows])
+        candidates: list[_Counted] = []
+        for kind_name, kind in self.facts.kinds.items():
+            if noun not in (n.lower() for n in kind.nouns):
+                continue
             linked = self._of_kind(kind_name, groups)
             if linked is None:
                 continue
@@ -300,11 +334,13 @@ class Reader:
                 if value.start > at and any(_fits(n, Sem(sem), cue, value) for n, (sem, cue) in kind.fields.items()):
                     linked = [r for r in linked if _holds(r, kind, value)]
             selected = _qualified(linked, words, kind)
-            if selected is None or not all(r.complete for r in selected):
-                continue
+            if selected is None:
+                continue  # "failed" of rows that hold no result: the count is not about this kind
+            if not all(r.complete for r in selected):
+                return []  # one of the kinds it may be about cannot be counted: the count is not decided
             subject = ", ".join(sorted({min(s.forms, key=len) for s in subjects if s.forms}))
-            return sum(r.weight for r in selected), len(selected), f"the {kind_name} rows of {subject}"
-        return None
+            candidates.append((sum(r.weight for r in selected), len(selected), f"the {kind_name} rows of {subject}"))
+        return candidates
 
     def _of_kind(self, kind_name: str, groups: list[list[_Subject]]) -> list[RowFact] | None:
         """The rows of a kind that every group of subjects (that such a row can name) belongs to: "svcupd.exe on
@@ -325,23 +361,27 @@ class Reader:
             chosen = own if chosen is None else {k: v for k, v in chosen.items() if k in own}
         return None if chosen is None else list(chosen.values())
 
-    def _distinct(self, family: str, rows: list[RowFact]) -> tuple[int, str] | None:
+    def _distinct(self, family: str, rows: list[RowFact]) -> list[_Counted]:
+        """How many values of a family the rows hold: any one kind's, all kinds', or a declared distinct count."""
         if not rows or not all(r.complete for r in rows):
-            return None
+            return []
         per_kind: dict[str, set[str]] = {}
+        declared: list[_Counted] = []
         for fact in rows:
             kind = self.facts.kinds.get(fact.kind)
             if kind is None:
                 continue
             for name, value in fact.values:
-                sem = Sem(kind.fields[name][0]) if name in kind.fields else None
-                if sem is not None and FAMILY.get(sem) == family and not kind.fields[name][1]:
-                    per_kind.setdefault(fact.kind, set()).add(min(_value_forms(sem, value)))
+                sem, cue = kind.fields.get(name, ("", ""))
+                if sem == Sem.COUNT.value and "distinct" in cue and value.isdigit():
+                    declared.append((int(value), int(value), f"the {fact.kind} row's {name}"))
+                elif sem and FAMILY.get(Sem(sem)) == family and not cue:
+                    per_kind.setdefault(fact.kind, set()).add(min(_value_forms(Sem(sem), value)))
         if not per_kind:
-            return None
+            return declared
         union = set().union(*per_kind.values())
-        best = min([len(union), *(len(v) for v in per_kind.values())])  # any one kind's count, or all of them
-        return best, "the distinct values in the rows"
+        return [(len(union), len(union), "the distinct values in the rows"),
+                *((len(v), len(v), f"the {k} rows") for k, v in per_kind.items()), *declared]
 
     # flags
 
@@ -385,7 +425,7 @@ def _vocabulary(facts: Facts) -> _Vocabulary:
 def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], ...]], ...],
            apps: tuple[str, ...]) -> _Vocabulary:
     names = sorted({a for a in (*APPS, *apps) if len(a) >= 3}, key=len, reverse=True)
-    app = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(a) for a in names) + r")(?![\w-])", re.IGNORECASE) \
+    app = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(a) for a in names) + r")(?![\w-]|\.\w)", re.IGNORECASE) \
         if names else None
     nouns = sorted({n.lower() for _, ns, _ in kinds for n in ns if n.lower() not in ("alerts", "incidents")} |
                    set(_DISTINCT_NOUNS), key=len, reverse=True)
@@ -516,6 +556,18 @@ def _approx(before: str, number: str) -> str:
     if word in ("under", "fewer than", "less than", "below", "up to", "at most"):
         return "under"
     return "about"
+
+
+_Counted = tuple[int, int, str]  # (events, rows, what was counted)
+
+
+def _counted(found: list[_Counted], noun: str = "") -> str:
+    return "; ".join(f"{scope} count {events} {noun}".rstrip() for events, _, scope in found[:3])
+
+
+def _any_matches(said: int, found: list[_Counted], approx: str) -> bool:
+    """Whether the count is any kind's: its events (the rows' weight) or its rows."""
+    return any(_count_matches(said, events, approx) or _count_matches(said, rows, approx) for events, rows, _ in found)
 
 
 def _count_matches(said: int, real: int, approx: str) -> bool:

@@ -408,7 +408,7 @@ class Facts:
         if declared.kind not in self.kinds:
             self.kinds[declared.kind] = Kind.of(declared)
         values = tuple((f.name, _row_text(v)) for f, v in semantics.field_values(record, declared)
-                       if f.sem.value not in _UNKEPT)
+                       if f.sem.value not in _UNKEPT or f.name in declared.identity)  # a time that tells rows apart
         weight = next((int(v) for f, v in values if f == declared.weight and v.isdigit()), 1)
         subject = next((v for f, v in values if f in declared.belongs), "")
         key = (declared.kind, self.kinds[declared.kind].key(values))

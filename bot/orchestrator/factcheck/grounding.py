@@ -103,7 +103,8 @@ class _Check:
             by_span[(unit.start, unit.end)] = own
             self._spans.append((unit.start, unit.end))
             asserted = unit.cells is not None or structure.asserts(self.answer[unit.start:unit.end])
-            row_problems = self.rows.unit(self.answer, unit.start, unit.end, unit.parents, inside, asserted, unit.kind)
+            row_problems = self.rows.unit(self.answer, unit.start, unit.end, unit.parents, inside, asserted, unit.kind,
+                                         unit.cells)
             if unit.end > self.context:
                 self._problems(row_problems, (unit.start, unit.end))
             inherited = self._inherited(unit, by_span) if not own else []
