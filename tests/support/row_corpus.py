@@ -344,6 +344,41 @@ class _Gen:
         body, span = _span(text)
         return Sample(row.kind, "count", wording, body, span if lie else None)
 
+    def distinct(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
+        """"from 3 countries", "5 IPs": how many values of a family the subject's rows hold."""
+        wanted = {"country": "countries", "ip": "IPs", "app": "apps"}
+        row = self.pick_row(kinds, lambda r: r.complete and any(FAMILY.get(f.sem) in wanted and not f.cue
+                                                                for f, _ in r.values))
+        if row is None:
+            return None
+        family = self.rng.choice(sorted({FAMILY[f.sem] for f, _ in row.values if FAMILY.get(f.sem) in wanted}))
+        subjects = [(f, v) for f, v in row.values if f.name in row.declared.belongs and FAMILY.get(f.sem) != family]
+        if not subjects:
+            return None
+        sf, subject = self.rng.choice(subjects)
+        linked = [r for r in self.w.rows if _belongs(r, subject)]
+        if not all(r.complete for r in linked):
+            return None
+        per_kind: dict[str, set[str]] = {}
+        truths: set[int] = set()
+        for r in linked:
+            for f, v in r.values:
+                if FAMILY.get(f.sem) == family and not f.cue:
+                    per_kind.setdefault(r.kind, set()).add(min(_forms(f.sem, v)))
+                if f.sem is Sem.COUNT and "distinct" in f.cue and v.isdigit():
+                    truths.add(int(v))
+        real = len(per_kind.get(row.kind, set()))
+        truths |= {len(v) for v in per_kind.values()} | {len(set().union(*per_kind.values()))}
+        said = real if not lie else next(n for n in range(max(truths) + 3, 999) if n % 10)
+        if said < 2:
+            return None
+        noun = wanted[family]
+        template = self.rng.choice([f"{{s}} was seen from «{{v}} {noun}».", f"{{s}} used «{{v}} different {noun}».",
+                                    f"We saw {{s}} with «{{v}} distinct {noun}».", f"{{s}}: «{{v}} {noun}» in all."])
+        wording = "held-out" if held_out else "tuning"
+        body, span = _span(template.format(s=self.written(subject, sf.sem), v=said))
+        return Sample(row.kind, "distinct", wording, body, span if lie else None)
+
     def flag(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
         flagged = [(k, f) for r in self.w.rows if r.kind in kinds for f in r.declared.fields
                    if f.sem is Sem.FLAG and f.cue for k in (r.kind,)]
@@ -427,7 +462,7 @@ def samples(world: World, seed: int, kind: str, held_out_wording: bool) -> list[
     analysts write around facts (questions, instructions, estimates), never fewer correct than lies."""
     gen = _Gen(world, seed * 7919 + sum(map(ord, kind)))
     out: list[Sample] = []
-    for make in (gen.value, gen.count, gen.flag):
+    for make in (gen.value, gen.count, gen.distinct, gen.flag):
         for lie in (True, False):
             sample = make({kind}, held_out_wording, lie)
             if sample is not None:

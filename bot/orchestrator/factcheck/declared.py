@@ -120,6 +120,7 @@ class Reader:
         self.by_span: dict[tuple[int, int], list[_Subject]] = {}
         self.previous: list[_Subject] = []
         self.vocabulary = _vocabulary(facts)
+        self.cut = set(facts.cut)  # subjects some of whose rows were let go: nothing about them is decided
 
     def unit(self, answer: str, start: int, end: int, parents: tuple[tuple[int, int], ...], ids: list[Identifier],
              asserted: bool, kind: str, cells: tuple[Cell, ...] | None = None) -> list[Problem]:
@@ -171,7 +172,7 @@ class Reader:
         taken: list[tuple[int, int]] = []
         for identifier in ids:
             forms = self._forms(identifier)
-            rows = self._rows(forms)
+            rows = self._rows(forms) if not forms & self.cut else ()
             taken.append((identifier.start, identifier.end))
             if rows:
                 found.append(_Subject(frozenset(forms), identifier.start, identifier.end, rows))
@@ -185,7 +186,7 @@ class Reader:
             if not re.search(r"[\d.@\\_-]", token):
                 continue  # a plain word ("Teams") is no name, even where it is a domain's first label
             forms = link_forms(token)
-            rows = self._rows(forms)
+            rows = self._rows(forms) if not forms & self.cut else ()
             if rows:
                 found.append(_Subject(frozenset(forms), start, offset + m.end(), rows))
         return sorted(found, key=lambda s: s.start)

@@ -56,9 +56,10 @@ MAX_COUNTS = 100
 MAX_CHANGES = 20
 MAX_ROSTER = 40
 MAX_NAMES = 200  # alert names, entity sightings
-MAX_ROWS = 240  # declared rows (evidence, hunts, any record type that declares its facts): about 30 KB when full
+MAX_ROWS = 300  # declared rows (evidence, hunts, any record type that declares its facts): about 15 KB when full
 MAX_ROW_VALUE = 96  # characters of a row's value kept (command lines and free text are never evidence)
 MAX_EMPTY = 120  # (kind, subject) pairs a query read and found no row of
+MAX_CUT = 400  # subjects whose rows were partly let go
 SEVERITIES = ("High", "Medium", "Low", "Informational")
 STORAGE_VERSION = 2
 NAVIGATION_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com", "microsoft.com",
@@ -346,6 +347,7 @@ class Facts:
     rows: dict[tuple[str, tuple[tuple[str, str], ...]], RowFact] = field(default_factory=dict)  # by kind, identity
     kinds: dict[str, Kind] = field(default_factory=dict)  # the declarations of the kinds of ``rows``
     empty: dict[tuple[str, str], None] = field(default_factory=dict)  # (kind, subject): queried, no row
+    cut: dict[str, None] = field(default_factory=dict)  # subjects some of whose rows were let go: not decidable
     _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _index: set[str] | None = field(default=None, repr=False, compare=False)
     _links: dict[str, list[tuple[RowFact, str]]] | None = field(default=None, repr=False, compare=False)
@@ -414,8 +416,19 @@ class Facts:
         key = (declared.kind, self.kinds[declared.kind].key(values))
         self.rows.pop(key, None)
         self.rows[key] = RowFact(declared.kind, values, weight, complete, f"{tool} ({subject})" if subject else tool)
-        _trim(self.rows, MAX_ROWS)
+        self._let_go(len(self.rows) - MAX_ROWS)
         self._links = None
+
+    def _let_go(self, excess: int) -> None:
+        """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all)."""
+        for _ in range(max(excess, 0)):
+            key = next(iter(self.rows))
+            old = self.rows.pop(key)
+            kind = self.kinds.get(old.kind)
+            for name, value in old.values:
+                if kind is not None and name in kind.belongs:
+                    for form in link_forms(value):
+                        _add(self.cut, form, MAX_CUT)
 
     def _nothing(self, query: str, subjects: Iterable[str]) -> None:
         """A query of a declared record type read these subjects and returned no row."""
@@ -470,8 +483,9 @@ class Facts:
         """Keep the newest half of everything (when conversation state must shrink)."""
         self._stored = None
         for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers, self.alert_names,
-                        self.sightings, self.verdicts, self.rows, self.empty):
+                        self.sightings, self.verdicts, self.empty):
             _trim(ordered, len(ordered) // 2)
+        self._let_go(len(self.rows) // 2)
         self._index = None
         self._links = None
         del self.counts[:len(self.counts) // 2]
@@ -607,7 +621,8 @@ class Facts:
         for kind, form in self.empty:
             empty.setdefault(kind, []).append(form)
         return {"kinds": [[k, *v.row()] for k, v in self.kinds.items()],
-                "rows": [r.row(kinds, fields, text) for r in self.rows.values()], "empty": empty}
+                "rows": [r.row(kinds, fields, text) for r in self.rows.values()], "empty": empty,
+                "cut": list(self.cut)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Facts:
@@ -654,8 +669,9 @@ class Facts:
                 kept = RowFact.from_row(stored, names, fields, strings)
                 facts.rows[(kept.kind, facts.kinds[kept.kind].key(kept.values))] = kept
             facts.empty = {(str(k), str(f)): None for k, forms in dict(data.get("empty", {})).items() for f in forms}
+            facts.cut = dict.fromkeys(str(f) for f in data.get("cut", []))
         except (TypeError, ValueError, KeyError, IndexError):
-            facts.kinds, facts.rows, facts.empty = {}, {}, {}  # damaged: these rows are simply not known
+            facts.kinds, facts.rows, facts.empty, facts.cut = {}, {}, {}, {}  # damaged: these rows are not known
         return facts
 
     @classmethod
