@@ -91,8 +91,8 @@ class Investigation:
 
     FACTS: ClassVar[Declaration] = declare(
         "assessment", ("assessments",), identity=("entity",), belongs=("entity", "also"), entity=Sem.ID, also=Sem.ID,
-        level=Sem.LEVEL, score=Sem.SCORE, cues={"level": r"(?:assessed|assessment|rated|risk(?: level)?|level)\s*"
-                                                          r"(?:as|is|of|:)?", "score": r"score(?:d| of)?"})
+        level=Sem.LEVEL, score=Sem.SCORE, cues={"level": r"(?:assessed|assessment|rated|verdict)\s*(?:as|is|of|:)?",
+                                                "score": r"score(?:d| of)?"})
 
     entity_kind: str
     entity: str
@@ -148,7 +148,7 @@ class EntityVerdict:
     FACTS: ClassVar[Declaration] = declare(
         "entity verdict", ("verdicts",), identity=("value",), belongs=("value",), kind=Sem.TEXT, value=Sem.ID,
         level=Sem.LEVEL, score=Sem.SCORE, signals=Sem.TEXT, failed=Sem.FLAG,
-        cues={"level": r"(?:assessed|rated|risk|level)\s*(?:as|is|of|:)?", "score": r"score(?:d| of)?"})
+        cues={"level": r"(?:assessed|rated|verdict)\s*(?:as|is|of|:)?", "score": r"score(?:d| of)?"})
 
     kind: str
     value: str

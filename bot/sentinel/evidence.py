@@ -304,7 +304,8 @@ class Indicator:
         "indicator", ("indicators", "TI indicators", "threat-intelligence indicators", "threat intel matches"),
         identity=("indicator_id",), belongs=("value",), indicator_id=Sem.ID, key=Sem.TEXT, value=Sem.ID,
         confidence=Sem.SCORE, valid_from=Sem.TIMESTAMP, valid_until=Sem.TIMESTAMP, valid=Sem.FLAG, tags=Sem.TEXT,
-        cues={"confidence": r"confidence(?: of| score)?", "valid": r"(?:is|still|currently) (?:a )?valid(?: indicator)?|active indicator"})
+        cues={"confidence": r"confidence(?: of| score)?",
+              "valid": r"(?:is|still|currently) (?:a )?valid(?: indicator)?|active indicator"})
     HEADERS: ClassVar[tuple[str, ...]] = ("observable", "value", "confidence", "valid from", "valid until", "valid now",
                                           "tags")
     indicator_id: str

@@ -332,7 +332,9 @@ class _Gen:
                                            "success" not in v.lower() for f, v in r.values)]
         weight = row.declared.weight
         real = sum(int(v) for r in rows for f, v in r.values if f.name == weight) if weight else len(rows)
-        said = real + self.rng.choice((3, 5, 7, 11)) if lie else real
+        truths = {real, len(rows)} | self._other_counts(subject, noun)
+        said = real if not lie else next(n for n in range(real + self.rng.choice((3, 5, 7, 11)), 10**6)
+                                         if all(abs(n - t) > t * 0.25 + 1 for t in truths) and n % 10)
         if noun in ("rows", "results", "matches", "hits"):
             return None
         template, wording = self.frame("count", held_out)
@@ -343,6 +345,15 @@ class _Gen:
             if self.rng.random() < 0.3 else sentence
         body, span = _span(text)
         return Sample(row.kind, "count", wording, body, span if lie else None)
+
+    def _other_counts(self, subject: str, noun: str) -> set[int]:
+        """What every kind counted by ``noun`` holds for the subject: a lie is none of them."""
+        out: set[int] = set()
+        for kind in {r.kind for r in self.w.rows if noun in r.declared.nouns}:
+            rows = [r for r in self.w.rows if r.kind == kind and _belongs(r, subject)]
+            weight = rows[0].declared.weight if rows else ""
+            out |= {len(rows), sum(int(v) for r in rows for f, v in r.values if f.name == weight and v.isdigit())}
+        return out
 
     def distinct(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
         """"from 3 countries", "5 IPs": how many values of a family the subject's rows hold."""

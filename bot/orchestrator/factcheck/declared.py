@@ -157,9 +157,9 @@ class Reader:
             if not low <= cell.start < high:
                 continue
             value = cell.value.strip("*_` ").lower()
-            for name, cue, _ in self.vocabulary.cued:
-                if re.search(rf"\b(?:{cue})", cell.header, re.IGNORECASE) and \
-                        re.fullmatch(r"\d{1,7}|high|medium|low|none", value):
+            for name, cue, sem in self.vocabulary.cued:
+                shape = r"high|medium|low|none" if sem is Sem.LEVEL else r"\d{1,7}"
+                if re.search(rf"\b(?:{cue})\b", cell.header, re.IGNORECASE) and re.fullmatch(shape, value):
                     out.append(_Value((f"field:{name}",), frozenset({value}), cell.start, cell.end))
             if re.search(r"countr|location", cell.header, re.IGNORECASE) and re.fullmatch(r"[a-z]{2}", value):
                 out.append(_Value(("country",), frozenset({value}), cell.start, cell.end))

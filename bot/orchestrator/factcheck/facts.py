@@ -413,6 +413,11 @@ class Facts:
                        if f.sem.value not in _UNKEPT or f.name in declared.identity)  # a time that tells rows apart
         weight = next((int(v) for f, v in values if f == declared.weight and v.isdigit()), 1)
         subject = next((v for f, v in values if f in declared.belongs), "")
+        for f in declared.fields:  # what it belongs to may be cited (an alert id, a device, a URL)
+            if f.name in declared.belongs:
+                for name, value in values:
+                    if name == f.name:
+                        self.identify(_CITED_AS.get(f.sem, ""), value)
         key = (declared.kind, self.kinds[declared.kind].key(values))
         self.rows.pop(key, None)
         self.rows[key] = RowFact(declared.kind, values, weight, complete, f"{tool} ({subject})" if subject else tool)
@@ -847,6 +852,11 @@ def _verdicts(stored: Any) -> dict[str, VerdictFact]:
     return verdicts
 
 
+# How a declared row's subjects are indexed for citation (``identify``), by semantic type.
+_CITED_AS = {semantics.Sem.ACCOUNT: "account", semantics.Sem.SENDER: "account", semantics.Sem.RECIPIENT: "account",
+             semantics.Sem.EMAIL: "account", semantics.Sem.HOST: "host", semantics.Sem.IP: "ip",
+             semantics.Sem.URL: "url", semantics.Sem.DOMAIN: "dns", semantics.Sem.HASH: "filehash",
+             semantics.Sem.PROCESS: "file", semantics.Sem.PARENT: "file", semantics.Sem.FILE: "file"}
 # Free text is never evidence; times are not compared per row (yet): neither is kept.
 _UNKEPT = frozenset({semantics.Sem.TEXT.value, semantics.Sem.COMMAND.value, semantics.Sem.TIMESTAMP.value})
 
