@@ -413,8 +413,8 @@ class Facts:
                        if f.sem.value not in _UNKEPT or f.name in declared.identity)  # a time that tells rows apart
         weight = next((int(v) for f, v in values if f == declared.weight and v.isdigit()), 1)
         subject = next((v for f, v in values if f in declared.belongs), "")
-        for f in declared.fields:  # what it belongs to may be cited (an alert id, a device, a URL)
-            if f.name in declared.belongs:
+        for f in declared.fields:  # its entities and what it belongs to may be cited (an alert id, a device)
+            if f.name in declared.belongs or f.sem in _CITED_AS:
                 for name, value in values:
                     if name == f.name:
                         self.identify(_CITED_AS.get(f.sem, ""), value)

@@ -764,9 +764,12 @@ _ROW_CATEGORIES = ("row", "row count", "row flag")
 
 def _one_per_claim(findings: list[Finding]) -> list[Finding]:
     """A declared row's finding is left out where another check already marked the same words."""
-    others = [(f.start, f.end) for f in findings if f.category not in _ROW_CATEGORIES]
+    others: dict[tuple[int, int], list[tuple[int, int]]] = {}  # per sentence: a thousand-row table stays linear
+    for f in findings:
+        if f.category not in _ROW_CATEGORIES:
+            others.setdefault(f.sentence, []).append((f.start, f.end))
     return [f for f in findings if f.category not in _ROW_CATEGORIES or
-            not any(s < f.end and f.start < e for s, e in others)]
+            not any(s < f.end and f.start < e for s, e in others.get(f.sentence, ()))]
 
 
 def _deduplicated(findings: list[Finding]) -> list[Finding]:
