@@ -74,7 +74,9 @@ def test_a_record_type_declared_in_a_test_is_checked_with_no_new_check_code() ->
                  "dana.ross had 6 VPN sessions.", "omar.haddad@contoso.com: 3 VPN sessions, from United Kingdom.",
                  "Dana.Ross@Contoso.com used 2 different countries.", "omar.haddad had 1 tunnels from 192.0.2.77."):
         assert _marks(conversation, true) == [], true
-    assert _marks(conversation, "dana.ross@contoso.com connected from 192.0.2.77.") == ["192.0.2.77"]
+    # Neither end holds the other: one mark over the relation (which end is wrong, the rows cannot say).
+    assert _marks(conversation, "dana.ross@contoso.com connected from 192.0.2.77.") == \
+        ["dana.ross@contoso.com connected from 192.0.2.77"]
     assert _marks(conversation, "dana.ross came in from Russia.") == ["Russia"]
     assert _marks(conversation, "omar.haddad@contoso.com connected through VPN-GW-02.") == ["VPN-GW-02"]
     assert _marks(conversation, "dana.ross had 9 VPN sessions.") == ["9 VPN sessions"]
@@ -169,7 +171,8 @@ def test_hostile_answers_and_rows_are_bounded_and_never_throw() -> None:
                          "\u202e" + "x" * 100_000)  # a Cyrillic a in the account, a full-width 1 in the gateway
     conversation = _sessions_conversation(*ROWS, hostile)
     facts = conversation.facts
-    assert _marks(conversation, "dana.ross@contoso.com connected from 192.0.2.99.") == ["192.0.2.99"]
+    assert _marks(conversation, "dana.ross@contoso.com connected from 192.0.2.99.") == \
+        ["dana.ross@contoso.com connected from 192.0.2.99"]
     assert _marks(conversation, "dana.ross@contoso.com connected through VPN-GW-01.") == []
     rows = "\n".join(f"| dana.ross | 203.0.113.{i % 250} | Russia | {i} |" for i in range(2000))
     for text in ("| User | Client IP | Country | VPN sessions |\n|---|---|---|---|\n" + rows,

@@ -121,6 +121,11 @@ def _section_kind(name: str) -> str | None:
     return declared.kind if isinstance(declared, semantics.Declaration) else None
 
 
+def rows_of(records: Iterable[Any], complete: bool = True, parameters: dict[str, Any] | None = None) -> list[Row]:
+    """The corpus's view of records recorded by hand (a record type a test or a bench declares)."""
+    return _rows(records, complete, parameters or {})
+
+
 def _rows(records: Iterable[Any], complete: bool, parameters: dict[str, Any]) -> list[Row]:
     out = []
     for record in records:

@@ -24,6 +24,7 @@ whose subject links no row or whose kind declares no such field is decided; a va
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable
@@ -273,10 +274,18 @@ class Reader:
             problems.append((Problem("row", value.start, value.end,
                                      f"the {'/'.join(decided)} rows of {subject} show {what} {shown}",
                                      f"records: {shown}"), others))
-        # "alice connected from 192.0.2.77" when neither holds the other: one wrong relation, marked once, at the
-        # later of its two ends (what is said of the subject).
-        return [p for p, _ in problems
-                if not any(q.start > p.start and any(s.start <= p.start < s.end for s in used) for q, used in problems)]
+        # "alice connected from 192.0.2.77" when neither holds the other: one wrong relation, marked once, over both
+        # of its ends (which end is wrong the rows cannot say).
+        def against(problem: Problem, used: list[_Subject]) -> bool:
+            return any(s.start <= problem.start < s.end for s in used)
+
+        kept: list[Problem] = []
+        for p, used in problems:
+            if any(q.start > p.start and against(p, theirs) for q, theirs in problems):
+                continue  # its other end is marked, over both
+            first = min((o.start for o, _ in problems if o.start < p.start and against(o, used)), default=p.start)
+            kept.append(dataclasses.replace(p, start=first))
+        return kept
 
     def _held(self, kind_name: str, rows: list[RowFact], value: _Value) -> set[str] | None:
         """Every form the fields of ``value``'s type hold on ``rows`` (of one kind); None when it declares none."""
