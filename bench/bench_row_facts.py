@@ -106,9 +106,13 @@ async def main(seeds: int, runs: int) -> None:
     kinds = row_corpus.kinds(world)
     tuning_kinds = [k for k in kinds if k in row_corpus.TUNING_KINDS]
     held_kinds = [k for k in kinds if k not in row_corpus.TUNING_KINDS]
+    stored = facts.to_dict()
+    row_bytes = sum(len(json.dumps(stored.get(k), separators=(",", ":"))) for k in ("kinds", "rows", "empty", "cut"))
     print("== 1. Lies marked and correct answers marked, per record type (generated corpus)")
     print(f"Record types: {len(kinds)} ({', '.join(kinds)}); rows recorded: {len(facts.rows)}; tuning: "
           f"{', '.join(tuning_kinds)}; held out: {', '.join(held_kinds)} (dns lookup is declared only in this bench)")
+    print(f"Stored facts: {len(json.dumps(stored, separators=(',', ':')))} bytes, of which the declared rows' "
+          f"{row_bytes} (and their strings in the shared table)")
 
     def check(text: str) -> list[grounding.Finding]:
         return grounding.check(text, facts, references, NOW)

@@ -15,7 +15,11 @@ Extension point: each record type is recorded by one function registered with ``
 (see the ones at the end of this module). A new result type (an investigation, a hunt) adds its facts in one
 place, its own module, with the same decorator; it records through ``Facts.identify``, ``Facts.add_count``,
 ``Facts.put_incident`` and ``Facts.put_alert`` and returns the free texts whose identifiers may be cited.
-A record type with no recorder that names entities (``NamesEntities``) has those recorded as identifiers.
+A record type with no recorder that declares its facts (``bot.sentinel.semantics``: evidence rows, hunt rows, an
+investigation's assessment, any later one) is kept as declared rows (``declared_row``: ``rows`` by kind and identity,
+``kinds`` their declarations, ``empty`` the subjects a query read and found none of, ``cut`` the subjects some of whose
+rows were let go past ``MAX_ROWS``, never decided again); ``factcheck.declared`` checks answers against them. Its
+entity values are recorded as identifiers, as are those of a record type that names entities (``NamesEntities``).
 
 Storage is compact (``to_dict``: short positional rows, times as epoch seconds) and built once per change:
 a conversation saved after a turn that queried nothing serialises nothing here again.
@@ -289,19 +293,26 @@ class Kind:
         """What tells its rows apart: the identity fields' values (all values when it declares none)."""
         return tuple(p for p in values if p[0] in self.identity) or values
 
-    def row(self) -> list[Any]:
-        return [list(self.nouns), [[f, sem, cue] for f, (sem, cue) in self.fields.items()], list(self.belongs),
-                list(self.identity)]
+    def row(self, text: Callable[[str], int | None]) -> list[Any]:
+        """Stored compactly: every string by its index in the conversation's string table."""
+        fields = [[text(f), text(sem), text(cue)] for f, (sem, cue) in self.fields.items()]
+        return [[text(n) for n in self.nouns], fields, [text(b) for b in self.belongs],
+                [text(i) for i in self.identity]]
 
     @classmethod
-    def from_row(cls, row: list[Any]) -> Kind:
-        return cls(tuple(map(str, row[0])), {str(f): (str(sem), str(cue)) for f, sem, cue in row[1]},
-                   tuple(map(str, row[2])), tuple(map(str, row[3])))
+    def from_row(cls, row: list[Any], strings: list[str]) -> Kind:
+        def text(index: Any) -> str:
+            return strings[int(index)]
+
+        return cls(tuple(map(text, row[0])), {text(f): (text(sem), text(cue)) for f, sem, cue in row[1]},
+                   tuple(map(text, row[2])), tuple(map(text, row[3])))
 
     @classmethod
     def of(cls, declared: semantics.Declaration) -> Kind:
-        return cls(declared.nouns, {f.name: (f.sem.value, f.cue) for f in declared.fields}, declared.belongs,
-                   declared.identity)
+        """Its fields a row keeps (free text and times that tell no rows apart are never kept)."""
+        return cls(declared.nouns, {f.name: (f.sem.value, f.cue) for f in declared.fields
+                                    if f.sem.value not in _UNKEPT or f.name in declared.identity},
+                   declared.belongs, declared.identity)
 
 
 @dataclass(frozen=True)
@@ -404,8 +415,8 @@ class Facts:
     def declared_row(self, record: Any, parameters: dict[str, Any], tool: str, complete: bool) -> None:
         """Record a row of any record type that declares its facts (``bot.sentinel.semantics``): no code per type."""
         declared = semantics.declaration(record, parameters)
-        if declared is None:
-            return
+        if declared is None or not declared.belongs:
+            return  # a row that belongs to nothing (a trend's bin) links no statement to it
         self._stored = None
         if declared.kind not in self.kinds:
             self.kinds[declared.kind] = Kind.of(declared)
@@ -622,10 +633,10 @@ class Facts:
     def _compact_rows(self, text: Callable[[str], int | None]) -> dict[str, Any]:
         kinds = {k: i for i, k in enumerate(self.kinds)}
         fields = {k: list(v.fields) for k, v in self.kinds.items()}
-        empty: dict[str, list[str]] = {}
+        empty: dict[str, list[int | None]] = {}
         for kind, form in self.empty:
-            empty.setdefault(kind, []).append(form)
-        return {"kinds": [[k, *v.row()] for k, v in self.kinds.items()],
+            empty.setdefault(kind, []).append(text(form))
+        return {"kinds": [[text(k), *v.row(text)] for k, v in self.kinds.items()],
                 "rows": [r.row(kinds, fields, text) for r in self.rows.values()], "empty": empty,
                 "cut": list(self.cut)}
 
@@ -668,12 +679,13 @@ class Facts:
         facts.trend_scope = str(data.get("trend_scope") or "")
         facts.verdicts = _verdicts(data.get("verdicts"))
         try:
-            facts.kinds = {str(k[0]): Kind.from_row(k[1:]) for k in data.get("kinds", [])}
+            facts.kinds = {strings[int(k[0])]: Kind.from_row(k[1:], strings) for k in data.get("kinds", [])}
             names, fields = list(facts.kinds), {k: list(v.fields) for k, v in facts.kinds.items()}
             for stored in data.get("rows", []):
                 kept = RowFact.from_row(stored, names, fields, strings)
                 facts.rows[(kept.kind, facts.kinds[kept.kind].key(kept.values))] = kept
-            facts.empty = {(str(k), str(f)): None for k, forms in dict(data.get("empty", {})).items() for f in forms}
+            facts.empty = {(str(k), strings[int(f)]): None for k, forms in dict(data.get("empty", {})).items()
+                           for f in forms}
             facts.cut = dict.fromkeys(str(f) for f in data.get("cut", []))
         except (TypeError, ValueError, KeyError, IndexError):
             facts.kinds, facts.rows, facts.empty, facts.cut = {}, {}, {}, {}  # damaged: these rows are not known
