@@ -185,3 +185,13 @@ def test_hostile_answers_and_rows_are_bounded_and_never_throw() -> None:
         for i in range(700, min(len(text), 20_000), 700):
             stream.advance(text[:i])
         assert (datetime.now() - started).total_seconds() < 60  # a hang guard only: the bench measures the cost
+
+
+def test_a_streamed_answer_is_held_to_the_rows_as_it_is_written() -> None:
+    conversation = _sessions_conversation(*ROWS)
+    answer = ("### dana.ross@contoso.com\n\n- Gateway: VPN-GW-01\n- Country: Russia\n\n"
+              "It had 6 VPN sessions. omar.haddad had 5 VPN sessions.\n")
+    stream = StreamCheck(conversation.facts, conversation.references, NOW)
+    for end in range(10, len(answer) + 10, 10):
+        stream.advance(answer[:end])
+    assert [answer[f.start:f.end] for f in stream.findings] == ["Russia", "5 VPN sessions"]

@@ -178,6 +178,8 @@ _FRAMES: dict[str, tuple[str, ...]] = {
              "We see {s} on device «{v}».", "{s} ran on «{v}»."),
     "account": ("{s} is tied to «{v}».", "{s} involves the account «{v}».", "The {k} rows link {s} with «{v}».",
                 "{s} was used by «{v}».", "{s} was used with «{v}»."),
+    "mail": ("{s} got mail from «{v}».", "{s} exchanged mail with «{v}».", "The {k} rows pair {s} with «{v}».",
+             "{s} corresponded with «{v}».", "Mail between {s} and «{v}» was delivered."),
     "country": ("{s} signed in from «{v}».", "{s} was seen from «{v}».", "{s} had activity in «{v}».",
                 "The {k} rows place {s} in «{v}».", "Location of {s}: «{v}»."),
     "app": ("{s} used «{v}».", "{s} signed in to «{v}».", "The {k} rows show {s} in «{v}».",
@@ -270,11 +272,12 @@ class _Gen:
                   (not f.cue or f.sem in (Sem.PORT, Sem.SCORE, Sem.LEVEL))]
         self.rng.shuffle(fields)
         for f, v in fields:
-            others = [(sf, sv) for sf, sv in subjects if sf.name != f.name and FAMILY.get(sf.sem) != FAMILY.get(f.sem)]
+            others = [(sf, sv) for sf, sv in subjects if sf.name != f.name and
+                      (FAMILY.get(sf.sem) != FAMILY.get(f.sem) or {sf.sem, f.sem} == {Sem.SENDER, Sem.RECIPIENT})]
             if not others:
                 continue
             sf, subject = self.rng.choice(others)
-            family = _family(f)
+            family = "mail" if {sf.sem, f.sem} == {Sem.SENDER, Sem.RECIPIENT} else _family(f)
             if family is None:
                 continue
             child = next((cv for cf, cv in row.values if cf.sem is Sem.PROCESS), "") if f.sem is Sem.PARENT else ""
