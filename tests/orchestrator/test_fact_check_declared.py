@@ -9,7 +9,7 @@ import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,7 +40,7 @@ class VpnSession:
         "vpn session", ("vpn sessions", "VPN sessions", "tunnels"), identity=("user", "gateway", "client_ip"),
         belongs=("user", "client_ip"), counted_by="sessions", user=Sem.ACCOUNT, gateway=Sem.HOST,
         client_ip=Sem.IP, country=Sem.COUNTRY, sessions=Sem.COUNT, mfa=Sem.FLAG, banner=Sem.TEXT,
-        cues={"mfa": r"passed mfa|completed mfa"})
+        last=Sem.TIMESTAMP, cues={"mfa": r"passed mfa|completed mfa"})
     user: str
     gateway: str
     client_ip: str
@@ -48,6 +48,7 @@ class VpnSession:
     sessions: int
     mfa: bool
     banner: str = ""
+    last: datetime | None = None
 
 
 def _sessions_conversation(*rows: VpnSession, total: int | None = None) -> Conversation:
@@ -62,8 +63,10 @@ def _marks(conversation: Conversation, text: str) -> list[str]:
     return [text[f.start:f.end] for f in grounding.check(text, conversation.facts, conversation.references, NOW)]
 
 
-ROWS = (VpnSession("dana.ross@contoso.com", "VPN-GW-01", "203.0.113.50", "NL", 4, True, "Welcome to 198.51.100.1"),
-        VpnSession("dana.ross@contoso.com", "VPN-GW-02", "203.0.113.51", "DE", 2, False),
+ROWS = (VpnSession("dana.ross@contoso.com", "VPN-GW-01", "203.0.113.50", "NL", 4, True, "Welcome to 198.51.100.1",
+                   datetime(2026, 11, 19, 8, 5, tzinfo=UTC)),
+        VpnSession("dana.ross@contoso.com", "VPN-GW-02", "203.0.113.51", "DE", 2, False,
+                   last=datetime(2026, 11, 20, 11, 40, tzinfo=UTC)),
         VpnSession("omar.haddad@contoso.com", "VPN-GW-01", "192.0.2.77", "GB", 3, False))
 
 
@@ -84,6 +87,17 @@ def test_a_record_type_declared_in_a_test_is_checked_with_no_new_check_code() ->
     assert _marks(conversation, "dana.ross passed MFA.") == []
     # Its free text is never evidence: an IP only a banner names is no VPN session's client.
     assert _marks(conversation, "dana.ross@contoso.com connected from 198.51.100.1.") == ["198.51.100.1"]
+
+
+def test_first_and_last_times_are_the_rows_earliest_and_latest() -> None:
+    conversation = _sessions_conversation(*ROWS)
+    for true in ("dana.ross's last VPN session was at 2026-11-20 11:40 UTC.",
+                 "Her first VPN session: 2026-11-19 08:05 UTC (dana.ross@contoso.com).",
+                 "dana.ross's last VPN session was on Nov 20.", "dana.ross's last VPN session ended at 12:40 (CET)."):
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "dana.ross's last VPN session was at 2026-11-20 16:40 UTC.") == \
+        ["2026-11-20 16:40"]
+    assert _marks(conversation, "The first VPN session of dana.ross was on Nov 12.") == ["Nov 12"]
 
 
 def test_its_rows_survive_the_stored_conversation() -> None:

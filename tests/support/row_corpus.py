@@ -29,7 +29,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.investigation.models import Investigation
@@ -132,7 +132,8 @@ def _rows(records: Iterable[Any], complete: bool, parameters: dict[str, Any]) ->
         declared = semantics.declaration(record, parameters)
         if declared is None or declared.kind in ("incident", "alert", "top entity", "trend bin", "on-call entry"):
             continue  # kept by their own recorders and checked by the hand-written relations
-        values = tuple((f, str(getattr(v, "value", v)).strip()) for f, v in semantics.field_values(record, declared))
+        values = tuple((f, v.isoformat() if isinstance(v, datetime) else str(getattr(v, "value", v)).strip())
+                       for f, v in semantics.field_values(record, declared))
         out.append(Row(declared.kind, declared, values, complete))
     return out
 
@@ -398,6 +399,40 @@ class _Gen:
         body, span = _span(template.format(s=self.written(subject, sf.sem), v=said))
         return Sample(row.kind, "distinct", wording, body, span if lie else None)
 
+    def edge_time(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
+        """"olivia.hart's last sign-in was at 2026-11-19 16:43 UTC": the latest (or earliest) time of the subject's
+        rows of one kind, when every row was returned."""
+        row = self.pick_row(kinds, lambda r: r.complete and any(f.sem is Sem.TIMESTAMP for f, _ in r.values))
+        if row is None or not row.declared.nouns or row.declared.nouns[0] in ("rows", "results"):
+            return None
+        sf, subject = next(((f, v) for f, v in row.values if f.name in row.declared.belongs), (None, ""))
+        if sf is None:
+            return None
+        noun = row.declared.nouns[0]
+        same = [r for r in self.w.rows if _belongs(r, subject) and noun in r.declared.nouns]
+        if not all(r.complete for r in same):
+            return None
+        stamps: dict[str, list[datetime]] = {}
+        for r in same:
+            stamps.setdefault(r.kind, []).extend(datetime.fromisoformat(v) for f, v in r.values
+                                                 if f.sem is Sem.TIMESTAMP and _iso(v))
+        first = self.rng.random() < 0.5
+        edges = [min(v) if first else max(v) for v in stamps.values() if v]
+        mine = stamps.get(row.kind)
+        if not mine or not edges:
+            return None
+        real = min(mine) if first else max(mine)
+        said = real if not lie else real + timedelta(hours=self.rng.choice((3, 5, 26)), minutes=7)
+        if lie and any(abs((said - e).total_seconds()) < 3 * 3600 for e in edges):
+            return None
+        word = "first" if first else "last"
+        template = self.rng.choice([f"{{s}}'s {word} {{n}} was at «{{t}}».", f"The {word} {{n}} of {{s}}: «{{t}}».",
+                                    f"{{s}} — {word} {{n}} «{{t}}»."])
+        text = template.format(s=self.written(subject, sf.sem), n=noun.rstrip("s") if noun.endswith("s") else noun,
+                               t=f"{said:%Y-%m-%d %H:%M} UTC")
+        body, span = _span(text)
+        return Sample(row.kind, "first/last time", "held-out" if held_out else "tuning", body, span if lie else None)
+
     def flag(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
         flagged = [(k, f) for r in self.w.rows if r.kind in kinds for f in r.declared.fields
                    if f.sem is Sem.FLAG and f.cue for k in (r.kind,)]
@@ -457,6 +492,13 @@ def _family(f: semantics.Field) -> str | None:
             "hash": "hash", "domain": "host", "url": None}.get(family or "")
 
 
+def _iso(value: str) -> bool:
+    try:
+        return datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def _shown(f: semantics.Field, value: str) -> str:
     if f.sem is Sem.COUNTRY:
         code = _country_code(value.lower())
@@ -481,7 +523,7 @@ def samples(world: World, seed: int, kind: str, held_out_wording: bool) -> list[
     analysts write around facts (questions, instructions, estimates), never fewer correct than lies."""
     gen = _Gen(world, seed * 7919 + sum(map(ord, kind)))
     out: list[Sample] = []
-    for make in (gen.value, gen.count, gen.distinct, gen.flag):
+    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag):
         for lie in (True, False):
             sample = make({kind}, held_out_wording, lie)
             if sample is not None:

@@ -29,7 +29,10 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from bot.orchestrator.factcheck import claims as claimed
+from bot.orchestrator.factcheck.claims import Claim, Topic
 from bot.orchestrator.factcheck.facts import Facts, Kind, RowFact, link_forms
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
 from bot.orchestrator.factcheck.relations import Problem
@@ -49,6 +52,9 @@ _CARRY = re.compile(r"^\W*(?:it|its|they|their|he|she|his|her|this|that|the (?:a
                     r"ip|address|process|file|sender|mailbox|row|entity))\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|no(?![-.@\w])|never|nor|without|neither|rather than|instead of|other than|"
                        r"except|unlike)\b|n't\b|\bcannot\b", re.IGNORECASE)
+_GENERIC_NOUNS = frozenset({"row", "rows", "result", "results", "match", "matches", "hit", "hits"})
+_EDGE = re.compile(r"\b(first|earliest|began|started|starting|last|latest|most recent|final|ended|until)\b",
+                   re.IGNORECASE)
 _OPEN = re.compile(r"\b(?:if|whether|unless|suppose|assuming|in case)\b", re.IGNORECASE)
 _JOINED = re.compile(r"^[\s,()*_`'\"]*(?:and|or|&|/|as well as|plus|nor)?[\s,()*_`'\"]*$", re.IGNORECASE)
 _WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
@@ -117,8 +123,8 @@ class _Value:
 class Reader:
     """Reads one answer's units in order, keeping the subjects each line named for the lines under it."""
 
-    def __init__(self, facts: Facts, references: References) -> None:
-        self.facts, self.references = facts, references
+    def __init__(self, facts: Facts, references: References, now: datetime) -> None:
+        self.facts, self.references, self.now = facts, references, now
         self.by_span: dict[tuple[int, int], list[_Subject]] = {}
         self.previous: list[_Subject] = []
         self.vocabulary = _vocabulary(facts)
@@ -152,6 +158,7 @@ class Reader:
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
             problems += self._flags(clause, offset, subjects or above)
+            problems += self._times(answer, clause, offset, subjects or above)
         return problems
 
     def _cell_values(self, cells: tuple[Cell, ...], low: int, high: int) -> list[_Value]:
@@ -399,6 +406,44 @@ class Reader:
         return [(len(union), len(union), "the distinct values in the rows"),
                 *((len(v), len(v), f"the {k} rows") for k, v in per_kind.items()), *declared]
 
+    # first and last times
+
+    def _times(self, answer: str, clause: str, offset: int, subjects: list[_Subject]) -> list[Problem]:
+        """"alice's first sign-in was at 09:14 UTC", "last logon on Nov 18": the earliest or latest time the linked
+        rows of the kind its noun names hold (every row returned, or nothing is decided)."""
+        edge = _EDGE.search(clause)
+        if edge is None or not subjects:
+            return []
+        said = [c for c in claimed.find(clause, offset, self.now) if c.topic is Topic.TIME and c.moment is not None]
+        near = clause[max(0, edge.start() - 40):edge.end() + 40].lower()
+        if not said:
+            return []
+        first = edge.group(1).lower() in ("first", "earliest", "began", "started", "starting")
+        times: list[int] = []
+        for kind_name, kind in self.facts.kinds.items():
+            words = {kind_name, *(n.lower() for n in kind.nouns)}
+            words |= {w[:-1] for w in words if w.endswith("s")}  # "the last sign-in", "the first process event"
+            if not any(re.search(rf"\b{re.escape(w)}\b", near) for w in words - _GENERIC_NOUNS):
+                continue
+            rows = self._of_kind(kind_name, _groups(answer, subjects))
+            if not rows or not all(r.complete for r in rows):
+                return []
+            stamps = [int(v) for r in rows for n, v in r.values
+                      if kind.fields.get(n, ("",))[0] == Sem.TIMESTAMP.value and v.isdigit()]
+            if stamps:
+                times.append(min(stamps) if first else max(stamps))
+        if not times:
+            return []
+        problems = []
+        for claim in said:
+            if any(_time_matches(claim, datetime.fromtimestamp(t, UTC)) for t in times):
+                continue
+            shown = ", ".join(f"{datetime.fromtimestamp(t, UTC):%Y-%m-%d %H:%M} UTC" for t in times)
+            problems.append(Problem("row time", claim.start, claim.end,
+                                    f"the {'earliest' if first else 'latest'} time in the rows is {shown}",
+                                    f"records: {shown}"))
+        return problems
+
     # flags
 
     def _flags(self, clause: str, offset: int, subjects: list[_Subject]) -> list[Problem]:
@@ -575,6 +620,21 @@ def _approx(before: str, number: str) -> str:
 
 
 _Counted = tuple[int, int, str]  # (events, rows, what was counted)
+
+
+def _time_matches(claim: Claim, moment: datetime) -> bool:
+    """A time as written against the row's: a day either way for a date; two minutes in UTC; a whole number of
+    quarter hours within 14 hours when no zone is said (the reader's own zone)."""
+    assert claim.moment is not None
+    if claim.precision == "day":
+        return abs((moment.date() - claim.moment.date()).days) <= 1
+    minutes = (moment - claim.moment).total_seconds() / 60
+    if claim.precision in ("utc-clock", "clock"):
+        minutes = minutes % (24 * 60)
+        minutes = min(minutes, 24 * 60 - minutes)
+    if claim.precision.startswith("utc"):
+        return abs(minutes) <= 2
+    return abs(minutes) <= 14 * 60 and min(minutes % 15, 15 - minutes % 15) <= 2
 
 
 def _counted(found: list[_Counted], noun: str = "") -> str:

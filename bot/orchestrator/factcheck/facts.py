@@ -869,8 +869,8 @@ _CITED_AS = {semantics.Sem.ACCOUNT: "account", semantics.Sem.SENDER: "account", 
              semantics.Sem.EMAIL: "account", semantics.Sem.HOST: "host", semantics.Sem.IP: "ip",
              semantics.Sem.URL: "url", semantics.Sem.DOMAIN: "dns", semantics.Sem.HASH: "filehash",
              semantics.Sem.PROCESS: "file", semantics.Sem.PARENT: "file", semantics.Sem.FILE: "file"}
-# Free text is never evidence; times are not compared per row (yet): neither is kept.
-_UNKEPT = frozenset({semantics.Sem.TEXT.value, semantics.Sem.COMMAND.value, semantics.Sem.TIMESTAMP.value})
+# Free text is never evidence: it is not kept.
+_UNKEPT = frozenset({semantics.Sem.TEXT.value, semantics.Sem.COMMAND.value})
 
 
 def _row_text(value: Any) -> str:

@@ -91,7 +91,7 @@ class _Check:
         self.ids = _linked(self.answer, extract(self.answer), facts)
         self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
                                            {p.name for p in facts.roster.values()})))
-        self.rows = declared.Reader(facts, references)  # statements about declared rows (evidence, hunts, ...)
+        self.rows = declared.Reader(facts, references, now)  # statements about declared rows (evidence, hunts, ...)
 
     def run(self) -> list[Finding]:
         previous: list[_Mention] = []
@@ -759,7 +759,7 @@ def _quote(text: str) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-_ROW_CATEGORIES = ("row", "row count", "row flag")
+_ROW_CATEGORIES = ("row", "row count", "row flag", "row time")
 
 
 def _one_per_claim(findings: list[Finding]) -> list[Finding]:
