@@ -209,3 +209,8 @@ def test_a_streamed_answer_is_held_to_the_rows_as_it_is_written() -> None:
     for end in range(10, len(answer) + 10, 10):
         stream.advance(answer[:end])
     assert [answer[f.start:f.end] for f in stream.findings] == ["Russia", "5 VPN sessions"]
+
+
+def test_rows_that_hold_no_such_value_decide_nothing() -> None:
+    conversation = _sessions_conversation(VpnSession("svc-batch@contoso.com", "VPN-GW-01", "", "NL", 1, False))
+    assert _marks(conversation, "svc-batch connected from 192.0.2.77.") == []  # its rows hold no client IP at all

@@ -155,11 +155,27 @@ class Reader:
             carried = subjects
             values = self._values(clause, offset, [i for i in ids if offset <= i.start < start + c_end])
             values += self._cell_values(cells or (), offset, offset + len(clause))
+            named = self._incident_entities(ids)
+            values = [v for v in values if not v.forms & named]  # "#14390 involves 10.13.69.109": the incident's
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
             problems += self._flags(clause, offset, subjects or above)
             problems += self._times(answer, clause, offset, subjects or above)
         return problems
+
+    def _incident_entities(self, ids: list[Identifier]) -> set[str]:
+        """The entities of the incidents a unit names (their detail, their own title): a value among them may be
+        said of them, whatever rows the unit's other subjects have."""
+        out: set[str] = set()
+        for identifier in ids:
+            number = identifier.value if identifier.kind is IdKind.INCIDENT else ""
+            if identifier.kind is IdKind.REFERENCE and identifier.value.isdigit():
+                reference = self.references.get(int(identifier.value))
+                number = reference.key if reference is not None and reference.kind is RefKind.INCIDENT else ""
+            fact = self.facts.incidents.get(int(number)) if number.isdigit() else None
+            if fact is not None and fact.entities:
+                out |= {f for e in fact.entities for f in link_forms(e)}
+        return out
 
     def _cell_values(self, cells: tuple[Cell, ...], low: int, high: int) -> list[_Value]:
         """A table cell or label value read by its header: "| Risk level |" over "medium", "Port: 8080"."""
@@ -303,7 +319,8 @@ class Reader:
         if not fields:
             return None
         names = dict(fields)
-        return {f for fact in rows for n, v in fact.values if n in names for f in _value_forms(names[n], v)}
+        held = {f for fact in rows for n, v in fact.values if n in names for f in _value_forms(names[n], v)}
+        return held or None  # rows that hold no such value (a service logon's empty remote IP) decide nothing
 
     # counts
 
