@@ -212,5 +212,7 @@ def test_a_streamed_answer_is_held_to_the_rows_as_it_is_written() -> None:
 
 
 def test_rows_that_hold_no_such_value_decide_nothing() -> None:
-    conversation = _sessions_conversation(VpnSession("svc-batch@contoso.com", "VPN-GW-01", "", "NL", 1, False))
+    conversation = _sessions_conversation(VpnSession("svc-batch@contoso.com", "VPN-GW-01", "", "NL", 1, False),
+                                          *ROWS)
     assert _marks(conversation, "svc-batch connected from 192.0.2.77.") == []  # its rows hold no client IP at all
+    assert _marks(conversation, "svc-batch came in from Germany.") == ["Germany"]  # a country they do hold
