@@ -16,10 +16,16 @@ entity; else the heading or lead-in it hangs under, or the previous sentence for
   them all, or a query that read the subject and found none;
 - a flag stated with its cue verb ("alice clicked the link") must be true on some linked row; a query that read the
   subject and found no row of that kind decides it too.
+- "first"/"last" with a kind's noun and a time ("her last sign-in was at 16:43 UTC") must be the earliest or latest
+  time the linked rows of that kind hold (a day either way for a date; a whole quarter hour within 14 hours when no
+  zone is said).
 
 Precision first: nothing in an instruction, question or hypothetical, nothing negated ("did not click"), nothing
-whose subject links no row or whose kind declares no such field is decided; a value coordinated with the subject
-("alice and WS-FIN-023") is not a relation between them.
+whose subject links no row or whose kind declares no such field (or whose rows hold no value of it) is decided; a
+value coordinated with the subject ("alice and WS-FIN-023") is not a relation between them; a value the entities of an
+incident the unit names hold is that incident's; a subject some of whose rows were let go past the bound, or a count
+over a query that did not return every row, is not decided. A relation wrong at both ends is marked once, over both.
+An answer is read up to ``MAX_READ`` characters.
 """
 
 from __future__ import annotations
