@@ -7,9 +7,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from bot.sentinel.models import IncidentDetail, SimilarIncident
+from bot.sentinel.semantics import Declaration, Sem, declare
 
 
 class Level(enum.Enum):
@@ -50,6 +51,10 @@ class Section:
 class Signal:
     """A named finding with its weight, what it is in words, and the evidence rows ("E3") it rests on."""
 
+    FACTS: ClassVar[Declaration] = declare("signal", ("signals",), identity=("name",), name=Sem.ID,
+                                           title=Sem.TEXT, weight=Sem.SCORE, detail=Sem.TEXT, evidence=Sem.ID,
+                                           cues={"weight": r"weight|\+"})
+
     name: str
     title: str
     weight: int
@@ -82,7 +87,13 @@ class Assessment:
 
 @dataclass(frozen=True)
 class Investigation:
-    """One entity's evidence over a window, and the bot's assessment of it."""
+    """One entity's evidence over a window, and the bot's assessment of it. Its sections' rows declare their own
+    facts; it declares the assessment (``level``, ``score``) as the investigated entity's."""
+
+    FACTS: ClassVar[Declaration] = declare(
+        "assessment", ("assessments",), identity=("entity",), belongs=("entity", "also"), entity=Sem.ID, also=Sem.ID,
+        level=Sem.LEVEL, score=Sem.SCORE, cues={"level": r"(?:assessed|assessment|rated|verdict)\s*(?:as|is|of|:)?",
+                                                "score": r"score(?:d| of)?"})
 
     entity_kind: str
     entity: str
@@ -103,6 +114,14 @@ class Investigation:
                 for pair in getattr(record, "identifiers", lambda: ())():
                     found[pair] = None
         return tuple(found)
+
+    @property
+    def level(self) -> str:
+        return self.assessment.level.value
+
+    @property
+    def score(self) -> int:
+        return self.assessment.score
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
@@ -126,6 +145,11 @@ CITED_KINDS = ("filehash", "ip", "url", "host", "account")
 @dataclass(frozen=True)
 class EntityVerdict:
     """One of an incident's main entities as its investigation judged it: the level and the signals' titles."""
+
+    FACTS: ClassVar[Declaration] = declare(
+        "entity verdict", ("verdicts",), identity=("value",), belongs=("value",), kind=Sem.TEXT, value=Sem.ID,
+        level=Sem.LEVEL, score=Sem.SCORE, signals=Sem.TEXT, failed=Sem.FLAG,
+        cues={"level": r"(?:assessed|rated|verdict)\s*(?:as|is|of|:)?", "score": r"score(?:d| of)?"})
 
     kind: str
     value: str

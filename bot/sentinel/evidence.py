@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
+from bot.sentinel.semantics import Declaration, Sem, declare
+
 MFA_DENIED = "500121"  # Entra sign-in error: strong authentication failed (the user denied or ignored the push)
 SIGNIN_SUCCESS = "0"
 
@@ -25,6 +27,11 @@ def _ids(*pairs: tuple[str, str]) -> tuple[tuple[str, str], ...]:
 class SigninGroup:
     """Sign-ins of one account with one result, from one IP, country and app, with their count and first/last."""
 
+    FACTS: ClassVar[Declaration] = declare(
+        "sign-in", ("sign-ins", "sign-in", "signins", "logins", "log-ins", "sign-in attempts", "attempts"),
+        identity=("upn", "result_type", "ip", "country", "app"), belongs=("upn", "ip"), counted_by="count",
+        upn=Sem.ACCOUNT, result_type=Sem.RESULT, ip=Sem.IP, country=Sem.COUNTRY, app=Sem.APP, risk_level=Sem.LEVEL,
+        count=Sem.COUNT, first=Sem.TIMESTAMP, last=Sem.TIMESTAMP, cues={"risk_level": r"risk"})
     HEADERS: ClassVar[tuple[str, ...]] = ("account", "result", "ip", "country", "app", "risk", "count", "last")
     upn: str
     result_type: str
@@ -58,6 +65,11 @@ class SigninGroup:
 class DirectoryChange:
     """An AuditLogs record the account made (``by_entity``) or was the target of."""
 
+    FACTS: ClassVar[Declaration] = declare(
+        "directory change", ("directory changes", "audit events", "directory operations", "role changes"),
+        identity=("time", "operation"), belongs=("initiator", "targets"),
+        time=Sem.TIMESTAMP, operation=Sem.ACTION, result=Sem.RESULT, initiator=Sem.ACCOUNT, targets=Sem.ACCOUNT,
+        role=Sem.TEXT)
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "operation", "result", "by", "targets", "role")
     time: datetime | None
     operation: str
@@ -76,6 +88,10 @@ class DirectoryChange:
 
 @dataclass(frozen=True)
 class RiskyUser:
+    FACTS: ClassVar[Declaration] = declare(
+        "risky user", ("risky user records",), identity=("upn",), belongs=("upn",),
+        upn=Sem.ACCOUNT, risk_level=Sem.LEVEL, risk_state=Sem.STATUS, risk_detail=Sem.TEXT, updated=Sem.TIMESTAMP,
+        cues={"risk_level": r"risk", "risk_state": r"risk state"})
     HEADERS: ClassVar[tuple[str, ...]] = ("account", "risk level", "risk state", "detail", "updated")
     upn: str
     risk_level: str
@@ -92,6 +108,11 @@ class RiskyUser:
 
 @dataclass(frozen=True)
 class RiskDetection:
+    FACTS: ClassVar[Declaration] = declare(
+        "risk detection", ("risk detections", "risk events", "detections"), identity=("time", "event_type"),
+        belongs=("upn", "ip"), time=Sem.TIMESTAMP, upn=Sem.ACCOUNT, event_type=Sem.ACTION, risk_level=Sem.LEVEL,
+        risk_state=Sem.STATUS, ip=Sem.IP, country=Sem.COUNTRY,
+        cues={"risk_level": r"risk", "risk_state": r"risk state"})
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "account", "detection", "level", "state", "ip", "country")
     time: datetime | None
     upn: str
@@ -110,6 +131,11 @@ class RiskDetection:
 
 @dataclass(frozen=True)
 class BehaviorEvent:
+    FACTS: ClassVar[Declaration] = declare(
+        "behavior event", ("behavior events", "behaviour events", "UEBA events", "UEBA activities"),
+        identity=("time", "activity_type"), belongs=("upn", "source_ip"), time=Sem.TIMESTAMP, upn=Sem.ACCOUNT,
+        activity_type=Sem.ACTION, action_type=Sem.ACTION, priority=Sem.SCORE, source_ip=Sem.IP, location=Sem.COUNTRY,
+        cues={"priority": r"priority"})
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "account", "activity", "action", "priority", "ip", "location")
     time: datetime | None
     upn: str
@@ -129,6 +155,11 @@ class BehaviorEvent:
 
 @dataclass(frozen=True)
 class ProcessEvent:
+    FACTS: ClassVar[Declaration] = declare(
+        "process", ("process events", "process launches", "process executions", "processes"),
+        identity=("time", "device", "file_name"), belongs=("device", "account", "file_name", "parent", "sha256"),
+        time=Sem.TIMESTAMP, device=Sem.HOST, account=Sem.ACCOUNT, file_name=Sem.PROCESS, command_line=Sem.COMMAND,
+        parent=Sem.PARENT, sha256=Sem.HASH)
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "device", "account", "process", "command line", "parent")
     time: datetime | None
     device: str
@@ -148,6 +179,10 @@ class ProcessEvent:
 
 @dataclass(frozen=True)
 class LogonEvent:
+    FACTS: ClassVar[Declaration] = declare(
+        "logon", ("logons", "logon events", "logon attempts", "device logons"), identity=("time", "device", "account"),
+        belongs=("device", "account", "remote_ip"), time=Sem.TIMESTAMP, device=Sem.HOST, account=Sem.ACCOUNT,
+        action=Sem.RESULT, logon_type=Sem.ACTION, remote_ip=Sem.IP, failure=Sem.ERROR)
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "device", "account", "action", "logon type", "remote ip", "failure")
     time: datetime | None
     device: str
@@ -166,6 +201,12 @@ class LogonEvent:
 
 @dataclass(frozen=True)
 class NetworkEvent:
+    FACTS: ClassVar[Declaration] = declare(
+        "connection", ("connections", "network connections", "network events", "outbound connections"),
+        identity=("time", "device", "remote_ip", "remote_port"),
+        belongs=("device", "remote_ip", "remote_url", "process"),
+        time=Sem.TIMESTAMP, device=Sem.HOST, action=Sem.RESULT, remote_ip=Sem.IP, remote_port=Sem.PORT,
+        remote_url=Sem.DOMAIN, process=Sem.PROCESS, cues={"remote_port": r"port"})
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "device", "action", "remote ip", "port", "remote url", "process")
     time: datetime | None
     device: str
@@ -185,6 +226,11 @@ class NetworkEvent:
 
 @dataclass(frozen=True)
 class FileEvent:
+    FACTS: ClassVar[Declaration] = declare(
+        "file event", ("file events", "file creations", "files written", "file operations"),
+        identity=("time", "device", "file_name"), belongs=("device", "file_name", "sha256", "process"),
+        time=Sem.TIMESTAMP, device=Sem.HOST, action=Sem.ACTION, file_name=Sem.FILE, folder=Sem.PATH, sha256=Sem.HASH,
+        process=Sem.PARENT)
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "device", "action", "file", "folder", "sha256", "process")
     time: datetime | None
     device: str
@@ -203,6 +249,11 @@ class FileEvent:
 
 @dataclass(frozen=True)
 class EmailMessage:
+    FACTS: ClassVar[Declaration] = declare(
+        "email", ("emails", "e-mails", "messages", "mails"), identity=("message_id", "recipient"),
+        belongs=("sender", "recipient", "message_id"), time=Sem.TIMESTAMP, message_id=Sem.ID, sender=Sem.SENDER,
+        recipient=Sem.RECIPIENT, subject=Sem.TEXT, delivery_action=Sem.ACTION, delivery_location=Sem.ACTION,
+        threat_types=Sem.TEXT)
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "from", "to", "subject", "delivery", "location", "threats")
     time: datetime | None
     message_id: str
@@ -223,6 +274,11 @@ class EmailMessage:
 
 @dataclass(frozen=True)
 class UrlClick:
+    FACTS: ClassVar[Declaration] = declare(
+        "url click", ("clicks", "URL clicks", "link clicks", "url clicks"), identity=("time", "upn", "url"),
+        belongs=("upn", "url", "message_id"), time=Sem.TIMESTAMP, upn=Sem.ACCOUNT, url=Sem.URL, action=Sem.ACTION,
+        clicked_through=Sem.FLAG, threat_types=Sem.TEXT, message_id=Sem.ID,
+        cues={"clicked_through": r"clicked(?: through| on| the| it)?|opened the link|followed the link"})
     HEADERS: ClassVar[tuple[str, ...]] = ("time", "account", "url", "action", "clicked through", "threats")
     time: datetime | None
     upn: str
@@ -244,6 +300,12 @@ class UrlClick:
 class Indicator:
     """A threat-intelligence indicator whose observable is the entity (ThreatIntelIndicators, latest of each)."""
 
+    FACTS: ClassVar[Declaration] = declare(
+        "indicator", ("indicators", "TI indicators", "threat-intelligence indicators", "threat intel matches"),
+        identity=("indicator_id",), belongs=("value",), indicator_id=Sem.ID, key=Sem.TEXT, value=Sem.ID,
+        confidence=Sem.SCORE, valid_from=Sem.TIMESTAMP, valid_until=Sem.TIMESTAMP, valid=Sem.FLAG, tags=Sem.TEXT,
+        cues={"confidence": r"confidence(?: of| score)?",
+              "valid": r"(?:is|still|currently) (?:a )?valid(?: indicator)?|active indicator"})
     HEADERS: ClassVar[tuple[str, ...]] = ("observable", "value", "confidence", "valid from", "valid until", "valid now",
                                           "tags")
     indicator_id: str
@@ -271,6 +333,9 @@ _ID_KIND = {"ipv4-addr": "ip", "ipv6-addr": "ip", "url": "url", "domain-name": "
 class AlertIncident:
     """An alert's incident and how it stands (SecurityIncident's latest row naming the alert in its AlertIds)."""
 
+    FACTS: ClassVar[Declaration] = declare(
+        "alert incident", ("alert incidents",), identity=("alert_id",), belongs=("alert_id", "incident"),
+        alert_id=Sem.ID, incident=Sem.ID, status=Sem.STATUS, classification=Sem.STATUS)
     HEADERS: ClassVar[tuple[str, ...]] = ("alert", "incident", "status", "classification")
     alert_id: str
     incident: int

@@ -12,7 +12,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+
+from bot.sentinel.semantics import Declaration, Sem, declare, declare_fields
 
 
 def one_line(value: object, width: int | None = None) -> str:
@@ -51,6 +53,11 @@ DEMO_NOTICE = "Demo workspace: generated sample data, not from a real Sentinel w
 
 @dataclass(frozen=True)
 class Incident:
+    FACTS: ClassVar[Declaration] = declare(
+        "incident", ("incidents",), identity=("number",), belongs=("number", "owner"), number=Sem.ID,
+        title=Sem.TEXT, severity=Sem.SEVERITY, status=Sem.STATUS, owner=Sem.ACCOUNT, created=Sem.TIMESTAMP,
+        last_modified=Sem.TIMESTAMP, alert_count=Sem.COUNT, tactics=Sem.TEXT, products=Sem.TEXT, url=Sem.URL,
+        classification=Sem.STATUS)
     number: int
     title: str
     severity: str
@@ -69,6 +76,10 @@ class Incident:
 class AlertSummary:
     """An alert as listed on its own or inside an incident."""
 
+    FACTS: ClassVar[Declaration] = declare(
+        "alert", ("alerts",), identity=("alert_id",), belongs=("alert_id",), alert_id=Sem.ID, name=Sem.TEXT,
+        severity=Sem.SEVERITY, status=Sem.STATUS, product=Sem.TEXT, time=Sem.TIMESTAMP, tactics=Sem.TEXT,
+        description=Sem.TEXT, start=Sem.TIMESTAMP, end=Sem.TIMESTAMP, techniques=Sem.TEXT, link=Sem.URL)
     alert_id: str
     name: str
     severity: str
@@ -131,6 +142,10 @@ class SimilarIncident:
 
 @dataclass(frozen=True)
 class EntityCount:
+    FACTS: ClassVar[Declaration] = declare(
+        "top entity", ("entities",), identity=("type", "value"), belongs=("value",), counted_by="alert_count",
+        type=Sem.TEXT, value=Sem.ID, alert_count=Sem.COUNT, high_severity_count=Sem.COUNT, last_seen=Sem.TIMESTAMP,
+        first_seen=Sem.TIMESTAMP, cues={"high_severity_count": r"high(?:[- ]severity)?"})
     type: str
     value: str
     alert_count: int
@@ -141,6 +156,8 @@ class EntityCount:
 
 @dataclass(frozen=True)
 class TrendBin:
+    FACTS: ClassVar[Declaration] = declare("trend bin", ("alerts",), identity=("start", "severity"), counted_by="count",
+                                           start=Sem.TIMESTAMP, severity=Sem.SEVERITY, count=Sem.COUNT)
     start: datetime
     severity: str
     count: int
@@ -176,6 +193,11 @@ class OnCallEntry:
     round the clock) becomes its occurrence under way at ``as_of``, or its next one; a dated shift (ISO 8601
     date-times) is itself. ``at(moment)`` resolves the same row against another moment.
     """
+
+    FACTS: ClassVar[Declaration] = declare(
+        "on-call entry", ("analysts on call", "on-call analysts"), identity=("name",), belongs=("name", "upn", "email"),
+        name=Sem.ACCOUNT, upn=Sem.ACCOUNT, email=Sem.EMAIL, phone=Sem.ID, location=Sem.CITY, team=Sem.TEXT,
+        shift_start=Sem.TIMESTAMP, shift_end=Sem.TIMESTAMP, object_id=Sem.ID)
 
     name: str
     upn: str
@@ -376,6 +398,17 @@ class HuntRow:
     def value(self, column: str) -> Any:
         return next((v for name, v in self.cells if name == column), None)
 
+    def facts(self, parameters: dict[str, Any] | None = None) -> Declaration:
+        """Its declaration, from its columns (``bot.sentinel.semantics``): entity columns are what it belongs to
+        (a summarised hunt's group keys), ``Count`` its weight, the table (from the hunt's ``parameters``) its noun."""
+        table = str((parameters or {}).get("table") or "")
+        fields = {name: hunt_sem(name) for name, _ in self.cells}
+        belongs = tuple(n for n, sem in fields.items() if sem in _HUNT_SUBJECTS)
+        cues = {n: r"distinct|different|unique" for n in fields if n.startswith("dcount_")}
+        return declare_fields(f"hunt {table}".strip(),
+                              (*HUNT_NOUNS.get(table, ()), "rows", "results", "matches", "hits"), fields,
+                              belongs=belongs, counted_by="Count" if "Count" in fields else "", cues=cues)
+
     def identifiers(self) -> tuple[tuple[str, str], ...]:
         """The entity values an answer may cite from this row (``NamesEntities``): its text cells whose column
         names an account, IP, host, URL, domain, hash or file, and each text of such a column's set
@@ -386,6 +419,46 @@ class HuntRow:
             values = value if isinstance(value, list) else [value]
             out += [(kind, v.strip()) for v in values if kind and isinstance(v, str) and v.strip()]
         return tuple(out)
+
+
+_ENTITY_SEMS = {"account": Sem.ACCOUNT, "ip": Sem.IP, "host": Sem.HOST, "url": Sem.URL, "dns": Sem.DOMAIN,
+                "filehash": Sem.HASH, "file": Sem.PROCESS}
+_HUNT_SEMS = (
+    (re.compile(r"^(?:initiatingprocess(?:parent)?filename|parentprocess\w*)$"), Sem.PARENT),
+    (re.compile(r"commandline$"), Sem.COMMAND),
+    (re.compile(r"^(?:count|dcount_\w+)$"), Sem.COUNT),
+    (re.compile(r"^(?:country\w*|location|countryorregion)$"), Sem.COUNTRY),
+    (re.compile(r"^city$"), Sem.CITY),
+    (re.compile(r"appdisplayname$|^app$|^application$"), Sem.APP),
+    (re.compile(r"^resulttype$|^result$"), Sem.RESULT),
+    (re.compile(r"actiontype$|^action$|^operationname$"), Sem.ACTION),
+    (re.compile(r"port$"), Sem.PORT),
+    (re.compile(r"^(?:timegenerated|timestamp|(?:min|max)_\w+)$"), Sem.TIMESTAMP),
+)
+_HUNT_SUBJECTS = frozenset({Sem.ACCOUNT, Sem.IP, Sem.HOST, Sem.URL, Sem.DOMAIN, Sem.HASH, Sem.PROCESS, Sem.PARENT})
+# What an answer counts a hunt's rows by, per table.
+HUNT_NOUNS: dict[str, tuple[str, ...]] = {
+    "SigninLogs": ("sign-ins", "sign-in", "signins", "logins", "sign-in attempts"),
+    "AADNonInteractiveUserSignInLogs": ("sign-ins", "non-interactive sign-ins"),
+    "DeviceProcessEvents": ("process events", "processes", "process launches"),
+    "DeviceLogonEvents": ("logons", "logon events"),
+    "DeviceNetworkEvents": ("connections", "network connections", "network events"),
+    "DeviceFileEvents": ("file events",),
+    "EmailEvents": ("emails", "e-mails", "messages"),
+    "UrlClickEvents": ("clicks", "URL clicks"),
+    "AuditLogs": ("directory changes", "audit events"),
+    "SecurityEvent": ("security events", "events"),
+}
+
+
+def hunt_sem(column: str) -> Sem:
+    """The semantic type of a hunt column, by its name."""
+    lowered = column.lower()
+    found = next((sem for pattern, sem in _HUNT_SEMS if pattern.search(lowered)), None)
+    if found is not None:
+        return found
+    kind = hunt_entity_kind(column)
+    return _ENTITY_SEMS[kind] if kind else Sem.TEXT
 
 
 def hunt_entity_kind(column: str) -> str | None:

@@ -29,7 +29,7 @@ from bot.tools.tool import Parameter, Tool
 # Words an analyst uses for themselves as the assignee.
 SELF_WORDS = frozenset({"me", "myself", "self", "i"})
 # The system prompt's rules say the rest (asked by the analyst, confirmed on the card); this is sent on every call.
-_CONFIRM = "Only on the analyst's own request; they confirm it on a card."
+_CONFIRM = "Only when the analyst asks; they confirm on a card."
 _INCIDENT = Parameter(
     "incident_ref",
     "Its number (42) or reference ([2]).",
@@ -53,7 +53,7 @@ SET_INCIDENT_STATUS = Tool(
     "comment saying why. " + _CONFIRM,
     (
         _INCIDENT,
-        Parameter("status", "The new status.", enum=tuple(s.value for s in IncidentStatus), required=True),
+        Parameter("status", "", enum=tuple(s.value for s in IncidentStatus), required=True),
         Parameter("classification", "Required when closing.", enum=tuple(c.value for c in Classification)),
         Parameter("classification_reason", "When closing: TruePositive takes SuspiciousActivity, "
                   "BenignPositive SuspiciousButExpected, FalsePositive IncorrectAlertLogic or InaccurateData "

@@ -15,7 +15,11 @@ Extension point: each record type is recorded by one function registered with ``
 (see the ones at the end of this module). A new result type (an investigation, a hunt) adds its facts in one
 place, its own module, with the same decorator; it records through ``Facts.identify``, ``Facts.add_count``,
 ``Facts.put_incident`` and ``Facts.put_alert`` and returns the free texts whose identifiers may be cited.
-A record type with no recorder that names entities (``NamesEntities``) has those recorded as identifiers.
+A record type with no recorder that declares its facts (``bot.sentinel.semantics``: evidence rows, hunt rows, an
+investigation's assessment, any later one) is kept as declared rows (``declared_row``: ``rows`` by kind and identity,
+``kinds`` their declarations, ``empty`` the subjects a query read and found none of, ``cut`` the subjects some of whose
+rows were let go past ``MAX_ROWS``, never decided again); ``factcheck.declared`` checks answers against them. Its
+entity values are recorded as identifiers, as are those of a record type that names entities (``NamesEntities``).
 
 Storage is compact (``to_dict``: short positional rows, times as epoch seconds) and built once per change:
 a conversation saved after a turn that queried nothing serialises nothing here again.
@@ -27,11 +31,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, get_type_hints, overload
 
 from bot.investigation.models import IncidentSummary, Investigation
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.orchestrator.factcheck.verdicts import MAX_VERDICTS, VerdictFact
+from bot.sentinel import semantics
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -45,6 +50,7 @@ from bot.sentinel.models import (
 from bot.sentinel.queries import alert_trend as trend_query
 from bot.sentinel.queries import alerts as alerts_query
 from bot.sentinel.queries import incidents as incidents_query
+from bot.sentinel.queries import spec_of
 
 # Sized for the conversation's state budget (teams/state.py): about 16 KB when all are full.
 MAX_INCIDENTS = 100
@@ -54,6 +60,10 @@ MAX_COUNTS = 100
 MAX_CHANGES = 20
 MAX_ROSTER = 40
 MAX_NAMES = 200  # alert names, entity sightings
+MAX_ROWS = 300  # declared rows (evidence, hunts, any record type that declares its facts): about 15 KB when full
+MAX_ROW_VALUE = 96  # characters of a row's value kept (command lines and free text are never evidence)
+MAX_EMPTY = 120  # (kind, subject) pairs a query read and found no row of
+MAX_CUT = 400  # subjects whose rows were partly let go
 SEVERITIES = ("High", "Medium", "Low", "Informational")
 STORAGE_VERSION = 2
 NAVIGATION_HOSTS = ("portal.azure.com", "security.microsoft.com", "learn.microsoft.com", "microsoft.com",
@@ -243,6 +253,69 @@ class RosterFact:
 
 
 @dataclass(frozen=True)
+class RowFact:
+    """One row of a record type that declares its facts (``bot.sentinel.semantics``): its kind, each declared
+    field's value as text, what it counts for, and whether its query returned every row (counts over it hold)."""
+
+    kind: str
+    values: tuple[tuple[str, str], ...]  # (field, value) in the declaration's order; tuples give one pair per item
+    weight: int
+    complete: bool
+    scope: str  # the query that returned it, for the correction: "evidence_signins (alice@contoso.com)"
+
+    def row(self, kinds: dict[str, int], fields: dict[str, list[str]], text: Callable[[str], int | None]) -> list[Any]:
+        """Stored compactly: the kind's index, each declared field's value by its index in the string table (None
+        where the row has none; a tuple field's items joined by a tab), weight, complete, scope."""
+        named: dict[str, list[str]] = {}
+        for name, value in self.values:
+            named.setdefault(name, []).append(value)
+        return [kinds[self.kind], [text("\t".join(named[f])) if f in named else None for f in fields[self.kind]],
+                self.weight, int(self.complete), text(self.scope)]
+
+    @classmethod
+    def from_row(cls, row: list[Any], kinds: list[str], fields: dict[str, list[str]], strings: list[str]) -> RowFact:
+        kind = kinds[int(row[0])]
+        values = tuple((name, item) for name, index in zip(fields[kind], row[1], strict=False) if index is not None
+                       for item in strings[int(index)].split("\t"))
+        return cls(kind, values, int(row[2]), bool(row[3]), strings[int(row[4])])
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A declaration as the facts keep it: enough to check rows of it after the conversation was stored."""
+
+    nouns: tuple[str, ...]
+    fields: dict[str, tuple[str, str]]  # field -> (semantic type, cue)
+    belongs: tuple[str, ...]
+    identity: tuple[str, ...] = ()
+
+    def key(self, values: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        """What tells its rows apart: the identity fields' values (all values when it declares none)."""
+        return tuple(p for p in values if p[0] in self.identity) or values
+
+    def row(self, text: Callable[[str], int | None]) -> list[Any]:
+        """Stored compactly: every string by its index in the conversation's string table."""
+        fields = [[text(f), text(sem), text(cue)] for f, (sem, cue) in self.fields.items()]
+        return [[text(n) for n in self.nouns], fields, [text(b) for b in self.belongs],
+                [text(i) for i in self.identity]]
+
+    @classmethod
+    def from_row(cls, row: list[Any], strings: list[str]) -> Kind:
+        def text(index: Any) -> str:
+            return strings[int(index)]
+
+        return cls(tuple(map(text, row[0])), {text(f): (text(sem), text(cue)) for f, sem, cue in row[1]},
+                   tuple(map(text, row[2])), tuple(map(text, row[3])))
+
+    @classmethod
+    def of(cls, declared: semantics.Declaration) -> Kind:
+        """Its fields a row keeps (free text and times that tell no rows apart are never kept)."""
+        return cls(declared.nouns, {f.name: (f.sem.value, f.cue) for f in declared.fields
+                                    if f.sem.value not in _UNKEPT or f.name in declared.identity},
+                   declared.belongs, declared.identity)
+
+
+@dataclass(frozen=True)
 class Sighting:
     """When a top-entities result saw an entity, and how many alerts it counted for it."""
 
@@ -282,8 +355,13 @@ class Facts:
     trend_scope: str = ""
     sightings: dict[str, Sighting] = field(default_factory=dict)  # lower-case entity value
     verdicts: dict[str, VerdictFact] = field(default_factory=dict)  # investigated entities (lower case) -> assessment
+    rows: dict[tuple[str, tuple[tuple[str, str], ...]], RowFact] = field(default_factory=dict)  # by kind, identity
+    kinds: dict[str, Kind] = field(default_factory=dict)  # the declarations of the kinds of ``rows``
+    empty: dict[tuple[str, str], None] = field(default_factory=dict)  # (kind, subject): queried, no row
+    cut: dict[str, None] = field(default_factory=dict)  # subjects some of whose rows were let go: not decidable
     _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _index: set[str] | None = field(default=None, repr=False, compare=False)
+    _links: dict[str, list[tuple[RowFact, str]]] | None = field(default=None, repr=False, compare=False)
 
     # recording
 
@@ -292,9 +370,11 @@ class Facts:
         self._stored = None
         seen = Seen(result.metadata.tool, _second(at))
         texts: list[str] = []
+        complete = not result.metadata.truncated and result.metadata.returned >= result.metadata.total
         for record in result.records:
             if isinstance(record, Investigation):  # holds other queries' results: recorded as theirs
                 self._investigation(record, seen, result)
+                self.declared_row(record, result.metadata.parameters, seen.tool, complete)
                 continue
             if isinstance(record, IncidentSummary):  # the detail, the investigations, the similar incidents
                 self._summary(record, seen, result)
@@ -302,9 +382,11 @@ class Facts:
             record_fn = _recorder_for(type(record))
             if record_fn is not None:
                 texts += record_fn(self, record, seen)
-            elif isinstance(record, NamesEntities):  # any other query's records that name entities
-                for entity_type, value in record.identifiers():
-                    self.identify(entity_type, value)
+            else:
+                self.declared_row(record, result.metadata.parameters, seen.tool, complete)
+                if isinstance(record, NamesEntities):  # any other query's records that name entities
+                    for entity_type, value in record.identifiers():
+                        self.identify(entity_type, value)
         for text in texts:
             for found in extract(text):
                 if found.kind is IdKind.INCIDENT:
@@ -316,6 +398,8 @@ class Facts:
     def _investigation(self, investigation: Investigation, seen: Seen, result: QueryResult) -> None:
         """Every section's rows as the facts of their own query, and the assessment as a verdict."""
         for section in investigation.sections:
+            if not section.records and not section.error:  # read, and nothing: a true "no click", "no sign-in"
+                self._nothing(section.name, (investigation.entity, *investigation.also))
             if section.records:
                 meta = replace(result.metadata, tool=section.name, total=section.total,
                                returned=len(section.records), truncated=section.total > len(section.records),
@@ -343,6 +427,70 @@ class Facts:
             if finding.investigation is not None:
                 self.observe(part("investigate_entity", (finding.investigation,)), seen.at)
 
+    def declared_row(self, record: Any, parameters: dict[str, Any], tool: str, complete: bool) -> None:
+        """Record a row of any record type that declares its facts (``bot.sentinel.semantics``): no code per type."""
+        declared = semantics.declaration(record, parameters)
+        if declared is None or not declared.belongs:
+            return  # a row that belongs to nothing (a trend's bin) links no statement to it
+        self._stored = None
+        if declared.kind not in self.kinds:
+            self.kinds[declared.kind] = Kind.of(declared)
+        values = tuple((f.name, _row_text(v)) for f, v in semantics.field_values(record, declared)
+                       if f.sem.value not in _UNKEPT or f.name in declared.identity)  # a time that tells rows apart
+        weight = next((int(v) for f, v in values if f == declared.weight and v.isdigit()), 1)
+        subject = next((v for f, v in values if f in declared.belongs), "")
+        for f in declared.fields:  # its entities and what it belongs to may be cited (an alert id, a device)
+            if f.name in declared.belongs or f.sem in _CITED_AS:
+                for name, value in values:
+                    if name == f.name:
+                        self.identify(_CITED_AS.get(f.sem, ""), value)
+        key = (declared.kind, self.kinds[declared.kind].key(values))
+        self.rows.pop(key, None)
+        self.rows[key] = RowFact(declared.kind, values, weight, complete, f"{tool} ({subject})" if subject else tool)
+        self._let_go(len(self.rows) - MAX_ROWS)
+        self._links = None
+
+    def _let_go(self, excess: int) -> None:
+        """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all)."""
+        for _ in range(max(excess, 0)):
+            key = next(iter(self.rows))
+            old = self.rows.pop(key)
+            kind = self.kinds.get(old.kind)
+            for name, value in old.values:
+                if kind is not None and name in kind.belongs:
+                    for form in link_forms(value):
+                        _add(self.cut, form, MAX_CUT)
+
+    def _nothing(self, query: str, subjects: Iterable[str]) -> None:
+        """A query of a declared record type read these subjects and returned no row."""
+        try:
+            record_type = get_type_hints(spec_of(query).decode).get("return")
+        except (KeyError, NameError, TypeError):
+            return
+        declared = getattr(record_type, "FACTS", None)
+        if not isinstance(declared, semantics.Declaration):
+            return
+        self.kinds.setdefault(declared.kind, Kind.of(declared))
+        for subject in subjects:
+            for form in link_forms(subject):
+                _add(self.empty, (declared.kind, form), MAX_EMPTY)
+
+    def linked(self, form: str) -> list[tuple[RowFact, str]]:
+        """The declared rows a subject belongs to, by any of the forms an answer may write it in, each with the field
+        that names it."""
+        if self._links is None:
+            links: dict[str, list[tuple[RowFact, str]]] = {}
+            for fact in self.rows.values():
+                kind = self.kinds.get(fact.kind)
+                if kind is None:
+                    continue
+                for name, value in fact.values:
+                    if name in kind.belongs:
+                        for each in link_forms(value):
+                            links.setdefault(each, []).append((fact, name))
+            self._links = links
+        return self._links.get(form, [])
+
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,
                       tool: str = "the confirmed change") -> None:
@@ -366,9 +514,11 @@ class Facts:
         """Keep the newest half of everything (when conversation state must shrink)."""
         self._stored = None
         for ordered in (self.incidents, self.alerts, self.identifiers, self.numbers, self.alert_names,
-                        self.sightings, self.verdicts):
+                        self.sightings, self.verdicts, self.empty):
             _trim(ordered, len(ordered) // 2)
+        self._let_go(len(self.rows) // 2)
         self._index = None
+        self._links = None
         del self.counts[:len(self.counts) // 2]
 
     # the recorders' interface
@@ -483,6 +633,7 @@ class Facts:
         scopes: dict[str, int] = {}
         counts = [[c.noun[0], " ".join(sorted(c.qualifiers)), c.value, scopes.setdefault(c.scope, len(scopes))]
                   for c in self.counts]
+        declared = self._compact_rows(text)  # before the string table is written: it adds to it
         return {"v": STORAGE_VERSION, "seen": [[s.tool, _epoch(s.at)] for s in seen], "strings": list(strings),
                 "incidents": incidents, "alerts": alerts, "identifiers": list(self.identifiers),
                 "numbers": list(self.numbers), "scopes": list(scopes), "counts": counts,
@@ -491,7 +642,18 @@ class Facts:
                 "trend_bins": self.trend_bins, "trend_scope": self.trend_scope,
                 "sightings": {k: [_epoch(s.first), _epoch(s.last), s.alerts, s.high]
                               for k, s in self.sightings.items()},
-                "verdicts": [v.to_dict() for v in self.verdicts.values()]}
+                "verdicts": [v.to_dict() for v in self.verdicts.values()],
+                **declared}
+
+    def _compact_rows(self, text: Callable[[str], int | None]) -> dict[str, Any]:
+        kinds = {k: i for i, k in enumerate(self.kinds)}
+        fields = {k: list(v.fields) for k, v in self.kinds.items()}
+        empty: dict[str, list[int | None]] = {}
+        for kind, form in self.empty:
+            empty.setdefault(kind, []).append(text(form))
+        return {"kinds": [[text(k), *v.row(text)] for k, v in self.kinds.items()],
+                "rows": [r.row(kinds, fields, text) for r in self.rows.values()], "empty": empty,
+                "cut": list(self.cut)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Facts:
@@ -531,6 +693,17 @@ class Facts:
                             for k, v in dict(data.get("trend_bins", {})).items() if isinstance(v, list)}
         facts.trend_scope = str(data.get("trend_scope") or "")
         facts.verdicts = _verdicts(data.get("verdicts"))
+        try:
+            facts.kinds = {strings[int(k[0])]: Kind.from_row(k[1:], strings) for k in data.get("kinds", [])}
+            names, fields = list(facts.kinds), {k: list(v.fields) for k, v in facts.kinds.items()}
+            for stored in data.get("rows", []):
+                kept = RowFact.from_row(stored, names, fields, strings)
+                facts.rows[(kept.kind, facts.kinds[kept.kind].key(kept.values))] = kept
+            facts.empty = {(str(k), strings[int(f)]): None for k, forms in dict(data.get("empty", {})).items()
+                           for f in forms}
+            facts.cut = dict.fromkeys(str(f) for f in data.get("cut", []))
+        except (TypeError, ValueError, KeyError, IndexError):
+            facts.kinds, facts.rows, facts.empty, facts.cut = {}, {}, {}, {}  # damaged: these rows are not known
         return facts
 
     @classmethod
@@ -704,6 +877,48 @@ def _verdicts(stored: Any) -> dict[str, VerdictFact]:
             continue
         verdicts[verdict.entity.lower()] = verdict
     return verdicts
+
+
+# How a declared row's subjects are indexed for citation (``identify``), by semantic type.
+_CITED_AS = {semantics.Sem.ACCOUNT: "account", semantics.Sem.SENDER: "account", semantics.Sem.RECIPIENT: "account",
+             semantics.Sem.EMAIL: "account", semantics.Sem.HOST: "host", semantics.Sem.IP: "ip",
+             semantics.Sem.URL: "url", semantics.Sem.DOMAIN: "dns", semantics.Sem.HASH: "filehash",
+             semantics.Sem.PROCESS: "file", semantics.Sem.PARENT: "file", semantics.Sem.FILE: "file"}
+# Free text is never evidence: it is not kept.
+_UNKEPT = frozenset({semantics.Sem.TEXT.value, semantics.Sem.COMMAND.value})
+
+
+def _row_text(value: Any) -> str:
+    if isinstance(value, datetime):
+        return str(_epoch(_second(value)))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()[:MAX_ROW_VALUE]
+
+
+def link_forms(value: str) -> set[str]:
+    """The forms a subject is written in (lower case): a UPN and its name part, DOMAIN\\user and user, a host
+    and its short name, a URL and its host."""
+    text = value.strip().lower()
+    if not text or len(text) > MAX_ROW_VALUE:
+        return set()
+    forms = {text}
+    if "://" in text:
+        forms.add(text.split("://", 1)[1].split("/", 1)[0])
+    elif "@" in text and " " not in text:
+        local, _, domain = text.partition("@")
+        forms |= {local, f"{domain.split('.')[0]}\\{local}"}
+    elif "\\" in text:
+        forms.add(text.rsplit("\\", 1)[1])
+    elif "." in text and "/" not in text and ":" not in text and not text.replace(".", "").isdigit() \
+            and not re_file(text):
+        forms |= host_variants(text)
+    return {f for f in forms if len(f) >= 2}
+
+
+def re_file(text: str) -> bool:
+    """A file name (powershell.exe): its first label is not a short name of anything."""
+    return any(i.kind is IdKind.FILE for i in extract(text))
 
 
 def _recorder_for(record_type: type) -> Recorder | None:

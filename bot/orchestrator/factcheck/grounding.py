@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.orchestrator.factcheck import claims as claimed
-from bot.orchestrator.factcheck import relations, structure, verdicts
+from bot.orchestrator.factcheck import declared, relations, structure, verdicts
 from bot.orchestrator.factcheck.claims import Claim, Topic
 from bot.orchestrator.factcheck.facts import SEVERITIES, AlertFact, Facts, IncidentFact
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind, extract
@@ -91,6 +91,7 @@ class _Check:
         self.ids = _linked(self.answer, extract(self.answer), facts)
         self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
                                            {p.name for p in facts.roster.values()})))
+        self.rows = declared.Reader(facts, references, now)  # statements about declared rows (evidence, hunts, ...)
 
     def run(self) -> list[Finding]:
         previous: list[_Mention] = []
@@ -101,6 +102,11 @@ class _Check:
             own = self._mentions(inside)
             by_span[(unit.start, unit.end)] = own
             self._spans.append((unit.start, unit.end))
+            asserted = unit.cells is not None or structure.asserts(self.answer[unit.start:unit.end])
+            row_problems = self.rows.unit(self.answer, unit.start, unit.end, unit.parents, inside, asserted, unit.kind,
+                                         unit.cells)
+            if unit.end > self.context:
+                self._problems(row_problems, (unit.start, unit.end))
             inherited = self._inherited(unit, by_span) if not own else []
             if unit.end > self.context:
                 self._unit(unit, inside, own, inherited, previous)
@@ -110,7 +116,7 @@ class _Check:
                 previous = own or inherited
         return [replace(f, start=f.start - self.context, end=f.end - self.context,
                         sentence=(f.sentence[0] - self.context, f.sentence[1] - self.context))
-                for f in _deduplicated(self.findings) if f.start >= self.context]
+                for f in _deduplicated(_one_per_claim(self.findings)) if f.start >= self.context]
 
     def _ids_in(self, start: int, end: int, cursor: int) -> tuple[list[Identifier], int]:
         """The identifiers in [start, end): the units come in order, so this walks the list once."""
@@ -751,6 +757,19 @@ def _statements(n: int) -> str:
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+_ROW_CATEGORIES = ("row", "row count", "row flag", "row time")
+
+
+def _one_per_claim(findings: list[Finding]) -> list[Finding]:
+    """A declared row's finding is left out where another check already marked the same words."""
+    others: dict[tuple[int, int], list[tuple[int, int]]] = {}  # per sentence: a thousand-row table stays linear
+    for f in findings:
+        if f.category not in _ROW_CATEGORIES:
+            others.setdefault(f.sentence, []).append((f.start, f.end))
+    return [f for f in findings if f.category not in _ROW_CATEGORIES or
+            not any(s < f.end and f.start < e for s, e in others.get(f.sentence, ()))]
 
 
 def _deduplicated(findings: list[Finding]) -> list[Finding]:

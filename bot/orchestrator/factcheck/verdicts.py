@@ -20,7 +20,8 @@ MAX_VERDICTS = 20
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")  # "bob@contoso.com" does not end a sentence
 _COMPROMISED = re.compile(r"\b(compromised|malicious|breached|hacked|taken over|owned by (?:an )?attacker|infected|"
                           r"confirmed (?:attack|breach|compromise))\b", re.IGNORECASE)
-_LEVEL = re.compile(r"\b(?:assessment|assessed|verdict|risk level|level)\b.{0,40}?\b(none|low|medium|high)\b",
+# Entra's own "risk level" (a sign-in's, a risky user's) is not the bot's assessment: rows declare it apart.
+_LEVEL = re.compile(r"\b(?:assessment|assessed|verdict|(?<!risk )level)\b.{0,40}?\b(none|low|medium|high)\b",
                     re.IGNORECASE)
 _NEGATED = re.compile(r"\b(not|no|never|nothing|without|isn't|wasn't|aren't|weren't|unlikely|doesn't|didn't|"
                       r"cannot|can't|no sign|no evidence)\b", re.IGNORECASE)
@@ -36,7 +37,8 @@ NAMED_SIGNALS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
          ("New privileged", "New role")),
         (r"\bmalicious process|\bencoded powershell", ("Malicious process",)),
         (r"\bcredential dumping", ("Malicious process", "Credential dumping")),
-        (r"\brisky user|\bflagged as risky", ("Risky user",)),
+        (r"\brisky user(?![\s-]+(?:records?|rows?|entr(?:y|ies)|list|table|query))|\bflagged as risky",
+         ("Risky user",)),
     ))
 
 

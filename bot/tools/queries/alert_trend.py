@@ -33,7 +33,7 @@ def trend_text(result: QueryResult, ref_for: RefFor) -> str:
 
 TOOL: Tool = read_tool(
     alert_trend.SPEC,
-    "Alert counts per time bin and severity, zero-filled: volume, spikes, \"is this unusual?\".",
+    "Alert counts per bin and severity: volume, spikes, \"is this unusual?\".",
     "Analyzing alert trends...",
     text=trend_text,
     card=cards.trend_card,

@@ -39,7 +39,7 @@ def follow_ups(result: QueryResult, ref_for: RefFor) -> list[str]:
 
 TOOL: Tool = read_tool(
     top_entities.SPEC,
-    "Accounts, hosts, IPs, URLs, files... in the most alerts of a window, with High counts: who was hit most.",
+    "Accounts, hosts, IPs, files... in the most alerts of a window: who was hit most.",
     "Finding top targeted entities...",
     text=entities_text,
     card=cards.entities_card,
