@@ -104,8 +104,7 @@ Ask in plain language, or use these commands:
   alerts [window] [severity]      recent alerts (also: alerts host WS-FIN-160, alerts open, alerts search WORDS)
   entity X [window]               one host, account, IP, hash or URL: its alerts, first and last seen (30d)
   investigate X [window] [type]   one account, host, IP, hash, URL or domain across the evidence tables, assessed
-  summary N                       one incident in one step: timeline, entities' levels, similar incidents, a
-                                  suggested classification and next actions (also: summary [2], summary #42)
+  summary N                       one incident in one step: timeline, levels, similar incidents, next actions ([2])
   trend [window] [severity]       alert counts over time, per severity
   entities [window] [severity]    the accounts, hosts and IPs in the most alerts
   assign [n] to me                propose a change; confirm on its card or type "yes" (also: to alice@contoso.com)

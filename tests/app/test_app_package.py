@@ -181,7 +181,8 @@ def test_every_scope_offers_prompt_starters_that_are_questions(manifest: dict[st
     model, never text the command parser would take; and the menu says they need the model."""
     for entry in manifest["bots"][0]["commandLists"]:
         starters = [command for command in entry["commands"] if command.get("type") == "prompt"]
-        assert [command["title"] for command in starters] == ["summary", "what came in overnight?"], entry["scopes"]
+        assert [command["title"] for command in starters] == ["catch me up", "what came in overnight?"], \
+            entry["scopes"]
         for command in starters:
             assert 20 <= len(command["prompt"]) <= 4000 and parse(command["prompt"]) is None, command
             assert "needs the language model" in command["description"]
@@ -190,13 +191,14 @@ def test_every_scope_offers_prompt_starters_that_are_questions(manifest: dict[st
 
 def test_every_scope_lists_the_commands_analysts_need(manifest: dict[str, Any]) -> None:
     help_commands = {line.split()[0] for line in HELP_TEXT.splitlines() if line.startswith("  ")}
-    assert help_commands == {"help", "incidents", "incident", "alerts", "entity", "trend", "entities", "who", "watch",
-                             "assign", "close", "reopen", "escalate", "prefer", "clear", "kql", "investigate", "more"}
+    assert help_commands == {"help", "incidents", "incident", "summary", "alerts", "entity", "trend", "entities", "who",
+                             "watch", "assign", "close", "reopen", "escalate", "prefer", "clear", "kql", "investigate",
+                             "more"}
     # Teams shows at most 12 commands per scope: 10 of the bot's commands and two prompt starters. The incident
-    # changes that are off by default (assign, close, reopen), entity (investigate reads more), prefer, clear and kql
-    # (for the few the access policy lets hunt) are typed, from the help text, and so is more (a list's card has
-    # its Next button).
-    typed = {"entity", "assign", "close", "reopen", "prefer", "clear", "kql", "more"}
+    # changes that are off by default (assign, close, reopen), entity (investigate reads more), entities (the summary
+    # and investigate name an incident's main entities), prefer, clear and kql (for the few the access policy lets
+    # hunt) are typed, from the help text, and so is more (a list's card has its Next button).
+    typed = {"entity", "entities", "assign", "close", "reopen", "prefer", "clear", "kql", "more"}
     for entry in manifest["bots"][0]["commandLists"]:
         titles = [command["title"].split()[0] for command in entry["commands"] if command.get("type") != "prompt"]
         assert sorted(titles) == sorted(help_commands - typed), entry["scopes"]

@@ -68,6 +68,7 @@ def shown(replies: list[dict[str, Any]]) -> str:
     rows = max(dumped.count('"TableRow"') - dumped.count('"firstRowAsHeader": true'), 0)
     rows += dumped.count('"Open in Sentinel"') + dumped.count('"type": "Image"')
     rows += len(re.findall(r'"text": "E\d+ ', dumped))
+    rows += len(re.findall(r'"text": "(?:\[\d+\])+ ', dumped))  # an incident summary's lines, each citing its [n]
     if rows:
         return f"{rows} rows"
     if re.search(r"\bNo (?:incidents|alerts|entities|rows|one is on shift)\b|None: no ", dumped):

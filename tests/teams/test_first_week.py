@@ -61,13 +61,14 @@ async def ask(bot: Bot, text: str | None = None, value: dict[str, Any] | None = 
 
 def rows(replies: list[Sent]) -> int:
     """Rows the reply's cards show: table rows under their header, an incident's detail, an investigation's evidence
-    rows, the on-call card's analysts, a trend chart."""
+    rows, the on-call card's analysts, a trend chart, a summary's lines."""
     shown = 0
     for card in (card for reply in replies for card in reply.cards):
         dumped = json.dumps(card)
         shown += max(dumped.count('"TableRow"') - dumped.count('"firstRowAsHeader": true'), 0)
         shown += int('"Open in Sentinel"' in dumped) + int('"Image"' in dumped)
         shown += len(re.findall(r'"text": "E\d+ ', dumped))
+        shown += len(re.findall(r'"text": "(?:\[\d+\])+ ', dumped))  # an incident summary's lines, citing [n]
     return shown
 
 
