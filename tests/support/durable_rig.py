@@ -482,6 +482,7 @@ class FrontKillFigures:
     ready_s: list[float] = field(default_factory=list)  # serve's start to /readyz 200
     first_answer_s: list[float] = field(default_factory=list)  # /readyz 200 to a message's answer
     worker_taking_s: list[float] = field(default_factory=list)  # serve's start to each worker's "taking turns"
+    taking_at_ready: list[int] = field(default_factory=list)  # workers that had said "taking turns" when ready
 
 
 def _taking_turns_at(log: str, since: float) -> list[float]:
@@ -516,6 +517,8 @@ async def kill_the_front(workdir: Path, *, processes: int = 2, kills: int = 3, s
                 began = time.time()
                 await bot.start()
                 figures.ready_s.append(bot.started_in)
+                figures.taking_at_ready.append(len(_taking_turns_at(
+                    (bot.workdir / "bot.log").read_text(errors="replace"), began)))
                 ready_at = time.monotonic()
                 body = teams.personal("help", activity_id=f"round-{round_}", service_url=connector.url,
                                       conversation_id=f"a:front-kill-{round_}", user="u1")
