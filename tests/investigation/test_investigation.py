@@ -446,11 +446,13 @@ async def test_every_evidence_row_has_an_n_and_investigate_n_follows_it(backend:
     card = json.dumps(TOOLS.card(result, references.ref_for, NOW), ensure_ascii=False)
     line = next(t for t in re.findall(r'"text": "([^"]*)"', card) if t.startswith(f"{signins.ref(row)} · "))
     assert line.endswith(f" · [{bad_ip}]"), "the row's E number first, the [n] of what it names last, apart"
-    assert f"\n{signins.ref(row)} [{bad_ip}]|" in TOOLS.text(result, references.ref_for, {})
-    # every row of every section shows a conversation reference: its own, or the entity it names
     text = TOOLS.text(result, references.ref_for, {})
+    ip_line = next(t for t in text.splitlines() if t.startswith(f"{signins.ref(row)}|"))
+    assert ip_line.endswith(f"|[{bad_ip}]"), "the model reads the row as the card does: E number first, [n] last"
+    # every row of every section shows a conversation reference: its own, or the entity it names, in its last column
     evidence_lines = [line for line in text.splitlines() if line.startswith("E") and "|" in line]
-    assert evidence_lines and all(line.split("|")[0].count("[") == 1 for line in evidence_lines)
+    assert evidence_lines and all(re.fullmatch(r"E\d+", line.split("|")[0]) for line in evidence_lines)
+    assert all(re.fullmatch(r"\[\d+\]", line.split("|")[-1]) for line in evidence_lines)
     # "investigate [n]" investigates what [n] names
     follow = await router.route(f"investigate [{bad_ip}] 30d", conversation, status)
     assert follow.run is not None and follow.run.ok, follow

@@ -60,21 +60,24 @@ def _section(investigation: Investigation, section: Section, ref_for: RefFor) ->
 def _cells(investigation: Investigation, section: Section, shown: tuple[tuple[int, Any], ...],
            ref_for: RefFor) -> tuple[tuple[str, ...], list[list[Any]]]:
     first = shown[0][1]
+    # As the card reads a row: its evidence ref (E5, what the signals cite) first, the [n] of what it names last, in a
+    # column of its own ("E9 [39]" side by side read as one number beside an alert numbered E39).
     if isinstance(first, AlertSummary):
-        return ("time_utc", "severity", "name (untrusted text)"), [
-            [f"{section.ref(i)} {ref(ref_for, 'alert', a.alert_id)}", a.time, a.severity, a.name] for i, a in shown]
+        return ("time_utc", "severity", "name (untrusted text)", "alert_ref"), [
+            [section.ref(i), a.time, a.severity, a.name, ref(ref_for, "alert", a.alert_id)] for i, a in shown]
     if isinstance(first, Incident):
-        return ("incident", "severity", "status", "title (untrusted text)"), [
-            [f"{section.ref(i)} {ref(ref_for, 'incident', str(n.number))}", f"#{n.number}", n.severity, n.status,
-             n.title] for i, n in shown]
-    return tuple(first.HEADERS), [[_row_ref(investigation, section.ref(i), r, ref_for), *r.cells()] for i, r in shown]
+        return ("incident", "severity", "status", "title (untrusted text)", "incident_ref"), [
+            [section.ref(i), f"#{n.number}", n.severity, n.status, n.title, ref(ref_for, "incident", str(n.number))]
+            for i, n in shown]
+    return (*first.HEADERS, "entity_ref"), [[section.ref(i), *r.cells(), _entity_ref(investigation, r, ref_for)]
+                                            for i, r in shown]
 
 
-def _row_ref(investigation: Investigation, evidence: str, record: Any, ref_for: RefFor) -> str:
-    """"E5 [7]": the row's evidence ref and the conversation's [n] of the entity it names (a sign-in's IP, ...)."""
+def _entity_ref(investigation: Investigation, record: Any, ref_for: RefFor) -> str:
+    """"[7]": the conversation's [n] of the entity the row names (a sign-in's IP, ...), or "-" when it has none."""
     kind, value = investigation.row_entity(record)
     n = ref_for("entity", f"{kind}:{value}")
-    return f"{evidence} [{n}]" if n is not None else evidence
+    return f"[{n}]" if n is not None else "-"
 
 
 async def run(sentinel: SentinelClient, arguments: dict[str, Any]) -> QueryResult | QueryError:
