@@ -97,7 +97,7 @@ async def build_world(sentinel: SentinelClient, now: datetime) -> World:
 # -- building blocks -------------------------------------------------------------------------------------------
 
 
-def _span(template: str) -> tuple[str, tuple[int, int] | None]:
+def unmark(template: str) -> tuple[str, tuple[int, int] | None]:
     """The text without its « » marks, and the marked span."""
     if "«" not in template:
         return template, None
@@ -442,13 +442,13 @@ def samples(world: World, seed: int) -> list[Sample]:
     out: list[Sample] = []
     for name in _PAIRED:
         make = getattr(gen, name)
-        text, span = _span(make(True))
+        text, span = unmark(make(True))
         out.append(Sample(name.replace("_", " "), text, span))
-        text, _ = _span(make(False))
+        text, _ = unmark(make(False))
         out.append(Sample("correct: " + name.replace("_", " "), text, None))
     for name in _CORRECT_ONLY:
         out.append(Sample("correct: " + name.replace("_", " "), getattr(gen, name)(), None))
-    parts = [_span(getattr(gen, gen.pick(list(_PAIRED)))(False))[0] for _ in range(4)]
+    parts = [unmark(getattr(gen, gen.pick(list(_PAIRED)))(False))[0] for _ in range(4)]
     parts.insert(gen.rng.randrange(4), getattr(gen, gen.pick(list(_CORRECT_ONLY)))())
     out.append(Sample("correct: composite", "## Summary\n\n" + "\n\n".join(parts), None))
     return out

@@ -41,6 +41,7 @@ from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 from bot.sentinel.semantics import FAMILY, Sem
 from bot.tools.toolbox import ToolBox
+from tests.support.answer_corpus import unmark
 
 TUNING_KINDS = frozenset({"sign-in", "process", "email", "hunt SigninLogs", "assessment"})
 HELD_OUT_FRAME = 2  # frame i of a family is held out when i % 3 == HELD_OUT_FRAME
@@ -302,7 +303,7 @@ class _Gen:
                      "number": c.capitalize()}.get(family, f.name.replace("_", " ").capitalize())
             header = (sf.name.replace("_", " ").capitalize(), label) if family not in ("parent",) else None
             text = self.structure(written, sentence, label, f"«{shown}»", header)
-            body, span = _span(text)
+            body, span = unmark(text)
             return Sample(row.kind, "value", wording, body, span if lie else None)
         return None
 
@@ -352,7 +353,7 @@ class _Gen:
         sentence = template.format(s=written, v=said, n=noun_text)
         text = self.structure(written, sentence, noun_text.capitalize(), f"«{said}»", None) \
             if self.rng.random() < 0.3 else sentence
-        body, span = _span(text)
+        body, span = unmark(text)
         return Sample(row.kind, "count", wording, body, span if lie else None)
 
     def _other_counts(self, subject: str, noun: str) -> set[int]:
@@ -396,7 +397,7 @@ class _Gen:
         template = self.rng.choice([f"{{s}} was seen from «{{v}} {noun}».", f"{{s}} used «{{v}} different {noun}».",
                                     f"We saw {{s}} with «{{v}} distinct {noun}».", f"{{s}}: «{{v}} {noun}» in all."])
         wording = "held-out" if held_out else "tuning"
-        body, span = _span(template.format(s=self.written(subject, sf.sem), v=said))
+        body, span = unmark(template.format(s=self.written(subject, sf.sem), v=said))
         return Sample(row.kind, "distinct", wording, body, span if lie else None)
 
     def edge_time(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
@@ -430,7 +431,7 @@ class _Gen:
                                     f"{{s}} — {word} {{n}} «{{t}}»."])
         text = template.format(s=self.written(subject, sf.sem), n=noun.rstrip("s") if noun.endswith("s") else noun,
                                t=f"{said:%Y-%m-%d %H:%M} UTC")
-        body, span = _span(text)
+        body, span = unmark(text)
         return Sample(row.kind, "first/last time", "held-out" if held_out else "tuning", body, span if lie else None)
 
     def flag(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
@@ -447,7 +448,7 @@ class _Gen:
                 continue
             subject = self.rng.choice(pool)
             template, wording = self.frame("flag", held_out)
-            body, span = _span(template.format(s=self.written(subject, Sem.ACCOUNT)))
+            body, span = unmark(template.format(s=self.written(subject, Sem.ACCOUNT)))
             return Sample(kind, "flag", wording, body, span if lie else None)
         return None
 
@@ -461,7 +462,7 @@ class _Gen:
         family = "country" if _country_code(value.lower()) in COUNTRIES else "ip"
         verb, verbed = _VERBS[family]
         template = self.rng.choice(_NOT_CLAIMS)
-        body, _ = _span(template.format(s=row_subject, v=value, verb=verb, verbed=verbed))
+        body, _ = unmark(template.format(s=row_subject, v=value, verb=verb, verbed=verbed))
         return Sample(sample.kind, "not a claim", sample.wording, body, None)
 
     def rounding(self, kinds: set[str], held_out: bool) -> Sample | None:
@@ -504,14 +505,6 @@ def _shown(f: semantics.Field, value: str) -> str:
         code = _country_code(value.lower())
         return COUNTRIES[code][0].title() if code in COUNTRIES else value
     return value
-
-
-def _span(template: str) -> tuple[str, tuple[int, int] | None]:
-    if "«" not in template:
-        return template, None
-    start = template.index("«")
-    end = template.index("»") - 1
-    return template.replace("«", "").replace("»", ""), (start, end)
 
 
 def kinds(world: World) -> list[str]:

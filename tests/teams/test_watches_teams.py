@@ -104,6 +104,17 @@ def watch_cards(connector: FakeConnector) -> list[teams.Sent]:
     return [s for s in connector.messages(THREAD) if s.method == "POST" and "Watch: " in json.dumps(s.cards)]
 
 
+async def watch_high_in_thread(store: WatchStore, connector: FakeConnector) -> None:
+    """Alice's "watch high" in the war-room thread, as the command stores it (for tests driving the poller alone)."""
+    reference = ConversationReference(conversation=ConversationAccount(id=THREAD, conversation_type="channel"),
+                                      channel_id="msteams", service_url=connector.url,
+                                      bot=ChannelAccount(id=teams.BOT_ID), user=ChannelAccount(id="29:alice"))
+    command = parse("watch high")
+    assert command is not None
+    await store.command(command, conversation_id=THREAD, reference=reference, user_name="Alice",
+                        user_aad_id="aad-alice")
+
+
 async def inject(sentinel: SentinelClient, title: str, severity: str = "High") -> int:
     backend = sentinel.demo  # type: ignore[attr-defined]
     return await asyncio.to_thread(backend.inject_incident, title, severity)
@@ -210,13 +221,7 @@ async def test_log_analytics_errors_are_survived_and_the_next_poll_catches_up(
     storage = SqliteStorage(tmp_path / "state.db")
     clock = {"now": datetime.now(UTC)}
     store = WatchStore(storage, clock=lambda: clock["now"])
-    reference = ConversationReference(conversation=ConversationAccount(id=THREAD, conversation_type="channel"),
-                                      channel_id="msteams", service_url=connector.url,
-                                      bot=ChannelAccount(id=teams.BOT_ID), user=ChannelAccount(id="29:alice"))
-    command = parse("watch high")
-    assert command is not None
-    await store.command(command, conversation_id=THREAD, reference=reference, user_name="Alice",
-                        user_aad_id="aad-alice")
+    await watch_high_in_thread(store, connector)
     adapter = create_adapter(Settings.from_env({}, dotenv_path=None))
     poller = WatchPoller(store, sentinel_feed(sentinel), AdapterSender(adapter, ""), StoreLease(storage, seconds=30),
                          interval_s=60, demo=False, clock=lambda: clock["now"])
@@ -370,13 +375,7 @@ async def test_a_card_the_connector_refuses_is_not_taken_for_posted(connector: F
     (the bot removed from the thread) stops the thread's watches instead of posting into the void every poll."""
     storage = SqliteStorage(tmp_path / "state.db")
     store = WatchStore(storage)
-    reference = ConversationReference(conversation=ConversationAccount(id=THREAD, conversation_type="channel"),
-                                      channel_id="msteams", service_url=connector.url,
-                                      bot=ChannelAccount(id=teams.BOT_ID), user=ChannelAccount(id="29:alice"))
-    command = parse("watch high")
-    assert command is not None
-    await store.command(command, conversation_id=THREAD, reference=reference, user_name="Alice",
-                        user_aad_id="aad-alice")
+    await watch_high_in_thread(store, connector)
     adapter = create_adapter(Settings.from_env({}, dotenv_path=None))
     poller = WatchPoller(store, sentinel_feed(live_demo), AdapterSender(adapter, ""), StoreLease(storage, seconds=30),
                          interval_s=60, demo=True)
