@@ -139,9 +139,7 @@ async def sign_in_name(client: SentinelClient, entity: Entity, *, typed: bool
 async def _account_by_sign_in_name(client: SentinelClient, entity: Entity, dotted: bool
                                    ) -> tuple[Entity, str, list[IdentityKey]] | QueryError | None:
     """The one account the alerts know by this sign-in name, an error naming several, or None."""
-    result = await client.run(IDENTITY_TOOL, {"entity": entity.value, "sign_in_name": True})
-    records = [r for r in result.records if r.type == "account"] if isinstance(result, QueryResult) else []
-    found = sorted({r.identity for r in records})
+    records, found = await _known_as(client, {"entity": entity.value, "sign_in_name": True}, EntityKind.ACCOUNT)
     # A UPN names the person a same-named DOMAIN\\name does (the directory syncs one from the other): one UPN
     # settles it; two UPNs (two domains) or several DOMAIN\\names without one are two people.
     found = [k for k in found if "@" in k] or found
@@ -160,9 +158,7 @@ async def _account_by_sign_in_name(client: SentinelClient, entity: Entity, dotte
 async def _host_by_name(client: SentinelClient, entity: Entity) -> tuple[Entity, str, list[IdentityKey]] | None:
     """The host the alerts know by this dotted name (its FQDN, or a dotted host name), or None (also when the
     look-up fails: the value is then read as the domain it looks like)."""
-    result = await client.run(IDENTITY_TOOL, {"entity": entity.value})
-    records = [r for r in result.records if r.type == "host"] if isinstance(result, QueryResult) else []
-    found = sorted({r.identity for r in records})
+    records, found = await _known_as(client, {"entity": entity.value}, EntityKind.HOST)
     if len(found) != 1:  # none, or (a name two devices share) no one reading to choose
         return None
     try:
@@ -171,6 +167,14 @@ async def _host_by_name(client: SentinelClient, entity: Entity) -> tuple[Entity,
         return None
     return host, (f"{entity.value} is a name of host {host.value} in the alerts: investigated as that host, not as "
                   "a domain."), [r for r in records if r.identity == found[0]]
+
+
+async def _known_as(client: SentinelClient, arguments: dict[str, object], kind: EntityKind
+                    ) -> tuple[list[IdentityKey], list[str]]:
+    """The identity look-up's keys of ``kind``, and the identities they belong to (sorted); none when it fails."""
+    result = await client.run(IDENTITY_TOOL, arguments)
+    records = [r for r in result.records if r.type == kind.value] if isinstance(result, QueryResult) else []
+    return records, sorted({r.identity for r in records})
 
 
 async def other_keys(client: SentinelClient, entity: Entity) -> tuple[str, ...]:
