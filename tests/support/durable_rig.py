@@ -171,13 +171,17 @@ class _Connector(FakeConnector):
         return HOLD_TYPING_S
 
 
+def _answer_messages(connector: FakeConnector) -> list[teams.Sent]:
+    """The message replies the connector got (typing indicators and updates aside), in the order it got them."""
+    return [sent for sent in connector.sent if sent.method == "POST" and sent.type == "message"]
+
+
 def _answers(connector: FakeConnector) -> dict[str, list[str]]:
     """Per conversation, the activity ids its message replies answer (a card press's answer names its invoke), in the
     order the connector got them."""
     answers: dict[str, list[str]] = {}
-    for sent in connector.sent:
-        if sent.method == "POST" and sent.type == "message":
-            answers.setdefault(sent.conversation_id, []).append(str(sent.body.get("replyToId")))
+    for sent in _answer_messages(connector):
+        answers.setdefault(sent.conversation_id, []).append(str(sent.body.get("replyToId")))
     return answers
 
 
@@ -186,8 +190,8 @@ def _answered_again_at_kill(connector: FakeConnector, conversation: str, killed_
     the killed instance had answered but not yet recorded (see COMMIT_WINDOW_S). At most one per conversation: its
     turns run one at a time."""
     times: dict[str, list[float]] = {}
-    for sent in connector.sent:
-        if sent.method == "POST" and sent.type == "message" and sent.conversation_id == conversation:
+    for sent in _answer_messages(connector):
+        if sent.conversation_id == conversation:
             times.setdefault(str(sent.body.get("replyToId")), []).append(sent.at)
     again = [at for at in times.values() if len(at) == 2 and killed_at - COMMIT_WINDOW_S <= at[0] <= killed_at < at[1]]
     return min(len(again), 1)
