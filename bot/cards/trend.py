@@ -59,8 +59,9 @@ def alert_trend(result: QueryResult, now: datetime | None = None) -> Element:
     chart_step = _step(bins, base, MAX_CHART_POINTS)
     chart_buckets = _without_partial_start(_buckets(bins, chart_step), chart_step, window)
     ago = len(chart_buckets) > MAX_NAMED_POINTS  # too many to label each: a numeric axis, labelled every few points
-    xs: list[int | str] = [_ago(start, chart_buckets, chart_step) if ago else _short_label(start, chart_step, window)
-                           for start in chart_buckets]
+    # The buckets are consecutive (_buckets fills the gaps): x counts periods back from the last, -23 ... 0.
+    xs: list[int | str] = list(range(1 - len(chart_buckets), 1)) if ago else \
+        [_short_label(start, chart_step, window) for start in chart_buckets]
     chart = {
         "type": "Chart.Line",
         "title": f"Alerts per {_step_name(chart_step)} (UTC)",
@@ -139,11 +140,6 @@ def _axis_title(buckets: Buckets, step: timedelta) -> str:
     span = f"{first:%d %b}" if first.date() == last.date() else f"{first:%d %b}–{last:%d %b}"
     unit = "Day" if step >= _DAY else "Hour"
     return f"{unit} (UTC), {span}; * partly outside the window"
-
-
-def _ago(start: datetime, buckets: Buckets, step: timedelta) -> int:
-    """How many periods before the chart's last bucket ``start`` is: 0 for the last, -23 for the first of 24 hours."""
-    return -((max(buckets) - start) // step)
 
 
 def _ago_title(buckets: Buckets, step: timedelta, window: Window) -> str:
