@@ -104,7 +104,7 @@ def detect(value: object, kind: EntityKind | None = None) -> Entity:
     elif found in _PLAIN and found is not kind and not (found is EntityKind.HASH and kind is EntityKind.HOST):
         # "10.0.0.5" given as an account: refused with the form to send. (A host's Defender device id is 40 hex
         # digits, as a SHA-1 is: a hash-like value stays a host when given as one.)
-        raise InvalidParameter("entity", f"{_shown(text)} is {_PLAIN[found]}, not {_ARTICLE[kind]}: send it without "
+        raise InvalidParameter("entity", f"{_shown(text)} is {_ARTICLE[found]}, not {_ARTICLE[kind]}: send it without "
                                          f"a type (investigate {text}), or give {_FORMS[kind]}")
     if not _fits(text, kind):
         raise InvalidParameter("entity", f"{_shown(text)} is not a valid {kind.value}")
@@ -112,7 +112,7 @@ def detect(value: object, kind: EntityKind | None = None) -> Entity:
 
 
 # Kinds a value plainly is whatever type it was given as (an address, a hash, a URL cannot be an account or host).
-_PLAIN: dict[object, str] = {EntityKind.IP: "an IP address", EntityKind.HASH: "a file hash", EntityKind.URL: "a URL"}
+_PLAIN = (EntityKind.IP, EntityKind.HASH, EntityKind.URL)
 _ARTICLE = {EntityKind.ACCOUNT: "an account", EntityKind.HOST: "a host", EntityKind.IP: "an IP address",
             EntityKind.HASH: "a file hash", EntityKind.URL: "a URL", EntityKind.DOMAIN: "a domain"}
 _FORMS = {EntityKind.ACCOUNT: "the account as a UPN (name@domain), DOMAIN\\name, sign-in name or SID",
