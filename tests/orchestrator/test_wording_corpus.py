@@ -21,6 +21,7 @@ from tests.support.demo import copied_demo
 
 SEEDS = range(1, 4)
 HELD_SEEDS = range(9001, 9004)
+BENCH_SEEDS = 20  # bench/bench_wordings.py's default: its whole corpus is labelled right
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,12 @@ def _rows(world: wc.World, name: str) -> list[Any]:
 
 
 def _any(rows: list[Any], attribute: str, value: str) -> bool:
-    return any(str(getattr(r, attribute)).lower() == value.lower() for r in rows)
+    """Whether a row holds the value; an account in any of its forms (a lie must differ from every one)."""
+    def same(text: str) -> str:
+        text = text.lower()
+        return text if "://" in text else text.split("\\")[-1].split("@")[0]
+
+    return any(same(str(getattr(r, attribute))) == same(value) for r in rows)
 
 
 def holds(world: wc.World, claim: wc.Claim) -> bool:
@@ -143,9 +149,10 @@ def denotes(text: str, claim: wc.Claim) -> bool:
     return text.lower() in forms or (claim.kind == "url click" and text.lower() == value.lower())
 
 
-def test_every_correct_answer_is_true_and_every_lie_has_one_false_value_at_its_span(
-        world: wc.World, everything: list[wc.Sample]) -> None:
-    for sample in everything:
+def test_every_correct_answer_is_true_and_every_lie_has_one_false_value_at_its_span(world: wc.World) -> None:
+    benched = wc.corpus(world, range(1, 1 + BENCH_SEEDS), False) + \
+        wc.corpus(world, range(9001, 9001 + BENCH_SEEDS), True)
+    for sample in benched:
         false = [c for c in sample.claims if c.lie]
         assert all(holds(world, c) for c in sample.claims if not c.lie), sample.text
         if not sample.is_lie:

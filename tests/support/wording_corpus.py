@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -187,10 +188,21 @@ def _minute(moment: datetime | None) -> str:
 
 
 def _pick_absent(rng: random.Random, pool: Iterable[str], held: Iterable[str]) -> str | None:
-    """A value of the same kind the world has elsewhere, which the subject's records do not hold."""
-    taken = _lower(held)
-    options = sorted({p for p in pool if p and p.lower() not in taken})
+    """A value of the same kind the world has elsewhere, which the subject's records do not hold (an account in
+    none of its forms: ``svc-backup`` holds ``svc-backup@contoso.com`` and ``CONTOSO\\svc-backup``)."""
+    taken = {name_of(v) for v in held if v}
+    options = sorted({p for p in pool if p and name_of(p) not in taken})
     return rng.choice(options) if options else None
+
+
+def name_of(value: str) -> str:
+    """A value as compared: lower case, an account by its name part (``DOMAIN\\user``, ``user@domain``)."""
+    return value.lower().rsplit("\\", 1)[-1].split("@", 1)[0] if "://" not in value else value.lower()
+
+
+def _is_name(value: str) -> bool:
+    """An account as analysts name it (a UPN or sign-in name), not an object id or SID the evidence also keys on."""
+    return not value.lower().startswith("s-1-") and not re.fullmatch(r"[0-9a-f-]{32,36}", value.lower())
 
 
 def _wrong_count(rng: random.Random, true: int) -> str:
@@ -383,7 +395,7 @@ class Claims:
         family = _family_of(claim)
         if family in ("ip", "account", "sender"):
             kind = "ip" if family == "ip" else "account"
-            return [v for inv in self.world.investigations for k, v in inv.identifiers() if k == kind]
+            return [v for inv in self.world.investigations for k, v in inv.identifiers() if k == kind and _is_name(v)]
         if family in ("file", "process", "parent process"):
             return [r.file_name for r in self.world.evidence(ProcessEvent)]
         return []
@@ -393,7 +405,21 @@ class Claims:
         held = [c.value for c in self.of(claim.kind) if c.field == claim.field and c.subject == claim.subject]
         if claim.kind == "url click":  # any click of that URL by that user, clicked through or not, is no lie
             held += [r.url for r in self.world.evidence(UrlClick) if (r.upn,) == claim.subject]
-        return held
+        family = _family_of(claim)
+        if family == "sender":
+            held.append(claim.subject[0])  # no one is their own wrong sender
+        if family in ("country", "ip", "account", "file", "process", "parent process"):
+            # nor a value another record type holds for the same subject (a host's file that ran there, not written)
+            subject = claim.subject[0].lower()
+            files = {"file", "process", "parent process"}
+            same = files if family in files else {family}
+            for c in (c for kind in TUNING_KINDS + HELD_OUT_KINDS for c in self.of(kind)
+                      if c.subject[0].lower() == subject):
+                held += [c.value] if _family_of(c) in same else []
+                held += [c.subject[1]] if family in files and c.kind in ("process", "file event") and \
+                    len(c.subject) > 1 else []  # the process or file a claim is about
+        names = {name.lower(): code for code, name in COUNTRIES.items()}
+        return held + [COUNTRIES.get(v, names.get(v.lower(), v)) for v in held]  # a country's code and its name
 
 
 def _family_of(claim: Claim) -> str:
@@ -787,7 +813,8 @@ def _choose(rng: random.Random, pool: list[Claim], family: str) -> list[Claim]:
     """Two to four claims: a table's share one field over several subjects, other families one subject's fields."""
     first = rng.choice(pool)
     if family == "table":
-        same = [c for c in pool if c.field == first.field and c.subject != first.subject]
+        same = [c for c in pool if c.field == first.field and c.subject != first.subject
+                and (c.kind != "hunt" or c.subject[0] == first.subject[0])]  # one hunt's rows in one table
         others = rng.sample(same, min(len(same), rng.randint(1, 3)))
         chosen = [first, *others]
         return list({c.subject: c for c in chosen}.values())
