@@ -6,11 +6,12 @@ The corpus (tests/support/wording_corpus.py) was written without reading the che
 demo workspace's records as the bot's tools returned them (incidents, alerts, sign-ins, processes, logons,
 connections, file events, emails and clicks, risk, UEBA, assessments, top entities, hunts with aggregates and
 shares, the on-call roster), in wording families of its own, each answer correct or a lie with the span of its false
-value. Two splits: tuning (``TUNING_KINDS`` x ``TUNING_FAMILIES``, seeds 1..N) and held out (``HELD_OUT_KINDS`` x
-``HELD_OUT_FAMILIES``, seeds 9001..), neither adjusted to what the check marks. Per record type and category: lies
-marked at the claim (a mark overlaps the false value) / elsewhere only / missed; correct answers with any mark.
-Then per wording family, the totals of each split, the most common kinds of miss and false mark with an example,
-and the check's CPU per answer. Nothing asserts a figure.
+value. Three splits (``wording_corpus.SPLITS``): tuning (``TUNING_KINDS`` x ``TUNING_FAMILIES``, seeds 1..N), and
+held out, neither adjusted to what the check marks: the held-out wordings on the tuning record types, and the
+held-out record types in the held-out wordings (seeds 9001..); the held-out figure is both together. Per record
+type and category: lies marked at the claim (a mark overlaps the false value) / elsewhere only / missed; correct
+answers with any mark. Then per wording family, the totals of each split, the most common kinds of miss and false
+mark with an example, and the check's CPU per answer. Nothing asserts a figure.
 """
 
 from __future__ import annotations
@@ -150,29 +151,34 @@ async def main(seeds: int, examples: int) -> None:
     print("== 1. Lies marked and correct answers marked, per record type and category (independent corpus)")
     print(f"Investigated (from the data): {', '.join(i.entity for i in world.investigations)}; hunts: "
           f"{', '.join(h.name for h in world.hunts)}; rows recorded: {len(conversation.facts.rows)}")
-    print(f"Tuning: {', '.join(wc.TUNING_KINDS)} x {', '.join(wc.TUNING_FAMILIES)}")
-    print(f"Held out: {', '.join(wc.HELD_OUT_KINDS)} x {', '.join(wc.HELD_OUT_FAMILIES)}")
+    for split, (kinds, families) in wc.SPLITS.items():
+        print(f"{split}: {', '.join(kinds)} x {', '.join(families)}; seeds {wc.FIRST_SEED[split]}.."
+              f"{wc.FIRST_SEED[split] + seeds - 1}")
 
     def check(text: str) -> list[grounding.Finding]:
         return grounding.check(text, conversation.facts, conversation.references, NOW)
 
-    tuning = run(wc.corpus(world, range(1, seeds + 1), False), check)
-    held = run(wc.corpus(world, range(9001, 9001 + seeds), True), check)
-    report("Tuning: record types and wordings of the tuning split", tuning)
-    report("Held out: record types and wordings written last, never adjusted", held)
-    lies, caught, correct, marked = held.totals()
+    scores = {split: run(wc.corpus(world, seeds, split), check) for split in wc.SPLITS}
+    report("Tuning: record types and wordings of the tuning split", scores["tuning"])
+    report("Held-out wordings: the tuning record types in wordings written last, never adjusted",
+           scores["held-out wordings"])
+    report("Held-out types: record types and wordings written last, never adjusted", scores["held-out types"])
+    held = [scores["held-out wordings"], scores["held-out types"]]
+    lies, caught, correct, marked = (sum(t) for t in zip(*(h.totals() for h in held), strict=True))
+    print(f"Held out: {caught} of {lies} lies marked at the claim ({100 * caught / max(lies, 1):.1f}%); "
+          f"{marked} of {correct} correct answers marked ({100 * marked / max(correct, 1):.1f}%)")
     verdict = "met" if caught >= 0.9 * lies and marked <= 0.03 * correct else "NOT met"
     print(f"Held-out goal >= 90% of lies at the claim, <= 3% of correct answers marked: {verdict}")
-    all_lies, all_caught, all_correct, all_marked = (a + b for a, b in zip(tuning.totals(), held.totals(),
-                                                                             strict=True))
+    all_lies, all_caught, all_correct, all_marked = (sum(t) for t in zip(*(s.totals() for s in scores.values()),
+                                                                         strict=True))
     print(f"Whole corpus: {all_caught} of {all_lies} lies marked at the claim "
           f"({100 * all_caught / max(all_lies, 1):.1f}%); {all_marked} of {all_correct} correct answers marked "
           f"({100 * all_marked / max(all_correct, 1):.1f}%)")
-    kinds_of_failure([tuning, held], examples)
+    kinds_of_failure(list(scores.values()), examples)
 
     print("\n== 2. The check on every corpus answer (CPU ms, check + annotate)")
-    costs = tuning.costs + held.costs
-    raised = tuning.raised + held.raised
+    costs = [c for score in scores.values() for c in score.costs]
+    raised = [r for score in scores.values() for r in score.raised]
     print(f"answers {len(costs)}  p50 {statistics.median(costs):.3f}  p99 "
           f"{sorted(costs)[min(len(costs) - 1, round(0.99 * (len(costs) - 1)))]:.3f}  max {max(costs):.3f}")
     for line in raised[:5]:

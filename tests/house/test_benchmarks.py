@@ -155,6 +155,8 @@ EXPECTED = {
         r"(?m)^email +correct +\d+ +0 +0 +0 +\d+$",
         r"(?m)^narrative +\d+ +\d+ +\d+ +\d+$",
         rf"Tuning: \d+ of \d+ lies marked at the claim \({NUMBER}%\); \d+ of \d+ correct answers marked",
+        rf"Held-out wordings: \d+ of \d+ lies marked at the claim \({NUMBER}%\)",
+        rf"Held-out types: \d+ of \d+ lies marked at the claim \({NUMBER}%\)",
         rf"Held out: \d+ of \d+ lies marked at the claim \({NUMBER}%\); \d+ of \d+ correct answers marked",
         rf"Held-out goal >= 90% of lies at the claim, <= 3% of correct answers marked: {VERDICT}",
         r"== Most common misses \(record type, lie, family\)",

@@ -19,8 +19,7 @@ from tests.conftest import NOW, SEED
 from tests.support import wording_corpus as wc
 from tests.support.demo import copied_demo
 
-SEEDS = range(1, 4)
-HELD_SEEDS = range(9001, 9004)
+SEEDS = 3
 BENCH_SEEDS = 20  # bench/bench_wordings.py's default: its whole corpus is labelled right
 
 
@@ -31,7 +30,7 @@ def world() -> wc.World:
 
 @pytest.fixture(scope="module")
 def everything(world: wc.World) -> list[wc.Sample]:
-    return wc.corpus(world, SEEDS, False) + wc.corpus(world, HELD_SEEDS, True)
+    return [s for split in wc.SPLITS for s in wc.corpus(world, SEEDS, split)]
 
 
 def _section(world: wc.World, subject: str, name: str) -> list[Any]:
@@ -150,9 +149,7 @@ def denotes(text: str, claim: wc.Claim) -> bool:
 
 
 def test_every_correct_answer_is_true_and_every_lie_has_one_false_value_at_its_span(world: wc.World) -> None:
-    benched = wc.corpus(world, range(1, 1 + BENCH_SEEDS), False) + \
-        wc.corpus(world, range(9001, 9001 + BENCH_SEEDS), True)
-    for sample in benched:
+    for sample in (s for split in wc.SPLITS for s in wc.corpus(world, BENCH_SEEDS, split)):
         false = [c for c in sample.claims if c.lie]
         assert all(holds(world, c) for c in sample.claims if not c.lie), sample.text
         if not sample.is_lie:
@@ -172,7 +169,7 @@ def test_a_lie_differs_from_some_correct_answer_only_in_its_value(everything: li
 
 
 def test_the_corpus_is_deterministic_and_balanced(world: wc.World, everything: list[wc.Sample]) -> None:
-    again = wc.corpus(world, SEEDS, False) + wc.corpus(world, HELD_SEEDS, True)
+    again = [s for split in wc.SPLITS for s in wc.corpus(world, SEEDS, split)]
     assert [(s.text, s.span) for s in again] == [(s.text, s.span) for s in everything]
     lies = [s for s in everything if s.is_lie]
     correct = [s for s in everything if not s.is_lie]
@@ -180,7 +177,10 @@ def test_the_corpus_is_deterministic_and_balanced(world: wc.World, everything: l
     assert {s.kind for s in everything} == set(wc.TUNING_KINDS + wc.HELD_OUT_KINDS)
     assert {s.family for s in everything} == set(wc.FAMILIES)
     assert not set(wc.TUNING_KINDS) & set(wc.HELD_OUT_KINDS)
-    assert {s.kind for s in everything if s.held_out} == set(wc.HELD_OUT_KINDS)
+    assert {s.kind for s in everything if not s.held_out} == set(wc.TUNING_KINDS)
+    assert {s.family for s in everything if not s.held_out} == set(wc.TUNING_FAMILIES)
+    assert {(s.kind in wc.HELD_OUT_KINDS, s.family in wc.HELD_OUT_FAMILIES) for s in everything if s.held_out} == \
+        {(False, True), (True, True)}
     categories = {s.category for s in lies}
     for category in ("wrong count", "wrong country", "wrong ip", "wrong parent process", "wrong time",
                      "wrong severity", "wrong status", "wrong owner", "wrong aggregate", "wrong share",
@@ -190,7 +190,7 @@ def test_the_corpus_is_deterministic_and_balanced(world: wc.World, everything: l
 
 async def test_a_world_built_again_gives_the_same_corpus(everything: list[wc.Sample]) -> None:
     world = await wc.build_world(SentinelClient(copied_demo(SEED, lambda: NOW)), NOW)
-    assert [s.text for s in wc.corpus(world, SEEDS, False)] == [s.text for s in everything if not s.held_out]
+    assert [s.text for s in wc.corpus(world, SEEDS, "tuning")] == [s.text for s in everything if not s.held_out]
 
 
 def test_the_check_never_raises_nor_marks_outside_any_corpus_answer(world: wc.World,

@@ -15,8 +15,9 @@ the exact span of the false value in the text (``Sample.span``). At least as man
 deterministic by seed.
 
 Held out (``HELD_OUT_KINDS``, ``HELD_OUT_FAMILIES``): record types and wording families written last and never
-adjusted after seeing what the check marks. Nothing here reads ``bot/orchestrator/factcheck`` beyond its public
-entry point (the bench calls ``grounding.check``).
+adjusted after seeing what the check marks; ``SPLITS`` measures the held-out wordings on the tuning record types
+and the held-out record types in the held-out wordings apart. Nothing here reads ``bot/orchestrator/factcheck``
+beyond its public entry point (the bench calls ``grounding.check``).
 """
 
 from __future__ import annotations
@@ -782,16 +783,17 @@ def context_sentence(rng: random.Random, kind: str) -> str:
 
 # --- the corpus ---------------------------------------------------------------------------------------------------
 
-def samples(world: World, seed: int, kind: str, held_out: bool) -> list[Sample]:
-    """One seed's answers about one record type: per family of the split, a correct answer and a lie (when the world
-    holds a false twin), each about two to four claims of that type."""
+def samples(world: World, seed: int, kind: str, families: tuple[str, ...]) -> list[Sample]:
+    """One seed's answers about one record type: per family, a correct answer and a lie (when the world holds a
+    false twin), each about two to four claims of that type."""
+    held_out = families != TUNING_FAMILIES
     rng = random.Random(f"{seed}:{kind}:{held_out}")
     claims = Claims(world)
     pool = claims.of(kind)
     out: list[Sample] = []
     if not pool:
         return out
-    families = HELD_OUT_FAMILIES if held_out else TUNING_FAMILIES
+    held_out = held_out or kind in HELD_OUT_KINDS
     for family in families:
         chosen = _choose(rng, pool, family)
         writer = Writer(world, family, random.Random(rng.random()))
@@ -828,10 +830,21 @@ def _choose(rng: random.Random, pool: list[Claim], family: str) -> list[Claim]:
     return chosen
 
 
-def corpus(world: World, seeds: Iterable[int], held_out: bool) -> list[Sample]:
-    """Every sample of a split: its record types, its families, every seed."""
-    kinds = HELD_OUT_KINDS if held_out else TUNING_KINDS
-    return [s for seed in seeds for kind in kinds for s in samples(world, seed, kind, held_out)]
+# The splits: record types x wording families. Held out are the held-out wordings on the tuning record types, and
+# the held-out record types in the held-out wordings (a record type and a wording both never seen).
+SPLITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "tuning": (TUNING_KINDS, TUNING_FAMILIES),
+    "held-out wordings": (TUNING_KINDS, HELD_OUT_FAMILIES),
+    "held-out types": (HELD_OUT_KINDS, HELD_OUT_FAMILIES),
+}
+FIRST_SEED = {"tuning": 1, "held-out wordings": 9001, "held-out types": 9001}
+
+
+def corpus(world: World, seeds: int, split: str) -> list[Sample]:
+    """Every sample of a split: its record types, its families, ``seeds`` seeds from the split's first."""
+    kinds, families = SPLITS[split]
+    first = FIRST_SEED[split]
+    return [s for seed in range(first, first + seeds) for kind in kinds for s in samples(world, seed, kind, families)]
 
 
 Check = Callable[[str], list[Any]]  # an answer's findings, each with .start and .end
