@@ -342,6 +342,22 @@ def _qualifiers(text: str) -> frozenset[str]:
     return frozenset(mapped.get(w, w) for w in words if w not in ("severity", "and", "or"))
 
 
+def count_matches(said: int, real: int, approx: str = "") -> bool:
+    """Whether a count as written allows the real one: the one rule for every count the fact check reads (a list's
+    total, an incident's alerts, a declared kind's rows). "over"/"under" bound it; "about" allows a quarter either
+    way and one more (a small estimate); a plain round number of at least 10 is an honest rounding within a tenth
+    ("50 sign-ins" for 47: "about" is often left out); any other plain number is exact."""
+    if approx == "over":
+        return real >= said
+    if approx == "under":
+        return real <= said
+    if approx == "about":
+        return abs(real - said) <= said * 0.25 + 1
+    if said >= 10 and said % 10 == 0:
+        return abs(real - said) <= said * 0.1
+    return real == said
+
+
 def _approx(before: str) -> str:
     m = _APPROX.search(before[-25:])
     if not m:

@@ -666,17 +666,5 @@ def _counted(found: list[_Counted], noun: str = "") -> str:
 
 def _any_matches(said: int, found: list[_Counted], approx: str) -> bool:
     """Whether the count is any kind's: its events (the rows' weight) or its rows."""
-    return any(_count_matches(said, events, approx) or _count_matches(said, rows, approx) for events, rows, _ in found)
-
-
-def _count_matches(said: int, real: int, approx: str) -> bool:
-    if approx == "over":
-        return real >= said
-    if approx == "under":
-        return real <= said
-    if approx == "about":
-        return abs(real - said) <= said * 0.25 + 1
-    # An honest rounding: "about" is often left out of a round number ("50 sign-ins" for 47).
-    if said >= 10 and said % 10 == 0:
-        return abs(real - said) <= said * 0.1
-    return real == said
+    return any(claimed.count_matches(said, events, approx) or claimed.count_matches(said, rows, approx)
+               for events, rows, _ in found)

@@ -466,13 +466,13 @@ class _Check:
     def _count(self, claim: Claim, subject: IncidentFact | AlertFact | None) -> tuple[str, str] | None:
         value = int(claim.value)
         if claim.own and isinstance(subject, IncidentFact) and claim.noun == "alerts" and not claim.qualifiers:
-            if _count_matches(value, subject.alert_count, claim.approx):
+            if claimed.count_matches(value, subject.alert_count, claim.approx):
                 return None
             alerts = count_label(subject.alert_count, "alert")
             return (f"#{subject.number} has {alerts} ({subject.seen.describe()})", f"record: {alerts}")
         nouns = [claim.noun] if claim.noun else ["incidents", "alerts"]
         candidates = [c for noun in nouns for c in self.facts.counts_for(noun, claim.qualifiers)]
-        if any(_count_matches(value, c.value, claim.approx) for c in candidates):
+        if any(claimed.count_matches(value, c.value, claim.approx) for c in candidates):
             return None
         words = " ".join([*sorted(claim.qualifiers), claim.noun or "records"])
         if not candidates:
@@ -724,16 +724,6 @@ def _time_matches(claim: Claim, moment: datetime, now: datetime) -> bool:
         minutes = minutes % (24 * 60)
         return min(minutes % 15, 15 - minutes % 15) <= 1
     return abs(minutes) <= 14 * 60 and min(minutes % 15, 15 - minutes % 15) <= 1
-
-
-def _count_matches(said: int, real: int, approx: str) -> bool:
-    if approx == "over":
-        return real >= said
-    if approx == "under":
-        return real <= said
-    if approx == "about":
-        return abs(real - said) <= said * 0.2 + 1
-    return real == said
 
 
 def _age(delta: timedelta) -> str:
