@@ -100,6 +100,25 @@ def test_first_and_last_times_are_the_rows_earliest_and_latest() -> None:
     assert _marks(conversation, "The first VPN session of dana.ross was on Nov 12.") == ["Nov 12"]
 
 
+def test_a_share_is_the_part_of_the_subjects_rows_its_words_select() -> None:
+    # dana.ross: two rows (NL with 4 sessions, DE with 2): by rows half from Germany, by sessions a third.
+    conversation = _sessions_conversation(*ROWS)
+    for true in ("Half of dana.ross's VPN sessions came from Germany.", "33% of dana.ross's VPN sessions came from DE.",
+                 "1 of 2 VPN sessions of dana.ross came from Germany.", "For dana.ross, 67% of VPN sessions came "
+                 "from the Netherlands.", "About 40% of the VPN sessions of dana.ross came from 203.0.113.51.",
+                 "Most of dana.ross's VPN sessions came from Germany.",  # hedged: states no number
+                 "Over 20% of dana.ross's VPN sessions came from Germany.",  # a bound: not read
+                 "3 of 7 VPN sessions of dana.ross came from Germany.",  # another whole: not this count
+                 "60% of dana.ross's VPN sessions were interactive."):  # nothing the rows can select
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "90% of dana.ross's VPN sessions came from Germany.") == ["90%"]
+    assert _marks(conversation, "dana.ross: 2 of 2 VPN sessions came from Germany.") == ["2 of 2"]
+    assert _marks(conversation, "A quarter of the VPN sessions of dana.ross came from 203.0.113.50.") == \
+        ["A quarter"]
+    assert _marks(_sessions_conversation(*ROWS, total=40), "90% of dana.ross's VPN sessions came from Germany.") \
+        == []  # not every row was returned: not decided
+
+
 def test_its_rows_survive_the_stored_conversation() -> None:
     conversation = _sessions_conversation(*ROWS)
     stored = Facts.from_dict(json.loads(json.dumps(conversation.facts.to_dict())))

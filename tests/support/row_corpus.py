@@ -203,6 +203,10 @@ _FRAMES: dict[str, tuple[str, ...]] = {
               "There were «{v} {n}» for {s}.", "{s} generated «{v} {n}»."),
     "distinct": ("{s} signed in from «{v} countries».", "{s} was seen from «{v} different countries».",
                  "{s} used «{v} IPs».", "{s} came from «{v} distinct countries».", "{s} used «{v} apps»."),
+    "share": ("«{v}» of the {n} of {s} {w}.", "For {s}, «{v}» of {n} {w}.", "«{v}» of {s}'s {n} {w}.",
+              "{s}: «{v}» of the {n} {w}.", "Looking at {s}, «{v}» of all {n} {w}.", "Of the {n} of {s}, «{v}» {w}."),
+    "share of": ("«{v}» {n} of {s} {w}.", "{s}: «{v}» {n} {w}.", "For {s}, «{v}» {n} {w}.",
+                 "We saw that «{v}» {n} of {s} {w}.", "{s} — «{v}» {n} {w}.", "Among {s}'s {n}, «{v}» {w}."),
     "flag": ("{s} «clicked» the link.", "{s} «clicked through» to the site.", "The user {s} «clicked» it.",
              "{s} then «clicked» the URL.", "{s} «opened the link»."),
 }
@@ -452,6 +456,93 @@ class _Gen:
             return Sample(kind, "flag", wording, body, span if lie else None)
         return None
 
+    def share(self, kinds: set[str], held_out: bool, lie: bool | None) -> Sample | None:
+        """"40% of the sign-ins of olivia.hart failed", "2 of 5 logons came from 10.1.2.3", "half of ...": the part
+        of the subject's rows of a kind that a result word or a value selects, over all of them (rows, or their
+        declared weight). ``lie`` None: a hedged word ("most") over a share it does not fit, which states no number."""
+        row = self.pick_row(kinds, lambda r: r.complete and bool(r.declared.nouns) and
+                            r.declared.nouns[0] not in ("rows", "results", "matches", "hits") and
+                            any(f.name in r.declared.belongs for f, _ in r.values))
+        if row is None:
+            return None
+        subjects = [(f, v) for f, v in row.values if f.name in row.declared.belongs and v and
+                    FAMILY.get(f.sem) in ("account", "host", "ip")]
+        if not subjects:
+            return None
+        sf, subject = self.rng.choice(subjects)
+        noun = row.declared.nouns[0]
+        rows = [r for r in self.w.rows if r.kind == row.kind and _belongs(r, subject)]
+        if len(rows) < 2 or not all(r.complete for r in self.w.rows if _belongs(r, subject) and
+                                    noun in r.declared.nouns):
+            return None
+        selector = self._selector(row, sf, rows)
+        if selector is None:
+            return None
+        words, picks = selector
+        weight = row.declared.weight
+        events = [sum(int(v) for f, v in r.values if f.name == weight and v.isdigit()) if weight else 1 for r in rows]
+        truths = [(sum(1 for r in rows if picks(r)), len(rows)),
+                  (sum(e for r, e in zip(rows, events, strict=True) if picks(r)), sum(events))]
+        truths = [(p, w) for p, w in truths if w]
+        part, whole = truths[-1]
+        shares = [100 * p / w for p, w in truths]
+        written = self.written(subject, sf.sem)
+        rng = self.rng
+        if lie is None:
+            if max(shares) > 30:
+                return None
+            text = f"Most of the {noun} of {written} {words}."
+            return Sample(row.kind, "hedged share", "held-out" if held_out else "tuning", text, None)
+        form = rng.randrange(3)
+        if form == 0:  # N of M, the whole the rows' own
+            part, whole = truths[0]
+            said_part = part if not lie else next((n for n in rng.sample(range(whole + 1), whole + 1)
+                                                   if all(n != p for p, w in truths if w == whole)), None)
+            if said_part is None:
+                return None
+            share = f"{said_part} of {whole}" if rng.random() < 0.5 else f"{said_part} out of {whole}"
+            template, _ = self.frame("share of", held_out)
+            text = template.format(v=share, n=noun, s=written, w=words)
+        else:
+            real = 100 * part / whole
+            if lie:
+                said = next((n for n in rng.sample(range(5, 100, 5), 19) if all(abs(n - t) > 15 for t in shares)),
+                            None)
+                if said is None:
+                    return None
+                said_text = f"{said}%"
+            else:
+                said_text = f"{real:.0f}%" if form == 1 else f"{real:.0f} percent"
+            template, _ = self.frame("share", held_out)
+            text = template.format(v=said_text, n=noun, s=written, w=words)
+        body, span = unmark(text)
+        return Sample(row.kind, "share", "held-out" if held_out else "tuning", body, span if lie else None)
+
+    def _selector(self, row: Row, subject_field: semantics.Field, rows: list[Row]
+                  ) -> tuple[str, Callable[[Row], bool]] | None:
+        """What selects part of the rows, as an answer says it: "failed" (a result field), "came from Russia", "were
+        to Office 365", "were on WS-FIN-023"; None when no such part is neither none nor all of them."""
+        results = [f.name for f in row.declared.fields if f.sem is Sem.RESULT]
+        options: list[tuple[str, Callable[[Row], bool]]] = []
+        if results:
+            def failed(r: Row) -> bool:
+                return any(f.name in results and v.lower() not in ("0", "success") and "success" not in v.lower()
+                           for f, v in r.values)
+            options.append(("failed", failed))
+        for f in row.declared.fields:
+            if f.cue or f.name == subject_field.name or f.sem not in (Sem.COUNTRY, Sem.APP, Sem.IP, Sem.HOST):
+                continue
+            held = sorted({v for r in rows for rf, v in r.values if rf.name == f.name and v})
+            for value in held[:3]:
+                shown = _shown(f, value)
+                verb = {Sem.COUNTRY: "came from", Sem.IP: "came from", Sem.APP: "were to", Sem.HOST: "were on"}[f.sem]
+
+                def holds(r: Row, name: str = f.name, v: str = value) -> bool:
+                    return any(rf.name == name and rv == v for rf, rv in r.values)
+                options.append((f"{verb} {shown}", holds))
+        options = [(w, p) for w, p in options if 0 < sum(1 for r in rows if p(r)) < len(rows)]
+        return self.rng.choice(options) if options else None
+
     def not_claim(self, kinds: set[str], held_out: bool) -> Sample | None:
         """A false value in a question, an instruction, a hypothetical, a negation: nothing is claimed."""
         sample = self.value(kinds, held_out, True)
@@ -516,11 +607,14 @@ def samples(world: World, seed: int, kind: str, held_out_wording: bool) -> list[
     analysts write around facts (questions, instructions, estimates), never fewer correct than lies."""
     gen = _Gen(world, seed * 7919 + sum(map(ord, kind)))
     out: list[Sample] = []
-    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag):
+    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag, gen.share):
         for lie in (True, False):
             sample = make({kind}, held_out_wording, lie)
             if sample is not None:
                 out.append(sample)
+    hedged = gen.share({kind}, held_out_wording, None)
+    if hedged is not None:
+        out.append(hedged)
     for extra in (gen.not_claim, gen.rounding):
         sample = extra({kind}, held_out_wording)
         if sample is not None:

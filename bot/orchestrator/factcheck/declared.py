@@ -165,6 +165,7 @@ class Reader:
             values = [v for v in values if not v.forms & named]  # "#14390 involves 10.13.69.109": the incident's
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
+            problems += self._shares(answer, clause, offset, subjects or above, values)
             problems += self._flags(clause, offset, subjects or above)
             problems += self._times(answer, clause, offset, subjects or above)
         return problems
@@ -348,7 +349,7 @@ class Reader:
         for m in pattern.finditer(clause):
             before = clause[max(0, m.start() - 40):m.start()]
             if re.search(r"(?:\btop|\bfirst|\blast|\bnext|\bpast|\bof the|\bthe|\bthose|\bthese)\s*$", before,
-                         re.IGNORECASE) or _NEGATED.search(clause[:m.start()][-40:]):
+                         re.IGNORECASE) or _NEGATED.search(clause[:m.start()][-40:]) or _PART_OF.search(before):
                 continue
             said = _number(m.group(1))
             words = re.findall(r"[a-z-]+", (m.group(2) or "").lower())
@@ -429,6 +430,78 @@ class Reader:
         return [(len(union), len(union), "the distinct values in the rows"),
                 *((len(v), len(v), f"the {k} rows") for k, v in per_kind.items()), *declared]
 
+    # shares
+
+    def _shares(self, answer: str, clause: str, offset: int, subjects: list[_Subject],
+                values: list[_Value]) -> list[Problem]:
+        """"60% of her sign-ins failed", "2 of 5 sign-ins came from Russia", "half of them were from 203.0.113.9": the
+        part of the linked rows of the kind its noun names that the words after the noun select (a result word, a
+        value), over all of them (or their declared weight), within an honest rounding. Hedged words ("most",
+        "many", "the majority") state no number and are not read; a share whose part names nothing the rows can
+        select, or over rows some of which were not returned, is not decided."""
+        pattern = self.vocabulary.shares
+        if pattern is None or not subjects:
+            return []
+        problems = []
+        for m in pattern.finditer(clause):
+            if _NEGATED.search(clause[:m.start()][-40:]):
+                continue
+            said = _said_share(m)
+            if said is None:
+                continue
+            noun_end = offset + m.end()
+            rest = clause[m.end():]
+            # The whole's subjects: those before the noun, and its complement ("the sign-ins of olivia.hart").
+            of = re.match(r"\s+(?:of|for|by)\s+[`*_(\[]*", rest)
+            named = noun_end + of.end() if of else -1
+            wholes = [s for s in subjects if s.start < noun_end or s.start == named or
+                      (of and named <= s.start <= named + 6 and rest[of.end():].startswith("["))]
+            part_words = [w for w in re.findall(r"[a-z-]+", rest.lower()[:60]) if w in _FAILED | _SUCCEEDED][:1]
+            part_values = [v for v in values if v.start >= noun_end and not any(s.start == v.start for s in wholes)]
+            if not part_words and not part_values:
+                continue  # "60% of her sign-ins were interactive": nothing the rows can select
+            shares = self._share(m.group("noun").lower(), re.findall(r"[a-z-]+", (m.group("words") or "").lower()),
+                                 part_words, part_values, _groups(answer, wholes))
+            if said[3] is not None:  # "2 of 5": only a count whose whole is 5 is this one
+                shares = [c for c in shares if c[1] == said[3]]
+            if not shares or any(_share_matches(said, part, whole) for part, whole, _ in shares):
+                continue
+            part, whole, scope = shares[0]
+            shown = f"{part} of {whole} ({100 * part / whole:.0f}%)"
+            problems.append(Problem("row share", offset + m.start(), offset + m.end("share"),
+                                    f"{scope}: {shown}", f"records: {shown}"))
+        return problems
+
+    def _share(self, noun: str, words: list[str], part_words: list[str], part_values: list[_Value],
+               groups: list[list[_Subject]]) -> list[tuple[int, int, str]]:
+        """(part, whole, what was counted) per kind counted by ``noun``, by rows and by declared weight; [] when
+        nothing decides it."""
+        out: list[tuple[int, int, str]] = []
+        for kind_name, kind in self.facts.kinds.items():
+            if noun not in (n.lower() for n in kind.nouns):
+                continue
+            linked = self._of_kind(kind_name, groups)
+            whole = _qualified(linked, words, kind) if linked else None
+            if not whole:
+                continue
+            if not all(r.complete for r in whole):
+                return []
+            part = _qualified(whole, part_words, kind) if part_words else whole
+            if part is None:
+                continue
+            for value in part_values:
+                if not any(_fits(n, Sem(sem), cue, value) for n, (sem, cue) in kind.fields.items()):
+                    part = None
+                    break
+                part = [r for r in part if _holds(r, kind, value)]
+            if part is None:
+                continue
+            scope = f"the {kind_name} rows"
+            out.append((len(part), len(whole), scope))
+            if any(r.weight != 1 for r in whole):
+                out.append((sum(r.weight for r in part), sum(r.weight for r in whole), f"{scope} (events)"))
+        return out
+
     # first and last times
 
     def _times(self, answer: str, clause: str, offset: int, subjects: list[_Subject]) -> list[Problem]:
@@ -495,6 +568,7 @@ class _Vocabulary:
     counts: re.Pattern[str] | None
     cued: tuple[tuple[str, str, Sem], ...]  # (field, cue, semantic type) of the numbers and levels read after a cue
     flags: tuple[tuple[str, str, str], ...]  # (kind, field, cue)
+    shares: re.Pattern[str] | None = None  # "60% of her sign-ins", "2 of 5 sign-ins", "half of the logons"
 
 
 def _vocabulary(facts: Facts) -> _Vocabulary:
@@ -520,7 +594,10 @@ def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], 
                          if cue and Sem(sem) in (Sem.SCORE, Sem.PORT, Sem.COUNT, Sem.LEVEL)}))
     flags = tuple(sorted({(k, n, cue) for k, _, fields in kinds for n, sem, cue in fields
                           if cue and Sem(sem) is Sem.FLAG}))
-    return _Vocabulary(app, counts, cued, flags)
+    shares = re.compile(rf"(?P<share>{_SHARE})\s+(?:of\s+)?(?:(?:the|all|her|his|their|its|these|those)\s+|"
+                        rf"\S{{2,98}}'s?\s+)?(?P<words>(?:[A-Za-z-]+\s+){{0,2}}?)(?P<noun>{alternatives})\b",
+                        re.IGNORECASE) if nouns else None
+    return _Vocabulary(app, counts, cued, flags, shares)
 
 
 @functools.lru_cache(maxsize=64)
@@ -643,6 +720,51 @@ def _approx(before: str, number: str) -> str:
 
 
 _Counted = tuple[int, int, str]  # (events, rows, what was counted)
+# A share as analysts write it: a percentage, "N of M" (the whole said), a fraction word. "most", "many", "the
+# majority" are hedged and state no number: not read.
+_FRACTIONS = {"half": 50.0, "a half": 50.0, "one half": 50.0, "a third": 100 / 3, "one third": 100 / 3,
+              "two thirds": 200 / 3, "a quarter": 25.0, "one quarter": 25.0, "three quarters": 75.0,
+              "a fifth": 20.0, "one fifth": 20.0}
+_SHARE = (r"(?:(?<![\w.])(?P<percent>\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)|"
+          r"(?<![\w.,#$-])(?P<part>\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
+          r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?(?P<whole>\d{1,5})|"
+          r"\b(?P<fraction>" + "|".join(sorted(_FRACTIONS, key=len, reverse=True)) + r"))")
+_PART_OF = re.compile(r"\b(?:\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
+                      r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?$", re.IGNORECASE)
+_SHARE_HEDGE = re.compile(r"\b(?:about|around|roughly|nearly|almost|approximately|some|~|over|more than|under|"
+                          r"less than|at least|at most|up to)\s*$", re.IGNORECASE)
+
+
+def _said_share(m: re.Match[str]) -> tuple[float, float, int | None, int | None] | None:
+    """(share in percent, tolerance in points, part, whole) as written; None for a bound ("over 60%")."""
+    before = m.string[max(0, m.start() - 25):m.start()]
+    hedge = _SHARE_HEDGE.search(before)
+    if hedge and hedge.group(0).strip().lower() in ("over", "more than", "under", "less than", "at least", "at most",
+                                                     "up to"):
+        return None  # a bound: not a share said
+    loose = 5.0 if hedge else 0.0
+    if m.group("percent"):
+        value = float(m.group("percent"))
+        # An honest rounding: "60%" for 57%, "25%" for 24%, "33%" for 33.3%; "about" allows five points more.
+        rounding = 5.0 if value % 10 == 0 else 2.5 if value % 5 == 0 else 1.0
+        return (value, rounding + loose, None, None) if value <= 100 else None
+    if m.group("part"):
+        part, whole = _number(m.group("part")), int(m.group("whole"))
+        if whole == 0 or part > whole:
+            return None
+        return (100 * part / whole, loose, part, whole)
+    return (_FRACTIONS[m.group("fraction").lower()], 5.0 + loose, None, None)
+
+
+def _share_matches(said: tuple[float, float, int | None, int | None], part: int, whole: int) -> bool:
+    """A share as written against the rows' (of the same whole, for "N of M"): "N of M" exactly, a percentage or a
+    fraction within its rounding."""
+    if whole == 0:
+        return True
+    share, tolerance, said_part, said_whole = said
+    if said_whole is not None and tolerance == 0:
+        return said_part == part
+    return abs(100 * part / whole - share) <= tolerance + 1e-9
 
 
 def _time_matches(claim: Claim, moment: datetime) -> bool:

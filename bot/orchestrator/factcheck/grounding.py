@@ -749,7 +749,7 @@ def _quote(text: str) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-_ROW_CATEGORIES = ("row", "row count", "row flag", "row time")
+_ROW_CATEGORIES = ("row", "row count", "row share", "row flag", "row time")
 
 
 def _one_per_claim(findings: list[Finding]) -> list[Finding]:
