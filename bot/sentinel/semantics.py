@@ -85,6 +85,7 @@ class Field:
     name: str
     sem: Sem
     cue: str = ""  # a regex of the words an answer uses with it (a flag's verb, a number's label: "port")
+    choices: tuple[str, ...] = ()  # the values it can take (an enumeration: a status, a classification)
 
 
 @dataclass(frozen=True)
@@ -101,21 +102,28 @@ class Declaration:
 
 
 def declare(kind: str, nouns: tuple[str, ...], /, *, identity: tuple[str, ...] = (), belongs: tuple[str, ...] = (),
-            counted_by: str = "", cues: dict[str, str] | None = None, **fields: Sem) -> Declaration:
-    """``declare("sign-in", ("sign-ins",), upn=Sem.ACCOUNT, ip=Sem.IP, belongs=("upn", "ip"))``."""
-    return declare_fields(kind, nouns, fields, identity=identity, belongs=belongs, counted_by=counted_by, cues=cues)
+            counted_by: str = "", cues: dict[str, str] | None = None,
+            choices: dict[str, tuple[str, ...]] | None = None, **fields: Sem) -> Declaration:
+    """``declare("sign-in", ("sign-ins",), upn=Sem.ACCOUNT, ip=Sem.IP, belongs=("upn", "ip"))``.
+
+    ``cues``: a field read only after these words (a number's label, a flag's verb, a role: "assigned to" for a
+    change's owner). ``choices``: the values an enumerated field can take (read after its cue)."""
+    return declare_fields(kind, nouns, fields, identity=identity, belongs=belongs, counted_by=counted_by, cues=cues,
+                          choices=choices)
 
 
 def declare_fields(kind: str, nouns: tuple[str, ...], fields: dict[str, Sem], *, identity: tuple[str, ...] = (),
-                   belongs: tuple[str, ...] = (), counted_by: str = "",
-                   cues: dict[str, str] | None = None) -> Declaration:
+                   belongs: tuple[str, ...] = (), counted_by: str = "", cues: dict[str, str] | None = None,
+                   choices: dict[str, tuple[str, ...]] | None = None) -> Declaration:
     """``declare`` with the fields as a mapping (names that are not Python identifiers: a hunt's columns)."""
-    cues = cues or {}
-    unknown = (set(identity) | set(belongs) | set(cues) | ({counted_by} - {""})) - set(fields)
+    cues, choices = cues or {}, choices or {}
+    unknown = (set(identity) | set(belongs) | set(cues) | set(choices) | ({counted_by} - {""})) - set(fields)
     if unknown:
         raise ValueError(f"{kind}: {sorted(unknown)} are not declared fields")
-    return Declaration(kind, nouns, tuple(Field(n, s, cues.get(n, "")) for n, s in fields.items()), identity,
-                       belongs, counted_by)
+    if set(choices) - set(cues):
+        raise ValueError(f"{kind}: {sorted(set(choices) - set(cues))} have choices but no cue to read them after")
+    return Declaration(kind, nouns, tuple(Field(n, s, cues.get(n, ""), tuple(choices.get(n, ())))
+                                          for n, s in fields.items()), identity, belongs, counted_by)
 
 
 def declaration(record: Any, parameters: dict[str, Any] | None = None) -> Declaration | None:

@@ -22,7 +22,7 @@ from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryMetadata, QueryResult
+from bot.sentinel.models import Incident, QueryMetadata, QueryResult
 from bot.sentinel.semantics import Declaration, Sem, declare
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW
@@ -117,6 +117,41 @@ def test_a_share_is_the_part_of_the_subjects_rows_its_words_select() -> None:
         ["A quarter"]
     assert _marks(_sessions_conversation(*ROWS, total=40), "90% of dana.ross's VPN sessions came from Germany.") \
         == []  # not every row was returned: not decided
+
+
+def _changed_conversation() -> Conversation:
+    """Four incidents listed, then a change to each confirmed (as the confirmation desk records it)."""
+    conversation = Conversation()
+    incidents = tuple(Incident(n, f"Incident {n}", "High", "Active", owner, NOW, NOW, 1, (), (), f"https://x/{n}", None)
+                      for n, owner in ((900001, None), (900002, None), (900003, "bob@contoso.com"), (900004, None)))
+    metadata = QueryMetadata("query_incidents", {}, 4, 4, False, 1.0, "", "P1D", "demo")
+    conversation.remember(QueryResult(incidents, metadata), NOW)
+    facts = conversation.facts
+    facts.record_change(900002, "assign", "Owner set to Alice Wong", NOW, severity="High", status="Active",
+                        owner="Alice Wong", owner_sign_in="alice@contoso.com")
+    facts.record_change(900001, "status", "Status set to Closed (TruePositive)", NOW, severity="High",
+                        status="Closed", classification="TruePositive")
+    facts.record_change(900003, "severity", "Severity set to Low", NOW, severity="Low", status="Active",
+                        owner="bob@contoso.com")
+    facts.record_change(900004, "escalate", "Escalated to Dana Ross", NOW, severity="High", status="Active",
+                        escalated_to=("dana@contoso.com", "Dana Ross"))
+    return conversation
+
+
+def test_what_a_confirmed_change_set_is_what_an_answer_says_it_set() -> None:
+    conversation = _changed_conversation()
+    for true in ("I assigned #900002 to alice@contoso.com.", "#900001 was closed as a true positive.",
+                 "I closed #900001 as TruePositive.", "#900003: severity lowered to Low.",
+                 "I escalated #900004 to dana@contoso.com.", "#900003 is with bob@contoso.com.",
+                 "Should I assign #900002 to bob@contoso.com?", "#900002 involves bob@contoso.com.",
+                 "I did not close #900001 as a false positive."):
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "I assigned #900002 to bob@contoso.com.") == ["bob@contoso.com"]
+    assert _marks(conversation, "I closed #900001 as a false positive.") == ["false positive"]
+    assert _marks(conversation, "#900003: severity raised to High.") == ["High"]
+    assert _marks(conversation, "I escalated #900004 to bob@contoso.com.") == ["bob@contoso.com"]
+    stored = Conversation.from_dict(json.loads(json.dumps(conversation.to_dict())))
+    assert _marks(stored, "I closed #900001 as a false positive.") == ["false positive"], "kept with the conversation"
 
 
 def test_its_rows_survive_the_stored_conversation() -> None:

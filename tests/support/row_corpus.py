@@ -24,8 +24,10 @@ check was never looked at with.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,13 +39,15 @@ from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.factcheck.declared import APPS, COUNTRIES
 from bot.orchestrator.factcheck.facts import link_forms
 from bot.sentinel import semantics
+from bot.sentinel.changes import Classification, ConfirmedChange
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryResult
+from bot.sentinel.models import Incident, QueryResult
+from bot.sentinel.params import Severity
 from bot.sentinel.semantics import FAMILY, Sem
 from bot.tools.toolbox import ToolBox
 from tests.support.answer_corpus import unmark
 
-TUNING_KINDS = frozenset({"sign-in", "process", "email", "hunt SigninLogs", "assessment"})
+TUNING_KINDS = frozenset({"sign-in", "process", "email", "hunt SigninLogs", "assessment", "change"})
 HELD_OUT_FRAME = 2  # frame i of a family is held out when i % 3 == HELD_OUT_FRAME
 ENTITIES = ("olivia.hart@contoso.com", "svc-backup@contoso.com", "SRV-BKP-01", "WS-FIN-023", "10.20.30.40",
             "94dce4dd07892e7076e428f7459bfdf4ce2345951d7c13e75a04c78006936213")
@@ -107,8 +111,42 @@ async def build_world(sentinel: SentinelClient, now: datetime) -> World:
             conversation.remember(result, now)
             complete = not result.metadata.truncated and result.metadata.returned >= result.metadata.total
             world.rows += _rows(result.records, complete, result.metadata.parameters)
+    await _changes(world, tools)
     world.rows = list(dict.fromkeys(world.rows))  # a row two investigations read is one row
     return world
+
+
+async def _changes(world: World, tools: ToolBox) -> None:
+    """Incidents listed, then changes to some of them confirmed, recorded as the confirmation desk records them: an
+    owner, a closing classification, a severity, an escalation to an account the results name (a sign-in name)."""
+    run = await tools.run("query_incidents", json.dumps({"time_window": "last_7d"}))
+    if not run.ok or not isinstance(run.artifact, QueryResult):
+        return
+    world.conversation.remember(run.artifact, world.now)
+    incidents = [i for i in run.artifact.records if isinstance(i, Incident)]
+    people = sorted({v for r in world.rows for f, v in r.values if f.sem is Sem.ACCOUNT and "@" in v})[:6]
+    if len(incidents) < 8 or len(people) < 2:
+        return
+    classifications = [c.value for c in Classification]
+    severities = [s.value for s in Severity]
+    for index, incident in enumerate(incidents[:8]):
+        kind = ("assign", "status", "severity", "escalate")[index % 4]
+        person = people[index % len(people)]
+        record = ConfirmedChange(
+            incident.number, kind, world.now.replace(microsecond=0), f"{kind} #{incident.number}",
+            owner=(person,) if kind == "assign" else (),
+            status="Closed" if kind == "status" else incident.status,
+            classification=classifications[index % len(classifications)] if kind == "status" else None,
+            severity=severities[(severities.index(incident.severity) + 1) % len(severities)]
+            if kind == "severity" else incident.severity,
+            escalated_to=(person,) if kind == "escalate" else ())
+        world.conversation.facts.record_change(
+            record.incident, kind, record.summary, record.at, severity=record.severity, status=record.status,
+            owner=person if kind == "assign" else incident.owner, classification=record.classification,
+            owner_sign_in=person if kind == "assign" else None, escalated_to=record.escalated_to)
+        if kind != "assign":  # the facts keep the incident's owner too: the corpus's row says what the facts say
+            record = dataclasses.replace(record, owner=(incident.owner,) if incident.owner else ())
+        world.rows += _rows([record], True, {})
 
 
 def _section_kind(name: str) -> str | None:
@@ -207,6 +245,18 @@ _FRAMES: dict[str, tuple[str, ...]] = {
               "{s}: «{v}» of the {n} {w}.", "Looking at {s}, «{v}» of all {n} {w}.", "Of the {n} of {s}, «{v}» {w}."),
     "share of": ("«{v}» {n} of {s} {w}.", "{s}: «{v}» {n} {w}.", "For {s}, «{v}» {n} {w}.",
                  "We saw that «{v}» {n} of {s} {w}.", "{s} — «{v}» {n} {w}.", "Among {s}'s {n}, «{v}» {w}."),
+    "change owner": ("I assigned #{n} to «{v}».", "#{n} is now assigned to «{v}».", "Done: #{n} assigned to «{v}».",
+                     "I've assigned #{n} to «{v}» as asked.", "#{n} was reassigned to «{v}».",
+                     "Confirmed: #{n} now owned by «{v}»."),
+    "change classification": ("I closed #{n} as a «{v}».", "#{n} was closed as «{v}».", "Done — #{n} closed as «{v}».",
+                              "#{n} is now classified as «{v}».", "Closed #{n} as «{v}» per your call.",
+                              "#{n} was resolved as «{v}»."),
+    "change severity": ("I lowered #{n} to «{v}».", "#{n}: severity set to «{v}».",
+                        "Done: #{n} severity changed to «{v}».", "The severity of #{n} is now «{v}».",
+                        "#{n} was raised to «{v}».", "I set #{n} to «{v}»."),
+    "change escalated_to": ("I escalated #{n} to «{v}».", "#{n} was escalated to «{v}».",
+                            "Escalated #{n} to «{v}» (on call).", "Done: #{n} escalated to «{v}».",
+                            "I paged «{v}» about #{n}.", "#{n} has been handed over to «{v}»."),
     "flag": ("{s} «clicked» the link.", "{s} «clicked through» to the site.", "The user {s} «clicked» it.",
              "{s} then «clicked» the URL.", "{s} «opened the link»."),
 }
@@ -543,6 +593,34 @@ class _Gen:
         options = [(w, p) for w, p in options if 0 < sum(1 for r in rows if p(r)) < len(rows)]
         return self.rng.choice(options) if options else None
 
+    def change(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
+        """"I assigned #900002 to alice@contoso.com", "#900001 was closed as a true positive", "I lowered #900003 to
+        Low", "I escalated #900004 to dana@contoso.com": what a confirmed change set, read after its cue words."""
+        row = self.pick_row(kinds, lambda r: any(f.choices or (f.cue and FAMILY.get(f.sem) == "account")
+                                                 for f, _ in r.values))
+        if row is None:
+            return None
+        number = next((v for f, v in row.values if f.name in row.declared.belongs), "")
+        kind = next((v for f, v in row.values if f.name == "kind"), "")
+        wanted = {"assign": "owner", "status": "classification", "severity": "severity",
+                  "escalate": "escalated_to"}.get(kind)
+        field_ = next((f for f, _ in row.values if f.name == wanted), None)
+        real = [v for f, v in row.values if f.name == wanted]
+        if field_ is None or not real or not number:
+            return None
+        if field_.choices:
+            pool = [c for c in field_.choices if c not in real] if lie else real
+            shown = _spaced(self.rng.choice(pool)) if pool else None
+        else:
+            known = sorted({v for r in self.w.rows for f, v in r.values if FAMILY.get(f.sem) == "account" and "@" in v})
+            pool = [a for a in known if a.lower() not in {v.lower() for v in real}] if lie else real
+            shown = self.rng.choice(pool) if pool else None
+        if shown is None:
+            return None
+        template, wording = self.frame(f"change {wanted}", held_out)
+        body, span = unmark(template.format(n=number, v=shown))
+        return Sample(row.kind, "change", wording, body, span if lie else None)
+
     def not_claim(self, kinds: set[str], held_out: bool) -> Sample | None:
         """A false value in a question, an instruction, a hypothetical, a negation: nothing is claimed."""
         sample = self.value(kinds, held_out, True)
@@ -584,6 +662,11 @@ def _family(f: semantics.Field) -> str | None:
             "hash": "hash", "domain": "host", "url": None}.get(family or "")
 
 
+def _spaced(value: str) -> str:
+    """An enumeration's value as an answer writes it: "TruePositive" as "true positive"."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", value).lower() if value[1:].lower() != value[1:] else value
+
+
 def _iso(value: str) -> bool:
     try:
         return datetime.fromisoformat(value).tzinfo is not None
@@ -607,7 +690,7 @@ def samples(world: World, seed: int, kind: str, held_out_wording: bool) -> list[
     analysts write around facts (questions, instructions, estimates), never fewer correct than lies."""
     gen = _Gen(world, seed * 7919 + sum(map(ord, kind)))
     out: list[Sample] = []
-    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag, gen.share):
+    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag, gen.share, gen.change):
         for lie in (True, False):
             sample = make({kind}, held_out_wording, lie)
             if sample is not None:

@@ -251,8 +251,13 @@ class Reader:
     # values
 
     def _values(self, clause: str, offset: int, ids: list[Identifier]) -> list[_Value]:
-        values = [_Value(_ID_FAMILIES[i.kind], frozenset(self._forms(i)), i.start, i.end,
-                         _role(clause, i.start - offset)) for i in ids if i.kind in _ID_FAMILIES]
+        values = [self._cued_entity(clause, offset, i) or _Value(_ID_FAMILIES[i.kind], frozenset(self._forms(i)),
+                                                                 i.start, i.end, _role(clause, i.start - offset))
+                  for i in ids if i.kind in _ID_FAMILIES]
+        for name, cue, choices in self.vocabulary.choices:  # "closed as true positive", "raised it to High"
+            for m in _chosen(cue, choices).finditer(clause):
+                said = re.sub(r"[\s_-]", "", m.group(1)).lower()
+                values.append(_Value((f"field:{name}",), frozenset({said}), offset + m.start(1), offset + m.end(1)))
         for m in _COUNTRY_NAME.finditer(clause):
             code = _COUNTRY_CODE.get(m.group(1).lower())
             if code:
@@ -272,6 +277,16 @@ class Reader:
                 values.append(_Value((f"field:{name}",), frozenset({raw}), offset + m.start(group),
                                      offset + m.end(group)))
         return values
+
+    def _cued_entity(self, clause: str, offset: int, identifier: Identifier) -> _Value | None:
+        """An entity value right after a field's cue words ("assigned to bob@contoso.com": a change's owner) is that
+        field's value only (a plain account beside an incident is not its owner)."""
+        before = clause[max(0, identifier.start - offset - 50):identifier.start - offset]
+        for name, cue, family in self.vocabulary.roles:
+            if family in _ID_FAMILIES[identifier.kind] and re.search(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*$", before,
+                                                                     re.IGNORECASE):
+                return _Value((f"field:{name}",), frozenset(self._forms(identifier)), identifier.start, identifier.end)
+        return None
 
     def _check_values(self, answer: str, subjects: list[_Subject], values: list[_Value],
                       above: list[_Subject]) -> list[Problem]:
@@ -569,6 +584,8 @@ class _Vocabulary:
     cued: tuple[tuple[str, str, Sem], ...]  # (field, cue, semantic type) of the numbers and levels read after a cue
     flags: tuple[tuple[str, str, str], ...]  # (kind, field, cue)
     shares: re.Pattern[str] | None = None  # "60% of her sign-ins", "2 of 5 sign-ins", "half of the logons"
+    roles: tuple[tuple[str, str, str], ...] = ()  # (field, cue, family) of entity values read after a cue
+    choices: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (field, cue, values) of enumerated fields
 
 
 def _vocabulary(facts: Facts) -> _Vocabulary:
@@ -576,12 +593,14 @@ def _vocabulary(facts: Facts) -> _Vocabulary:
                          for k, v in facts.kinds.items()))
     apps = tuple(sorted({v for r in facts.rows.values() for n, v in r.values
                          if facts.kinds.get(r.kind) and facts.kinds[r.kind].fields.get(n, ("",))[0] == "app"}))
-    return _built(kinds, apps)
+    choices = tuple(sorted({(n, v.fields[n][1], c) for v in facts.kinds.values() for n, c in v.choices.items()
+                            if n in v.fields and v.fields[n][1]}))
+    return _built(kinds, apps, choices)
 
 
 @functools.lru_cache(maxsize=32)
 def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], ...]], ...],
-           apps: tuple[str, ...]) -> _Vocabulary:
+           apps: tuple[str, ...], choices: tuple[tuple[str, str, tuple[str, ...]], ...] = ()) -> _Vocabulary:
     names = sorted({a for a in (*APPS, *apps) if len(a) >= 3}, key=len, reverse=True)
     app = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(a) for a in names) + r")(?![\w-]|\.\w)", re.IGNORECASE) \
         if names else None
@@ -597,7 +616,18 @@ def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], 
     shares = re.compile(rf"(?P<share>{_SHARE})\s+(?:of\s+)?(?:(?:the|all|her|his|their|its|these|those)\s+|"
                         rf"\S{{2,98}}'s?\s+)?(?P<words>(?:[A-Za-z-]+\s+){{0,2}}?)(?P<noun>{alternatives})\b",
                         re.IGNORECASE) if nouns else None
-    return _Vocabulary(app, counts, cued, flags, shares)
+    entity_families = {"account", "host", "ip", "url", "domain", "hash", "file"}
+    roles = tuple(sorted({(n, cue, FAMILY[Sem(sem)]) for _, _, fields in kinds for n, sem, cue in fields
+                          if cue and FAMILY.get(Sem(sem)) in entity_families}))
+    return _Vocabulary(app, counts, cued, flags, shares, roles, choices)
+
+
+@functools.lru_cache(maxsize=64)
+def _chosen(cue: str, choices: tuple[str, ...]) -> re.Pattern[str]:
+    """An enumerated value after its cue: "closed as a true positive", "severity set to High"."""
+    alternatives = "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_-]?", re.escape(c))
+                            for c in sorted(choices, key=len, reverse=True))
+    return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=64)

@@ -37,6 +37,7 @@ from bot.investigation.models import IncidentSummary, Investigation
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.orchestrator.factcheck.verdicts import MAX_VERDICTS, VerdictFact
 from bot.sentinel import semantics
+from bot.sentinel.changes import ConfirmedChange
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -288,6 +289,7 @@ class Kind:
     fields: dict[str, tuple[str, str]]  # field -> (semantic type, cue)
     belongs: tuple[str, ...]
     identity: tuple[str, ...] = ()
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # an enumerated field's values
 
     def key(self, values: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
         """What tells its rows apart: the identity fields' values (all values when it declares none)."""
@@ -297,22 +299,24 @@ class Kind:
         """Stored compactly: every string by its index in the conversation's string table."""
         fields = [[text(f), text(sem), text(cue)] for f, (sem, cue) in self.fields.items()]
         return [[text(n) for n in self.nouns], fields, [text(b) for b in self.belongs],
-                [text(i) for i in self.identity]]
+                [text(i) for i in self.identity], {f: [text(c) for c in cs] for f, cs in self.choices.items()}]
 
     @classmethod
     def from_row(cls, row: list[Any], strings: list[str]) -> Kind:
         def text(index: Any) -> str:
             return strings[int(index)]
 
+        choices = dict(row[4]) if len(row) > 4 else {}  # stored before enumerated fields: none
         return cls(tuple(map(text, row[0])), {text(f): (text(sem), text(cue)) for f, sem, cue in row[1]},
-                   tuple(map(text, row[2])), tuple(map(text, row[3])))
+                   tuple(map(text, row[2])), tuple(map(text, row[3])),
+                   {str(f): tuple(map(text, cs)) for f, cs in choices.items()})
 
     @classmethod
     def of(cls, declared: semantics.Declaration) -> Kind:
         """Its fields a row keeps (free text and times that tell no rows apart are never kept)."""
         return cls(declared.nouns, {f.name: (f.sem.value, f.cue) for f in declared.fields
                                     if f.sem.value not in _UNKEPT or f.name in declared.identity},
-                   declared.belongs, declared.identity)
+                   declared.belongs, declared.identity, {f.name: f.choices for f in declared.fields if f.choices})
 
 
 @dataclass(frozen=True)
@@ -493,11 +497,16 @@ class Facts:
 
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,
-                      tool: str = "the confirmed change") -> None:
-        """A confirmed change was made: log it, and the incident's record is now what Sentinel returned."""
+                      tool: str = "the confirmed change", owner_sign_in: str | None = None,
+                      escalated_to: tuple[str, ...] = ()) -> None:
+        """A confirmed change was made: log it, and the incident's record is now what Sentinel returned. The change is
+        also a declared row (``ConfirmedChange``): what an answer says it changed is held to it."""
         self._stored = None
         self.changes.append(ChangeFact(incident, kind, summary, at))
         del self.changes[:-MAX_CHANGES]
+        owners = tuple(dict.fromkeys(v for v in (owner_sign_in, owner) if v))
+        self.declared_row(ConfirmedChange(incident, kind, _second(at), summary, owners, status, classification,
+                                          severity, tuple(v for v in escalated_to if v)), {}, tool, True)
         fact = self.incidents.get(incident)
         if fact is not None and status is not None:
             self.put_incident(replace(fact, severity=severity or fact.severity, status=status,
