@@ -477,8 +477,8 @@ class Reader:
                 continue  # "60% of her sign-ins were interactive": nothing the rows can select
             shares = self._share(m.group("noun").lower(), re.findall(r"[a-z-]+", (m.group("words") or "").lower()),
                                  part_words, part_values, _groups(answer, wholes))
-            if said[3] is not None:  # "2 of 5": only a count whose whole is 5 is this one
-                shares = [c for c in shares if c[1] == said[3]]
+            if said.whole is not None:  # "2 of 5": only a count whose whole is 5 is this one
+                shares = [c for c in shares if c[1] == said.whole]
             if not shares or any(_share_matches(said, part, whole) for part, whole, _ in shares):
                 continue
             part, whole, scope = shares[0]
@@ -752,9 +752,7 @@ def _approx(before: str, number: str) -> str:
 _Counted = tuple[int, int, str]  # (events, rows, what was counted)
 # A share as analysts write it: a percentage, "N of M" (the whole said), a fraction word. "most", "many", "the
 # majority" are hedged and state no number: not read.
-_FRACTIONS = {"half": 50.0, "a half": 50.0, "one half": 50.0, "a third": 100 / 3, "one third": 100 / 3,
-              "two thirds": 200 / 3, "a quarter": 25.0, "one quarter": 25.0, "three quarters": 75.0,
-              "a fifth": 20.0, "one fifth": 20.0}
+_FRACTIONS = claimed.FRACTIONS
 _SHARE = (r"(?:(?<![\w.])(?P<percent>\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)|"
           r"(?<![\w.,#$-])(?P<part>\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
           r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?(?P<whole>\d{1,5})|"
@@ -765,36 +763,42 @@ _SHARE_HEDGE = re.compile(r"\b(?:about|around|roughly|nearly|almost|approximatel
                           r"less than|at least|at most|up to)\s*$", re.IGNORECASE)
 
 
-def _said_share(m: re.Match[str]) -> tuple[float, float, int | None, int | None] | None:
-    """(share in percent, tolerance in points, part, whole) as written; None for a bound ("over 60%")."""
+@dataclass(frozen=True)
+class _SaidShare:
+    percent: float
+    fraction: bool = False  # said as a word ("half")
+    hedged: bool = False  # "about 60%"
+    part: int | None = None  # "N of M"
+    whole: int | None = None
+
+
+def _said_share(m: re.Match[str]) -> _SaidShare | None:
+    """The share as written; None for a bound ("over 60%") or what is no share (3 of 2)."""
     before = m.string[max(0, m.start() - 25):m.start()]
     hedge = _SHARE_HEDGE.search(before)
     if hedge and hedge.group(0).strip().lower() in ("over", "more than", "under", "less than", "at least", "at most",
                                                      "up to"):
         return None  # a bound: not a share said
-    loose = 5.0 if hedge else 0.0
+    hedged = hedge is not None
     if m.group("percent"):
         value = float(m.group("percent"))
-        # An honest rounding: "60%" for 57%, "25%" for 24%, "33%" for 33.3%; "about" allows five points more.
-        rounding = 5.0 if value % 10 == 0 else 2.5 if value % 5 == 0 else 1.0
-        return (value, rounding + loose, None, None) if value <= 100 else None
+        return _SaidShare(value, hedged=hedged) if value <= 100 else None
     if m.group("part"):
         part, whole = _number(m.group("part")), int(m.group("whole"))
         if whole == 0 or part > whole:
             return None
-        return (100 * part / whole, loose, part, whole)
-    return (_FRACTIONS[m.group("fraction").lower()], 5.0 + loose, None, None)
+        return _SaidShare(100 * part / whole, hedged=hedged, part=part, whole=whole)
+    return _SaidShare(_FRACTIONS[m.group("fraction").lower()], fraction=True, hedged=hedged)
 
 
-def _share_matches(said: tuple[float, float, int | None, int | None], part: int, whole: int) -> bool:
-    """A share as written against the rows' (of the same whole, for "N of M"): "N of M" exactly, a percentage or a
-    fraction within its rounding."""
+def _share_matches(said: _SaidShare, part: int, whole: int) -> bool:
+    """A share as written against the rows' (of the same whole, for "N of M"): "N of M" exactly, unless hedged; a
+    percentage or a fraction within its rounding (``claims.share_matches``)."""
     if whole == 0:
         return True
-    share, tolerance, said_part, said_whole = said
-    if said_whole is not None and tolerance == 0:
-        return said_part == part
-    return abs(100 * part / whole - share) <= tolerance + 1e-9
+    if said.whole is not None and not said.hedged:
+        return said.part == part
+    return claimed.share_matches(said.percent, 100 * part / whole, fraction=said.fraction, hedged=said.hedged)
 
 
 def _time_matches(claim: Claim, moment: datetime) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.orchestrator.factcheck.claims import FRACTIONS, share_matches
 from bot.orchestrator.factcheck.facts import Facts, IncidentFact, RosterFact
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
 
@@ -58,10 +59,8 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 _FIRST_LAST = re.compile(r"\b(first|last)[\s-]+(?:seen|observed|appeared|active|activity|sighting)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*(?:%|percent\b)", re.IGNORECASE)
-_FRACTION = re.compile(r"\b(half|a third|one third|a quarter|one quarter|two thirds|three quarters)\b(?:\s+of)?",
+_FRACTION = re.compile(r"\b(" + "|".join(sorted(FRACTIONS, key=len, reverse=True)) + r")\b(?:\s+of)?",
                        re.IGNORECASE)
-_FRACTIONS = {"half": 50.0, "a third": 33.3, "one third": 33.3, "a quarter": 25.0, "one quarter": 25.0,
-              "two thirds": 66.7, "three quarters": 75.0}
 _N_OF_M = re.compile(r"(?<![\w.,#-])(\d{1,5}|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:out\s+)?of\s+"
                      r"(?:the\s+|all\s+|these\s+|those\s+)?(\d{1,5}|two|three|four|five|six|seven|eight|nine|ten)\b",
                      re.IGNORECASE)
@@ -377,7 +376,8 @@ def sightings(text: str, offset: int, facts: Facts, ids: Iterable[Identifier],
 
 def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
     """"80% of incidents are High", "half the alerts", "5 of the 93 incidents are closed": computed from the counts
-    the bot made of a whole list, within rounding. Left alone when no counted list has that qualifier."""
+    the bot made of a whole list, within an honest rounding (``claims.share_matches``, as for declared rows). Left
+    alone when no counted list has that qualifier."""
     noun_m = _NOUN.search(text)
     quals = {q.lower().replace("resolved", "closed") for q in _QUALIFIERS.findall(text)}
     if not noun_m or not quals or len(quals) > 2:
@@ -390,14 +390,14 @@ def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
     problems = []
     for m in _PERCENT.finditer(text):
         said = float(m.group(1))
-        if not any(abs(100 * part / whole - said) <= 1.0 for part, whole in pairs):
+        if not any(share_matches(said, 100 * part / whole) for part, whole in pairs):
             part, whole = pairs[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
                                     f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))} "
                                     f"({100 * part / whole:.0f}%)", f"results: {100 * part / whole:.0f}%"))
     for m in _FRACTION.finditer(text):
-        said = _FRACTIONS[m.group(1).lower()]
-        if not any(abs(100 * part / whole - said) <= 8.0 for part, whole in pairs):
+        said = FRACTIONS[m.group(1).lower()]
+        if not any(share_matches(said, 100 * part / whole, fraction=True) for part, whole in pairs):
             part, whole = pairs[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
                                     f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))}",
