@@ -18,7 +18,14 @@ entity; else the heading or lead-in it hangs under, or the previous sentence for
   subject and found no row of that kind decides it too.
 - "first"/"last" with a kind's noun and a time ("her last sign-in was at 16:43 UTC") must be the earliest or latest
   time the linked rows of that kind hold (a day either way for a date; a whole quarter hour within 14 hours when no
-  zone is said).
+  zone is said);
+- a share ("60% of her sign-ins failed", "2 of 5 logons came from 10.1.2.3", "half of ...") must be the part of the
+  linked rows of the noun's kind that the words after the noun select (a result word, a value), by rows or by
+  declared weight, within an honest rounding (``claims.share_matches``); "N of M" only over a whole of M; hedged
+  words ("most", "many") and bounds ("over 60%") state no number and are not read;
+- an entity field declared with a cue (a confirmed change's owner, "assigned to") is read only after its cue, and an
+  enumerated field (declared ``choices``: a change's classification, severity, status) only as one of its choices
+  after its cue ("closed as a true positive").
 
 Precision first: nothing in an instruction, question or hypothetical, nothing negated ("did not click"), nothing
 whose subject links no row or whose kind declares no such field (or whose rows hold no value of it) is decided; a
