@@ -116,6 +116,11 @@ class IncidentMatch:
 
 @dataclass(frozen=True)
 class IncidentDetail:
+    """An incident as its detail shows it. It declares its entities (every value of each, and every identifier shown
+    beside it): an entity value said of the incident is held to them."""
+
+    FACTS: ClassVar[Declaration] = declare("incident entities", (), identity=("number",), belongs=("number",),
+                                           number=Sem.ID, entity_values=Sem.ENTITY)
     incident: Incident
     incident_id: str  # the GUID name Sentinel's REST API uses
     description: str
@@ -129,6 +134,14 @@ class IncidentDetail:
     alerts: tuple[AlertSummary, ...]
     entities: tuple[EntityRef, ...]
     other_matches: tuple[IncidentMatch, ...] = ()  # other incidents a title search also matched
+
+    @property
+    def number(self) -> int:
+        return self.incident.number
+
+    @property
+    def entity_values(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v for e in self.entities for v in (e.value, *(t for _, t in e.identifiers)) if v))
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class Sem(enum.StrEnum):
     SCORE = "score"
     PORT = "port"
     FLAG = "flag"  # a yes/no the row states ("clicked through"): ``cue`` names the verb an answer uses
+    ENTITY = "entity"  # an entity value of any kind the record names in full (an incident's entities)
     TEXT = "text"  # attacker-writable free text: cited, never evidence
     ID = "id"
 
@@ -70,7 +71,10 @@ FAMILY: dict[Sem, str] = {
     Sem.COUNTRY: "country", Sem.CITY: "city", Sem.APP: "app", Sem.ACTION: "action", Sem.RESULT: "result",
     Sem.LEVEL: "level", Sem.SCORE: "number", Sem.PORT: "number", Sem.COUNT: "number", Sem.ERROR: "error",
     Sem.SEVERITY: "severity", Sem.STATUS: "status", Sem.TIMESTAMP: "time", Sem.FLAG: "flag",
+    Sem.ENTITY: "entity",
 }
+# The families an ENTITY field holds values of: it is held to a value of any of them.
+ENTITY_FAMILIES = frozenset({"account", "host", "ip", "domain", "url", "hash", "file"})
 # Roles an answer names with a cue word before the value ("launched by", "from", "to"): the field is read only so.
 ROLE_CUES: dict[Sem, str] = {
     Sem.PARENT: r"parent(?:\s+process)?(?:\s+of\s+\S+)?(?:\s*(?:was|is|=|:))?|launched by|spawned by|started by|"

@@ -22,7 +22,7 @@ from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import Incident, QueryMetadata, QueryResult
+from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryMetadata, QueryResult
 from bot.sentinel.semantics import Declaration, Sem, declare
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW
@@ -152,6 +152,28 @@ def test_what_a_confirmed_change_set_is_what_an_answer_says_it_set() -> None:
     assert _marks(conversation, "I escalated #900004 to bob@contoso.com.") == ["bob@contoso.com"]
     stored = Conversation.from_dict(json.loads(json.dumps(conversation.to_dict())))
     assert _marks(stored, "I closed #900001 as a false positive.") == ["false positive"], "kept with the conversation"
+
+
+def _detail(number: int, *entities: tuple[str, str]) -> IncidentDetail:
+    incident = Incident(number, f"Incident {number}", "High", "Active", None, NOW, NOW, 1, (), (), f"https://x/{number}",
+                        None)
+    return IncidentDetail(incident, f"{number:08d}-0000-4000-8000-000000000000", "", None, None, None, None, None, 0,
+                          (), (), tuple(EntityRef(t, v) for t, v in entities))
+
+
+def test_an_entity_said_of_an_incident_is_held_to_the_entities_its_detail_declares() -> None:
+    conversation = Conversation()
+    details = (_detail(4242, ("host", "WS-FIN-023"), ("account", "alice@contoso.com")),
+               _detail(4243, ("account", "bob@contoso.com"), ("ip", "203.0.113.9")))
+    for detail in details:
+        metadata = QueryMetadata("get_incident_detail", {"incident_ref": str(detail.number)}, 1, 1, False, 1.0, "",
+                                 "P1D", "demo")
+        conversation.remember(QueryResult((detail,), metadata), NOW)
+    for true in ("#4242 involves alice@contoso.com and ws-fin-023.", "#4243 involves bob@contoso.com.",
+                 "### #4243\n- 203.0.113.9 is part of it", "Did #4242 involve bob@contoso.com?"):
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "#4242 involves bob@contoso.com.") == ["bob@contoso.com"]
+    assert _marks(conversation, "### #4242\n- 203.0.113.9 is part of it") == ["203.0.113.9"]
 
 
 def test_its_rows_survive_the_stored_conversation() -> None:

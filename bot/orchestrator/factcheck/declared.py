@@ -51,7 +51,7 @@ from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
 from bot.orchestrator.factcheck.relations import Problem
 from bot.orchestrator.factcheck.structure import Cell
 from bot.orchestrator.references import References, RefKind
-from bot.sentinel.semantics import FAMILY, ROLE_CUES, Sem
+from bot.sentinel.semantics import ENTITY_FAMILIES, FAMILY, ROLE_CUES, Sem
 
 MAX_CLAUSE = 600  # characters of a clause read for its subjects and values: a huge sentence costs no more
 MAX_TOKENS = 64  # name-shaped tokens looked up per unit
@@ -235,6 +235,8 @@ class Reader:
     def _forms(self, identifier: Identifier) -> set[str]:
         if identifier.kind is IdKind.REFERENCE:
             reference = self.references.get(int(identifier.value)) if identifier.value.isdigit() else None
+            if reference is not None and reference.kind is RefKind.INCIDENT:
+                return link_forms(reference.key)  # [2] names an incident: its declared rows
             if reference is None or reference.kind is not RefKind.ENTITY:
                 return set()
             return link_forms(reference.key.partition(":")[2])
@@ -655,6 +657,8 @@ def _fits(name: str, sem: Sem, cue: str, value: _Value) -> bool:
         return False
     if value.role is not None:
         return sem is value.role
+    if sem is Sem.ENTITY:
+        return bool(ENTITY_FAMILIES & set(value.families))
     return FAMILY.get(sem) in value.families
 
 

@@ -446,7 +446,7 @@ class Facts:
         for f in declared.fields:  # its entities and what it belongs to may be cited (an alert id, a device)
             if f.name in declared.belongs or f.sem in _CITED_AS:
                 for name, value in values:
-                    if name == f.name:
+                    if name == f.name and not (f.sem is semantics.Sem.ID and value.isdigit()):  # #N is a number
                         self.identify(_CITED_AS.get(f.sem, ""), value)
         key = (declared.kind, self.kinds[declared.kind].key(values))
         self.rows.pop(key, None)
@@ -831,6 +831,7 @@ def _record_detail(facts: Facts, detail: IncidentDetail, seen: Seen) -> Iterable
     _incident_fact(facts, detail.incident, seen, (detail.first_activity, detail.last_activity, detail.closed,
                                                   *(t for a in detail.alerts for t in (a.time, a.start, a.end))),
                    entities=entities, alert_names=names, techniques=techniques)
+    facts.declared_row(detail, {}, seen.tool, True)  # its entities, declared: what an answer says is in it
     for match in detail.other_matches:
         _add(facts.numbers, match.number, MAX_IDENTIFIERS)
     for alert in detail.alerts:

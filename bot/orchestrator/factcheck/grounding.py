@@ -200,7 +200,6 @@ class _Check:
             group = self._near_group(own, position)
             return [f for f in (self._fact(m) for m in group) if f is not None]
 
-        self._problems(relations.entity_membership(inside, self.facts, near), span)
         cell_values = [(c.header, c.value, c.start) for c in cells or []]
         self._problems(relations.alert_names(text, unit.start, self.facts, near, cell_values), span)
         if cells is None:

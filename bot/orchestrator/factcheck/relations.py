@@ -1,10 +1,11 @@
 """Relations an answer states between the records it names, found by looking up what the facts hold.
 
 A relation is only read when both ends are linked to records: an incident (by number, [n] or the heading a
-bullet hangs under) and an entity value, an alert name, a tactic, a product, a roster person; or a roster
-person and their team, shift or phone; or the trend and its peak day; or an entity and when it was first or
-last seen; or a share of a counted list. Nothing is guessed: a relation whose other end is not in the facts
-is left alone (precision first), except an alert name said to be an incident's alert that no result holds.
+bullet hangs under) and an alert name, a tactic, a product, a roster person; or a roster person and their team,
+shift or phone; or the trend and its peak day; or an entity and when it was first or last seen; or a share of a
+counted list. Nothing is guessed: a relation whose other end is not in the facts is left alone (precision first),
+except an alert name said to be an incident's alert that no result holds. What is left here is what no record type
+declares yet; an entity said of an incident is checked from the incident detail's declaration (``declared``).
 
 Each check returns ``Problem``s: the span of the wrong value, what the records say instead, a short note.
 """
@@ -19,7 +20,7 @@ from datetime import datetime, timedelta
 
 from bot.orchestrator.factcheck.claims import FRACTIONS, share_matches
 from bot.orchestrator.factcheck.facts import Facts, IncidentFact, RosterFact
-from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
+from bot.orchestrator.factcheck.identifiers import Identifier
 
 TACTICS = ("Reconnaissance", "ResourceDevelopment", "InitialAccess", "Execution", "Persistence",
            "PrivilegeEscalation", "DefenseEvasion", "CredentialAccess", "Discovery", "LateralMovement", "Collection",
@@ -83,26 +84,6 @@ class Problem:
 
 
 Near = Callable[[int], list[IncidentFact]]  # the incidents a position in the answer is said of
-
-
-def entity_membership(ids: Iterable[Identifier], facts: Facts, near: Near) -> list[Problem]:
-    """An entity value the results returned, said to be part of incidents whose detail does not hold it."""
-    problems = []
-    for identifier in ids:
-        detailed = [f for f in near(identifier.start) if f.entities is not None]
-        if not detailed:
-            continue
-        if identifier.kind not in (IdKind.HOST, IdKind.ACCOUNT, IdKind.IP, IdKind.DOMAIN, IdKind.FILE, IdKind.HASH):
-            continue
-        if not facts.knows(identifier.kind, identifier.value):
-            continue  # unknown identifiers are reported as such
-        outside = [f for f in detailed if identifier.value not in (f.entities or ())]
-        if outside:
-            f = outside[0]
-            problems.append(Problem("entity", identifier.start, identifier.end,
-                                    f"#{f.number}'s entities do not include {identifier.value} ({f.seen.describe()})",
-                                    f"not in #{f.number}"))
-    return problems
 
 
 def alert_names(text: str, offset: int, facts: Facts, near: Near,
