@@ -59,6 +59,8 @@ class Sem(enum.StrEnum):
     PORT = "port"
     FLAG = "flag"  # a yes/no the row states ("clicked through"): ``cue`` names the verb an answer uses
     ENTITY = "entity"  # an entity value of any kind the record names in full (an incident's entities)
+    TACTIC = "tactic"  # a MITRE ATT&CK tactic
+    PRODUCT = "product"  # the security product that raised it
     TEXT = "text"  # attacker-writable free text: cited, never evidence
     ID = "id"
 
@@ -71,7 +73,7 @@ FAMILY: dict[Sem, str] = {
     Sem.COUNTRY: "country", Sem.CITY: "city", Sem.APP: "app", Sem.ACTION: "action", Sem.RESULT: "result",
     Sem.LEVEL: "level", Sem.SCORE: "number", Sem.PORT: "number", Sem.COUNT: "number", Sem.ERROR: "error",
     Sem.SEVERITY: "severity", Sem.STATUS: "status", Sem.TIMESTAMP: "time", Sem.FLAG: "flag",
-    Sem.ENTITY: "entity",
+    Sem.ENTITY: "entity", Sem.TACTIC: "tactic", Sem.PRODUCT: "product",
 }
 # The families an ENTITY field holds values of: it is held to a value of any of them.
 ENTITY_FAMILIES = frozenset({"account", "host", "ip", "domain", "url", "hash", "file"})
@@ -111,7 +113,8 @@ def declare(kind: str, nouns: tuple[str, ...], /, *, identity: tuple[str, ...] =
     """``declare("sign-in", ("sign-ins",), upn=Sem.ACCOUNT, ip=Sem.IP, belongs=("upn", "ip"))``.
 
     ``cues``: a field read only after these words (a number's label, a flag's verb, a role: "assigned to" for a
-    change's owner). ``choices``: the values an enumerated field can take (read after its cue)."""
+    change's owner). ``choices``: the values an enumerated field can take, read after its cue, or wherever they are
+    written when it has none (names as distinctive as MITRE's tactics)."""
     return declare_fields(kind, nouns, fields, identity=identity, belongs=belongs, counted_by=counted_by, cues=cues,
                           choices=choices)
 
@@ -124,8 +127,6 @@ def declare_fields(kind: str, nouns: tuple[str, ...], fields: dict[str, Sem], *,
     unknown = (set(identity) | set(belongs) | set(cues) | set(choices) | ({counted_by} - {""})) - set(fields)
     if unknown:
         raise ValueError(f"{kind}: {sorted(unknown)} are not declared fields")
-    if set(choices) - set(cues):
-        raise ValueError(f"{kind}: {sorted(set(choices) - set(cues))} have choices but no cue to read them after")
     return Declaration(kind, nouns, tuple(Field(n, s, cues.get(n, ""), tuple(choices.get(n, ())))
                                           for n, s in fields.items()), identity, belongs, counted_by)
 

@@ -176,6 +176,22 @@ def test_an_entity_said_of_an_incident_is_held_to_the_entities_its_detail_declar
     assert _marks(conversation, "### #4242\n- 203.0.113.9 is part of it") == ["203.0.113.9"]
 
 
+def test_a_tactic_or_a_product_said_of_an_incident_is_held_to_what_it_declares() -> None:
+    conversation = Conversation()
+    incident = Incident(5150, "Lateral movement", "High", "Active", None, NOW, NOW, 2, ("LateralMovement",),
+                        ("Microsoft Defender for Endpoint",), "https://x/5150", None)
+    conversation.remember(QueryResult((incident,), QueryMetadata("query_incidents", {}, 1, 1, False, 1.0, "", "P1D",
+                                                                 "demo")), NOW)
+    for true in ("#5150 maps to the Lateral Movement tactic.", "#5150 came from Microsoft Defender for Endpoint.",
+                 "| Incident | Tactic |\n|---|---|\n| 5150 | LateralMovement |",
+                 "Open #5150 in Microsoft Sentinel.", "#5150 is listed in Microsoft Sentinel."):  # no cue: no product
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "#5150 is tagged Exfiltration.") == ["Exfiltration"]
+    assert _marks(conversation, "#5150 was detected by Microsoft Defender for Identity.") == \
+        ["Microsoft Defender for Identity"]
+    assert _marks(conversation, "| Incident | Tactic |\n|---|---|\n| 5150 | Exfiltration |") == ["Exfiltration"]
+
+
 def test_its_rows_survive_the_stored_conversation() -> None:
     conversation = _sessions_conversation(*ROWS)
     stored = Facts.from_dict(json.loads(json.dumps(conversation.facts.to_dict())))

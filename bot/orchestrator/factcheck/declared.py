@@ -265,8 +265,9 @@ class Reader:
                   for i in ids if i.kind in _ID_FAMILIES]
         for name, cue, choices in self.vocabulary.choices:  # "closed as true positive", "raised it to High"
             for m in _chosen(cue, choices).finditer(clause):
-                said = re.sub(r"[\s_-]", "", m.group(1)).lower()
-                values.append(_Value((f"field:{name}",), frozenset({said}), offset + m.start(1), offset + m.end(1)))
+                said = m.group(1).lower()
+                forms = frozenset({re.sub(r"[\s_-]", "", said), re.sub(r"[\s_-]+", " ", said)})  # as rows write it
+                values.append(_Value((f"field:{name}",), forms, offset + m.start(1), offset + m.end(1)))
         for m in _COUNTRY_NAME.finditer(clause):
             code = _COUNTRY_CODE.get(m.group(1).lower())
             if code:
@@ -603,7 +604,7 @@ def _vocabulary(facts: Facts) -> _Vocabulary:
     apps = tuple(sorted({v for r in facts.rows.values() for n, v in r.values
                          if facts.kinds.get(r.kind) and facts.kinds[r.kind].fields.get(n, ("",))[0] == "app"}))
     choices = tuple(sorted({(n, v.fields[n][1], c) for v in facts.kinds.values() for n, c in v.choices.items()
-                            if n in v.fields and v.fields[n][1]}))
+                            if n in v.fields}))
     return _built(kinds, apps, choices)
 
 
@@ -636,6 +637,8 @@ def _chosen(cue: str, choices: tuple[str, ...]) -> re.Pattern[str]:
     """An enumerated value after its cue: "closed as a true positive", "severity set to High"."""
     alternatives = "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_-]?", re.escape(c))
                             for c in sorted(choices, key=len, reverse=True))
+    if not cue:  # read wherever it is written ("maps to Lateral Movement")
+        return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])", re.IGNORECASE)
     return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b", re.IGNORECASE)
 
 

@@ -801,6 +801,7 @@ def _incident_fact(facts: Facts, incident: Incident, seen: Seen, extra_times: It
                         incident.classification, incident.alert_count, _second(incident.created), times, seen,
                         tuple(incident.tactics), tuple(incident.products), **relations)
     facts.put_incident(fact)
+    facts.declared_row(incident, {}, seen.tool, True)  # its tactics and products, declared
     if incident.owner:
         facts.identify("owner", incident.owner)
     facts.identify(IdKind.URL.value, incident.url)

@@ -203,12 +203,11 @@ class _Check:
         cell_values = [(c.header, c.value, c.start) for c in cells or []]
         self._problems(relations.alert_names(text, unit.start, self.facts, near, cell_values), span)
         if cells is None:
-            self._problems(relations.tactics_and_products(text, unit.start, near), span)
+            self._problems(relations.techniques(text, unit.start, near), span)
         else:
             for c in cells:
-                if any(word in c.header.lower() for word in ("tactic", "technique", "product", "source")):
-                    self._problems(relations.tactics_and_products("from " + c.value, c.start - 5,
-                                                                  lambda _: subject), span)
+                if "technique" in c.header.lower():
+                    self._problems(relations.techniques(c.value, c.start, lambda _: subject), span)
             self._row_counts(cells, span)
         moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
         clocks = [(c.moment, c.start, c.end) for c in read

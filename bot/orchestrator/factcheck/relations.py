@@ -1,11 +1,12 @@
 """Relations an answer states between the records it names, found by looking up what the facts hold.
 
 A relation is only read when both ends are linked to records: an incident (by number, [n] or the heading a
-bullet hangs under) and an alert name, a tactic, a product, a roster person; or a roster person and their team,
+bullet hangs under) and an alert name, a technique, a roster person; or a roster person and their team,
 shift or phone; or the trend and its peak day; or an entity and when it was first or last seen; or a share of a
 counted list. Nothing is guessed: a relation whose other end is not in the facts is left alone (precision first),
 except an alert name said to be an incident's alert that no result holds. What is left here is what no record type
-declares yet; an entity said of an incident is checked from the incident detail's declaration (``declared``).
+declares yet; an entity, a tactic or a product said of an incident is checked from what the incident and its detail
+declare (``declared``).
 
 Each check returns ``Problem``s: the span of the wrong value, what the records say instead, a short note.
 """
@@ -22,24 +23,8 @@ from bot.orchestrator.factcheck.claims import FRACTIONS, share_matches
 from bot.orchestrator.factcheck.facts import Facts, IncidentFact, RosterFact
 from bot.orchestrator.factcheck.identifiers import Identifier
 
-TACTICS = ("Reconnaissance", "ResourceDevelopment", "InitialAccess", "Execution", "Persistence",
-           "PrivilegeEscalation", "DefenseEvasion", "CredentialAccess", "Discovery", "LateralMovement", "Collection",
-           "Exfiltration", "CommandAndControl", "Impact", "PreAttack", "ImpairProcessControl",
-           "InhibitResponseFunction")
-# MITRE ATT&CK tactic names as Sentinel stores them (CamelCase), matched also as words ("lateral movement").
-_TACTIC = re.compile(r"\b(" + "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s-]?", t) for t in TACTICS) + r")\b",
-                     re.IGNORECASE)
 # A MITRE ATT&CK technique id ("T1003", "T1110.003"), as alerts' Techniques and SubTechniques hold them.
 _TECHNIQUE = re.compile(r"(?<![\w.])T\d{4}(?:\.\d{3})?(?![\w.]\w)")
-# Microsoft security products an incident's alerts come from (Sentinel's ProductName values).
-PRODUCTS = ("Microsoft Defender for Endpoint", "Microsoft Defender for Identity", "Microsoft Defender for Office 365",
-            "Microsoft Defender for Cloud Apps", "Microsoft Defender for Cloud", "Microsoft Entra ID Protection",
-            "Azure Active Directory Identity Protection", "Microsoft Sentinel", "Azure Sentinel",
-            "Microsoft 365 Defender", "Microsoft Defender XDR", "Microsoft Defender for IoT")
-_PRODUCT = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(PRODUCTS, key=len, reverse=True)) + r")\b",
-                      re.IGNORECASE)
-_PRODUCT_CUE = re.compile(r"\b(?:from|by|via|source|product|raised|detected|flagged|reported|generated|came)\b[^.;]*$",
-                          re.IGNORECASE)
 # A name in quotes (each kind closed by its own) or in bold; a bold label ("**Most recent alert:**") is not one.
 _QUOTED = re.compile(r"\"([^\"\n]{4,120})\"|“([^”\n]{4,120})”|(?<!\w)'([^'\n]{4,120})'(?!\w)|\*\*([^*\n]{4,120}?)\*\*")
 _ALERT_HEADERS = ("alert", "alerts", "alert name", "alert names", "alert title", "detection", "analytics rule")
@@ -117,30 +102,6 @@ def alert_names(text: str, offset: int, facts: Facts, near: Near,
                 problems.append(Problem("alert", start, end, f"\"{name}\" is not one of #{f.number}'s alerts "
                                         f"({f.seen.describe()})", f"not an alert of #{f.number}"))
                 break
-    return problems
-
-
-def tactics_and_products(text: str, offset: int, near: Near) -> list[Problem]:
-    """A MITRE tactic, a MITRE technique id or a product said of incidents whose records do not have it."""
-    problems = techniques(text, offset, near)
-    for m in _TACTIC.finditer(text):
-        tactic = re.sub(r"[\s-]", "", m.group(1)).lower()
-        wrong = [f for f in near(offset + m.start()) if f.tactics and tactic not in (t.lower() for t in f.tactics)]
-        if wrong:
-            f = wrong[0]
-            problems.append(Problem("tactic", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s tactics are {', '.join(f.tactics)} ({f.seen.describe()})",
-                                    f"record: {', '.join(f.tactics)}"))
-    for m in _PRODUCT.finditer(text):
-        if not _PRODUCT_CUE.search(text[:m.start()]):
-            continue
-        product = m.group(1).lower()
-        wrong = [f for f in near(offset + m.start()) if f.products and product not in (p.lower() for p in f.products)]
-        if wrong:
-            f = wrong[0]
-            problems.append(Problem("product", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s alerts come from {', '.join(f.products)} ({f.seen.describe()})",
-                                    f"record: {', '.join(f.products)}"))
     return problems
 
 
