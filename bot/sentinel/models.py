@@ -132,10 +132,10 @@ class IncidentMatch:
 @dataclass(frozen=True)
 class IncidentDetail:
     """An incident as its detail shows it. It declares its entities (every value of each, and every identifier shown
-    beside it): an entity value said of the incident is held to them."""
+    beside it) and its alerts' MITRE techniques: an entity or a technique said of the incident is held to them."""
 
     FACTS: ClassVar[Declaration] = declare("incident entities", (), identity=("number",), belongs=("number",),
-                                           number=Sem.ID, entity_values=Sem.ENTITY)
+                                           number=Sem.ID, entity_values=Sem.ENTITY, techniques=Sem.TECHNIQUE)
     incident: Incident
     incident_id: str  # the GUID name Sentinel's REST API uses
     description: str
@@ -153,6 +153,10 @@ class IncidentDetail:
     @property
     def number(self) -> int:
         return self.incident.number
+
+    @property
+    def techniques(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t for a in self.alerts for t in a.techniques))
 
     @property
     def entity_values(self) -> tuple[str, ...]:

@@ -61,6 +61,7 @@ class Sem(enum.StrEnum):
     ENTITY = "entity"  # an entity value of any kind the record names in full (an incident's entities)
     TACTIC = "tactic"  # a MITRE ATT&CK tactic
     PRODUCT = "product"  # the security product that raised it
+    TECHNIQUE = "technique"  # a MITRE ATT&CK technique id ("T1110", "T1110.003": a sub-technique refines it)
     TEXT = "text"  # attacker-writable free text: cited, never evidence
     ID = "id"
 
@@ -73,7 +74,7 @@ FAMILY: dict[Sem, str] = {
     Sem.COUNTRY: "country", Sem.CITY: "city", Sem.APP: "app", Sem.ACTION: "action", Sem.RESULT: "result",
     Sem.LEVEL: "level", Sem.SCORE: "number", Sem.PORT: "number", Sem.COUNT: "number", Sem.ERROR: "error",
     Sem.SEVERITY: "severity", Sem.STATUS: "status", Sem.TIMESTAMP: "time", Sem.FLAG: "flag",
-    Sem.ENTITY: "entity", Sem.TACTIC: "tactic", Sem.PRODUCT: "product",
+    Sem.ENTITY: "entity", Sem.TACTIC: "tactic", Sem.PRODUCT: "product", Sem.TECHNIQUE: "technique",
 }
 # The families an ENTITY field holds values of: it is held to a value of any of them.
 ENTITY_FAMILIES = frozenset({"account", "host", "ip", "domain", "url", "hash", "file"})

@@ -110,6 +110,8 @@ _COUNTRY_CODE = {name: code for code, names in COUNTRIES.items() for name in nam
 _COUNTRY_NAME = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(_COUNTRY_CODE, key=len, reverse=True)
                                               if n not in ("uk", "the us", "u.s.", "usa", "uae", "korea")) +
                            r"|UK|USA|UAE|the US|U\.S\.)\b(?!-based analysts)", re.IGNORECASE)
+# A MITRE ATT&CK technique id ("T1003", "T1110.003"), as alerts' Techniques and SubTechniques hold them.
+_TECHNIQUE = re.compile(r"(?<![\w.])T\d{4}(?:\.\d{3})?(?![\w.]\w)")
 _COUNTRY_CUE_CODE = re.compile(r"\b(?:from|in|country(?: code)?|location|geo|located in)\s*[:(]?\s*([A-Z]{2})\b(?!-)")
 APPS = ("Office 365", "Microsoft Teams", "Azure Portal", "Exchange Online", "SharePoint Online", "OneDrive",
         "Outlook", "Azure CLI", "Microsoft Graph", "Azure PowerShell", "Microsoft Authenticator", "Power BI",
@@ -268,6 +270,8 @@ class Reader:
                 said = m.group(1).lower()
                 forms = frozenset({re.sub(r"[\s_-]", "", said), re.sub(r"[\s_-]+", " ", said)})  # as rows write it
                 values.append(_Value((f"field:{name}",), forms, offset + m.start(1), offset + m.end(1)))
+        for m in _TECHNIQUE.finditer(clause):
+            values.append(_Value(("technique",), frozenset({m.group(0).lower()}), offset + m.start(), offset + m.end()))
         for m in _COUNTRY_NAME.finditer(clause):
             code = _COUNTRY_CODE.get(m.group(1).lower())
             if code:
@@ -674,6 +678,8 @@ def _value_forms(sem: Sem, value: str) -> set[str]:
     text = value.strip().lower()
     if sem is Sem.COUNTRY:
         return {_COUNTRY_CODE.get(text, text)}
+    if sem is Sem.TECHNIQUE:  # "T1110" is what a row's "T1110.003" refines
+        return {text, text.split(".")[0]}
     if FAMILY.get(sem) in ("account", "host", "domain", "url", "file"):
         return link_forms(text) | {text}
     return {text}

@@ -202,12 +202,7 @@ class _Check:
 
         cell_values = [(c.header, c.value, c.start) for c in cells or []]
         self._problems(relations.alert_names(text, unit.start, self.facts, near, cell_values), span)
-        if cells is None:
-            self._problems(relations.techniques(text, unit.start, near), span)
-        else:
-            for c in cells:
-                if "technique" in c.header.lower():
-                    self._problems(relations.techniques(c.value, c.start, lambda _: subject), span)
+        if cells is not None:
             self._row_counts(cells, span)
         moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
         clocks = [(c.moment, c.start, c.end) for c in read

@@ -1,12 +1,12 @@
 """Relations an answer states between the records it names, found by looking up what the facts hold.
 
 A relation is only read when both ends are linked to records: an incident (by number, [n] or the heading a
-bullet hangs under) and an alert name, a technique, a roster person; or a roster person and their team,
+bullet hangs under) and an alert name, a roster person; or a roster person and their team,
 shift or phone; or the trend and its peak day; or an entity and when it was first or last seen; or a share of a
 counted list. Nothing is guessed: a relation whose other end is not in the facts is left alone (precision first),
 except an alert name said to be an incident's alert that no result holds. What is left here is what no record type
-declares yet; an entity, a tactic or a product said of an incident is checked from what the incident and its detail
-declare (``declared``).
+declares yet; an entity, a tactic, a technique or a product said of an incident is checked from what the incident
+and its detail declare (``declared``).
 
 Each check returns ``Problem``s: the span of the wrong value, what the records say instead, a short note.
 """
@@ -23,8 +23,6 @@ from bot.orchestrator.factcheck.claims import FRACTIONS, share_matches
 from bot.orchestrator.factcheck.facts import Facts, IncidentFact, RosterFact
 from bot.orchestrator.factcheck.identifiers import Identifier
 
-# A MITRE ATT&CK technique id ("T1003", "T1110.003"), as alerts' Techniques and SubTechniques hold them.
-_TECHNIQUE = re.compile(r"(?<![\w.])T\d{4}(?:\.\d{3})?(?![\w.]\w)")
 # A name in quotes (each kind closed by its own) or in bold; a bold label ("**Most recent alert:**") is not one.
 _QUOTED = re.compile(r"\"([^\"\n]{4,120})\"|“([^”\n]{4,120})”|(?<!\w)'([^'\n]{4,120})'(?!\w)|\*\*([^*\n]{4,120}?)\*\*")
 _ALERT_HEADERS = ("alert", "alerts", "alert name", "alert names", "alert title", "detection", "analytics rule")
@@ -102,22 +100,6 @@ def alert_names(text: str, offset: int, facts: Facts, near: Near,
                 problems.append(Problem("alert", start, end, f"\"{name}\" is not one of #{f.number}'s alerts "
                                         f"({f.seen.describe()})", f"not an alert of #{f.number}"))
                 break
-    return problems
-
-
-def techniques(text: str, offset: int, near: Near) -> list[Problem]:
-    """A technique id said of incidents whose detail recorded their alerts' techniques without it: the id itself,
-    or a technique one of its recorded sub-techniques refines ("T1110" for T1110.003), is what the records say."""
-    problems = []
-    for m in _TECHNIQUE.finditer(text):
-        said = m.group(0).upper()
-        wrong = [(f, f.techniques) for f in near(offset + m.start()) if f.techniques
-                 and not any(t == said or t.startswith(said + ".") for t in f.techniques)]
-        if wrong:
-            f, recorded = wrong[0]
-            problems.append(Problem("technique", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s alerts name {', '.join(recorded)} ({f.seen.describe()})",
-                                    f"record: {', '.join(recorded)}"))
     return problems
 
 
