@@ -218,6 +218,18 @@ def test_rows_let_go_past_the_bound_leave_their_subjects_undecided() -> None:
     assert row_marks(f"user{MAX_ROWS}@contoso.com came in from Russia.") == ["row"]
 
 
+def test_a_kind_past_half_the_bound_lets_go_of_its_own_rows_not_the_others() -> None:
+    conversation = _sessions_conversation(*ROWS)
+    incidents = tuple(Incident(n, f"Incident {n}", "Low", "New", None, NOW, NOW, 1, ("Execution",), (),
+                               f"https://x/{n}", None) for n in range(1000, 1000 + MAX_ROWS + 40))
+    metadata = QueryMetadata("query_incidents", {}, len(incidents), len(incidents), False, 1.0, "", "P7D", "demo")
+    conversation.remember(QueryResult(incidents, metadata), NOW)
+    rows = conversation.facts.rows
+    assert len(rows) == MAX_ROWS and sum(1 for kind, _ in rows if kind == "vpn session") == len(ROWS)
+    assert _marks(conversation, "dana.ross came in from Russia.") == ["Russia"]  # the sessions are all still here
+    assert _marks(conversation, f"#{1000 + MAX_ROWS + 39} is tagged Impact.") == ["Impact"]  # the newest incident
+
+
 @pytest.mark.parametrize("text", [
     "Did dana.ross come in from Russia?", "Check whether dana.ross connected from 192.0.2.77.",
     "If dana.ross had connected from Russia, that would change things.", "dana.ross did not connect from Russia.",

@@ -451,13 +451,16 @@ class Facts:
         key = (declared.kind, self.kinds[declared.kind].key(values))
         self.rows.pop(key, None)
         self.rows[key] = RowFact(declared.kind, values, weight, complete, f"{tool} ({subject})" if subject else tool)
-        self._let_go(len(self.rows) - MAX_ROWS)
+        self._let_go(len(self.rows) - MAX_ROWS, declared.kind)
         self._links = None
 
-    def _let_go(self, excess: int) -> None:
-        """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all)."""
+    def _let_go(self, excess: int, arriving: str = "") -> None:
+        """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all). A kind
+        that already holds half the bound gives up its own oldest rows for its new ones, so lists of a hundred
+        incidents do not push an investigation's evidence out."""
         for _ in range(max(excess, 0)):
-            key = next(iter(self.rows))
+            own = [k for k in self.rows if k[0] == arriving] if arriving else []
+            key = own[0] if len(own) > MAX_ROWS // 2 else next(iter(self.rows))
             old = self.rows.pop(key)
             kind = self.kinds.get(old.kind)
             for name, value in old.values:
