@@ -2,12 +2,14 @@
 
 Run: ./run bench   (or .venv/bin/python bench/bench_row_facts.py [--seeds N] [--runs N] [--smoke])
 
-1. The generated corpus (tests/support/row_corpus.py): investigations of the demo workspace's busiest entities and
-   a few hunts, plus a record type declared only here (``DnsLookup``: the check has no code for it and was never
-   looked at with it). Lies and correct analyst-grade answers per record type, wording and structure. Two splits:
-   tuning (the record types ``row_corpus.TUNING_KINDS``, tuning wordings, seeds 1..N) and held out (every other
-   record type, held-out wordings, seeds 9001..); per kind and category: lies marked at the claim / elsewhere only /
-   missed, correct answers marked. Goal on held-out: >= 90% of lies marked at the claim, <= 3% of correct answers.
+1. The generated corpus (tests/support/row_corpus.py): investigations of the demo workspace's busiest entities,
+   a few hunts and confirmed changes to listed incidents, plus a record type declared only here (``DnsLookup``: the
+   check has no code for it and was never looked at with it). Lies and correct analyst-grade answers per record
+   type, wording and structure. Two splits: tuning (the record types ``row_corpus.TUNING_KINDS``, tuning wordings,
+   seeds 1..N) and held out (every other record type, held-out wordings, seeds 9001..); per kind and category: lies
+   marked at the claim / elsewhere only / missed, correct answers marked (categories: values, counts, distinct
+   counts, shares, first/last times, flags, changes; correct: the same true, and questions, negations, estimates,
+   hedged shares). Goal on held-out: >= 90% of lies marked at the claim, <= 3% of correct answers.
 2. Cost: CPU of ``grounding.check`` + ``annotate`` per answer over every sample (p50/p99; goal p99 under 5 ms),
    beside the CPU of the tool calls one investigation turn makes; a streamed answer of about 8,000 characters
    checked piece by piece as it is written (``StreamCheck``), as a ratio to that turn; hostile answers (thousands of

@@ -6,8 +6,8 @@ stop at a text answer, or after ``max_rounds`` (or when another round would take
 ``max_turn_tokens``) make one last call without tools and say so. A write
 tool (``needs_confirmation``) never runs: the write guard (a before-call hook) checks the analyst's own
 words, and the confirmation desk turns the call into a proposal the analyst confirms on a card. Then
-the answer's identifiers and claims are checked against the facts the conversation's queries returned
-(mismatches marked in the text, risky ones withheld), and typed data (text,
+the answer's identifiers and claims are checked against the facts the conversation's queries returned, in a
+worker thread off the event loop (mismatches marked in the text, risky ones withheld), and typed data (text,
 artifacts, tool log, notices) goes back for the caller to render. Model failures become a friendly
 reply; the conversation is never left with a half-written turn. A refusal is shown as the model's
 refusal, an answer cut at the length limit says so, a context overflow first drops old turns, then
@@ -126,12 +126,11 @@ class Orchestrator:
             return result
         answer, said_by_bot = self._answer_text(completion, result, wants_examples)
         if not said_by_bot:
-            result.findings = factcheck.check(answer, conversation.facts, conversation.references, self.clock())
+            # Off the event loop: the turns' loop keeps serving other conversations while a long answer is read.
+            result.findings, answer = await asyncio.to_thread(_checked, answer, conversation, self.clock())
         if result.findings:
             log.info("fact check: %d finding(s) in the answer (%s)", len(result.findings),
                      ", ".join(sorted({f.category for f in result.findings})))
-            # The marked text is what the analyst reads and what the model sees next turn.
-            answer = factcheck.annotate(answer, result.findings)
             result.notices.append(factcheck.summary_notice(result.findings))
         turn.append(Notice(answer) if said_by_bot else ModelMessage(answer))
         claims_change = any(f.category == "change" for f in result.findings)
@@ -340,9 +339,18 @@ class _LiveAnswer:
     async def __call__(self, so_far: str) -> None:
         if self.check is None or len(so_far) < self.check.done:  # a new answer (after a retried model call)
             self.check = factcheck.StreamCheck(self.conversation.facts, self.conversation.references, self.clock())
-        shown = self.check.advance(so_far)  # checks only the sentences finished since the last call
+        # Checks only the sentences finished since the last call, off the event loop like the final answer's check.
+        shown = await asyncio.to_thread(self.check.advance, so_far)
         if shown is not None:
             await self.sink(shown)
+
+
+def _checked(answer: str, conversation: Conversation, now: datetime) -> tuple[list[factcheck.Finding], str]:
+    """The fact check's findings and the answer marked with them: what the analyst reads and the model sees next
+    turn. Run in a worker thread (the conversation's turns run one at a time, so nothing changes its facts
+    meanwhile)."""
+    findings = factcheck.check(answer, conversation.facts, conversation.references, now)
+    return findings, factcheck.annotate(answer, findings) if findings else answer
 
 
 def _shrink_results(turn: list[Item]) -> bool:

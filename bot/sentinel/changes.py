@@ -14,10 +14,11 @@ import enum
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from bot.sentinel.models import one_line
 from bot.sentinel.params import InvalidParameter, Severity
+from bot.sentinel.semantics import Declaration, Sem, declare
 
 MAX_COMMENT_CHARS = 2000  # Sentinel allows more; a Teams-typed comment does not need it
 MAX_CLASSIFICATION_COMMENT_CHARS = 1000
@@ -170,6 +171,42 @@ def escalation_comment(on_call: OnCallContact, requester: Owner, reason: str | N
     if assigned:
         text += "; assigned to them"
     return text + (f"\n\nAsked: {reason}" if reason else "")
+
+
+_IT = r" it| them| this| the incident| #?\d{1,9}| \[\d{1,4}\]"  # what a change verb names: "closed #900001 as"
+
+
+@dataclass(frozen=True)
+class ConfirmedChange:
+    """A change a conversation confirmed and Sentinel accepted, with the incident as Sentinel returned it after: what
+    an answer about it is held to ("I assigned #900002 to bob@contoso.com" to its owner, "closed as true positive" to
+    its classification, "escalated to dana@contoso.com" to whom). Each value is read only after its cue words."""
+
+    FACTS: ClassVar[Declaration] = declare(
+        "change", ("changes", "incident changes"), identity=("incident", "kind", "at"), belongs=("incident",),
+        incident=Sem.ID, kind=Sem.ACTION, at=Sem.TIMESTAMP, owner=Sem.ACCOUNT, status=Sem.STATUS,
+        classification=Sem.STATUS, severity=Sem.SEVERITY, escalated_to=Sem.ACCOUNT, summary=Sem.TEXT,
+        cues={"owner": rf"(?:re)?assigned(?:{_IT})? to|owner(?: is| now| set to)?|owned by|now owned by",
+              "status": r"status(?: is| now| set to|:)?|moved(?: it)? to|set(?: it| the status)? to|"
+                        r"marked(?: it)?(?: as)?",
+              "classification": rf"(?:closed|classified|resolved)(?:{_IT})? as(?: a| an)?|"
+                                r"classification(?: is| set to|:)?",
+              "severity": r"severity(?: is| now| set to|:)?|(?:raised|lowered|set|changed|downgraded|upgraded|bumped)"
+                          rf"(?:{_IT}| the severity| its severity)? to",
+              "escalated_to": rf"escalated(?:{_IT})? to|paged|handed(?:{_IT})? (?:over )?to"},
+        choices={"status": tuple(s.value for s in IncidentStatus),
+                 "classification": tuple(c.value for c in Classification),
+                 "severity": tuple(s.value for s in Severity)})
+
+    incident: int
+    kind: str  # a ChangeKind's value
+    at: datetime
+    summary: str
+    owner: tuple[str, ...] = ()  # the owner after it: their sign-in name and their label
+    status: str | None = None
+    classification: str | None = None
+    severity: str | None = None
+    escalated_to: tuple[str, ...] = ()  # whom an escalation went to: their sign-in name and their label
 
 
 @dataclass(frozen=True)

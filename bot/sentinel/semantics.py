@@ -58,6 +58,10 @@ class Sem(enum.StrEnum):
     SCORE = "score"
     PORT = "port"
     FLAG = "flag"  # a yes/no the row states ("clicked through"): ``cue`` names the verb an answer uses
+    ENTITY = "entity"  # an entity value of any kind the record names in full (an incident's entities)
+    TACTIC = "tactic"  # a MITRE ATT&CK tactic
+    PRODUCT = "product"  # the security product that raised it
+    TECHNIQUE = "technique"  # a MITRE ATT&CK technique id ("T1110", "T1110.003": a sub-technique refines it)
     TEXT = "text"  # attacker-writable free text: cited, never evidence
     ID = "id"
 
@@ -70,7 +74,10 @@ FAMILY: dict[Sem, str] = {
     Sem.COUNTRY: "country", Sem.CITY: "city", Sem.APP: "app", Sem.ACTION: "action", Sem.RESULT: "result",
     Sem.LEVEL: "level", Sem.SCORE: "number", Sem.PORT: "number", Sem.COUNT: "number", Sem.ERROR: "error",
     Sem.SEVERITY: "severity", Sem.STATUS: "status", Sem.TIMESTAMP: "time", Sem.FLAG: "flag",
+    Sem.ENTITY: "entity", Sem.TACTIC: "tactic", Sem.PRODUCT: "product", Sem.TECHNIQUE: "technique",
 }
+# The families an ENTITY field holds values of: it is held to a value of any of them.
+ENTITY_FAMILIES = frozenset({"account", "host", "ip", "domain", "url", "hash", "file"})
 # Roles an answer names with a cue word before the value ("launched by", "from", "to"): the field is read only so.
 ROLE_CUES: dict[Sem, str] = {
     Sem.PARENT: r"parent(?:\s+process)?(?:\s+of\s+\S+)?(?:\s*(?:was|is|=|:))?|launched by|spawned by|started by|"
@@ -85,6 +92,7 @@ class Field:
     name: str
     sem: Sem
     cue: str = ""  # a regex of the words an answer uses with it (a flag's verb, a number's label: "port")
+    choices: tuple[str, ...] = ()  # the values it can take (an enumeration: a status, a classification)
 
 
 @dataclass(frozen=True)
@@ -101,21 +109,27 @@ class Declaration:
 
 
 def declare(kind: str, nouns: tuple[str, ...], /, *, identity: tuple[str, ...] = (), belongs: tuple[str, ...] = (),
-            counted_by: str = "", cues: dict[str, str] | None = None, **fields: Sem) -> Declaration:
-    """``declare("sign-in", ("sign-ins",), upn=Sem.ACCOUNT, ip=Sem.IP, belongs=("upn", "ip"))``."""
-    return declare_fields(kind, nouns, fields, identity=identity, belongs=belongs, counted_by=counted_by, cues=cues)
+            counted_by: str = "", cues: dict[str, str] | None = None,
+            choices: dict[str, tuple[str, ...]] | None = None, **fields: Sem) -> Declaration:
+    """``declare("sign-in", ("sign-ins",), upn=Sem.ACCOUNT, ip=Sem.IP, belongs=("upn", "ip"))``.
+
+    ``cues``: a field read only after these words (a number's label, a flag's verb, a role: "assigned to" for a
+    change's owner). ``choices``: the values an enumerated field can take, read after its cue, or wherever they are
+    written when it has none (names as distinctive as MITRE's tactics)."""
+    return declare_fields(kind, nouns, fields, identity=identity, belongs=belongs, counted_by=counted_by, cues=cues,
+                          choices=choices)
 
 
 def declare_fields(kind: str, nouns: tuple[str, ...], fields: dict[str, Sem], *, identity: tuple[str, ...] = (),
-                   belongs: tuple[str, ...] = (), counted_by: str = "",
-                   cues: dict[str, str] | None = None) -> Declaration:
+                   belongs: tuple[str, ...] = (), counted_by: str = "", cues: dict[str, str] | None = None,
+                   choices: dict[str, tuple[str, ...]] | None = None) -> Declaration:
     """``declare`` with the fields as a mapping (names that are not Python identifiers: a hunt's columns)."""
-    cues = cues or {}
-    unknown = (set(identity) | set(belongs) | set(cues) | ({counted_by} - {""})) - set(fields)
+    cues, choices = cues or {}, choices or {}
+    unknown = (set(identity) | set(belongs) | set(cues) | set(choices) | ({counted_by} - {""})) - set(fields)
     if unknown:
         raise ValueError(f"{kind}: {sorted(unknown)} are not declared fields")
-    return Declaration(kind, nouns, tuple(Field(n, s, cues.get(n, "")) for n, s in fields.items()), identity,
-                       belongs, counted_by)
+    return Declaration(kind, nouns, tuple(Field(n, s, cues.get(n, ""), tuple(choices.get(n, ())))
+                                          for n, s in fields.items()), identity, belongs, counted_by)
 
 
 def declaration(record: Any, parameters: dict[str, Any] | None = None) -> Declaration | None:

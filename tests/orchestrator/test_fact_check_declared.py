@@ -22,7 +22,7 @@ from bot.orchestrator.llm import ChatModel, create_client
 from bot.orchestrator.loop import Orchestrator
 from bot.orchestrator.memory import Memory, TokenCounter
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryMetadata, QueryResult
+from bot.sentinel.models import EntityRef, Incident, IncidentDetail, QueryMetadata, QueryResult
 from bot.sentinel.semantics import Declaration, Sem, declare
 from bot.tools.toolbox import ToolBox
 from tests.conftest import NOW
@@ -100,6 +100,98 @@ def test_first_and_last_times_are_the_rows_earliest_and_latest() -> None:
     assert _marks(conversation, "The first VPN session of dana.ross was on Nov 12.") == ["Nov 12"]
 
 
+def test_a_share_is_the_part_of_the_subjects_rows_its_words_select() -> None:
+    # dana.ross: two rows (NL with 4 sessions, DE with 2): by rows half from Germany, by sessions a third.
+    conversation = _sessions_conversation(*ROWS)
+    for true in ("Half of dana.ross's VPN sessions came from Germany.", "33% of dana.ross's VPN sessions came from DE.",
+                 "1 of 2 VPN sessions of dana.ross came from Germany.", "For dana.ross, 67% of VPN sessions came "
+                 "from the Netherlands.", "About 40% of the VPN sessions of dana.ross came from 203.0.113.51.",
+                 "Most of dana.ross's VPN sessions came from Germany.",  # hedged: states no number
+                 "Over 20% of dana.ross's VPN sessions came from Germany.",  # a bound: not read
+                 "3 of 7 VPN sessions of dana.ross came from Germany.",  # another whole: not this count
+                 "60% of dana.ross's VPN sessions were interactive."):  # nothing the rows can select
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "90% of dana.ross's VPN sessions came from Germany.") == ["90%"]
+    assert _marks(conversation, "dana.ross: 2 of 2 VPN sessions came from Germany.") == ["2 of 2"]
+    assert _marks(conversation, "A quarter of the VPN sessions of dana.ross came from 203.0.113.50.") == \
+        ["A quarter"]
+    assert _marks(_sessions_conversation(*ROWS, total=40), "90% of dana.ross's VPN sessions came from Germany.") \
+        == []  # not every row was returned: not decided
+
+
+def _changed_conversation() -> Conversation:
+    """Four incidents listed, then a change to each confirmed (as the confirmation desk records it)."""
+    conversation = Conversation()
+    incidents = tuple(Incident(n, f"Incident {n}", "High", "Active", owner, NOW, NOW, 1, (), (), f"https://x/{n}", None)
+                      for n, owner in ((900001, None), (900002, None), (900003, "bob@contoso.com"), (900004, None)))
+    metadata = QueryMetadata("query_incidents", {}, 4, 4, False, 1.0, "", "P1D", "demo")
+    conversation.remember(QueryResult(incidents, metadata), NOW)
+    facts = conversation.facts
+    facts.record_change(900002, "assign", "Owner set to Alice Wong", NOW, severity="High", status="Active",
+                        owner="Alice Wong", owner_sign_in="alice@contoso.com")
+    facts.record_change(900001, "status", "Status set to Closed (TruePositive)", NOW, severity="High",
+                        status="Closed", classification="TruePositive")
+    facts.record_change(900003, "severity", "Severity set to Low", NOW, severity="Low", status="Active",
+                        owner="bob@contoso.com")
+    facts.record_change(900004, "escalate", "Escalated to Dana Ross", NOW, severity="High", status="Active",
+                        escalated_to=("dana@contoso.com", "Dana Ross"))
+    return conversation
+
+
+def test_what_a_confirmed_change_set_is_what_an_answer_says_it_set() -> None:
+    conversation = _changed_conversation()
+    for true in ("I assigned #900002 to alice@contoso.com.", "#900001 was closed as a true positive.",
+                 "I closed #900001 as TruePositive.", "#900003: severity lowered to Low.",
+                 "I escalated #900004 to dana@contoso.com.", "#900003 is with bob@contoso.com.",
+                 "Should I assign #900002 to bob@contoso.com?", "#900002 involves bob@contoso.com.",
+                 "I did not close #900001 as a false positive."):
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "I assigned #900002 to bob@contoso.com.") == ["bob@contoso.com"]
+    assert _marks(conversation, "I closed #900001 as a false positive.") == ["false positive"]
+    assert _marks(conversation, "#900003: severity raised to High.") == ["High"]
+    assert _marks(conversation, "I escalated #900004 to bob@contoso.com.") == ["bob@contoso.com"]
+    stored = Conversation.from_dict(json.loads(json.dumps(conversation.to_dict())))
+    assert _marks(stored, "I closed #900001 as a false positive.") == ["false positive"], "kept with the conversation"
+
+
+def _detail(number: int, *entities: tuple[str, str]) -> IncidentDetail:
+    incident = Incident(number, f"Incident {number}", "High", "Active", None, NOW, NOW, 1, (), (), f"https://x/{number}",
+                        None)
+    return IncidentDetail(incident, f"{number:08d}-0000-4000-8000-000000000000", "", None, None, None, None, None, 0,
+                          (), (), tuple(EntityRef(t, v) for t, v in entities))
+
+
+def test_an_entity_said_of_an_incident_is_held_to_the_entities_its_detail_declares() -> None:
+    conversation = Conversation()
+    details = (_detail(4242, ("host", "WS-FIN-023"), ("account", "alice@contoso.com")),
+               _detail(4243, ("account", "bob@contoso.com"), ("ip", "203.0.113.9")))
+    for detail in details:
+        metadata = QueryMetadata("get_incident_detail", {"incident_ref": str(detail.number)}, 1, 1, False, 1.0, "",
+                                 "P1D", "demo")
+        conversation.remember(QueryResult((detail,), metadata), NOW)
+    for true in ("#4242 involves alice@contoso.com and ws-fin-023.", "#4243 involves bob@contoso.com.",
+                 "### #4243\n- 203.0.113.9 is part of it", "Did #4242 involve bob@contoso.com?"):
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "#4242 involves bob@contoso.com.") == ["bob@contoso.com"]
+    assert _marks(conversation, "### #4242\n- 203.0.113.9 is part of it") == ["203.0.113.9"]
+
+
+def test_a_tactic_or_a_product_said_of_an_incident_is_held_to_what_it_declares() -> None:
+    conversation = Conversation()
+    incident = Incident(5150, "Lateral movement", "High", "Active", None, NOW, NOW, 2, ("LateralMovement",),
+                        ("Microsoft Defender for Endpoint",), "https://x/5150", None)
+    conversation.remember(QueryResult((incident,), QueryMetadata("query_incidents", {}, 1, 1, False, 1.0, "", "P1D",
+                                                                 "demo")), NOW)
+    for true in ("#5150 maps to the Lateral Movement tactic.", "#5150 came from Microsoft Defender for Endpoint.",
+                 "| Incident | Tactic |\n|---|---|\n| 5150 | LateralMovement |",
+                 "Open #5150 in Microsoft Sentinel.", "#5150 is listed in Microsoft Sentinel."):  # no cue: no product
+        assert _marks(conversation, true) == [], true
+    assert _marks(conversation, "#5150 is tagged Exfiltration.") == ["Exfiltration"]
+    assert _marks(conversation, "#5150 was detected by Microsoft Defender for Identity.") == \
+        ["Microsoft Defender for Identity"]
+    assert _marks(conversation, "| Incident | Tactic |\n|---|---|\n| 5150 | Exfiltration |") == ["Exfiltration"]
+
+
 def test_its_rows_survive_the_stored_conversation() -> None:
     conversation = _sessions_conversation(*ROWS)
     stored = Facts.from_dict(json.loads(json.dumps(conversation.facts.to_dict())))
@@ -124,6 +216,18 @@ def test_rows_let_go_past_the_bound_leave_their_subjects_undecided() -> None:
 
     assert row_marks("user0@contoso.com came in from Russia.") == []  # its rows are gone: not decided
     assert row_marks(f"user{MAX_ROWS}@contoso.com came in from Russia.") == ["row"]
+
+
+def test_a_kind_past_half_the_bound_lets_go_of_its_own_rows_not_the_others() -> None:
+    conversation = _sessions_conversation(*ROWS)
+    incidents = tuple(Incident(n, f"Incident {n}", "Low", "New", None, NOW, NOW, 1, ("Execution",), (),
+                               f"https://x/{n}", None) for n in range(1000, 1000 + MAX_ROWS + 40))
+    metadata = QueryMetadata("query_incidents", {}, len(incidents), len(incidents), False, 1.0, "", "P7D", "demo")
+    conversation.remember(QueryResult(incidents, metadata), NOW)
+    rows = conversation.facts.rows
+    assert len(rows) == MAX_ROWS and sum(1 for kind, _ in rows if kind == "vpn session") == len(ROWS)
+    assert _marks(conversation, "dana.ross came in from Russia.") == ["Russia"]  # the sessions are all still here
+    assert _marks(conversation, f"#{1000 + MAX_ROWS + 39} is tagged Impact.") == ["Impact"]  # the newest incident
 
 
 @pytest.mark.parametrize("text", [

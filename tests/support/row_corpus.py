@@ -24,8 +24,10 @@ check was never looked at with.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,13 +39,15 @@ from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.factcheck.declared import APPS, COUNTRIES
 from bot.orchestrator.factcheck.facts import link_forms
 from bot.sentinel import semantics
+from bot.sentinel.changes import Classification, ConfirmedChange
 from bot.sentinel.client import SentinelClient
-from bot.sentinel.models import QueryResult
+from bot.sentinel.models import Incident, QueryResult
+from bot.sentinel.params import Severity
 from bot.sentinel.semantics import FAMILY, Sem
 from bot.tools.toolbox import ToolBox
 from tests.support.answer_corpus import unmark
 
-TUNING_KINDS = frozenset({"sign-in", "process", "email", "hunt SigninLogs", "assessment"})
+TUNING_KINDS = frozenset({"sign-in", "process", "email", "hunt SigninLogs", "assessment", "change"})
 HELD_OUT_FRAME = 2  # frame i of a family is held out when i % 3 == HELD_OUT_FRAME
 ENTITIES = ("olivia.hart@contoso.com", "svc-backup@contoso.com", "SRV-BKP-01", "WS-FIN-023", "10.20.30.40",
             "94dce4dd07892e7076e428f7459bfdf4ce2345951d7c13e75a04c78006936213")
@@ -107,8 +111,42 @@ async def build_world(sentinel: SentinelClient, now: datetime) -> World:
             conversation.remember(result, now)
             complete = not result.metadata.truncated and result.metadata.returned >= result.metadata.total
             world.rows += _rows(result.records, complete, result.metadata.parameters)
+    await _changes(world, tools)
     world.rows = list(dict.fromkeys(world.rows))  # a row two investigations read is one row
     return world
+
+
+async def _changes(world: World, tools: ToolBox) -> None:
+    """Incidents listed, then changes to some of them confirmed, recorded as the confirmation desk records them: an
+    owner, a closing classification, a severity, an escalation to an account the results name (a sign-in name)."""
+    run = await tools.run("query_incidents", json.dumps({"time_window": "last_7d"}))
+    if not run.ok or not isinstance(run.artifact, QueryResult):
+        return
+    world.conversation.remember(run.artifact, world.now)
+    incidents = [i for i in run.artifact.records if isinstance(i, Incident)]
+    people = sorted({v for r in world.rows for f, v in r.values if f.sem is Sem.ACCOUNT and "@" in v})[:6]
+    if len(incidents) < 8 or len(people) < 2:
+        return
+    classifications = [c.value for c in Classification]
+    severities = [s.value for s in Severity]
+    for index, incident in enumerate(incidents[:8]):
+        kind = ("assign", "status", "severity", "escalate")[index % 4]
+        person = people[index % len(people)]
+        record = ConfirmedChange(
+            incident.number, kind, world.now.replace(microsecond=0), f"{kind} #{incident.number}",
+            owner=(person,) if kind == "assign" else (),
+            status="Closed" if kind == "status" else incident.status,
+            classification=classifications[index % len(classifications)] if kind == "status" else None,
+            severity=severities[(severities.index(incident.severity) + 1) % len(severities)]
+            if kind == "severity" else incident.severity,
+            escalated_to=(person,) if kind == "escalate" else ())
+        world.conversation.facts.record_change(
+            record.incident, kind, record.summary, record.at, severity=record.severity, status=record.status,
+            owner=person if kind == "assign" else incident.owner, classification=record.classification,
+            owner_sign_in=person if kind == "assign" else None, escalated_to=record.escalated_to)
+        if kind != "assign":  # the facts keep the incident's owner too: the corpus's row says what the facts say
+            record = dataclasses.replace(record, owner=(incident.owner,) if incident.owner else ())
+        world.rows += _rows([record], True, {})
 
 
 def _section_kind(name: str) -> str | None:
@@ -203,6 +241,22 @@ _FRAMES: dict[str, tuple[str, ...]] = {
               "There were «{v} {n}» for {s}.", "{s} generated «{v} {n}»."),
     "distinct": ("{s} signed in from «{v} countries».", "{s} was seen from «{v} different countries».",
                  "{s} used «{v} IPs».", "{s} came from «{v} distinct countries».", "{s} used «{v} apps»."),
+    "share": ("«{v}» of the {n} of {s} {w}.", "For {s}, «{v}» of {n} {w}.", "«{v}» of {s}'s {n} {w}.",
+              "{s}: «{v}» of the {n} {w}.", "Looking at {s}, «{v}» of all {n} {w}.", "Of the {n} of {s}, «{v}» {w}."),
+    "share of": ("«{v}» {n} of {s} {w}.", "{s}: «{v}» {n} {w}.", "For {s}, «{v}» {n} {w}.",
+                 "We saw that «{v}» {n} of {s} {w}.", "{s} — «{v}» {n} {w}.", "Among {s}'s {n}, «{v}» {w}."),
+    "change owner": ("I assigned #{n} to «{v}».", "#{n} is now assigned to «{v}».", "Done: #{n} assigned to «{v}».",
+                     "I've assigned #{n} to «{v}» as asked.", "#{n} was reassigned to «{v}».",
+                     "Confirmed: #{n} now owned by «{v}»."),
+    "change classification": ("I closed #{n} as a «{v}».", "#{n} was closed as «{v}».", "Done — #{n} closed as «{v}».",
+                              "#{n} is now classified as «{v}».", "Closed #{n} as «{v}» per your call.",
+                              "#{n} was resolved as «{v}»."),
+    "change severity": ("I lowered #{n} to «{v}».", "#{n}: severity set to «{v}».",
+                        "Done: #{n} severity changed to «{v}».", "The severity of #{n} is now «{v}».",
+                        "#{n} was raised to «{v}».", "I set #{n} to «{v}»."),
+    "change escalated_to": ("I escalated #{n} to «{v}».", "#{n} was escalated to «{v}».",
+                            "Escalated #{n} to «{v}» (on call).", "Done: #{n} escalated to «{v}».",
+                            "I paged «{v}» about #{n}.", "#{n} has been handed over to «{v}»."),
     "flag": ("{s} «clicked» the link.", "{s} «clicked through» to the site.", "The user {s} «clicked» it.",
              "{s} then «clicked» the URL.", "{s} «opened the link»."),
 }
@@ -452,6 +506,121 @@ class _Gen:
             return Sample(kind, "flag", wording, body, span if lie else None)
         return None
 
+    def share(self, kinds: set[str], held_out: bool, lie: bool | None) -> Sample | None:
+        """"40% of the sign-ins of olivia.hart failed", "2 of 5 logons came from 10.1.2.3", "half of ...": the part
+        of the subject's rows of a kind that a result word or a value selects, over all of them (rows, or their
+        declared weight). ``lie`` None: a hedged word ("most") over a share it does not fit, which states no number."""
+        row = self.pick_row(kinds, lambda r: r.complete and bool(r.declared.nouns) and
+                            r.declared.nouns[0] not in ("rows", "results", "matches", "hits") and
+                            any(f.name in r.declared.belongs for f, _ in r.values))
+        if row is None:
+            return None
+        subjects = [(f, v) for f, v in row.values if f.name in row.declared.belongs and v and
+                    FAMILY.get(f.sem) in ("account", "host", "ip")]
+        if not subjects:
+            return None
+        sf, subject = self.rng.choice(subjects)
+        noun = row.declared.nouns[0]
+        rows = [r for r in self.w.rows if r.kind == row.kind and _belongs(r, subject)]
+        if len(rows) < 2 or not all(r.complete for r in self.w.rows if _belongs(r, subject) and
+                                    noun in r.declared.nouns):
+            return None
+        selector = self._selector(row, sf, rows)
+        if selector is None:
+            return None
+        words, picks = selector
+        weight = row.declared.weight
+        events = [sum(int(v) for f, v in r.values if f.name == weight and v.isdigit()) if weight else 1 for r in rows]
+        truths = [(sum(1 for r in rows if picks(r)), len(rows)),
+                  (sum(e for r, e in zip(rows, events, strict=True) if picks(r)), sum(events))]
+        truths = [(p, w) for p, w in truths if w]
+        part, whole = truths[-1]
+        shares = [100 * p / w for p, w in truths]
+        written = self.written(subject, sf.sem)
+        rng = self.rng
+        if lie is None:
+            if max(shares) > 30:
+                return None
+            text = f"Most of the {noun} of {written} {words}."
+            return Sample(row.kind, "hedged share", "held-out" if held_out else "tuning", text, None)
+        form = rng.randrange(3)
+        if form == 0:  # N of M, the whole the rows' own
+            part, whole = truths[0]
+            said_part = part if not lie else next((n for n in rng.sample(range(whole + 1), whole + 1)
+                                                   if all(n != p for p, w in truths if w == whole)), None)
+            if said_part is None:
+                return None
+            share = f"{said_part} of {whole}" if rng.random() < 0.5 else f"{said_part} out of {whole}"
+            template, _ = self.frame("share of", held_out)
+            text = template.format(v=share, n=noun, s=written, w=words)
+        else:
+            real = 100 * part / whole
+            if lie:
+                said = next((n for n in rng.sample(range(5, 100, 5), 19) if all(abs(n - t) > 15 for t in shares)),
+                            None)
+                if said is None:
+                    return None
+                said_text = f"{said}%"
+            else:
+                said_text = f"{real:.0f}%" if form == 1 else f"{real:.0f} percent"
+            template, _ = self.frame("share", held_out)
+            text = template.format(v=said_text, n=noun, s=written, w=words)
+        body, span = unmark(text)
+        return Sample(row.kind, "share", "held-out" if held_out else "tuning", body, span if lie else None)
+
+    def _selector(self, row: Row, subject_field: semantics.Field, rows: list[Row]
+                  ) -> tuple[str, Callable[[Row], bool]] | None:
+        """What selects part of the rows, as an answer says it: "failed" (a result field), "came from Russia", "were
+        to Office 365", "were on WS-FIN-023"; None when no such part is neither none nor all of them."""
+        results = [f.name for f in row.declared.fields if f.sem is Sem.RESULT]
+        options: list[tuple[str, Callable[[Row], bool]]] = []
+        if results:
+            def failed(r: Row) -> bool:
+                return any(f.name in results and v.lower() not in ("0", "success") and "success" not in v.lower()
+                           for f, v in r.values)
+            options.append(("failed", failed))
+        for f in row.declared.fields:
+            if f.cue or f.name == subject_field.name or f.sem not in (Sem.COUNTRY, Sem.APP, Sem.IP, Sem.HOST):
+                continue
+            held = sorted({v for r in rows for rf, v in r.values if rf.name == f.name and v})
+            for value in held[:3]:
+                shown = _shown(f, value)
+                verb = {Sem.COUNTRY: "came from", Sem.IP: "came from", Sem.APP: "were to", Sem.HOST: "were on"}[f.sem]
+
+                def holds(r: Row, name: str = f.name, v: str = value) -> bool:
+                    return any(rf.name == name and rv == v for rf, rv in r.values)
+                options.append((f"{verb} {shown}", holds))
+        options = [(w, p) for w, p in options if 0 < sum(1 for r in rows if p(r)) < len(rows)]
+        return self.rng.choice(options) if options else None
+
+    def change(self, kinds: set[str], held_out: bool, lie: bool) -> Sample | None:
+        """"I assigned #900002 to alice@contoso.com", "#900001 was closed as a true positive", "I lowered #900003 to
+        Low", "I escalated #900004 to dana@contoso.com": what a confirmed change set, read after its cue words."""
+        row = self.pick_row(kinds, lambda r: any(f.choices or (f.cue and FAMILY.get(f.sem) == "account")
+                                                 for f, _ in r.values))
+        if row is None:
+            return None
+        number = next((v for f, v in row.values if f.name in row.declared.belongs), "")
+        kind = next((v for f, v in row.values if f.name == "kind"), "")
+        wanted = {"assign": "owner", "status": "classification", "severity": "severity",
+                  "escalate": "escalated_to"}.get(kind)
+        field_ = next((f for f, _ in row.values if f.name == wanted), None)
+        real = [v for f, v in row.values if f.name == wanted]
+        if field_ is None or not real or not number:
+            return None
+        if field_.choices:
+            pool = [c for c in field_.choices if c not in real] if lie else real
+            shown = _spaced(self.rng.choice(pool)) if pool else None
+        else:
+            known = sorted({v for r in self.w.rows for f, v in r.values if FAMILY.get(f.sem) == "account" and "@" in v})
+            pool = [a for a in known if a.lower() not in {v.lower() for v in real}] if lie else real
+            shown = self.rng.choice(pool) if pool else None
+        if shown is None:
+            return None
+        template, wording = self.frame(f"change {wanted}", held_out)
+        body, span = unmark(template.format(n=number, v=shown))
+        return Sample(row.kind, "change", wording, body, span if lie else None)
+
     def not_claim(self, kinds: set[str], held_out: bool) -> Sample | None:
         """A false value in a question, an instruction, a hypothetical, a negation: nothing is claimed."""
         sample = self.value(kinds, held_out, True)
@@ -493,6 +662,11 @@ def _family(f: semantics.Field) -> str | None:
             "hash": "hash", "domain": "host", "url": None}.get(family or "")
 
 
+def _spaced(value: str) -> str:
+    """An enumeration's value as an answer writes it: "TruePositive" as "true positive"."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", value).lower() if value[1:].lower() != value[1:] else value
+
+
 def _iso(value: str) -> bool:
     try:
         return datetime.fromisoformat(value).tzinfo is not None
@@ -516,11 +690,14 @@ def samples(world: World, seed: int, kind: str, held_out_wording: bool) -> list[
     analysts write around facts (questions, instructions, estimates), never fewer correct than lies."""
     gen = _Gen(world, seed * 7919 + sum(map(ord, kind)))
     out: list[Sample] = []
-    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag):
+    for make in (gen.value, gen.count, gen.distinct, gen.edge_time, gen.flag, gen.share, gen.change):
         for lie in (True, False):
             sample = make({kind}, held_out_wording, lie)
             if sample is not None:
                 out.append(sample)
+    hedged = gen.share({kind}, held_out_wording, None)
+    if hedged is not None:
+        out.append(hedged)
     for extra in (gen.not_claim, gen.rounding):
         sample = extra({kind}, held_out_wording)
         if sample is not None:

@@ -368,10 +368,14 @@ class ConfirmationDesk:
     def _record_change(self, conversation: Conversation, change: IncidentChange, after: IncidentSnapshot) -> None:
         """The fact check's change log: "I closed #N" is true from now on, and #N's record is what Sentinel
         returned."""
+        on_call = change.on_call.person if change.on_call is not None else None
         conversation.facts.record_change(after.number or change.incident_number, change.kind.value, change.summary(),
                                          self.clock(), severity=after.severity, status=after.status,
                                          owner=after.owner.label if after.owner.assigned else None,
-                                         classification=after.classification, tool="the confirmed change")
+                                         classification=after.classification, tool="the confirmed change",
+                                         owner_sign_in=after.owner.user_principal_name or after.owner.email,
+                                         escalated_to=(on_call.user_principal_name or "", on_call.label)
+                                         if on_call is not None else ())
 
     def cancel(self, conversation: Conversation, action_id: str, actor: Actor) -> Outcome:
         pending = self._requesters(conversation, action_id, actor, "cancel")

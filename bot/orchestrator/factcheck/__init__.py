@@ -7,8 +7,9 @@ and counts the queries returned, the relations between them, and the changes the
 (``structure``: headings, list items under their heading, label lines, table rows under their headers, and
 whether a sentence asserts anything), what it states about a record (``claims``: severity, status, owner,
 classification, times, counts, actions) and between records (``relations``), what it states about any row of a
-record type that declares its facts (``declared``: ``bot/sentinel/semantics.py``; values, counts, distinct counts and
-flags of the rows its subjects belong to, with no code per record type), and the check itself
+record type that declares its facts (``declared``: ``bot/sentinel/semantics.py``; values, counts, distinct counts,
+shares, first and last times and flags of the rows its subjects belong to, and what a confirmed change set, with no code
+per record type), and the check itself
 (``grounding``): ``check`` finds the mismatches, ``annotate`` marks them at the claim, puts ``summary_notice`` on
 top and withholds risky sentences, ``mark`` marks a streamed piece; ``StreamCheck`` (``stream``) checks a
 streamed answer piece by piece, each finished sentence once.

@@ -342,6 +342,36 @@ def _qualifiers(text: str) -> frozenset[str]:
     return frozenset(mapped.get(w, w) for w in words if w not in ("severity", "and", "or"))
 
 
+def count_matches(said: int, real: int, approx: str = "") -> bool:
+    """Whether a count as written allows the real one: the one rule for every count the fact check reads (a list's
+    total, an incident's alerts, a declared kind's rows). "over"/"under" bound it; "about" allows a quarter either
+    way and one more (a small estimate); a plain round number of at least 10 is an honest rounding within a tenth
+    ("50 sign-ins" for 47: "about" is often left out); any other plain number is exact."""
+    if approx == "over":
+        return real >= said
+    if approx == "under":
+        return real <= said
+    if approx == "about":
+        return abs(real - said) <= said * 0.25 + 1
+    if said >= 10 and said % 10 == 0:
+        return abs(real - said) <= said * 0.1
+    return real == said
+
+
+# A share said as a fraction, in percent.
+FRACTIONS = {"half": 50.0, "a half": 50.0, "one half": 50.0, "a third": 100 / 3, "one third": 100 / 3,
+             "two thirds": 200 / 3, "a quarter": 25.0, "one quarter": 25.0, "three quarters": 75.0, "a fifth": 20.0,
+             "one fifth": 20.0}
+
+
+def share_matches(said: float, real: float, *, fraction: bool = False, hedged: bool = False) -> bool:
+    """Whether a share as written (in percent) allows the real one: the one rule for every share the fact check
+    reads (of a counted list, of a subject's declared rows). An honest rounding: "60%" for 57% (a round ten: five
+    points), "25%" for 24% (a five: 2.5), "33%" for 33.3% (one), a fraction word five points; "about" five more."""
+    tolerance = 5.0 if fraction or said % 10 == 0 else 2.5 if said % 5 == 0 else 1.0
+    return abs(real - said) <= tolerance + (5.0 if hedged else 0.0) + 1e-9
+
+
 def _approx(before: str) -> str:
     m = _APPROX.search(before[-25:])
     if not m:

@@ -18,7 +18,14 @@ entity; else the heading or lead-in it hangs under, or the previous sentence for
   subject and found no row of that kind decides it too.
 - "first"/"last" with a kind's noun and a time ("her last sign-in was at 16:43 UTC") must be the earliest or latest
   time the linked rows of that kind hold (a day either way for a date; a whole quarter hour within 14 hours when no
-  zone is said).
+  zone is said);
+- a share ("60% of her sign-ins failed", "2 of 5 logons came from 10.1.2.3", "half of ...") must be the part of the
+  linked rows of the noun's kind that the words after the noun select (a result word, a value), by rows or by
+  declared weight, within an honest rounding (``claims.share_matches``); "N of M" only over a whole of M; hedged
+  words ("most", "many") and bounds ("over 60%") state no number and are not read;
+- an entity field declared with a cue (a confirmed change's owner, "assigned to") is read only after its cue, and an
+  enumerated field (declared ``choices``: a change's classification, severity, status) only as one of its choices
+  after its cue ("closed as a true positive").
 
 Precision first: nothing in an instruction, question or hypothetical, nothing negated ("did not click"), nothing
 whose subject links no row or whose kind declares no such field (or whose rows hold no value of it) is decided; a
@@ -44,7 +51,7 @@ from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
 from bot.orchestrator.factcheck.relations import Problem
 from bot.orchestrator.factcheck.structure import Cell
 from bot.orchestrator.references import References, RefKind
-from bot.sentinel.semantics import FAMILY, ROLE_CUES, Sem
+from bot.sentinel.semantics import ENTITY_FAMILIES, FAMILY, ROLE_CUES, Sem
 
 MAX_CLAUSE = 600  # characters of a clause read for its subjects and values: a huge sentence costs no more
 MAX_TOKENS = 64  # name-shaped tokens looked up per unit
@@ -103,6 +110,8 @@ _COUNTRY_CODE = {name: code for code, names in COUNTRIES.items() for name in nam
 _COUNTRY_NAME = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(_COUNTRY_CODE, key=len, reverse=True)
                                               if n not in ("uk", "the us", "u.s.", "usa", "uae", "korea")) +
                            r"|UK|USA|UAE|the US|U\.S\.)\b(?!-based analysts)", re.IGNORECASE)
+# A MITRE ATT&CK technique id ("T1003", "T1110.003"), as alerts' Techniques and SubTechniques hold them.
+_TECHNIQUE = re.compile(r"(?<![\w.])T\d{4}(?:\.\d{3})?(?![\w.]\w)")
 _COUNTRY_CUE_CODE = re.compile(r"\b(?:from|in|country(?: code)?|location|geo|located in)\s*[:(]?\s*([A-Z]{2})\b(?!-)")
 APPS = ("Office 365", "Microsoft Teams", "Azure Portal", "Exchange Online", "SharePoint Online", "OneDrive",
         "Outlook", "Azure CLI", "Microsoft Graph", "Azure PowerShell", "Microsoft Authenticator", "Power BI",
@@ -165,6 +174,7 @@ class Reader:
             values = [v for v in values if not v.forms & named]  # "#14390 involves 10.13.69.109": the incident's
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
+            problems += self._shares(answer, clause, offset, subjects or above, values)
             problems += self._flags(clause, offset, subjects or above)
             problems += self._times(answer, clause, offset, subjects or above)
         return problems
@@ -227,6 +237,8 @@ class Reader:
     def _forms(self, identifier: Identifier) -> set[str]:
         if identifier.kind is IdKind.REFERENCE:
             reference = self.references.get(int(identifier.value)) if identifier.value.isdigit() else None
+            if reference is not None and reference.kind is RefKind.INCIDENT:
+                return link_forms(reference.key)  # [2] names an incident: its declared rows
             if reference is None or reference.kind is not RefKind.ENTITY:
                 return set()
             return link_forms(reference.key.partition(":")[2])
@@ -250,8 +262,16 @@ class Reader:
     # values
 
     def _values(self, clause: str, offset: int, ids: list[Identifier]) -> list[_Value]:
-        values = [_Value(_ID_FAMILIES[i.kind], frozenset(self._forms(i)), i.start, i.end,
-                         _role(clause, i.start - offset)) for i in ids if i.kind in _ID_FAMILIES]
+        values = [self._cued_entity(clause, offset, i) or _Value(_ID_FAMILIES[i.kind], frozenset(self._forms(i)),
+                                                                 i.start, i.end, _role(clause, i.start - offset))
+                  for i in ids if i.kind in _ID_FAMILIES]
+        for name, cue, choices in self.vocabulary.choices:  # "closed as true positive", "raised it to High"
+            for m in _chosen(cue, choices).finditer(clause):
+                said = m.group(1).lower()
+                forms = frozenset({re.sub(r"[\s_-]", "", said), re.sub(r"[\s_-]+", " ", said)})  # as rows write it
+                values.append(_Value((f"field:{name}",), forms, offset + m.start(1), offset + m.end(1)))
+        for m in _TECHNIQUE.finditer(clause):
+            values.append(_Value(("technique",), frozenset({m.group(0).lower()}), offset + m.start(), offset + m.end()))
         for m in _COUNTRY_NAME.finditer(clause):
             code = _COUNTRY_CODE.get(m.group(1).lower())
             if code:
@@ -271,6 +291,16 @@ class Reader:
                 values.append(_Value((f"field:{name}",), frozenset({raw}), offset + m.start(group),
                                      offset + m.end(group)))
         return values
+
+    def _cued_entity(self, clause: str, offset: int, identifier: Identifier) -> _Value | None:
+        """An entity value right after a field's cue words ("assigned to bob@contoso.com": a change's owner) is that
+        field's value only (a plain account beside an incident is not its owner)."""
+        before = clause[max(0, identifier.start - offset - 50):identifier.start - offset]
+        for name, cue, family in self.vocabulary.roles:
+            if family in _ID_FAMILIES[identifier.kind] and re.search(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*$", before,
+                                                                     re.IGNORECASE):
+                return _Value((f"field:{name}",), frozenset(self._forms(identifier)), identifier.start, identifier.end)
+        return None
 
     def _check_values(self, answer: str, subjects: list[_Subject], values: list[_Value],
                       above: list[_Subject]) -> list[Problem]:
@@ -348,7 +378,7 @@ class Reader:
         for m in pattern.finditer(clause):
             before = clause[max(0, m.start() - 40):m.start()]
             if re.search(r"(?:\btop|\bfirst|\blast|\bnext|\bpast|\bof the|\bthe|\bthose|\bthese)\s*$", before,
-                         re.IGNORECASE) or _NEGATED.search(clause[:m.start()][-40:]):
+                         re.IGNORECASE) or _NEGATED.search(clause[:m.start()][-40:]) or _PART_OF.search(before):
                 continue
             said = _number(m.group(1))
             words = re.findall(r"[a-z-]+", (m.group(2) or "").lower())
@@ -429,6 +459,78 @@ class Reader:
         return [(len(union), len(union), "the distinct values in the rows"),
                 *((len(v), len(v), f"the {k} rows") for k, v in per_kind.items()), *declared]
 
+    # shares
+
+    def _shares(self, answer: str, clause: str, offset: int, subjects: list[_Subject],
+                values: list[_Value]) -> list[Problem]:
+        """"60% of her sign-ins failed", "2 of 5 sign-ins came from Russia", "half of them were from 203.0.113.9": the
+        part of the linked rows of the kind its noun names that the words after the noun select (a result word, a
+        value), over all of them (or their declared weight), within an honest rounding. Hedged words ("most",
+        "many", "the majority") state no number and are not read; a share whose part names nothing the rows can
+        select, or over rows some of which were not returned, is not decided."""
+        pattern = self.vocabulary.shares
+        if pattern is None or not subjects:
+            return []
+        problems = []
+        for m in pattern.finditer(clause):
+            if _NEGATED.search(clause[:m.start()][-40:]):
+                continue
+            said = _said_share(m)
+            if said is None:
+                continue
+            noun_end = offset + m.end()
+            rest = clause[m.end():]
+            # The whole's subjects: those before the noun, and its complement ("the sign-ins of olivia.hart").
+            of = re.match(r"\s+(?:of|for|by)\s+[`*_(\[]*", rest)
+            named = noun_end + of.end() if of else -1
+            wholes = [s for s in subjects if s.start < noun_end or s.start == named or
+                      (of and named <= s.start <= named + 6 and rest[of.end():].startswith("["))]
+            part_words = [w for w in re.findall(r"[a-z-]+", rest.lower()[:60]) if w in _FAILED | _SUCCEEDED][:1]
+            part_values = [v for v in values if v.start >= noun_end and not any(s.start == v.start for s in wholes)]
+            if not part_words and not part_values:
+                continue  # "60% of her sign-ins were interactive": nothing the rows can select
+            shares = self._share(m.group("noun").lower(), re.findall(r"[a-z-]+", (m.group("words") or "").lower()),
+                                 part_words, part_values, _groups(answer, wholes))
+            if said.whole is not None:  # "2 of 5": only a count whose whole is 5 is this one
+                shares = [c for c in shares if c[1] == said.whole]
+            if not shares or any(_share_matches(said, part, whole) for part, whole, _ in shares):
+                continue
+            part, whole, scope = shares[0]
+            shown = f"{part} of {whole} ({100 * part / whole:.0f}%)"
+            problems.append(Problem("row share", offset + m.start(), offset + m.end("share"),
+                                    f"{scope}: {shown}", f"records: {shown}"))
+        return problems
+
+    def _share(self, noun: str, words: list[str], part_words: list[str], part_values: list[_Value],
+               groups: list[list[_Subject]]) -> list[tuple[int, int, str]]:
+        """(part, whole, what was counted) per kind counted by ``noun``, by rows and by declared weight; [] when
+        nothing decides it."""
+        out: list[tuple[int, int, str]] = []
+        for kind_name, kind in self.facts.kinds.items():
+            if noun not in (n.lower() for n in kind.nouns):
+                continue
+            linked = self._of_kind(kind_name, groups)
+            whole = _qualified(linked, words, kind) if linked else None
+            if not whole:
+                continue
+            if not all(r.complete for r in whole):
+                return []
+            part = _qualified(whole, part_words, kind) if part_words else whole
+            if part is None:
+                continue
+            for value in part_values:
+                if not any(_fits(n, Sem(sem), cue, value) for n, (sem, cue) in kind.fields.items()):
+                    part = None
+                    break
+                part = [r for r in part if _holds(r, kind, value)]
+            if part is None:
+                continue
+            scope = f"the {kind_name} rows"
+            out.append((len(part), len(whole), scope))
+            if any(r.weight != 1 for r in whole):
+                out.append((sum(r.weight for r in part), sum(r.weight for r in whole), f"{scope} (events)"))
+        return out
+
     # first and last times
 
     def _times(self, answer: str, clause: str, offset: int, subjects: list[_Subject]) -> list[Problem]:
@@ -495,6 +597,9 @@ class _Vocabulary:
     counts: re.Pattern[str] | None
     cued: tuple[tuple[str, str, Sem], ...]  # (field, cue, semantic type) of the numbers and levels read after a cue
     flags: tuple[tuple[str, str, str], ...]  # (kind, field, cue)
+    shares: re.Pattern[str] | None = None  # "60% of her sign-ins", "2 of 5 sign-ins", "half of the logons"
+    roles: tuple[tuple[str, str, str], ...] = ()  # (field, cue, family) of entity values read after a cue
+    choices: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (field, cue, values) of enumerated fields
 
 
 def _vocabulary(facts: Facts) -> _Vocabulary:
@@ -502,12 +607,14 @@ def _vocabulary(facts: Facts) -> _Vocabulary:
                          for k, v in facts.kinds.items()))
     apps = tuple(sorted({v for r in facts.rows.values() for n, v in r.values
                          if facts.kinds.get(r.kind) and facts.kinds[r.kind].fields.get(n, ("",))[0] == "app"}))
-    return _built(kinds, apps)
+    choices = tuple(sorted({(n, v.fields[n][1], c) for v in facts.kinds.values() for n, c in v.choices.items()
+                            if n in v.fields}))
+    return _built(kinds, apps, choices)
 
 
 @functools.lru_cache(maxsize=32)
 def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], ...]], ...],
-           apps: tuple[str, ...]) -> _Vocabulary:
+           apps: tuple[str, ...], choices: tuple[tuple[str, str, tuple[str, ...]], ...] = ()) -> _Vocabulary:
     names = sorted({a for a in (*APPS, *apps) if len(a) >= 3}, key=len, reverse=True)
     app = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(a) for a in names) + r")(?![\w-]|\.\w)", re.IGNORECASE) \
         if names else None
@@ -520,7 +627,23 @@ def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], 
                          if cue and Sem(sem) in (Sem.SCORE, Sem.PORT, Sem.COUNT, Sem.LEVEL)}))
     flags = tuple(sorted({(k, n, cue) for k, _, fields in kinds for n, sem, cue in fields
                           if cue and Sem(sem) is Sem.FLAG}))
-    return _Vocabulary(app, counts, cued, flags)
+    shares = re.compile(rf"(?P<share>{_SHARE})\s+(?:of\s+)?(?:(?:the|all|her|his|their|its|these|those)\s+|"
+                        rf"\S{{2,98}}'s?\s+)?(?P<words>(?:[A-Za-z-]+\s+){{0,2}}?)(?P<noun>{alternatives})\b",
+                        re.IGNORECASE) if nouns else None
+    entity_families = {"account", "host", "ip", "url", "domain", "hash", "file"}
+    roles = tuple(sorted({(n, cue, FAMILY[Sem(sem)]) for _, _, fields in kinds for n, sem, cue in fields
+                          if cue and FAMILY.get(Sem(sem)) in entity_families}))
+    return _Vocabulary(app, counts, cued, flags, shares, roles, choices)
+
+
+@functools.lru_cache(maxsize=64)
+def _chosen(cue: str, choices: tuple[str, ...]) -> re.Pattern[str]:
+    """An enumerated value after its cue: "closed as a true positive", "severity set to High"."""
+    alternatives = "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_-]?", re.escape(c))
+                            for c in sorted(choices, key=len, reverse=True))
+    if not cue:  # read wherever it is written ("maps to Lateral Movement")
+        return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])", re.IGNORECASE)
+    return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=64)
@@ -541,6 +664,8 @@ def _fits(name: str, sem: Sem, cue: str, value: _Value) -> bool:
         return False
     if value.role is not None:
         return sem is value.role
+    if sem is Sem.ENTITY:
+        return bool(ENTITY_FAMILIES & set(value.families))
     return FAMILY.get(sem) in value.families
 
 
@@ -553,6 +678,8 @@ def _value_forms(sem: Sem, value: str) -> set[str]:
     text = value.strip().lower()
     if sem is Sem.COUNTRY:
         return {_COUNTRY_CODE.get(text, text)}
+    if sem is Sem.TECHNIQUE:  # "T1110" is what a row's "T1110.003" refines
+        return {text, text.split(".")[0]}
     if FAMILY.get(sem) in ("account", "host", "domain", "url", "file"):
         return link_forms(text) | {text}
     return {text}
@@ -643,6 +770,55 @@ def _approx(before: str, number: str) -> str:
 
 
 _Counted = tuple[int, int, str]  # (events, rows, what was counted)
+# A share as analysts write it: a percentage, "N of M" (the whole said), a fraction word. "most", "many", "the
+# majority" are hedged and state no number: not read.
+_FRACTIONS = claimed.FRACTIONS
+_SHARE = (r"(?:(?<![\w.])(?P<percent>\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)|"
+          r"(?<![\w.,#$-])(?P<part>\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
+          r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?(?P<whole>\d{1,5})|"
+          r"\b(?P<fraction>" + "|".join(sorted(_FRACTIONS, key=len, reverse=True)) + r"))")
+_PART_OF = re.compile(r"\b(?:\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
+                      r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?$", re.IGNORECASE)
+_SHARE_HEDGE = re.compile(r"\b(?:about|around|roughly|nearly|almost|approximately|some|~|over|more than|under|"
+                          r"less than|at least|at most|up to)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _SaidShare:
+    percent: float
+    fraction: bool = False  # said as a word ("half")
+    hedged: bool = False  # "about 60%"
+    part: int | None = None  # "N of M"
+    whole: int | None = None
+
+
+def _said_share(m: re.Match[str]) -> _SaidShare | None:
+    """The share as written; None for a bound ("over 60%") or what is no share (3 of 2)."""
+    before = m.string[max(0, m.start() - 25):m.start()]
+    hedge = _SHARE_HEDGE.search(before)
+    if hedge and hedge.group(0).strip().lower() in ("over", "more than", "under", "less than", "at least", "at most",
+                                                     "up to"):
+        return None  # a bound: not a share said
+    hedged = hedge is not None
+    if m.group("percent"):
+        value = float(m.group("percent"))
+        return _SaidShare(value, hedged=hedged) if value <= 100 else None
+    if m.group("part"):
+        part, whole = _number(m.group("part")), int(m.group("whole"))
+        if whole == 0 or part > whole:
+            return None
+        return _SaidShare(100 * part / whole, hedged=hedged, part=part, whole=whole)
+    return _SaidShare(_FRACTIONS[m.group("fraction").lower()], fraction=True, hedged=hedged)
+
+
+def _share_matches(said: _SaidShare, part: int, whole: int) -> bool:
+    """A share as written against the rows' (of the same whole, for "N of M"): "N of M" exactly, unless hedged; a
+    percentage or a fraction within its rounding (``claims.share_matches``)."""
+    if whole == 0:
+        return True
+    if said.whole is not None and not said.hedged:
+        return said.part == part
+    return claimed.share_matches(said.percent, 100 * part / whole, fraction=said.fraction, hedged=said.hedged)
 
 
 def _time_matches(claim: Claim, moment: datetime) -> bool:
@@ -666,17 +842,5 @@ def _counted(found: list[_Counted], noun: str = "") -> str:
 
 def _any_matches(said: int, found: list[_Counted], approx: str) -> bool:
     """Whether the count is any kind's: its events (the rows' weight) or its rows."""
-    return any(_count_matches(said, events, approx) or _count_matches(said, rows, approx) for events, rows, _ in found)
-
-
-def _count_matches(said: int, real: int, approx: str) -> bool:
-    if approx == "over":
-        return real >= said
-    if approx == "under":
-        return real <= said
-    if approx == "about":
-        return abs(real - said) <= said * 0.25 + 1
-    # An honest rounding: "about" is often left out of a round number ("50 sign-ins" for 47).
-    if said >= 10 and said % 10 == 0:
-        return abs(real - said) <= said * 0.1
-    return real == said
+    return any(claimed.count_matches(said, events, approx) or claimed.count_matches(said, rows, approx)
+               for events, rows, _ in found)

@@ -37,6 +37,7 @@ from bot.investigation.models import IncidentSummary, Investigation
 from bot.orchestrator.factcheck.identifiers import IdKind, extract, host_variants, normalise
 from bot.orchestrator.factcheck.verdicts import MAX_VERDICTS, VerdictFact
 from bot.sentinel import semantics
+from bot.sentinel.changes import ConfirmedChange
 from bot.sentinel.models import (
     AlertSummary,
     EntityCount,
@@ -288,6 +289,7 @@ class Kind:
     fields: dict[str, tuple[str, str]]  # field -> (semantic type, cue)
     belongs: tuple[str, ...]
     identity: tuple[str, ...] = ()
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # an enumerated field's values
 
     def key(self, values: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
         """What tells its rows apart: the identity fields' values (all values when it declares none)."""
@@ -297,22 +299,24 @@ class Kind:
         """Stored compactly: every string by its index in the conversation's string table."""
         fields = [[text(f), text(sem), text(cue)] for f, (sem, cue) in self.fields.items()]
         return [[text(n) for n in self.nouns], fields, [text(b) for b in self.belongs],
-                [text(i) for i in self.identity]]
+                [text(i) for i in self.identity], {f: [text(c) for c in cs] for f, cs in self.choices.items()}]
 
     @classmethod
     def from_row(cls, row: list[Any], strings: list[str]) -> Kind:
         def text(index: Any) -> str:
             return strings[int(index)]
 
+        choices = dict(row[4]) if len(row) > 4 else {}  # stored before enumerated fields: none
         return cls(tuple(map(text, row[0])), {text(f): (text(sem), text(cue)) for f, sem, cue in row[1]},
-                   tuple(map(text, row[2])), tuple(map(text, row[3])))
+                   tuple(map(text, row[2])), tuple(map(text, row[3])),
+                   {str(f): tuple(map(text, cs)) for f, cs in choices.items()})
 
     @classmethod
     def of(cls, declared: semantics.Declaration) -> Kind:
         """Its fields a row keeps (free text and times that tell no rows apart are never kept)."""
         return cls(declared.nouns, {f.name: (f.sem.value, f.cue) for f in declared.fields
                                     if f.sem.value not in _UNKEPT or f.name in declared.identity},
-                   declared.belongs, declared.identity)
+                   declared.belongs, declared.identity, {f.name: f.choices for f in declared.fields if f.choices})
 
 
 @dataclass(frozen=True)
@@ -442,18 +446,21 @@ class Facts:
         for f in declared.fields:  # its entities and what it belongs to may be cited (an alert id, a device)
             if f.name in declared.belongs or f.sem in _CITED_AS:
                 for name, value in values:
-                    if name == f.name:
+                    if name == f.name and not (f.sem is semantics.Sem.ID and value.isdigit()):  # #N is a number
                         self.identify(_CITED_AS.get(f.sem, ""), value)
         key = (declared.kind, self.kinds[declared.kind].key(values))
         self.rows.pop(key, None)
         self.rows[key] = RowFact(declared.kind, values, weight, complete, f"{tool} ({subject})" if subject else tool)
-        self._let_go(len(self.rows) - MAX_ROWS)
+        self._let_go(len(self.rows) - MAX_ROWS, declared.kind)
         self._links = None
 
-    def _let_go(self, excess: int) -> None:
-        """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all)."""
+    def _let_go(self, excess: int, arriving: str = "") -> None:
+        """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all). A kind
+        that already holds half the bound gives up its own oldest rows for its new ones, so lists of a hundred
+        incidents do not push an investigation's evidence out."""
         for _ in range(max(excess, 0)):
-            key = next(iter(self.rows))
+            own = [k for k in self.rows if k[0] == arriving] if arriving else []
+            key = own[0] if len(own) > MAX_ROWS // 2 else next(iter(self.rows))
             old = self.rows.pop(key)
             kind = self.kinds.get(old.kind)
             for name, value in old.values:
@@ -493,11 +500,16 @@ class Facts:
 
     def record_change(self, incident: int, kind: str, summary: str, at: datetime, *, severity: str | None = None,
                       status: str | None = None, owner: str | None = None, classification: str | None = None,
-                      tool: str = "the confirmed change") -> None:
-        """A confirmed change was made: log it, and the incident's record is now what Sentinel returned."""
+                      tool: str = "the confirmed change", owner_sign_in: str | None = None,
+                      escalated_to: tuple[str, ...] = ()) -> None:
+        """A confirmed change was made: log it, and the incident's record is now what Sentinel returned. The change is
+        also a declared row (``ConfirmedChange``): what an answer says it changed is held to it."""
         self._stored = None
         self.changes.append(ChangeFact(incident, kind, summary, at))
         del self.changes[:-MAX_CHANGES]
+        owners = tuple(dict.fromkeys(v for v in (owner_sign_in, owner) if v))
+        self.declared_row(ConfirmedChange(incident, kind, _second(at), summary, owners, status, classification,
+                                          severity, tuple(v for v in escalated_to if v)), {}, tool, True)
         fact = self.incidents.get(incident)
         if fact is not None and status is not None:
             self.put_incident(replace(fact, severity=severity or fact.severity, status=status,
@@ -792,6 +804,7 @@ def _incident_fact(facts: Facts, incident: Incident, seen: Seen, extra_times: It
                         incident.classification, incident.alert_count, _second(incident.created), times, seen,
                         tuple(incident.tactics), tuple(incident.products), **relations)
     facts.put_incident(fact)
+    facts.declared_row(incident, {}, seen.tool, True)  # its tactics and products, declared
     if incident.owner:
         facts.identify("owner", incident.owner)
     facts.identify(IdKind.URL.value, incident.url)
@@ -822,6 +835,7 @@ def _record_detail(facts: Facts, detail: IncidentDetail, seen: Seen) -> Iterable
     _incident_fact(facts, detail.incident, seen, (detail.first_activity, detail.last_activity, detail.closed,
                                                   *(t for a in detail.alerts for t in (a.time, a.start, a.end))),
                    entities=entities, alert_names=names, techniques=techniques)
+    facts.declared_row(detail, {}, seen.tool, True)  # its entities, declared: what an answer says is in it
     for match in detail.other_matches:
         _add(facts.numbers, match.number, MAX_IDENTIFIERS)
     for alert in detail.alerts:

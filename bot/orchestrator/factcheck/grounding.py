@@ -200,16 +200,9 @@ class _Check:
             group = self._near_group(own, position)
             return [f for f in (self._fact(m) for m in group) if f is not None]
 
-        self._problems(relations.entity_membership(inside, self.facts, near), span)
         cell_values = [(c.header, c.value, c.start) for c in cells or []]
         self._problems(relations.alert_names(text, unit.start, self.facts, near, cell_values), span)
-        if cells is None:
-            self._problems(relations.tactics_and_products(text, unit.start, near), span)
-        else:
-            for c in cells:
-                if any(word in c.header.lower() for word in ("tactic", "technique", "product", "source")):
-                    self._problems(relations.tactics_and_products("from " + c.value, c.start - 5,
-                                                                  lambda _: subject), span)
+        if cells is not None:
             self._row_counts(cells, span)
         moments = [(c.moment, c.start, c.end) for c in read if c.topic is Topic.TIME and c.moment is not None]
         clocks = [(c.moment, c.start, c.end) for c in read
@@ -466,13 +459,13 @@ class _Check:
     def _count(self, claim: Claim, subject: IncidentFact | AlertFact | None) -> tuple[str, str] | None:
         value = int(claim.value)
         if claim.own and isinstance(subject, IncidentFact) and claim.noun == "alerts" and not claim.qualifiers:
-            if _count_matches(value, subject.alert_count, claim.approx):
+            if claimed.count_matches(value, subject.alert_count, claim.approx):
                 return None
             alerts = count_label(subject.alert_count, "alert")
             return (f"#{subject.number} has {alerts} ({subject.seen.describe()})", f"record: {alerts}")
         nouns = [claim.noun] if claim.noun else ["incidents", "alerts"]
         candidates = [c for noun in nouns for c in self.facts.counts_for(noun, claim.qualifiers)]
-        if any(_count_matches(value, c.value, claim.approx) for c in candidates):
+        if any(claimed.count_matches(value, c.value, claim.approx) for c in candidates):
             return None
         words = " ".join([*sorted(claim.qualifiers), claim.noun or "records"])
         if not candidates:
@@ -726,16 +719,6 @@ def _time_matches(claim: Claim, moment: datetime, now: datetime) -> bool:
     return abs(minutes) <= 14 * 60 and min(minutes % 15, 15 - minutes % 15) <= 1
 
 
-def _count_matches(said: int, real: int, approx: str) -> bool:
-    if approx == "over":
-        return real >= said
-    if approx == "under":
-        return real <= said
-    if approx == "about":
-        return abs(real - said) <= said * 0.2 + 1
-    return real == said
-
-
 def _age(delta: timedelta) -> str:
     seconds = max(delta.total_seconds(), 0)
     if seconds < 3600:
@@ -759,7 +742,7 @@ def _quote(text: str) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-_ROW_CATEGORIES = ("row", "row count", "row flag", "row time")
+_ROW_CATEGORIES = ("row", "row count", "row share", "row flag", "row time")
 
 
 def _one_per_claim(findings: list[Finding]) -> list[Finding]:

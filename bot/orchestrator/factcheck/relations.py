@@ -1,10 +1,12 @@
 """Relations an answer states between the records it names, found by looking up what the facts hold.
 
 A relation is only read when both ends are linked to records: an incident (by number, [n] or the heading a
-bullet hangs under) and an entity value, an alert name, a tactic, a product, a roster person; or a roster
-person and their team, shift or phone; or the trend and its peak day; or an entity and when it was first or
-last seen; or a share of a counted list. Nothing is guessed: a relation whose other end is not in the facts
-is left alone (precision first), except an alert name said to be an incident's alert that no result holds.
+bullet hangs under) and an alert name, a roster person; or a roster person and their team,
+shift or phone; or the trend and its peak day; or an entity and when it was first or last seen; or a share of a
+counted list. Nothing is guessed: a relation whose other end is not in the facts is left alone (precision first),
+except an alert name said to be an incident's alert that no result holds. What is left here is what no record type
+declares yet; an entity, a tactic, a technique or a product said of an incident is checked from what the incident
+and its detail declare (``declared``).
 
 Each check returns ``Problem``s: the span of the wrong value, what the records say instead, a short note.
 """
@@ -17,27 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.orchestrator.factcheck.claims import FRACTIONS, share_matches
 from bot.orchestrator.factcheck.facts import Facts, IncidentFact, RosterFact
-from bot.orchestrator.factcheck.identifiers import Identifier, IdKind
+from bot.orchestrator.factcheck.identifiers import Identifier
 
-TACTICS = ("Reconnaissance", "ResourceDevelopment", "InitialAccess", "Execution", "Persistence",
-           "PrivilegeEscalation", "DefenseEvasion", "CredentialAccess", "Discovery", "LateralMovement", "Collection",
-           "Exfiltration", "CommandAndControl", "Impact", "PreAttack", "ImpairProcessControl",
-           "InhibitResponseFunction")
-# MITRE ATT&CK tactic names as Sentinel stores them (CamelCase), matched also as words ("lateral movement").
-_TACTIC = re.compile(r"\b(" + "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s-]?", t) for t in TACTICS) + r")\b",
-                     re.IGNORECASE)
-# A MITRE ATT&CK technique id ("T1003", "T1110.003"), as alerts' Techniques and SubTechniques hold them.
-_TECHNIQUE = re.compile(r"(?<![\w.])T\d{4}(?:\.\d{3})?(?![\w.]\w)")
-# Microsoft security products an incident's alerts come from (Sentinel's ProductName values).
-PRODUCTS = ("Microsoft Defender for Endpoint", "Microsoft Defender for Identity", "Microsoft Defender for Office 365",
-            "Microsoft Defender for Cloud Apps", "Microsoft Defender for Cloud", "Microsoft Entra ID Protection",
-            "Azure Active Directory Identity Protection", "Microsoft Sentinel", "Azure Sentinel",
-            "Microsoft 365 Defender", "Microsoft Defender XDR", "Microsoft Defender for IoT")
-_PRODUCT = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(PRODUCTS, key=len, reverse=True)) + r")\b",
-                      re.IGNORECASE)
-_PRODUCT_CUE = re.compile(r"\b(?:from|by|via|source|product|raised|detected|flagged|reported|generated|came)\b[^.;]*$",
-                          re.IGNORECASE)
 # A name in quotes (each kind closed by its own) or in bold; a bold label ("**Most recent alert:**") is not one.
 _QUOTED = re.compile(r"\"([^\"\n]{4,120})\"|“([^”\n]{4,120})”|(?<!\w)'([^'\n]{4,120})'(?!\w)|\*\*([^*\n]{4,120}?)\*\*")
 _ALERT_HEADERS = ("alert", "alerts", "alert name", "alert names", "alert title", "detection", "analytics rule")
@@ -58,10 +43,8 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 _FIRST_LAST = re.compile(r"\b(first|last)[\s-]+(?:seen|observed|appeared|active|activity|sighting)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*(?:%|percent\b)", re.IGNORECASE)
-_FRACTION = re.compile(r"\b(half|a third|one third|a quarter|one quarter|two thirds|three quarters)\b(?:\s+of)?",
+_FRACTION = re.compile(r"\b(" + "|".join(sorted(FRACTIONS, key=len, reverse=True)) + r")\b(?:\s+of)?",
                        re.IGNORECASE)
-_FRACTIONS = {"half": 50.0, "a third": 33.3, "one third": 33.3, "a quarter": 25.0, "one quarter": 25.0,
-              "two thirds": 66.7, "three quarters": 75.0}
 _N_OF_M = re.compile(r"(?<![\w.,#-])(\d{1,5}|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:out\s+)?of\s+"
                      r"(?:the\s+|all\s+|these\s+|those\s+)?(\d{1,5}|two|three|four|five|six|seven|eight|nine|ten)\b",
                      re.IGNORECASE)
@@ -84,26 +67,6 @@ class Problem:
 
 
 Near = Callable[[int], list[IncidentFact]]  # the incidents a position in the answer is said of
-
-
-def entity_membership(ids: Iterable[Identifier], facts: Facts, near: Near) -> list[Problem]:
-    """An entity value the results returned, said to be part of incidents whose detail does not hold it."""
-    problems = []
-    for identifier in ids:
-        detailed = [f for f in near(identifier.start) if f.entities is not None]
-        if not detailed:
-            continue
-        if identifier.kind not in (IdKind.HOST, IdKind.ACCOUNT, IdKind.IP, IdKind.DOMAIN, IdKind.FILE, IdKind.HASH):
-            continue
-        if not facts.knows(identifier.kind, identifier.value):
-            continue  # unknown identifiers are reported as such
-        outside = [f for f in detailed if identifier.value not in (f.entities or ())]
-        if outside:
-            f = outside[0]
-            problems.append(Problem("entity", identifier.start, identifier.end,
-                                    f"#{f.number}'s entities do not include {identifier.value} ({f.seen.describe()})",
-                                    f"not in #{f.number}"))
-    return problems
 
 
 def alert_names(text: str, offset: int, facts: Facts, near: Near,
@@ -137,46 +100,6 @@ def alert_names(text: str, offset: int, facts: Facts, near: Near,
                 problems.append(Problem("alert", start, end, f"\"{name}\" is not one of #{f.number}'s alerts "
                                         f"({f.seen.describe()})", f"not an alert of #{f.number}"))
                 break
-    return problems
-
-
-def tactics_and_products(text: str, offset: int, near: Near) -> list[Problem]:
-    """A MITRE tactic, a MITRE technique id or a product said of incidents whose records do not have it."""
-    problems = techniques(text, offset, near)
-    for m in _TACTIC.finditer(text):
-        tactic = re.sub(r"[\s-]", "", m.group(1)).lower()
-        wrong = [f for f in near(offset + m.start()) if f.tactics and tactic not in (t.lower() for t in f.tactics)]
-        if wrong:
-            f = wrong[0]
-            problems.append(Problem("tactic", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s tactics are {', '.join(f.tactics)} ({f.seen.describe()})",
-                                    f"record: {', '.join(f.tactics)}"))
-    for m in _PRODUCT.finditer(text):
-        if not _PRODUCT_CUE.search(text[:m.start()]):
-            continue
-        product = m.group(1).lower()
-        wrong = [f for f in near(offset + m.start()) if f.products and product not in (p.lower() for p in f.products)]
-        if wrong:
-            f = wrong[0]
-            problems.append(Problem("product", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s alerts come from {', '.join(f.products)} ({f.seen.describe()})",
-                                    f"record: {', '.join(f.products)}"))
-    return problems
-
-
-def techniques(text: str, offset: int, near: Near) -> list[Problem]:
-    """A technique id said of incidents whose detail recorded their alerts' techniques without it: the id itself,
-    or a technique one of its recorded sub-techniques refines ("T1110" for T1110.003), is what the records say."""
-    problems = []
-    for m in _TECHNIQUE.finditer(text):
-        said = m.group(0).upper()
-        wrong = [(f, f.techniques) for f in near(offset + m.start()) if f.techniques
-                 and not any(t == said or t.startswith(said + ".") for t in f.techniques)]
-        if wrong:
-            f, recorded = wrong[0]
-            problems.append(Problem("technique", offset + m.start(), offset + m.end(),
-                                    f"#{f.number}'s alerts name {', '.join(recorded)} ({f.seen.describe()})",
-                                    f"record: {', '.join(recorded)}"))
     return problems
 
 
@@ -377,7 +300,8 @@ def sightings(text: str, offset: int, facts: Facts, ids: Iterable[Identifier],
 
 def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
     """"80% of incidents are High", "half the alerts", "5 of the 93 incidents are closed": computed from the counts
-    the bot made of a whole list, within rounding. Left alone when no counted list has that qualifier."""
+    the bot made of a whole list, within an honest rounding (``claims.share_matches``, as for declared rows). Left
+    alone when no counted list has that qualifier."""
     noun_m = _NOUN.search(text)
     quals = {q.lower().replace("resolved", "closed") for q in _QUALIFIERS.findall(text)}
     if not noun_m or not quals or len(quals) > 2:
@@ -390,14 +314,14 @@ def shares(text: str, offset: int, facts: Facts) -> list[Problem]:
     problems = []
     for m in _PERCENT.finditer(text):
         said = float(m.group(1))
-        if not any(abs(100 * part / whole - said) <= 1.0 for part, whole in pairs):
+        if not any(share_matches(said, 100 * part / whole) for part, whole in pairs):
             part, whole = pairs[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
                                     f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))} "
                                     f"({100 * part / whole:.0f}%)", f"results: {100 * part / whole:.0f}%"))
     for m in _FRACTION.finditer(text):
-        said = _FRACTIONS[m.group(1).lower()]
-        if not any(abs(100 * part / whole - said) <= 8.0 for part, whole in pairs):
+        said = FRACTIONS[m.group(1).lower()]
+        if not any(share_matches(said, 100 * part / whole, fraction=True) for part, whole in pairs):
             part, whole = pairs[0]
             problems.append(Problem("share", offset + m.start(), offset + m.end(),
                                     f"the results show {part} of {whole} {noun} {' '.join(sorted(quals))}",
