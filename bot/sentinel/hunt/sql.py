@@ -440,8 +440,10 @@ def _series_points(hunt: Hunt, now: datetime, params: list[Any]) -> str:
     keys = [_quote(c.name) for c in hunt.by]
     aggregate = _aggregate(hunt.aggregates[0], params)
     grouping = ", ".join([*(str(n + 1) for n in range(len(keys))), "SeriesPoint"])
-    return (f"SELECT {', '.join([*keys, f'{point} AS SeriesPoint', f'{aggregate} AS SeriesValue'])} FROM src "
-            f"WHERE {point} < {int(hunt.series.points)} GROUP BY {grouping}")
+    # The point past the last (a row at the window's very end) is left out by ``_anomalies``: a WHERE here would
+    # compute every row's point twice.
+    return f"SELECT {', '.join([*keys, f'{point} AS SeriesPoint', f'{aggregate} AS SeriesValue'])} FROM src " \
+           f"GROUP BY {grouping}"
 
 
 def hunt_sql(hunt: Hunt, now: datetime) -> tuple[str, list[Any]]:
@@ -491,8 +493,9 @@ def _anomalies(hunt: Hunt, points: list[sqlite3.Row], now: datetime) -> list[dic
     names = [c.name for c in hunt.by]
     found: dict[tuple[Any, ...], list[Any]] = {}
     for row in points:
-        found.setdefault(tuple(row[n] for n in names), [0] * series.points)[row["SeriesPoint"]] = \
-            row["SeriesValue"] or 0
+        if row["SeriesPoint"] < series.points:
+            found.setdefault(tuple(row[n] for n in names), [0] * series.points)[row["SeriesPoint"]] = \
+                row["SeriesValue"] or 0
     ranked = sorted(found.items(), key=lambda item: (-sum(item[1]), [_ascending(v) for v in item[0]]))
     start, value_name = now - hunt.window, hunt.aggregates[0].outputs[0][0]
     rows = []
