@@ -3,7 +3,9 @@ with the CPU time the process spent on it (the machine is shared: wall time may 
 
 The hunts are those real hunts are made of: term filters (has, has_any, a bounded regular expression) over 30 days,
 OR groups with countif and a filter on the aggregate, a baseline of addresses not seen in the 14 days before, joins
-(sign-ins with threat intelligence, mail with its clicks), SecurityEvent and CommonSecurityLog. Each runs through
+(sign-ins with threat intelligence, mail with its clicks, a click within 10 minutes of its mail), SecurityEvent and
+CommonSecurityLog, each user's hourly sign-ins over 30 days as a series with its anomalies, each user's sign-in
+sessions over 7 days. Each runs through
 the client as the tool does (parse, SQL, decode).
 
 Run: .venv/bin/python bench/bench_hunt.py [--runs N] [--seed S] [--volumes 1,10,100] [--smoke]
@@ -68,6 +70,13 @@ HUNTS: list[tuple[str, dict[str, object]]] = [
     ("consent scopes 30d", {"table": "AuditLogs", "time_window": "30d",
                             "where": [["TargetProperties", "has_any", ["Mail.Read", "offline_access"]]],
                             "columns": ["TimeGenerated", "InitiatedByUser", "TargetName", "TargetProperties"]}),
+    ("series sign-ins/user 1h 30d", {"table": "SigninLogs", "time_window": "30d", "by": ["UserPrincipalName"],
+                                     "series": {"step": "1h"}}),
+    ("sessions sign-ins/user 7d", {"table": "SigninLogs", "time_window": "7d", "by": ["UserPrincipalName"],
+                                   "session": {"gap": "30m"}, "summarize": ["count()", "dcount(IPAddress)"]}),
+    ("proximity mail x click 10m", {"table": "EmailEvents", "time_window": "30d",
+                                    "join": {"table": "UrlClickEvents", "on": ["NetworkMessageId", "NetworkMessageId"],
+                                             "within": "10m", "columns": ["Url", "TimeGenerated"]}}),
 ]
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.orchestrator import factcheck, prompts
+from bot.orchestrator import factcheck, offer, prompts
 from bot.orchestrator.changes import Actor, ConfirmationDesk, Proposal, WriteGuard
 from bot.orchestrator.conversation import Conversation
 from bot.orchestrator.items import (
@@ -192,7 +192,8 @@ class Orchestrator:
         dropped_history = shrunk_results = False
         last = 0  # the last call's tokens: the next one, carrying all it carried and more, costs at least as much
         while True:
-            tools = self.offered if result.rounds < self.max_rounds and not self._spent(result, last) else None
+            tools = self._tools(asking.text, [*conversation.history, *turn]) \
+                if result.rounds < self.max_rounds and not self._spent(result, last) else None
             messages = self._messages(conversation, turn, wants_examples, synthesis=tools is None, local=asking.local)
             try:
                 completion = await self.model.complete(messages, tools, round_number=result.rounds + 1,
@@ -225,6 +226,12 @@ class Orchestrator:
             if tools is None or not completion.tool_calls:
                 return completion
             await self._run_tools(conversation, completion, turn, result, progress, asking)
+
+    def _tools(self, text: str, history: list[Item]) -> tuple[Tool, ...]:
+        """The tools this model call offers: widened where a hunt is likely (``offer.hunt_likely``)."""
+        if not offer.hunt_likely(text, history):
+            return self.offered
+        return self.tools.registry.offered(writes=self.desk is not None, widened=True)
 
     def _spent(self, result: TurnResult, last: int) -> bool:
         """Another tool round would take the turn past its own token bound: no more tools, only the answer from

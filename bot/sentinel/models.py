@@ -465,7 +465,8 @@ _HUNT_SEMS = (
     (re.compile(r"^resulttype$|^result$"), Sem.RESULT),
     (re.compile(r"actiontype$|^action$|^operationname$"), Sem.ACTION),
     (re.compile(r"port$"), Sem.PORT),
-    (re.compile(r"^(?:timegenerated|timestamp|(?:min|max)_\w+)$"), Sem.TIMESTAMP),
+    (re.compile(r"^(?:timegenerated|timestamp|(?:min|max)_\w+|session(?:start|end))$"), Sem.TIMESTAMP),
+    (re.compile(r"^(?:score|baseline)$"), Sem.SCORE),  # a series point's anomaly score and expected value
 )
 _HUNT_SUBJECTS = frozenset({Sem.ACCOUNT, Sem.IP, Sem.HOST, Sem.URL, Sem.DOMAIN, Sem.HASH, Sem.PROCESS, Sem.PARENT})
 # What an answer counts a hunt's rows by, per table.

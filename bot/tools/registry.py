@@ -46,9 +46,11 @@ class Registry:
     def get(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
-    def offered(self, *, writes: bool) -> tuple[Tool, ...]:
-        """The tools the model may call: the read tools, and the write tools where changes can be proposed."""
-        return tuple(t for t in self.tools if (writes or not t.needs_confirmation) and not t.command_only)
+    def offered(self, *, writes: bool, widened: bool = False) -> tuple[Tool, ...]:
+        """The tools the model may call: the read tools, and the write tools where changes can be proposed;
+        ``widened``: each with its extended parameters (a turn where a hunt is likely)."""
+        offered = tuple(t for t in self.tools if (writes or not t.needs_confirmation) and not t.command_only)
+        return tuple(t.widened() for t in offered) if widened else offered
 
     def status_text(self, name: str) -> str:
         tool = self.get(name)

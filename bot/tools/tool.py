@@ -14,7 +14,7 @@ tool themselves (tests/house/test_architecture.py holds that no surface module s
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.cards import CardBuilder
@@ -76,6 +76,9 @@ class Tool:
     command_only: bool = False  # run by a command only (an analyst's own KQL), never offered to the model
     # A read tool that runs several queries itself (an investigation) instead of its one declared query.
     run: Callable[[SentinelClient, dict[str, Any]], Awaitable[QueryResult | QueryError]] | None = None
+    # Parameters told to the model only on turns where they are likely of use (``widened``): their tokens would not
+    # fit on every call. One named as a base parameter replaces its description. The tool accepts them always.
+    extended: tuple[Parameter, ...] = ()
 
     @property
     def needs_confirmation(self) -> bool:
@@ -87,6 +90,13 @@ class Tool:
         if self.run is not None:
             return await self.run(sentinel, arguments)
         return await sentinel.run(self.name, arguments)
+
+    def widened(self) -> Tool:
+        """This tool as offered where its extended parameters are likely of use (itself when it has none)."""
+        if not self.extended:
+            return self
+        merged = {p.name: p for p in self.parameters} | {p.name: p for p in self.extended}
+        return replace(self, parameters=tuple(merged.values()), extended=())
 
     def parameters_schema(self) -> dict[str, Any]:
         required = [p.name for p in self.parameters if p.required]

@@ -9,6 +9,7 @@ absent text); ``WORLD_HUNTS`` are evaluated on the generated world's own rows.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -157,6 +158,13 @@ def _placed(value: str) -> list[dict[str, Any]]:
          "summarize": [{"countif": ["RequestURL", "!contains", value], "as": "Odd"}]},
         {"table": "SigninLogs", "time_window": "1d", "where": [["UserPrincipalName", "!startswith", value]],
          "baseline": {"days": 7, "keys": ["IPAddress"]}},
+        {"table": "SigninLogs", "time_window": "1d",
+         "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"], "within": "1h",
+                  "where": [["OperationName", "has", value]]}},
+        {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "==", value]], "by": ["IPAddress"],
+         "session": {"gap": "30m"}, "summarize": [{"countif": ["UserAgent", "has", value], "as": "Odd"}]},
+        {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "!=", value]], "by": ["IPAddress"],
+         "series": {"step": "1h"}, "summarize": [{"countif": ["UserAgent", "contains", value], "as": "Odd"}]},
     ]
 
 
@@ -178,7 +186,8 @@ def _values(hunt: dict[str, Any]) -> list[list[str]]:
     out = own + (own if parsed.baseline else [])
     out += [list(map(str, f.values)) for f in leaves(parsed.join.filters)] if parsed.join else []
     countif = tuple(a.condition for a in parsed.aggregates if a.condition is not None)
-    return out + [list(map(str, f.values)) for f in leaves(countif)]
+    out += [list(map(str, f.values)) for f in leaves(countif)]
+    return out + ([["linefit"]] if parsed.series else [])  # the trend the series is decomposed with, a fixed literal
 
 
 def test_every_sample_and_world_hunt_parses() -> None:
@@ -285,6 +294,33 @@ for _ in range(2000):
     ({"table": "SigninLogs", "time_window": "1d", "sort": "IPAddress; drop"}, ["sort by one of", "TimeGenerated"]),
     ({"table": "SigninLogs", "time_window": "1d", "columns": ["IPAddress"], "summarize": ["count()"]},
      ["leave columns out"]),
+    # Time proximity, sessions and series: bounded.
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                                                          "within": "90d"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                                                          "within": "0m"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "leftsemi",
+                                                          "on": ["IPAddress", "InitiatedByIp"], "within": "1h"}},
+     ["takes an inner join"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                                                          "within": "ago(1h) | union *"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "30d", "series": {"step": "5m"}}, ["8640.0 points", "4 to 720"]),
+    ({"table": "SigninLogs", "time_window": "90m", "series": {"step": "1h"}}, ["whole number of steps"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": {"step": "1s"}}, ["one of 5m, 15m, 1h, 6h, 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": {"step": "1h", "threshold": 0}}, ["an object"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": "1h", "summarize": ["count()", "dcount(IPAddress)"]},
+     ["one aggregate"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": "1h", "summarize": ["make_set(IPAddress)"]},
+     ["one aggregate"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": "1h", "summarize": ["max(TimeGenerated)"]},
+     ["needs a number column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": "1h", "having": [["Count", ">", 1]]}, ["no having"]),
+    ({"table": "SigninLogs", "time_window": "1d", "series": "1h", "bin": "1h"}, ["use one of them"]),
+    ({"table": "SigninLogs", "time_window": "1d", "session": {"gap": "0m"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "session": {"gap": "-5m"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "session": {"gap": "2d"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "session": {"gap": 30}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "session": "30m", "bin": "1h"}, ["use one of them"]),
 ])
 def test_what_the_builder_cannot_make_is_refused_with_what_is_allowed(arguments: dict[str, Any],
                                                                       words: list[str]) -> None:
@@ -500,15 +536,71 @@ def py_left(hunt: Hunt, rows: dict[str, list[dict[str, Any]]]) -> list[dict[str,
     join = hunt.join
     if join is None:
         return own
-    right: dict[str, list[dict[str, Any]]] = {}
+    right: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for r in py_rows(rows[join.table], NOW - join.window, NOW, join.filters):
         if (key := py_key(py_value(r, join.right))):
-            right.setdefault(key, []).append({name: py_value(r, c) for name, c in join.columns})
+            right.setdefault(key, []).append(({name: py_value(r, c) for name, c in join.columns}, r["TimeGenerated"]))
     if join.kind == "leftsemi":
         return [r for r in own if py_key(r[join.left.name]) in right]
     if join.kind == "leftanti":
         return [r for r in own if py_key(r[join.left.name]) not in right]
-    return [r | brought for r in own for brought in right.get(py_key(r[join.left.name]), [])]
+    return [r | brought for r in own for brought, at in right.get(py_key(r[join.left.name]), [])
+            if join.within is None or abs(py_time(at) - py_time(r["TimeGenerated"])) <= join.within]
+
+
+def py_time(stored: str) -> datetime:
+    return datetime.fromisoformat(stored.replace("Z", "+00:00"))
+
+
+def py_groups(hunt: Hunt, kept: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """The summarized groups: by the keys and the time bin, or each key's sessions (its rows in time order, a new
+    session after a gap longer than the hunt's), keyed by the keys, the session's first and last times."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    if not hunt.session:
+        for r in kept:
+            key = tuple(r[c.name] for c in hunt.by) + ((py_bin(r["TimeGenerated"], hunt.bin),) if hunt.bin else ())
+            groups.setdefault(key, []).append(r)
+        return groups
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in kept:
+        by_key.setdefault(tuple(r[c.name] for c in hunt.by), []).append(r)
+    for key, members in by_key.items():
+        members.sort(key=lambda r: r["TimeGenerated"])
+        sessions = [[members[0]]]
+        for before, r in itertools.pairwise(members):
+            if py_time(r["TimeGenerated"]) - py_time(before["TimeGenerated"]) > hunt.session:
+                sessions.append([])
+            sessions[-1].append(r)
+        for session in sessions:
+            groups[(*key, session[0]["TimeGenerated"], session[-1]["TimeGenerated"])] = session
+    return groups
+
+
+def py_series(hunt: Hunt, kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each key's aggregate per step from the window's start (zero where no row fell), the 100 series with the
+    highest totals (then by key), decomposed by the documented algorithm (``series.decompose_anomalies``, checked
+    on its own in test_hunt_series); their anomalous points."""
+    from bot.sentinel.hunt.series import decompose_anomalies
+
+    assert hunt.series is not None
+    [aggregate] = hunt.aggregates
+    start, step, points = NOW - hunt.window, hunt.series.span, hunt.series.points
+    cells: dict[tuple[Any, ...], dict[int, list[dict[str, Any]]]] = {}
+    for r in kept:
+        point = (py_time(r["TimeGenerated"]) - start) // step
+        if point < points:
+            cells.setdefault(tuple(r[c.name] for c in hunt.by), {}).setdefault(point, []).append(r)
+    name = aggregate.outputs[0][0]
+    series = {key: [py_aggregate(aggregate, at[i])[name] or 0 if i in at else 0 for i in range(points)]
+              for key, at in cells.items()}
+    ranked = sorted(series.items(), key=lambda item: (-sum(item[1]), [(v is not None, v or 0) for v in item[0]]))
+    out = []
+    for key, values in ranked[:100]:
+        found = decompose_anomalies(values, 1.5, hunt.series.period)
+        out += [dict(zip([c.name for c in hunt.by], key, strict=True)) | {
+            "TimeGenerated": iso(start + i * step), name: values[i], "Baseline": found.baseline[i],
+            "Score": found.scores[i], "Anomaly": flag} for i, flag in enumerate(found.flags) if flag]
+    return out
 
 
 def py_sortable(value: Any) -> tuple[str, Any]:
@@ -543,16 +635,17 @@ def py_hunt(hunt: Hunt, rows: dict[str, list[dict[str, Any]]]) -> list[dict[str,
     kept = py_left(hunt, rows)
     if not hunt.summarized:
         out = [{c.name: r[c.name] for c in hunt.columns} for r in kept]
+    elif hunt.series:
+        out = py_series(hunt, kept)
     else:
-        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-        for r in kept:
-            key = tuple(r[c.name] for c in hunt.by) + ((py_bin(r["TimeGenerated"], hunt.bin),) if hunt.bin else ())
-            groups.setdefault(key, []).append(r)
-        if not hunt.by and not hunt.bin and not groups:
+        groups = py_groups(hunt, kept)
+        if not hunt.by and not hunt.bin and not hunt.session and not groups:
             groups[()] = []  # a summarize without groups always gives one row
         out = []
+        names = [c.name for c in hunt.by] + (["SessionStart", "SessionEnd"] if hunt.session else []) + (
+            ["TimeGenerated"] if hunt.bin else [])
         for key, members in groups.items():
-            row = dict(zip([c.name for c in hunt.by] + (["TimeGenerated"] if hunt.bin else []), key, strict=True))
+            row = dict(zip(names, key, strict=True))
             for a in hunt.aggregates:
                 row |= py_aggregate(a, members)
             out.append(row)
@@ -628,6 +721,20 @@ SAMPLE_HUNTS: list[dict[str, Any]] = [
      "baseline": {"days": 1, "keys": ["IPAddress", "UserPrincipalName", "AppDisplayName"]}, "take": 100},
     {"table": "SigninLogs", "time_window": "1d", "baseline": {"days": 1, "keys": ["Country", "UserPrincipalName"]},
      "by": ["Country", "UserPrincipalName"]},
+    # Time proximity, sessions and series (the time-series part of issue 34).
+    {"table": "SigninLogs", "time_window": "10d",
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "within": "2h",
+              "columns": ["OperationName", "TimeGenerated"]}, "take": 100},
+    {"table": "SigninLogs", "time_window": "12d", "by": ["UserPrincipalName"], "session": {"gap": "3h"},
+     "summarize": ["count()", "dcount(IPAddress)", {"countif": ["ErrorCode", "==", 500121], "as": "Denied"}],
+     "having": [["Count", ">", 1]], "take": 100},
+    {"table": "DeviceProcessEvents", "time_window": "5d", "session": "30m", "take": 100},
+    {"table": "SigninLogs", "time_window": "12d", "by": ["UserPrincipalName"], "series": {"step": "1h"},
+     "take": 100},
+    {"table": "DeviceProcessEvents", "time_window": "5d", "by": ["DeviceName"], "series": {"step": "15m"},
+     "summarize": ["max(FileSize)"], "sort": "TimeGenerated asc"},
+    {"table": "AuditLogs", "time_window": "20d", "series": "1h",
+     "summarize": [{"countif": ["Result", "==", "failure"], "as": "Failures"}]},
     # A join: a sign-in's account with the directory changes made to it.
     {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]],
      "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "time_window": "20d",
@@ -826,6 +933,15 @@ WORLD_HUNTS: list[dict[str, Any]] = [
      "by": ["DeviceName", "RemoteIP"], "summarize": ["count()", "make_set(RemoteUrl)"], "take": 100},
     {"table": "SigninLogs", "time_window": "2d", "baseline": {"days": 7, "keys": ["UserPrincipalName", "IPAddress"]},
      "by": ["UserPrincipalName", "IPAddress", "Country"]},
+    # A click within 10 minutes of its mail; MFA-denial bursts as sessions; spikes of failures and of bytes sent.
+    {"table": "EmailEvents", "time_window": "30d",
+     "join": {"table": "UrlClickEvents", "on": ["NetworkMessageId", "NetworkMessageId"], "within": "10m",
+              "columns": ["Url", "TimeGenerated", "IsClickedThrough"]}},
+    {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]], "by": ["UserPrincipalName"],
+     "session": {"gap": "10m"}, "summarize": ["count()", "dcount(IPAddress)"], "having": [["Count", ">=", 5]]},
+    {"table": "SigninLogs", "time_window": "7d", "where": [["ResultType", "!=", "0"]], "series": {"step": "1h"}},
+    {"table": "CommonSecurityLog", "time_window": "14d", "by": ["SourceIP"], "series": {"step": "1h"},
+     "summarize": ["sum(SentBytes)"]},
 ]
 
 
@@ -932,3 +1048,18 @@ def test_an_equality_hunt_on_a_hot_column_reads_its_index(demo_backend: DemoBack
 
     shown = demo_backend.with_database(plan)
     assert f"USING INDEX {table.lower()}_hunt_" in shown, shown
+
+
+async def test_a_series_of_many_keys_decomposes_the_hundred_with_the_highest_totals(hunt_demo) -> None:
+    """400 sign-in ids, one series each: the KQL keeps 100 series (by total, then key) and so does the demo, as
+    Python finds; never one series per key of an unbounded set."""
+    backend, rows = hunt_demo
+    arguments = {"table": "SigninLogs", "time_window": "12d", "by": ["Id"], "series": {"step": "1h"}, "take": 100}
+    hunt = queries.make_query("hunt", arguments)
+    text = queries.kql_of(hunt)
+    assert "| take 100\n" in text.replace("\n    ", "\n") and "series_decompose_anomalies(Count, real(1.5)" in text
+    raw = await backend.execute(hunt, text)
+    assert raw.rows == py_hunt(hunt, rows)
+    in_window = {r["Id"] for r in rows["SigninLogs"] if r["TimeGenerated"] > iso(NOW - timedelta(days=12))}
+    # Each id signed in once: its series is one spike over zeros, one anomalous point; 100 series, 100 points.
+    assert len(in_window) > 300 and raw.rows[0]["TotalMatched"] == 100

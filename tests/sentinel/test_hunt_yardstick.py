@@ -1,6 +1,7 @@
 """The yardstick of issue 34 (``tests/data/hunt_yardstick.json``): 40 published Sentinel analytic rules over the
-hunt's tables, each classified as expressed fully, partly or not by the hunt structure, before and after. Every full
-one's hunt arguments build KQL that Microsoft's Kusto parser accepts, and each runs on the demo."""
+hunt's tables, each classified as expressed fully, partly or not by the hunt structure, before and after; and a
+held-out sample of published hunting queries. Every full one's hunt arguments build KQL that Microsoft's Kusto parser
+accepts, and each runs on the demo."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from tests.support import kusto
 
 YARDSTICK = json.loads((Path(__file__).resolve().parents[1] / "data" / "hunt_yardstick.json").read_text("utf-8"))
 RULES = YARDSTICK["rules"]
-FULL = [rule for rule in RULES if rule["after"] == "full"]
+HELD_OUT = YARDSTICK["hunting_queries_heldout"]["queries"]
+# The full ones: the yardstick's rules and the held-out hunting queries alike parse and run.
+FULL = [rule for rule in RULES if rule["after"] == "full"] + [q for q in HELD_OUT if q["now"] == "full"]
 
 
 def test_the_yardstick_is_forty_published_rules_with_their_commits() -> None:
@@ -29,6 +32,14 @@ def test_the_yardstick_is_forty_published_rules_with_their_commits() -> None:
         assert ("arguments" in rule) == (rule["after"] == "full"), rule["path"]
     before, after = Counter(r["before"] for r in RULES), Counter(r["after"] for r in RULES)
     assert after["full"] > before["full"] and after["not"] < before["not"], (before, after)
+
+
+def test_the_held_out_hunting_queries_are_published_ones_with_their_commits() -> None:
+    assert len(HELD_OUT) >= 8 and len({q["path"] for q in HELD_OUT}) == len(HELD_OUT)
+    for query in HELD_OUT:
+        assert query["path"].startswith("Hunting Queries/") and len(query["commit"]) == 40, query
+        assert query["now"] in {"full", "partly", "not"} and query["note"]
+        assert ("arguments" in query) == (query["now"] == "full"), query["path"]
 
 
 def test_every_full_rules_hunt_parses_with_microsofts_parser() -> None:

@@ -3,7 +3,9 @@
 Table and column names come from the catalog (the allow-list), operators from a fixed table, and every value
 through ``bot.sentinel.kql``'s literal helpers, so no value can end its literal or add an operator. The steps, in
 order: the window, the virtual columns, the conditions, the baseline (a ``leftanti`` join with the same rows of
-the days before), the join (the second table's rows on a lower-cased key), then ``summarize`` and ``having``, or
+the days before), the join (the second table's rows on a lower-cased key, then its time proximity), then
+``summarize`` (by a bin, or by sessions: ``row_window_session`` over the rows sorted by key and time) and
+``having``, or ``make-series`` and ``series_decompose_anomalies`` (the anomalous points, ``mv-expand``-ed), or
 ``project``. The result is one row per hunt row: ``Row``, a property bag of the hunt's columns (their number and
 names vary by hunt, the response contract does not), and ``TotalMatched``, the rows before ``take``.
 """
@@ -15,7 +17,7 @@ from datetime import datetime, timedelta
 from bot.sentinel import kql
 from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, TIME_COLUMN, Column
 from bot.sentinel.hunt.conditions import LIST_OPS, Condition, Filter, Group, leaves
-from bot.sentinel.hunt.model import BINS, MAX_SET, Aggregate, Hunt, Value, span_text
+from bot.sentinel.hunt.model import ANOMALY_THRESHOLD, BINS, MAX_SERIES, MAX_SET, Aggregate, Hunt, Value, span_text
 
 _CAST = {"string": "tostring", "guid": "tostring", "int": "toint", "long": "tolong", "real": "toreal",
          "decimal": "todecimal", "bool": "tobool", "datetime": "todatetime", "dynamic": ""}
@@ -106,11 +108,49 @@ def _join(hunt: Hunt) -> list[str]:
     columns = tuple(c for _, c in join.columns)
     side = _source(join.table, f"{TIME_COLUMN} > {_ago(join.window)}", join.filters, (join.right, *columns))
     shown = [f"{name} = {c.name}" if name != c.name else c.name for name, c in join.columns]
-    side.append("| project " + ", ".join([f"JoinKey = {key_expression(join.right)}", *shown]))
+    when = [f"JoinKeyTime = {TIME_COLUMN}"] if join.within else []
+    side.append("| project " + ", ".join([f"JoinKey = {key_expression(join.right)}", *when, *shown]))
     side.append("| where isnotempty(JoinKey)")
-    return [f"| extend JoinKey = {key_expression(join.left)}",
-            f"| join kind={join.kind} ({' '.join(side)}) on JoinKey",
-            "| project-away JoinKey*"]
+    lines = [f"| extend JoinKey = {key_expression(join.left)}",
+             f"| join kind={join.kind} ({' '.join(side)}) on JoinKey"]
+    if join.within:
+        span = kql.timespan_literal(join.within)
+        lines.append(f"| where JoinKeyTime between (({TIME_COLUMN} - {span}) .. ({TIME_COLUMN} + {span}))")
+    return [*lines, "| project-away JoinKey*"]
+
+
+def _sessions(hunt: Hunt, aggregates: str) -> list[str]:
+    """Each key's rows in time order, a session starting after a gap longer than the hunt's (or at a new key)."""
+    assert hunt.session is not None
+    keys = [c.name for c in hunt.by]
+    restart = " or ".join(f"{k} != prev({k})" for k in keys)
+    spans = f"{kql.timespan_literal(hunt.window)}, {kql.timespan_literal(hunt.session)}"
+    return [f"| sort by {', '.join(f'{k} asc' for k in (*keys, TIME_COLUMN))}",
+            f"| extend SessionStart = row_window_session({TIME_COLUMN}, {spans}{', ' + restart if restart else ''})",
+            f"| summarize SessionEnd = max({TIME_COLUMN}), {aggregates} by {', '.join([*keys, 'SessionStart'])}"]
+
+
+def _series(hunt: Hunt) -> list[str]:
+    """One series per key (the ``MAX_SERIES`` with the highest totals), decomposed; its anomalous points."""
+    series = hunt.series
+    assert series is not None
+    [aggregate] = hunt.aggregates
+    keys = [c.name for c in hunt.by]
+    name, kind = aggregate.outputs[0]
+    lines = [f"| make-series {_aggregate(aggregate)} default=0 on {TIME_COLUMN} from {_ago(hunt.window)} to now() "
+             f"step {kql.timespan_literal(series.span)}" + (f" by {', '.join(keys)}" if keys else "")]
+    if keys:
+        lines += [f"| extend SeriesTotal = array_sum({name})",
+                  f"| sort by SeriesTotal desc, {', '.join(f'{k} asc' for k in keys)}",
+                  f"| take {MAX_SERIES}"]
+    decompose = f"series_decompose_anomalies({name}, {kql.real_literal(ANOMALY_THRESHOLD)}, " \
+                f"{kql.long_literal(series.period)}, {kql.string_literal('linefit')})"
+    lines += [f"| extend (Anomaly, Score, Baseline) = {decompose}",
+              f"| mv-expand {TIME_COLUMN} to typeof(datetime), {name} to typeof({kind}), Anomaly to typeof(long), "
+              "Score to typeof(real), Baseline to typeof(real)",
+              "| where Anomaly != 0",
+              "| project " + ", ".join(n for n, _ in hunt.output)]
+    return lines
 
 
 def _aggregate(a: Aggregate) -> str:
@@ -136,7 +176,12 @@ def hunt_kql(hunt: Hunt) -> str:
         lines += _baseline(hunt)
     if hunt.join:
         lines += _join(hunt)
-    if hunt.summarized:
+    if hunt.series:
+        lines += _series(hunt)
+    elif hunt.session:
+        lines += _sessions(hunt, ", ".join(_aggregate(a) for a in hunt.aggregates))
+        lines += [f"| where {condition(c)}" for c in hunt.having]
+    elif hunt.summarized:
         keys = [c.name for c in hunt.by]
         if hunt.bin:
             keys.append(f"{TIME_COLUMN} = bin({TIME_COLUMN}, {kql.timespan_literal(BINS[hunt.bin])})")

@@ -5,8 +5,10 @@ that lists what is allowed (the tables, a table's columns, the operators a colum
 correct itself. A hunt reads one allow-listed table in a window; keeps the rows its conditions allow
 (``conditions``: AND/OR/NOT groups, typed operators); optionally drops the rows whose keys were already seen in a
 *baseline* of up to 30 days before the window; optionally joins a second allow-listed table on a declared key
-(``catalog.join_keys``: an IP with an IP, an account with an account, a message with its message...); then either
-shows columns or summarizes (aggregates by up to six keys and a time bin, filtered by ``having``). The KQL and the
+(``catalog.join_keys``: an IP with an IP, an account with an account, a message with its message...), optionally
+only the right rows within a time proximity of the left's (``within``); then either shows columns or summarizes
+(aggregates by up to six keys and a time bin or a session gap, filtered by ``having``), or makes a time series per
+key and keeps its anomalous points (``series``: ``make-series`` then ``series_decompose_anomalies``). The KQL and the
 demo's SQL are both built from the ``Hunt`` (``hunt.kql``, ``hunt.sql``), never from the arguments' text.
 """
 
@@ -46,7 +48,7 @@ from bot.sentinel.hunt.conditions import (
 from bot.sentinel.params import InvalidParameter, TimeWindow
 
 __all__ = ["BINS", "MAX_VALUE_CHARS", "OPERATORS", "Aggregate", "Baseline", "Condition", "Filter", "Group", "Hunt",
-           "Join", "Value", "operators_for", "parse_hunt", "parse_window", "span_text"]
+           "Join", "Series", "Value", "operators_for", "parse_hunt", "parse_window", "span_text"]
 
 MAX_WINDOW = timedelta(days=30)
 MAX_BASELINE_DAYS = 30
@@ -62,6 +64,14 @@ BINS = {"5m": timedelta(minutes=5), "15m": timedelta(minutes=15), "1h": timedelt
 AGGREGATES = ("count", "dcount", "countif", "sum", "avg", "min", "max", "make_set", "percentile", "arg_max",
               "arg_min")
 JOIN_KINDS = ("inner", "leftsemi", "leftanti")
+MAX_WITHIN = timedelta(days=1)  # a join's time proximity: the right row at most this far from the left's time
+MAX_GAP = timedelta(days=1)  # a session ends after a gap longer than this, at most
+MAX_POINTS = 720  # a series' points (30 days of hours)
+MAX_SERIES = 100  # the series (keys) decomposed: those with the highest totals
+ANOMALY_THRESHOLD = 1.5  # series_decompose_anomalies' default k: Tukey's fence for mild or stronger anomalies
+SERIES_AGGREGATES = ("count", "countif", "dcount", "sum", "max")
+SERIES_COLUMNS = (("Baseline", "real"), ("Score", "real"), ("Anomaly", "long"))
+SESSION_COLUMNS = (("SessionStart", "datetime"), ("SessionEnd", "datetime"))
 KEY_TYPES = frozenset({"string", "guid", "int", "long"})  # compared as lower-case text on both sides
 
 
@@ -123,10 +133,13 @@ class Join:
     window: timedelta
     filters: tuple[Condition, ...] = ()
     columns: tuple[tuple[str, Column], ...] = ()
+    within: timedelta | None = None  # inner only: the right row's TimeGenerated at most this far from the left's
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {"table": self.table, "kind": self.kind, "on": [self.left.name, self.right.name],
                                "time_window": span_text(self.window)}
+        if self.within:
+            out["within"] = span_text(self.within)
         if self.filters:
             out["where"] = [shown(c) for c in self.filters]
         if self.columns:
@@ -140,6 +153,22 @@ class Baseline:
 
     days: int
     keys: tuple[Column, ...]
+
+
+@dataclass(frozen=True)
+class Series:
+    """``make-series`` of the hunt's one aggregate per key, ``step`` apart over the window, then
+    ``series_decompose_anomalies`` (threshold ``ANOMALY_THRESHOLD``, a linear trend, ``period`` points of
+    seasonality: a day's when the step is shorter than a day and the series holds two days, a week's of daily
+    points over two weeks, else none); the hunt's rows are the anomalous points."""
+
+    step: str  # a key of BINS
+    points: int
+    period: int
+
+    @property
+    def span(self) -> timedelta:
+        return BINS[self.step]
 
 
 @dataclass(frozen=True)
@@ -158,6 +187,8 @@ class Hunt:
     having: tuple[Condition, ...] = ()  # on the summarized rows
     join: Join | None = None
     baseline: Baseline | None = None
+    session: timedelta | None = None  # group each key's rows into sessions split by a gap longer than this
+    series: Series | None = None
 
     tool = "hunt"
 
@@ -180,7 +211,12 @@ class Hunt:
         """The result columns and their Kusto types, in order."""
         if not self.summarized:
             return tuple((c.name, c.type) for c in self.columns)
-        keys = tuple((c.name, c.type) for c in self.by) + (((TIME_COLUMN, "datetime"),) if self.bin else ())
+        keys = tuple((c.name, c.type) for c in self.by)
+        if self.series:
+            return (*keys, (TIME_COLUMN, "datetime"), *self.aggregates[0].outputs, *SERIES_COLUMNS)
+        if self.session:
+            keys += SESSION_COLUMNS
+        keys += ((TIME_COLUMN, "datetime"),) if self.bin else ()
         return keys + tuple(o for a in self.aggregates for o in a.outputs)
 
     @property
@@ -225,6 +261,10 @@ class Hunt:
             out["by"] = [c.name for c in self.by]
         if self.bin:
             out["bin"] = self.bin
+        if self.session:
+            out["session"] = {"gap": span_text(self.session)}
+        if self.series:
+            out["series"] = {"step": self.series.step}
         if self.having:
             out["having"] = [shown(c) for c in self.having]
         if self.columns:
@@ -315,11 +355,13 @@ def parse_hunt(arguments: Mapping[str, object]) -> Hunt:
     aggregates = _aggregates(scope, arguments.get("summarize"), budget)
     by = tuple(scope.resolve(c, "by") for c in _list(arguments.get("by"), "by"))
     bin_size = _bin(arguments.get("bin"))
+    session = _session(arguments.get("session"))
+    series = _series(arguments.get("series"), window)
     columns = tuple(scope.resolve(c, "columns") for c in _list(arguments.get("columns"), "columns"))
-    if (by or bin_size) and not aggregates:
+    if (by or bin_size or session or series) and not aggregates:
         aggregates = (Aggregate("count", None),)  # "by Country" alone means counting
     hunt = Hunt(table.name, window, filters, aggregates, by, bin_size, columns, take=_take(arguments.get("take")),
-                join=join, baseline=baseline)
+                join=join, baseline=baseline, session=session, series=series)
     if aggregates:
         hunt = _summarized(hunt, arguments.get("having"), budget)
     else:
@@ -338,6 +380,7 @@ def _summarized(hunt: Hunt, raw_having: object, budget: Budget) -> Hunt:
         raise InvalidParameter("by", f"at most {MAX_BY} different columns")
     if any(c.type == "dynamic" for c in by) or (hunt.bin and any(c.name == TIME_COLUMN for c in by)):
         raise InvalidParameter("by", "a dynamic column cannot be a group; a time bin takes TimeGenerated itself")
+    _check_shape(hunt, raw_having)
     names = [name for name, _ in hunt.output]
     if len({n.lower() for n in names}) != len(names):
         raise InvalidParameter("summarize", f"two result columns would have one name ({', '.join(names)}); an "
@@ -346,6 +389,25 @@ def _summarized(hunt: Hunt, raw_having: object, budget: Budget) -> Hunt:
     outputs = Table("result", {n: Column(n, t) for n, t in hunt.output}, ())
     having = parse_conditions(raw_having, lambda n, w: _output_column(outputs, n, w), budget, "having")
     return replace(hunt, having=having)
+
+
+def _check_shape(hunt: Hunt, raw_having: object) -> None:
+    """A bin, a session gap and a series each group by time: one of them at most; a series has one aggregate."""
+    if sum(bool(x) for x in (hunt.bin, hunt.session, hunt.series)) > 1:
+        raise InvalidParameter("series" if hunt.series else "session", "bin, session and series each group by "
+                                                                       "time: use one of them")
+    if hunt.series is None:
+        return
+    last = hunt.aggregates[-1]
+    if len(hunt.aggregates) != 1 or last.fn not in SERIES_AGGREGATES:
+        raise InvalidParameter("summarize", f"a series follows one aggregate: one of "
+                                            f"{', '.join(SERIES_AGGREGATES)} (count() when none is given)")
+    if last.column is not None and last.column.type not in NUMBER_TYPES and last.fn != "dcount":
+        raise InvalidParameter("summarize", f"a series of {last.fn} needs a number column; {last.column.name} is "
+                                            f"{last.column.type}")
+    if raw_having not in (None, "", []) or any(c.name == TIME_COLUMN for c in hunt.by):
+        raise InvalidParameter("series", "a series' rows are its anomalous points: no having, and TimeGenerated "
+                                         "is its own axis, not a by column")
 
 
 def _output_column(outputs: Table, name: object, what: str) -> Column:
@@ -455,6 +517,7 @@ def _join(table: Table, window: timedelta, raw: object, budget: Budget) -> Join 
     left_key, right_key = column_of(table, on[0], "join.on"), column_of(right, on[1], "join.on")
     _check_keys(table, left_key, right, right_key)
     right_window = parse_window(raw.get("time_window") or span_text(window), "join.time_window")
+    within = _within(raw.get("within"), kind)
     filters = parse_conditions(raw.get("where"), lambda n, w: column_of(right, n, w), budget, "join.where")
     columns = tuple(column_of(right, c, "join.columns") for c in _list(raw.get("columns"), "join.columns"))
     if kind != "inner" and columns:
@@ -465,7 +528,65 @@ def _join(table: Table, window: timedelta, raw: object, budget: Budget) -> Join 
     if len(columns) > MAX_JOIN_COLUMNS:
         raise InvalidParameter("join.columns", f"at most {MAX_JOIN_COLUMNS} columns")
     named = tuple((_right_name(table, c.name), c) for c in dict.fromkeys(columns))
-    return Join(right.name, kind, left_key, right_key, right_window, filters, named)
+    return Join(right.name, kind, left_key, right_key, right_window, filters, named, within)
+
+
+def _span(raw: object, what: str, low: timedelta, high: timedelta, example: str) -> timedelta:
+    """A bounded span written as 30m, 1h, 2d (never zero, negative or past ``high``)."""
+    match = _SPAN.match(raw) if isinstance(raw, str) else None
+    span = int(match[1]) * _UNIT[match[2].lower()] if match else None
+    if span is None or not low <= span <= high:
+        raise InvalidParameter(what, f"{quoted(raw)}: a span from {span_text(low)} to {span_text(high)}, "
+                                     f"e.g. {example}")
+    return span
+
+
+def _within(raw: object, kind: str) -> timedelta | None:
+    if raw is None or raw == "":
+        return None
+    if kind != "inner":
+        raise InvalidParameter("join.within", f"a time proximity pairs rows: it takes an inner join, not {kind}")
+    return _span(raw, "join.within", timedelta(minutes=1), MAX_WITHIN, "10m or 1h")
+
+
+def _one_field(raw: object, field: str, what: str, example: str) -> object:
+    """An object's one field (``{"gap": "30m"}``), or the bare value (``"30m"``)."""
+    if isinstance(raw, Mapping):
+        if set(raw) - {field}:
+            raise InvalidParameter(what, f"an object {{\"{field}\": ...}}, e.g. {example}; got {quoted(raw)}")
+        return raw.get(field)
+    return raw
+
+
+def _session(raw: object) -> timedelta | None:
+    if raw is None or raw == "" or raw == {}:
+        return None
+    gap = _one_field(raw, "gap", "session", '{"gap": "30m"}')
+    return _span(gap, "session", timedelta(minutes=1), MAX_GAP, '{"gap": "30m"}: a gap longer than it starts a '
+                                                               'new session')
+
+
+def _series(raw: object, window: timedelta) -> Series | None:
+    if raw is None or raw == "" or raw == {}:
+        return None
+    step = _one_field(raw, "step", "series", '{"step": "1h"}')
+    text = step.strip().lower() if isinstance(step, str) else ""
+    if text not in BINS:
+        raise InvalidParameter("series", f"step {quoted(step)}: one of {', '.join(BINS)}")
+    points, rest = divmod(window, BINS[text])
+    if rest or not 4 <= points <= MAX_POINTS:
+        raise InvalidParameter("series", f"a {span_text(window)} window in {text} steps makes "
+                                         f"{window / BINS[text]:.1f} points; a series takes a whole number of steps, "
+                                         f"4 to {MAX_POINTS} (e.g. 7d in 1h, 30d in 1d)")
+    return Series(text, points, _period(BINS[text], points))
+
+
+def _period(step: timedelta, points: int) -> int:
+    """The seasonality the series is decomposed with, in points: a day's (a week's for daily points), when the
+    series holds two of them; else none (Kusto's auto-detection is left out: both backends use this one)."""
+    cycle = timedelta(days=7) if step >= timedelta(days=1) else timedelta(days=1)
+    period = cycle // step
+    return period if points >= 2 * period else 0
 
 
 def _right_name(left: Table, name: str) -> str:
@@ -507,7 +628,9 @@ def _baseline(table: Table, raw: object) -> Baseline | None:
 def _with_sort(hunt: Hunt, raw: object) -> Hunt:
     names = dict(hunt.output)
     if raw is None or raw == "":
-        if hunt.bin:
+        if hunt.series:
+            sort = ("Score", True)  # the strongest rises first
+        elif hunt.bin:
             sort = (TIME_COLUMN, False)
         elif hunt.summarized:
             sort = (hunt.aggregates[0].name, True)

@@ -4,8 +4,11 @@ Each column reads its stored form (``bot/demo/store.py``): a virtual column is `
 text (``tostring`` of a missing field is "", as in KQL); text compares ignoring letter case through ``kql_lower``
 (the expression the demo's indexes are built on); ``has`` is a whole-term match as Kusto's is. The steps are
 ``WITH`` clauses: the hunt's rows (``l``: window, conditions and baseline on the stored table, so its indexes
-serve them; every column under the hunt's name), the join (``src``), the groups (``g``, ``out``); what SQLite
-lacks (``make_set``, ``percentile``, ``arg_max``, regular expressions) is a Python function. The rows come back
+serve them; every column under the hunt's name), the join (``src``, its time proximity compared in whole
+microseconds), the sessions (``s1``, ``s2``: each key's gaps by ``LAG``, numbered by a running sum), the groups
+(``g``, ``out``); what SQLite lacks (``make_set``, ``percentile``, ``arg_max``, regular expressions) is a Python
+function. A series hunt's SQL stops at each key's aggregate per point; ``run`` fills the points, ranks and
+decomposes the series in Python (``series.decompose_anomalies``), as SQLite cannot. The rows come back
 as the KQL's do: ``Row`` (the hunt's columns, typed as the service returns them in a property bag) and
 ``TotalMatched``.
 """
@@ -16,15 +19,16 @@ import json
 import math
 import re
 import sqlite3
-from datetime import datetime, timedelta
-from functools import lru_cache
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache, partial
 from typing import Any
 
 from bot.sentinel.catalog import ENTITY_COLUMNS, HUNT_INDEXED
 from bot.sentinel.demo_sql import iso
 from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column, tables
 from bot.sentinel.hunt.conditions import NO_VALUE_OPS, Condition, Filter, Group, Value
-from bot.sentinel.hunt.model import BINS, MAX_SET, Aggregate, Hunt
+from bot.sentinel.hunt.model import ANOMALY_THRESHOLD, BINS, MAX_SERIES, MAX_SET, Aggregate, Hunt
+from bot.sentinel.hunt.series import decompose_anomalies
 
 
 def has_term(text: object, term: object) -> int:
@@ -283,6 +287,16 @@ def _bin(size: str) -> str:
     return f"strftime('%Y-%m-%dT%H:%M:%S.000000Z', ({epoch} / {seconds}) * {seconds}, 'unixepoch')"
 
 
+def _micros(moment: str) -> str:
+    """A stored time (``demo_sql.iso``: fixed width, microseconds) as whole microseconds since 1970, in SQL."""
+    # unixepoch (SQLite 3.38) over strftime('%s'): 18% less CPU on 300,000 rows (0.55 s against 0.67).
+    return f"(unixepoch(substr({moment}, 1, 19)) * 1000000 + CAST(substr({moment}, 21, 6) AS INTEGER))"
+
+
+def _us(span: timedelta) -> int:
+    return span // timedelta(microseconds=1)
+
+
 def _key(column: Column) -> str:
     """A join or baseline key as both sides compare it (KQL's ``tolower(tostring(x))``): text in the very form its
     index holds when the demo indexes it (an entity or hot column), so matching a set of keys reads the index."""
@@ -308,11 +322,13 @@ def _right(hunt: Hunt, now: datetime, params: list[Any]) -> str:
     where = _window(now - join.window, now, params)
     where += [condition(c, params) for c in join.filters] + [f"{key} <> ''"]
     columns = [f"{key} AS JoinKey", *(f"{expression(c)} AS {_quote(n)}" for n, c in join.columns)]
+    if join.within:
+        columns.append(f"{_micros(_quote(TIME_COLUMN))} AS JoinTime")
     step = f"r AS MATERIALIZED ({_rows(join.table, columns, where)})"
     if join.kind != "inner":
         return step
     # Each key's right rows as one JSON array, made once (an inner join expands it beside each left row of the key).
-    values = ", ".join(_quote(n) for n, _ in join.columns)
+    values = ", ".join([*(_quote(n) for n, _ in join.columns), *(["JoinTime"] if join.within else [])])
     return f"{step}, rg AS MATERIALIZED (SELECT JoinKey, json_group_array(json_array({values})) AS m FROM r " \
            f"GROUP BY JoinKey)"
 
@@ -353,7 +369,11 @@ def _joined(hunt: Hunt) -> str:
     names = [name for name, _ in join.columns]
     matches = "(SELECT m FROM rg WHERE rg.JoinKey = l.JoinKey)"
     brought = "".join(f", json_extract(j.value, '$[{i}]') AS {_quote(n)}" for i, n in enumerate(names))
-    return f"SELECT l.*{brought} FROM l, json_each({matches}) AS j"
+    near = ""
+    if join.within:  # the right row's time (after its columns in the array) within the span of the left row's
+        apart = f"json_extract(j.value, '$[{len(names)}]') - {_micros('l.' + _quote(TIME_COLUMN))}"
+        near = f" WHERE abs({apart}) <= {_us(join.within)}"
+    return f"SELECT l.*{brought} FROM l, json_each({matches}) AS j{near}"
 
 
 def _aggregate(a: Aggregate, params: list[Any]) -> str:
@@ -375,15 +395,33 @@ def _aggregate(a: Aggregate, params: list[Any]) -> str:
     return f"{a.fn.upper()}({name})"
 
 
+def _sessions(hunt: Hunt) -> list[str]:
+    """``s1``: each row's gap to the row before it of its key (by time); ``s2``: its session's number within its key
+    (a running count of the gaps longer than the hunt's, the first row's included), as ``row_window_session``."""
+    assert hunt.session is not None
+    keys = ", ".join(_quote(c.name) for c in hunt.by)
+    window = f"{'PARTITION BY ' + keys + ' ' if keys else ''}ORDER BY {_quote(TIME_COLUMN)}"
+    moment = _micros(_quote(TIME_COLUMN))
+    first = f"s1 AS (SELECT *, {moment} - LAG({moment}) OVER ({window}) AS SessionGap FROM src)"
+    started = f"CASE WHEN SessionGap IS NULL OR SessionGap > {_us(hunt.session)} THEN 1 ELSE 0 END"
+    return [first, f"s2 AS (SELECT *, SUM({started}) OVER ({window} ROWS UNBOUNDED PRECEDING) AS SessionNo FROM s1)"]
+
+
 def _summarized(hunt: Hunt, params: list[Any]) -> tuple[str, str]:
-    """(the grouped step, the step that names its results), over ``src``."""
+    """(the grouped step, the step that names its results), over ``src`` (over ``s2`` by sessions)."""
     keys = [f"{_quote(c.name)} AS {_quote(c.name)}" for c in hunt.by]
     if hunt.bin:
         keys.append(f"{_bin(hunt.bin)} AS {_quote(TIME_COLUMN)}")
     aggregates = [f"{_aggregate(a, params)} AS {_quote(f'agg{n}')}" for n, a in enumerate(hunt.aggregates)]
-    group = f" GROUP BY {', '.join(str(n + 1) for n in range(len(keys)))}" if keys else ""
-    grouped = f"SELECT {', '.join(keys + aggregates)} FROM src{group}"
-    named = [_quote(c.name) for c in hunt.by] + ([_quote(TIME_COLUMN)] if hunt.bin else [])
+    grouping = [str(n + 1) for n in range(len(keys))]
+    source, named = "src", [_quote(c.name) for c in hunt.by] + ([_quote(TIME_COLUMN)] if hunt.bin else [])
+    if hunt.session:
+        time = _quote(TIME_COLUMN)
+        source, grouping = "s2", [*grouping, "SessionNo"]
+        aggregates = [f"MIN({time}) AS SessionStart", f"MAX({time}) AS SessionEnd", *aggregates]
+        named += ["SessionStart", "SessionEnd"]
+    group = f" GROUP BY {', '.join(grouping)}" if grouping else ""
+    grouped = f"SELECT {', '.join(keys + aggregates)} FROM {source}{group}"
     for n, a in enumerate(hunt.aggregates):
         if a.fn in ("arg_max", "arg_min"):
             named += [f"json_extract({_quote(f'agg{n}')}, '$[{i}]') AS {_quote(name)}"
@@ -393,12 +431,32 @@ def _summarized(hunt: Hunt, params: list[Any]) -> tuple[str, str]:
     return grouped, f"SELECT {', '.join(named)} FROM g"
 
 
+def _series_points(hunt: Hunt, now: datetime, params: list[Any]) -> str:
+    """Each key's aggregate at each point of the series that has rows (``SeriesPoint``: from the window's start,
+    ``step`` apart; a row at the window's very end falls past the last point, as ``to now()`` excludes it)."""
+    assert hunt.series is not None
+    start = _us(now - hunt.window - datetime(1970, 1, 1, tzinfo=UTC))
+    point = f"(({_micros(_quote(TIME_COLUMN))} - {start}) / {_us(hunt.series.span)})"
+    keys = [_quote(c.name) for c in hunt.by]
+    aggregate = _aggregate(hunt.aggregates[0], params)
+    grouping = ", ".join([*(str(n + 1) for n in range(len(keys))), "SeriesPoint"])
+    # The point past the last (a row at the window's very end) is left out by ``_anomalies``: a WHERE here would
+    # compute every row's point twice.
+    return f"SELECT {', '.join([*keys, f'{point} AS SeriesPoint', f'{aggregate} AS SeriesValue'])} FROM src " \
+           f"GROUP BY {grouping}"
+
+
 def hunt_sql(hunt: Hunt, now: datetime) -> tuple[str, list[Any]]:
-    """The SELECT and its parameters; its columns are the hunt's output, then TotalMatched."""
+    """The SELECT and its parameters; its columns are the hunt's output, then TotalMatched (a series hunt's: each
+    key's value at each point with rows, which ``run`` makes into series)."""
     params: list[Any] = []
     steps = [_right(hunt, now, params)] if hunt.join else []  # before l, which reads its keys
     steps.append(f"l AS ({_left(hunt, now, params)})")
     steps.append(f"src AS ({_joined(hunt)})" if hunt.join else "src AS (SELECT * FROM l)")
+    if hunt.series:
+        return f"WITH {', '.join(steps)} {_series_points(hunt, now, params)}", params
+    if hunt.session:
+        steps += _sessions(hunt)
     where = ""
     if hunt.summarized:
         grouped, named = _summarized(hunt, params)
@@ -417,12 +475,48 @@ def run(hunt: Hunt, conn: sqlite3.Connection, now: datetime) -> list[dict[str, A
     """The hunt's rows as the service returns them: ``{"Row": {...}, "TotalMatched": n}``."""
     _functions(conn)
     sql, params = hunt_sql(hunt, now)
+    if hunt.series:
+        return _anomalies(hunt, conn.execute(sql, params).fetchall(), now)
     types = dict(hunt.output)
     out = []
     for row in conn.execute(sql, params).fetchall():
         values = {name: _served(row[name], types[name]) for name, _ in hunt.output}
         out.append({"Row": values, "TotalMatched": row["TotalMatched"]})
     return out
+
+
+def _anomalies(hunt: Hunt, points: list[sqlite3.Row], now: datetime) -> list[dict[str, Any]]:
+    """The series (zeros where no row fell), the ``MAX_SERIES`` with the highest totals (then by key), decomposed;
+    their anomalous points as rows, sorted and taken as the KQL's are."""
+    series = hunt.series
+    assert series is not None
+    names = [c.name for c in hunt.by]
+    found: dict[tuple[Any, ...], list[Any]] = {}
+    for row in points:
+        if row["SeriesPoint"] < series.points:
+            found.setdefault(tuple(row[n] for n in names), [0] * series.points)[row["SeriesPoint"]] = \
+                row["SeriesValue"] or 0
+    ranked = sorted(found.items(), key=lambda item: (-sum(item[1]), [_ascending(v) for v in item[0]]))
+    start, value_name = now - hunt.window, hunt.aggregates[0].outputs[0][0]
+    rows = []
+    for key, values in ranked[:MAX_SERIES]:
+        found_anomalies = decompose_anomalies(values, ANOMALY_THRESHOLD, series.period)
+        for i, flag in enumerate(found_anomalies.flags):
+            if flag:
+                rows.append(dict(zip(names, key, strict=True)) | {
+                    TIME_COLUMN: iso(start + i * series.span), value_name: values[i],
+                    "Baseline": found_anomalies.baseline[i], "Score": found_anomalies.scores[i], "Anomaly": flag})
+    for name, descending in reversed(hunt.order):  # stable sorts, the last key first; null is the smallest
+        rows.sort(key=partial(_ascending_in, name), reverse=descending)
+    return [{"Row": r, "TotalMatched": len(rows)} for r in rows[:hunt.take]]
+
+
+def _ascending(value: Any) -> tuple[bool, Any]:
+    return value is not None, value if value is not None else 0
+
+
+def _ascending_in(name: str, row: dict[str, Any]) -> tuple[bool, Any]:
+    return _ascending(row[name])
 
 
 _JSON_START = re.compile(r"^\s*[\[{]")

@@ -36,6 +36,8 @@ def _demo(query: Hunt, conn: sqlite3.Connection, now: datetime, workspace: DemoW
     return hunt_sql.run(query, conn, now)
 
 
+# The parameters the model is told of only where a hunt is likely (their tokens would exceed the every-call budget).
+HUNTING_ONLY = ("session", "series")
 _ANY: dict[str, object] = {}  # an array's items: any (the service needs the key; the parser checks each item)
 SPEC = QuerySpec(
     name=Hunt.tool,
@@ -54,6 +56,10 @@ SPEC = QuerySpec(
         Param("having", _as_is, "on results", kind="array", items=_ANY),
         Param("join", _as_is, "{table,on:[col,col],kind,where,columns}", kind="object"),
         Param("baseline", _as_is, "{days,keys}: unseen before", kind="object"),
+        # Offered to the model only on hunting turns (``HUNTING_ONLY``; bot.tools.queries.hunt): always parsed.
+        Param("session", _as_is, "{gap:30m}: per by key; SessionStart/End", kind="object"),
+        Param("series", _as_is, "{step:1h}: 1 aggregate per by key over time; rows = anomalous points "
+              "(value, Baseline, Score)", kind="object"),
         Param("columns", _as_is, kind="array", items=_ANY),
         Param("sort", _as_is),
         Param("take", _as_is, kind="integer", maximum=100),

@@ -10,6 +10,7 @@ its aggregates.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -102,7 +103,7 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
 
 
 
-TOOL: Tool = read_tool(
+_DECLARED: Tool = read_tool(
     hunt.SPEC,
     "One log table, typed conditions, no KQL; JSON fields are columns (Country TargetUpn..); errors list names.",
     "Hunting...",
@@ -110,3 +111,10 @@ TOOL: Tool = read_tool(
     card=hunt_card,
     example='{"table": "SigninLogs", "time_window": "24h", "where": [["IPAddress", "==", "203.0.113.7"]]}',
 )
+# Every call carries the base hunt; a turn where a hunt is likely (bot.orchestrator.offer) is told of sessions,
+# series and a join's time proximity too. The parser accepts them on any turn.
+_BASE = tuple(p for p in _DECLARED.parameters if p.name not in hunt.HUNTING_ONLY)
+_JOIN = next(p for p in _DECLARED.parameters if p.name == "join")
+TOOL: Tool = replace(_DECLARED, parameters=_BASE, extended=(
+    replace(_JOIN, description=_JOIN.description.replace("columns}", "columns,within:1h}")),
+    *(p for p in _DECLARED.parameters if p.name in hunt.HUNTING_ONLY)))
