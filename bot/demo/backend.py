@@ -221,6 +221,10 @@ class DemoBackend:
             self._workdir = Path(tempfile.mkdtemp(prefix="sentinel-demo-"))
             weakref.finalize(self, shutil.rmtree, self._workdir, True)  # a backend dropped without close()
         path = self._workdir / f"workspace-{day:%Y%m%d}-{self.regenerations}.sqlite"
+        # The worker ignores Ctrl+C only once its initializer runs; until then (seconds of imports on a busy machine)
+        # the terminal's SIGINT would kill it with a traceback. Blocked in this thread, it is blocked in the worker
+        # from its first instruction (the mask survives fork and exec); this thread only waits, so loses nothing.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=regeneration_worker, initargs=(os.getpid(),)) as pool:
