@@ -351,3 +351,13 @@ async def test_a_top_entitys_alert_count_is_held_to_its_own_count_not_a_querys_t
     for text, claim in ((f"{name.upper()} appears in {wrong} alerts.", f"{wrong} alerts"),
                         (f"### {name}\n- **Alerts:** {wrong}\n", str(wrong))):
         assert marked_at(world, text, claim), text
+
+
+@pytest.mark.parametrize("hedge", ["This may be benign, but it is worth a closer look.",
+                                   "It could well be a false positive; check with the user.",
+                                   "It might be benign; the sign-ins need a look."])
+async def test_a_hedged_estimate_is_no_call_on_the_incident(world: World, hedge: str) -> None:
+    incident = _open(world)[0]
+    assert not [f for f in findings(world, f"#{incident.number} is open. {hedge}") if f.category == "classification"]
+    flat = hedge.replace("may be", "is").replace("could well be", "is").replace("might be", "is")
+    assert [f for f in findings(world, f"#{incident.number} is open. {flat}") if f.category == "classification"]
