@@ -361,3 +361,11 @@ async def test_a_hedged_estimate_is_no_call_on_the_incident(world: World, hedge:
     assert not [f for f in findings(world, f"#{incident.number} is open. {hedge}") if f.category == "classification"]
     flat = hedge.replace("may be", "is").replace("could well be", "is").replace("might be", "is")
     assert [f for f in findings(world, f"#{incident.number} is open. {flat}") if f.category == "classification"]
+
+
+async def test_a_state_the_record_holds_is_no_unconfirmed_change(world: World) -> None:
+    incident = _open(world)[0]
+    other = "Closed" if incident.status != "Closed" else "Active"
+    assert not [f for f in findings(world, f"#{incident.number} has been set to {incident.status}.")
+                if f.category == "change"]
+    assert [f for f in findings(world, f"#{incident.number} has been set to {other}.") if f.category == "change"]

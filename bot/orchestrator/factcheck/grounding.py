@@ -537,7 +537,8 @@ class _Check:
         number = subject.number if isinstance(subject, IncidentFact) else None
         if kinds and self.facts.change_for(number, kinds) is not None:
             return None
-        if not claim.actor and isinstance(subject, IncidentFact) and _state_shows(claim.value, subject):
+        if not claim.actor and isinstance(subject, IncidentFact) and (
+                _state_shows(claim.value, subject) or _set_to_state(self.answer, claim.end, subject)):
             return None  # "has been closed" about an incident whose record says Closed: a fact, not an action
         target = f"#{number}" if number else "any incident"
         record = f"no change to {target} was confirmed in this conversation"
@@ -732,6 +733,16 @@ def _owner_matches(claimed_owner: str, owner: str | None) -> bool:
     said = set(re.split(r"[\s._@'-]+", claimed_owner.lower().split("@")[0])) - {""}
     real = set(re.split(r"[\s._@'-]+", owner.lower().split("@")[0])) - {""}
     return bool(said) and said <= real
+
+
+def _set_to_state(answer: str, end: int, fact: IncidentFact) -> bool:
+    """"#14391 has been set to Active" where its record is Active: a statement of its state, true of the record."""
+    said = re.match(r"\s+(?:to|as)\s+([A-Za-z]+)\b", answer[end:end + 40])
+    if said is None:
+        return False
+    word = said.group(1).lower()
+    return word in (fact.status.lower(), fact.severity.lower()) or (
+        claimed.status_value(said.group(1)) == "open" and fact.status != "Closed")
 
 
 def _state_shows(verb: str, fact: IncidentFact) -> bool:
