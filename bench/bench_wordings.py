@@ -1,6 +1,6 @@
 """Independent wording corpus benchmark (issue 38): what the fact check marks on answers written without its code.
 
-Run: ./run bench   (or .venv/bin/python bench/bench_wordings.py [--seeds N] [--examples N] [--smoke])
+Run: ./run bench   (or .venv/bin/python bench/bench_wordings.py [--seeds N] [--examples N] [--split S] [--smoke])
 
 The corpus (tests/support/wording_corpus.py) was written without reading the check: analyst-grade answers about the
 demo workspace's records as the bot's tools returned them (incidents, alerts, sign-ins, processes, logons,
@@ -144,7 +144,7 @@ def _excerpt(text: str, at: int) -> str:
     return text[start:at + 60].replace("\n", " \u21b5 ")
 
 
-async def main(seeds: int, examples: int) -> None:
+async def main(seeds: int, examples: int, example_split: str | None) -> None:
     started = time.monotonic()
     world = await wc.build_world(SentinelClient(DemoBackend(seed=7, clock=lambda: NOW)), NOW)
     conversation = world.conversation
@@ -174,7 +174,9 @@ async def main(seeds: int, examples: int) -> None:
     print(f"Whole corpus: {all_caught} of {all_lies} lies marked at the claim "
           f"({100 * all_caught / max(all_lies, 1):.1f}%); {all_marked} of {all_correct} correct answers marked "
           f"({100 * all_marked / max(all_correct, 1):.1f}%)")
-    kinds_of_failure(list(scores.values()), examples)
+    shown = [score for name, score in scores.items() if example_split in (None, name)]
+    print(f"\n(examples of misses and false marks from: {example_split or 'every split'})")
+    kinds_of_failure(shown, examples)
 
     print("\n== 2. The check on every corpus answer (CPU ms, check + annotate)")
     costs = [c for score in scores.values() for c in score.costs]
@@ -191,8 +193,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20, help="seeds per split")
     parser.add_argument("--examples", type=int, default=10, help="kinds of miss and of false mark listed")
+    parser.add_argument("--split", choices=tuple(wc.SPLITS), default=None,
+                        help="list examples of misses and false marks from this split only (tuning while tuning)")
     parser.add_argument("--smoke", action="store_true", help="a quick run of every part (figures not meaningful)")
     options = parser.parse_args()
     if options.smoke:
         print("SMOKE RUN (--smoke): two seeds per split; the figures only show that it runs")
-    asyncio.run(main(2 if options.smoke else options.seeds, options.examples))
+    asyncio.run(main(2 if options.smoke else options.seeds, options.examples, options.split))

@@ -337,3 +337,35 @@ async def test_stored_facts_and_references_read_back_as_they_were(world: World) 
         [(r.n, r.kind, r.key, r.label) for r in references.items]
     old = {"items": [r.to_dict() for r in references.items], "next_n": references.next_n}  # before the rows
     assert [r.label for r in References.from_dict(old).items] == [r.label for r in references.items]
+
+
+async def test_a_top_entitys_alert_count_is_held_to_its_own_count_not_a_querys_total(world: World) -> None:
+    facts = world.conversation.facts
+    name, sighting = max(facts.sightings.items(), key=lambda item: item[1].alerts)
+    # another count the results hold (an incident's, a trend bin's, another entity's): still not this entity's
+    wrong = next(c.value for c in facts.counts_for("alerts", frozenset())
+                 if abs(c.value - sighting.alerts) > sighting.alerts // 4 and c.value % 10)
+    for text in (f"{name.upper()} appears in {sighting.alerts} alerts.",
+                 f"### {name}\n- **Alerts:** {sighting.alerts}\n"):
+        assert findings(world, text) == [], text
+    for text, claim in ((f"{name.upper()} appears in {wrong} alerts.", f"{wrong} alerts"),
+                        (f"### {name}\n- **Alerts:** {wrong}\n", str(wrong))):
+        assert marked_at(world, text, claim), text
+
+
+@pytest.mark.parametrize("hedge", ["This may be benign, but it is worth a closer look.",
+                                   "It could well be a false positive; check with the user.",
+                                   "It might be benign; the sign-ins need a look."])
+async def test_a_hedged_estimate_is_no_call_on_the_incident(world: World, hedge: str) -> None:
+    incident = _open(world)[0]
+    assert not [f for f in findings(world, f"#{incident.number} is open. {hedge}") if f.category == "classification"]
+    flat = hedge.replace("may be", "is").replace("could well be", "is").replace("might be", "is")
+    assert [f for f in findings(world, f"#{incident.number} is open. {flat}") if f.category == "classification"]
+
+
+async def test_a_state_the_record_holds_is_no_unconfirmed_change(world: World) -> None:
+    incident = _open(world)[0]
+    other = "Closed" if incident.status != "Closed" else "Active"
+    assert not [f for f in findings(world, f"#{incident.number} has been set to {incident.status}.")
+                if f.category == "change"]
+    assert [f for f in findings(world, f"#{incident.number} has been set to {other}.") if f.category == "change"]

@@ -80,6 +80,9 @@ _OWNER = [
     re.compile(r"\b(unassigned|has no owner|no owner|not assigned to anyone|nobody is assigned|no one is assigned|"
                r"not yet assigned|isn't assigned|is not assigned)\b", re.IGNORECASE),
 ]
+# "This may be benign, but ...", "possibly a false positive": an estimate held open, not a call on the record
+_HEDGED = re.compile(r"\b(?:(?:may|might|could)(?:\s+(?:well|also|still|just))?\s+(?:be|have\s+been)|possibly|"
+                     r"perhaps|maybe|potentially)\s+(?:an?\s+|the\s+|just\s+|simply\s+)?$", re.IGNORECASE)
 _BENIGN = re.compile(
     r"\b(benign(?:\s*positive)?|BenignPositive|false[\s-]*positive|FalsePositive|false alarm|not malicious|harmless|"
     r"approved|authori[sz]ed(?:\s+(?:test|activity|exercise|change))?|sanctioned|red[\s-]*team(?:ing)?(?:\s+exercise)?|"
@@ -238,7 +241,7 @@ def _owners(sentence: str, offset: int) -> list[Claim]:
 def _benign(sentence: str, offset: int) -> list[Claim]:
     claims = []
     for m in _BENIGN.finditer(sentence):
-        if _asserted(sentence, m.start()):
+        if _asserted(sentence, m.start()) and not _HEDGED.search(sentence, max(0, m.start() - 40), m.start()):
             claims.append(Claim(Topic.BENIGN, _classification(m.group(1)), offset + m.start(1), offset + m.end(1)))
     for m in _VERDICT.finditer(sentence):
         if _asserted(sentence, m.start()):

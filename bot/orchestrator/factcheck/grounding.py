@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from bot.orchestrator.factcheck import claims as claimed
 from bot.orchestrator.factcheck import declared, relations, structure, verdicts
 from bot.orchestrator.factcheck.claims import Claim, Topic
-from bot.orchestrator.factcheck.facts import SEVERITIES, AlertFact, Facts, IncidentFact
+from bot.orchestrator.factcheck.facts import SEVERITIES, AlertFact, Facts, IncidentFact, Sighting
 from bot.orchestrator.factcheck.identifiers import Identifier, IdKind, extract
 from bot.orchestrator.references import References, RefKind
 from bot.sentinel.models import count_label
@@ -92,6 +92,8 @@ class _Check:
         self.people = _people(tuple(sorted({f.owner for f in facts.incidents.values() if f.owner} |
                                            {p.name for p in facts.roster.values()})))
         self.rows = declared.Reader(facts, references, now)  # statements about declared rows (evidence, hunts, ...)
+        self.sighted: list[tuple[int, int, list[tuple[str, Sighting]]]] = []  # units naming top entities, in order
+        self.entities: list[tuple[str, Sighting]] = []  # those the unit being read is about (its own, else above)
 
     def run(self) -> list[Finding]:
         previous: list[_Mention] = []
@@ -102,6 +104,7 @@ class _Check:
             own = self._mentions(inside)
             by_span[(unit.start, unit.end)] = own
             self._spans.append((unit.start, unit.end))
+            self.entities = self._sightings(unit, inside)
             asserted = unit.cells is not None or structure.asserts(self.answer[unit.start:unit.end])
             row_problems = self.rows.unit(self.answer, unit.start, unit.end, unit.parents, inside, asserted, unit.kind,
                                          unit.cells)
@@ -128,6 +131,27 @@ class _Check:
             found.append(self.ids[index])
             index += 1
         return found, index
+
+    def _sightings(self, unit: structure.Unit, inside: list[Identifier]) -> list[tuple[str, Sighting]]:
+        """The top entities a unit names (a value, an [n] of an entity), else those of the line it hangs under."""
+        own = []
+        for identifier in inside:
+            value = identifier.value.lower()
+            if identifier.kind is IdKind.REFERENCE and identifier.value.isdigit():
+                reference = self.references.get(int(identifier.value))
+                entity = reference is not None and reference.kind is RefKind.ENTITY
+                value = reference.key.partition(":")[2].lower() if reference and entity else ""
+            if value in self.facts.sightings:
+                own.append((value, self.facts.sightings[value]))
+        if own:
+            self.sighted.append((unit.start, unit.end, own))
+        if own or (unit.kind == "text" and unit.cells is None):
+            return own
+        for parent in unit.parents:  # the units come in order: the first naming one inside the parent, by bisection
+            index = bisect.bisect_left(self.sighted, parent[0], key=lambda s: s[0])
+            if index < len(self.sighted) and self.sighted[index][0] <= parent[1]:
+                return self.sighted[index][2]
+        return []
 
     def _inherited(self, unit: structure.Unit, by_span: dict[tuple[int, int], list[_Mention]]) -> list[_Mention]:
         """A list item, a label line or a table row is about the record its heading or lead-in names; a sentence
@@ -463,6 +487,8 @@ class _Check:
                 return None
             alerts = count_label(subject.alert_count, "alert")
             return (f"#{subject.number} has {alerts} ({subject.seen.describe()})", f"record: {alerts}")
+        if claim.noun == "alerts" and self.entities and claim.qualifiers <= {"high"}:
+            return self._entity_count(claim, value)
         nouns = [claim.noun] if claim.noun else ["incidents", "alerts"]
         candidates = [c for noun in nouns for c in self.facts.counts_for(noun, claim.qualifiers)]
         if any(claimed.count_matches(value, c.value, claim.approx) for c in candidates):
@@ -474,6 +500,17 @@ class _Check:
             return (f"no query in this conversation counted {words}", "no query counted these")
         best = min(candidates, key=lambda c: abs(c.value - value))
         return (f"the results show {best.value} {words} ({best.scope})", f"results: {best.value}")
+
+    def _entity_count(self, claim: Claim, value: int) -> tuple[str, str] | None:
+        """"SRV-BKP-01 appears in 39 alerts": the alerts the top entities counted for the entity it names, not a
+        query's total."""
+        high = "high" in claim.qualifiers
+        counts = [(name, s.high if high else s.alerts) for name, s in self.entities]
+        if any(claimed.count_matches(value, n, claim.approx) for _, n in counts):
+            return None
+        name, real = counts[0]
+        words = "high-severity alerts" if high else "alerts"
+        return f"the top entities count {real} {words} for {name}", f"results: {real}"
 
     def _change(self, claim: Claim, subject: IncidentFact | AlertFact | None,
                 mentions: list[_Mention]) -> tuple[str, str] | None:
@@ -493,7 +530,8 @@ class _Check:
         number = subject.number if isinstance(subject, IncidentFact) else None
         if kinds and self.facts.change_for(number, kinds) is not None:
             return None
-        if not claim.actor and isinstance(subject, IncidentFact) and _state_shows(claim.value, subject):
+        if not claim.actor and isinstance(subject, IncidentFact) and (
+                _state_shows(claim.value, subject) or _set_to_state(self.answer, claim.end, subject)):
             return None  # "has been closed" about an incident whose record says Closed: a fact, not an action
         target = f"#{number}" if number else "any incident"
         record = f"no change to {target} was confirmed in this conversation"
@@ -688,6 +726,16 @@ def _owner_matches(claimed_owner: str, owner: str | None) -> bool:
     said = set(re.split(r"[\s._@'-]+", claimed_owner.lower().split("@")[0])) - {""}
     real = set(re.split(r"[\s._@'-]+", owner.lower().split("@")[0])) - {""}
     return bool(said) and said <= real
+
+
+def _set_to_state(answer: str, end: int, fact: IncidentFact) -> bool:
+    """"#14391 has been set to Active" where its record is Active: a statement of its state, true of the record."""
+    said = re.match(r"\s+(?:to|as)\s+([A-Za-z]+)\b", answer[end:end + 40])
+    if said is None:
+        return False
+    word = said.group(1).lower()
+    return word in (fact.status.lower(), fact.severity.lower()) or (
+        claimed.status_value(said.group(1)) == "open" and fact.status != "Closed")
 
 
 def _state_shows(verb: str, fact: IncidentFact) -> bool:
