@@ -196,6 +196,12 @@ def test_every_declared_query_is_its_tools_schema() -> None:
                 f"{spec.name} is internal: no tool may offer it"
             continue
         assert tool is not None and tool.text is not None and tool.card is not None, spec.name
-        assert tuple(tool.parameters_schema()["properties"]) == tuple(p.name for p in spec.params)
+        # Extended parameters (a hunt's series, sessions, proximity) are offered only where a hunt is likely: the
+        # base schema is the declaration without them, in its order; the widened one holds every declared parameter.
+        # (an extended parameter may also widen a base one's description: a join's proximity).
+        base = tuple(tool.parameters_schema()["properties"])
+        assert base == tuple(p.name for p in spec.params if p.name in base)
+        assert not {p.name for p in spec.params} - set(base) - {p.name for p in tool.extended}
+        assert set(tool.widened().parameters_schema()["properties"]) == {p.name for p in spec.params}
         assert {p.name for p in spec.params if p.required} == set(tool.parameters_schema().get("required", ()))
     assert cards.result_card  # the card entry point every tool's card goes through
