@@ -91,7 +91,7 @@ async def test_every_readme_example_and_welcome_button_on_the_page(model: bool, 
             async with Playground(f"http://127.0.0.1:{bot.port}/api/messages", tmp_path / "pg") as pg:
                 # One page, as a person has it: the README typed in order, then each welcome-card button pressed
                 # (the last button of that title on the page: "help" is left out, its card repeats them).
-                await see(pg.url + "/", tmp_path / "readme.png", say=typed, press=buttons, timeout_ms=30000,
+                await see(pg.url + "/", tmp_path / "readme.png", say=typed, press=buttons, timeout_ms=90000,
                           before_press=("Sentinel assistant",), height=12000,
                           expect=["Assessment", "On call", *(ON_THE_PAGE[b] for b in buttons)]
                           + (["most severe first", "the card lists them", "The bot's assessment of account",
