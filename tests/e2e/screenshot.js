@@ -37,6 +37,7 @@ const { chromium } = require('playwright-core');
 
 const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync'];
+const MENTION_TRY_MS = 10000; // how long one attempt at the @mention typeahead waits
 const CONVERSATIONS = {
   personal: { tree: 'Personal Chat', channel: false, mention: false },
   group: { tree: 'Group Chat', channel: false, mention: true },
@@ -82,16 +83,33 @@ function parseArgs(argv) {
   return options;
 }
 
-async function typeMessage(page, box, text, mention, timeout) {
+async function typeMessage(page, box, text, mention, timeout, reselect = null) {
   await box.click();
-  if (mention) {
-    await page.keyboard.type('@Test');
-    const item = page.getByRole('listbox', { name: 'Typeahead menu' }).getByRole('menuitem').first();
-    await item.waitFor({ timeout });
-    await item.click();
-    await page.keyboard.type(' ');
-  }
+  if (mention) await mentionBot(page, box, timeout, reselect);
   await page.keyboard.type(text);
+}
+
+// "@Test" then the bot from the typeahead. On a busy machine the typeahead can fail to open (the keystrokes came
+// before the editor was ready, or the click that selected the conversation was lost and the box is another
+// chat's): the box is cleared and, after re-selecting the conversation, typed into again until the timeout.
+async function mentionBot(page, box, timeout, reselect) {
+  const item = page.getByRole('listbox', { name: 'Typeahead menu' }).getByRole('menuitem').first();
+  for (let waited = 0; ; waited += MENTION_TRY_MS) {
+    await page.keyboard.type('@Test');
+    try {
+      await item.waitFor({ timeout: MENTION_TRY_MS });
+      break;
+    } catch (error) {
+      if (waited + MENTION_TRY_MS >= timeout) throw error;
+      console.error(`no typeahead after ${MENTION_TRY_MS} ms: typing the mention again`);
+      await page.keyboard.press('Control+A');
+      await page.keyboard.press('Backspace');
+      if (reselect) await reselect();
+      await box.click();
+    }
+  }
+  await item.click();
+  await page.keyboard.type(' ');
 }
 
 async function select(page, conversation, timeout) {
@@ -129,7 +147,8 @@ async function drive(page, conversation, options) {
   let thread = null; // the channel post the later messages reply in
   for (const text of options.say) {
     if (!conversation.channel) {
-      await typeMessage(page, page.getByRole('textbox').last(), text, conversation.mention, options.timeout);
+      await typeMessage(page, page.getByRole('textbox').last(), text, conversation.mention, options.timeout,
+        () => select(page, conversation, options.timeout));
       await page.getByRole('button', { name: 'Send Message' }).last().click();
     } else if (thread === null) {
       const newPost = page.getByRole('group').filter({ has: page.getByRole('button', { name: 'Post', exact: true }) });
