@@ -88,6 +88,15 @@ DEMO_QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "hunt": ("hunt", {"table": "SigninLogs", "time_window": "7d", "summarize": ["count()"],
                       "by": ["Country", "AppDisplayName"]}),
     "hunt, wide rows": ("hunt", {"table": "DeviceProcessEvents", "time_window": "7d", "take": 20}),
+    # The time forms' own columns (SessionStart/SessionEnd; a series point's Baseline, Score and Anomaly; a joined
+    # row's time beside the left's), as a phone shows them.
+    "hunt, series": ("hunt", {"table": "SigninLogs", "time_window": "30d", "by": ["UserPrincipalName"],
+                              "series": {"step": "1h"}}),
+    "hunt, sessions": ("hunt", {"table": "SigninLogs", "time_window": "7d", "by": ["UserPrincipalName"],
+                                "session": {"gap": "30m"}, "summarize": ["count()", "dcount(IPAddress)"]}),
+    "hunt, proximity": ("hunt", {"table": "EmailEvents", "time_window": "30d",
+                                 "join": {"table": "UrlClickEvents", "on": ["NetworkMessageId", "NetworkMessageId"],
+                                          "within": "10m", "columns": ["Url", "TimeGenerated"]}}),
     "summary": ("summarize_incident", {"incident_ref": 14440}),  # the MFA-fatigue story
     "summary, malware": ("summarize_incident", {"incident_ref": 14404}),  # Qakbot: eleven entities, five investigated
 }

@@ -10,6 +10,7 @@ its aggregates.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -85,9 +86,28 @@ def hunt_text(result: QueryResult, ref_for: RefFor) -> str:
     return bounded(lines, rows, result.metadata.total)
 
 
+def card_output(result: QueryResult) -> tuple[tuple[str, str], ...]:
+    """The card's columns: the first, then those a join brought (the reason for the join: a mail's click, a
+    sign-in's indicator), then the rest. A card shows six; the model's text keeps the hunt's own order."""
+    output = output_of(result)
+    try:
+        brought = parse_hunt(result.metadata.parameters).right_names
+    except InvalidParameter:
+        return output
+    return (*output[:1], *(c for c in output[1:] if c[0] in brought), *(c for c in output[1:] if c[0] not in brought))
+
+
+def card_cell(value: Any, kind: str) -> str:
+    """A cell as the card shows it: a real number to two decimals (or three significant digits under 1), so a
+    series point's score reads 1029.46, not 1029.458314499307; everything else as the text shows it."""
+    if kind in ("real", "decimal") and isinstance(value, float) and math.isfinite(value) and value != int(value):
+        return f"{value:.3g}" if abs(value) < 1 else f"{value:.2f}".rstrip("0").rstrip(".")
+    return shown(value, kind)
+
+
 def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool = False) -> Element:
     meta = result.metadata
-    output = output_of(result)
+    output = card_output(result)
     records: list[HuntRow] = list(result.records)
     window = str(meta.parameters.get("time_window", ""))
     filters = meta.parameters.get("where") or []
@@ -98,7 +118,7 @@ def hunt_card(result: QueryResult, ref_for: RefFor, now: datetime, changes: bool
     return result_table(ResultTable(
         title="Hunt", subtitle=subtitle,
         columns=tuple(name for name, _ in output),
-        rows=tuple(tuple(shown(row.value(n), k) for n, k in output) for row in records),
+        rows=tuple(tuple(card_cell(row.value(n), k) for n, k in output) for row in records),
         refs=refs, total=max(meta.total, len(records)), demo=meta.is_demo, notes=meta.warnings))
 
 
