@@ -6,7 +6,8 @@ each row's [n] when the conversation can refer to it. Cells are inert plain text
 as many rows as the card's size limit allows. Up to ``TABLE_COLUMNS`` columns are a table; more are stacked, one
 row a block of "Column: value" lines, because a phone's 320 px cannot hold three columns of names such as
 "AppDisplayName" or "ProcessCommandLine" without breaking them mid-word (tests/cards/test_card_layout.py). The query
-itself is behind the footer's "Show query".
+itself is behind the footer's "Show query". A URL cell is the exception to "inert text": it is shown exactly as the
+record holds it, in a TextRun (no link, and no zero-width spaces to copy along into a block list or a query).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bot.cards.common import (
     Element,
     card,
     cell,
+    exact,
     fit,
     header,
     plain,
@@ -28,11 +30,14 @@ from bot.cards.common import (
     text,
     warnings,
 )
+from bot.cards.inert import is_url_token
+from bot.sentinel.models import one_line
 
 MAX_CARD_COLUMNS = 6
 TABLE_COLUMNS = 2  # more than this are stacked per row
 MAX_ROWS = 100  # a hunt's take at most; fewer when the card's size limit says so
 CELL_CHARS = 60
+URL_CHARS = 500  # a URL cell is shown whole up to this, exactly as the record holds it, so it can be copied
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def result_table(data: ResultTable) -> Element:
         rows = []
         for values, ref in list(zip(data.rows, data.refs, strict=True))[:limit]:
             cells = [cell(subtle(ref))] if with_refs else []
-            cells += [cell(text(plain(v, CELL_CHARS) or "-", size="small")) for v in values[:MAX_CARD_COLUMNS]]
+            cells += [cell(_value(v)) for v in values[:MAX_CARD_COLUMNS]]
             rows.append(cells)
         shown = min(limit, len(data.rows))
         body = header(data.title, demo=data.demo, subtitle=data.subtitle)
@@ -77,10 +82,26 @@ def result_table(data: ResultTable) -> Element:
     return fit(build, MAX_ROWS)
 
 
+def _value(value: str) -> Element:
+    """A table cell's value: a URL exactly as the record holds it (a TextRun: not made a link, no zero-width spaces
+    to copy along), anything else as inert text cut at ``CELL_CHARS``."""
+    if is_url_token(value):
+        return exact(value, URL_CHARS, size="small")
+    return text(plain(value, CELL_CHARS) or "-", size="small")
+
+
+def _line(column: str, value: str) -> Element:
+    """One "Column: value" line of a stacked row; a URL value in a TextRun of its own, as the record holds it."""
+    if is_url_token(value) and len(value) <= URL_CHARS:
+        return {"type": "RichTextBlock", "spacing": "none", "inlines": [
+            {"type": "TextRun", "text": f"{plain(column, 40)}: ", "size": "small"},
+            {"type": "TextRun", "text": one_line(value, URL_CHARS), "size": "small"}]}
+    return text(f"{plain(column, 40)}: {plain(value, CELL_CHARS) or '-'}", size="small", spacing="none")
+
+
 def _stacked(columns: Sequence[str], values: Sequence[str], ref: str) -> Element:
     """One row as a block: its [n] and each column's value on its own line."""
     lines = [text(f"{ref} {plain(columns[0], 40)}: {plain(values[0], CELL_CHARS) or '-'}".strip(),
                   size="small", weight="bolder", spacing="none")]
-    lines += [text(f"{plain(c, 40)}: {plain(v, CELL_CHARS) or '-'}", size="small", spacing="none")
-              for c, v in zip(columns[1:], values[1:MAX_CARD_COLUMNS], strict=False)]
+    lines += [_line(c, v) for c, v in zip(columns[1:], values[1:MAX_CARD_COLUMNS], strict=False)]
     return {"type": "Container", "separator": True, "spacing": "small", "items": lines}

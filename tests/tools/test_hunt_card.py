@@ -1,6 +1,7 @@
 """The hunt's card shows what the hunt was for: a join's own columns among the six a card holds (a mail's click and
-its time, not only the mail's), and a real number rounded for reading (a series point's score) while the model's text
-keeps the value whole. Run on the demo workspace through the tool, as a turn runs it."""
+its time, not only the mail's), a URL exactly as the record holds it (to copy), and a real number rounded for reading
+(a series point's score) while the model's text keeps the value whole. Run on the demo workspace through the tool,
+as a turn runs it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import json
 import re
 from typing import Any
 
+from bot.cards.inert import ZERO_WIDTH_SPACE
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.models import QueryResult
 from bot.tools.queries.hunt import card_cell
 from bot.tools.registry import TOOLS
 from bot.tools.toolbox import ToolBox
-from tests.cards.test_cards import assert_valid
+from tests.cards.test_cards import assert_valid, walk
 from tests.conftest import NOW, SEED
 from tests.support.demo import copied_demo
 
@@ -35,7 +37,9 @@ async def _run(arguments: dict[str, Any]) -> tuple[QueryResult, str, str]:
 async def test_a_joins_own_columns_are_on_the_card() -> None:
     result, card, _ = await _run(PROXIMITY)
     first = result.records[0]
-    assert f"Url: {first.value('Url')}" in card.replace("\\u200b", "")  # the card's break points taken out
+    nodes = list(walk(json.loads(card)))
+    assert first.value("Url") in [n["text"] for n in nodes if n.get("type") == "TextRun"]  # as the record holds it
+    assert not [n for n in nodes if ZERO_WIDTH_SPACE in str(n.get("text", ""))]  # nothing to strip when pasting it
     assert "RightTimeGenerated: " in card
     also = re.search(r"Also in the result: ([^\"]*)", card)
     assert also is None or ("Url" not in also.group(1).split(", ") and "RightTimeGenerated" not in also.group(1))
