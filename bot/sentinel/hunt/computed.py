@@ -5,8 +5,8 @@ Each is written ``[name, function, column, arguments...]``:
 
 - ``extract``: ``[name, "extract", col, regex, group]``, the group (0 to 9) of the first match, "" when none
   (a regular expression bounded as a ``matches regex`` one is: ``conditions.check_regex``);
-- ``split``: ``[name, "split", col, separator, index]``, the index-th part (-16 to 63, negative from the end),
-  "" past the parts;
+- ``split``: ``[name, "split", col, separator, index]``, the index-th part (0 to 63: Kusto does not document a
+  negative index), "" past the parts;
 - ``substring``: ``[name, "substring", col, start, length]`` (start 0 to 4096, length 1 to 4096);
 - ``tolower``: ``[name, "tolower", col]``;
 - ``json``: ``[name, "json", col, key, ...]``: the value at a path of 1 to 6 keys (names, or indexes 0 to 63)
@@ -138,7 +138,7 @@ def _extract(args: list[Any]) -> tuple[str | int, ...]:
 
 def _split(args: list[Any]) -> tuple[str | int, ...]:
     _count(args, 2, "split", '["Domain", "split", "UserPrincipalName", "@", 1]')
-    return _text(args[0], "split's separator", 16), _whole(args[1], -16, 63, "split's index")
+    return _text(args[0], "split's separator", 16), _whole(args[1], 0, 63, "split's index")
 
 
 def _substring(args: list[Any]) -> tuple[str | int, ...]:
