@@ -187,6 +187,30 @@ def test_every_new_place_a_value_goes_is_one_literal() -> None:
         assert [s["value"] for s in result["string_literals"]] == [expected_literal(v) for v in expected], hunt
 
 
+def test_every_computed_function_over_each_kind_of_source_parses() -> None:
+    """Each function over a table's own column, an alias, a field read from JSON (text and dynamic), with the computed
+    column in a condition, a group key, an aggregate, a countif and a baseline: Microsoft's parser accepts each."""
+    hunts = [
+        {"table": "AuditLogs", "time_window": "7d", "extend": [["Old", "json", "TargetProperties", 0, "oldValue"],
+                                                              ["Who", "split", "InitiatedByUser", "@", 0],
+                                                              ["Site", "url", "TargetName", "Host"]],
+         "where": [["Old", "has", "Enabled"]], "by": ["Who", "Site"], "summarize": ["count()", "make_set(Old)"]},
+        {"table": "SecurityEvent", "time_window": "7d", "extend": [["Svc", "eventdata", "EventData", "ServiceName"],
+                                                                  ["Host", "tolower", "DeviceName"],
+                                                                  ["Head", "substring", "ParentProcess", 0, 8]],
+         "baseline": {"days": 7, "keys": ["Svc", "Host"]}, "columns": ["Svc", "Host", "Head"], "sort": "Svc asc"},
+        {"table": "CommonSecurityLog", "time_window": "1d", "extend": [["Path", "url", "RequestURL", "Path"],
+                                                                      ["Id", "extract", "RequestURL", "/(\\d+)/", 1]],
+         "by": ["SourceIP"], "summarize": [{"countif": ["Path", "endswith", ".exe"], "as": "Exe"}, "dcount(Id)"],
+         "having": [["Exe", ">=", {"column": "dcount_Id", "times": 2}]]},
+    ]
+    texts = [queries.kql_of(queries.make_query("hunt", h)) for h in hunts]
+    for hunt, result, text in zip(hunts, kusto.check(texts), texts, strict=True):
+        assert result["ok"], (hunt, result["errors"], text)
+        for name, *_ in hunt["extend"]:
+            assert f"{name} = " in text
+
+
 def _values(hunt: dict[str, Any]) -> list[list[str]]:
     """The text values of a hunt's conditions in the order its KQL writes them (a baseline's twice)."""
     parsed = parse_hunt(hunt)
