@@ -19,6 +19,8 @@ from tests.support import openai_fake as oa
     "hunt for sign-ins from 203.0.113.7", "Any spike in failed logons overnight?", "show anomalies in mail volume",
     "what is the baseline of RDP logons", "group alice's sign-ins into sessions", "clicks within 10 minutes of a mail",
     "failures per hour this week", "is this host beaconing?", "anything unusual for bob?", "look over time at uploads",
+    "extract the subcategory from auditpol command lines", "split the domain off the UPN", "parse the EventData",
+    "a deletion after the creation of the account",
 ])
 def test_hunting_words_widen_the_turn(text: str) -> None:
     assert hunt_likely(text, [])
@@ -26,7 +28,7 @@ def test_hunting_words_widen_the_turn(text: str) -> None:
 
 @pytest.mark.parametrize("text", [
     "show me the high severity incidents", "who is alice@contoso.com", "close incident 42 as a false positive",
-    "summarize the top entities", "what happened within the SOC team", "sessionless",
+    "summarize the top entities", "what happened within the SOC team", "sessionless", "after all, is it closed?",
 ])
 def test_ordinary_words_do_not(text: str) -> None:
     assert not hunt_likely(text, [])

@@ -26,10 +26,11 @@ from bot.sentinel import queries
 from bot.sentinel.client import SentinelClient
 from bot.sentinel.demo_sql import iso
 from bot.sentinel.hunt import Hunt, operators_for, parse_hunt, table_names, tables
-from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, Column
+from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, Column, Computed
+from bot.sentinel.hunt.computed import FUNCTIONS
 from bot.sentinel.hunt.conditions import OPERATORS, leaves
 from bot.sentinel.hunt.kql import virtual_expression
-from bot.sentinel.hunt.model import AGGREGATES, BINS, MAX_VALUE_CHARS, Aggregate, Condition, Filter
+from bot.sentinel.hunt.model import AGGREGATES, BINS, MAX_VALUE_CHARS, Aggregate, Condition, Filter, Join
 from bot.sentinel.models import HuntRow, QueryError, QueryResult
 from bot.sentinel.params import InvalidParameter
 from bot.tools.registry import TOOLS
@@ -165,6 +166,13 @@ def _placed(value: str) -> list[dict[str, Any]]:
          "session": {"gap": "30m"}, "summarize": [{"countif": ["UserAgent", "has", value], "as": "Odd"}]},
         {"table": "SigninLogs", "time_window": "1d", "where": [["AppDisplayName", "!=", value]], "by": ["IPAddress"],
          "series": {"step": "1h"}, "summarize": [{"countif": ["UserAgent", "contains", value], "as": "Odd"}]},
+        # Computed columns: a regular expression and a separator of hostile text, then a condition on each.
+        {"table": "SecurityEvent", "time_window": "1d",
+         "extend": [["Found", "extract", "CommandLine", f"({regex})", 1], ["Part", "split", "Account", value[:16], 2],
+                    ["Field", "json", "EventData", "a", 0, "b"]],
+         "where": [["Found", "==", value], ["Part", "has", value]], "by": ["Found", "Part", "Field"],
+         "summarize": ["count()", "dcount(Computer)"], "having": [["Count", ">", {"column": "dcount_Computer",
+                                                                                  "times": 2.5}]]},
     ]
 
 
@@ -179,10 +187,35 @@ def test_every_new_place_a_value_goes_is_one_literal() -> None:
         assert [s["value"] for s in result["string_literals"]] == [expected_literal(v) for v in expected], hunt
 
 
+def test_every_computed_function_over_each_kind_of_source_parses() -> None:
+    """Each function over a table's own column, an alias, a field read from JSON (text and dynamic), with the computed
+    column in a condition, a group key, an aggregate, a countif and a baseline: Microsoft's parser accepts each."""
+    hunts = [
+        {"table": "AuditLogs", "time_window": "7d", "extend": [["Old", "json", "TargetProperties", 0, "oldValue"],
+                                                              ["Who", "split", "InitiatedByUser", "@", 0],
+                                                              ["Site", "url", "TargetName", "Host"]],
+         "where": [["Old", "has", "Enabled"]], "by": ["Who", "Site"], "summarize": ["count()", "make_set(Old)"]},
+        {"table": "SecurityEvent", "time_window": "7d", "extend": [["Svc", "eventdata", "EventData", "ServiceName"],
+                                                                  ["Host", "tolower", "DeviceName"],
+                                                                  ["Head", "substring", "ParentProcess", 0, 8]],
+         "baseline": {"days": 7, "keys": ["Svc", "Host"]}, "columns": ["Svc", "Host", "Head"], "sort": "Svc asc"},
+        {"table": "CommonSecurityLog", "time_window": "1d", "extend": [["Path", "url", "RequestURL", "Path"],
+                                                                      ["Id", "extract", "RequestURL", "/(\\d+)/", 1]],
+         "by": ["SourceIP"], "summarize": [{"countif": ["Path", "endswith", ".exe"], "as": "Exe"}, "dcount(Id)"],
+         "having": [["Exe", ">=", {"column": "dcount_Id", "times": 2}]]},
+    ]
+    texts = [queries.kql_of(queries.make_query("hunt", h)) for h in hunts]
+    for hunt, result, text in zip(hunts, kusto.check(texts), texts, strict=True):
+        assert result["ok"], (hunt, result["errors"], text)
+        for name, *_ in hunt["extend"]:
+            assert f"{name} = " in text
+
+
 def _values(hunt: dict[str, Any]) -> list[list[str]]:
     """The text values of a hunt's conditions in the order its KQL writes them (a baseline's twice)."""
     parsed = parse_hunt(hunt)
-    own = [list(map(str, f.values)) for f in leaves(parsed.filters)]
+    computed = [[str(a) for a in c.computed.args if isinstance(a, str)] for c in parsed.computed if c.computed]
+    own = computed + [list(map(str, f.values)) for f in leaves(parsed.filters)]
     out = own + (own if parsed.baseline else [])
     out += [list(map(str, f.values)) for f in leaves(parsed.join.filters)] if parsed.join else []
     countif = tuple(a.condition for a in parsed.aggregates if a.condition is not None)
@@ -257,11 +290,11 @@ for _ in range(2000):
      ["not a table a hunt can read"]),
     ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "fullouter",
                                                           "on": ["UserPrincipalName", "TargetUpn"]}},
-     ["inner, leftsemi, leftanti"]),
+     ["inner, leftouter, leftsemi, leftanti"]),
     ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "leftanti",
                                                           "on": ["UserPrincipalName", "TargetUpn"],
                                                           "columns": ["OperationName"]}},
-     ["come with an inner join"]),
+     ["come with an inner or leftouter join"]),
     ({"table": "SigninLogs", "time_window": "1d", "join": "SigninLogs | union *"}, ["an object"]),
     ({"table": "SigninLogs", "time_window": "1d", "summarize": ["count()"], "having": [["Nope", ">", 1]]},
      ["not a result column", "Count"]),
@@ -321,6 +354,70 @@ for _ in range(2000):
     ({"table": "SigninLogs", "time_window": "1d", "session": {"gap": "2d"}}, ["from 1m to 1d"]),
     ({"table": "SigninLogs", "time_window": "1d", "session": {"gap": 30}}, ["from 1m to 1d"]),
     ({"table": "SigninLogs", "time_window": "1d", "session": "30m", "bin": "1h"}, ["use one of them"]),
+    # Computed columns, two results compared, a leftouter join, a proximity with a direction: bounded.
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [[f"C{i}", "tolower", "IPAddress"] for i in range(10_000)]},
+     ["at most 8 computed columns", "10000"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["Loop", "tolower", "Loop"]]}, ["no column 'Loop'"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "tolower", "IPAddress"], ["B", "tolower", "A"]]},
+     ["no column 'A'"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "tolower", "Nope"]]}, ["no column 'Nope'"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "extract", "UserAgent", "(a+)+$", 1]]},
+     ["repeat inside a repeat"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "extract", "UserAgent", "(a|aa)*b", 1]]},
+     ["alternation inside a repeat"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "extract", "UserAgent", "x" * 300, 0]]},
+     ["at most 256 characters"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "extract", "UserAgent", "(a)", 2]]},
+     ["has 1 group"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "extract", "UserAgent", "(a)"]]},
+     ["extract takes 2 arguments"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["x | union *", "tolower", "IPAddress"]]},
+     ["letters, digits and _"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["IPAddress", "tolower", "IPAddress"]]},
+     ["already a column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["JoinKeyX", "tolower", "IPAddress"]]},
+     ["already a column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "tolower", "IPAddress"], ["a", "tolower", "AppId"]]},
+     ["already a column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "exec", "IPAddress"]]}, ["not a function"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "split", "UserAgent", "", 0]]},
+     ["separator: text of 1 to 16"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "split", "UserAgent", ",", 99]]},
+     ["from 0 to 63"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "substring", "UserAgent", 0, 10**9]]},
+     ["from 1 to 4096"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "json", "Status", "a\"] | union *"]]},
+     ["names (letters, digits, _)"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "json", "Status", *"abcdefg"]]}, ["1 to 6 keys"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "url", "UserAgent", "Query"]]},
+     ["Scheme, Host, Port, Path, Fragment"]),
+    ({"table": "SecurityEvent", "time_window": "1d", "extend": [["A", "eventdata", "EventData", "<Data"]]},
+     ["a Data Name"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "tolower", "DurationMs"]]},
+     ["tolower reads text"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": "tolower(IPAddress)"}, ["a list of computed columns"]),
+    ({"table": "SigninLogs", "time_window": "1d", "extend": [["A", "tolower", "IPAddress"]],
+      "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"], "columns": ["OperationName"]},
+      "by": ["A"], "having": [["Count", ">", {"column": "A"}]]}, ["both numbers"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["IPAddress"], "summarize": ["count()", "dcount(AppId)"],
+      "having": [["Count", ">", {"column": "dcount_AppId", "times": 0}]]}, ["times is a number, not 0"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["IPAddress"], "summarize": ["count()", "dcount(AppId)"],
+      "having": [["Count", ">", {"column": "dcount_AppId", "times": 1e300}]]}, ["at most 1,000,000"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["IPAddress"], "summarize": ["count()", "dcount(AppId)"],
+      "having": [["Count", ">", {"column": "dcount_AppId", "times": "3; union *"}]]}, ["times is a number"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["IPAddress"], "summarize": ["count()", "dcount(AppId)"],
+      "having": [["Count", ">", {"column": "dcount_AppId", "plus": 1}]]}, ["compare two results"]),
+    ({"table": "SigninLogs", "time_window": "1d", "by": ["IPAddress"], "summarize": ["count()"],
+      "having": [["Count", ">", {"column": "Nope"}]]}, ["not a result column"]),
+    ({"table": "SigninLogs", "time_window": "1d", "where": [["DurationMs", ">", {"column": "DurationMs"}]]},
+     ["comparing two columns is for having"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "kind": "leftouter",
+                                                          "on": ["IPAddress", "InitiatedByIp"], "within": "1h"}},
+     ["takes an inner join"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                                                          "within": "+90d"}}, ["from 1m to 1d"]),
+    ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
+                                                          "within": "+-5m"}}, ["from 1m to 1d"]),
 ])
 def test_what_the_builder_cannot_make_is_refused_with_what_is_allowed(arguments: dict[str, Any],
                                                                       words: list[str]) -> None:
@@ -411,6 +508,40 @@ def audit_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return rows
 
 
+def url_process_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """Processes started with a URL as their command line (a browser, a download), for the url function."""
+    urls = ["https://Evil.example:8443/a/b?x=1#frag", "http://user:pw@10.0.0.5/dl.ps1", "hxxp://bad", "not a url",
+            "https://[2001:db8::1]/x", "HTTPS://contoso.sharepoint.com/sites/fin?web=1", ""]
+    return [_blank_row("DeviceProcessEvents") | {
+        "TimeGenerated": iso(NOW - timedelta(minutes=rng.randrange(0, 5 * 24 * 60))),
+        "DeviceName": rng.choice(["WS-FIN-042", "SRV-DC-01"]), "FileName": "msedge.exe",
+        "ProcessCommandLine": rng.choice(urls), "InitiatingProcessFileName": "explorer.exe",
+        "InitiatingProcessParentFileName": "userinit.exe", "FileSize": 1000, "AccountName": "alice",
+        "SHA256": f"{i + 1000:064x}"} for i in range(count)]
+
+
+def security_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """Windows security events: Kerberos service tickets (4769) with their EventData XML, audit policy changes by
+    auditpol (4688) with their command lines."""
+    rows = []
+    for _ in range(count):
+        service = rng.choice(["MSSQLSvc", "HTTP", "krbtgt", "WS-FIN-042$", "<odd>&amp;"])
+        encryption = rng.choice(["0x17", "0x12", "0x18"])
+        data = (f'<EventData xmlns="http://schemas.microsoft.com/win/2004/08/events/event">'
+                f'<Data Name="TargetUserName">{rng.choice(USERS)}</Data><Data Name="ServiceName">{service}</Data>'
+                f'<Data Name="TicketEncryptionType">{encryption}</Data><Data Name="Status">0x0</Data></EventData>')
+        command = rng.choice(['auditpol.exe /set /subcategory:"Logon" /success:disable',
+                              "auditpol /clear /y", 'AUDITPOL /set /SubCategory:"Process Creation" /failure:disable',
+                              "cmd.exe /c whoami"])
+        event = rng.choice([4769, 4688])
+        rows.append(_blank_row("SecurityEvent") | {
+            "TimeGenerated": iso(NOW - timedelta(minutes=rng.randrange(0, 5 * 24 * 60))),
+            "Computer": rng.choice(["DC01.contoso.com", "WS-FIN-042.contoso.com"]), "EventID": event,
+            "Account": rng.choice(["CONTOSO\\alice", "CONTOSO\\svc-sql", "NT AUTHORITY\\SYSTEM"]),
+            "EventData": data if event == 4769 else "", "CommandLine": command if event == 4688 else ""})
+    return rows
+
+
 def insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
     columns = list(rows[0])
     conn.executemany(f'INSERT INTO "{table}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})',
@@ -421,6 +552,8 @@ def insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> 
 # An independent evaluation: Python over the inserted rows, from the hunt's arguments' meaning.
 
 def py_value(row: dict[str, Any], column: Column) -> Any:
+    if column.computed is not None:
+        return py_computed(row, column.computed)
     if not column.virtual:
         value = row.get(column.name)
     elif not column.path:
@@ -441,6 +574,58 @@ def py_value(row: dict[str, Any], column: Column) -> Any:
     if column.type == "bool" and value is not None:
         value = bool(value)
     return value
+
+
+_PY_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)(?::(\d+))?([^?#]*)"
+                     r"(?:\?[^#]*)?(?:#(.*))?$", re.DOTALL)
+
+
+def py_computed(row: dict[str, Any], c: Computed) -> str:
+    """A computed column from what each function means (Kusto's docs), not from the demo's code."""
+    value = py_value(row, c.of)
+    text = "" if value is None else str(value)
+    if c.fn in ("extract", "eventdata"):
+        pattern, group = (c.args[0], c.args[1]) if c.fn == "extract" else (
+            '<Data Name="' + str(c.args[0]) + '">([^<]*)</Data>', 1)
+        found = re.search(str(pattern), text)
+        return (found.group(int(group)) or "") if found else ""
+    if c.fn == "split":
+        parts = text.split(str(c.args[0]))
+        try:
+            return parts[int(c.args[1])]
+        except IndexError:
+            return ""
+    if c.fn == "substring":
+        return text[int(c.args[0]):][:int(c.args[1])]
+    if c.fn == "tolower":
+        return text.lower()
+    if c.fn == "json":
+        return py_json(text, c.args)
+    parts = _PY_URL.match(text.strip())
+    if parts is None or not parts[2]:
+        return ""
+    host = parts[2][1:-1] if parts[2].startswith("[") else parts[2]
+    return {"Scheme": parts[1], "Host": host, "Port": parts[3] or "", "Path": parts[4],
+            "Fragment": parts[5] or ""}[str(c.args[0])]
+
+
+def py_json(text: str, path: tuple[str | int, ...]) -> str:
+    try:
+        node = json.loads(text)
+    except ValueError:
+        return ""
+    for key in path:
+        if isinstance(node, dict) and isinstance(key, str):
+            node = node.get(key)
+        else:
+            node = node[key] if isinstance(node, list) and isinstance(key, int) and key < len(node) else None
+    if node is None:
+        return ""
+    if isinstance(node, bool):
+        return str(node).lower()
+    if isinstance(node, (dict, list)):
+        return json.dumps(node, separators=(",", ":"), ensure_ascii=False)
+    return str(int(node)) if isinstance(node, float) and node == int(node) else str(node)
 
 
 def py_has(text: str, term: str) -> bool:
@@ -495,6 +680,13 @@ def py_match(value: Any, op: str, wanted: tuple[Any, ...], column: Column) -> bo
 
 def py_holds(row: dict[str, Any], c: Condition) -> bool | None:
     """A condition in three-valued logic (a null comparison is unknown; not(unknown) is unknown)."""
+    if isinstance(c, Filter) and c.other is not None:  # two results: A op factor * B
+        a, b = py_value(row, c.column), py_value(row, c.other)
+        if a is None or b is None:
+            return None
+        scaled = float(c.values[0]) * b  # type: ignore[arg-type]
+        return {"==": a == scaled, "!=": a != scaled, ">": a > scaled, ">=": a >= scaled, "<": a < scaled,
+                "<=": a <= scaled}[c.op]
     if isinstance(c, Filter):
         return py_match(py_value(row, c.column), c.op, c.values, c.column)
     results = [py_holds(row, item) for item in c.items]
@@ -544,8 +736,21 @@ def py_left(hunt: Hunt, rows: dict[str, list[dict[str, Any]]]) -> list[dict[str,
         return [r for r in own if py_key(r[join.left.name]) in right]
     if join.kind == "leftanti":
         return [r for r in own if py_key(r[join.left.name]) not in right]
+    if join.kind == "leftouter":  # every left row; where no right row matched, its text "" and the rest null
+        empty = {name: "" if c.type in STRING_TYPES else None for name, c in join.columns}
+        return [r | brought for r in own
+                for brought in ([b for b, _ in right.get(py_key(r[join.left.name]), [])] or [empty])]
     return [r | brought for r in own for brought, at in right.get(py_key(r[join.left.name]), [])
-            if join.within is None or abs(py_time(at) - py_time(r["TimeGenerated"])) <= join.within]
+            if py_near(join, py_time(at) - py_time(r["TimeGenerated"]))]
+
+
+def py_near(join: Join, apart: timedelta) -> bool:
+    """The right row's time less the left's, within the join's proximity (either side, after or before)."""
+    if join.within is None:
+        return True
+    low = timedelta(0) if join.direction == "after" else -join.within
+    high = timedelta(0) if join.direction == "before" else join.within
+    return low <= apart <= high
 
 
 def py_time(stored: str) -> datetime:
@@ -735,6 +940,61 @@ SAMPLE_HUNTS: list[dict[str, Any]] = [
      "summarize": ["max(FileSize)"], "sort": "TimeGenerated asc"},
     {"table": "AuditLogs", "time_window": "20d", "series": "1h",
      "summarize": [{"countif": ["Result", "==", "failure"], "as": "Failures"}]},
+    # Computed columns (split, json, tolower, substring) in conditions, group keys, aggregates and a countif; a
+    # having that compares two results.
+    {"table": "SigninLogs", "time_window": "12d",
+     "extend": [["Domain", "split", "UserPrincipalName", "@", 1], ["User", "split", "UserPrincipalName", "@", 0],
+                ["Os", "json", "DeviceDetail", "operatingSystem"], ["Why", "json", "Status", "failureReason"],
+                ["Low", "tolower", "AppDisplayName"], ["Head", "substring", "AppDisplayName", 3, 6]],
+     "where": [["Domain", "!=", "fabrikam.com"], ["User", "!startswith", "admin"]],
+     "by": ["Domain", "Os", "Low"],
+     "summarize": ["count()", "dcount(User)", {"countif": ["Why", "has", "denied"], "as": "Denied"}, "make_set(Head)"],
+     "having": [["Denied", "<", {"column": "Count", "times": 0.3}]], "take": 100},
+    {"table": "SigninLogs", "time_window": "12d", "extend": [["Last", "split", "UserPrincipalName", ".", 1],
+                                                             ["Compliant", "json", "DeviceDetail", "isCompliant"],
+                                                             ["Missing", "json", "DeviceDetail", "no", 0]],
+     "by": ["Last", "Compliant", "Missing"], "summarize": ["count()", "dcount(IPAddress)", "sum(DurationMs)"],
+     "having": [{"any": [["dcount_IPAddress", ">=", {"column": "Count"}],
+                         {"not": ["sum_DurationMs", "<=", {"column": "Count", "times": 2000}]}]}], "take": 100},
+    {"table": "SigninLogs", "time_window": "1d", "extend": [["Low", "tolower", "UserPrincipalName"]],
+     "baseline": {"days": 1, "keys": ["Low", "IPAddress", "AppDisplayName"]},
+     "columns": ["Low", "IPAddress", "AppDisplayName", "TimeGenerated"],
+     "sort": "Low asc", "take": 100},
+    # extract and url on command lines; eventdata and extract on Windows events.
+    {"table": "DeviceProcessEvents", "time_window": "5d",
+     "extend": [["Payload", "extract", "ProcessCommandLine", "-enc\\s+(\\S+)", 1],
+                ["Scheme", "url", "ProcessCommandLine", "Scheme"], ["Host", "url", "ProcessCommandLine", "Host"],
+                ["Port", "url", "ProcessCommandLine", "Port"], ["UrlPath", "url", "ProcessCommandLine", "Path"],
+                ["Fragment", "url", "ProcessCommandLine", "Fragment"]],
+     "by": ["Payload", "Scheme", "Host", "Port", "UrlPath", "Fragment"], "take": 100},
+    {"table": "SecurityEvent", "time_window": "5d",
+     "extend": [["Service", "eventdata", "EventData", "ServiceName"],
+                ["Encryption", "eventdata", "EventData", "TicketEncryptionType"],
+                ["Domain", "split", "Account", "\\", 0]],
+     "where": [["EventID", "==", 4769], ["Encryption", "in", ["0x17", "0x18"]], ["Service", "!endswith", "$"],
+               ["Service", "!=", "krbtgt"]],
+     "by": ["Service", "Encryption", "Domain"], "summarize": ["count()", "dcount(Computer)"], "take": 100},
+    {"table": "SecurityEvent", "time_window": "5d",
+     "extend": [["Subcategory", "extract", "CommandLine", "(?i)/subcategory:\"?([^\"/]+)", 1],
+                ["Change", "extract", "CommandLine", "(?i)/(success|failure):(enable|disable)", 0]],
+     "where": [["EventID", "==", 4688], ["CommandLine", "has", "auditpol"]],
+     "columns": ["TimeGenerated", "Computer", "Subcategory", "Change"], "sort": "Subcategory desc", "take": 100},
+    # A leftouter join keeps every left row; a time proximity with a direction.
+    {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]],
+     "join": {"table": "AuditLogs", "kind": "leftouter", "on": ["UserPrincipalName", "TargetUpn"],
+              "time_window": "20d",
+              "where": [["OperationName", "has", "reset"], ["TargetUpn", "endswith", "fabrikam.com"]],
+              "columns": ["OperationName", "TimeGenerated"]}, "take": 100},
+    {"table": "SigninLogs", "time_window": "7d",
+     "join": {"table": "AuditLogs", "kind": "leftouter", "on": ["UserPrincipalName", "InitiatedByUser"],
+              "where": [["Result", "==", "failure"]], "columns": ["OperationName"]},
+     "by": ["OperationName"], "summarize": ["count()", "dcount(UserPrincipalName)"]},
+    {"table": "SigninLogs", "time_window": "10d",
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "within": "+3h",
+              "columns": ["OperationName", "TimeGenerated"]}, "take": 100},
+    {"table": "SigninLogs", "time_window": "10d",
+     "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "within": "-3h",
+              "columns": ["OperationName", "TimeGenerated"]}, "by": ["UserPrincipalName"]},
     # A join: a sign-in's account with the directory changes made to it.
     {"table": "SigninLogs", "time_window": "7d", "where": [["ErrorCode", "==", 500121]],
      "join": {"table": "AuditLogs", "on": ["UserPrincipalName", "TargetUpn"], "time_window": "20d",
@@ -769,6 +1029,9 @@ def hunt_demo() -> tuple[DemoBackend, dict[str, list[dict[str, Any]]]]:
     rng = random.Random(25)
     rows = {"SigninLogs": signin_rows(rng, 400), "DeviceProcessEvents": process_rows(rng, 200),
             "AuditLogs": audit_rows(rng, 150)}
+    more = random.Random(34)  # rows for the computed columns (issue 34), drawn apart: the rows above stay as they were
+    rows["DeviceProcessEvents"] += url_process_rows(more, 40)
+    rows["SecurityEvent"] = security_rows(more, 160)
 
     def add(conn: sqlite3.Connection, now: datetime) -> None:
         for table, table_rows in rows.items():
@@ -787,6 +1050,31 @@ async def test_the_demo_answers_what_python_finds_in_the_same_rows(hunt_demo, ar
     expected = py_hunt(hunt, rows)
     assert raw.rows == expected
     assert len(expected) > 0 or arguments["where"][0][2] in (LOOKALIKE, "\" | where 1==1"), arguments
+
+
+def _sample(predicate: Any) -> dict[str, Any]:
+    return next(h for h in SAMPLE_HUNTS if predicate(h))
+
+
+async def test_the_sample_exercises_every_computed_function_and_each_join_form(hunt_demo) -> None:
+    """The samples above are not vacuous: every computed function yields text on some row (and "" where nothing
+    matched, for those that match), a
+    leftouter join keeps left rows with and without a match, and the two directions pair different rows."""
+    _backend, rows = hunt_demo
+    functions: dict[str, set[bool]] = {}
+    for arguments in SAMPLE_HUNTS:
+        hunt = parse_hunt(arguments)
+        for column in hunt.computed:
+            assert column.computed is not None
+            values = {py_value(r, column) != "" for r in rows[hunt.table]}
+            functions.setdefault(column.computed.fn, set()).update(values)
+    assert set(functions) == set(FUNCTIONS) and all(True in found for found in functions.values()), functions
+    assert all(False in functions[fn] for fn in ("extract", "eventdata", "json", "url")), functions  # no match: ""
+    outer = parse_hunt(_sample(lambda h: h.get("join", {}).get("kind") == "leftouter" and "by" not in h))
+    assert {r["Row"]["RightOperationName"] != "" for r in py_hunt(outer, rows)} == {True, False}
+    paired = [parse_hunt(_sample(lambda h, w=w: h.get("join", {}).get("within") == w)) for w in ("+3h", "-3h")]
+    after, before = ({(r["UserPrincipalName"], r["TimeGenerated"]) for r in py_left(h, rows)} for h in paired)
+    assert after and before and after != before
 
 
 async def test_the_sample_exercises_every_operator(hunt_demo) -> None:
@@ -1043,7 +1331,7 @@ def test_an_equality_hunt_on_a_hot_column_reads_its_index(demo_backend: DemoBack
     text, params = hunt_sql.hunt_sql(hunt, NOW)
 
     def plan(conn: sqlite3.Connection, now: datetime) -> str:
-        hunt_sql._functions(conn)
+        hunt_sql._functions(conn, hunt)
         return " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + text, params))
 
     shown = demo_backend.with_database(plan)

@@ -33,10 +33,22 @@ class Column:
     source: str = ""  # virtual: the table's column the value comes from ("" for a table's own column)
     path: tuple[str | int, ...] = ()  # virtual: the keys/indexes inside the source's JSON (empty: an alias)
     source_is_text: bool = False  # the source column is JSON held as a string (needs parse_json in KQL)
+    computed: Computed | None = None  # a column the hunt itself computes (its ``extend``)
 
     @property
     def virtual(self) -> bool:
-        return bool(self.source)
+        """Computed before the conditions read it: a field inside JSON, an alias, or the hunt's own ``extend``."""
+        return bool(self.source) or self.computed is not None
+
+
+@dataclass(frozen=True)
+class Computed:
+    """How a hunt computes a column (``bot.sentinel.hunt.computed``): one function of a small closed set over
+    one column of its table (``of``), with its typed arguments; the result is text."""
+
+    fn: str
+    of: Column
+    args: tuple[str | int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ class Filter:
     column: Column
     op: str
     values: tuple[Value, ...]
+    other: Column | None = None  # compared with this column times values[0] (a having's two aggregates)
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,11 @@ def leaves(conditions: Sequence[Condition]) -> tuple[Filter, ...]:
     return tuple(out)
 
 
-def parse_conditions(raw: object, resolve: Resolve, budget: Budget, what: str = "where") -> tuple[Condition, ...]:
-    """A list of conditions that all hold (``where``); a lone leaf or group is read as a list of one."""
+def parse_conditions(raw: object, resolve: Resolve, budget: Budget, what: str = "where", compare: bool = False
+                     ) -> tuple[Condition, ...]:
+    """A list of conditions that all hold (``where``); a lone leaf or group is read as a list of one. With
+    ``compare`` (a having), a number column compares with another times a factor: ``[A, ">", {"column": B,
+    "times": 3}]``."""
     if raw is None or raw == "":
         return ()
     if isinstance(raw, Mapping) or (_is_list(raw) and raw and not _is_list(raw[0]) and not isinstance(raw[0], Mapping)):
@@ -114,21 +118,23 @@ def parse_conditions(raw: object, resolve: Resolve, budget: Budget, what: str = 
     if not _is_list(raw):
         raise InvalidParameter(what, f"a list of conditions, e.g. [[\"IPAddress\", \"==\", \"203.0.113.7\"]]; got "
                                      f"{quoted(raw)}")
-    return tuple(parse_condition(item, resolve, budget, what, 1) for item in raw)
+    return tuple(parse_condition(item, resolve, budget, what, 1, compare) for item in raw)
 
 
-def parse_condition(raw: object, resolve: Resolve, budget: Budget, what: str, depth: int) -> Condition:
+def parse_condition(raw: object, resolve: Resolve, budget: Budget, what: str, depth: int, compare: bool = False
+                    ) -> Condition:
     if isinstance(raw, Mapping):
-        return _group(raw, resolve, budget, what, depth)
-    return _leaf(raw, resolve, budget, what)
+        return _group(raw, resolve, budget, what, depth, compare)
+    return _leaf(raw, resolve, budget, what, compare)
 
 
-def _group(raw: Mapping[Any, Any], resolve: Resolve, budget: Budget, what: str, depth: int) -> Condition:
+def _group(raw: Mapping[Any, Any], resolve: Resolve, budget: Budget, what: str, depth: int, compare: bool
+           ) -> Condition:
     kinds = [k for k in ("any", "all", "not") if k in raw]
     if len(kinds) != 1 or len(raw) != 1:
         if {"column", "op"} & set(raw):  # {"column": .., "op": .., "value": ..} is a leaf too
             return _leaf([raw.get("column"), raw.get("op") or raw.get("operator"), raw.get("value")], resolve,
-                         budget, what)
+                         budget, what, compare)
         raise InvalidParameter(what, f"a group is {{\"any\": [conditions]}}, {{\"all\": [conditions]}} or "
                                      f"{{\"not\": condition}}; got {quoted(raw)}")
     if depth > MAX_DEPTH:
@@ -137,15 +143,15 @@ def _group(raw: Mapping[Any, Any], resolve: Resolve, budget: Budget, what: str, 
     kind = kinds[0]
     items = raw[kind]
     if kind == "not":
-        return Group("not", (parse_condition(items, resolve, budget, what, depth + 1),))
+        return Group("not", (parse_condition(items, resolve, budget, what, depth + 1, compare),))
     if not _is_list(items) or not items:
         raise InvalidParameter(what, f"\"{kind}\" takes a non-empty list of conditions; got {quoted(items)}")
     if len(items) > MAX_CONDITIONS:
         raise InvalidParameter(what, f"at most {MAX_CONDITIONS} conditions in one hunt")
-    return Group(kind, tuple(parse_condition(item, resolve, budget, what, depth + 1) for item in items))
+    return Group(kind, tuple(parse_condition(item, resolve, budget, what, depth + 1, compare) for item in items))
 
 
-def _leaf(raw: object, resolve: Resolve, budget: Budget, what: str) -> Filter:
+def _leaf(raw: object, resolve: Resolve, budget: Budget, what: str, compare: bool = False) -> Filter:
     if not _is_list(raw) or not 2 <= len(raw) <= 3:
         raise InvalidParameter(what, f"each condition is [column, operator, value], e.g. [\"IPAddress\", \"==\", "
                                      f"\"203.0.113.7\"], or a group {{\"any\": [...]}}; got {quoted(raw)}")
@@ -162,6 +168,11 @@ def _leaf(raw: object, resolve: Resolve, budget: Budget, what: str) -> Filter:
         raise InvalidParameter(what, f"{op} on {column.name} needs a value: [column, operator, value]")
     if op in NO_VALUE_OPS:
         return Filter(column, op, ())
+    if isinstance(value, Mapping):
+        if not compare:
+            raise InvalidParameter(what, f"{column.name}: a value is text, a number, a time or a list; comparing two "
+                                         f"columns is for having's results")
+        return _compared(column, op, value, resolve, what)
     if op in RANGE_OPS:
         return _range(column, op, value, what)
     if op in LIST_OPS:
@@ -173,6 +184,27 @@ def _leaf(raw: object, resolve: Resolve, budget: Budget, what: str) -> Filter:
     if op == "matches regex":
         check_regex(str(typed_value), what)
     return Filter(column, op, (typed_value,))
+
+
+COMPARE_OPS = ("==", "!=", ">", ">=", "<", "<=")
+MAX_FACTOR = 1_000_000.0
+
+
+def _compared(column: Column, op: str, value: Mapping[Any, Any], resolve: Resolve, what: str) -> Filter:
+    """``[A, op, {"column": B, "times": f}]``: A op f * B, two number columns, f a finite factor (1 if absent)."""
+    if set(value) - {"column", "times"} or "column" not in value:
+        raise InvalidParameter(what, f"compare two results as [\"Failures\", \">\", {{\"column\": \"Successes\", "
+                                     f"\"times\": 3}}]; got {quoted(value)}")
+    other = resolve(value["column"], what)
+    times = value.get("times", 1)
+    factor = None if isinstance(times, bool) or not isinstance(times, (int, float)) else float(times)
+    if factor is None or not math.isfinite(factor) or not 0 < abs(factor) <= MAX_FACTOR:
+        raise InvalidParameter(what, f"times is a number, not 0, at most {MAX_FACTOR:,.0f} either way; got "
+                                     f"{quoted(times)}")
+    if op not in COMPARE_OPS or column.type not in NUMBER_TYPES or other.type not in NUMBER_TYPES:
+        raise InvalidParameter(what, f"two results compare with {' '.join(COMPARE_OPS)}, both numbers; "
+                                     f"{column.name} is {column.type}, {other.name} {other.type}")
+    return Filter(column, op, (factor,), other)
 
 
 def _range(column: Column, op: str, value: object, what: str) -> Filter:
@@ -283,6 +315,8 @@ def shown(condition: Condition) -> Any:
     values = [v.isoformat().replace("+00:00", "Z") if isinstance(v, datetime) else v for v in condition.values]
     if condition.op in NO_VALUE_OPS:
         return [condition.column.name, condition.op]
+    if condition.other is not None:
+        return [condition.column.name, condition.op, {"column": condition.other.name, "times": values[0]}]
     return [condition.column.name, condition.op,
             values if condition.op in LIST_OPS | RANGE_OPS else values[0]]
 

@@ -2,8 +2,8 @@
 
 Table and column names come from the catalog (the allow-list), operators from a fixed table, and every value
 through ``bot.sentinel.kql``'s literal helpers, so no value can end its literal or add an operator. The steps, in
-order: the window, the virtual columns, the conditions, the baseline (a ``leftanti`` join with the same rows of
-the days before), the join (the second table's rows on a lower-cased key, then its time proximity), then
+order: the window, the virtual and computed columns, the conditions, the baseline (a ``leftanti`` join with the same
+rows of the days before), the join (the second table's rows on a lower-cased key, then its time proximity), then
 ``summarize`` (by a bin, or by sessions: ``row_window_session`` over the rows sorted by key and time) and
 ``having``, or ``make-series`` and ``series_decompose_anomalies`` (the anomalous points, ``mv-expand``-ed), or
 ``project``. The result is one row per hunt row: ``Row``, a property bag of the hunt's columns (their number and
@@ -15,7 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from bot.sentinel import kql
-from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, TIME_COLUMN, Column
+from bot.sentinel.hunt.catalog import NUMBER_TYPES, STRING_TYPES, TIME_COLUMN, Column, Computed
+from bot.sentinel.hunt.computed import URL_PARTS, eventdata_pattern
 from bot.sentinel.hunt.conditions import LIST_OPS, Condition, Filter, Group, leaves
 from bot.sentinel.hunt.model import ANOMALY_THRESHOLD, BINS, MAX_SERIES, MAX_SET, Aggregate, Hunt, Value, span_text
 
@@ -25,12 +26,39 @@ _TEXT_OPS = {"==": "=~", "!=": "!~", "in": "in~", "!in": "!in~"}
 
 
 def virtual_expression(column: Column) -> str:
-    """The KQL that computes a virtual column from its source (an alias is the source itself)."""
+    """The KQL that computes a virtual column from its source (an alias is the source itself), or a computed one."""
+    if column.computed is not None:
+        return computed_expression(column.computed)
     if not column.path:
         return column.source
     source = f"parse_json({column.source})" if column.source_is_text else column.source
     access = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in column.path)
     return f"{_CAST[column.type]}({source}{access})"
+
+
+def computed_expression(computed: Computed) -> str:
+    """A computed column's KQL (``computed.py``): its source read as text, every argument one literal."""
+    of = computed.of
+    source = virtual_expression(of) if of.virtual else of.name
+    fn, args = computed.fn, computed.args
+    if fn == "json":
+        base = source if of.type == "dynamic" else f"parse_json({source})"
+        steps = "".join(f"[{kql.long_literal(a)}]" if isinstance(a, int) else f"[{kql.string_literal(a)}]"
+                        for a in args)
+        return f"tostring({base}{steps})"
+    if fn in ("extract", "eventdata"):
+        pattern, group = (str(args[0]), int(args[1])) if fn == "extract" else (eventdata_pattern(str(args[0])), 1)
+        return f"extract({kql.string_literal(pattern)}, {kql.long_literal(group)}, {source})"
+    if fn == "split":
+        return f"tostring(split({source}, {kql.string_literal(str(args[0]))})[{kql.long_literal(int(args[1]))}])"
+    if fn == "substring":
+        return f"substring({source}, {kql.long_literal(int(args[0]))}, {kql.long_literal(int(args[1]))})"
+    if fn == "tolower":
+        return f"tolower({source})"
+    return f"tostring(parse_url({source}).{_URL_PART[str(args[0])]})"
+
+
+_URL_PART = {part: part for part in URL_PARTS}  # the part names are parse_url's own keys (a fixed set)
 
 
 def literal(column: Column, value: Value) -> str:
@@ -60,6 +88,8 @@ def _leaf(f: Filter) -> str:
     name = f"tostring({f.column.name})" if f.column.type == "dynamic" else f.column.name
     if f.op in ("isempty", "isnotempty"):
         return f"{f.op}({name})" if text else f"{f.op.replace('empty', 'null')}({name})"
+    if f.other is not None:  # a having's two results: A op factor * B
+        return f"{name} {f.op} {kql.real_literal(float(str(f.values[0])))} * {f.other.name}"
     values = [literal(f.column, v) for v in f.values]
     if f.op in ("between", "!between"):
         return f"{name} {f.op} ({values[0]} .. {values[1]})"
@@ -115,7 +145,9 @@ def _join(hunt: Hunt) -> list[str]:
              f"| join kind={join.kind} ({' '.join(side)}) on JoinKey"]
     if join.within:
         span = kql.timespan_literal(join.within)
-        lines.append(f"| where JoinKeyTime between (({TIME_COLUMN} - {span}) .. ({TIME_COLUMN} + {span}))")
+        low = TIME_COLUMN if join.direction == "after" else f"({TIME_COLUMN} - {span})"
+        high = TIME_COLUMN if join.direction == "before" else f"({TIME_COLUMN} + {span})"
+        lines.append(f"| where JoinKeyTime between ({low} .. {high})")
     return [*lines, "| project-away JoinKey*"]
 
 

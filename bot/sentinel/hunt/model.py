@@ -2,12 +2,14 @@
 
 ``parse_hunt`` turns loose arguments (model output) into a ``Hunt`` or raises ``InvalidParameter`` with a message
 that lists what is allowed (the tables, a table's columns, the operators a column's type takes), so the model can
-correct itself. A hunt reads one allow-listed table in a window; keeps the rows its conditions allow
+correct itself. A hunt reads one allow-listed table in a window; computes up to eight text columns from its
+columns (``extend``: ``computed.py``); keeps the rows its conditions allow
 (``conditions``: AND/OR/NOT groups, typed operators); optionally drops the rows whose keys were already seen in a
 *baseline* of up to 30 days before the window; optionally joins a second allow-listed table on a declared key
-(``catalog.join_keys``: an IP with an IP, an account with an account, a message with its message...), optionally
-only the right rows within a time proximity of the left's (``within``); then either shows columns or summarizes
-(aggregates by up to six keys and a time bin or a session gap, filtered by ``having``), or makes a time series per
+(``catalog.join_keys``: an IP with an IP, an account with an account, a message with its message...; inner,
+leftouter, leftsemi or leftanti), optionally only the right rows within a time proximity of the left's (``within``:
+either side, or after or before it); then either shows columns or summarizes (aggregates by up to six keys and a
+time bin or a session gap, filtered by ``having``, which may compare two results), or makes a time series per
 key and keeps its anomalous points (``series``: ``make-series`` then ``series_decompose_anomalies``). The KQL and the
 demo's SQL are both built from the ``Hunt`` (``hunt.kql``, ``hunt.sql``), never from the arguments' text.
 """
@@ -31,6 +33,8 @@ from bot.sentinel.hunt.catalog import (
     table_names,
     tables,
 )
+from bot.sentinel.hunt.computed import parse_computed
+from bot.sentinel.hunt.computed import shown as computed_shown
 from bot.sentinel.hunt.conditions import (
     MAX_VALUE_CHARS,
     OPERATORS,
@@ -63,7 +67,9 @@ BINS = {"5m": timedelta(minutes=5), "15m": timedelta(minutes=15), "1h": timedelt
         "6h": timedelta(hours=6), "1d": timedelta(days=1)}
 AGGREGATES = ("count", "dcount", "countif", "sum", "avg", "min", "max", "make_set", "percentile", "arg_max",
               "arg_min")
-JOIN_KINDS = ("inner", "leftsemi", "leftanti")
+JOIN_KINDS = ("inner", "leftouter", "leftsemi", "leftanti")
+BRING_KINDS = frozenset({"inner", "leftouter"})  # the joins that bring the right rows' columns
+DIRECTIONS = {"": "either", "+": "after", "-": "before"}  # a proximity's sign: where the right row may lie
 MAX_WITHIN = timedelta(days=1)  # a join's time proximity: the right row at most this far from the left's time
 MAX_GAP = timedelta(days=1)  # a session ends after a gap longer than this, at most
 MAX_POINTS = 720  # a series' points (30 days of hours)
@@ -134,12 +140,14 @@ class Join:
     filters: tuple[Condition, ...] = ()
     columns: tuple[tuple[str, Column], ...] = ()
     within: timedelta | None = None  # inner only: the right row's TimeGenerated at most this far from the left's
+    direction: str = "either"  # or "after" (the right row at or after the left's time), "before"
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {"table": self.table, "kind": self.kind, "on": [self.left.name, self.right.name],
                                "time_window": span_text(self.window)}
         if self.within:
-            out["within"] = span_text(self.within)
+            sign = next(s for s, d in DIRECTIONS.items() if d == self.direction)
+            out["within"] = sign + span_text(self.within)
         if self.filters:
             out["where"] = [shown(c) for c in self.filters]
         if self.columns:
@@ -189,6 +197,7 @@ class Hunt:
     baseline: Baseline | None = None
     session: timedelta | None = None  # group each key's rows into sessions split by a gap longer than this
     series: Series | None = None
+    computed: tuple[Column, ...] = ()  # its ``extend``: columns computed from its table's (``computed.py``)
 
     tool = "hunt"
 
@@ -226,9 +235,9 @@ class Hunt:
 
     @property
     def used(self) -> tuple[Column, ...]:
-        """Every column of the hunt's own table it reads, once each, in first-use order (the virtual ones are
-        computed)."""
-        seen: dict[str, Column] = {}
+        """Every column of the hunt's own table it reads, once each: its computed columns as declared, then the rest
+        in first-use order (the virtual ones are computed)."""
+        seen: dict[str, Column] = {c.name: c for c in self.computed}
         countif = tuple(a.condition for a in self.aggregates if a.condition is not None)
         for column in (*(f.column for f in leaves(self.filters)), *(f.column for f in leaves(countif)), *self.by,
                        *self.columns, *(c for a in self.aggregates for c in (a.column, *a.extra) if c is not None),
@@ -248,6 +257,8 @@ class Hunt:
     def parameters(self) -> dict[str, Any]:
         """The hunt in the tool's own argument shape (canonical names and values): for logs, cards and replay."""
         out: dict[str, Any] = {"table": self.table, "time_window": span_text(self.window)}
+        if self.computed:
+            out["extend"] = [computed_shown(c) for c in self.computed]
         if self.filters:
             out["where"] = [shown(c) for c in self.filters]
         if self.baseline:
@@ -327,20 +338,27 @@ def column_of(table: Table, name: object, what: str) -> Column:
 class _Scope:
     """The columns a hunt's later steps can name: its table's, and those its join brings (by output name)."""
 
-    def __init__(self, table: Table, join: Join | None) -> None:
+    def __init__(self, table: Table, join: Join | None, computed: tuple[Column, ...] = ()) -> None:
         self.table = table
+        self.computed = {c.name.lower(): c for c in computed}
         self.extra = {name.lower(): Column(name, c.type) for name, c in join.columns} if join else {}
+        clash = set(self.computed) & set(self.extra)
+        if clash:
+            raise InvalidParameter("extend", f"{', '.join(sorted(clash))} is both a computed column and one the "
+                                             f"join brings; name the computed column otherwise")
 
     def resolve(self, name: object, what: str) -> Column:
-        if isinstance(name, str) and name.strip().lower() in self.extra:
-            return self.extra[name.strip().lower()]
+        key = name.strip().lower() if isinstance(name, str) else ""
+        if key in self.extra or key in self.computed:
+            return self.extra.get(key) or self.computed[key]
         try:
             return column_of(self.table, name, what)
         except InvalidParameter as error:
-            if not self.extra:
+            more = [f"computed: {', '.join(c.name for c in self.computed.values())}"] if self.computed else []
+            more += [f"from the join: {', '.join(c.name for c in self.extra.values())}"] if self.extra else []
+            if not more:
                 raise
-            joined = ", ".join(c.name for c in self.extra.values())
-            raise InvalidParameter(what, f"{str(error).split(': ', 1)[1]}; and from the join: {joined}") from None
+            raise InvalidParameter(what, f"{str(error).split(': ', 1)[1]}; {'; '.join(more)}") from None
 
 
 def parse_hunt(arguments: Mapping[str, object]) -> Hunt:
@@ -348,10 +366,13 @@ def parse_hunt(arguments: Mapping[str, object]) -> Hunt:
     table = parse_table(arguments.get("table"))
     window = parse_window(arguments.get("time_window"))
     budget = Budget()
-    filters = parse_conditions(arguments.get("where"), lambda n, w: column_of(table, n, w), budget)
-    baseline = _baseline(table, arguments.get("baseline"))
+    computed = parse_computed(arguments.get("extend"), lambda n, w: column_of(table, n, w),
+                              lambda n: table.find(n) is not None)
+    own = _Scope(table, None, computed)  # the hunt's table and its computed columns
+    filters = parse_conditions(arguments.get("where"), own.resolve, budget)
+    baseline = _baseline(own, arguments.get("baseline"))
     join = _join(table, window, arguments.get("join"), budget)
-    scope = _Scope(table, join)
+    scope = _Scope(table, join, computed)
     aggregates = _aggregates(scope, arguments.get("summarize"), budget)
     by = tuple(scope.resolve(c, "by") for c in _list(arguments.get("by"), "by"))
     bin_size = _bin(arguments.get("bin"))
@@ -361,7 +382,7 @@ def parse_hunt(arguments: Mapping[str, object]) -> Hunt:
     if (by or bin_size or session or series) and not aggregates:
         aggregates = (Aggregate("count", None),)  # "by Country" alone means counting
     hunt = Hunt(table.name, window, filters, aggregates, by, bin_size, columns, take=_take(arguments.get("take")),
-                join=join, baseline=baseline, session=session, series=series)
+                join=join, baseline=baseline, session=session, series=series, computed=computed)
     if aggregates:
         hunt = _summarized(hunt, arguments.get("having"), budget)
     else:
@@ -387,7 +408,8 @@ def _summarized(hunt: Hunt, raw_having: object, budget: Budget) -> Hunt:
                                             f"arg_max takes columns that are not group keys, and countif needs "
                                             f"its own \"as\"")
     outputs = Table("result", {n: Column(n, t) for n, t in hunt.output}, ())
-    having = parse_conditions(raw_having, lambda n, w: _output_column(outputs, n, w), budget, "having")
+    having = parse_conditions(raw_having, lambda n, w: _output_column(outputs, n, w), budget, "having",
+                              compare=True)
     return replace(hunt, having=having)
 
 
@@ -517,18 +539,18 @@ def _join(table: Table, window: timedelta, raw: object, budget: Budget) -> Join 
     left_key, right_key = column_of(table, on[0], "join.on"), column_of(right, on[1], "join.on")
     _check_keys(table, left_key, right, right_key)
     right_window = parse_window(raw.get("time_window") or span_text(window), "join.time_window")
-    within = _within(raw.get("within"), kind)
+    within, direction = _within(raw.get("within"), kind)
     filters = parse_conditions(raw.get("where"), lambda n, w: column_of(right, n, w), budget, "join.where")
     columns = tuple(column_of(right, c, "join.columns") for c in _list(raw.get("columns"), "join.columns"))
-    if kind != "inner" and columns:
+    if kind not in BRING_KINDS and columns:
         raise InvalidParameter("join.columns", f"a {kind} join keeps the hunt's rows only; columns come with an "
-                                               f"inner join")
-    if kind == "inner" and not columns:
+                                               f"inner or leftouter join")
+    if kind in BRING_KINDS and not columns:
         columns = tuple(c for name in right.defaults[:4] if (c := right.find(name)) is not None)
     if len(columns) > MAX_JOIN_COLUMNS:
         raise InvalidParameter("join.columns", f"at most {MAX_JOIN_COLUMNS} columns")
     named = tuple((_right_name(table, c.name), c) for c in dict.fromkeys(columns))
-    return Join(right.name, kind, left_key, right_key, right_window, filters, named, within)
+    return Join(right.name, kind, left_key, right_key, right_window, filters, named, within, direction)
 
 
 def _span(raw: object, what: str, low: timedelta, high: timedelta, example: str) -> timedelta:
@@ -541,12 +563,18 @@ def _span(raw: object, what: str, low: timedelta, high: timedelta, example: str)
     return span
 
 
-def _within(raw: object, kind: str) -> timedelta | None:
+def _within(raw: object, kind: str) -> tuple[timedelta | None, str]:
+    """A join's time proximity and its direction: "1h" either side, "+10m" the right row after the left's (at
+    most 10 minutes), "-10m" before it."""
     if raw is None or raw == "":
-        return None
+        return None, "either"
     if kind != "inner":
         raise InvalidParameter("join.within", f"a time proximity pairs rows: it takes an inner join, not {kind}")
-    return _span(raw, "join.within", timedelta(minutes=1), MAX_WITHIN, "10m or 1h")
+    text = raw.strip() if isinstance(raw, str) else ""
+    sign = text[0] if text[:1] in ("+", "-") else ""
+    span = _span(text[1:] if sign else raw, "join.within", timedelta(minutes=1), MAX_WITHIN,
+                 "1h (either side), +10m (the right row after the left's), -10m (before)")
+    return span, DIRECTIONS[sign]
 
 
 def _one_field(raw: object, field: str, what: str, example: str) -> object:
@@ -607,7 +635,7 @@ def _keys_text(table: Table) -> str:
     return ", ".join(f"{name} ({kind})" for name, kind in keys.items()) or "nothing"
 
 
-def _baseline(table: Table, raw: object) -> Baseline | None:
+def _baseline(scope: _Scope, raw: object) -> Baseline | None:
     if raw is None or raw == "" or raw == {}:
         return None
     if not isinstance(raw, Mapping):
@@ -618,7 +646,7 @@ def _baseline(table: Table, raw: object) -> Baseline | None:
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_BASELINE_DAYS:
         raise InvalidParameter("baseline", f"days: 1 to {MAX_BASELINE_DAYS} days before the window; got "
                                            f"{quoted(raw.get('days'))}")
-    keys = tuple(column_of(table, c, "baseline") for c in _list(raw.get("keys"), "baseline"))
+    keys = tuple(scope.resolve(c, "baseline") for c in _list(raw.get("keys"), "baseline"))
     if not 1 <= len(keys) <= 3 or any(c.type not in KEY_TYPES for c in keys):
         raise InvalidParameter("baseline", "keys: 1 to 3 text or whole-number columns (the user, the IP, the "
                                            "country...) whose values are new if not seen in the days before")
@@ -638,7 +666,9 @@ def _with_sort(hunt: Hunt, raw: object) -> Hunt:
             sort = (TIME_COLUMN, True) if TIME_COLUMN in names else (hunt.output[0][0], True)
         return replace(hunt, sort=sort)
     match = _SORT.match(raw) if isinstance(raw, str) else None
-    extra = tables()[hunt.table].find(match[1]) if match and not hunt.summarized else None
+    extra = _Scope(tables()[hunt.table], None, hunt.computed).computed.get(match[1].lower()) if match else None
+    extra = extra or (tables()[hunt.table].find(match[1]) if match else None)
+    extra = extra if not hunt.summarized else None
     if extra is not None and extra.name not in names and len(hunt.columns) < MAX_COLUMNS:
         hunt = replace(hunt, columns=(*hunt.columns, extra))  # sorted by a column it did not show: show it too
         names = dict(hunt.output)

@@ -26,8 +26,9 @@ from typing import Any
 from bot.sentinel.catalog import ENTITY_COLUMNS, HUNT_INDEXED
 from bot.sentinel.demo_sql import iso
 from bot.sentinel.hunt.catalog import STRING_TYPES, TIME_COLUMN, Column, tables
+from bot.sentinel.hunt.computed import evaluate
 from bot.sentinel.hunt.conditions import NO_VALUE_OPS, Condition, Filter, Group, Value
-from bot.sentinel.hunt.model import ANOMALY_THRESHOLD, BINS, MAX_SERIES, MAX_SET, Aggregate, Hunt
+from bot.sentinel.hunt.model import ANOMALY_THRESHOLD, BINS, BRING_KINDS, MAX_SERIES, MAX_SET, Aggregate, Hunt
 from bot.sentinel.hunt.series import decompose_anomalies
 
 
@@ -129,8 +130,17 @@ class _ArgMin(_ArgMax):
     higher = False
 
 
-def _functions(conn: sqlite3.Connection) -> None:
-    # Registered per query (cheap): the hunt needs them, the rest of the demo does not.
+def computed_function(column: Column) -> str:
+    """The SQL function name a computed column's Python is registered under (its name is letters, digits, _)."""
+    return f"hunt_x_{column.name}"
+
+
+def _functions(conn: sqlite3.Connection, hunt: Hunt) -> None:
+    # Registered per query (cheap): the hunt needs them, the rest of the demo does not. A computed column's
+    # arguments are bound in Python (never in the SQL's text): one function per column, its name the column's.
+    for column in hunt.computed:
+        assert column.computed is not None
+        conn.create_function(computed_function(column), 1, partial(evaluate, column.computed), deterministic=True)
     conn.create_function("kql_has", 2, has_term, deterministic=True)
     conn.create_function("kql_startswith", 2, starts_with, deterministic=True)
     conn.create_function("kql_endswith", 2, ends_with, deterministic=True)
@@ -155,7 +165,10 @@ _CAST = {"int": "INTEGER", "long": "INTEGER", "bool": "INTEGER", "real": "REAL",
 def raw(column: Column) -> str:
     """A column's stored value in SQL: its column, or the JSON field its virtual declaration names (NULL when absent).
     The source is checked to be JSON first (``json_extract`` fails on anything else, and the demo holds "" for some
-    absent dynamic values), except where the demo indexes the field: an index on it proves every row's is JSON."""
+    absent dynamic values), except where the demo indexes the field: an index on it proves every row's is JSON. A
+    computed column is its registered function of its source's value."""
+    if column.computed is not None:
+        return f"{computed_function(column)}({expression(column.computed.of)})"
     if not column.virtual:
         return _quote(column.name)
     if not column.path:
@@ -168,7 +181,7 @@ def raw(column: Column) -> str:
 def expression(column: Column) -> str:
     """A column's value as the KQL gives it: ``tostring`` of a missing field is "", other casts typed."""
     value = raw(column)
-    if not column.virtual or not column.path:
+    if not column.virtual or not column.path:  # a table's column, an alias, a computed one (text, never null)
         return value
     if column.type in STRING_TYPES:
         return f"coalesce(CAST(({value}) AS TEXT), '')"
@@ -251,6 +264,9 @@ def _leaf(f: Filter, params: list[Any], ref: Ref) -> str:
         found = f"({found})" if len(f.values) > 1 else found
         return f"NOT {found}" if negated else found
     column = ref.compared(f.column)
+    if f.other is not None:  # a having's two results: A op factor * B
+        params.append(f.values[0])
+        return f"{column} {'<>' if op == '!=' else '=' if op == '==' else op} ? * {ref.compared(f.other)}"
     if text:
         params.extend(str(v) for v in f.values)
         marks = ["kql_lower(?)"] * len(f.values)
@@ -325,7 +341,7 @@ def _right(hunt: Hunt, now: datetime, params: list[Any]) -> str:
     if join.within:
         columns.append(f"{_micros(_quote(TIME_COLUMN))} AS JoinTime")
     step = f"r AS MATERIALIZED ({_rows(join.table, columns, where)})"
-    if join.kind != "inner":
+    if join.kind not in BRING_KINDS:
         return step
     # Each key's right rows as one JSON array, made once (an inner join expands it beside each left row of the key).
     values = ", ".join([*(_quote(n) for n, _ in join.columns), *(["JoinTime"] if join.within else [])])
@@ -351,7 +367,8 @@ def _left(hunt: Hunt, now: datetime, params: list[Any]) -> str:
         # The right keys as a set SQLite indexes: an inner or semi join reads only the left rows with a match
         # (through the key's own index when the demo has one: an entity or hot column), an anti join drops them.
         key = _key(hunt.join.left)
-        where.append(f"{key} {'NOT IN' if hunt.join.kind == 'leftanti' else 'IN'} (SELECT JoinKey FROM r)")
+        if hunt.join.kind != "leftouter":  # a leftouter join keeps every left row
+            where.append(f"{key} {'NOT IN' if hunt.join.kind == 'leftanti' else 'IN'} (SELECT JoinKey FROM r)")
         columns.append(f"{key} AS JoinKey")
     return _rows(hunt.table, columns, where)
 
@@ -364,16 +381,27 @@ def _joined(hunt: Hunt) -> str:
     64 ms; the array aggregated per left row, 49 ms; made once per key, 39 ms)."""
     join = hunt.join
     assert join is not None
-    if join.kind != "inner":
+    if join.kind not in BRING_KINDS:
         return "SELECT * FROM l"
-    names = [name for name, _ in join.columns]
     matches = "(SELECT m FROM rg WHERE rg.JoinKey = l.JoinKey)"
-    brought = "".join(f", json_extract(j.value, '$[{i}]') AS {_quote(n)}" for i, n in enumerate(names))
+    outer = join.kind == "leftouter"
+    brought = "".join(f", {_brought(c, i, outer)} AS {_quote(n)}" for i, (n, c) in enumerate(join.columns))
+    if outer:  # a left row without a match once, its right columns empty (text) or null
+        return f"SELECT l.*{brought} FROM l LEFT JOIN json_each({matches}) AS j"
     near = ""
     if join.within:  # the right row's time (after its columns in the array) within the span of the left row's
-        apart = f"json_extract(j.value, '$[{len(names)}]') - {_micros('l.' + _quote(TIME_COLUMN))}"
-        near = f" WHERE abs({apart}) <= {_us(join.within)}"
+        apart = f"json_extract(j.value, '$[{len(join.columns)}]') - {_micros('l.' + _quote(TIME_COLUMN))}"
+        low, high = {"either": (-_us(join.within), _us(join.within)), "after": (0, _us(join.within)),
+                     "before": (-_us(join.within), 0)}[join.direction]
+        near = f" WHERE {apart} BETWEEN {low} AND {high}"
     return f"SELECT l.*{brought} FROM l, json_each({matches}) AS j{near}"
+
+
+def _brought(column: Column, index: int, outer: bool) -> str:
+    """A right column from its row's JSON array; under a leftouter join, text is "" where no row matched (Kusto's
+    strings are never null)."""
+    value = f"json_extract(j.value, '$[{index}]')"
+    return f"coalesce({value}, '')" if outer and column.type in STRING_TYPES else value
 
 
 def _aggregate(a: Aggregate, params: list[Any]) -> str:
@@ -473,7 +501,7 @@ def hunt_sql(hunt: Hunt, now: datetime) -> tuple[str, list[Any]]:
 
 def run(hunt: Hunt, conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
     """The hunt's rows as the service returns them: ``{"Row": {...}, "TotalMatched": n}``."""
-    _functions(conn)
+    _functions(conn, hunt)
     sql, params = hunt_sql(hunt, now)
     if hunt.series:
         return _anomalies(hunt, conn.execute(sql, params).fetchall(), now)

@@ -37,7 +37,7 @@ def _demo(query: Hunt, conn: sqlite3.Connection, now: datetime, workspace: DemoW
 
 
 # The parameters the model is told of only where a hunt is likely (their tokens would exceed the every-call budget).
-HUNTING_ONLY = ("session", "series")
+HUNTING_ONLY = ("extend", "session", "series")
 _ANY: dict[str, object] = {}  # an array's items: any (the service needs the key; the parser checks each item)
 SPEC = QuerySpec(
     name=Hunt.tool,
@@ -46,6 +46,8 @@ SPEC = QuerySpec(
         # No enum (21 names on every call): the model knows Sentinel's tables, and a wrong name's error lists them.
         Param("table", _as_is, required=f"the table to hunt in, one of {', '.join(table_names())}"),
         Param("time_window", _as_is, required="how far back, e.g. 24h or 7d"),
+        Param("extend", _as_is, "computed columns [name,fn,col,args..]: extract(re,group) split(sep,i) "
+              "substring(i,n) tolower json(keys) url(Host..) eventdata(name)", kind="array", items=_ANY),
         Param("where", _as_is, "[col,op,val] AND; {any:[..]} {not:..}; op == != has contains startswith "
               "endswith in has_any matches regex > < between isempty; ! negates", kind="array",
               items=_ANY),

@@ -131,10 +131,14 @@ _DECLARED: Tool = read_tool(
     card=hunt_card,
     example='{"table": "SigninLogs", "time_window": "24h", "where": [["IPAddress", "==", "203.0.113.7"]]}',
 )
-# Every call carries the base hunt; a turn where a hunt is likely (bot.orchestrator.offer) is told of sessions,
-# series and a join's time proximity too. The parser accepts them on any turn.
+# Every call carries the base hunt; a turn where a hunt is likely (bot.orchestrator.offer) is told of computed
+# columns, sessions, series, a join's leftouter kind and time proximity (either side, or after/before), and having's
+# comparison of two results too. The parser accepts them on any turn.
 _BASE = tuple(p for p in _DECLARED.parameters if p.name not in hunt.HUNTING_ONLY)
 _JOIN = next(p for p in _DECLARED.parameters if p.name == "join")
+_HAVING = next(p for p in _DECLARED.parameters if p.name == "having")
 TOOL: Tool = replace(_DECLARED, parameters=_BASE, extended=(
-    replace(_JOIN, description=_JOIN.description.replace("columns}", "columns,within:1h}")),
+    replace(_JOIN, description=_JOIN.description.replace(
+        "kind,", "kind(+leftouter),").replace("columns}", "columns,within:1h|+1h(after)|-1h}")),
+    replace(_HAVING, description=_HAVING.description + "; value {column:C,times:3}"),
     *(p for p in _DECLARED.parameters if p.name in hunt.HUNTING_ONLY)))
