@@ -418,6 +418,21 @@ for _ in range(2000):
                                                           "within": "+90d"}}, ["from 1m to 1d"]),
     ({"table": "SigninLogs", "time_window": "1d", "join": {"table": "AuditLogs", "on": ["IPAddress", "InitiatedByIp"],
                                                           "within": "+-5m"}}, ["from 1m to 1d"]),
+    # A field the object does not have is refused, not dropped (the hunt would run without it).
+    ({"table": "EmailEvents", "time_window": "7d", "join": {"table": "UrlClickEvents", "after": True,
+                                                           "on": ["NetworkMessageId", "NetworkMessageId"]}},
+     ["'after' is not one of its fields", "within"]),
+    ({"table": "SigninLogs", "time_window": "7d", "baseline": {"days": 14, "keys": ["IPAddress"], "where": []}},
+     ["'where' is not one of its fields", "days, keys"]),
+    # having with nothing it can filter, and two results compared as a value
+    ({"table": "SigninLogs", "time_window": "7d", "summarize": ["make_set(IPAddress)"],
+      "having": [["make_set_IPAddress", ">", 3]]}, ["lists (make_set)", "where"]),
+    ({"table": "SigninLogs", "time_window": "7d", "summarize": ["count()", "dcount(IPAddress)"],
+      "by": ["UserPrincipalName"], "having": [["Count", ">", "dcount_IPAddress"]]},
+     ['{"column": "dcount_IPAddress", "times": 1}']),
+    ({"table": "SigninLogs", "time_window": "7d", "summarize": ["min(TimeGenerated)", "max(TimeGenerated)"],
+      "by": ["UserPrincipalName"], "having": [["max_TimeGenerated", ">", "min_TimeGenerated"]]},
+     ["compared only as numbers"]),
 ])
 def test_what_the_builder_cannot_make_is_refused_with_what_is_allowed(arguments: dict[str, Any],
                                                                       words: list[str]) -> None:
@@ -1351,3 +1366,14 @@ async def test_a_series_of_many_keys_decomposes_the_hundred_with_the_highest_tot
     in_window = {r["Id"] for r in rows["SigninLogs"] if r["TimeGenerated"] > iso(NOW - timedelta(days=12))}
     # Each id signed in once: its series is one spike over zeros, one anomalous point; 100 series, 100 points.
     assert len(in_window) > 300 and raw.rows[0]["TotalMatched"] == 100
+
+
+def test_a_joins_named_columns_are_shown_beside_the_hunts_own() -> None:
+    """Columns named by the hunt and by its join are both shown (the join's were dropped when the hunt named its
+    own); a join that names none brings nothing the hunt did not ask for."""
+    join = {"table": "UrlClickEvents", "on": ["NetworkMessageId", "NetworkMessageId"]}
+    named = parse_hunt({"table": "EmailEvents", "time_window": "7d", "columns": ["Subject"],
+                        "join": {**join, "columns": ["Url", "ActionType"]}})
+    assert [name for name, _ in named.output] == ["Subject", "Url", "ActionType"]
+    unnamed = parse_hunt({"table": "EmailEvents", "time_window": "7d", "columns": ["Subject"], "join": join})
+    assert [name for name, _ in unnamed.output] == ["Subject"]

@@ -180,10 +180,36 @@ def _leaf(raw: object, resolve: Resolve, budget: Budget, what: str, compare: boo
         if not 1 <= len(items) <= MAX_IN_VALUES:
             raise InvalidParameter(what, f"{op} takes 1 to {MAX_IN_VALUES} values for {column.name}")
         return Filter(column, op, tuple(typed(column, v, what) for v in items))
-    typed_value = typed(column, value, what)
+    typed_value = _typed_or_column_hint(column, op, value, resolve, what, compare)
     if op == "matches regex":
         check_regex(str(typed_value), what)
     return Filter(column, op, (typed_value,))
+
+
+def _typed_or_column_hint(column: Column, op: str, value: object, resolve: Resolve, what: str,
+                          compare: bool) -> Value:
+    """The value typed; where it is not of the column's type but names another result column ("max_TimeGenerated",
+    ">", "min_TimeGenerated"), the refusal says how two results are compared, or that these two cannot be."""
+    try:
+        return typed(column, value, what)
+    except InvalidParameter:
+        other = _named_column(value, resolve, what) if compare else None
+        if other is None:
+            raise
+        if {column.type, other.type} <= NUMBER_TYPES:
+            raise InvalidParameter(what, f"to compare {column.name} with {other.name}, write [\"{column.name}\", "
+                                         f"\"{op}\", {{\"column\": \"{other.name}\", \"times\": 1}}]") from None
+        raise InvalidParameter(what, f"{column.name} ({column.type}) and {other.name} ({other.type}): two results "
+                                     f"are compared only as numbers; compare {column.name} with a value") from None
+
+
+def _named_column(value: object, resolve: Resolve, what: str) -> Column | None:
+    if not isinstance(value, str) or len(value) > 200:
+        return None
+    try:
+        return resolve(value, what)
+    except InvalidParameter:
+        return None
 
 
 COMPARE_OPS = ("==", "!=", ">", ">=", "<", "<=")

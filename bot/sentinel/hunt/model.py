@@ -388,7 +388,9 @@ def parse_hunt(arguments: Mapping[str, object]) -> Hunt:
     else:
         if arguments.get("having") not in (None, "", []):
             raise InvalidParameter("having", "filters a summarized hunt's aggregates; add summarize, or use where")
-        hunt = replace(hunt, columns=_shown_columns(table, join, columns))
+        raw_join = arguments.get("join")
+        join_asked = isinstance(raw_join, Mapping) and raw_join.get("columns") not in (None, "", [])
+        hunt = replace(hunt, columns=_shown_columns(table, join, columns, join_asked))
     return _with_sort(hunt, arguments.get("sort"))
 
 
@@ -436,15 +438,23 @@ def _output_column(outputs: Table, name: object, what: str) -> Column:
     column = outputs.find(name) if isinstance(name, str) else None
     if column is None or column.type == "dynamic":
         usable = [c.name for c in outputs.columns.values() if c.type != "dynamic"]
+        if not usable:
+            raise InvalidParameter(what, f"{quoted(name)}: this hunt's results are lists (make_set), which having "
+                                         f"cannot filter; filter the rows with where, or add count()")
         raise InvalidParameter(what, f"{quoted(name)} is not a result column; having filters these: "
                                      f"{', '.join(usable)}")
     return column
 
 
-def _shown_columns(table: Table, join: Join | None, columns: tuple[Column, ...]) -> tuple[Column, ...]:
+def _shown_columns(table: Table, join: Join | None, columns: tuple[Column, ...],
+                   join_asked: bool = False) -> tuple[Column, ...]:
+    """The projected columns: those asked for (or the table's defaults), then the join's: all of them when the
+    hunt names none, those the join itself names when it does (asked for twice, they were dropped)."""
+    brought = tuple(Column(name, c.type) for name, c in join.columns) if join else ()
     if not columns:
-        defaults = tuple(c for name in table.defaults if (c := table.find(name)) is not None)
-        columns = defaults + tuple(Column(name, c.type) for name, c in join.columns) if join else defaults
+        columns = tuple(c for name in table.defaults if (c := table.find(name)) is not None) + brought
+    elif join_asked:
+        columns += brought
     columns = tuple({c.name: c for c in columns}.values())
     if len(columns) > MAX_COLUMNS:
         raise InvalidParameter("columns", f"at most {MAX_COLUMNS} columns")
@@ -528,6 +538,7 @@ def _join(table: Table, window: timedelta, raw: object, budget: Budget) -> Join 
     if not isinstance(raw, Mapping):
         raise InvalidParameter("join", f"an object {{\"table\", \"on\": [left column, right column], \"kind\": "
                                        f"inner|leftsemi|leftanti, \"where\", \"columns\"}}; got {quoted(raw)}")
+    _known_keys(raw, JOIN_KEYS, "join")
     right = parse_table(raw.get("table"), "join.table")
     kind = str(raw.get("kind") or "inner").strip().lower()
     if kind not in JOIN_KINDS:
@@ -641,6 +652,7 @@ def _baseline(scope: _Scope, raw: object) -> Baseline | None:
     if not isinstance(raw, Mapping):
         raise InvalidParameter("baseline", f"an object {{\"days\": 14, \"keys\": [\"IPAddress\"]}}; got "
                                f"{quoted(raw)}")
+    _known_keys(raw, BASELINE_KEYS, "baseline")
     days = raw.get("days")
     days = int(days) if isinstance(days, str) and days.strip().isdigit() else days
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_BASELINE_DAYS:
@@ -651,6 +663,19 @@ def _baseline(scope: _Scope, raw: object) -> Baseline | None:
         raise InvalidParameter("baseline", "keys: 1 to 3 text or whole-number columns (the user, the IP, the "
                                            "country...) whose values are new if not seen in the days before")
     return Baseline(days, tuple(dict.fromkeys(keys)))
+
+
+JOIN_KEYS = ("table", "on", "kind", "time_window", "within", "where", "columns")
+BASELINE_KEYS = ("days", "keys")
+
+
+def _known_keys(raw: Mapping[Any, object], known: Sequence[str], what: str) -> None:
+    """An object's keys are all its own: an unknown one ("after": true, a baseline's "where") would otherwise be
+    dropped without a word, and the hunt would run without what it asked for."""
+    unknown = [str(k) for k in raw if k not in known]
+    if unknown:
+        raise InvalidParameter(what, f"{quoted(unknown[0][:40])} is not one of its fields; they are "
+                                     f"{', '.join(known)}")
 
 
 def _with_sort(hunt: Hunt, raw: object) -> Hunt:
