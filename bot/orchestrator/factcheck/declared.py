@@ -206,7 +206,19 @@ class Reader:
                     out.append(_Value((f"field:{name}",), frozenset({value}), cell.start, cell.end))
             if re.search(r"countr|location", cell.header, re.IGNORECASE) and re.fullmatch(r"[a-z]{2}", value):
                 out.append(_Value(("country",), frozenset({value}), cell.start, cell.end))
+            out += self._chosen_cell(cell, value)
         return out
+
+    def _chosen_cell(self, cell: Cell, value: str) -> list[_Value]:
+        """An enumerated value under its field's name ("| Severity |" over "High", "Product: Microsoft Sentinel")."""
+        header = cell.header.strip("*_` :").lower()
+        said = re.sub(r"[\s_-]", "", value)
+        for name, _, choices in self.vocabulary.choices:
+            noun = name.replace("_", " ").rstrip("s")
+            if re.search(rf"\b{re.escape(noun)}", header) and any(said == re.sub(r"[\s_-]", "", c.lower())
+                                                                   for c in choices):
+                return [_Value((f"field:{name}",), frozenset({said, value}), cell.start, cell.end)]
+        return []
 
     # subjects
 
@@ -237,8 +249,8 @@ class Reader:
     def _forms(self, identifier: Identifier) -> set[str]:
         if identifier.kind is IdKind.REFERENCE:
             reference = self.references.get(int(identifier.value)) if identifier.value.isdigit() else None
-            if reference is not None and reference.kind is RefKind.INCIDENT:
-                return link_forms(reference.key)  # [2] names an incident: its declared rows
+            if reference is not None and reference.kind in (RefKind.INCIDENT, RefKind.ALERT):
+                return link_forms(reference.key)  # [2] names an incident or an alert: its declared rows
             if reference is None or reference.kind is not RefKind.ENTITY:
                 return set()
             return link_forms(reference.key.partition(":")[2])
@@ -266,10 +278,11 @@ class Reader:
                                                                  i.start, i.end, _role(clause, i.start - offset))
                   for i in ids if i.kind in _ID_FAMILIES]
         for name, cue, choices in self.vocabulary.choices:  # "closed as true positive", "raised it to High"
-            for m in _chosen(cue, choices).finditer(clause):
-                said = m.group(1).lower()
+            for m in _chosen(cue, choices, name).finditer(clause):
+                group = 1 if m.group(1) is not None else 2
+                said = m.group(group).lower()
                 forms = frozenset({re.sub(r"[\s_-]", "", said), re.sub(r"[\s_-]+", " ", said)})  # as rows write it
-                values.append(_Value((f"field:{name}",), forms, offset + m.start(1), offset + m.end(1)))
+                values.append(_Value((f"field:{name}",), forms, offset + m.start(group), offset + m.end(group)))
         for m in _TECHNIQUE.finditer(clause):
             values.append(_Value(("technique",), frozenset({m.group(0).lower()}), offset + m.start(), offset + m.end()))
         for m in _COUNTRY_NAME.finditer(clause):
@@ -637,13 +650,16 @@ def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], 
 
 
 @functools.lru_cache(maxsize=64)
-def _chosen(cue: str, choices: tuple[str, ...]) -> re.Pattern[str]:
-    """An enumerated value after its cue: "closed as a true positive", "severity set to High"."""
+def _chosen(cue: str, choices: tuple[str, ...], name: str = "") -> re.Pattern[str]:
+    """An enumerated value after its cue ("closed as a true positive", "severity set to High"), or followed by its
+    field's own name ("fired with Low severity"): group 1 or 2."""
     alternatives = "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_-]?", re.escape(c))
                             for c in sorted(choices, key=len, reverse=True))
     if not cue:  # read wherever it is written ("maps to Lateral Movement")
-        return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])", re.IGNORECASE)
-    return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b", re.IGNORECASE)
+        return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])()", re.IGNORECASE)
+    noun = re.escape(name.replace("_", " ").rstrip("s")) if name else "(?!)"
+    return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b|"
+                      rf"(?<![\w-])({alternatives})[\s-]+{noun}s?\b", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=64)

@@ -61,7 +61,7 @@ MAX_COUNTS = 100
 MAX_CHANGES = 20
 MAX_ROSTER = 40
 MAX_NAMES = 200  # alert names, entity sightings
-MAX_ROWS = 300  # declared rows (evidence, hunts, any record type that declares its facts): about 15 KB when full
+MAX_ROWS = 600  # declared rows (evidence, hunts, alerts, any record type that declares its facts): about 30 KB full
 MAX_ROW_VALUE = 96  # characters of a row's value kept (command lines and free text are never evidence)
 MAX_EMPTY = 120  # (kind, subject) pairs a query read and found no row of
 MAX_CUT = 400  # subjects whose rows were partly let go
@@ -456,11 +456,11 @@ class Facts:
 
     def _let_go(self, excess: int, arriving: str = "") -> None:
         """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all). A kind
-        that already holds half the bound gives up its own oldest rows for its new ones, so lists of a hundred
+        that already holds a quarter of the bound gives up its own oldest rows for its new ones, so lists of a hundred
         incidents do not push an investigation's evidence out."""
         for _ in range(max(excess, 0)):
             own = [k for k in self.rows if k[0] == arriving] if arriving else []
-            key = own[0] if len(own) > MAX_ROWS // 2 else next(iter(self.rows))
+            key = own[0] if len(own) > MAX_ROWS // 4 else next(iter(self.rows))
             old = self.rows.pop(key)
             kind = self.kinds.get(old.kind)
             for name, value in old.values:
@@ -549,6 +549,7 @@ class Facts:
                                                 seen, activity, alert.techniques)
         _trim(self.alerts, MAX_ALERTS)
         _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)  # its id is known as the alert's key
+        self.declared_row(alert, {}, seen.tool, True)  # its severity, status and product, declared
         for label in alert.entities:
             entity_type, _, value = label.partition(": ")
             self.identify(entity_type, value)
@@ -878,6 +879,7 @@ def _record_on_call(facts: Facts, entry: OnCallEntry, seen: Seen) -> Iterable[st
     facts.roster.pop(entry.name.lower(), None)
     facts.roster[entry.name.lower()] = fact
     _trim(facts.roster, MAX_ROSTER)
+    facts.declared_row(entry, {}, seen.tool, True)  # its location and team, declared
     return ()
 
 
