@@ -438,11 +438,13 @@ class HuntRow:
         return next((v for name, v in self.cells if name == column), None)
 
     def facts(self, parameters: dict[str, Any] | None = None) -> Declaration:
-        """Its declaration, from its columns (``bot.sentinel.semantics``): entity columns are what it belongs to
-        (a summarised hunt's group keys), ``Count`` its weight, the table (from the hunt's ``parameters``) its noun."""
+        """Its declaration, from its columns (``bot.sentinel.semantics``): entity columns are what it belongs to,
+        and a summarised row's every group key (a country, an app: "Germany had 156 sign-ins"); ``Count`` its
+        weight, the table (from the hunt's ``parameters``) its noun."""
         table = str((parameters or {}).get("table") or "")
         fields = {name: hunt_sem(name) for name, _ in self.cells}
-        belongs = tuple(n for n, sem in fields.items() if sem in _HUNT_SUBJECTS)
+        keys = _HUNT_KEYS if any(sem is Sem.COUNT for sem in fields.values()) else _HUNT_SUBJECTS
+        belongs = tuple(n for n, sem in fields.items() if sem in keys)
         cues = {n: r"distinct|different|unique" for n in fields if n.startswith("dcount_")}
         return declare_fields(f"hunt {table}".strip(),
                               (*HUNT_NOUNS.get(table, ()), "rows", "results", "matches", "hits"), fields,
@@ -476,11 +478,12 @@ _HUNT_SEMS = (
     (re.compile(r"^(?:score|baseline)$"), Sem.SCORE),  # a series point's anomaly score and expected value
 )
 _HUNT_SUBJECTS = frozenset({Sem.ACCOUNT, Sem.IP, Sem.HOST, Sem.URL, Sem.DOMAIN, Sem.HASH, Sem.PROCESS, Sem.PARENT})
+_HUNT_KEYS = _HUNT_SUBJECTS | {Sem.COUNTRY, Sem.CITY, Sem.APP}  # what a summarised row is grouped by
 # What an answer counts a hunt's rows by, per table.
 HUNT_NOUNS: dict[str, tuple[str, ...]] = {
     "SigninLogs": ("sign-ins", "sign-in", "signins", "logins", "sign-in attempts"),
     "AADNonInteractiveUserSignInLogs": ("sign-ins", "non-interactive sign-ins"),
-    "DeviceProcessEvents": ("process events", "processes", "process launches"),
+    "DeviceProcessEvents": ("process events", "processes", "process launches", "launches"),
     "DeviceLogonEvents": ("logons", "logon events"),
     "DeviceNetworkEvents": ("connections", "network connections", "network events"),
     "DeviceFileEvents": ("file events",),

@@ -175,6 +175,7 @@ class Reader:
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
             problems += self._shares(answer, clause, offset, subjects or above, values)
+            problems += self._group_shares(clause, offset, subjects or above, cells or ())
             problems += self._flags(clause, offset, subjects or above)
             problems += self._times(answer, clause, offset, subjects or above)
         return problems
@@ -231,6 +232,12 @@ class Reader:
             taken.append((identifier.start, identifier.end))
             if rows:
                 found.append(_Subject(frozenset(forms), identifier.start, identifier.end, rows))
+        for m in _COUNTRY_NAME.finditer(text[:MAX_CLAUSE * 4]):  # a country a grouped row belongs to ("Germany had")
+            code = _COUNTRY_CODE.get(m.group(1).lower(), "")
+            rows = self._rows({code}) if code and code not in self.cut else ()
+            if rows:
+                found.append(_Subject(frozenset({code}), offset + m.start(1), offset + m.end(1), rows))
+                taken.append((offset + m.start(1), offset + m.end(1)))
         for count, m in enumerate(_TOKEN.finditer(text[:MAX_CLAUSE * 4])):
             if count >= MAX_TOKENS:
                 break
@@ -514,6 +521,61 @@ class Reader:
                                     f"{scope}: {shown}", f"records: {shown}"))
         return problems
 
+    def _group_shares(self, clause: str, offset: int, subjects: list[_Subject],
+                      cells: tuple[Cell, ...]) -> list[Problem]:
+        """"China accounts for 5% of the total", "Share: 7%" under a group's heading, a "| Share |" column: a
+        percentage said of a subject that a grouped row belongs to (a summarised hunt's key) is that row's part of
+        the weight of every row of its result (the rows of its kind with the same columns), all of them returned.
+        A share of the subject's own rows ("60% of her sign-ins failed") is ``_shares``'; a bound is not read."""
+        said: list[tuple[float, int, int]] = []
+        for cell in cells:
+            value = cell.value.strip("*_` ")
+            m = re.fullmatch(r"(\d{1,3}(?:\.\d)?)\s*%", value)
+            inside = offset <= cell.start < offset + len(clause)
+            if m and inside and re.search(r"share|percent|%|part", cell.header, re.IGNORECASE):
+                said.append((float(m.group(1)), cell.start, cell.end))
+        if not said:
+            for m in _GROUP_SHARE.finditer(clause):
+                before = clause[max(0, m.start() - 25):m.start()]
+                if not _SHARE_BOUND.search(before) and not _SHARE_HEDGE.search(before):  # a bound, "about": no number
+                    said.append((float(m.group(1)), offset + m.start(), offset + m.end()))
+        if not said or not subjects:
+            return []
+        results = self._group_parts(subjects)
+        problems = []
+        for percent, start, end in said:
+            if not results or any(claimed.share_matches(percent, 100 * part / whole) for part, whole, _ in results):
+                continue
+            part, whole, scope = results[0]
+            shown = f"{part} of {whole} ({100 * part / whole:.0f}%)"
+            problems.append(Problem("row share", start, end, f"{scope}: {shown}", f"records: {shown}"))
+        return problems
+
+    def _group_parts(self, subjects: list[_Subject]) -> list[tuple[int, int, str]]:
+        """(the subject's weight, the whole result's weight, what) for each grouped result the subjects' rows are
+        in; [] when one of those results was not returned whole."""
+        out = []
+        seen: set[tuple[str, frozenset[str], frozenset[str]]] = set()
+        for subject in subjects:
+            for fact, name in subject.rows:
+                kind = self.facts.kinds.get(fact.kind)
+                columns = {n for n, _ in fact.values}
+                key = (fact.kind, frozenset(columns), subject.forms)
+                if key in seen or kind is None or not any(Sem(sem) is Sem.COUNT and not cue
+                                                          for sem, cue in kind.fields.values()):
+                    continue
+                seen.add(key)
+                result = [r for r in self.facts.rows.values() if r.kind == fact.kind and {n for n, _ in r.values}
+                          == columns]
+                if not all(r.complete for r in result):
+                    return []
+                mine = [r for r in result if any(n == name and link_forms(v) & subject.forms for n, v in r.values)]
+                whole = sum(r.weight for r in result)
+                if whole and len(mine) == 1:  # a group key names one row of its result
+                    out.append((sum(r.weight for r in mine), whole, f"the {fact.kind} rows of "
+                                                                  f"{min(subject.forms, key=len)}"))
+        return out
+
     def _share(self, noun: str, words: list[str], part_words: list[str], part_values: list[_Value],
                groups: list[list[_Subject]]) -> list[tuple[int, int, str]]:
         """(part, whole, what was counted) per kind counted by ``noun``, by rows and by declared weight; [] when
@@ -618,8 +680,7 @@ class _Vocabulary:
 def _vocabulary(facts: Facts) -> _Vocabulary:
     kinds = tuple(sorted((k, tuple(v.nouns), tuple((n, sem, cue) for n, (sem, cue) in v.fields.items()))
                          for k, v in facts.kinds.items()))
-    apps = tuple(sorted({v for r in facts.rows.values() for n, v in r.values
-                         if facts.kinds.get(r.kind) and facts.kinds[r.kind].fields.get(n, ("",))[0] == "app"}))
+    apps = facts.named(Sem.APP.value)
     choices = tuple(sorted({(n, v.fields[n][1], c) for v in facts.kinds.values() for n, c in v.choices.items()
                             if n in v.fields}))
     return _built(kinds, apps, choices)
@@ -666,7 +727,8 @@ def _chosen(cue: str, choices: tuple[str, ...], name: str = "") -> re.Pattern[st
 def _cued(cue: str, sem: Sem) -> re.Pattern[str]:
     if sem is Sem.LEVEL:
         return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|as|level|=|:)\s*)*\b(high|medium|low|none)\b|"
-                          rf"\b(?:is|was|are|were|at|as)\s+(?:a\s+|an\s+)?(high|medium|low)[\s-]+(?:{cue})\b"
+                          rf"\b(?:is|was|are|were|at|as)\s+(?:a\s+|an\s+)?(high|medium|low)[\s-]+"
+                          rf"(?:(?:user|sign-?in|account|overall|identity)[\s-]+)?(?:{cue})\b"
                           r"(?![\s-]+(?:detections?|events?|sign-?ins?|alerts?|signals?|rows?))", re.IGNORECASE)
     return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)()", re.IGNORECASE)
 
@@ -747,6 +809,9 @@ def _groups(answer: str, subjects: list[_Subject]) -> list[list[_Subject]]:
         if groups:
             last = groups[-1][-1]
             between = answer[last.end:subject.start] if subject.start >= last.end else "x"
+            if "(" in between and not re.search(r"\b(?:and|or)\b", between):
+                groups.append([subject])  # "powershell.exe (explorer.exe)": the second qualifies the first
+                continue
             if len(between) < 40 and _JOINED.match(between):
                 groups[-1].append(subject)
                 continue
@@ -795,6 +860,12 @@ _SHARE = (r"(?:(?<![\w.])(?P<percent>\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)|"
           r"\b(?P<fraction>" + "|".join(sorted(_FRACTIONS, key=len, reverse=True)) + r"))")
 _PART_OF = re.compile(r"\b(?:\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
                       r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?$", re.IGNORECASE)
+# A percentage said of a group of a summarised result ("accounts for 5% of the total", "5% of the rows were ...").
+_GROUP_SHARE = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)(?=\s+of\s+(?:the\s+)?(?:total|all\b|"
+                          r"rows?\b|results?\b|matches\b|hits\b|volume\b|overall\b)|\s*(?:share\b|$|[).,;]))",
+                          re.IGNORECASE)
+_SHARE_BOUND = re.compile(r"\b(?:over|more than|under|less than|at least|at most|up to|above|below)\s*$",
+                          re.IGNORECASE)
 _SHARE_HEDGE = re.compile(r"\b(?:about|around|roughly|nearly|almost|approximately|some|~|over|more than|under|"
                           r"less than|at least|at most|up to)\s*$", re.IGNORECASE)
 
