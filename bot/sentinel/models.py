@@ -76,7 +76,7 @@ class Incident:
         last_modified=Sem.TIMESTAMP, alert_count=Sem.COUNT, tactics=Sem.TACTIC, products=Sem.PRODUCT, url=Sem.URL,
         classification=Sem.STATUS,
         cues={"owner": r"owned by|assigned to|owner(?: is|:)?", "url": r"link(?: is|:)?|portal(?: link)?(?: is|:)?",
-              "products": PRODUCT_CUE},
+              "products": PRODUCT_CUE, "alert_count": r"alerts?(?: count)?"},
         choices={"tactics": (*TACTICS, "PreAttack"), "products": PRODUCTS})
     number: int
     title: str

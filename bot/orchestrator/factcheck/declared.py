@@ -61,6 +61,8 @@ _TOKEN = re.compile(r"(?<![\w.@\\/-])[A-Za-z0-9][\w.@\\$-]{1,98}[A-Za-z0-9$](?![
 _NEGATED = re.compile(r"\b(?:not|no|never|nor|without|neither|none|rather than|instead of|other than|except|unlike|"
                       r"isn't|wasn't|aren't|weren't|didn't|doesn't|don't|hasn't|haven't|hadn't|cannot|can't)\b"
                       r"[^.;]{0,60}$", re.IGNORECASE)
+# A ticket line's "field label: value" after a dash or a semicolon: the label names a field, not a subject.
+_LABELLED = re.compile(r"^[\s*_]*[A-Za-z][A-Za-z /()-]{1,30}[*_]*:\s", re.IGNORECASE)
 _CARRY = re.compile(r"^\W*(?:it|its|they|their|he|she|his|her|this|that|the (?:account|user|host|device|machine|"
                     r"ip|address|process|file|sender|mailbox|row|entity))\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|no(?![-.@\w])|never|nor|without|neither|rather than|instead of|other than|"
@@ -166,9 +168,12 @@ class Reader:
             offset = start + c_start
             if _NEGATION.search(clause) or _OPEN.search(clause):
                 continue  # "did not", "never", "whether": nothing is stated about these rows
-            subjects = [s for s in own if offset <= s.start < start + c_end] or carried
-            carried = subjects
             values = self._values(clause, offset, [i for i in ids if offset <= i.start < start + c_end])
+            if _LABELLED.match(clause):
+                subjects = carried  # "SRV-BKP-01 — remote ip: 203.0.113.9": a field's label, then its value
+            else:
+                subjects = [s for s in own if offset <= s.start < start + c_end and not _cued_at(values, s)] or carried
+                carried = subjects
             values += self._cell_values(cells or (), offset, offset + len(clause))
             named = self._incident_entities(ids)
             values = [v for v in values if not v.forms & named]  # "#14390 involves 10.13.69.109": the incident's
@@ -306,7 +311,7 @@ class Reader:
                 values.append(_Value(("app",), frozenset({m.group(0).lower()}), offset + m.start(), offset + m.end()))
         for name, cue, sem in self.vocabulary.cued:
             for m in _cued(cue, sem).finditer(clause):
-                group = next(g for g in (1, 2) if m.group(g) is not None)
+                group = next(g for g in range(1, (m.re.groups or 1) + 1) if m.group(g) is not None)
                 raw = m.group(group).replace(",", "").lower()
                 values.append(_Value((f"field:{name}",), frozenset({raw}), offset + m.start(group),
                                      offset + m.end(group)))
@@ -730,7 +735,19 @@ def _cued(cue: str, sem: Sem) -> re.Pattern[str]:
                           rf"\b(?:is|was|are|were|at|as)\s+(?:a\s+|an\s+)?(high|medium|low)[\s-]+"
                           rf"(?:(?:user|sign-?in|account|overall|identity)[\s-]+)?(?:{cue})\b"
                           r"(?![\s-]+(?:detections?|events?|sign-?ins?|alerts?|signals?|rows?))", re.IGNORECASE)
+    if sem is Sem.COUNT:  # also "groups 5 alerts", "3 alerts are grouped under #14391": the noun after a number
+        return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)|"
+                          rf"\b(?:groups|grouping|has|had|have|contains|containing|includes|including|holds|bundles|"
+                          rf"comprises|with)\s+(?:only\s+|just\s+)?(\d{{1,7}})\s+(?:{cue})\b|"
+                          rf"(?<![\w.#$-])(\d{{1,7}})\s+(?:{cue})\s+(?:are|were|is|was)\s+(?:grouped|included|"
+                          rf"contained|bundled)\b", re.IGNORECASE)
     return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)()", re.IGNORECASE)
+
+
+def _cued_at(values: list[_Value], subject: _Subject) -> bool:
+    """Whether a subject is the value of a role or a cued field ("parent process: winword.exe")."""
+    return any(v.start == subject.start and (v.role is not None or v.families[0].startswith("field:"))
+               for v in values)
 
 
 def _fits(name: str, sem: Sem, cue: str, value: _Value) -> bool:
