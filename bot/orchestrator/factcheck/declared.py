@@ -145,6 +145,8 @@ class Reader:
         self.by_span: dict[tuple[int, int], list[_Subject]] = {}
         self.previous: list[_Subject] = []
         self.vocabulary = _vocabulary(facts)
+        self.named = [(FAMILY[sem], p) for sem in _NAMED if (p := _named(facts.named(sem.value))) is not None]
+        self.people = _named(tuple(v for v in facts.named(Sem.ACCOUNT.value) if " " in v.strip()))
         self.cut = set(facts.cut)  # subjects some of whose rows were let go: nothing about them is decided
         self.read = 0  # characters read so far (``MAX_READ``)
 
@@ -237,6 +239,12 @@ class Reader:
             taken.append((identifier.start, identifier.end))
             if rows:
                 found.append(_Subject(frozenset(forms), identifier.start, identifier.end, rows))
+        for m in self.people.finditer(text[:MAX_CLAUSE * 4]) if self.people is not None else ():
+            forms = link_forms(m.group(0))  # a person's name a row belongs to (an on-call entry's "Adele Vance")
+            rows = self._rows(forms) if not forms & self.cut else ()
+            if rows:
+                found.append(_Subject(frozenset(forms), offset + m.start(), offset + m.end(), rows))
+                taken.append((offset + m.start(), offset + m.end()))
         for m in _COUNTRY_NAME.finditer(text[:MAX_CLAUSE * 4]):  # a country a grouped row belongs to ("Germany had")
             code = _COUNTRY_CODE.get(m.group(1).lower(), "")
             rows = self._rows({code}) if code and code not in self.cut else ()
@@ -305,6 +313,10 @@ class Reader:
             if m.group(1).lower() in COUNTRIES:
                 values.append(_Value(("country",), frozenset({m.group(1).lower()}), offset + m.start(1),
                                      offset + m.end(1)))
+        for family, named in self.named:  # a delivery location, a detection type, a city: as the rows write them
+            for m in named.finditer(clause):
+                said = re.sub(r"[\s_-]", "", m.group(0)).lower()
+                values.append(_Value((family,), frozenset({said}), offset + m.start(), offset + m.end()))
         pattern = self.vocabulary.apps
         if pattern is not None:
             for m in pattern.finditer(clause):
@@ -713,6 +725,31 @@ def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], 
     roles = tuple(sorted({(n, cue, FAMILY[Sem(sem)]) for _, _, fields in kinds for n, sem, cue in fields
                           if cue and FAMILY.get(Sem(sem)) in entity_families}))
     return _Vocabulary(app, counts, cued, flags, shares, roles, choices)
+
+
+# Field types whose values an answer writes as the rows do ("landed in Quarantine", "a leakedCredentials detection",
+# "based in Dublin"): read wherever written, held to the linked rows' fields of that type.
+_NAMED = (Sem.ACTION, Sem.CITY)
+
+
+@functools.lru_cache(maxsize=32)
+def _named(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The values in the rows' own capitals ("Inbox", not "inbox": a common word is no value), a camel-case one
+    also as separate words ("JunkFolder", "Junk Folder")."""
+    words, phrases = [], []
+    for value in values:
+        text = value.strip()
+        if len(text) < 4 or len(text) > 60 or not re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]", text):
+            continue
+        spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
+        if " " in spaced:
+            phrases.append(r"[\s_-]?".join(re.escape(w) for w in spaced.split()))
+        else:
+            words.append(re.escape(text))
+    alternatives = sorted(words, key=len, reverse=True) + sorted(phrases, key=len, reverse=True)
+    if not alternatives:
+        return None
+    return re.compile(r"(?<![\w-])(?:" + "|".join(alternatives) + r")(?![\w-])")
 
 
 @functools.lru_cache(maxsize=64)
