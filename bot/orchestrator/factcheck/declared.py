@@ -182,7 +182,7 @@ class Reader:
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
             problems += self._shares(answer, clause, offset, subjects or above, values)
-            problems += self._group_shares(clause, offset, subjects or above, cells or ())
+            problems += self._group_shares(clause, offset, subjects or above, values, cells or ())
             problems += self._flags(clause, offset, subjects or above)
             problems += self._times(answer, clause, offset, subjects or above)
         return problems
@@ -538,7 +538,7 @@ class Reader:
                                     f"{scope}: {shown}", f"records: {shown}"))
         return problems
 
-    def _group_shares(self, clause: str, offset: int, subjects: list[_Subject],
+    def _group_shares(self, clause: str, offset: int, subjects: list[_Subject], values: list[_Value],
                       cells: tuple[Cell, ...]) -> list[Problem]:
         """"China accounts for 5% of the total", "Share: 7%" under a group's heading, a "| Share |" column: a
         percentage said of a subject that a grouped row belongs to (a summarised hunt's key) is that row's part of
@@ -554,7 +554,12 @@ class Reader:
         if not said:
             for m in _GROUP_SHARE.finditer(clause):
                 before = clause[max(0, m.start() - 25):m.start()]
-                if not _SHARE_BOUND.search(before) and not _SHARE_HEDGE.search(before):  # a bound, "about": no number
+                after = [v for v in values if v.start >= offset + m.end()]
+                selected = any(not any(v.forms & s.forms for s in subjects) for v in after) or (
+                    after and any(offset <= s.start < offset + m.start() for s in subjects))
+                # "17% of all sign-ins were to Teams", "olivia: 19% of all sign-ins came from 192.0.2.9": a part of
+                # the subject's own rows, not the group's part of its result
+                if not selected and not _SHARE_BOUND.search(before) and not _SHARE_HEDGE.search(before):
                     said.append((float(m.group(1)), offset + m.start(), offset + m.end()))
         if not said or not subjects:
             return []
@@ -775,7 +780,7 @@ def _cued(cue: str, sem: Sem) -> re.Pattern[str]:
     if sem is Sem.COUNT:  # also "groups 5 alerts", "3 alerts are grouped under #14391": the noun after a number
         return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)|"
                           rf"\b(?:groups|grouping|has|had|have|contains|containing|includes|including|holds|bundles|"
-                          rf"comprises|with)\s+(?:only\s+|just\s+)?(\d{{1,7}})\s+(?:{cue})\b|"
+                          rf"comprises|with)\s+(?:only\s+|just\s+)?(\d{{1,7}})\s+(?:{cue})\b{_NOUN_END}|"
                           rf"(?<![\w.#$-])(\d{{1,7}})\s+(?:{cue})\s+(?:are|were|is|was)\s+(?:grouped|included|"
                           rf"contained|bundled)\b", re.IGNORECASE)
     return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)()", re.IGNORECASE)
@@ -785,6 +790,10 @@ def _cued_at(values: list[_Value], subject: _Subject) -> bool:
     """Whether a subject is the value of a role or a cued field ("parent process: winword.exe")."""
     return any(v.start == subject.start and (v.role is not None or v.families[0].startswith("field:"))
                for v in values)
+
+
+# A count's cue read after its number ends the noun phrase ("groups 5 alerts." but not "with 4 distinct apps").
+_NOUN_END = r"(?=\s*(?:[.,;:)]|$|\s+(?:are|were|is|was|in|across|under|for|on|and|so|since|over|at)\b))"
 
 
 def _fits(name: str, sem: Sem, cue: str, value: _Value) -> bool:
