@@ -767,7 +767,8 @@ def _chosen(cue: str, choices: tuple[str, ...], name: str = "") -> re.Pattern[st
         return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])()", re.IGNORECASE)
     noun = re.escape(name.replace("_", " ").rstrip("s")) if name else "(?!)"
     return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b|"
-                      rf"(?<![\w-])({alternatives})[\s-]+{noun}s?\b", re.IGNORECASE)
+                      rf"(?<![\w-])({alternatives})[\s-]+{noun}s?\b(?![\s-]+[a-z-]*(?:alerts?|incidents?|events?|"
+                      rf"detections?|sign-?ins?|rows?|signals?|items?)\b)", re.IGNORECASE)  # "30 High-severity alerts"
 
 
 @functools.lru_cache(maxsize=64)
