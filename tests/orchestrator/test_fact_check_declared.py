@@ -218,7 +218,7 @@ def test_rows_let_go_past_the_bound_leave_their_subjects_undecided() -> None:
     assert row_marks(f"user{MAX_ROWS}@contoso.com came in from Russia.") == ["row"]
 
 
-def test_a_kind_past_half_the_bound_lets_go_of_its_own_rows_not_the_others() -> None:
+def test_a_kind_past_a_quarter_of_the_bound_lets_go_of_its_own_rows_not_the_others() -> None:
     conversation = _sessions_conversation(*ROWS)
     incidents = tuple(Incident(n, f"Incident {n}", "Low", "New", None, NOW, NOW, 1, ("Execution",), (),
                                f"https://x/{n}", None) for n in range(1000, 1000 + MAX_ROWS + 40))

@@ -61,6 +61,8 @@ _TOKEN = re.compile(r"(?<![\w.@\\/-])[A-Za-z0-9][\w.@\\$-]{1,98}[A-Za-z0-9$](?![
 _NEGATED = re.compile(r"\b(?:not|no|never|nor|without|neither|none|rather than|instead of|other than|except|unlike|"
                       r"isn't|wasn't|aren't|weren't|didn't|doesn't|don't|hasn't|haven't|hadn't|cannot|can't)\b"
                       r"[^.;]{0,60}$", re.IGNORECASE)
+# A ticket line's "field label: value" after a dash or a semicolon: the label names a field, not a subject.
+_LABELLED = re.compile(r"^[\s*_]*[A-Za-z][A-Za-z /()-]{1,30}[*_]*:\s", re.IGNORECASE)
 _CARRY = re.compile(r"^\W*(?:it|its|they|their|he|she|his|her|this|that|the (?:account|user|host|device|machine|"
                     r"ip|address|process|file|sender|mailbox|row|entity))\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|no(?![-.@\w])|never|nor|without|neither|rather than|instead of|other than|"
@@ -143,6 +145,8 @@ class Reader:
         self.by_span: dict[tuple[int, int], list[_Subject]] = {}
         self.previous: list[_Subject] = []
         self.vocabulary = _vocabulary(facts)
+        self.named = [(FAMILY[sem], p) for sem in _NAMED if (p := _named(facts.named(sem.value))) is not None]
+        self.people = _named(tuple(v for v in facts.named(Sem.ACCOUNT.value) if " " in v.strip()))
         self.cut = set(facts.cut)  # subjects some of whose rows were let go: nothing about them is decided
         self.read = 0  # characters read so far (``MAX_READ``)
 
@@ -166,15 +170,19 @@ class Reader:
             offset = start + c_start
             if _NEGATION.search(clause) or _OPEN.search(clause):
                 continue  # "did not", "never", "whether": nothing is stated about these rows
-            subjects = [s for s in own if offset <= s.start < start + c_end] or carried
-            carried = subjects
             values = self._values(clause, offset, [i for i in ids if offset <= i.start < start + c_end])
+            if _LABELLED.match(clause):
+                subjects = carried  # "SRV-BKP-01 — remote ip: 203.0.113.9": a field's label, then its value
+            else:
+                subjects = [s for s in own if offset <= s.start < start + c_end and not _cued_at(values, s)] or carried
+                carried = subjects
             values += self._cell_values(cells or (), offset, offset + len(clause))
             named = self._incident_entities(ids)
             values = [v for v in values if not v.forms & named]  # "#14390 involves 10.13.69.109": the incident's
             problems += self._check_values(answer, subjects, values, above)
             problems += self._counts(answer, clause, offset, subjects or above, values, cells or ())
             problems += self._shares(answer, clause, offset, subjects or above, values)
+            problems += self._group_shares(clause, offset, subjects or above, values, cells or ())
             problems += self._flags(clause, offset, subjects or above)
             problems += self._times(answer, clause, offset, subjects or above)
         return problems
@@ -206,7 +214,19 @@ class Reader:
                     out.append(_Value((f"field:{name}",), frozenset({value}), cell.start, cell.end))
             if re.search(r"countr|location", cell.header, re.IGNORECASE) and re.fullmatch(r"[a-z]{2}", value):
                 out.append(_Value(("country",), frozenset({value}), cell.start, cell.end))
+            out += self._chosen_cell(cell, value)
         return out
+
+    def _chosen_cell(self, cell: Cell, value: str) -> list[_Value]:
+        """An enumerated value under its field's name ("| Severity |" over "High", "Product: Microsoft Sentinel")."""
+        header = cell.header.strip("*_` :").lower()
+        said = re.sub(r"[\s_-]", "", value)
+        for name, _, choices in self.vocabulary.choices:
+            noun = name.replace("_", " ").rstrip("s")
+            if re.search(rf"\b{re.escape(noun)}", header) and any(said == re.sub(r"[\s_-]", "", c.lower())
+                                                                   for c in choices):
+                return [_Value((f"field:{name}",), frozenset({said, value}), cell.start, cell.end)]
+        return []
 
     # subjects
 
@@ -219,6 +239,18 @@ class Reader:
             taken.append((identifier.start, identifier.end))
             if rows:
                 found.append(_Subject(frozenset(forms), identifier.start, identifier.end, rows))
+        for m in self.people.finditer(text[:MAX_CLAUSE * 4]) if self.people is not None else ():
+            forms = link_forms(m.group(0))  # a person's name a row belongs to (an on-call entry's "Adele Vance")
+            rows = self._rows(forms) if not forms & self.cut else ()
+            if rows:
+                found.append(_Subject(frozenset(forms), offset + m.start(), offset + m.end(), rows))
+                taken.append((offset + m.start(), offset + m.end()))
+        for m in _COUNTRY_NAME.finditer(text[:MAX_CLAUSE * 4]):  # a country a grouped row belongs to ("Germany had")
+            code = _COUNTRY_CODE.get(m.group(1).lower(), "")
+            rows = self._rows({code}) if code and code not in self.cut else ()
+            if rows:
+                found.append(_Subject(frozenset({code}), offset + m.start(1), offset + m.end(1), rows))
+                taken.append((offset + m.start(1), offset + m.end(1)))
         for count, m in enumerate(_TOKEN.finditer(text[:MAX_CLAUSE * 4])):
             if count >= MAX_TOKENS:
                 break
@@ -237,8 +269,8 @@ class Reader:
     def _forms(self, identifier: Identifier) -> set[str]:
         if identifier.kind is IdKind.REFERENCE:
             reference = self.references.get(int(identifier.value)) if identifier.value.isdigit() else None
-            if reference is not None and reference.kind is RefKind.INCIDENT:
-                return link_forms(reference.key)  # [2] names an incident: its declared rows
+            if reference is not None and reference.kind in (RefKind.INCIDENT, RefKind.ALERT):
+                return link_forms(reference.key)  # [2] names an incident or an alert: its declared rows
             if reference is None or reference.kind is not RefKind.ENTITY:
                 return set()
             return link_forms(reference.key.partition(":")[2])
@@ -266,10 +298,11 @@ class Reader:
                                                                  i.start, i.end, _role(clause, i.start - offset))
                   for i in ids if i.kind in _ID_FAMILIES]
         for name, cue, choices in self.vocabulary.choices:  # "closed as true positive", "raised it to High"
-            for m in _chosen(cue, choices).finditer(clause):
-                said = m.group(1).lower()
+            for m in _chosen(cue, choices, name).finditer(clause):
+                group = 1 if m.group(1) is not None else 2
+                said = m.group(group).lower()
                 forms = frozenset({re.sub(r"[\s_-]", "", said), re.sub(r"[\s_-]+", " ", said)})  # as rows write it
-                values.append(_Value((f"field:{name}",), forms, offset + m.start(1), offset + m.end(1)))
+                values.append(_Value((f"field:{name}",), forms, offset + m.start(group), offset + m.end(group)))
         for m in _TECHNIQUE.finditer(clause):
             values.append(_Value(("technique",), frozenset({m.group(0).lower()}), offset + m.start(), offset + m.end()))
         for m in _COUNTRY_NAME.finditer(clause):
@@ -280,13 +313,17 @@ class Reader:
             if m.group(1).lower() in COUNTRIES:
                 values.append(_Value(("country",), frozenset({m.group(1).lower()}), offset + m.start(1),
                                      offset + m.end(1)))
+        for family, named in self.named:  # a delivery location, a detection type, a city: as the rows write them
+            for m in named.finditer(clause):
+                said = re.sub(r"[\s_-]", "", m.group(0)).lower()
+                values.append(_Value((family,), frozenset({said}), offset + m.start(), offset + m.end()))
         pattern = self.vocabulary.apps
         if pattern is not None:
             for m in pattern.finditer(clause):
                 values.append(_Value(("app",), frozenset({m.group(0).lower()}), offset + m.start(), offset + m.end()))
         for name, cue, sem in self.vocabulary.cued:
             for m in _cued(cue, sem).finditer(clause):
-                group = next(g for g in (1, 2) if m.group(g) is not None)
+                group = next(g for g in range(1, (m.re.groups or 1) + 1) if m.group(g) is not None)
                 raw = m.group(group).replace(",", "").lower()
                 values.append(_Value((f"field:{name}",), frozenset({raw}), offset + m.start(group),
                                      offset + m.end(group)))
@@ -501,6 +538,66 @@ class Reader:
                                     f"{scope}: {shown}", f"records: {shown}"))
         return problems
 
+    def _group_shares(self, clause: str, offset: int, subjects: list[_Subject], values: list[_Value],
+                      cells: tuple[Cell, ...]) -> list[Problem]:
+        """"China accounts for 5% of the total", "Share: 7%" under a group's heading, a "| Share |" column: a
+        percentage said of a subject that a grouped row belongs to (a summarised hunt's key) is that row's part of
+        the weight of every row of its result (the rows of its kind with the same columns), all of them returned.
+        A share of the subject's own rows ("60% of her sign-ins failed") is ``_shares``'; a bound is not read."""
+        said: list[tuple[float, int, int]] = []
+        for cell in cells:
+            value = cell.value.strip("*_` ")
+            m = re.fullmatch(r"(\d{1,3}(?:\.\d)?)\s*%", value)
+            inside = offset <= cell.start < offset + len(clause)
+            if m and inside and re.search(r"share|percent|%|part", cell.header, re.IGNORECASE):
+                said.append((float(m.group(1)), cell.start, cell.end))
+        if not said:
+            for m in _GROUP_SHARE.finditer(clause):
+                before = clause[max(0, m.start() - 25):m.start()]
+                after = [v for v in values if v.start >= offset + m.end()]
+                selected = any(not any(v.forms & s.forms for s in subjects) for v in after) or (
+                    after and any(offset <= s.start < offset + m.start() for s in subjects))
+                # "17% of all sign-ins were to Teams", "olivia: 19% of all sign-ins came from 192.0.2.9": a part of
+                # the subject's own rows, not the group's part of its result
+                if not selected and not _SHARE_BOUND.search(before) and not _SHARE_HEDGE.search(before):
+                    said.append((float(m.group(1)), offset + m.start(), offset + m.end()))
+        if not said or not subjects:
+            return []
+        results = self._group_parts(subjects)
+        problems = []
+        for percent, start, end in said:
+            if not results or any(claimed.share_matches(percent, 100 * part / whole) for part, whole, _ in results):
+                continue
+            part, whole, scope = results[0]
+            shown = f"{part} of {whole} ({100 * part / whole:.0f}%)"
+            problems.append(Problem("row share", start, end, f"{scope}: {shown}", f"records: {shown}"))
+        return problems
+
+    def _group_parts(self, subjects: list[_Subject]) -> list[tuple[int, int, str]]:
+        """(the subject's weight, the whole result's weight, what) for each grouped result the subjects' rows are
+        in; [] when one of those results was not returned whole."""
+        out = []
+        seen: set[tuple[str, frozenset[str], frozenset[str]]] = set()
+        for subject in subjects:
+            for fact, name in subject.rows:
+                kind = self.facts.kinds.get(fact.kind)
+                columns = {n for n, _ in fact.values}
+                key = (fact.kind, frozenset(columns), subject.forms)
+                if key in seen or kind is None or not any(Sem(sem) is Sem.COUNT and not cue
+                                                          for sem, cue in kind.fields.values()):
+                    continue
+                seen.add(key)
+                result = [r for r in self.facts.rows.values() if r.kind == fact.kind and {n for n, _ in r.values}
+                          == columns]
+                if not all(r.complete for r in result):
+                    return []
+                mine = [r for r in result if any(n == name and link_forms(v) & subject.forms for n, v in r.values)]
+                whole = sum(r.weight for r in result)
+                if whole and len(mine) == 1:  # a group key names one row of its result
+                    out.append((sum(r.weight for r in mine), whole, f"the {fact.kind} rows of "
+                                                                  f"{min(subject.forms, key=len)}"))
+        return out
+
     def _share(self, noun: str, words: list[str], part_words: list[str], part_values: list[_Value],
                groups: list[list[_Subject]]) -> list[tuple[int, int, str]]:
         """(part, whole, what was counted) per kind counted by ``noun``, by rows and by declared weight; [] when
@@ -605,8 +702,7 @@ class _Vocabulary:
 def _vocabulary(facts: Facts) -> _Vocabulary:
     kinds = tuple(sorted((k, tuple(v.nouns), tuple((n, sem, cue) for n, (sem, cue) in v.fields.items()))
                          for k, v in facts.kinds.items()))
-    apps = tuple(sorted({v for r in facts.rows.values() for n, v in r.values
-                         if facts.kinds.get(r.kind) and facts.kinds[r.kind].fields.get(n, ("",))[0] == "app"}))
+    apps = facts.named(Sem.APP.value)
     choices = tuple(sorted({(n, v.fields[n][1], c) for v in facts.kinds.values() for n, c in v.choices.items()
                             if n in v.fields}))
     return _built(kinds, apps, choices)
@@ -636,23 +732,69 @@ def _built(kinds: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str], 
     return _Vocabulary(app, counts, cued, flags, shares, roles, choices)
 
 
+# Field types whose values an answer writes as the rows do ("landed in Quarantine", "a leakedCredentials detection",
+# "based in Dublin"): read wherever written, held to the linked rows' fields of that type.
+_NAMED = (Sem.ACTION, Sem.CITY)
+
+
+@functools.lru_cache(maxsize=32)
+def _named(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The values in the rows' own capitals ("Inbox", not "inbox": a common word is no value), a camel-case one
+    also as separate words ("JunkFolder", "Junk Folder")."""
+    words, phrases = [], []
+    for value in values:
+        text = value.strip()
+        if len(text) < 4 or len(text) > 60 or not re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]", text):
+            continue
+        spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
+        if " " in spaced:
+            phrases.append(r"[\s_-]?".join(re.escape(w) for w in spaced.split()))
+        else:
+            words.append(re.escape(text))
+    alternatives = sorted(words, key=len, reverse=True) + sorted(phrases, key=len, reverse=True)
+    if not alternatives:
+        return None
+    return re.compile(r"(?<![\w-])(?:" + "|".join(alternatives) + r")(?![\w-])")
+
+
 @functools.lru_cache(maxsize=64)
-def _chosen(cue: str, choices: tuple[str, ...]) -> re.Pattern[str]:
-    """An enumerated value after its cue: "closed as a true positive", "severity set to High"."""
+def _chosen(cue: str, choices: tuple[str, ...], name: str = "") -> re.Pattern[str]:
+    """An enumerated value after its cue ("closed as a true positive", "severity set to High"), or followed by its
+    field's own name ("fired with Low severity"): group 1 or 2."""
     alternatives = "|".join(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_-]?", re.escape(c))
                             for c in sorted(choices, key=len, reverse=True))
     if not cue:  # read wherever it is written ("maps to Lateral Movement")
-        return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])", re.IGNORECASE)
-    return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b", re.IGNORECASE)
+        return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])()", re.IGNORECASE)
+    noun = re.escape(name.replace("_", " ").rstrip("s")) if name else "(?!)"
+    return re.compile(rf"\b(?:{cue})\s*[:(]?\s*[`'\"*]*(?:an?\s+)?({alternatives})\b|"
+                      rf"(?<![\w-])({alternatives})[\s-]+{noun}s?\b(?![\s-]+[a-z-]*(?:alerts?|incidents?|events?|"
+                      rf"detections?|sign-?ins?|rows?|signals?|items?)\b)", re.IGNORECASE)  # "30 High-severity alerts"
 
 
 @functools.lru_cache(maxsize=64)
 def _cued(cue: str, sem: Sem) -> re.Pattern[str]:
     if sem is Sem.LEVEL:
         return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|as|level|=|:)\s*)*\b(high|medium|low|none)\b|"
-                          rf"\b(?:is|was|are|were|at|as)\s+(?:a\s+|an\s+)?(high|medium|low)[\s-]+(?:{cue})\b"
+                          rf"\b(?:is|was|are|were|at|as)\s+(?:a\s+|an\s+)?(high|medium|low)[\s-]+"
+                          rf"(?:(?:user|sign-?in|account|overall|identity)[\s-]+)?(?:{cue})\b"
                           r"(?![\s-]+(?:detections?|events?|sign-?ins?|alerts?|signals?|rows?))", re.IGNORECASE)
+    if sem is Sem.COUNT:  # also "groups 5 alerts", "3 alerts are grouped under #14391": the noun after a number
+        return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)|"
+                          rf"\b(?:groups|grouping|has|had|have|contains|containing|includes|including|holds|bundles|"
+                          rf"comprises|with)\s+(?:only\s+|just\s+)?(\d{{1,7}})\s+(?:{cue})\b{_NOUN_END}|"
+                          rf"(?<![\w.#$-])(\d{{1,7}})\s+(?:{cue})\s+(?:are|were|is|was)\s+(?:grouped|included|"
+                          rf"contained|bundled)\b", re.IGNORECASE)
     return re.compile(rf"\b(?:{cue})\W{{0,3}}(?:(?:was|is|of|at|=|:)\s*)*(\d{{1,7}})(?!\d|[.:,]\d)()", re.IGNORECASE)
+
+
+def _cued_at(values: list[_Value], subject: _Subject) -> bool:
+    """Whether a subject is the value of a role or a cued field ("parent process: winword.exe")."""
+    return any(v.start == subject.start and (v.role is not None or v.families[0].startswith("field:"))
+               for v in values)
+
+
+# A count's cue read after its number ends the noun phrase ("groups 5 alerts." but not "with 4 distinct apps").
+_NOUN_END = r"(?=\s*(?:[.,;:)]|$|\s+(?:are|were|is|was|in|across|under|for|on|and|so|since|over|at)\b))"
 
 
 def _fits(name: str, sem: Sem, cue: str, value: _Value) -> bool:
@@ -731,6 +873,9 @@ def _groups(answer: str, subjects: list[_Subject]) -> list[list[_Subject]]:
         if groups:
             last = groups[-1][-1]
             between = answer[last.end:subject.start] if subject.start >= last.end else "x"
+            if "(" in between and not re.search(r"\b(?:and|or)\b", between):
+                groups.append([subject])  # "powershell.exe (explorer.exe)": the second qualifies the first
+                continue
             if len(between) < 40 and _JOINED.match(between):
                 groups[-1].append(subject)
                 continue
@@ -779,6 +924,12 @@ _SHARE = (r"(?:(?<![\w.])(?P<percent>\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)|"
           r"\b(?P<fraction>" + "|".join(sorted(_FRACTIONS, key=len, reverse=True)) + r"))")
 _PART_OF = re.compile(r"\b(?:\d{1,5}|" + "|".join(w for w in _WORD_NUMBERS if " " not in w and len(w) > 2) +
                       r")\s+(?:out\s+)?of\s+(?:the\s+|all\s+|her\s+|his\s+|their\s+|its\s+)?$", re.IGNORECASE)
+# A percentage said of a group of a summarised result ("accounts for 5% of the total", "5% of the rows were ...").
+_GROUP_SHARE = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d)?)\s*(?:%|percent\b)(?=\s+of\s+(?:the\s+)?(?:total|all\b|"
+                          r"rows?\b|results?\b|matches\b|hits\b|volume\b|overall\b)|\s*(?:share\b|$|[).,;]))",
+                          re.IGNORECASE)
+_SHARE_BOUND = re.compile(r"\b(?:over|more than|under|less than|at least|at most|up to|above|below)\s*$",
+                          re.IGNORECASE)
 _SHARE_HEDGE = re.compile(r"\b(?:about|around|roughly|nearly|almost|approximately|some|~|over|more than|under|"
                           r"less than|at least|at most|up to)\s*$", re.IGNORECASE)
 

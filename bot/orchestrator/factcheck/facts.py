@@ -61,7 +61,7 @@ MAX_COUNTS = 100
 MAX_CHANGES = 20
 MAX_ROSTER = 40
 MAX_NAMES = 200  # alert names, entity sightings
-MAX_ROWS = 300  # declared rows (evidence, hunts, any record type that declares its facts): about 15 KB when full
+MAX_ROWS = 600  # declared rows (evidence, hunts, alerts, any record type that declares its facts): about 30 KB full
 MAX_ROW_VALUE = 96  # characters of a row's value kept (command lines and free text are never evidence)
 MAX_EMPTY = 120  # (kind, subject) pairs a query read and found no row of
 MAX_CUT = 400  # subjects whose rows were partly let go
@@ -311,6 +311,12 @@ class Kind:
                    tuple(map(text, row[2])), tuple(map(text, row[3])),
                    {str(f): tuple(map(text, cs)) for f, cs in choices.items()})
 
+    def merged(self, other: Kind) -> Kind:
+        """A kind declared per row (two hunts of one table, grouped by different columns): the union of both."""
+        return Kind(tuple(dict.fromkeys((*self.nouns, *other.nouns))), {**other.fields, **self.fields},
+                    tuple(dict.fromkeys((*self.belongs, *other.belongs))), self.identity,
+                    {**other.choices, **self.choices})
+
     @classmethod
     def of(cls, declared: semantics.Declaration) -> Kind:
         """Its fields a row keeps (free text and times that tell no rows apart are never kept)."""
@@ -366,6 +372,7 @@ class Facts:
     _stored: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _index: set[str] | None = field(default=None, repr=False, compare=False)
     _links: dict[str, list[tuple[RowFact, str]]] | None = field(default=None, repr=False, compare=False)
+    _named: dict[str, tuple[str, ...]] | None = field(default=None, repr=False, compare=False)
 
     # recording
 
@@ -437,8 +444,8 @@ class Facts:
         if declared is None or not declared.belongs:
             return  # a row that belongs to nothing (a trend's bin) links no statement to it
         self._stored = None
-        if declared.kind not in self.kinds:
-            self.kinds[declared.kind] = Kind.of(declared)
+        known, fresh = self.kinds.get(declared.kind), Kind.of(declared)
+        self.kinds[declared.kind] = fresh if known is None or known == fresh else known.merged(fresh)
         values = tuple((f.name, _row_text(v)) for f, v in semantics.field_values(record, declared)
                        if f.sem.value not in _UNKEPT or f.name in declared.identity)  # a time that tells rows apart
         weight = next((int(v) for f, v in values if f == declared.weight and v.isdigit()), 1)
@@ -452,15 +459,15 @@ class Facts:
         self.rows.pop(key, None)
         self.rows[key] = RowFact(declared.kind, values, weight, complete, f"{tool} ({subject})" if subject else tool)
         self._let_go(len(self.rows) - MAX_ROWS, declared.kind)
-        self._links = None
+        self._links = self._named = None
 
     def _let_go(self, excess: int, arriving: str = "") -> None:
         """Forget the oldest rows; what they belonged to is no longer decidable (its other rows are not all). A kind
-        that already holds half the bound gives up its own oldest rows for its new ones, so lists of a hundred
+        that already holds a quarter of the bound gives up its own oldest rows for its new ones, so lists of a hundred
         incidents do not push an investigation's evidence out."""
         for _ in range(max(excess, 0)):
             own = [k for k in self.rows if k[0] == arriving] if arriving else []
-            key = own[0] if len(own) > MAX_ROWS // 2 else next(iter(self.rows))
+            key = own[0] if len(own) > MAX_ROWS // 4 else next(iter(self.rows))
             old = self.rows.pop(key)
             kind = self.kinds.get(old.kind)
             for name, value in old.values:
@@ -481,6 +488,20 @@ class Facts:
         for subject in subjects:
             for form in link_forms(subject):
                 _add(self.empty, (declared.kind, form), MAX_EMPTY)
+
+    def named(self, sem: str) -> tuple[str, ...]:
+        """Every value the rows hold in fields of one semantic type (the apps a sign-in names), kept until a row
+        changes: an answer's check reads them without walking every row."""
+        if self._named is None:
+            named: dict[str, set[str]] = {}
+            for fact in self.rows.values():
+                kind = self.kinds.get(fact.kind)
+                if kind is not None:
+                    for name, value in fact.values:
+                        if name in kind.fields:
+                            named.setdefault(kind.fields[name][0], set()).add(value)
+            self._named = {k: tuple(sorted(v)) for k, v in named.items()}
+        return self._named.get(sem, ())
 
     def linked(self, form: str) -> list[tuple[RowFact, str]]:
         """The declared rows a subject belongs to, by any of the forms an answer may write it in, each with the field
@@ -530,7 +551,7 @@ class Facts:
             _trim(ordered, len(ordered) // 2)
         self._let_go(len(self.rows) // 2)
         self._index = None
-        self._links = None
+        self._links = self._named = None
         del self.counts[:len(self.counts) // 2]
 
     # the recorders' interface
@@ -549,6 +570,7 @@ class Facts:
                                                 seen, activity, alert.techniques)
         _trim(self.alerts, MAX_ALERTS)
         _add(self.alert_names, alert.name.strip().lower(), MAX_NAMES)  # its id is known as the alert's key
+        self.declared_row(alert, {}, seen.tool, True)  # its severity, status and product, declared
         for label in alert.entities:
             entity_type, _, value = label.partition(": ")
             self.identify(entity_type, value)
@@ -878,6 +900,7 @@ def _record_on_call(facts: Facts, entry: OnCallEntry, seen: Seen) -> Iterable[st
     facts.roster.pop(entry.name.lower(), None)
     facts.roster[entry.name.lower()] = fact
     _trim(facts.roster, MAX_ROSTER)
+    facts.declared_row(entry, {}, seen.tool, True)  # its location and team, declared
     return ()
 
 

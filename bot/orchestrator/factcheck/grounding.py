@@ -105,7 +105,7 @@ class _Check:
             by_span[(unit.start, unit.end)] = own
             self._spans.append((unit.start, unit.end))
             self.entities = self._sightings(unit, inside)
-            asserted = unit.cells is not None or structure.asserts(self.answer[unit.start:unit.end])
+            asserted = _asserted(self.answer, unit)
             row_problems = self.rows.unit(self.answer, unit.start, unit.end, unit.parents, inside, asserted, unit.kind,
                                          unit.cells)
             if unit.end > self.context:
@@ -812,3 +812,13 @@ def _deduplicated(findings: list[Finding]) -> list[Finding]:
             seen.add(key)
             kept.append(finding)
     return kept
+
+
+def _asserted(answer: str, unit: structure.Unit) -> bool:
+    """A unit states facts: a table row or label cells do, unless a single label's value is an instruction
+    ("Note: check srv-bkp-01 for 203.0.113.9"); a sentence when it is no instruction, question or hypothetical."""
+    if unit.cells is not None:
+        if unit.kind == "row" or len(unit.cells) != 1:
+            return True
+        return not structure.ADVICE_LABEL.match(unit.cells[0].header) and structure.asserts(unit.cells[0].value)
+    return structure.asserts(answer[unit.start:unit.end])

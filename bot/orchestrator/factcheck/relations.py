@@ -67,6 +67,7 @@ class Problem:
 
 
 Near = Callable[[int], list[IncidentFact]]  # the incidents a position in the answer is said of
+_REFERENCE_LEAD = re.compile(r"^\[\d{1,4}\]\s*")  # an [n] before a name in a cell cites it: it is not part of it
 
 
 def alert_names(text: str, offset: int, facts: Facts, near: Near,
@@ -83,7 +84,7 @@ def alert_names(text: str, offset: int, facts: Facts, near: Near,
             candidates.append((name, offset + m.start(), offset + m.end()))
     for header, value, start in cells:
         if header.lower().strip(" :") in _ALERT_HEADERS and not _QUOTED.search(value):
-            name = value.strip("*_\"' ")
+            name = _REFERENCE_LEAD.sub("", value.strip("*_\"' ")).strip("*_\"' ")  # "[26] Unfamiliar sign-in ..."
             if len(name.split()) >= 2:
                 candidates.append((name, start, start + len(value)))
     problems = []

@@ -165,15 +165,22 @@ _IMPERATIVE = re.compile(
     r"triage|prioriti[sz]e|start|focus|raise|lower|lower|mark|add|comment|tag|monitor|watch|keep|make|ensure|"
     r"validate|correlate|compare|collect|export|quarantine|remove|delete|enable|enforce|require|rotate|restrict|"
     r"follow|reach|call|email|message|use|go|navigate|filter|sort|see|note|treat|tell|let|give|take|work|handle|"
-    r"get|find|identify|determine|re-?run|rerun|document|update|change|move|schedule|wait|hold|leave|skip)\b",
+    r"get|find|identify|determine|re-?run|rerun|document|update|change|move|schedule|wait|hold|leave|skip|pull|"
+    r"fetch|grab|dig|scope|contain|sweep|inspect|examine|reimage|re-image|patch)\b",
     re.IGNORECASE)
 _HEDGED = re.compile(
     r"^(?:i'd|i would|i'd suggest|i suggest|i recommend|we should|we could|you should|you could|you may|you might|"
     r"you can|you'll want|it'd be|it would be|it may be worth|it might be worth|it's worth|worth|consider|"
     r"recommended|recommendation|suggestion|suggested|to\s+\w+|if|when|once|in case|should|would|could|might|"
     r"may|want me to|shall i|do you want|let me know|ideally|optionally)\b", re.IGNORECASE)
+# What leads a sentence without being its verb: a list mark, "Next step:", a numbered ticket label ("Note 2:").
 _LEAD = re.compile(r"^[\s\-*•+>#\d.)_`✅☐⬜🔲☑️⚠]*(?:(?:next steps?|action|actions|to do|todo|step \d+|then|and|also|"
-                   r"finally|first|second|third|now)\s*[:,-]?\s*)?", re.IGNORECASE)
+                   r"finally|first|second|third|now|[a-z]{2,12}\s+#?\d{1,3}(?=\s*:))\s*[:,-]?\s*)?", re.IGNORECASE)
+
+
+# A label whose value is advice, not a record's field ("Next step: ...", "Recommendation: ...").
+ADVICE_LABEL = re.compile(r"^\W*(?:next steps?|recommendations?|recommended actions?|suggested actions?|actions?|"
+                          r"to ?do|follow[- ]up|remediation|mitigation)\W*$", re.IGNORECASE)
 
 
 def asserts(sentence: str) -> bool:
