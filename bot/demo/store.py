@@ -289,22 +289,45 @@ def _literal(value: Any) -> str:
 def _activity_tables(conn: sqlite3.Connection, tables: Mapping[str, Iterable[Mapping[str, Any]]]) -> None:
     """The activity tables' rows, and the indexes their entity lookups and time windows use."""
     for table, rows in tables.items():
-        # Rows from one builder set the same columns in the same order: one INSERT for each such shape.
-        shapes: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
-        for row in rows:
-            shapes.setdefault(tuple(row), []).append(tuple(row.values()))
-        for names, values in shapes.items():
-            listed = ", ".join(f'"{name}"' for name in names)
-            conn.executemany(f"INSERT INTO {table} ({listed}) VALUES ({', '.join('?' * len(names))})", values)
+        _insert_in_time_order(conn, table, rows)
     for table, kinds in catalog.ENTITY_COLUMNS.items():
-        conn.execute(f"CREATE INDEX {table.lower()}_time ON {table} (TimeGenerated)")
+        conn.execute(f"CREATE INDEX {table.lower()}_time ON {table} ({', '.join(_time_index_columns(table))})")
         expressions = dict.fromkeys(e for expressions in kinds.values() for e in expressions)
         for index, expression in enumerate(expressions):
             conn.execute(f"CREATE INDEX {table.lower()}_entity_{index} ON {table} "
                          f"(kql_lower({expression}), TimeGenerated)")
     for table in catalog.HUNT_INDEXED:
         for index, expression in enumerate(index_expressions(table)):
-            conn.execute(f"CREATE INDEX {table.lower()}_hunt_{index} ON {table} ({expression}, TimeGenerated)")
+            conn.execute(f"CREATE INDEX {table.lower()}_hunt_{index} ON {table} "
+                         f"({expression}, {', '.join(_time_index_columns(table))})")
+
+
+def _insert_in_time_order(conn: sqlite3.Connection, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    """A table's rows stored in the order of their time: a window's rows then sit on neighbouring pages, so a hunt
+    over 30 days reads them in order instead of one random page per row (at 100x, 30 days of sign-ins through the
+    time index: 116,241 jumps between 174,191 rows as the generator wrote them). Rows from one builder set the same
+    columns in the same order: one INSERT for each run of rows of one shape."""
+    ordered = sorted(rows, key=lambda row: str(row.get("TimeGenerated") or ""))
+    start = 0
+    while start < len(ordered):
+        names = tuple(ordered[start])
+        end = start + 1
+        while end < len(ordered) and tuple(ordered[end]) == names:
+            end += 1
+        listed = ", ".join(f'"{name}"' for name in names)
+        conn.executemany(f"INSERT INTO {table} ({listed}) VALUES ({', '.join('?' * len(names))})",
+                         [tuple(row.values()) for row in ordered[start:end]])
+        start = end
+
+
+def _time_index_columns(table: str) -> list[str]:
+    """The time index's columns: the time, then the table's own columns a hunt shows by default (``catalog``'s
+    ``hunt``, virtual columns left out), so a hunt reading only those (a series, sessions per user) reads the narrow
+    index instead of each wide row. The hot columns' indexes end with them too, so the time index's covering does
+    not win over them: a filter on a hot column reads only its matches, from the index alone."""
+    stored = {name for name, _ in catalog.schema()[table]}
+    shown = [name for name in catalog.tables()[table].hunt if name in stored and name != "TimeGenerated"]
+    return ["TimeGenerated", *(f'"{name}"' for name in shown)]
 
 
 def _alert_ids(row: str) -> str:
