@@ -2,6 +2,7 @@
 drawn mechanically from four folders of Microsoft's repository (every 5th file from the 2nd), each classified as
 expressed fully, partly or not by the hunt structure, with what is missing. Every full and partly query's hunt
 arguments parse, build KQL that Microsoft's Kusto parser accepts with each text value one literal, and run on the demo.
+A query re-scored after the computed columns keeps its earlier class in ``before_extend``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ def test_each_query_is_classified_with_what_it_misses() -> None:
         assert bool(query.get("missing")) == (query["now"] != "full"), query["path"]
     tally = Counter(q["now"] for q in QUERIES)
     assert sum(tally.values()) == len(QUERIES) and set(tally) == {"full", "partly", "not"}, tally
+
+
+def test_a_re_scored_query_keeps_its_class_before_the_computed_columns() -> None:
+    rescored = [q for q in QUERIES if "before_extend" in q]
+    assert rescored, "the re-score after the computed columns keeps each earlier class"
+    for query in rescored:
+        assert query["before_extend"] in {"full", "partly", "not"}, query["path"]
+        # Features were only added: a re-scored query never lost ground.
+        order = ["not", "partly", "full"]
+        assert order.index(query["now"]) >= order.index(query["before_extend"]), query["path"]
+    # The first scoring, against the structure before the computed columns: 5 full, 12 partly, 5 not.
+    before = Counter(q.get("before_extend", q["now"]) for q in QUERIES)
+    assert before == Counter({"full": 5, "partly": 12, "not": 5}), before
 
 
 def test_every_kept_hunt_parses_on_the_query_table() -> None:
