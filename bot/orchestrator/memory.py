@@ -28,7 +28,6 @@ TRIMMED_NOTICE = "Older messages were trimmed to make room; ask again if you nee
 MESSAGE_OVERHEAD = 4
 DIGEST_LINES = 6
 DIGEST_LINE_CHARS = 400
-FACT_HALVINGS = 2  # how many times the stored state sheds the older half of the facts before any reference
 
 
 @dataclass(frozen=True)
@@ -162,9 +161,13 @@ class Memory:
 
     def shed(self, conversation: Conversation) -> Iterator[str]:
         """What to let go of when the stored conversation is too big, least missed first, one step per item (the
-        step's name): the oldest whole turns one at a time, the last one whole; then the older half of the facts,
-        twice at most; then the older half of the references. The caller (the state store) measures what it stores
-        after each step and stops when it fits; the steps end when nothing is left to drop."""
+        step's name): the older half of the fact check's rows (an answer about them is then left unchecked, never
+        wrongly marked: near their bound they are most of the state, and the conversation itself matters more);
+        then the oldest whole turns one at a time, the last one whole; then the facts' older half again; the
+        analyst's [n] last ("tell me more about [2]" must keep working). The caller (the state store) measures what
+        it stores after each step and stops when it fits; the steps end when nothing is left to drop."""
+        conversation.facts.halve()
+        yield "older facts"
         while conversation.history:
             turns = len(self.turn_starts(conversation))
             if turns <= 1:
@@ -173,12 +176,8 @@ class Memory:
             else:
                 self.trim(conversation, max_turns=turns - 1, max_tokens=10**9)
             yield "oldest turn"
-        # Only the bounded lists are left. The fact check's older rows go first, twice at most (an answer about
-        # them is then left unchecked, never wrongly marked); the analyst's [n] last, as "tell me more about [2]"
-        # must keep working: with facts near their bound, halving both at once lost the list the analyst had.
-        for _ in range(FACT_HALVINGS):
-            conversation.facts.halve()
-            yield "older facts"
+        conversation.facts.halve()
+        yield "older facts"
         references = conversation.references
         references.items = references.items[len(references.items) // 2:]
         conversation.references = type(references).from_dict(references.to_dict())

@@ -72,12 +72,14 @@ def test_with_no_history_left_a_state_over_its_budget_keeps_the_newer_half_of_it
     assert [r.n for r in data.conversation.references.items] == before[len(before) // 2:]
 
 
-def test_a_state_over_its_budget_by_its_facts_sheds_facts_before_any_reference() -> None:
-    """The fact check's older rows go before the analyst's [n]: with facts near their bound, halving both at once
-    lost the list the analyst was about to point at ("tell me more about [2]": no [2] in this conversation)."""
+def test_a_state_over_its_budget_by_its_facts_sheds_facts_before_its_turns_and_references() -> None:
+    """The fact check's older rows go before the conversation's turns and the analyst's [n]: with facts near their
+    bound, halving facts and references at once (after every turn) lost the list the analyst was about to point at
+    ("tell me more about [2]": no [2] in this conversation)."""
     from tests.tools.test_tools_and_memory import NOW, incident, result
 
     data = ConversationData()
+    data.conversation.history.append(UserMessage("question: " + "x" * 500))
     data.conversation.remember(result(*(incident(14_000 + n) for n in range(40))), NOW)
     before = [r.n for r in data.conversation.references.items]
     full = EncodedState.of(data).size
@@ -86,3 +88,4 @@ def test_a_state_over_its_budget_by_its_facts_sheds_facts_before_any_reference()
     encoded = bound(data, Memory(TokenCounter()), max_bytes=budget)
     assert encoded.size <= budget and encoded == EncodedState.of(data)
     assert [r.n for r in data.conversation.references.items] == before, "every reference kept"
+    assert data.conversation.history == [UserMessage("question: " + "x" * 500)], "the turn kept"
