@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
-from sqlite3 import Connection
 from typing import Any
 
 from bot.demo.backend import DemoBackend
 from bot.sentinel import queries
 from bot.sentinel.hunt import parse_hunt
-from bot.sentinel.hunt import sql as hunt_sql
 from bot.sentinel.hunt.catalog import table_names
 from bot.sentinel.hunt.conditions import leaves
+from tests.sentinel.test_hunt_yardstick import runs_on_the_demo
 from tests.support import kusto
 
 SAMPLE = json.loads((Path(__file__).resolve().parents[1] / "data" / "hunt_heldout_2.json").read_text("utf-8"))
@@ -87,11 +85,4 @@ def test_every_kept_hunt_parses_with_microsofts_parser_each_value_one_literal() 
 
 
 def test_every_kept_hunt_runs_on_the_demo(demo_backend: DemoBackend) -> None:
-    def run(conn: Connection, now: datetime) -> int:
-        for query in KEPT:
-            hunt = parse_hunt(query["arguments"])
-            rows = hunt_sql.run(hunt, conn, now)
-            assert all(list(row["Row"]) == [name for name, _ in hunt.output] for row in rows), query["path"]
-        return len(KEPT)
-
-    assert demo_backend.with_database(run) == len(KEPT)
+    runs_on_the_demo(demo_backend, KEPT)

@@ -89,11 +89,11 @@ def hunt_text(result: QueryResult, ref_for: RefFor) -> str:
 def card_output(result: QueryResult) -> tuple[tuple[str, str], ...]:
     """The card's columns: the first, then those a join brought (the reason for the join: a mail's click, a
     sign-in's indicator), then the rest. A card shows six; the model's text keeps the hunt's own order."""
-    output = output_of(result)
     try:
-        brought = parse_hunt(result.metadata.parameters).right_names
+        hunt = parse_hunt(result.metadata.parameters)
     except InvalidParameter:
-        return output
+        return output_of(result)
+    output, brought = hunt.output, hunt.right_names
     return (*output[:1], *(c for c in output[1:] if c[0] in brought), *(c for c in output[1:] if c[0] not in brought))
 
 
